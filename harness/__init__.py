@@ -1,0 +1,7 @@
+"""negharness: a plugin-based benchmark harness for negation understanding in vision-language models.
+
+Importing this package is cheap on purpose: torch, open_clip and the plugins load only when a
+model or task is actually used, so `negharness list` and `--help` stay instant.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,261 @@
+"""The `negharness` command: run, train, leaderboard, list.
+
+Heavy modules (torch, open_clip) are imported inside the commands that need them, so ``--help``
+and ``list`` answer at once. A `UserError` becomes one red line and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+from .errors import UserError
+
+EXAMPLES = """examples:
+  negharness run --model shapes_clip --task 'shapes_*'        # embedded default, no download
+  negharness run --model clip --task 'negbench_*' --device cuda --precision bf16
+  negharness run --model clip --arch ViT-B-32 --checkpoint negclip.pt -M quick_gelu=true --task msrvtt3k_composed
+  negharness leaderboard
+  negharness list
+"""
+
+
+def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{option} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _progress(console: Any):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not console.is_terminal)
+
+
+def _host(args: argparse.Namespace):
+    from .plugin_manager import make_host
+
+    blocked = [p[3:] for p in (args.plugin or []) if p.startswith("no:")]
+    bad = [p for p in (args.plugin or []) if not p.startswith("no:")]
+    if bad:
+        raise UserError(f"-p {bad[0]}: only -p no:NAME (block a plugin) is supported")
+    host = make_host(blocked=blocked, strict=True if args.strict_plugins else None)
+    if host.failures():
+        from rich.text import Text
+
+        err = _console(stderr=True)
+        for info in host.failures():
+            err.print(Text.assemble(("warning: ", "yellow"), f"plugin {info.name!r} ({info.module}) failed to load: {info.error}"))
+    return host
+
+
+# commands ------------------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    host = _host(args)
+    console = _console()
+    for kind in ("model", "task", "trainer", "editor", "detector"):
+        entries = host.registry.entries(kind)
+        if not entries:
+            continue
+        table = Table(title=f"{kind}s", title_justify="left")
+        table.add_column("name", style="cyan")
+        table.add_column("plugin")
+        table.add_column("description")
+        for e in entries:
+            table.add_row(e.name, e.plugin, e.description)
+        console.print(table)
+    for info in sorted(host.plugins.values(), key=lambda p: p.name):
+        if info.status != "loaded":
+            console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .evaluate import RunRequest, run_evaluation
+    from .model import ModelOptions
+
+    host = _host(args)
+    req = RunRequest(
+        model=args.model, tasks=args.task,
+        model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+        task_extra=_pairs(args.task_arg, "-T"), data_root=args.data_root, device=args.device,
+        precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
+        seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache)
+    err = _console(stderr=True)
+    with _progress(err) as progress:
+        outcomes = run_evaluation(host, req, progress)
+    _print_run_summary(outcomes)
+    return 0
+
+
+def _print_run_summary(outcomes: list[Any]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title="negharness run", title_justify="left")
+    table.add_column("model", style="cyan", no_wrap=True)
+    table.add_column("task", no_wrap=True)
+    table.add_column("scores")
+    table.add_column("items", justify="right")
+    for o in outcomes:
+        rec = o.record or {}
+        info = rec.get("metric_info", {})
+        names = rec.get("task", {}).get("leaderboard_metrics") or list(rec.get("metrics", {}))
+        scores = "  ".join(f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
+                           for k in names if k in rec.get("metrics", {}))
+        items = ", ".join(f"{v} {k}" for k, v in rec.get("n_items", {}).items())
+        table.add_row(rec.get("model", {}).get("label", "?"), o.task + (" (cached)" if o.skipped else ""), scores, items)
+    console.print(table)
+    folders = sorted({str(o.path.parent) for o in outcomes})
+    console.print(f"records in {', '.join(folders)}; `negharness leaderboard` builds the leaderboard"
+                  + ("; --overwrite reruns cached records" if any(o.skipped for o in outcomes) else ""))
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from .atomic import atomic_write_text
+    from .leaderboard import build_tables, to_markdown, to_rich
+    from .results import iter_records
+
+    results = Path(args.results_dir)
+    if not results.is_dir():
+        raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
+    tables = build_tables(iter_records(results))
+    out = Path(args.out)
+    try:
+        atomic_write_text(out, to_markdown(tables, out))
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write ({exc.strerror or exc})") from exc
+    console = _console()
+    for table in to_rich(tables):
+        console.print(table)
+    console.print(f"wrote {out}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .model import ModelOptions
+    from .train import TrainOptions
+
+    host = _host(args)
+    entry = host.registry.get("trainer", args.trainer)
+    if args.model:
+        host.registry.get("model", args.model)
+    if args.task:
+        host.registry.match("task", args.task)
+
+    def load_model(name: str, options: ModelOptions):
+        return host.registry.get("model", name).load()(options)
+
+    err = _console(stderr=True)
+    with _progress(err) as progress:
+        opts = TrainOptions(
+            out=Path(args.out), model=args.model,
+            model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+            task=args.task, seed=args.seed, device=args.device,
+            cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+            extra=_pairs(args.option, "-O"), progress=progress, load_model=load_model)
+        path = entry.load()(opts)
+    _console().print(f"wrote {path}")
+    return 0
+
+
+# parser --------------------------------------------------------------------------------------------
+def _model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model options (shared by every model plugin)")
+    g.add_argument("--arch", help="architecture name or config file (e.g. ViT-B-32, path/to/config.json)")
+    g.add_argument("--pretrained", help="pretrained tag (e.g. openai, laion400m_e31)")
+    g.add_argument("--checkpoint", help="local checkpoint file (safetensors or weights-only torch file)")
+    g.add_argument("-M", "--model-arg", action="append", metavar="KEY=VALUE",
+                   help="plugin-specific model option, repeatable (e.g. -M quick_gelu=true)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="negharness", description="Measure and improve how vision-language models understand negation.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"negharness {__version__}")
+    parser.add_argument("-p", dest="plugin", action="append", metavar="no:NAME",
+                        help="block the plugin NAME (repeatable); also $NEGHARNESS_DISABLE_PLUGINS=a,b")
+    parser.add_argument("--strict-plugins", action="store_true",
+                        help="a plugin that fails to load is an error (default: a warning)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("list", help="every model, task and trainer, with the plugin that gave it")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="evaluate a model on tasks", epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="model name (see `negharness list`)")
+    p.add_argument("--task", required=True, action="append", help="task name or glob, repeatable ('shapes_*')")
+    _model_options(p)
+    p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
+    p.add_argument("--data-root", help="where tasks read files (else $NEGHARNESS_DATA, else ~/.cache/negharness/data)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
+    p.add_argument("--workers", type=int, default=None, help="data-loading workers (default: automatic)")
+    p.add_argument("--limit", type=int, default=None, help="cut each task to N items for a quick check")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output-dir", default="results", help="where result records go (default results/)")
+    p.add_argument("--log-samples", action="store_true", help="write per-query outputs beside each record")
+    p.add_argument("--overwrite", action="store_true", help="rerun tasks whose record already exists")
+    p.add_argument("--cache-dir", help="embedding cache root (else $NEGHARNESS_CACHE, else ~/.cache/negharness)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the embedding cache")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("leaderboard", help="result records -> leaderboard/README.md and a terminal table")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--out", default="leaderboard/README.md")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("train", help="train a model with a trainer plugin")
+    p.add_argument("--trainer", required=True)
+    p.add_argument("--model", help="model to start from (trainer-specific)")
+    p.add_argument("--task", help="training task (trainer-specific)")
+    p.add_argument("--out", required=True, help="checkpoint to write (safetensors)")
+    _model_options(p)
+    p.add_argument("-O", "--option", action="append", metavar="KEY=VALUE", help="trainer option, repeatable")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--cache-dir")
+    p.set_defaults(func=cmd_train)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        from rich.text import Text
+
+        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""What a retrieval model plugin gives the host: normalised embeddings, preprocessing, a fingerprint.
+
+A plugin subclasses `EmbeddingModel` and implements `encode_text`, `encode_image` and
+`preprocess_image`; video encoding, device placement and fingerprint hashing come for free and can
+be overridden (a temporal head such as CLIP4Clip's seqTransf overrides `encode_video`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class ModelOptions:
+    """Options every model plugin understands, plus free-form ``extra`` (``-M key=value``)."""
+
+    arch: str | None = None
+    pretrained: str | None = None
+    checkpoint: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: v for k, v in (("arch", self.arch), ("pretrained", self.pretrained),
+                                                  ("checkpoint", self.checkpoint)) if v is not None}
+        out.update(self.extra)
+        return out
+
+
+def hash_json(obj: Any, length: int = 16) -> str:
+    """Stable short hash of a JSON-able object (sorted keys), for cache keys and config ids."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
+    """Content hash of weights: two checkpoints with equal tensors share cached embeddings."""
+    h = hashlib.sha256()
+    for key in sorted(state):
+        t = state[key].detach().cpu().contiguous()
+        h.update(key.encode())
+        h.update(str(t.dtype).encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:16]
+
+
+class EmbeddingModel(ABC):
+    """Base of every retrieval model plugin. All ``encode_*`` outputs are L2-normalised float32."""
+
+    name: str = "model"
+    modalities: frozenset[str] = frozenset({"text", "image", "video"})
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+
+    # -- to implement -------------------------------------------------------------------------
+    @abstractmethod
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """(N, D) normalised text embeddings."""
+
+    @abstractmethod
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(N, D) normalised embeddings of preprocessed images (N, 3, H, W) on ``self.device``."""
+
+    @abstractmethod
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        """A PIL image or uint8 (H, W, 3) array -> (3, H, W) float tensor, the model's own transform."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Everything that changes an embedding: architecture, weights hash, activation, preprocessing."""
+
+    # -- provided -----------------------------------------------------------------------------
+    def modules(self) -> list[torch.nn.Module]:
+        """The torch modules to move between devices; override when there are several."""
+        return []
+
+    def to(self, device: torch.device | str) -> "EmbeddingModel":
+        self.device = torch.device(device)
+        for m in self.modules():
+            m.to(self.device)
+        return self
+
+    def eval(self) -> "EmbeddingModel":
+        for m in self.modules():
+            m.eval()
+        return self
+
+    def preprocess_video(self, frames: Any) -> torch.Tensor:
+        """A sequence of frames (T, H, W, 3 uint8 array or list of images) -> (T, 3, H, W)."""
+        return torch.stack([self.preprocess_image(f) for f in frames])
+
+    def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Frames (B, T, 3, H, W) through the image tower; normalised mean of normalised frames.
+
+        ``mask`` (B, T) marks real frames, so a short video padded to T is not diluted.
+        """
+        b, t = frames.shape[:2]
+        per_frame = self.encode_image(frames.flatten(0, 1)).view(b, t, -1)
+        if mask is None:
+            mask = torch.ones(b, t, device=per_frame.device)
+        mask = mask.to(per_frame.dtype).unsqueeze(-1)
+        pooled = (per_frame * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+        return F.normalize(pooled, dim=-1)
+
+    def fingerprint(self) -> str:
+        """Short hash of `describe()`; the embedding cache and result records key on it."""
+        return hash_json({"name": self.name, **self.describe()})
+
+
+def array_to_tensor(image: Any, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor | None:
+    """Fast exact path for uint8 (H, W, 3) arrays already at the model's size: scale and normalise.
+
+    Returns None when the input is not such an array, so the caller falls back to its transform.
+    """
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3:
+        return None
+    t = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).float().div_(255.0)
+    m = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
+    return t.sub_(m).div_(s)

@@ -1,0 +1,104 @@
+"""Result records: one JSON file per (model, task) run, written atomically, with what made it.
+
+``results/<model label dir>/<task>.json``, plus ``<task>.samples.jsonl`` when samples are logged,
+so a run can be re-scored without re-encoding.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from .atomic import atomic_write_json, atomic_write_text
+from .model import hash_json
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What defines a leaderboard row: the model name, its options, and the precision it ran in."""
+
+    name: str
+    options: dict[str, Any]
+    precision: str = "fp32"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "options": dict(sorted(self.options.items())), "precision": self.precision}
+
+    @property
+    def is_default(self) -> bool:
+        return not self.options and self.precision == "fp32"
+
+    @property
+    def label(self) -> str:
+        """Human-readable row label: ``clip`` or ``clip (arch=ViT-L-14, bf16)``."""
+        if self.is_default:
+            return self.name
+        parts = [f"{k}={v}" for k, v in sorted(self.options.items())]
+        if self.precision != "fp32":
+            parts.append(self.precision)
+        return f"{self.name} ({', '.join(parts)})"
+
+    @property
+    def dirname(self) -> str:
+        return self.name if self.is_default else f"{self.name}@{hash_json(self.as_dict(), 8)}"
+
+
+def record_path(output_dir: Path, model: ModelConfig, task: str) -> Path:
+    return Path(output_dir) / model.dirname / f"{task}.json"
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment_versions(plugin_distributions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "negharness": _version("negharness"),
+        "torch": _version("torch"),
+        "open_clip": _version("open_clip_torch"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "plugins": dict(sorted(plugin_distributions.items())),
+    }
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any]] | None = None) -> Path:
+    """Samples first, record last: a record on disk always has its samples file complete beside it."""
+    if samples is not None:
+        lines = "".join(json.dumps(s, sort_keys=True, ensure_ascii=False) + "\n" for s in samples)
+        atomic_write_text(path.with_suffix(".samples.jsonl"), lines)
+        record = {**record, "samples_file": path.with_suffix(".samples.jsonl").name}
+    return atomic_write_json(path, record)
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A record, or None when the file is unreadable or of another schema."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
+        return None
+    return rec
+
+
+def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
+    for path in sorted(Path(results_dir).glob("*/*.json")):
+        rec = read_record(path)
+        if rec is not None:
+            yield path, rec

@@ -1,0 +1,179 @@
+"""The runner: device, precision, batching, data-loading workers, progress, and the embedding cache.
+
+Tasks never call a model directly: they ask the `EvalContext` for embeddings, which serves what
+the cache holds and encodes only the rest, in batches, under autocast and inference mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from .cache import EmbeddingCache, text_key
+from .errors import UserError
+from .media import MediaSet, PreprocessedItems, collate_images, collate_videos
+from .model import EmbeddingModel, hash_json
+
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def resolve_device(spec: str) -> torch.device:
+    """``auto`` picks CUDA when present; an explicit CUDA device that is absent is a clear error."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(spec)
+    except RuntimeError as exc:
+        raise UserError(f"--device {spec}: not a device (use auto, cpu, cuda or cuda:N)") from exc
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {spec}: CUDA is not available on this machine (use --device cpu)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UserError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return device
+
+
+def resolve_precision(name: str) -> torch.dtype:
+    if name not in PRECISIONS:
+        raise UserError(f"--precision {name}: choose one of {', '.join(PRECISIONS)}")
+    return PRECISIONS[name]
+
+
+@dataclass
+class Counters:
+    texts_encoded: int = 0
+    media_encoded: int = 0
+    texts_cached: int = 0
+    media_cached: int = 0
+    encode_seconds: float = 0.0
+
+
+@dataclass
+class RunSettings:
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    precision: str = "fp32"
+    batch_size: int = 64
+    workers: int | None = None  # None: automatic (0 for in-memory media)
+
+
+class EvalContext:
+    """What a task sees: cached, batched embedding of texts and media by one model."""
+
+    def __init__(self, model: EmbeddingModel, settings: RunSettings, cache: EmbeddingCache | None = None,
+                 progress: Any = None, log_samples: bool = False) -> None:
+        self.model = model
+        self.settings = settings
+        self.cache = cache
+        self.progress = progress
+        self.log_samples = log_samples
+        self.counters = Counters()
+        self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision})
+        self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
+                                "describe": model.describe(), "precision": settings.precision}
+
+    # encoding helpers ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _autocast(self) -> Iterator[None]:
+        dtype = PRECISIONS[self.settings.precision]
+        with torch.inference_mode():
+            if dtype == torch.float32:
+                yield
+            else:
+                with torch.autocast(self.settings.device.type, dtype=dtype):
+                    yield
+
+    def _collection(self, name: str):
+        return None if self.cache is None else self.cache.collection(self.namespace, name, self._namespace_info)
+
+    def _track(self, description: str, total: int):
+        if self.progress is None or total == 0:
+            return None
+        return self.progress.add_task(description, total=total)
+
+    def _advance(self, task_id: Any, n: int) -> None:
+        if task_id is not None:
+            self.progress.advance(task_id, n)
+
+    # public API ---------------------------------------------------------------------------------
+    def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """(N, D) float32 on CPU, in the order given; each distinct text is encoded at most once."""
+        unique = list(dict.fromkeys(texts))
+        keys = [text_key(t) for t in unique]
+        store = self._collection("text")
+        emb: dict[int, torch.Tensor] = {}
+        if store is not None:
+            pos, vecs = store.lookup(keys)
+            emb.update(zip(pos, vecs))
+        todo = [i for i in range(len(unique)) if i not in emb]
+        self.counters.texts_cached += len(unique) - len(todo)
+        bar = self._track("encoding texts", len(todo))
+        start = time.perf_counter()
+        bs = self.settings.batch_size
+        for lo in range(0, len(todo), bs):
+            idx = todo[lo:lo + bs]
+            with self._autocast():
+                out = self.model.encode_text([unique[i] for i in idx]).float().cpu()
+            emb.update(zip(idx, out))
+            if store is not None:
+                store.add([keys[i] for i in idx], out)
+            self.counters.texts_encoded += len(idx)
+            self._advance(bar, len(idx))
+        self.counters.encode_seconds += time.perf_counter() - start
+        if store is not None:
+            store.flush()
+        if not unique:
+            return torch.empty(0, 0)
+        table = torch.stack([emb[i] for i in range(len(unique))])
+        where = {t: i for i, t in enumerate(unique)}
+        return table[torch.tensor([where[t] for t in texts], dtype=torch.long)]
+
+    def embed_media(self, media: MediaSet) -> torch.Tensor:
+        """(len(media), D) float32 on CPU, in ``media.ids`` order; cached per (model, collection)."""
+        store = self._collection(f"{media.kind}:{media.key}")
+        emb: dict[int, torch.Tensor] = {}
+        if store is not None:
+            pos, vecs = store.lookup(media.ids)
+            emb.update(zip(pos, vecs))
+        todo = [i for i in range(len(media)) if i not in emb]
+        self.counters.media_cached += len(media) - len(todo)
+        if todo:
+            self._encode_media(media, todo, emb, store)
+        if store is not None:
+            store.flush()
+        if not len(media):
+            return torch.empty(0, 0)
+        return torch.stack([emb[i] for i in range(len(media))])
+
+    def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader:
+        workers = self.settings.workers
+        if workers is None:
+            workers = 0 if media.cheap else min(4, os.cpu_count() or 1)
+        collate = collate_videos if media.kind == "video" else collate_images
+        preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
+        return torch.utils.data.DataLoader(
+            PreprocessedItems(media, todo, preprocess), batch_size=self.settings.batch_size,
+            num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda")
+
+    def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any) -> None:
+        bar = self._track(f"encoding {media.kind}s", len(todo))
+        start = time.perf_counter()
+        device = self.settings.device
+        for batch in self._loader(media, todo):
+            positions = batch[0]
+            with self._autocast():
+                if media.kind == "video":
+                    out = self.model.encode_video(batch[1].to(device, non_blocking=True), batch[2].to(device))
+                else:
+                    out = self.model.encode_image(batch[1].to(device, non_blocking=True))
+            out = out.float().cpu()
+            emb.update(zip(positions, out))
+            if store is not None:
+                store.add([media.ids[p] for p in positions], out)
+            self.counters.media_encoded += len(positions)
+            self._advance(bar, len(positions))
+        self.counters.encode_seconds += time.perf_counter() - start

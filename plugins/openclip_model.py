@@ -1,0 +1,156 @@
+"""CLIP-family models on open_clip: an architecture name or config file, a pretrained tag or a local checkpoint.
+
+Weights from a local file go through `negharness.checkpoints` (safetensors or weights-only
+torch.load), never through a pickle; a pretrained tag that cannot be fetched fails at once with
+what to download and where to put it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from negharness.checkpoints import load_state_dict
+from negharness.errors import UserError
+from negharness.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_json, hash_state_dict
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def _flag(extra: dict[str, str], key: str) -> bool | None:
+    return None if key not in extra else str(extra[key]).lower() in _TRUE
+
+
+def _model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Module, Any, Any]:
+    """Build an open_clip CLIP from a local JSON config: open_clip's ``open_clip_config.json`` layout
+    (``model_cfg`` + ``preprocess_cfg``) or a bare model config. Returns (model, tokenizer, arch id)."""
+    import open_clip
+    from open_clip.transform import PreprocessCfg, merge_preprocess_dict
+
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"--arch {path}: not a readable open_clip JSON config ({exc})") from exc
+    model_cfg = dict(cfg.get("model_cfg", cfg))
+    model_cfg.pop("preprocess_cfg", None)
+    if quick_gelu:
+        model_cfg["quick_gelu"] = True
+    try:
+        model = open_clip.model.CLIP(**model_cfg)
+    except TypeError as exc:
+        raise UserError(f"--arch {path}: not an open_clip CLIP config ({exc})") from exc
+    pp = merge_preprocess_dict(PreprocessCfg(), cfg.get("preprocess_cfg", {}))
+    pp["size"] = model.visual.image_size
+    open_clip.model.set_model_preprocess_cfg(model, pp)
+    context = model_cfg.get("text_cfg", {}).get("context_length", 77)
+    tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=context)
+    return model, tokenizer, hash_json(cfg)
+
+
+class OpenClipModel(EmbeddingModel):
+    """Any open_clip CLIP; videos are frames through the image tower, mean-pooled (base class)."""
+
+    def __init__(self, name: str, model: torch.nn.Module, tokenizer: Any, arch_id: Any,
+                 weights_id: str, quick_gelu: bool) -> None:
+        super().__init__()
+        self.name = name
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self._arch_id = arch_id
+        self._weights_id = weights_id
+        self._quick_gelu = quick_gelu
+        self.preprocess_cfg = dict(model.visual.preprocess_cfg)
+        self._transform = None
+
+    # construction ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
+               default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None) -> "OpenClipModel":
+        import open_clip
+
+        arch = options.arch or default_arch
+        quick = _flag(options.extra, "quick_gelu")
+        if arch.endswith(".json"):
+            if not Path(arch).is_file():
+                raise UserError(f"--arch {arch}: config file not found")
+            quick_gelu = bool(quick if quick is not None else default_quick_gelu)
+            model, tokenizer, arch_id = _model_from_config_file(Path(arch), quick_gelu)
+            pretrained = None
+        else:
+            pretrained = None if options.checkpoint else (options.pretrained or default_pretrained)
+            quick_gelu = quick if quick is not None else bool(default_quick_gelu or (pretrained == "openai"))
+            model = cls._create_named(arch, pretrained, quick_gelu)
+            tokenizer, arch_id = open_clip.get_tokenizer(arch), arch
+        if options.checkpoint:
+            state = load_state_dict(options.checkpoint)
+            missing, unexpected = model.load_state_dict(state, strict=False)
+            if missing or unexpected:
+                raise UserError(
+                    f"{options.checkpoint}: does not fit {arch} (missing {sorted(missing)[:5]}, "
+                    f"unexpected {sorted(unexpected)[:5]})")
+            weights_id = hash_state_dict(state)
+        else:
+            weights_id = f"{pretrained}" if pretrained else "random-init"
+        return cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
+
+    @staticmethod
+    def _create_named(arch: str, pretrained: str | None, quick_gelu: bool) -> torch.nn.Module:
+        import open_clip
+
+        if arch not in open_clip.list_models():
+            from difflib import get_close_matches
+
+            close = get_close_matches(arch, open_clip.list_models(), n=3)
+            raise UserError(f"--arch {arch}: not an open_clip architecture"
+                            + (f"; did you mean {', '.join(close)}?" if close else ""))
+        try:
+            return open_clip.create_model(arch, pretrained=pretrained, force_quick_gelu=quick_gelu)
+        except Exception as exc:
+            if pretrained is None:
+                raise
+            raise UserError(
+                f"could not load pretrained weights {arch}/{pretrained}: {str(exc).splitlines()[0]}. "
+                "On a connected machine open_clip downloads them into the Hugging Face cache "
+                "(~/.cache/huggingface); offline, download the checkpoint file and pass --checkpoint PATH."
+            ) from exc
+
+    # EmbeddingModel -------------------------------------------------------------------------
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.model]
+
+    def describe(self) -> dict[str, Any]:
+        return {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
+                "preprocess": self.preprocess_cfg}
+
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        size = self.preprocess_cfg["size"]
+        size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+        if getattr(image, "shape", None) is not None and tuple(image.shape[:2]) == size:
+            fast = array_to_tensor(image, self.preprocess_cfg["mean"], self.preprocess_cfg["std"])
+            if fast is not None:  # already at size: resize and crop are identities
+                return fast
+        if self._transform is None:
+            from open_clip.transform import PreprocessCfg, image_transform_v2
+
+            self._transform = image_transform_v2(PreprocessCfg(**self.preprocess_cfg), is_train=False)
+        if not hasattr(image, "convert"):
+            from PIL import Image
+
+            image = Image.fromarray(image)
+        return self._transform(image.convert("RGB"))
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        tokens = self.tokenizer(list(texts)).to(self.device)
+        return F.normalize(self.model.encode_text(tokens).float(), dim=-1)
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.model.encode_image(pixels.to(self.device)).float(), dim=-1)
+
+
+def clip(options: ModelOptions) -> OpenClipModel:
+    """open_clip CLIP: ViT-B-32/openai unless --arch/--pretrained/--checkpoint say otherwise."""
+    return OpenClipModel.create("clip", options)

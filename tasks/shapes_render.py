@@ -1,0 +1,82 @@
+"""Pixels for the embedded world: anti-aliased shapes, motion trails, blinking.
+
+Rendering is vectorised numpy at 2x supersampling, then 2x2 averaged to the 32 px canvas, so
+edges are soft and a conv tower sees shape rather than aliasing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .shapes_world import COLOURS, Scene, ShapeObject
+
+CANVAS = 32
+FRAMES = 4
+_SS = 2  # supersampling factor
+_BACKGROUND = np.array([24.0, 24.0, 28.0])
+_TRAIL = (0.45, 0.2)  # opacity of the copies one and two steps behind a moving shape
+_STEP = 2.2  # pixels per frame for sliding and bouncing
+
+_grid = (np.arange(CANVAS * _SS, dtype=np.float32) + 0.5) / _SS
+_GX, _GY = np.meshgrid(_grid, _grid)
+
+
+def _mask(shape: str, cx: float, cy: float, r: float) -> np.ndarray:
+    dx, dy = _GX - cx, _GY - cy
+    if shape == "circle":
+        return (dx * dx + dy * dy) <= r * r
+    if shape == "square":
+        return np.maximum(np.abs(dx), np.abs(dy)) <= r * 0.82
+    if shape == "triangle":  # apex up
+        t = (dy + r) / (2 * r)
+        return (t >= 0) & (t <= 1) & (np.abs(dx) <= t * r * 1.1)
+    if shape == "cross":
+        arm = r * 0.36
+        return ((np.abs(dx) <= arm) & (np.abs(dy) <= r)) | ((np.abs(dy) <= arm) & (np.abs(dx) <= r))
+    raise ValueError(f"unknown shape {shape!r}")
+
+
+def _position(o: ShapeObject, t: float) -> tuple[float, float]:
+    """Centre at (possibly fractional) time t; t=0 is the clip's middle."""
+    if o.action == "sliding":
+        return o.x + o.direction * _STEP * t, o.y
+    if o.action == "bouncing":  # up and down: a vertical trail, where sliding leaves a horizontal one
+        return o.x, o.y + o.direction * _STEP * t
+    return o.x, o.y
+
+
+def _visible(o: ShapeObject, frame: int) -> bool:
+    return o.action != "blinking" or (frame + o.phase) % 2 == 0
+
+
+def _layers(o: ShapeObject, frame: int, frames: int) -> list[tuple[np.ndarray, float]]:
+    """(mask, opacity) pairs for one object in one frame: trail copies first, the shape last."""
+    if not _visible(o, frame):
+        return []
+    t = frame - (frames - 1) / 2
+    out = []
+    if o.action in ("sliding", "bouncing"):
+        for back, alpha in zip((2, 1), reversed(_TRAIL)):
+            out.append((_mask(o.shape, *_position(o, t - back), o.size), alpha))
+    out.append((_mask(o.shape, *_position(o, t), o.size), 1.0))
+    return out
+
+
+def render_frame(scene: Scene, frame: int = 0, frames: int = 1) -> np.ndarray:
+    """One uint8 frame, (32, 32, 3)."""
+    img = np.broadcast_to(_BACKGROUND, (CANVAS * _SS, CANVAS * _SS, 3)).copy()
+    for o in scene.objects:
+        colour = np.clip(np.array(COLOURS[o.colour], dtype=np.float64) + o.tint, 0, 255)
+        for mask, alpha in _layers(o, frame, frames):
+            img[mask] = img[mask] * (1 - alpha) + colour * alpha
+    img = img.reshape(CANVAS, _SS, CANVAS, _SS, 3).mean(axis=(1, 3))
+    return np.round(img).astype(np.uint8)
+
+
+def render_video(scene: Scene, frames: int = FRAMES) -> np.ndarray:
+    """uint8 (frames, 32, 32, 3)."""
+    return np.stack([render_frame(scene, f, frames) for f in range(frames)])
+
+
+def render_image(scene: Scene) -> np.ndarray:
+    return render_frame(scene, 0, 1)
