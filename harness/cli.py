@@ -170,6 +170,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
             task=args.task, seed=args.seed, device=args.device,
             cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+            data_root=Path(args.data_root) if args.data_root else None,
             extra=_pairs(args.option, "-O"), progress=progress, load_model=load_model)
         path = entry.load()(opts)
     _console().print(f"wrote {path}")
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--cache-dir")
+    p.add_argument("--data-root", help="where training data lives or is generated (as for run)")
     p.set_defaults(func=cmd_train)
     return parser
 

@@ -16,6 +16,8 @@ class MediaSet:
     tasks over the same key share cached embeddings. ``load(i)`` returns the raw item: an image
     (PIL or uint8 HxWx3 array) or a video's frames (T x H x W x 3 array or list of images).
     ``cheap`` marks in-memory items, where worker processes would cost more than they save.
+    ``load_batch(positions)``, where given, returns a whole batch at once as one array (equal-length
+    videos), so preprocessing runs vectorised instead of item by item.
     """
 
     key: str
@@ -23,6 +25,7 @@ class MediaSet:
     ids: list[str]
     load: Callable[[int], Any]
     cheap: bool = False
+    load_batch: Callable[[list[int]], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("image", "video"):

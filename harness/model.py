@@ -98,6 +98,14 @@ class EmbeddingModel(ABC):
         """A sequence of frames (T, H, W, 3 uint8 array or list of images) -> (T, 3, H, W)."""
         return torch.stack([self.preprocess_image(f) for f in frames])
 
+    def preprocess_batch(self, raw: Any, kind: str) -> torch.Tensor:
+        """A batch of raw items (e.g. one stacked array) -> (B, 3, H, W) or (B, T, 3, H, W).
+
+        Override with a vectorised path where the raw form allows it; this default goes item by item.
+        """
+        one = self.preprocess_video if kind == "video" else self.preprocess_image
+        return torch.stack([one(item) for item in raw])
+
     def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Frames (B, T, 3, H, W) through the image tower; normalised mean of normalised frames.
 
@@ -116,14 +124,13 @@ class EmbeddingModel(ABC):
         return hash_json({"name": self.name, **self.describe()})
 
 
-def array_to_tensor(image: Any, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor | None:
-    """Fast exact path for uint8 (H, W, 3) arrays already at the model's size: scale and normalise.
+def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor | None:
+    """Fast exact path for uint8 (..., H, W, 3) arrays already at the model's size: scale and normalise.
 
-    Returns None when the input is not such an array, so the caller falls back to its transform.
+    ``mean``/``std`` are (3, 1, 1) tensors. Returns None when the input is not such an array, so
+    the caller falls back to its PIL transform (resize and crop would be identities here).
     """
-    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3:
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim < 3 or image.shape[-1] != 3:
         return None
-    t = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).float().div_(255.0)
-    m = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
-    s = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
-    return t.sub_(m).div_(s)
+    t = torch.from_numpy(np.ascontiguousarray(image)).movedim(-1, -3).float().div_(255.0)
+    return t.sub_(mean).div_(std)

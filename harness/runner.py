@@ -159,17 +159,28 @@ class EvalContext:
             PreprocessedItems(media, todo, preprocess), batch_size=self.settings.batch_size,
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda")
 
+    def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+        """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers."""
+        if media.cheap and media.load_batch is not None:
+            bs = self.settings.batch_size
+            for lo in range(0, len(todo), bs):
+                positions = todo[lo:lo + bs]
+                yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
+        else:
+            for batch in self._loader(media, todo):
+                yield batch[0], batch[1], batch[2] if media.kind == "video" else None
+
     def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any) -> None:
         bar = self._track(f"encoding {media.kind}s", len(todo))
         start = time.perf_counter()
         device = self.settings.device
-        for batch in self._loader(media, todo):
-            positions = batch[0]
+        for positions, pixels, mask in self._batches(media, todo):
+            pixels = pixels.to(device, non_blocking=True)
             with self._autocast():
                 if media.kind == "video":
-                    out = self.model.encode_video(batch[1].to(device, non_blocking=True), batch[2].to(device))
+                    out = self.model.encode_video(pixels, None if mask is None else mask.to(device))
                 else:
-                    out = self.model.encode_image(batch[1].to(device, non_blocking=True))
+                    out = self.model.encode_image(pixels)
             out = out.float().cpu()
             emb.update(zip(positions, out))
             if store is not None:

@@ -18,6 +18,7 @@ class TrainOptions:
     seed: int = 0
     device: str = "auto"
     cache_dir: Path | None = None
+    data_root: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
     progress: Any = None
     load_model: Callable[[str, ModelOptions], Any] | None = None

@@ -64,6 +64,10 @@ class OpenClipModel(EmbeddingModel):
         self._weights_id = weights_id
         self._quick_gelu = quick_gelu
         self.preprocess_cfg = dict(model.visual.preprocess_cfg)
+        size = self.preprocess_cfg["size"]
+        self._size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+        self._mean = torch.tensor(self.preprocess_cfg["mean"], dtype=torch.float32).view(3, 1, 1)
+        self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
         self._transform = None
 
     # construction ---------------------------------------------------------------------------
@@ -126,13 +130,23 @@ class OpenClipModel(EmbeddingModel):
         return {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
                 "preprocess": self.preprocess_cfg}
 
+    def _at_size(self, frames: Any) -> torch.Tensor | None:
+        if getattr(frames, "shape", None) is not None and tuple(frames.shape[-3:-1]) == self._size:
+            return array_to_tensor(frames, self._mean, self._std)
+        return None
+
+    def preprocess_batch(self, raw: Any, kind: str) -> torch.Tensor:
+        fast = self._at_size(raw) if getattr(raw, "ndim", 0) == (5 if kind == "video" else 4) else None
+        return fast if fast is not None else super().preprocess_batch(raw, kind)
+
+    def preprocess_video(self, frames: Any) -> torch.Tensor:
+        fast = self._at_size(frames) if getattr(frames, "ndim", 0) == 4 else None
+        return fast if fast is not None else super().preprocess_video(frames)
+
     def preprocess_image(self, image: Any) -> torch.Tensor:
-        size = self.preprocess_cfg["size"]
-        size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
-        if getattr(image, "shape", None) is not None and tuple(image.shape[:2]) == size:
-            fast = array_to_tensor(image, self.preprocess_cfg["mean"], self.preprocess_cfg["std"])
-            if fast is not None:  # already at size: resize and crop are identities
-                return fast
+        fast = self._at_size(image) if getattr(image, "ndim", 0) == 3 else None
+        if fast is not None:  # already at size: resize and crop are identities
+            return fast
         if self._transform is None:
             from open_clip.transform import PreprocessCfg, image_transform_v2
 

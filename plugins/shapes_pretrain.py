@@ -17,8 +17,8 @@ from negharness.atomic import atomic_write_json
 from negharness.checkpoints import save_safetensors
 from negharness.model import ModelOptions
 from negharness.runner import resolve_device
-from negharness.tasks.shapes_media import split_media
-from negharness.tasks.shapes_world import build_split
+from negharness.paths import data_root
+from negharness.tasks.shapes_media import load_world
 from negharness.train import TrainOptions
 
 from .losses import multi_positive_infonce
@@ -47,12 +47,13 @@ def train(opts: TrainOptions) -> Path:
     torch.manual_seed(r["seed"])
     device = resolve_device(opts.device)
     model = OpenClipModel.create("shapes_clip", ModelOptions(arch=str(CONFIG)), default_pretrained=None).to(device)
-    videos = build_split(r["world_seed"], "train", "video", r["n_train"])
-    images = build_split(r["world_seed"], "train", "image", r["n_train"])
-    pix_v, pix_i = split_media(videos, opts.cache_dir), split_media(images, opts.cache_dir)
-    group_ids = {k: i for i, k in enumerate(sorted(set(videos.relevance_groups()) | set(images.relevance_groups())))}
-    g_v = torch.tensor([group_ids[k] for k in videos.relevance_groups()])
-    g_i = torch.tensor([group_ids[k] for k in images.relevance_groups()])
+    root = data_root(opts.data_root)[0]
+    videos = load_world(r["world_seed"], "train", "video", r["n_train"], root)
+    images = load_world(r["world_seed"], "train", "image", r["n_train"], root)
+    pix_v, pix_i = videos.pixels, images.pixels
+    group_ids = {k: i for i, k in enumerate(sorted(set(videos.groups) | set(images.groups)))}
+    g_v = torch.tensor([group_ids[k] for k in videos.groups])
+    g_i = torch.tensor([group_ids[k] for k in images.groups])
     mean = torch.tensor(model.preprocess_cfg["mean"]).view(3, 1, 1)
     std = torch.tensor(model.preprocess_cfg["std"]).view(3, 1, 1)
 

@@ -1,35 +1,67 @@
-"""Rendered pixels of a world split, cached on disk (atomic .npy) so a split is drawn once per machine."""
+"""A world split as tasks and trainers use it: ids, captions, relevance groups and pixels.
+
+The split is a dataset like any other, so it lives under the data root
+(``<data root>/shapes_world/``), generated on first use and written atomically; later runs load it
+in milliseconds. Where the data root cannot be written, the split is generated in memory.
+"""
 
 from __future__ import annotations
 
 import io
+import json
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from negharness.atomic import atomic_write_bytes
-from negharness.paths import cache_root
 
 from .shapes_render import render_image, render_video
-from .shapes_world import WORLD_VERSION, WorldSplit
+from .shapes_world import WORLD_VERSION, build_split
 
 
-def _render(split: WorldSplit) -> np.ndarray:
-    draw = render_video if split.kind == "video" else render_image
-    return np.stack([draw(s) for s in split.scenes])
+@dataclass(frozen=True)
+class WorldData:
+    ids: list[str]
+    captions: list[list[str]]
+    groups: list[str]  # facts key per item: equal keys are indistinguishable items
+    pixels: np.ndarray  # uint8 (N, T, 32, 32, 3) for videos, (N, 32, 32, 3) for images
 
 
-def split_media(split: WorldSplit, cache_dir: str | Path | None = None) -> np.ndarray:
-    """uint8 pixels: (N, T, 32, 32, 3) for videos, (N, 32, 32, 3) for images."""
-    folder = cache_root(cache_dir) / "shapes_world"
-    path = folder / f"v{WORLD_VERSION}-s{split.seed}-{split.split}-{split.kind}-{len(split.ids)}.npy"
+def _generate(seed: int, split: str, kind: str, n: int) -> WorldData:
+    ws = build_split(seed, split, kind, n)
+    draw = render_video if kind == "video" else render_image
+    pixels = np.stack([draw(s) for s in ws.scenes])
+    return WorldData(ws.ids, ws.captions, ws.relevance_groups(), pixels)
+
+
+def _encode(data: WorldData) -> bytes:
+    meta = json.dumps({"ids": data.ids, "captions": data.captions, "groups": data.groups})
+    buf = io.BytesIO()
+    np.savez(buf, pixels=data.pixels, meta=np.array(meta))
+    return buf.getvalue()
+
+
+def _decode(path: Path) -> WorldData:
+    with np.load(path, allow_pickle=False) as npz:
+        meta = json.loads(str(npz["meta"]))
+        return WorldData(meta["ids"], meta["captions"], meta["groups"], npz["pixels"])
+
+
+@lru_cache(maxsize=16)
+def load_world(seed: int, split: str, kind: str, n: int, root: Path | None) -> WorldData:
+    if root is None:
+        return _generate(seed, split, kind, n)
+    path = Path(root) / "shapes_world" / f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{n}.npz"
     if path.is_file():
         try:
-            return np.load(path, allow_pickle=False)
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # a damaged cache file is redrawn, never trusted
-    pixels = _render(split)
-    buf = io.BytesIO()
-    np.save(buf, pixels, allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
-    return pixels
+            return _decode(path)
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged file is regenerated, never trusted
+    data = _generate(seed, split, kind, n)
+    try:
+        atomic_write_bytes(path, _encode(data))
+    except OSError:
+        pass  # read-only data root: the split still works, generated in memory
+    return data

@@ -1,7 +1,7 @@
 """Tasks on the embedded world: text-to-video and text-to-image retrieval with original captions.
 
-No files, no download: the world is generated from its seed (``-T world_seed=N``) and its pixels
-cached. Items with identical scene facts are all relevant to each other's captions.
+No download: the world is generated from its seed (``-T world_seed=N``) on first use and kept
+under the data root. Items with identical scene facts are all relevant to each other's captions.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from negharness.runner import EvalContext
 from negharness.task import Task, TaskOptions, TaskResult
 
 from .retrieval import RETRIEVAL_METRICS, evaluate_text_to_media
-from .shapes_media import split_media
-from .shapes_world import WORLD_VERSION, build_split
+from .shapes_media import load_world
+from .shapes_world import WORLD_VERSION
 
 TEST_ITEMS = 500
 
@@ -41,14 +41,15 @@ class _ShapesRetrieval(Task):
                 "split": self.split_name, "n_items": self.n_items}
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
-        split = build_split(self.world_seed, self.split_name, self.kind, self.n_items)
-        pixels = split_media(split, self.options.cache_dir)
+        world = load_world(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
+        pixels = world.pixels
         media = MediaSet(
             key=f"shapes/v{WORLD_VERSION}/s{self.world_seed}/{self.split_name}/{self.kind}",
-            kind=self.kind, ids=split.ids, load=lambda i: pixels[i], cheap=True)
-        groups = split.relevance_groups()
+            kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
+            load_batch=lambda positions: pixels[positions])
+        groups = world.groups
         query_ids, queries, query_groups = [], [], []
-        for item_id, caps, group in zip(split.ids, split.captions, groups):
+        for item_id, caps, group in zip(world.ids, world.captions, groups):
             for k, cap in enumerate(caps):
                 query_ids.append(f"{item_id}#{k}")
                 queries.append(cap)

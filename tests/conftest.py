@@ -1,0 +1,45 @@
+"""Shared fixtures: offline environment, a private cache, and a CLI runner in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+THIRDPARTY = Path(__file__).parent / "thirdparty"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own embedding cache; the generated world (a pure function of its seed)
+    is shared by the whole session through one data root."""
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("NEGHARNESS_CACHE", str(cache))
+    monkeypatch.setenv("NEGHARNESS_DATA", str(tmp_path_factory.getbasetemp() / "data-root"))
+    return cache
+
+
+def run_cli(args: list[str], cwd: Path, extra_paths: list[Path] = (), env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    """`negharness ARGS` in a fresh process, as a user would run it, with extra plugin folders on sys.path."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    paths = [str(p) for p in extra_paths] + ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else [])
+    if paths:
+        full_env["PYTHONPATH"] = os.pathsep.join(paths)
+    full_env["COLUMNS"] = "200"
+    return subprocess.run([sys.executable, "-m", "negharness.cli", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cli(tmp_path: Path):
+    def _run(*args: str, plugins: tuple[str, ...] = (), env: dict[str, str] | None = None):
+        return run_cli(list(args), tmp_path, [THIRDPARTY / p for p in plugins], env)
+    return _run

@@ -1,0 +1,63 @@
+"""Retrieval metrics against hand-worked values."""
+
+import numpy as np
+import pytest
+import torch
+
+from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics, source_rank
+
+
+def test_single_relevant_ranks_by_hand():
+    sim = torch.tensor([[0.9, 0.1, 0.5],   # relevant 0 is first          -> rank 1
+                        [0.9, 0.1, 0.5],   # relevant 1 is last           -> rank 3
+                        [0.2, 0.8, 0.5]])  # relevant 2 behind item 1      -> rank 2
+    rel = Relevance.from_lists([[0], [1], [2]], 3)
+    ranks = best_relevant_rank(sim, rel)
+    assert ranks.tolist() == [1, 3, 2]
+    m = retrieval_metrics(ranks, ks=(1, 2))
+    assert m["R@1"] == pytest.approx(100 / 3)
+    assert m["R@2"] == pytest.approx(200 / 3)
+    assert m["MIR"] == pytest.approx((1 + 1 / 3 + 1 / 2) / 3)
+    assert m["MedR"] == 2 and m["MeanR"] == pytest.approx(2.0)
+
+
+def test_ties_are_pessimistic_never_list_order():
+    sim = torch.zeros(2, 4)  # a model that scores everything the same
+    ranks = best_relevant_rank(sim, Relevance.from_lists([[0], [3]], 4))
+    assert ranks.tolist() == [4, 4]
+    partial = torch.tensor([[0.5, 0.5, 0.1, 0.9]])  # one irrelevant tie and one irrelevant above
+    assert best_relevant_rank(partial, Relevance.from_lists([[0]], 4)).tolist() == [3]
+
+
+def test_several_relevant_uses_best_placed():
+    sim = torch.tensor([[0.1, 0.7, 0.9, 0.3, 0.8]])
+    rel = Relevance.from_lists([[0, 4, 3]], 5)  # best relevant is item 4 (0.8), behind item 2 only
+    assert best_relevant_rank(sim, rel).tolist() == [2]
+    # ties among relevant items do not push each other down
+    sim2 = torch.tensor([[0.5, 0.5, 0.4]])
+    assert best_relevant_rank(sim2, Relevance.from_lists([[0, 1]], 3)).tolist() == [1]
+
+
+def test_relevance_from_groups_and_chunking_agree():
+    rng = np.random.default_rng(0)
+    items = [str(g) for g in rng.integers(0, 7, size=50)]
+    queries = [items[i] for i in rng.integers(0, 50, size=120)]
+    rel = Relevance.from_groups(queries, items)
+    sim = torch.from_numpy(rng.standard_normal((120, 50)).astype(np.float32))
+    whole = best_relevant_rank(sim, rel, chunk=1000)
+    assert torch.equal(whole, best_relevant_rank(sim, rel, chunk=7))
+    # brute force for one query
+    q = 5
+    relevant = [j for j in range(50) if items[j] == queries[q]]
+    best = max(sim[q, j] for j in relevant)
+    expected = 1 + sum(1 for j in range(50) if j not in relevant and sim[q, j] >= best)
+    assert whole[q] == expected
+
+
+def test_source_rank_and_errors():
+    sim = torch.tensor([[0.2, 0.9, 0.2], [0.3, 0.3, 0.3]])
+    assert source_rank(sim, [0, 2]).tolist() == [3, 3]
+    with pytest.raises(ValueError):
+        Relevance.from_lists([[0], []], 3)
+    with pytest.raises(ValueError):
+        best_relevant_rank(sim, Relevance.from_lists([[0]], 3))

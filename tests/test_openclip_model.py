@@ -1,0 +1,99 @@
+"""open_clip models load real checkpoint layouts safely, and give the source model's embeddings."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from negharness.errors import UserError
+from negharness.model import ModelOptions
+from negharness.plugins.openclip_model import OpenClipModel, clip
+from negharness.plugins.shapes_clip import CONFIG
+
+
+@pytest.fixture(scope="module")
+def source():
+    torch.manual_seed(1)
+    return OpenClipModel.create("src", ModelOptions(arch=str(CONFIG)), default_pretrained=None)
+
+
+def _embeddings(model):
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 255, size=(2, 32, 32, 3), dtype=np.uint8)
+    pixels = torch.stack([model.preprocess_image(i) for i in img])
+    with torch.inference_mode():
+        return model.encode_text(["a red circle", "a blue square is sliding"]), model.encode_image(pixels)
+
+
+@pytest.mark.parametrize("wrap", ["plain", "state_dict", "module", "state_dict+module", "safetensors"])
+def test_checkpoint_layouts_load_to_identical_embeddings(source, tmp_path, wrap):
+    state = source.model.state_dict()
+    if "module" in wrap:
+        state = {f"module.{k}": v for k, v in state.items()}
+    if wrap.startswith("state_dict"):
+        state = {"state_dict": state, "epoch": 3}
+    if wrap == "safetensors":
+        from safetensors.torch import save_file
+
+        path = tmp_path / "ckpt.safetensors"
+        save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+    else:
+        path = tmp_path / "ckpt.pt"
+        torch.save(state, path)
+    loaded = clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path)))
+    for a, b in zip(_embeddings(source), _embeddings(loaded)):
+        assert torch.equal(a, b)
+    assert loaded.describe()["weights"] != "random-init"
+
+
+class Evil:
+    """Any non-tensor object: unpickling it would run arbitrary code from a user's file."""
+
+
+def test_pickled_objects_are_refused(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"state_dict": {"w": torch.zeros(1)}, "obj": Evil()}, path)
+    with pytest.raises(UserError, match="weights_only=True"):
+        clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path)))
+
+
+def test_foreign_checkpoint_is_a_clear_error(tmp_path):
+    path = tmp_path / "other.pt"
+    torch.save({"layer.weight": torch.zeros(2, 2)}, path)
+    with pytest.raises(UserError, match="does not fit"):
+        clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path)))
+    with pytest.raises(UserError, match="not found"):
+        clip(ModelOptions(arch=str(CONFIG), checkpoint=str(tmp_path / "missing.pt")))
+
+
+def test_pretrained_tag_offline_fails_fast_with_what_to_do(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.perf_counter()
+    with pytest.raises(UserError) as exc:
+        clip(ModelOptions(arch="RN50", pretrained="openai"))
+    assert time.perf_counter() - start < 30
+    assert "--checkpoint" in str(exc.value) and "RN50/openai" in str(exc.value)
+
+
+def test_unknown_arch_suggests(source):
+    with pytest.raises(UserError, match="ViT-B-32"):
+        clip(ModelOptions(arch="ViT-B-33"))
+
+
+def test_fingerprint_tracks_weights_and_activation(source, tmp_path):
+    path = tmp_path / "w.pt"
+    torch.save(source.model.state_dict(), path)
+    gelu = clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path)))
+    quick = clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path), extra={"quick_gelu": "true"}))
+    assert gelu.describe()["quick_gelu"] is False and quick.describe()["quick_gelu"] is True
+    assert gelu.fingerprint() != quick.fingerprint()
+
+
+def test_pil_and_array_preprocessing_agree(source):
+    from PIL import Image
+
+    img = np.random.default_rng(3).integers(0, 255, size=(32, 32, 3), dtype=np.uint8)
+    assert torch.allclose(source.preprocess_image(img), source.preprocess_image(Image.fromarray(img)), atol=1e-6)
+    big = np.random.default_rng(4).integers(0, 255, size=(48, 64, 3), dtype=np.uint8)
+    assert source.preprocess_image(big).shape == (3, 32, 32)

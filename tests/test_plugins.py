@@ -1,0 +1,85 @@
+"""Plugin discovery through real entry points (dist-info folders on sys.path), failures, duplicates, blocking."""
+
+import json
+
+from negharness.errors import DuplicateNameError, UnknownNameError
+from negharness.registry import Registry
+
+import pytest
+
+
+def test_third_party_plugin_is_listed_and_runs(cli, tmp_path):
+    listed = cli("list", plugins=("good",))
+    assert listed.returncode == 0, listed.stderr
+    assert "mean_colour" in listed.stdout and "example_colours" in listed.stdout
+    assert "example" in listed.stdout  # the plugin name is shown beside its entries
+    ran = cli("run", "--model", "mean_colour", "--task", "example_colours", plugins=("good",))
+    assert ran.returncode == 0, ran.stderr
+    record = json.loads((tmp_path / "results" / "mean_colour" / "example_colours.json").read_text())
+    assert record["metrics"]["R@1"] == 100.0
+    assert record["task"]["plugin"] == "example" and record["model"]["plugin"] == "example"
+    assert record["versions"]["plugins"]["negharness-example"] == "0.1"
+
+
+def test_broken_plugin_is_reported_and_others_keep_working(cli):
+    res = cli("list", plugins=("broken", "good"))
+    assert res.returncode == 0
+    assert "broken" in res.stderr and "broken on purpose" in res.stderr
+    assert "mean_colour" in res.stdout and "shapes_clip" in res.stdout
+
+
+def test_strict_mode_turns_a_broken_plugin_into_an_error(cli):
+    res = cli("--strict-plugins", "list", plugins=("broken",))
+    assert res.returncode == 2
+    assert "plugin 'broken'" in res.stderr and "Traceback" not in res.stderr
+    env_strict = cli("list", plugins=("broken",), env={"NEGHARNESS_STRICT_PLUGINS": "1"})
+    assert env_strict.returncode == 2
+
+
+def test_blocking_a_plugin_by_name(cli):
+    res = cli("-p", "no:broken", "-p", "no:example", "list", plugins=("broken", "good"))
+    assert res.returncode == 0
+    assert "broken on purpose" not in res.stderr and "mean_colour" not in res.stdout
+    assert "plugin broken: blocked" in res.stdout
+
+
+def test_duplicate_names_are_an_error_naming_both_plugins(cli):
+    res = cli("list", plugins=("duplicate",))
+    assert res.returncode == 2
+    assert "'builtin_models'" in res.stderr and "'dup'" in res.stderr and "Traceback" not in res.stderr
+    assert cli("-p", "no:dup", "list", plugins=("duplicate",)).returncode == 0
+
+
+def test_registry_duplicate_message_is_independent_of_order():
+    messages = []
+    for order in (("a", "b"), ("b", "a")):
+        reg = Registry()
+        reg.add("model", "m", "x:y", "", order[0])
+        with pytest.raises(DuplicateNameError) as exc:
+            reg.add("model", "m", "x:y", "", order[1])
+        messages.append(str(exc.value))
+    assert messages[0] == messages[1] and "'a' and 'b'" in messages[0]
+
+
+def test_unknown_names_suggest_close_matches_and_globs_match():
+    reg = Registry()
+    for name in ("msrvtt3k_original", "msrvtt3k_negated", "msrvtt3k_composed", "vatex_original"):
+        reg.add("task", name, "x:y", "", "p")
+    with pytest.raises(UnknownNameError, match="did you mean msrvtt3k_negated"):
+        reg.get("task", "msrvtt3k_negatd")
+    assert [e.name for e in reg.match("task", "msrvtt3k_*")] == [
+        "msrvtt3k_composed", "msrvtt3k_negated", "msrvtt3k_original"]
+    assert [e.name for e in reg.match("task", "*_original")] == ["msrvtt3k_original", "vatex_original"]
+    with pytest.raises(UnknownNameError, match="no task matches"):
+        reg.match("task", "coco_*")
+
+
+def test_list_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from negharness.cli import main; main(['list']); "
+            "print('TORCH' if 'torch' in sys.modules else 'NO_TORCH')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("NO_TORCH")

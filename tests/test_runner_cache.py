@@ -1,0 +1,157 @@
+"""The embedding cache: zero encodes on a rerun (counted), resume after a crash, keys that separate precision."""
+
+import numpy as np
+import pytest
+import torch
+
+from negharness.cache import EmbeddingCache
+from negharness.evaluate import RunRequest, run_evaluation
+from negharness.media import MediaSet
+from negharness.plugin_manager import PluginHost
+from negharness.runner import EvalContext, RunSettings
+from negharness.testing import ColourRetrievalTask, KeywordModel, keyword_model, solid_image
+import negharness.hookspecs as hs
+
+
+def _media(n=6):
+    colours = ["red", "green", "blue", "yellow", "cyan", "magenta"][:n]
+    imgs = [solid_image(c) for c in colours]
+    return MediaSet("test/colours", "image", colours, lambda i: imgs[i], cheap=True)
+
+
+def test_rerun_encodes_nothing_and_returns_the_same(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    model = KeywordModel()
+    first = EvalContext(model, RunSettings(batch_size=4), cache)
+    a_img, a_txt = first.embed_media(_media()), first.embed_texts(["a red thing", "blue", "a red thing"])
+    assert first.counters.media_encoded == 6 and first.counters.texts_encoded == 2  # duplicates once
+    again = EvalContext(model, RunSettings(batch_size=4), EmbeddingCache(tmp_path))  # a new process's view
+    b_img, b_txt = again.embed_media(_media()), again.embed_texts(["a red thing", "blue", "a red thing"])
+    assert again.counters.media_encoded == 0 and again.counters.texts_encoded == 0
+    assert again.counters.media_cached == 6 and again.counters.texts_cached == 2
+    assert torch.equal(a_img, b_img) and torch.equal(a_txt, b_txt)
+    assert model.encoded == {"text": 2, "image": 6}
+
+
+class _Crash(RuntimeError):
+    pass
+
+
+class _CrashingModel(KeywordModel):
+    """Dies on its third image batch, as a killed run would."""
+
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    def encode_image(self, pixels):
+        self.batches += 1
+        if self.batches == 3:
+            raise _Crash()
+        return super().encode_image(pixels)
+
+
+def test_a_crash_halfway_keeps_finished_shards_and_resumes(tmp_path):
+    cache = EmbeddingCache(tmp_path, flush_every=2)
+    with pytest.raises(_Crash):
+        EvalContext(_CrashingModel(), RunSettings(batch_size=2), cache).embed_media(_media())
+    resumed_model = KeywordModel()
+    ctx = EvalContext(resumed_model, RunSettings(batch_size=2), EmbeddingCache(tmp_path))
+    out = ctx.embed_media(_media())
+    assert ctx.counters.media_cached == 4 and ctx.counters.media_encoded == 2
+    fresh = EvalContext(KeywordModel(), RunSettings(batch_size=2), None).embed_media(_media())
+    assert torch.allclose(out, fresh)
+
+
+def test_precision_and_fingerprint_separate_namespaces(tmp_path):
+    model = KeywordModel()
+    fp32 = EvalContext(model, RunSettings(precision="fp32"), EmbeddingCache(tmp_path))
+    bf16 = EvalContext(model, RunSettings(precision="bf16"), EmbeddingCache(tmp_path))
+    other = EvalContext(KeywordModel(dim=16), RunSettings(precision="fp32"), EmbeddingCache(tmp_path))
+    assert len({fp32.namespace, bf16.namespace, other.namespace}) == 3
+    fp32.embed_media(_media())
+    bf16.embed_media(_media())
+    assert bf16.counters.media_encoded == 6  # never served the fp32 embeddings
+
+
+def test_damaged_shard_is_recomputed_not_trusted(tmp_path):
+    ctx = EvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
+    ctx.embed_media(_media())
+    for shard in tmp_path.rglob("shard-*.safetensors"):
+        shard.write_bytes(b"garbage")
+    again = EvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
+    again.embed_media(_media())
+    assert again.counters.media_encoded == 6
+
+
+def _host():
+    import types
+
+    plugin = types.SimpleNamespace()
+
+    @hs.hookimpl
+    def negharness_register_models(registry):
+        registry.add("kw", keyword_model, "keyword model")
+
+    @hs.hookimpl
+    def negharness_register_tasks(registry):
+        registry.add("colours", ColourRetrievalTask, "colours", family="testing")
+
+    plugin.negharness_register_models = negharness_register_models
+    plugin.negharness_register_tasks = negharness_register_tasks
+    host = PluginHost()
+    host.register(plugin, "inline")
+    return host
+
+
+def test_finished_record_is_skipped_unless_overwrite(tmp_path):
+    host = _host()
+    req = RunRequest(model="kw", tasks=["colours"], output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
+    first = run_evaluation(host, req)
+    assert not first[0].skipped and first[0].record["counts"]["media_encoded"] == 6
+    second = run_evaluation(host, req)
+    assert second[0].skipped
+    req.overwrite = True
+    third = run_evaluation(host, req)
+    assert not third[0].skipped
+    assert third[0].record["counts"] == {"texts_encoded": 0, "texts_cached": 6, "media_encoded": 0, "media_cached": 6}
+    assert third[0].record["metrics"] == first[0].record["metrics"]
+
+
+def test_limit_is_recorded_and_samples_logged(tmp_path):
+    host = _host()
+    req = RunRequest(model="kw", tasks=["colours"], output_dir=str(tmp_path / "res"), limit=3, log_samples=True,
+                     use_cache=False)
+    out = run_evaluation(host, req)[0]
+    assert out.record["limited"] is True and out.record["n_items"] == {"images": 3}
+    assert out.record["main_score"] == {"name": "R@1", "value": 100.0}
+    assert out.record["metric_info"]["R@1"]["higher_is_better"] is True
+    assert len(out.record["config_hash"]) == 16
+
+
+def test_video_pooling_is_masked():
+    model = KeywordModel()
+    frames = torch.zeros(1, 3, 3, 2, 2)
+    frames[0, 0, 0] = 1.0  # red frame
+    frames[0, 1, 2] = 1.0  # blue frame
+    frames[0, 2, 1] = 1.0  # green padding frame, masked out
+    pooled = model.encode_video(frames, torch.tensor([[True, True, False]]))
+    expected = torch.nn.functional.normalize(torch.tensor([1.0, 0.0, 1.0]), dim=0)
+    assert torch.allclose(pooled[0, :3], expected, atol=1e-4)
+
+
+class _ClipLengths(KeywordModel):
+    def preprocess_video(self, frames):
+        return torch.stack([self.preprocess_image(f) for f in frames])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataloader_path_pads_and_masks_videos_of_different_lengths(workers):
+    rng = np.random.default_rng(0)
+    clips = [rng.integers(0, 255, size=(t, 4, 4, 3), dtype=np.uint8) for t in (1, 3, 2, 4, 3)]
+    media = MediaSet("test/clips", "video", [f"v{i}" for i in range(5)], lambda i: clips[i], cheap=False)
+    model = _ClipLengths()
+    got = EvalContext(model, RunSettings(batch_size=2, workers=workers)).embed_media(media)
+    for i, clip in enumerate(clips):
+        frames = model.preprocess_video(clip)[None]
+        assert torch.allclose(got[i], model.encode_video(frames)[0], atol=1e-6)

@@ -1,0 +1,70 @@
+"""The embedded world: deterministic, exact facts, actions visible per frame, and the default run above chance."""
+
+import json
+from collections import Counter
+
+import numpy as np
+
+from negharness.tasks.shapes_media import load_world
+from negharness.tasks.shapes_render import render_video
+from negharness.tasks.shapes_world import ACTIONS, COLOURS, SHAPES, build_split
+
+
+def test_same_seed_same_world_and_items_stable_when_split_grows():
+    a = build_split(0, "test", "video", 40)
+    b = build_split(0, "test", "video", 80)
+    assert a.captions == b.captions[:40] and a.relevance_groups() == b.relevance_groups()[:40]
+    assert np.array_equal(load_world(0, "test", "video", 40, None).pixels,
+                          load_world(0, "test", "video", 80, None).pixels[:40])
+    assert build_split(1, "test", "video", 40).captions != a.captions
+    assert build_split(0, "train", "video", 40).captions != a.captions
+
+
+def test_every_caption_names_every_object_with_its_action():
+    split = build_split(0, "val", "video", 200)
+    for scene, caps in zip(split.scenes, split.captions):
+        assert 1 <= len(scene.objects) <= 2 and len(caps) >= 2
+        for cap in caps:
+            for o in scene.objects:
+                assert f"{o.colour} {o.shape}" in cap
+                assert any(form in cap for form in ACTIONS[o.action])
+    images = build_split(0, "val", "image", 200)
+    assert all(o.action is None for s in images.scenes for o in s.objects)
+    assert Counter(len(s.objects) for s in images.scenes).keys() == {1, 2, 3}
+
+
+def test_actions_are_visible_to_mean_pooling():
+    split = build_split(0, "test", "video", 300)
+    by_action = {}
+    for scene in split.scenes:
+        if len(scene.objects) == 1:
+            by_action.setdefault(scene.objects[0].action, scene)
+    assert set(by_action) == set(ACTIONS)
+    lit = {a: (render_video(s).astype(int).sum(-1) > 200).sum(axis=(1, 2)) for a, s in by_action.items()}
+    assert (lit["blinking"] == 0).sum() == 2  # the shape is gone in half of the 4 frames
+    assert (lit["resting"] > 0).all() and len(set(lit["resting"])) == 1
+    for moving in ("sliding", "bouncing"):  # trails: faint pixels around the shape in every frame
+        frames = render_video(by_action[moving]).astype(int).sum(-1)
+        faint = ((frames > 90) & (frames < 400)).sum(axis=(1, 2))
+        assert (faint > 4).all()
+
+
+def test_identical_facts_are_grouped():
+    split = build_split(0, "test", "video", 500)
+    groups = Counter(split.relevance_groups())
+    assert max(groups.values()) > 1  # duplicates exist at this size, so the evaluation must group them
+    assert len(COLOURS) * len(SHAPES) * len(ACTIONS) == 96
+
+
+def test_embedded_default_runs_far_above_chance(cli, tmp_path):
+    res = cli("run", "--model", "shapes_clip", "--task", "shapes_*")
+    assert res.returncode == 0, res.stderr
+    video = json.loads((tmp_path / "results" / "shapes_clip" / "shapes_t2v_original.json").read_text())
+    assert video["n_items"] == {"queries": 1500, "videos": 500}
+    m = video["metrics"]
+    assert m["R@1"] >= 20 and m["R@10"] >= 80 and m["MIR"] >= 0.3  # chance: R@1 ~0.3%, MIR ~0.01
+    assert video["notes"]["queries_with_several_relevant"] > 0
+    image = json.loads((tmp_path / "results" / "shapes_clip" / "shapes_t2i_original.json").read_text())
+    assert image["metrics"]["R@1"] >= 20
+    board = cli("leaderboard")
+    assert board.returncode == 0 and "shapes_t2v_original" in (tmp_path / "leaderboard" / "README.md").read_text()

@@ -1,0 +1,6 @@
+from negharness.hookspecs import hookimpl
+
+
+@hookimpl
+def negharness_register_models(registry):
+    registry.add("clip", "negharness_dup:nothing", "a second model called clip")
