@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         task_extra=_pairs(args.task_arg, "-T"), data_root=args.data_root, device=args.device,
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
-        cache_dir=args.cache_dir, use_cache=not args.no_cache)
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
     err = _console(stderr=True)
     with _progress(err) as progress:
         outcomes = run_evaluation(host, req, progress)
@@ -219,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="rerun tasks whose record already exists")
     p.add_argument("--cache-dir", help="embedding cache root (else $NEGHARNESS_CACHE, else ~/.cache/negharness)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the embedding cache")
+    p.add_argument("--skip-broken-media", action="store_true",
+                   help="skip and count images/videos that cannot be decoded (default: stop with an error)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("leaderboard", help="result records -> leaderboard/README.md and a terminal table")

@@ -40,6 +40,7 @@ class RunRequest:
     overwrite: bool = False
     cache_dir: str | None = None
     use_cache: bool = True
+    skip_broken_media: bool = False
 
 
 @dataclass
@@ -110,7 +111,9 @@ def _record(req: RunRequest, model_cfg: ModelConfig, model: EmbeddingModel, entr
         "versions": environment_versions(host.distributions()),
         "timings": {"total_s": round(seconds, 3), "encode_s": round(c.encode_seconds, 3)},
         "counts": {"texts_encoded": c.texts_encoded, "texts_cached": c.texts_cached,
-                   "media_encoded": c.media_encoded, "media_cached": c.media_cached},
+                   "media_encoded": c.media_encoded, "media_cached": c.media_cached,
+                   "media_skipped": c.media_skipped},
+        "skipped_media": {k: v[:20] for k, v in ctx.broken.items()},
     }
 
 
@@ -150,7 +153,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
             raise UserError(f"model {req.model} cannot encode {', '.join(sorted(lacking))}, which task {task.name} needs")
     model.to(device).eval()
     cache = EmbeddingCache(cache_root(req.cache_dir)) if req.use_cache else None
-    settings = RunSettings(device, req.precision, req.batch_size, req.workers)
+    settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
     for entry, task, path, chash in todo:
         ctx = EvalContext(model, settings, cache, progress, req.log_samples)
         start = time.perf_counter()

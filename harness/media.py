@@ -7,6 +7,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .video import MediaError
+
 
 @dataclass
 class MediaSet:
@@ -36,25 +38,46 @@ class MediaSet:
 
 
 class PreprocessedItems(torch.utils.data.Dataset):
-    """Items of a MediaSet at given positions, through the model's preprocessing (runs in workers)."""
+    """Items of a MediaSet at given positions, through the model's preprocessing (runs in workers).
 
-    def __init__(self, media: MediaSet, positions: Sequence[int], preprocess: Callable[[Any], torch.Tensor]) -> None:
+    With ``skip_broken``, an item whose file cannot be read comes back as (position, error message)
+    so the runner can count it; otherwise the `MediaError` naming the file propagates.
+    """
+
+    def __init__(self, media: MediaSet, positions: Sequence[int], preprocess: Callable[[Any], torch.Tensor],
+                 skip_broken: bool = False) -> None:
         self.media, self.positions, self.preprocess = media, list(positions), preprocess
+        self.skip_broken = skip_broken
 
     def __len__(self) -> int:
         return len(self.positions)
 
-    def __getitem__(self, i: int) -> tuple[int, torch.Tensor]:
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | str]:
         pos = self.positions[i]
-        return pos, self.preprocess(self.media.load(pos))
+        try:
+            return pos, self.preprocess(self.media.load(pos))
+        except MediaError as exc:
+            if not self.skip_broken:
+                raise
+            return pos, str(exc)
 
 
-def collate_images(batch: list[tuple[int, torch.Tensor]]) -> tuple[list[int], torch.Tensor]:
-    return [b[0] for b in batch], torch.stack([b[1] for b in batch])
+def split_broken(batch: list[tuple[int, Any]]) -> tuple[list[tuple[int, torch.Tensor]], list[tuple[int, str]]]:
+    return [b for b in batch if not isinstance(b[1], str)], [b for b in batch if isinstance(b[1], str)]
 
 
-def collate_videos(batch: list[tuple[int, torch.Tensor]]) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+def collate_images(batch: list[tuple[int, Any]]) -> tuple:
+    good, broken = split_broken(batch)
+    if not good:
+        return [], None, None, broken
+    return [b[0] for b in good], torch.stack([b[1] for b in good]), None, broken
+
+
+def collate_videos(batch: list[tuple[int, Any]]) -> tuple:
     """Pad to the longest clip; the mask keeps padding out of the pooled embedding."""
+    batch, broken = split_broken(batch)
+    if not batch:
+        return [], None, None, broken
     t_max = max(b[1].shape[0] for b in batch)
     first = batch[0][1]
     frames = first.new_zeros((len(batch), t_max, *first.shape[1:]))
@@ -62,4 +85,4 @@ def collate_videos(batch: list[tuple[int, torch.Tensor]]) -> tuple[list[int], to
     for j, (_, clip) in enumerate(batch):
         frames[j, : clip.shape[0]] = clip
         mask[j, : clip.shape[0]] = True
-    return [b[0] for b in batch], frames, mask
+    return [b[0] for b in batch], frames, mask, broken

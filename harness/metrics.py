@@ -43,6 +43,20 @@ class Relevance:
             by_group.setdefault(g, []).append(i)
         return cls.from_lists([by_group.get(g, []) for g in query_groups], len(item_groups))
 
+    def restrict(self, keep_items: np.ndarray) -> tuple["Relevance", np.ndarray]:
+        """Drop items (e.g. unreadable videos): renumber the rest, and drop queries left with no
+        relevant item. Returns the new relevance and the boolean mask of kept queries."""
+        keep_items = np.asarray(keep_items, dtype=bool)
+        new_index = np.cumsum(keep_items) - 1
+        lists, kept = [], np.zeros(self.n_queries, dtype=bool)
+        for q in range(self.n_queries):
+            rel = self.indices[self.indptr[q]:self.indptr[q + 1]]
+            rel = new_index[rel[keep_items[rel]]]
+            if len(rel):
+                lists.append(rel)
+                kept[q] = True
+        return Relevance.from_lists(lists, int(keep_items.sum())), kept
+
     @property
     def n_queries(self) -> int:
         return len(self.indptr) - 1

@@ -17,6 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .errors import UserError
+from .video import FrameSampling
+
 
 @dataclass
 class ModelOptions:
@@ -26,6 +29,17 @@ class ModelOptions:
     pretrained: str | None = None
     checkpoint: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+
+    def check_extra(self, allowed: set[str], model: str) -> None:
+        """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored."""
+        unknown = sorted(set(self.extra) - allowed)
+        if unknown:
+            raise UserError(f"-M {unknown[0]}: not an option of model {model!r} (it takes: {', '.join(sorted(allowed)) or 'none'})")
+
+    def frame_sampling(self) -> "FrameSampling | None":
+        """``-M frames=segments:12`` or ``-M frames=fps:2``: how this model samples video frames."""
+        spec = self.extra.get("frames")
+        return FrameSampling.parse(spec) if spec else None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: v for k, v in (("arch", self.arch), ("pretrained", self.pretrained),
@@ -57,6 +71,8 @@ class EmbeddingModel(ABC):
 
     name: str = "model"
     modalities: frozenset[str] = frozenset({"text", "image", "video"})
+    # set when the user chose a sampling for this model; tasks fall back to their own default
+    frame_sampling: FrameSampling | None = None
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -120,8 +136,9 @@ class EmbeddingModel(ABC):
         return F.normalize(pooled, dim=-1)
 
     def fingerprint(self) -> str:
-        """Short hash of `describe()`; the embedding cache and result records key on it."""
-        return hash_json({"name": self.name, **self.describe()})
+        """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""
+        sampling = self.frame_sampling.key if self.frame_sampling else None
+        return hash_json({"name": self.name, **self.describe(), "frames": sampling})
 
 
 def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor | None:

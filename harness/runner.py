@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -18,6 +19,7 @@ from .cache import EmbeddingCache, text_key
 from .errors import UserError
 from .media import MediaSet, PreprocessedItems, collate_images, collate_videos
 from .model import EmbeddingModel, hash_json
+from .video import FrameSampling
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -50,6 +52,7 @@ class Counters:
     media_encoded: int = 0
     texts_cached: int = 0
     media_cached: int = 0
+    media_skipped: int = 0
     encode_seconds: float = 0.0
 
 
@@ -59,6 +62,7 @@ class RunSettings:
     precision: str = "fp32"
     batch_size: int = 64
     workers: int | None = None  # None: automatic (0 for in-memory media)
+    skip_broken_media: bool = False  # count unreadable media instead of stopping the run
 
 
 class EvalContext:
@@ -72,6 +76,7 @@ class EvalContext:
         self.progress = progress
         self.log_samples = log_samples
         self.counters = Counters()
+        self.broken: dict[str, list[str]] = {}  # media key -> ids skipped as unreadable, with --skip-broken-media
         self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision})
         self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
                                 "describe": model.describe(), "precision": settings.precision}
@@ -100,6 +105,10 @@ class EvalContext:
             self.progress.advance(task_id, n)
 
     # public API ---------------------------------------------------------------------------------
+    def frame_sampling(self, task_default: "FrameSampling") -> "FrameSampling":
+        """The model's explicit sampling (``-M frames=...``) wins over the task's default."""
+        return self.model.frame_sampling or task_default
+
     def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """(N, D) float32 on CPU, in the order given; each distinct text is encoded at most once."""
         unique = list(dict.fromkeys(texts))
@@ -133,7 +142,11 @@ class EvalContext:
         return table[torch.tensor([where[t] for t in texts], dtype=torch.long)]
 
     def embed_media(self, media: MediaSet) -> torch.Tensor:
-        """(len(media), D) float32 on CPU, in ``media.ids`` order; cached per (model, collection)."""
+        """(len(media), D) float32 on CPU, in ``media.ids`` order; cached per (model, collection).
+
+        With ``skip_broken_media``, unreadable items get NaN rows and are listed in ``self.broken``;
+        tasks drop them (and queries left with no relevant item) before scoring.
+        """
         store = self._collection(f"{media.kind}:{media.key}")
         emb: dict[int, torch.Tensor] = {}
         if store is not None:
@@ -147,7 +160,9 @@ class EvalContext:
             store.flush()
         if not len(media):
             return torch.empty(0, 0)
-        return torch.stack([emb[i] for i in range(len(media))])
+        dim = next(iter(emb.values())).shape[0] if emb else 1
+        missing = torch.full((dim,), float("nan"))
+        return torch.stack([emb.get(i, missing) for i in range(len(media))])
 
     def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader:
         workers = self.settings.workers
@@ -156,7 +171,7 @@ class EvalContext:
         collate = collate_videos if media.kind == "video" else collate_images
         preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
         return torch.utils.data.DataLoader(
-            PreprocessedItems(media, todo, preprocess), batch_size=self.settings.batch_size,
+            PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media), batch_size=self.settings.batch_size,
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda")
 
     def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
@@ -167,8 +182,13 @@ class EvalContext:
                 positions = todo[lo:lo + bs]
                 yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
         else:
-            for batch in self._loader(media, todo):
-                yield batch[0], batch[1], batch[2] if media.kind == "video" else None
+            for positions, pixels, mask, broken in self._loader(media, todo):
+                for pos, message in broken:
+                    self.broken.setdefault(media.key, []).append(media.ids[pos])
+                    self.counters.media_skipped += 1
+                    warnings.warn(f"skipped unreadable media: {message}", stacklevel=2)
+                if positions:
+                    yield positions, pixels, mask
 
     def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any) -> None:
         bar = self._track(f"encoding {media.kind}s", len(todo))

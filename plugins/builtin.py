@@ -10,5 +10,13 @@ from negharness.registry import Registrar
 def negharness_register_models(registry: Registrar) -> None:
     registry.add("clip", "negharness.plugins.openclip_model:clip",
                  "open_clip CLIP: ViT-B-32/openai by default; --arch, --pretrained or --checkpoint")
+    registry.add("negclip", "negharness.plugins.finetuned_clip:negclip",
+                 "NegCLIP ViT-B/32 from a local --checkpoint (QuickGELU by default)")
+    registry.add("conclip", "negharness.plugins.finetuned_clip:conclip",
+                 "ConCLIP ViT-B/32 from a local --checkpoint (QuickGELU by default)")
+    registry.add("clip4clip", "negharness.plugins.clip4clip:clip4clip",
+                 "CLIP4Clip checkpoint (meanP or seqTransf head, from its own layout)")
+    registry.add("hf_clip", "negharness.plugins.hf_clip:hf_clip",
+                 "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
                  "tiny CLIP trained on the embedded world (bundled weights, no download)")

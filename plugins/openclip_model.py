@@ -19,6 +19,7 @@ from negharness.errors import UserError
 from negharness.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_json, hash_state_dict
 
 _TRUE = {"1", "true", "yes", "on"}
+OPTIONS = {"quick_gelu", "frames"}
 
 
 def _flag(extra: dict[str, str], key: str) -> bool | None:
@@ -73,9 +74,13 @@ class OpenClipModel(EmbeddingModel):
     # construction ---------------------------------------------------------------------------
     @classmethod
     def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
-               default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None) -> "OpenClipModel":
+               default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None,
+               allowed: set[str] = OPTIONS, state: dict[str, torch.Tensor] | None = None) -> "OpenClipModel":
+        """Build from an architecture (name or JSON config) and weights: ``state`` if the caller already
+        unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag."""
         import open_clip
 
+        options.check_extra(allowed, name)
         arch = options.arch or default_arch
         quick = _flag(options.extra, "quick_gelu")
         if arch.endswith(".json"):
@@ -85,12 +90,13 @@ class OpenClipModel(EmbeddingModel):
             model, tokenizer, arch_id = _model_from_config_file(Path(arch), quick_gelu)
             pretrained = None
         else:
-            pretrained = None if options.checkpoint else (options.pretrained or default_pretrained)
+            pretrained = None if (options.checkpoint or state is not None) else (options.pretrained or default_pretrained)
             quick_gelu = quick if quick is not None else bool(default_quick_gelu or (pretrained == "openai"))
             model = cls._create_named(arch, pretrained, quick_gelu)
             tokenizer, arch_id = open_clip.get_tokenizer(arch), arch
-        if options.checkpoint:
+        if state is None and options.checkpoint:
             state = load_state_dict(options.checkpoint)
+        if state is not None:
             missing, unexpected = model.load_state_dict(state, strict=False)
             if missing or unexpected:
                 raise UserError(
@@ -99,7 +105,9 @@ class OpenClipModel(EmbeddingModel):
             weights_id = hash_state_dict(state)
         else:
             weights_id = f"{pretrained}" if pretrained else "random-init"
-        return cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
+        made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
+        made.frame_sampling = options.frame_sampling()
+        return made
 
     @staticmethod
     def _create_named(arch: str, pretrained: str | None, quick_gelu: bool) -> torch.nn.Module:

@@ -29,6 +29,15 @@ def relevance_notes(relevance: Relevance) -> dict[str, float]:
 def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
                            relevance: Relevance, media: MediaSet, top_k: int = 10) -> TaskResult:
     media_emb = ctx.embed_media(media)
+    notes: dict = {}
+    broken = torch.isnan(media_emb).any(1).numpy()
+    if broken.any():  # --skip-broken-media: score the rest, say what was left out
+        relevance, kept = relevance.restrict(~broken)
+        media_emb = media_emb[torch.from_numpy(~broken)]
+        media = MediaSet(media.key, media.kind, [i for i, b in zip(media.ids, broken) if not b], media.load)
+        query_ids = [q for q, k in zip(query_ids, kept) if k]
+        queries = [q for q, k in zip(queries, kept) if k]
+        notes = {"media_skipped": int(broken.sum()), "queries_dropped": int((~kept).sum())}
     text_emb = ctx.embed_texts(queries)
     sim = text_emb @ media_emb.t()
     ranks = best_relevant_rank(sim, relevance)
@@ -45,5 +54,5 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         metrics=retrieval_metrics(ranks),
         n_items={"queries": len(queries), f"{media.kind}s": len(media)},
         samples=samples,
-        notes=relevance_notes(relevance),
+        notes={**relevance_notes(relevance), **notes},
     )

@@ -114,7 +114,8 @@ def test_finished_record_is_skipped_unless_overwrite(tmp_path):
     req.overwrite = True
     third = run_evaluation(host, req)
     assert not third[0].skipped
-    assert third[0].record["counts"] == {"texts_encoded": 0, "texts_cached": 6, "media_encoded": 0, "media_cached": 6}
+    assert third[0].record["counts"] == {"texts_encoded": 0, "texts_cached": 6, "media_encoded": 0,
+                                        "media_cached": 6, "media_skipped": 0}
     assert third[0].record["metrics"] == first[0].record["metrics"]
 
 

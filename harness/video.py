@@ -1,0 +1,222 @@
+"""Video frames: sampling rules, decoders chosen by what is installed, and pre-extracted frame folders.
+
+Sampling is part of what an embedding means, so `FrameSampling.key` goes into cache keys and
+fingerprints. A video that cannot be decoded raises `MediaError` naming the file; it is never
+replaced by black frames.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .errors import UserError
+
+DECODERS = ("av", "decord", "cv2")
+
+
+class MediaError(UserError):
+    """An image or video that cannot be read; the message names the file."""
+
+
+@dataclass(frozen=True)
+class FrameSampling:
+    """``segments``: K frames at the centres of K equal segments (NegBench 4, CLIP4Clip 12).
+    ``fps``: one frame every 1/fps seconds (nT2VR: fps=2, every 0.5 s), at most ``max_frames``."""
+
+    mode: str = "segments"
+    frames: int = 4
+    fps: float = 2.0
+    max_frames: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("segments", "fps"):
+            raise UserError(f"frame sampling {self.mode!r}: use segments:K or fps:F")
+        if self.mode == "segments" and self.frames < 1:
+            raise UserError("frame sampling segments:K needs K >= 1")
+        if self.mode == "fps" and self.fps <= 0:
+            raise UserError("frame sampling fps:F needs F > 0")
+
+    @classmethod
+    def parse(cls, spec: str) -> "FrameSampling":
+        """``segments:12``, ``fps:2`` or ``fps:2:max=64``."""
+        parts = spec.split(":")
+        try:
+            if parts[0] == "segments" and len(parts) == 2:
+                return cls("segments", frames=int(parts[1]))
+            if parts[0] == "fps" and len(parts) in (2, 3):
+                cap = int(parts[2].removeprefix("max=")) if len(parts) == 3 else None
+                return cls("fps", fps=float(parts[1]), max_frames=cap)
+        except ValueError:
+            pass
+        raise UserError(f"frame sampling {spec!r}: expected segments:K, fps:F or fps:F:max=N")
+
+    @property
+    def key(self) -> str:
+        if self.mode == "segments":
+            return f"segments:{self.frames}"
+        return f"fps:{self.fps:g}" + (f":max={self.max_frames}" if self.max_frames else "")
+
+    def indices(self, n_frames: int, native_fps: float) -> np.ndarray:
+        """Frame indices to take from a clip of ``n_frames`` at ``native_fps``."""
+        if n_frames <= 0:
+            return np.zeros(0, dtype=np.int64)
+        if self.mode == "segments":
+            centres = (np.arange(self.frames) + 0.5) * n_frames / self.frames
+            return np.minimum(centres.astype(np.int64), n_frames - 1)
+        step = native_fps / self.fps
+        idx = np.unique(np.minimum(np.floor(np.arange(0, n_frames, step)).astype(np.int64), n_frames - 1))
+        if self.max_frames and len(idx) > self.max_frames:  # keep the span: subsample evenly
+            idx = idx[np.linspace(0, len(idx) - 1, self.max_frames).round().astype(np.int64)]
+        return idx
+
+
+def available_decoders() -> list[str]:
+    return [name for name in DECODERS if importlib.util.find_spec(name) is not None]
+
+
+def decode_video(path: str | Path, sampling: FrameSampling, decoder: str | None = None) -> np.ndarray:
+    """uint8 (T, H, W, 3) RGB frames chosen by ``sampling``, with the first installed decoder."""
+    path = Path(path)
+    if not path.is_file():
+        raise MediaError(f"video not found: {path}")
+    names = [decoder] if decoder else available_decoders()
+    if not names:
+        raise UserError("no video decoder installed: pip install av (or decord, or opencv-python-headless)")
+    try:
+        frames = {"av": _decode_av, "decord": _decode_decord, "cv2": _decode_cv2}[names[0]](path, sampling)
+    except MediaError:
+        raise
+    except Exception as exc:  # decoder libraries raise many types
+        raise MediaError(f"cannot decode video {path}: {type(exc).__name__}: {exc}") from exc
+    if len(frames) == 0:
+        raise MediaError(f"cannot decode video {path}: no frames")
+    return frames
+
+
+def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        rate = float(stream.average_rate or stream.guessed_rate or 25)
+        n = stream.frames
+        if not n and stream.duration:
+            n = int(round(float(stream.duration * stream.time_base) * rate))
+        if not n:  # unknown length: decode once to count
+            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+            return np.stack(frames)[sampling.indices(len(frames), rate)] if frames else np.zeros((0,))
+        wanted = sampling.indices(n, rate)
+        if len(wanted) * 4 < n:
+            return _av_seek(container, stream, wanted, rate)
+        return _av_sequential(container, stream, wanted)
+
+
+def _av_sequential(container, stream, wanted: np.ndarray) -> np.ndarray:
+    """Decode in order and keep the wanted frames; stops after the last one."""
+    want = set(wanted.tolist())
+    out: dict[int, np.ndarray] = {}
+    last = None
+    for i, frame in enumerate(container.decode(stream)):
+        if i in want:
+            out[i] = frame.to_ndarray(format="rgb24")
+        last = frame
+        if i >= wanted[-1]:
+            break
+    if last is None:
+        return np.zeros((0,))
+    # containers can over-report their frame count: the last decoded frame stands in for the missing tail
+    tail = out[max(out)] if out else last.to_ndarray(format="rgb24")
+    return np.stack([out.get(int(i), tail) for i in wanted])
+
+
+def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> np.ndarray:
+    """Seek to the keyframe before each wanted time and decode only from there: sparse sampling of a
+    long video touches a fraction of it."""
+    out = []
+    tb = float(stream.time_base)
+    start = float(stream.start_time or 0) * tb
+    for i in wanted:
+        target = start + float(i) / rate
+        container.seek(int(target / tb), stream=stream, backward=True, any_frame=False)
+        chosen = None
+        for frame in container.decode(stream):
+            chosen = frame
+            if frame.pts is not None and frame.pts * tb >= target - 0.5 / rate:
+                break
+        if chosen is not None:
+            out.append(chosen.to_ndarray(format="rgb24"))
+    return np.stack(out) if out else np.zeros((0,))
+
+
+def _decode_decord(path: Path, sampling: FrameSampling) -> np.ndarray:
+    import decord
+
+    reader = decord.VideoReader(str(path))
+    idx = sampling.indices(len(reader), float(reader.get_avg_fps()))
+    return reader.get_batch(idx.tolist()).asnumpy()
+
+
+def _decode_cv2(path: Path, sampling: FrameSampling) -> np.ndarray:
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            raise MediaError(f"cannot open video {path}")
+        n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        idx = sampling.indices(n, float(cap.get(cv2.CAP_PROP_FPS) or 25))
+        frames = []
+        for i in idx:
+            cap.set(cv2.CAP_PROP_POS_FRAMES, int(i))  # seek: no decoding of the frames in between
+            ok, frame = cap.read()
+            if ok:
+                frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+        return np.stack(frames) if frames else np.zeros((0,))
+    finally:
+        cap.release()
+
+
+# nT2VR's pre-extracted frames ----------------------------------------------------------------------
+FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
+
+
+def read_frame_index(path: str | Path, root: str | Path | None = None) -> dict[str, list[Path]]:
+    """``id.imagepath.txt``: lines ``<video_id>_<frame_no> <image path>`` -> video id -> frames in order.
+
+    Relative image paths resolve against ``root`` (default: the index file's folder).
+    """
+    path = Path(path)
+    base = Path(root) if root is not None else path.parent
+    frames: dict[str, list[tuple[int, Path]]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            parts = line.split(maxsplit=1)
+            vid, sep, num = parts[0].rpartition("_")
+            if len(parts) != 2 or not sep or not num.isdigit():
+                raise UserError(f"{path}:{lineno}: expected '<video_id>_<frame_no> <image path>', got {line.strip()!r}")
+            frames.setdefault(vid, []).append((int(num), base / parts[1].strip()))
+    return {vid: [p for _, p in sorted(items)] for vid, items in frames.items()}
+
+
+def load_frames(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> np.ndarray:
+    """Sampled frames of a pre-extracted video as uint8 (T, H, W, 3)."""
+    from PIL import Image
+
+    idx = sampling.indices(len(paths), native_fps)
+    out = []
+    for i in idx:
+        try:
+            with Image.open(paths[int(i)]) as im:
+                out.append(np.asarray(im.convert("RGB")))
+        except (OSError, ValueError) as exc:
+            raise MediaError(f"cannot read frame {paths[int(i)]}: {exc}") from exc
+    if not out:
+        raise MediaError("video has no frames in the frame index")
+    return np.stack(out)

@@ -1,0 +1,113 @@
+"""Frame sampling by hand, decoding of videos the tests write, pre-extracted frame folders, broken media."""
+
+import numpy as np
+import pytest
+import torch
+
+from negharness.errors import UserError
+from negharness.media import MediaSet
+from negharness.runner import EvalContext, RunSettings
+from negharness.testing import KeywordModel
+from negharness.video import (FrameSampling, MediaError, available_decoders, decode_video, load_frames,
+                              read_frame_index)
+
+av = pytest.importorskip("av")
+
+
+def test_segment_and_fps_sampling_by_hand():
+    assert FrameSampling("segments", 4).indices(100, 30).tolist() == [12, 37, 62, 87]
+    assert FrameSampling("segments", 3).indices(2, 30).tolist() == [0, 1, 1]  # short clip: repeats, no overflow
+    every_half_second = FrameSampling("fps", fps=2).indices(300, 30)
+    assert every_half_second.tolist() == list(range(0, 300, 15))
+    capped = FrameSampling("fps", fps=2, max_frames=5).indices(300, 30)
+    assert len(capped) == 5 and capped[0] == 0 and capped[-1] == 285
+    assert FrameSampling.parse("segments:12") == FrameSampling("segments", 12)
+    assert FrameSampling.parse("fps:2:max=64").key == "fps:2:max=64"
+    with pytest.raises(UserError, match="segments:K"):
+        FrameSampling.parse("uniform")
+
+
+def _gray(i: int) -> int:
+    return 10 + (5 * i) % 240
+
+
+def write_video(path, n_frames=40, fps=10, size=(48, 64)):
+    """Frame i is uniform gray _gray(i): a decoded frame tells which frame it was."""
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = size[1], size[0], "yuv420p"
+        stream.options = {"crf": "0", "g": "10"}
+        for i in range(n_frames):
+            frame = np.full((*size, 3), _gray(i), dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize("decoder", [d for d in ("av", "cv2") if d in available_decoders()])
+def test_decoders_take_the_sampled_frames(tmp_path, decoder):
+    path = write_video(tmp_path / "clip.mp4")
+    frames = decode_video(path, FrameSampling("segments", 4), decoder)
+    assert frames.shape == (4, 48, 64, 3) and frames.dtype == np.uint8
+    expected = [_gray(i) for i in (5, 15, 25, 35)]
+    assert np.allclose(frames.reshape(4, -1).mean(1), expected, atol=2)
+    every = decode_video(path, FrameSampling("fps", fps=2), decoder)  # 10 fps -> every 5th frame
+    assert np.allclose(every.reshape(len(every), -1).mean(1), [_gray(i) for i in range(0, 40, 5)], atol=2)
+
+
+def test_seeking_path_matches_sequential_decoding(tmp_path):
+    path = write_video(tmp_path / "long.mp4", n_frames=120)
+    sparse = decode_video(path, FrameSampling("segments", 3), "av")  # 3 * 4 < 120: seeks
+    assert np.allclose(sparse.reshape(3, -1).mean(1), [_gray(i) for i in (20, 60, 100)], atol=2)
+    sequential = decode_video(path, FrameSampling("segments", 40), "av")  # 40 * 4 >= 120: decodes in order
+    assert np.allclose(sequential[[6, 20, 33]].reshape(3, -1).mean(1), [_gray(i) for i in (19, 61, 100)], atol=2)
+
+
+def test_broken_video_names_the_file(tmp_path):
+    bad = tmp_path / "broken.mp4"
+    bad.write_bytes(b"\x00\x01 not a video")
+    with pytest.raises(MediaError, match="broken.mp4"):
+        decode_video(bad, FrameSampling())
+    with pytest.raises(MediaError, match="not found"):
+        decode_video(tmp_path / "missing.mp4", FrameSampling())
+
+
+def test_skip_broken_media_counts_and_keeps_the_rest(tmp_path):
+    good = write_video(tmp_path / "good.mp4", n_frames=8)
+    (tmp_path / "bad.mp4").write_bytes(b"junk")
+    paths = [good, tmp_path / "bad.mp4", good]
+    sampling = FrameSampling("segments", 2)
+    model = KeywordModel()
+    media = MediaSet("files", "video", ["a", "b", "c"], lambda i: decode_video(paths[i], sampling))
+    with pytest.raises(MediaError, match="bad.mp4"):
+        EvalContext(model, RunSettings(workers=0)).embed_media(media)
+    ctx = EvalContext(model, RunSettings(workers=0, skip_broken_media=True))
+    with pytest.warns(UserWarning, match="bad.mp4"):
+        emb = ctx.embed_media(media)
+    assert ctx.counters.media_skipped == 1 and ctx.broken == {"files": ["b"]}
+    assert torch.isnan(emb[1]).all() and not torch.isnan(emb[[0, 2]]).any()
+
+
+def test_frame_index_layout(tmp_path):
+    from PIL import Image
+
+    lines = []
+    for vid in ("video7010", "video12"):
+        for k in (2, 0, 1, 3):  # out of order on purpose
+            p = tmp_path / "frames" / vid / f"{k}.jpg"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(np.full((8, 8, 3), 40 * k, dtype=np.uint8)).save(p, quality=100)
+            lines.append(f"{vid}_{k} frames/{vid}/{k}.jpg")
+    (tmp_path / "id.imagepath.txt").write_text("\n".join(lines) + "\n")
+    index = read_frame_index(tmp_path / "id.imagepath.txt")
+    assert list(index) == ["video7010", "video12"] and [p.name for p in index["video12"]] == [
+        "0.jpg", "1.jpg", "2.jpg", "3.jpg"]
+    every = load_frames(index["video7010"], FrameSampling("fps", fps=2))  # frames are 0.5 s apart already
+    assert np.allclose(every.reshape(4, -1).mean(1), [0, 40, 80, 120], atol=2)
+    two = load_frames(index["video7010"], FrameSampling("segments", 2))
+    assert np.allclose(two.reshape(2, -1).mean(1), [40, 120], atol=2)
+    (tmp_path / "bad.txt").write_text("video1_0 a.jpg\nno-number-here b.jpg\n")
+    with pytest.raises(UserError, match="bad.txt:2"):
+        read_frame_index(tmp_path / "bad.txt")
