@@ -46,6 +46,16 @@ def resolve_precision(name: str) -> torch.dtype:
     return PRECISIONS[name]
 
 
+def default_workers(device: torch.device) -> int:
+    """Decoding workers when the user does not say: on a GPU, half the cores (the forward pass
+    needs few); on the CPU, only the cores torch's own threads leave free, since a worker that
+    competes with the forward pass for a core slows both (measured: benchmarks/bench_decode_throughput.py)."""
+    cores = os.cpu_count() or 1
+    if device.type == "cuda":
+        return min(8, max(1, cores // 2))
+    return min(4, max(0, cores - torch.get_num_threads()))
+
+
 @dataclass
 class Counters:
     texts_encoded: int = 0
@@ -167,7 +177,7 @@ class EvalContext:
     def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader:
         workers = self.settings.workers
         if workers is None:
-            workers = 0 if media.cheap else min(4, os.cpu_count() or 1)
+            workers = 0 if media.cheap else default_workers(self.settings.device)
         collate = collate_videos if media.kind == "video" else collate_images
         preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
         return torch.utils.data.DataLoader(
