@@ -13,6 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 THIRDPARTY = Path(__file__).parent / "thirdparty"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+if (SHARED / "nltk_data").is_dir() and "NLTK_DATA" not in os.environ:
+    os.environ["NLTK_DATA"] = str(SHARED / "nltk_data")
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,216 @@
+"""nT2VR's negator (Wang et al., 2022, section 3.1.1 and Table 6): negate one verb or auxiliary.
+
+Rules, on NLTK POS tags after contractions are expanded:
+
+- a form of *be* (``is``/``are``/``was``/``were``) -> ``isn't`` / ``aren't`` / ``wasn't`` / ``weren't``
+  (``am`` -> ``am not``), as Table 6's AUX rows
+- a modal (``can``, ``will`` ...) -> ``can not`` ...; auxiliary *have* before a participle -> ``hasn't``
+- VBZ -> ``does not`` + base form ("finds" -> "does not find"); VBD -> ``did not`` + base ("met" ->
+  "did not meet"); VBP -> ``do not`` + base
+- VBG, VBN and VB -> ``not`` inserted before the verb ("is not running")
+- the preposition ``with`` -> ``without``
+
+A caption that already carries a cue gets it removed instead: ``without`` -> ``with``, ``not`` is
+dropped (``does not find`` -> ``finds``, ``did not meet`` -> ``met``), ``no X`` -> ``a X``.
+
+Every output records the word that was negated, the rule, the cue and a rule-based scope (the
+words after the cue up to the end of its clause), which the boolean baseline and the trainers use.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+from .nltk_resources import tag
+
+
+def is_known_verb(word: str) -> bool:
+    """In lemminflect's dictionary as a verb: keeps tagger slips ("beside"/VBP) from being negated."""
+    from lemminflect import getAllLemmas
+
+    return bool(getAllLemmas(word.lower(), upos="VERB"))
+
+BE_NEG = {"is": "isn't", "are": "aren't", "was": "wasn't", "were": "weren't"}
+HAVE = {"has", "have", "had"}
+DO = {"do", "does", "did"}
+CUE_WORDS = {"not", "no", "without", "never", "n't"}
+CLAUSE_END = {",", ".", ";", ":", "and", "or", "but", "while", "as", "when", "whilst", "because", "then", "who",
+              "which", "that", "where"}
+_CONTRACTIONS = [
+    (r"\bcan't\b", "can not"), (r"\bwon't\b", "will not"), (r"\bain't\b", "is not"), (r"\bshan't\b", "shall not"),
+    (r"n't\b", " not"), (r"\b(it|that|there|he|she|what|here|who)'s\b", r"\1 is"), (r"'re\b", " are"),
+    (r"\bi'm\b", "i am"), (r"'ll\b", " will"), (r"'ve\b", " have"),
+    # MSR-VTT and VATEX captions lost their apostrophes: "isn t", "they re", "it s"
+    (r"\bca n t\b|\bcan t\b", "can not"), (r"\bwon t\b", "will not"),
+    (r"\b(is|are|was|were|do|does|did|has|have|had|could|would|should|must|need)n t\b", r"\1 not"),
+    (r"\b(they|you|we) re\b", r"\1 are"), (r"\b(it|that|there|he|she|what) s\b", r"\1 is"),
+]
+
+
+def expand_contractions(text: str) -> str:
+    """``isn't`` -> ``is not``, ``there's`` -> ``there is``; possessive ``'s`` is left alone."""
+    out = text.replace("’", "'")
+    for pattern, repl in _CONTRACTIONS:
+        out = re.sub(pattern, repl, out, flags=re.IGNORECASE)
+    return out
+
+
+@dataclass(frozen=True)
+class Negation:
+    text: str  # the negated (or cue-removed) caption
+    word: str  # the word the rule acted on
+    index: int  # its token position in the normalised caption
+    rule: str  # e.g. "VBZ", "AUX", "ADP", "remove:not"
+    cue: str  # the cue inserted ("not", "n't", "without") or removed ("-not", "-without", "-no")
+    scope: str  # words after the cue to the end of their clause: the negated part
+    remainder: str  # the caption without cue and scope: the part still asserted
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _detok(tokens: list[str]) -> str:
+    text = " ".join(tokens)
+    text = re.sub(r" ([,.;:!?])", r"\1", text)
+    text = re.sub(r" (n't|'s|')\b", r"\1", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _lemma(word: str) -> str:
+    from lemminflect import getLemma
+
+    lemmas = getLemma(word.lower(), upos="VERB")
+    return lemmas[0] if lemmas else word.lower()
+
+
+def _inflect(lemma: str, penn: str) -> str:
+    from lemminflect import getInflection
+
+    forms = getInflection(lemma, tag=penn)
+    return forms[0] if forms else lemma
+
+
+def _scope(tokens: list[str], start: int) -> tuple[list[int], list[int]]:
+    """Token positions of the negated clause from ``start`` to its end, and of everything else."""
+    end = start
+    while end < len(tokens) and (end == start or tokens[end].lower() not in CLAUSE_END):
+        end += 1
+    inside = list(range(start, end))
+    return inside, [i for i in range(len(tokens)) if i not in inside]
+
+
+def _is_aux_have(tagged: list[tuple[str, str]], i: int) -> bool:
+    return any(t == "VBN" for _, t in tagged[i + 1:i + 3])
+
+
+NOT_BEFORE_FINITE_VERB = {"DT", "PRP$", "POS", "JJ", "IN", "CD"}  # "each others hair/VBP" is a tagger slip
+
+
+def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    """(token index, rule) for every place a negation cue can go."""
+    out = []
+    for i, (word, penn) in enumerate(tagged):
+        w = word.lower()
+        prev = tagged[i - 1][0].lower() if i else ""
+        prev_tag = tagged[i - 1][1] if i else ""
+        if w in BE_NEG or w == "am":
+            out.append((i, "AUX"))
+        elif penn == "MD":
+            out.append((i, "MD"))
+        elif w in HAVE and _is_aux_have(tagged, i):
+            out.append((i, "AUX-have"))
+        elif penn in ("VBZ", "VBD", "VBP") and w not in DO | {"be"}:
+            if prev_tag not in NOT_BEFORE_FINITE_VERB and is_known_verb(w):
+                out.append((i, penn))
+        elif (penn in ("VBG", "VBN") or (penn == "VB" and prev_tag != "MD")) and is_known_verb(w):
+            out.append((i, penn))  # "is not running", "to not play"; after a modal the MD rule covers it
+        elif w == "with" and penn == "IN":
+            out.append((i, "ADP"))
+    return out
+
+
+def _apply(tokens: list[str], tagged: list[tuple[str, str]], i: int, rule: str) -> tuple[list[str], int, str]:
+    """Negated tokens, the cue's position, and the cue."""
+    w = tokens[i]
+    low = w.lower()
+    if rule == "AUX":
+        if low == "am":
+            return tokens[:i + 1] + ["not"] + tokens[i + 1:], i + 1, "not"
+        return tokens[:i] + [BE_NEG[low]] + tokens[i + 1:], i, "n't"
+    if rule == "AUX-have":
+        return tokens[:i] + [low + "n't"] + tokens[i + 1:], i, "n't"
+    if rule == "MD":
+        return tokens[:i + 1] + ["not"] + tokens[i + 1:], i + 1, "not"
+    if rule in ("VBZ", "VBD", "VBP"):
+        do = {"VBZ": "does", "VBD": "did", "VBP": "do"}[rule]
+        return tokens[:i] + [do, "not", _lemma(w)] + tokens[i + 1:], i + 1, "not"
+    if rule in ("VBG", "VBN", "VB"):
+        return tokens[:i] + ["not"] + tokens[i:], i, "not"
+    if rule == "ADP":
+        return tokens[:i] + ["without"] + tokens[i + 1:], i, "without"
+    raise ValueError(rule)
+
+
+def _remove_cue(tokens: list[str], tagged: list[tuple[str, str]]) -> tuple[list[str], int, str, str] | None:
+    """Drop the first cue; returns (tokens, position, word, rule) or None when there is none."""
+    for i, (word, _) in enumerate(tagged):
+        w = word.lower()
+        if w == "without":
+            return tokens[:i] + ["with"] + tokens[i + 1:], i, word, "remove:without"
+        if w == "no" and i + 1 < len(tagged) and tagged[i + 1][1].startswith(("NN", "JJ")):
+            plural = tagged[i + 1][1] in ("NNS", "NNPS")
+            art = [] if plural else ["an" if tokens[i + 1][:1].lower() in "aeiou" else "a"]
+            return tokens[:i] + art + tokens[i + 1:], i, word, "remove:no"
+        if w in ("not", "n't", "never"):
+            prev = tokens[i - 1].lower() if i else ""
+            nxt = i + 1 < len(tagged) and tagged[i + 1][1] == "VB"
+            if prev in DO and nxt:  # does not find -> finds; did not meet -> met
+                penn = {"does": "VBZ", "did": "VBD", "do": "VBP"}[prev]
+                verb = _inflect(tokens[i + 1].lower(), penn)
+                return tokens[:i - 1] + [verb] + tokens[i + 2:], i - 1, word, "remove:" + w
+            return tokens[:i] + tokens[i + 1:], i, word, "remove:" + w
+    return None
+
+
+def _result(new: list[str], tokens: list[str], idx: int, rule: str, cue: str) -> Negation:
+    """Scope and remainder come from the original tokens: the negated clause starts at the verb
+    (after the auxiliary or ``with`` whose form changed) and runs to the end of its clause."""
+    start = idx + 1 if rule in ("AUX", "AUX-have", "MD", "ADP") else idx
+    inside, outside = _scope(tokens, start)
+    outside = [i for i in outside if i != idx]
+    return Negation(_detok(new), tokens[idx], idx, rule, cue, _detok([tokens[i] for i in inside]),
+                    _detok([tokens[i] for i in outside]))
+
+
+def negate(caption: str, mode: str = "one", seed: int | str = 0) -> list[Negation]:
+    """Negated variants of ``caption``: one chosen with ``seed`` (the paper), or every candidate
+    (``mode="all"``, what the authors' code wrote). A caption with a cue gets it removed instead.
+    Returns [] when no rule applies."""
+    if mode not in ("one", "all"):
+        raise ValueError("mode must be 'one' or 'all'")
+    text = expand_contractions(caption.strip())
+    tagged = tag(text)
+    tokens = [w for w, _ in tagged]
+    if any(w.lower() in CUE_WORDS for w in tokens):
+        removed = _remove_cue(tokens, tagged)
+        if removed is None:
+            return []
+        new, pos, word, rule = removed
+        return [Negation(_detok(new), word, pos, rule, "-" + word.lower(), "", _detok(new))]
+    cands = _candidates(tagged)
+    if not cands:
+        return []
+    if mode == "one":
+        cands = [random.Random(f"{seed}|{caption}").choice(cands)]
+    out = []
+    for i, rule in cands:
+        new, _, cue = _apply(tokens, tagged, i, rule)
+        out.append(_result(new, tokens, i, rule, cue))
+    return out
+
+
+def negate_all(captions: Iterable[str], mode: str = "one", seed: int = 0) -> list[list[Negation]]:
+    return [negate(c, mode, seed) for c in captions]
