@@ -61,3 +61,39 @@ def test_source_rank_and_errors():
         Relevance.from_lists([[0], []], 3)
     with pytest.raises(ValueError):
         best_relevant_rank(sim, Relevance.from_lists([[0]], 3))
+
+
+def test_average_precision_by_hand():
+    # relevant items 0 and 2; ranking: 1 (irrelevant), 0 (relevant), 3, 2 (relevant)
+    sim = torch.tensor([[0.8, 0.9, 0.1, 0.5],
+                        [0.1, 0.9, 0.3, 0.2]])  # second query: one relevant (item 2) at rank 2
+    rel = Relevance.from_lists([[0, 2], [2]], 4)
+    from negharness.metrics import average_precision, several_relevant_metrics
+    ap = average_precision(sim, rel)
+    assert ap[0] == pytest.approx((1 / 2 + 2 / 4) / 2)  # precision at ranks 2 and 4
+    assert ap[1] == pytest.approx(1 / 2)
+    ties = torch.tensor([[0.5, 0.5, 0.5, 0.1]])  # relevant 0 and 1 tied with irrelevant 2: pessimistic
+    assert average_precision(ties, Relevance.from_lists([[0, 1]], 4))[0] == pytest.approx((1 / 2 + 2 / 3) / 2)
+    m = several_relevant_metrics(sim, rel, best_relevant_rank(sim, rel), ks=(1, 2))
+    assert m["C@1"] == 0.0 and m["C@2"] == 100.0 and m["mAP"] == pytest.approx(0.5)
+
+
+def test_negation_deltas_with_a_source_video_that_climbs():
+    from negharness.metrics import negation_deltas
+    orig = torch.tensor([1, 4, 20])  # source video rank under each negated query's original
+    neg = torch.tensor([3, 2, 20])   # under the negated query: down, *up* (the model got it backwards), same
+    d = negation_deltas(orig, neg, ks=(1, 5))
+    assert d["ΔR@1"] == pytest.approx(100 / 3)  # only the first query left the top 1
+    assert d["ΔR@5"] == pytest.approx(0.0)
+    assert d["ΔMIR"] == pytest.approx(((1 - 1 / 3) + (1 / 4 - 1 / 2) + 0) / 3)
+    assert d["SrcMeanR_orig"] == pytest.approx(25 / 3) and d["SrcMeanR_neg"] == pytest.approx(25 / 3)
+
+
+def test_single_relevant_fast_path_matches_masked_path():
+    rng = np.random.default_rng(3)
+    sim = torch.from_numpy(rng.integers(0, 5, size=(40, 30)).astype(np.float32))  # many ties
+    src = rng.integers(0, 30, size=40)
+    single = best_relevant_rank(sim, Relevance.from_lists([[int(s)] for s in src], 30))
+    masked = torch.stack([best_relevant_rank(sim[i:i + 1], Relevance.from_lists([[int(src[i]), int(src[i])]], 30))[0]
+                          for i in range(40)])
+    assert torch.equal(single, masked)
