@@ -177,6 +177,35 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build_queries(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from .build_queries import build_from_file, summary
+
+    path = Path(args.captions)
+    if not path.is_file():
+        raise UserError(f"--captions {path}: no such file")
+    built, paths = build_from_file(path, Path(args.out), args.name, args.id_column, args.caption_column,
+                                   args.mode, args.seed, args.per_item)
+    console = _console()
+    table = Table(title="queries built (cf. nT2VR Table 1)", title_justify="left")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for key, value in summary(built).items():
+        table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+    import random
+
+    rng = random.Random(args.seed)
+    for label, rows in (("negated", [(i, n.text) for i, n in built.negated]),
+                        ("composed", [(f"{q.cap_id} [{len(q.video_ids)} videos]", q.caption) for q in built.composed])):
+        for ident, text in rng.sample(rows, min(args.samples, len(rows))):
+            console.print(f"  {label:8} {ident}: {text}", highlight=False, markup=False)
+    for p in paths:
+        console.print(f"wrote {p}")
+    return 0
+
+
 # parser --------------------------------------------------------------------------------------------
 def _model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model options (shared by every model plugin)")
@@ -227,6 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default="results")
     p.add_argument("--out", default="leaderboard/README.md")
     p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("build-queries", help="negated and composed query sets from a caption file (nT2VR formats)")
+    p.add_argument("--captions", required=True,
+                   help="nT2VR '<cap_id> <caption>' file, or a CSV / JSON of item ids and captions")
+    p.add_argument("--out", required=True, help="folder for <c>.negated.txt, <c>.composed.txt, ...")
+    p.add_argument("--name", help="collection name (default: from the file name)")
+    p.add_argument("--id-column", help="CSV column with item ids (default image_id)")
+    p.add_argument("--caption-column", help="CSV column with captions or a list literal of them (default captions)")
+    p.add_argument("--mode", choices=["one", "all"], default="one",
+                   help="one negated variant per caption, chosen with --seed (the paper), or all")
+    p.add_argument("--per-item", type=int, default=2, help="composed-query anchors per item (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=5, help="samples of each kind to print")
+    p.set_defaults(func=cmd_build_queries)
 
     p = sub.add_parser("train", help="train a model with a trainer plugin")
     p.add_argument("--trainer", required=True)

@@ -7,9 +7,11 @@
 2. A query is (subject, positive VP A, negative VP B) put through one of the appendix's six
    templates, chosen with a seed: with a pronoun ("they", "he", "she") when the subject tells,
    else the "while" forms. Verbs are inflected per template (lemminflect).
-3. Matched items = items with a caption holding the subject's head noun and A as a phrase (lemma
-   level), minus items with a caption holding the subject's head noun and any content word of B
-   (stop words excluded). Queries with no match are discarded.
+3. Matched items = items with a caption whose parsed (subject, VP) pair has the subject's content
+   words and a VP starting with A (phrase level, lemmas), minus items with a caption holding the
+   subject's content words and any content word of B (word level, stop words excluded). Queries
+   with no match are discarded. Matching the subject's content words rather than its head noun
+   alone keeps "a red circle" from matching a blue one.
 
 Every query stores its subject, positive and negative parts explicitly.
 """
@@ -74,6 +76,13 @@ class Subject:
     text: str  # as in the caption: "a man", "two kids"
     head: str  # head noun lemma
     plural: bool
+
+    @cached_property
+    def content(self) -> frozenset[str]:
+        """Content lemmas of the noun phrase ("a red circle" -> {red, circle}): what a caption must
+        say for the subject to match, so "a red circle" never matches a blue one."""
+        words = self.text.split()
+        return frozenset([_lemma(w, "NOUN") for w in words[:-1] if w not in STOP_WORDS] + [self.head])
 
     @property
     def pronoun(self) -> str | None:
@@ -229,13 +238,14 @@ def render(subject: Subject, a: VerbPhrase, b: VerbPhrase, template: int) -> tup
 
 
 class CaptionIndex:
-    """Lemmatised captions of a collection, for phrase- and word-level text retrieval."""
+    """Lemmatised captions of a collection and their (subject, VP) pairs, for text retrieval."""
 
     def __init__(self, item_ids: Sequence[str], captions: Sequence[Sequence[str]]) -> None:
         self.item_ids = list(item_ids)
         self.captions: list[tuple[int, tuple[str, ...]]] = []  # (item position, lemmas)
         self.by_lemma: dict[str, set[int]] = defaultdict(set)  # lemma -> caption numbers
         self.pairs: list[tuple[int, Subject, VerbPhrase]] = []
+        self._pairs_by_head: dict[str, list[tuple[int, Subject, VerbPhrase]]] = defaultdict(list)
         for pos, caps in enumerate(captions):
             for cap in caps:
                 tagged = tag(cap.lower())
@@ -244,24 +254,23 @@ class CaptionIndex:
                 self.captions.append((pos, lemmas))
                 for lem in set(lemmas):
                     self.by_lemma[lem].add(cid)
-                self.pairs.extend((pos, s, vp) for s, vp in extract_pairs(cap))
+                for subj, vp in extract_pairs(cap):
+                    self.pairs.append((pos, subj, vp))
+                    self._pairs_by_head[subj.head].append((pos, subj, vp))
 
-    def positive_items(self, head: str, vp: VerbPhrase) -> set[int]:
+    def positive_items(self, subject: Subject, vp: VerbPhrase) -> set[int]:
+        """Items with a caption that says this subject does this VP (phrase level, on the parsed pairs):
+        the caption's subject has every content word of ours, its VP starts with our VP's lemmas."""
         phrase = vp.lemmas
-        cands = set(self.by_lemma.get(head, ()))
-        for lem in phrase:
-            cands &= self.by_lemma.get(lem, set())
-        out = set()
-        for cid in cands:
-            pos, lemmas = self.captions[cid]
-            if any(lemmas[i:i + len(phrase)] == phrase for i in range(len(lemmas) - len(phrase) + 1)):
-                out.add(pos)
-        return out
+        return {pos for pos, s, v in self._pairs_by_head.get(subject.head, ())
+                if subject.content <= s.content and v.lemmas[:len(phrase)] == phrase}
 
-    def negative_items(self, head: str, vp: VerbPhrase) -> set[int]:
-        with_head = self.by_lemma.get(head, set())
+    def negative_items(self, subject: Subject, vp: VerbPhrase) -> set[int]:
+        """Items with a caption holding the subject's words and any content word of the VP (word
+        level): possibly doing B, so not safely a match for "... and not B"."""
+        with_subject = set.intersection(*(self.by_lemma.get(w, set()) for w in subject.content))
         hits = set().union(*(self.by_lemma.get(w, set()) for w in vp.content)) if vp.content else set()
-        return {self.captions[cid][0] for cid in with_head & hits}
+        return {self.captions[cid][0] for cid in with_subject & hits}
 
 
 def _complete_phrases(pairs: Sequence[tuple[int, Subject, VerbPhrase]], min_bare: float = 0.5):
@@ -288,7 +297,7 @@ def compose(index: CaptionIndex, seed: int = 0, per_item: int = 2) -> list[Compo
         if usable(vp) and (subj, vp) not in anchors[pos]:
             anchors[pos].append((subj, vp))
     out: list[ComposedQuery] = []
-    seen: set[tuple[str, VerbPhrase, VerbPhrase]] = set()
+    seen: set[tuple[frozenset, VerbPhrase, VerbPhrase]] = set()
     for pos in sorted(anchors):
         chosen = anchors[pos][:]
         rng.shuffle(chosen)
@@ -297,12 +306,12 @@ def compose(index: CaptionIndex, seed: int = 0, per_item: int = 2) -> list[Compo
             if not options:
                 continue
             b = rng.choice(options)
-            key = (subj.head, a, b)
+            key = (subj.content, a, b)
             if key in seen:
                 continue
             seen.add(key)
-            positive = index.positive_items(subj.head, a)
-            matched = positive - index.negative_items(subj.head, b)
+            positive = index.positive_items(subj, a)
+            matched = positive - index.negative_items(subj, b)
             if not matched:
                 continue
             template = rng.randrange(6)

@@ -212,5 +212,16 @@ def negate(caption: str, mode: str = "one", seed: int | str = 0) -> list[Negatio
     return out
 
 
+def split_negated(text: str) -> tuple[str, str]:
+    """(positive part, negative part) of any negated query, by the same rule-based scope: the
+    negative part runs from after the first cue to the end of its clause. No cue: (text, "")."""
+    tokens = [w for w, _ in tag(expand_contractions(text))]
+    for i, w in enumerate(tokens):
+        if w.lower() in CUE_WORDS:
+            inside, outside = _scope(tokens, i + 1)
+            return _detok([tokens[j] for j in outside if j != i]), _detok([tokens[j] for j in inside])
+    return text, ""
+
+
 def negate_all(captions: Iterable[str], mode: str = "one", seed: int = 0) -> list[list[Negation]]:
     return [negate(c, mode, seed) for c in captions]

@@ -18,5 +18,7 @@ def negharness_register_models(registry: Registrar) -> None:
                  "CLIP4Clip checkpoint (meanP or seqTransf head, from its own layout)")
     registry.add("hf_clip", "negharness.plugins.hf_clip:hf_clip",
                  "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
+    registry.add("boolean", "negharness.plugins.boolean_model:boolean",
+                 "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
                  "tiny CLIP trained on the embedded world (bundled weights, no download)")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from negharness.hookspecs import hookimpl
 from negharness.registry import Registrar
 
+from .nt2vr_collections import COLLECTIONS, QUERY_SETS
+
 
 @hookimpl
 def negharness_register_tasks(registry: Registrar) -> None:
@@ -12,3 +14,13 @@ def negharness_register_tasks(registry: Registrar) -> None:
                  "embedded world: text-to-video retrieval, original captions (no download)", family="shapes")
     registry.add("shapes_t2i_original", "negharness.tasks.shapes_tasks:ShapesT2IOriginal",
                  "embedded world: text-to-image retrieval, original captions (no download)", family="shapes")
+    registry.add("shapes_t2v_negated", "negharness.tasks.shapes_tasks:ShapesT2VNegated",
+                 "embedded world: negated captions (nT2VR negator), ΔR@K / ΔMIR against the originals",
+                 family="shapes")
+    registry.add("shapes_t2v_composed", "negharness.tasks.shapes_tasks:ShapesT2VComposed",
+                 "embedded world: composed 'A and not B' queries (nT2VR composer), several relevant videos",
+                 family="shapes")
+    for prefix, (collection, kind, what) in COLLECTIONS.items():
+        for query_set in QUERY_SETS:
+            registry.add(f"{prefix}_{query_set}", f"negharness.tasks.nt2vr:{prefix}_{query_set}",
+                         f"nT2VR {query_set} queries, text-to-{kind}, {what}", family="nt2vr")

@@ -1,19 +1,44 @@
-"""Text-to-media retrieval, shared by every retrieval task: embed, score, rank, and log samples."""
+"""Text-to-media retrieval shared by every retrieval task: original, negated and composed query sets.
+
+The media are embedded once per (model, collection) through the context's cache, so the three
+query sets of a collection share one pass over its videos. A model marked ``boolean`` (the Wu &
+Ngo baseline wrapper) scores a query with a negative part as s(positive) - s(negative).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from negharness.errors import UserError
 from negharness.media import MediaSet
-from negharness.metrics import RETRIEVAL_METRIC_INFO, Relevance, best_relevant_rank, retrieval_metrics
+from negharness.metrics import (RETRIEVAL_METRIC_INFO, Relevance, best_relevant_rank, negation_deltas,
+                                retrieval_metrics, several_relevant_metrics, source_rank)
 from negharness.runner import EvalContext
 from negharness.task import MetricInfo, TaskResult
 
 RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
 
+
+@dataclass
+class QuerySet:
+    ids: list[str]
+    texts: list[str]
+    relevance: Relevance
+    # boolean baseline: per query (positive part, negative part); negative "" means none
+    parts: list[tuple[str, str]] | None = None
+    # the item each query was written for (its caption's video), where that differs from "all relevant"
+    source: list[int] | None = None
+
+    def sources(self) -> np.ndarray:
+        if self.source is not None:
+            return np.asarray(self.source)
+        if (self.relevance.counts() != 1).any():
+            raise ValueError("queries with several relevant items need an explicit source item")
+        return self.relevance.indices
 
 def relevance_notes(relevance: Relevance) -> dict[str, float]:
     """How much several-relevant-items evaluation matters: with only the source item counted,
@@ -26,33 +51,84 @@ def relevance_notes(relevance: Relevance) -> dict[str, float]:
     }
 
 
-def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
-                           relevance: Relevance, media: MediaSet, top_k: int = 10) -> TaskResult:
-    media_emb = ctx.embed_media(media)
-    notes: dict = {}
+def _drop_broken(media: MediaSet, media_emb: torch.Tensor, queries: QuerySet) -> tuple:
+    """--skip-broken-media left NaN rows: score the rest and say what was left out."""
     broken = torch.isnan(media_emb).any(1).numpy()
-    if broken.any():  # --skip-broken-media: score the rest, say what was left out
-        relevance, kept = relevance.restrict(~broken)
-        media_emb = media_emb[torch.from_numpy(~broken)]
-        media = MediaSet(media.key, media.kind, [i for i, b in zip(media.ids, broken) if not b], media.load)
-        query_ids = [q for q, k in zip(query_ids, kept) if k]
-        queries = [q for q, k in zip(queries, kept) if k]
-        notes = {"media_skipped": int(broken.sum()), "queries_dropped": int((~kept).sum())}
-    text_emb = ctx.embed_texts(queries)
-    sim = text_emb @ media_emb.t()
-    ranks = best_relevant_rank(sim, relevance)
-    samples = None
-    if ctx.log_samples:
-        top = torch.topk(sim, min(top_k, sim.shape[1]), dim=1).indices.numpy()
-        samples = []
-        for q in range(len(queries)):
-            rel = relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]]
-            samples.append({"id": query_ids[q], "query": queries[q], "rank": int(ranks[q]),
-                            "relevant": [media.ids[i] for i in np.asarray(rel)],
-                            "top": [media.ids[i] for i in top[q]]})
-    return TaskResult(
-        metrics=retrieval_metrics(ranks),
-        n_items={"queries": len(queries), f"{media.kind}s": len(media)},
-        samples=samples,
-        notes={**relevance_notes(relevance), **notes},
-    )
+    if not broken.any():
+        return media, media_emb, queries, {}
+    relevance, kept = queries.relevance.restrict(~broken)
+    media = MediaSet(media.key, media.kind, [i for i, b in zip(media.ids, broken) if not b], media.load)
+    keep = lambda xs: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
+    queries = QuerySet(keep(queries.ids), keep(queries.texts), relevance, keep(queries.parts))
+    notes = {"media_skipped": int(broken.sum()), "queries_dropped": int((~kept).sum())}
+    return media, media_emb[torch.from_numpy(~broken)], queries, notes
+
+
+def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -> torch.Tensor:
+    """(Q, N) scores. Cosine for plain models; for a boolean model, with a query's parts known,
+    (1 + cos(pos)) / 2 - max(0, (1 + cos(neg)) / 2): both rescaled to [0, 1] as Wu & Ngo's
+    baseline in nT2VR's code, the negative term clipped at 0 (a no-op after this rescaling)."""
+    if getattr(ctx.model, "boolean", False) and queries.parts is not None:
+        pos = ctx.embed_texts([p for p, _ in queries.parts]) @ media_emb.t()
+        has_neg = [i for i, (_, n) in enumerate(queries.parts) if n]
+        scores = (1 + pos) / 2
+        if has_neg:
+            neg = ctx.embed_texts([queries.parts[i][1] for i in has_neg]) @ media_emb.t()
+            scores[has_neg] -= ((1 + neg) / 2).clamp_min(0)
+        return scores
+    return ctx.embed_texts(queries.texts) @ media_emb.t()
+
+
+def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch.Tensor, top_k: int = 10) -> list[dict]:
+    top = torch.topk(sim, min(top_k, sim.shape[1]), dim=1).indices.numpy()
+    rel = queries.relevance
+    return [{"id": queries.ids[q], "query": queries.texts[q], "rank": int(ranks[q]),
+             "relevant": [media.ids[i] for i in np.asarray(rel.indices[rel.indptr[q]:rel.indptr[q + 1]])],
+             "top": [media.ids[i] for i in top[q]]} for q in range(len(queries.texts))]
+
+
+def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
+                           relevance: Relevance, media: MediaSet, parts: list[tuple[str, str]] | None = None,
+                           several: bool = False) -> TaskResult:
+    """Original or composed queries: R@K, MIR (best-placed relevant item), and with ``several``
+    Correct@K and mAP over all relevant items."""
+    if not queries:
+        raise UserError(f"no queries to evaluate over {media.key}")
+    qs = QuerySet(list(query_ids), list(queries), relevance, parts)
+    media, media_emb, qs, notes = _drop_broken(media, ctx.embed_media(media), qs)
+    sim = similarities(ctx, qs, media_emb)
+    ranks = best_relevant_rank(sim, qs.relevance)
+    metrics = retrieval_metrics(ranks)
+    if several:
+        metrics.update(several_relevant_metrics(sim, qs.relevance, ranks))
+        notes["several_relevant"] = ("R@K counts a hit when any relevant item is in the top K (= C@K, FIRE's "
+                                     "Correct@K); MIR uses the best-ranked relevant item; mAP uses all of them")
+    return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)},
+                      _samples(qs, media, sim, ranks) if ctx.log_samples else None,
+                      {**relevance_notes(qs.relevance), **notes})
+
+
+def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, negated: QuerySet,
+                     original_of: Sequence[int]) -> TaskResult:
+    """ΔR@K and ΔMIR of each negated query against its own original (``original_of[j]`` indexes
+    ``originals``); the source video is the only item each relevance row names."""
+    media_emb = ctx.embed_media(media)
+    if torch.isnan(media_emb).any():
+        raise UserError(f"{int(torch.isnan(media_emb).any(1).sum())} unreadable {media.kind}(s) in {media.key}: "
+                        "negated-query deltas need every source video; fix or remove them from the video set")
+    orig_ranks = source_rank(similarities(ctx, originals, media_emb), originals.sources())
+    neg_sim = similarities(ctx, negated, media_emb)
+    neg_ranks = source_rank(neg_sim, negated.sources())
+    paired = orig_ranks[torch.as_tensor(np.asarray(original_of), dtype=torch.long)]
+    metrics = negation_deltas(paired, neg_ranks)
+    plain = retrieval_metrics(neg_ranks)
+    metrics.update({f"neg_{k}": v for k, v in plain.items() if k in ("R@1", "R@10", "MIR")})
+    return TaskResult(metrics, {"negated_queries": len(negated.texts), "original_queries": len(originals.texts),
+                                f"{media.kind}s": len(media)},
+                      _samples(negated, media, neg_sim, neg_ranks) if ctx.log_samples else None,
+                      {"deltas": "each negated query against its own original, mean over negated queries; "
+                                 "positive = the source video dropped under negation"})
+
+
+NEGATED_METRICS = {**RETRIEVAL_METRICS, "neg_R@1": MetricInfo(False, ".1f"), "neg_R@10": MetricInfo(False, ".1f"),
+                   "neg_MIR": MetricInfo(False, ".3f")}

@@ -11,8 +11,9 @@ from negharness.metrics import Relevance
 from negharness.runner import EvalContext
 from negharness.task import Task, TaskOptions, TaskResult
 
-from .retrieval import RETRIEVAL_METRICS, evaluate_text_to_media
-from .shapes_media import load_world
+from .retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
+from .shapes_media import WorldData, load_world
+from .shapes_queries import load_world_queries
 from .shapes_world import WORLD_VERSION
 
 TEST_ITEMS = 500
@@ -40,22 +41,31 @@ class _ShapesRetrieval(Task):
         return {**super().config(), "world_version": WORLD_VERSION, "world_seed": self.world_seed,
                 "split": self.split_name, "n_items": self.n_items}
 
-    def evaluate(self, ctx: EvalContext) -> TaskResult:
-        world = load_world(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
+    def world(self) -> WorldData:
+        return load_world(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
+
+    def media(self, world: WorldData) -> MediaSet:
         pixels = world.pixels
-        media = MediaSet(
+        return MediaSet(
             key=f"shapes/v{WORLD_VERSION}/s{self.world_seed}/{self.split_name}/{self.kind}",
             kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
             load_batch=lambda positions: pixels[positions])
-        groups = world.groups
-        query_ids, queries, query_groups = [], [], []
-        for item_id, caps, group in zip(world.ids, world.captions, groups):
+
+    def originals(self, world: WorldData) -> QuerySet:
+        """Every caption of every item; relevant = the items with identical scene facts."""
+        ids, texts, groups, source = [], [], [], []
+        for pos, (item_id, caps, group) in enumerate(zip(world.ids, world.captions, world.groups)):
             for k, cap in enumerate(caps):
-                query_ids.append(f"{item_id}#{k}")
-                queries.append(cap)
-                query_groups.append(group)
-        relevance = Relevance.from_groups(query_groups, groups)
-        return evaluate_text_to_media(ctx, query_ids, queries, relevance, media)
+                ids.append(f"{item_id}#enc#{k}")
+                texts.append(cap)
+                groups.append(group)
+                source.append(pos)
+        return QuerySet(ids, texts, Relevance.from_groups(groups, world.groups), source=source)
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        world = self.world()
+        qs = self.originals(world)
+        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world))
 
 
 class ShapesT2VOriginal(_ShapesRetrieval):
@@ -70,3 +80,44 @@ class ShapesT2IOriginal(_ShapesRetrieval):
     kind = "image"
     modalities = frozenset({"text", "image"})
     description = "embedded world: text-to-image retrieval, original captions"
+
+
+class ShapesT2VNegated(ShapesT2VOriginal):
+    """Negated captions from the nT2VR negator; the source video is the one each must push down."""
+
+    name = "shapes_t2v_negated"
+    description = "embedded world: negated captions, ΔR@K / ΔMIR against their originals"
+    main_score = "ΔMIR"
+    metric_info = NEGATED_METRICS
+    leaderboard_metrics = ("ΔR@1", "ΔMIR", "SrcMeanR_neg")
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        world = self.world()
+        originals = self.originals(world)
+        queries = load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
+                                     self.options.seed)
+        where = {c: k for k, c in enumerate(originals.ids)}
+        position = {v: i for i, v in enumerate(world.ids)}
+        negs = queries["negated"]
+        negated = QuerySet([n[0] for n in negs], [n[1] for n in negs],
+                           Relevance.from_lists([[position[n[2].split("#", 1)[0]]] for n in negs], len(world.ids)),
+                           [(n[3], n[4]) for n in negs])
+        return evaluate_negated(ctx, self.media(world), originals, negated, [where[n[2]] for n in negs])
+
+
+class ShapesT2VComposed(ShapesT2VOriginal):
+    """Composed "subject does A and not B" queries; matched videos found by the composer's text retrieval."""
+
+    name = "shapes_t2v_composed"
+    description = "embedded world: composed queries with several relevant videos"
+    leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        world = self.world()
+        records = load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
+                                     self.options.seed)["composed"]
+        position = {v: i for i, v in enumerate(world.ids)}
+        relevance = Relevance.from_lists([[position[v] for v in r["video_ids"]] for r in records], len(world.ids))
+        return evaluate_text_to_media(ctx, [r["cap_id"] for r in records], [r["caption"] for r in records],
+                                      relevance, self.media(world), [(r["positive"], r["negative"]) for r in records],
+                                      several=True)

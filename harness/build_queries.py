@@ -1,0 +1,77 @@
+"""`negharness build-queries`: negated and composed query sets for any caption collection.
+
+From ``<cap_id> <caption>`` lines (or a CSV / JSON of item ids and captions) it writes, in nT2VR's
+formats, ``<c>.caption.txt`` (when the input was not one already), ``<c>.negated.txt``,
+``<c>.negated_neginfo.txt`` (cue, rule, scope per negated query, for the boolean baseline) and
+``<c>.composed.txt``, then summarises the counts as the paper's Table 1 does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean, median
+
+from .composer import ComposedQuery, compose_captions
+from .negator import Negation, negate
+from .nt2vr_format import caption_rows, read_caption_table, write_caption_file, write_dict_lines
+
+
+@dataclass
+class BuiltQueries:
+    captions: list[tuple[str, str]]  # (cap_id, caption)
+    negated: list[tuple[str, Negation]]  # (negated cap_id, negation)
+    composed: list[ComposedQuery]
+    n_items: int
+
+
+def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0, per_item: int = 2) -> BuiltQueries:
+    rows = caption_rows(items)
+    negated = []
+    for cap_id, caption in rows:
+        for j, neg in enumerate(negate(caption, mode, seed)):
+            negated.append((f"{cap_id}#{j}", neg))
+    composed = compose_captions([i for i, _ in items], [c for _, c in items], seed, per_item)
+    return BuiltQueries(rows, negated, composed, len(items))
+
+
+def write(built: BuiltQueries, out_dir: Path, name: str, write_captions: bool) -> list[Path]:
+    out_dir = Path(out_dir)
+    paths = []
+    if write_captions:
+        paths.append(write_caption_file(out_dir / f"{name}.caption.txt", built.captions))
+    paths.append(write_caption_file(out_dir / f"{name}.negated.txt", [(i, n.text) for i, n in built.negated]))
+    paths.append(write_dict_lines(out_dir / f"{name}.negated_neginfo.txt", [
+        {"cap_id": i, "caption": n.text, "cue": n.cue, "rule": n.rule, "word": n.word,
+         "negcap": n.scope, "poscap": n.remainder} for i, n in built.negated]))
+    paths.append(write_dict_lines(out_dir / f"{name}.composed.txt", [q.as_record() for q in built.composed]))
+    return paths
+
+
+def summary(built: BuiltQueries) -> dict[str, float]:
+    matched = [len(q.video_ids) for q in built.composed] or [0]
+    sources = {i.rsplit("#", 1)[0] for i, _ in built.negated}
+    return {
+        "items": built.n_items, "original": len(built.captions), "negated": len(built.negated),
+        "captions_with_negated_variant": len(sources), "composed": len(built.composed),
+        "matched_per_composed_mean": round(mean(matched), 2), "matched_per_composed_median": median(matched),
+        "composed_with_one_match": sum(1 for m in matched if m == 1),
+    }
+
+
+def input_name(path: Path, name: str | None) -> tuple[str, bool]:
+    """Collection name, and whether the input still needs a ``.caption.txt`` written beside the others."""
+    if name:
+        return name, not path.name.endswith(".caption.txt")
+    if path.name.endswith(".caption.txt"):
+        return path.name[: -len(".caption.txt")], False
+    return path.stem, True
+
+
+def build_from_file(path: Path, out_dir: Path, name: str | None = None, id_column: str | None = None,
+                    caption_column: str | None = None, mode: str = "one", seed: int = 0,
+                    per_item: int = 2) -> tuple[BuiltQueries, list[Path]]:
+    items = read_caption_table(path, id_column, caption_column)
+    built = build(items, mode, seed, per_item)
+    collection, need_captions = input_name(Path(path), name)
+    return built, write(built, out_dir, collection, need_captions)

@@ -1,0 +1,170 @@
+"""nT2VR's text-data files: read strictly (errors name file and line), written atomically.
+
+- ``<c>.caption.txt``: ``<cap_id> <caption>`` per line, cap_id ``<video_id>#enc#<k>``
+- ``<c>.negated.txt``: same, cap_id ``<original cap_id>#<j>``
+- ``<c>.composed.txt``: one dict per line (read with ast.literal_eval, never eval): ``cap_id``,
+  ``caption``, ``video_ids``, ``negstionfirst`` (the authors' spelling), ``pos_occur``, ``neg_occur``
+- ``VideoSets/<c>.txt``: video ids, one per line
+
+The source video of a caption or negated query is its id before the first ``#``.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .atomic import atomic_write_text
+from .errors import UserError
+
+
+def video_of(cap_id: str) -> str:
+    return cap_id.split("#", 1)[0]
+
+
+def original_of(neg_id: str) -> str:
+    """``video7010#enc#3#0`` -> ``video7010#enc#3``."""
+    return neg_id.rsplit("#", 1)[0]
+
+
+def _lines(path: Path) -> Iterable[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    yield lineno, line.rstrip("\n")
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc})") from exc
+
+
+def read_caption_file(path: str | Path) -> list[tuple[str, str]]:
+    """(cap_id, caption) pairs; a line without both is an error naming the file and line."""
+    path = Path(path)
+    out = []
+    for lineno, line in _lines(path):
+        cap_id, _, caption = line.strip().partition(" ")
+        if not caption.strip() or not cap_id:
+            raise UserError(f"{path}:{lineno}: expected '<cap_id> <caption>', got {line.strip()!r}")
+        out.append((cap_id, caption.strip()))
+    if not out:
+        raise UserError(f"{path}: no captions (empty collection)")
+    return out
+
+
+def read_video_set(path: str | Path) -> list[str]:
+    ids = [line.strip() for _, line in _lines(Path(path))]
+    if not ids:
+        raise UserError(f"{path}: no video ids (empty collection)")
+    return ids
+
+
+COMPOSED_KEYS = ("cap_id", "caption", "video_ids")
+
+
+def read_composed_file(path: str | Path) -> list[dict]:
+    path = Path(path)
+    out = []
+    for lineno, line in _lines(path):
+        try:
+            rec = ast.literal_eval(line.strip())
+        except (ValueError, SyntaxError) as exc:
+            raise UserError(f"{path}:{lineno}: not a Python/JSON dict literal ({exc.__class__.__name__})") from exc
+        if not isinstance(rec, dict):
+            raise UserError(f"{path}:{lineno}: expected a dict per line, got {type(rec).__name__}")
+        missing = [k for k in COMPOSED_KEYS if k not in rec]
+        if missing:
+            raise UserError(f"{path}:{lineno}: composed query lacks {', '.join(missing)}")
+        if not isinstance(rec["video_ids"], (list, tuple)) or not rec["video_ids"]:
+            raise UserError(f"{path}:{lineno}: video_ids must be a non-empty list")
+        out.append(rec)
+    if not out:
+        raise UserError(f"{path}: no composed queries")
+    return out
+
+
+def check_known_videos(path: Path, lineno_ids: Iterable[tuple[int, str]], known: set[str]) -> None:
+    """A query naming a video outside the collection is an error (the authors' code scored it as rank 6)."""
+    for lineno, vid in lineno_ids:
+        if vid not in known:
+            raise UserError(f"{path}:{lineno}: video id {vid!r} is not in the collection's video set")
+
+
+def write_caption_file(path: str | Path, rows: Iterable[tuple[str, str]]) -> Path:
+    return atomic_write_text(path, "".join(f"{cid} {cap}\n" for cid, cap in rows))
+
+
+def write_dict_lines(path: str | Path, records: Iterable[dict]) -> Path:
+    """One JSON object per line: valid for ast.literal_eval too, so the authors' readers load it."""
+    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def read_caption_table(path: str | Path, id_column: str | None = None,
+                       caption_column: str | None = None) -> list[tuple[str, list[str]]]:
+    """Items and their captions from an nT2VR caption file, a CSV, or a JSON file.
+
+    CSV: ``--id-column`` and ``--caption-column`` (a cell may hold a Python list literal of captions,
+    as NegBench's ``all_captions``). JSON: ``{id: [captions]}`` or ``[{"id": .., "caption(s)": ..}]``.
+    """
+    path = Path(path)
+    if path.suffix == ".csv":
+        return _read_csv(path, id_column or "image_id", caption_column or "captions")
+    if path.suffix == ".json":
+        return _read_json(path)
+    grouped: dict[str, list[str]] = {}
+    for cap_id, caption in read_caption_file(path):
+        grouped.setdefault(video_of(cap_id), []).append(caption)
+    return list(grouped.items())
+
+
+def _cell_captions(cell: str, where: str) -> list[str]:
+    cell = cell.strip()
+    if cell.startswith("["):
+        try:
+            value = ast.literal_eval(cell)
+        except (ValueError, SyntaxError) as exc:
+            raise UserError(f"{where}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise UserError(f"{where}: captions cell must be a list of strings")
+        return [v.strip() for v in value if v.strip()]
+    return [cell] if cell else []
+
+
+def _read_csv(path: Path, id_column: str, caption_column: str) -> list[tuple[str, list[str]]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        for col, opt in ((id_column, "--id-column"), (caption_column, "--caption-column")):
+            if col not in (reader.fieldnames or []):
+                raise UserError(f"{path}: no column {col!r} ({opt}); columns are {reader.fieldnames}")
+        grouped: dict[str, list[str]] = {}
+        for rowno, row in enumerate(reader, 2):
+            item = (row[id_column] or "").strip()
+            if not item:
+                raise UserError(f"{path}:{rowno}: empty {id_column!r}")
+            grouped.setdefault(item, []).extend(_cell_captions(row[caption_column] or "", f"{path}:{rowno}"))
+    return list(grouped.items())
+
+
+def _read_json(path: Path) -> list[tuple[str, list[str]]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+    if isinstance(data, dict):
+        return [(str(k), [v] if isinstance(v, str) else list(v)) for k, v in data.items()]
+    out: dict[str, list[str]] = {}
+    for i, rec in enumerate(data):
+        if not isinstance(rec, dict) or "id" not in rec:
+            raise UserError(f"{path}: entry {i} needs an 'id' and 'caption' or 'captions'")
+        caps = rec.get("captions", [rec.get("caption")] if rec.get("caption") else [])
+        out.setdefault(str(rec["id"]), []).extend(caps)
+    return list(out.items())
+
+
+def caption_rows(items: Sequence[tuple[str, list[str]]]) -> list[tuple[str, str]]:
+    """nT2VR cap ids for plain items: ``<item>#enc#<k>``."""
+    return [(f"{item}#enc#{k}", cap) for item, caps in items for k, cap in enumerate(caps)]

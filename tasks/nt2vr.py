@@ -1,0 +1,219 @@
+"""nT2VR tasks: MSR-VTT3k, MSR-VTT1k, VATEX (videos) and Flickr30k, MS-COCO (images), each with
+original, negated and composed query sets, read from the authors' layout under the data root::
+
+    <data root>/<collection>/TextData/<collection>.caption.txt | .negated.txt | .composed.txt
+    <data root>/<collection>/VideoSets/<collection>.txt
+    <data root>/<collection>/id.imagepath.txt     pre-extracted frames (every 0.5 s), or
+    <data root>/<collection>/videos/<video_id>.mp4 (.avi, .webm, .mkv), or, for images,
+    <data root>/<collection>/images/<image_id>.jpg (.png)
+
+Videos are sampled one frame every 0.5 s by default (the paper's setting; ``-M frames=...``
+changes it). Negated and composed sets absent but captions present: the error names the
+``negharness build-queries`` command, or ``-T build=true`` builds them in place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from negharness.errors import UserError
+from negharness.media import MediaSet
+from negharness.metrics import Relevance
+from negharness.nt2vr_format import (check_known_videos, original_of, read_caption_file, read_composed_file,
+                                     read_video_set, video_of)
+from negharness.runner import EvalContext
+from negharness.task import Task, TaskOptions, TaskResult
+from negharness.video import FrameSampling, decode_video, load_frames, read_frame_index
+
+from .nt2vr_collections import COLLECTIONS
+from .retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
+
+VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
+IMAGE_EXTS = (".jpg", ".jpeg", ".png")
+DEFAULT_SAMPLING = FrameSampling("fps", fps=2.0)
+CITATION = "Wang et al., Learn to Understand Negation in Video Retrieval, ACM MM 2022"
+WHERE = ("nT2VR text data: the download linked from github.com/ruc-aimc-lab/nT2VR; videos from the MSR-VTT / "
+         "VATEX sites. Or build the query sets from captions with: negharness build-queries --captions {cap} "
+         "--out {text}  (or pass -T build=true)")
+
+
+class NT2VRTask(Task):
+    family = "nt2vr"
+    version = "1"
+    prefix = "msrvtt3k"
+    query_set = "original"
+    citation = CITATION
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.collection, self.kind, _ = COLLECTIONS[self.prefix]
+        self.folder = options.data_root / self.collection
+        self.text_dir = self.folder / "TextData"
+        self.modalities = frozenset({"text", self.kind})
+        self.build = options.extra.get("build", "").lower() in ("1", "true", "yes")
+
+    def _text(self, kind: str) -> Path:
+        return self.text_dir / f"{self.collection}.{kind}.txt"
+
+    @property
+    def data_help(self) -> str:  # type: ignore[override]
+        return WHERE.format(cap=self._text("caption"), text=self.text_dir)
+
+    # data checks ----------------------------------------------------------------------------------
+    def _media_files(self, ids: list[str]) -> tuple[list[Path], list[Path]]:
+        """(present, missing) media files; a frame index counts as one file."""
+        index = self.folder / "id.imagepath.txt"
+        if self.kind == "video" and index.is_file():
+            return [index], []
+        sub, exts = ("videos", VIDEO_EXTS) if self.kind == "video" else ("images", IMAGE_EXTS)
+        present, missing = [], []
+        for vid in ids:
+            found = next((self.folder / sub / f"{vid}{e}" for e in exts if (self.folder / sub / f"{vid}{e}").is_file()), None)
+            (present.append(found) if found else missing.append(self.folder / sub / f"{vid}{exts[0]}"))
+        return present, missing
+
+    def required_files(self) -> list[Path]:
+        needed = [self._text("caption"), self.folder / "VideoSets" / f"{self.collection}.txt"]
+        if self.query_set != "original" and not self.build:
+            needed.append(self._text(self.query_set))
+        missing_text = [p for p in needed if not p.exists()]
+        if missing_text:
+            return needed
+        ids = read_video_set(needed[1])
+        if self.options.limit:
+            ids = ids[: self.options.limit]
+        _, missing_media = self._media_files(ids)
+        return needed + missing_media
+
+    # media ----------------------------------------------------------------------------------------
+    def media(self, ctx: EvalContext, ids: list[str]) -> MediaSet:
+        if self.kind == "image":
+            from PIL import Image
+
+            paths, _ = self._media_files(ids)
+            return MediaSet(f"nt2vr/{self.collection}/images", "image", ids, lambda i: Image.open(paths[i]))
+        sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
+        key = f"nt2vr/{self.collection}/{sampling.key}"
+        index_file = self.folder / "id.imagepath.txt"
+        if index_file.is_file():
+            index = read_frame_index(index_file, self.folder)
+            lacking = [v for v in ids if v not in index]
+            if lacking:
+                raise UserError(f"{index_file}: no frames for {len(lacking)} video(s), e.g. {lacking[:3]}")
+            return MediaSet(key, "video", ids, lambda i: load_frames(index[ids[i]], sampling))
+        paths, _ = self._media_files(ids)
+        return MediaSet(key, "video", ids, lambda i: decode_video(paths[i], sampling))
+
+    # queries --------------------------------------------------------------------------------------
+    def _originals(self, known: list[str]) -> QuerySet:
+        path = self._text("caption")
+        rows = read_caption_file(path)
+        position = {v: i for i, v in enumerate(known)}
+        if self.options.limit:
+            rows = [(c, t) for c, t in rows if video_of(c) in position]
+        check_known_videos(path, ((n, video_of(c)) for n, (c, _) in enumerate(rows, 1)), set(known))
+        return QuerySet([c for c, _ in rows], [t for _, t in rows],
+                        Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
+
+    def _built(self):
+        from negharness.build_queries import build, write
+
+        items: dict[str, list[str]] = {}
+        for cap_id, caption in read_caption_file(self._text("caption")):
+            items.setdefault(video_of(cap_id), []).append(caption)
+        built = build(list(items.items()), seed=self.options.seed)
+        try:
+            write(built, self.text_dir, self.collection, write_captions=False)
+        except OSError:
+            pass  # read-only data root: use them in memory
+        return built
+
+    def config(self) -> dict:
+        return {**super().config(), "collection": self.collection, "query_set": self.query_set}
+
+
+class NT2VROriginal(NT2VRTask):
+    main_score = "MIR"
+    metric_info = RETRIEVAL_METRICS
+    leaderboard_metrics = ("R@1", "R@10", "MIR")
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        ids = self._ids()
+        qs = self._originals(ids)
+        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids))
+
+    def _ids(self) -> list[str]:
+        ids = read_video_set(self.folder / "VideoSets" / f"{self.collection}.txt")
+        return ids[: self.options.limit] if self.options.limit else ids
+
+
+class NT2VRNegated(NT2VROriginal):
+    query_set = "negated"
+    main_score = "ΔMIR"
+    metric_info = NEGATED_METRICS
+    leaderboard_metrics = ("ΔR@1", "ΔMIR")
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        from negharness.negator import split_negated
+
+        ids = self._ids()
+        originals = self._originals(ids)
+        if self.build and not self._text("negated").exists():
+            rows = [(i, n.text) for i, n in self._built().negated]
+        else:
+            rows = read_caption_file(self._text("negated"))
+        where = {c: k for k, c in enumerate(originals.ids)}
+        path = self._text("negated")
+        kept = [(n, c, t) for n, (c, t) in enumerate(rows, 1) if not self.options.limit or original_of(c) in where]
+        for lineno, cap_id, _ in kept:
+            if original_of(cap_id) not in where:
+                raise UserError(f"{path}:{lineno}: negated query {cap_id!r} has no original caption "
+                                f"{original_of(cap_id)!r} in {self._text('caption').name}")
+        src = [originals.relevance.indices[where[original_of(c)]] for _, c, _ in kept]
+        parts = [split_negated(t) for _, _, t in kept] if getattr(ctx.model, "boolean", False) else None
+        negated = QuerySet([c for _, c, _ in kept], [t for _, _, t in kept],
+                           Relevance.from_lists([[int(s)] for s in src], len(ids)), parts)
+        return evaluate_negated(ctx, self.media(ctx, ids), originals, negated,
+                                [where[original_of(c)] for _, c, _ in kept])
+
+
+class NT2VRComposed(NT2VROriginal):
+    query_set = "composed"
+    main_score = "MIR"
+    metric_info = RETRIEVAL_METRICS
+    leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        from negharness.negator import split_negated
+
+        ids = self._ids()
+        position = {v: i for i, v in enumerate(ids)}
+        path = self._text("composed")
+        if self.build and not path.exists():
+            records = [q.as_record() for q in self._built().composed]
+        else:
+            records = read_composed_file(path)
+        if not self.options.limit:
+            check_known_videos(path, ((n, v) for n, r in enumerate(records, 1) for v in r["video_ids"]), set(ids))
+        lists = [[position[v] for v in r["video_ids"] if v in position] for r in records]
+        keep = [k for k, rel in enumerate(lists) if rel]
+        records = [records[k] for k in keep]
+        parts = None
+        if getattr(ctx.model, "boolean", False):
+            parts = [(r["positive"], r["negative"]) if "positive" in r else split_negated(r["caption"]) for r in records]
+        return evaluate_text_to_media(ctx, [str(r["cap_id"]) for r in records], [r["caption"] for r in records],
+                                      Relevance.from_lists([lists[k] for k in keep], len(ids)), self.media(ctx, ids),
+                                      parts, several=True)
+
+
+def _make(prefix: str, base: type, query_set: str) -> type:
+    collection, kind, what = COLLECTIONS[prefix]
+    return type(f"{prefix}_{query_set}", (base,), {
+        "name": f"{prefix}_{query_set}", "prefix": prefix, "query_set": query_set,
+        "modalities": frozenset({"text", kind}),
+        "description": f"nT2VR {query_set} queries, text-to-{kind} retrieval on {what}"})
+
+
+TASKS = {f"{p}_{q}": _make(p, b, q) for p in COLLECTIONS
+         for q, b in (("original", NT2VROriginal), ("negated", NT2VRNegated), ("composed", NT2VRComposed))}
+globals().update(TASKS)  # registry targets: negharness.tasks.nt2vr:<task name>

@@ -1,0 +1,179 @@
+"""nT2VR tasks on a layout the tests write (frames and captions), file-format errors, build-queries."""
+
+import ast
+import json
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import negharness.hookspecs as hs
+from negharness.errors import MissingDataError, UserError
+from negharness.evaluate import RunRequest, run_evaluation
+from negharness.nt2vr_format import read_caption_file, read_composed_file
+from negharness.plugin_manager import make_host
+from negharness.testing import COLOURS, keyword_model
+
+COLL = "msrvtt1kAtest"
+VIDEOS = {"video0": "red", "video1": "green", "video2": "blue", "video3": "yellow", "video4": "cyan"}
+CAPTIONS = {
+    "video0": ["a man in red is playing a guitar", "a man in red is playing a guitar on a stage"],
+    "video1": ["a man in green is cooking pasta", "a man in green is cooking pasta in a kitchen"],
+    "video2": ["a man in blue is playing a guitar", "a man in blue is singing a song"],
+    "video3": ["a woman in yellow is reading a book", "a woman in yellow is reading a book at home"],
+    "video4": ["a woman in cyan is riding a bike", "a woman in cyan is riding a bike in a park"],
+}
+
+
+def write_layout(root: Path) -> Path:
+    from PIL import Image
+
+    folder = root / COLL
+    (folder / "TextData").mkdir(parents=True)
+    (folder / "VideoSets").mkdir()
+    (folder / "VideoSets" / f"{COLL}.txt").write_text("\n".join(VIDEOS) + "\n")
+    lines = []
+    for vid, colour in VIDEOS.items():
+        for k in range(3):
+            p = folder / "frames" / vid / f"{k}.png"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(np.full((8, 8, 3), COLOURS[colour], dtype=np.uint8)).save(p)
+            lines.append(f"{vid}_{k} frames/{vid}/{k}.png")
+    (folder / "id.imagepath.txt").write_text("\n".join(lines) + "\n")
+    caps = [f"{vid}#enc#{k} {c}" for vid, cs in CAPTIONS.items() for k, c in enumerate(cs)]
+    (folder / "TextData" / f"{COLL}.caption.txt").write_text("\n".join(caps) + "\n")
+    return folder
+
+
+def _host():
+    host = make_host()
+    plugin = types.SimpleNamespace()
+
+    @hs.hookimpl
+    def negharness_register_models(registry):
+        registry.add("kw", keyword_model, "keyword model")
+
+    plugin.negharness_register_models = negharness_register_models
+    host.register(plugin, "inline")
+    return host
+
+
+def _run(tmp_path, tasks, **kw):
+    req = RunRequest(model="kw", tasks=tasks, data_root=str(tmp_path / "data"), output_dir=str(tmp_path / "res"),
+                     cache_dir=str(tmp_path / "cache"), **kw)
+    return {o.task: o for o in run_evaluation(_host(), req)}
+
+
+def test_original_negated_composed_share_one_pass_over_the_videos(tmp_path):
+    write_layout(tmp_path / "data")
+    with pytest.raises(MissingDataError, match="build-queries"):
+        _run(tmp_path, ["msrvtt1k_negated"])
+    out = _run(tmp_path, ["msrvtt1k_*"], task_extra={"build": "true"})
+    assert {k: v.record["counts"]["media_encoded"] for k, v in out.items()} == {
+        "msrvtt1k_composed": 5, "msrvtt1k_negated": 0, "msrvtt1k_original": 0}  # one pass, then the cache
+    orig = out["msrvtt1k_original"].record
+    assert orig["metrics"]["R@1"] == 100.0 and orig["n_items"] == {"queries": 10, "videos": 5}
+    neg = out["msrvtt1k_negated"].record
+    assert neg["n_items"]["negated_queries"] == 10
+    # colour words survive negation, so a keyword model cannot tell: it is not negation-aware
+    assert neg["metrics"]["ΔMIR"] == pytest.approx(0.0, abs=1e-9)
+    text_dir = tmp_path / "data" / COLL / "TextData"
+    assert (text_dir / f"{COLL}.negated.txt").is_file()  # -T build=true wrote them in place
+    comp = out["msrvtt1k_composed"].record
+    assert comp["n_items"]["queries"] >= 2 and 0 < comp["metrics"]["mAP"] <= 1
+    assert "C@1" in comp["metrics"] and "several_relevant" in comp["notes"]
+
+
+def test_query_naming_an_unknown_video_is_an_error_with_file_and_line(tmp_path):
+    folder = write_layout(tmp_path / "data")
+    cap = folder / "TextData" / f"{COLL}.caption.txt"
+    cap.write_text(cap.read_text() + "video99#enc#0 a purple dog\n")
+    with pytest.raises(UserError, match=r"caption.txt:11: video id 'video99'"):
+        _run(tmp_path, ["msrvtt1k_original"])
+
+
+def test_composed_file_with_a_line_that_is_not_a_dict(tmp_path):
+    path = tmp_path / "c.composed.txt"
+    path.write_text("{'cap_id': 's0', 'caption': 'a man', 'video_ids': ['v1']}\n['not', 'a', 'dict']\n")
+    with pytest.raises(UserError, match="c.composed.txt:2: expected a dict"):
+        read_composed_file(path)
+    path.write_text("{'cap_id': 's0', 'caption': 'x', 'video_ids': ['v1']}\n__import__('os').system('echo hi')\n")
+    with pytest.raises(UserError, match="c.composed.txt:2: not a Python/JSON dict literal"):
+        read_composed_file(path)
+
+
+def test_caption_line_without_an_id_and_empty_collection(tmp_path):
+    path = tmp_path / "x.caption.txt"
+    path.write_text("video1#enc#0 a man sings\njustonetoken\n")
+    with pytest.raises(UserError, match="x.caption.txt:2"):
+        read_caption_file(path)
+    path.write_text("\n\n")
+    with pytest.raises(UserError, match="empty collection"):
+        read_caption_file(path)
+
+
+def test_build_queries_cli_on_plain_captions(cli, tmp_path):
+    folder = write_layout(tmp_path / "data")
+    res = cli("build-queries", "--captions", str(folder / "TextData" / f"{COLL}.caption.txt"),
+              "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr
+    assert "negated" in res.stdout and "composed" in res.stdout
+    neg = read_caption_file(tmp_path / "out" / f"{COLL}.negated.txt")
+    assert len(neg) >= 5 and all(c.endswith("#0") for c, _ in neg)
+    assert all(any(w in t for w in ("not", "n't", "without")) for _, t in neg)
+    info = [json.loads(x) for x in (tmp_path / "out" / f"{COLL}.negated_neginfo.txt").read_text().splitlines()]
+    assert all({"cue", "negcap", "poscap", "rule"} <= set(i) for i in info)
+    for line in (tmp_path / "out" / f"{COLL}.composed.txt").read_text().splitlines():
+        rec = ast.literal_eval(line)  # the authors' reader works on our files
+        assert rec["video_ids"] and "negstionfirst" in rec
+    bad = cli("build-queries", "--captions", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o2"))
+    assert bad.returncode == 2 and "--captions" in bad.stderr
+
+
+def test_builders_on_real_msrvtt_captions():
+    from negharness.build_queries import build, summary
+    from negharness.nt2vr_format import read_caption_table
+
+    from conftest import SHARED
+
+    csv_path = SHARED / "data/negbench/negbench_eval_csvs/videos/msr_vtt_retrieval.csv"
+    if not csv_path.is_file():
+        pytest.skip("shared MSR-VTT captions not present")
+    items = read_caption_table(csv_path, "image_id", "all_captions")
+    assert len(items) == 1000 and sum(len(c) for _, c in items) == 19998
+    built = build(items[:60], seed=0)
+    s = summary(built)
+    assert s["original"] == sum(len(c) for _, c in items[:60])
+    assert s["negated"] >= 0.8 * s["original"]  # ~90% of real captions get a negated variant
+    assert s["composed"] > 0 and all(len(q.video_ids) >= 1 for q in built.composed)
+
+
+def test_boolean_wrapper_scores_positive_minus_negative():
+    from negharness.media import MediaSet
+    from negharness.metrics import Relevance
+    from negharness.plugins.boolean_model import BooleanModel
+    from negharness.runner import EvalContext, RunSettings
+    from negharness.testing import KeywordModel, solid_image
+    from negharness.tasks.retrieval import QuerySet, similarities
+
+    base = KeywordModel()
+    wrapped = BooleanModel(base, "kw")
+    assert wrapped.fingerprint() == base.fingerprint()  # shares the base model's cached embeddings
+    imgs = [solid_image(c) for c in ("red", "green")]
+    media = MediaSet("t", "image", ["r", "g"], lambda i: imgs[i], cheap=True)
+    ctx = EvalContext(wrapped, RunSettings())
+    emb = ctx.embed_media(media)
+    qs = QuerySet(["q"], ["red and not green"], Relevance.from_lists([[0]], 2), [("red", "green")])
+    got = similarities(ctx, qs, emb)
+    cos = lambda a, b: float(base.encode_text([a]) @ emb[b])  # noqa: E731
+    assert got[0, 0].item() == pytest.approx((1 + cos("red", 0)) / 2 - (1 + cos("green", 0)) / 2)
+    assert got[0, 1].item() == pytest.approx((1 + cos("red", 1)) / 2 - (1 + cos("green", 1)) / 2)
+    plain = EvalContext(base, RunSettings())
+    assert torch_equal(similarities(plain, qs, emb), base.encode_text(["red and not green"]) @ emb.t())
+
+
+def torch_equal(a, b):
+    import torch
+
+    return torch.allclose(a, b)
