@@ -25,6 +25,7 @@ class Column:
     metric: str
     higher_is_better: bool
     fmt: str
+    order: int = 0  # position in the task's declared leaderboard metrics
 
     @property
     def title(self) -> str:
@@ -59,11 +60,11 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]]) -> list[Table]:
         task = rec["task"]
         table = tables.setdefault(task.get("family", "misc"), Table(task.get("family", "misc"), []))
         info = rec.get("metric_info", {})
-        for metric in task.get("leaderboard_metrics") or [rec["main_score"]["name"]]:
+        for order, metric in enumerate(task.get("leaderboard_metrics") or [rec["main_score"]["name"]]):
             if metric not in rec["metrics"]:
                 continue
             mi = info.get(metric, {})
-            col = Column(task["name"], metric, bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"))
+            col = Column(task["name"], metric, bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), order)
             if all((c.task, c.metric) != (col.task, col.metric) for c in table.columns):
                 table.columns.append(col)
             row = table.rows.setdefault(rec["model"]["label"], {})
@@ -72,7 +73,7 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]]) -> list[Table]:
             if old is None or (cell.created_at, str(cell.record)) > (old.created_at, str(old.record)):
                 row[(col.task, col.metric)] = cell
     for t in tables.values():
-        t.columns.sort(key=lambda c: (c.task, c.metric))
+        t.columns.sort(key=lambda c: (c.task, c.order, c.metric))
     return [tables[f] for f in sorted(tables)]
 
 

@@ -174,5 +174,5 @@ RETRIEVAL_METRIC_INFO: dict[str, tuple[bool, str]] = {
     "MedR": (False, ".1f"), "MeanR": (False, ".1f"),
     "C@1": (True, ".1f"), "C@5": (True, ".1f"), "C@10": (True, ".1f"), "mAP": (True, ".3f"),
     "ΔR@1": (True, ".1f"), "ΔR@5": (True, ".1f"), "ΔR@10": (True, ".1f"), "ΔMIR": (True, ".3f"),
-    "SrcMeanR_orig": (False, ".1f"), "SrcMeanR_neg": (True, ".1f"),
+    "SrcMeanR_orig": (False, ".1f"), "SrcMeanR_neg": (True, ".1f"),  # context, not a target: see negation_deltas
 }

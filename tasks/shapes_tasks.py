@@ -89,7 +89,7 @@ class ShapesT2VNegated(ShapesT2VOriginal):
     description = "embedded world: negated captions, ΔR@K / ΔMIR against their originals"
     main_score = "ΔMIR"
     metric_info = NEGATED_METRICS
-    leaderboard_metrics = ("ΔR@1", "ΔMIR", "SrcMeanR_neg")
+    leaderboard_metrics = ("ΔR@1", "ΔMIR")
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
