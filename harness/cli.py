@@ -206,6 +206,30 @@ def cmd_build_queries(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from .diagnose import DEFAULT_OBJECTS, diagnose
+    from .model import ModelOptions
+    from .runner import resolve_device
+
+    host = _host(args)
+    entry = host.registry.get("model", args.model)
+    objects = [o.strip() for o in args.objects.split(",") if o.strip()] if args.objects else list(DEFAULT_OBJECTS)
+    if len(objects) < 2:
+        raise UserError("--objects needs at least two objects, comma-separated")
+    device = resolve_device(args.device)
+    model = entry.load()(ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")))
+    model.to(device).eval()
+    result = diagnose(model, objects, Path(args.out))
+    console = _console()
+    console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects")
+    console.print(f"  mean cos('X', 'not X')            {result.same_object_negation:.3f}")
+    console.print(f"  mean cos('X', 'Y'), different X,Y  {result.different_objects:.3f}")
+    console.print(f"  negation gap                       {result.negation_gap:+.3f}  "
+                  "(> 0: 'not X' sits closer to 'X' than another object does)")
+    console.print(f"wrote {result.png}")
+    return 0
+
+
 # parser --------------------------------------------------------------------------------------------
 def _model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model options (shared by every model plugin)")
@@ -270,6 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=5, help="samples of each kind to print")
     p.set_defaults(func=cmd_build_queries)
+
+    p = sub.add_parser("diagnose", help="NegBench's PCA picture of how a model embeds negated captions")
+    p.add_argument("--model", required=True)
+    _model_options(p)
+    p.add_argument("--objects", help="comma-separated objects (default: ten COCO objects)")
+    p.add_argument("--out", default="diagnose.png", help="PNG to write (default diagnose.png)")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("train", help="train a model with a trainer plugin")
     p.add_argument("--trainer", required=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from negharness.hookspecs import hookimpl
 from negharness.registry import Registrar
 
+from .negbench_catalog import MCQ, RETRIEVAL
 from .nt2vr_collections import COLLECTIONS, QUERY_SETS
 
 
@@ -24,3 +25,8 @@ def negharness_register_tasks(registry: Registrar) -> None:
         for query_set in QUERY_SETS:
             registry.add(f"{prefix}_{query_set}", f"negharness.tasks.nt2vr:{prefix}_{query_set}",
                          f"nT2VR {query_set} queries, text-to-{kind}, {what}", family="nt2vr")
+    for name, spec in {**MCQ, **RETRIEVAL}.items():
+        registry.add(name, f"negharness.tasks.negbench:{name}", spec[-1], family="negbench")
+    registry.add("shapes_mcq", "negharness.tasks.shapes_mcq:ShapesMCQ",
+                 "embedded world: NegBench-style MCQ with exact ground truth (which shapes are present)",
+                 family="shapes")

@@ -1,0 +1,70 @@
+"""Multiple-choice scoring shared by NegBench's MCQ-Neg and the embedded world's MCQ.
+
+Media and options are L2-normalised (NegBench's first release forgot this and its numbers halved),
+scored by cosine, and the best option picked. Ties count as wrong: most files put the correct
+answer first, so a first-index argmax would reward a model that scores every option the same.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from negharness.media import MediaSet
+from negharness.runner import EvalContext
+from negharness.task import MetricInfo, TaskResult
+
+TEMPLATES = ("positive", "negative", "hybrid")
+MCQ_METRICS = {
+    "accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
+    **{f"acc_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
+    **{f"chose_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
+}
+
+
+def mcq_choices(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen option, tie) per row: a tie is a row whose top score is shared by two or more options."""
+    best = scores.max(1, keepdim=True).values
+    tie = (scores == best).sum(1) > 1
+    return scores.argmax(1), tie
+
+
+def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
+                option_templates: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Accuracy overall and per template of the correct answer (percent), how often each template
+    type was chosen (NegBench appendix B.1), and the tie rate. Ties are wrong and choose nothing."""
+    correct_t = torch.as_tensor(np.asarray(correct))
+    right = (chosen == correct_t) & ~tie
+    out = {"accuracy": float(right.double().mean() * 100), "tie_rate": float(tie.double().mean() * 100)}
+    tmpl = np.asarray(templates)
+    for t in TEMPLATES:
+        mask = torch.from_numpy(tmpl == t)
+        out[f"acc_{t}"] = float(right[mask].double().mean() * 100) if mask.any() else float("nan")
+    picked = Counter(option_templates[i][int(c)] for i, (c, t) in enumerate(zip(chosen, tie)) if not t)
+    for t in TEMPLATES:
+        out[f"chose_{t}"] = picked.get(t, 0) / len(chosen) * 100
+    return {k: v for k, v in out.items() if v == v}  # drop NaN (a template absent from the file)
+
+
+def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], options: Sequence[Sequence[str]],
+                 correct: Sequence[int], templates: Sequence[str],
+                 option_templates: Sequence[Sequence[str]]) -> TaskResult:
+    """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once."""
+    k = len(options[0])
+    media_emb = ctx.embed_media(media)
+    flat = [o for row in options for o in row]
+    opt = ctx.embed_texts(flat).view(len(options), k, -1)
+    rows = media_emb[torch.as_tensor(np.asarray(media_index), dtype=torch.long)]
+    scores = torch.einsum("rkd,rd->rk", opt, rows)
+    chosen, tie = mcq_choices(scores)
+    metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
+    samples = None
+    if ctx.log_samples:
+        samples = [{"row": r, "media": media.ids[media_index[r]], "correct": int(correct[r]), "chosen": int(chosen[r]),
+                    "tie": bool(tie[r]), "scores": [round(float(x), 5) for x in scores[r]]} for r in range(len(options))]
+    return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media),
+                                "distinct_captions": len(set(flat))}, samples,
+                      {"ties": "a row whose best score is shared by several options counts as wrong"})

@@ -1,0 +1,173 @@
+"""NegBench tasks (Alhamoud et al., CVPR 2025): MCQ-Neg and Retrieval-Neg over the published CSVs.
+
+CSVs under ``<data root>/negbench/``; media mapped by the one rule of `negbench_data`. Every media
+file a task needs is checked before a model loads; a missing one is reported with the count and
+the first paths. Videos: 4 frames at the centres of 4 equal segments by default, as NegBench.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from negharness.media import MediaSet
+from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
+from negharness.runner import EvalContext
+from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.video import FrameSampling, decode_video
+
+from .mcq import MCQ_METRICS, evaluate_mcq
+from .negbench_catalog import MCQ, RETRIEVAL
+from .negbench_data import find_csv, read_mcq, read_retrieval
+from .negbench_published import compare
+
+DEFAULT_SAMPLING = FrameSampling("segments", 4)
+CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, CVPR 2025"
+WHERE = ("NegBench CSVs: the Google Drive folder linked from github.com/m1k2zoo/negbench (datasets.md), into "
+         "{root}/negbench/. Media: COCO val2017 -> {root}/coco/val2017/, VOC2007 JPEGImages -> "
+         "{root}/voc2007/JPEGImages/, MSR-VTT videos -> {root}/msrvtt/videos/, HardNeg-Syn -> {root}/hardneg_syn/.")
+
+
+def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> MediaSet:
+    """Media identified by their path under the data root: tasks over the same files share the cache."""
+    ids = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in paths]
+    if kind == "image":
+        from PIL import Image
+
+        def load_image(i: int):
+            from negharness.video import MediaError
+
+            try:
+                return Image.open(paths[i])
+            except OSError as exc:
+                raise MediaError(f"cannot read image {paths[i]}: {exc}") from exc
+
+        return MediaSet("negbench/images", "image", ids, load_image)
+    sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
+    return MediaSet(f"negbench/videos/{sampling.key}", "video", ids, lambda i: decode_video(paths[i], sampling))
+
+
+class _NegBenchTask(Task):
+    family = "negbench"
+    version = "1"
+    citation = CITATION
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.root = options.data_root
+
+    @property
+    def data_help(self) -> str:  # type: ignore[override]
+        return WHERE.format(root=self.root)
+
+    def _media_paths(self) -> list[Path]:
+        raise NotImplementedError
+
+    def _csvs(self) -> list[Path]:
+        raise NotImplementedError
+
+    def required_files(self) -> list[Path]:
+        csvs = self._csvs()
+        if not all(p.is_file() for p in csvs):
+            return csvs
+        return csvs + sorted(set(self._media_paths()))
+
+
+class NegBenchMCQ(_NegBenchTask):
+    main_score = "accuracy"
+    metric_info = MCQ_METRICS
+    leaderboard_metrics = ("accuracy", "acc_positive", "acc_negative", "acc_hybrid")
+    csv_name, kind, layout, dataset = "", "image", None, None
+
+    def _csvs(self) -> list[Path]:
+        return [find_csv(self.root, self.csv_name)]
+
+    @cached_property
+    def _parsed(self):
+        rows = read_mcq(self._csvs()[0], self.root, self.layout)
+        return rows[: self.options.limit] if self.options.limit else rows
+
+    def _rows(self):
+        return self._parsed
+
+    def _media_paths(self) -> list[Path]:
+        return [r.media for r in self._rows()]
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        rows = self._rows()
+        paths = list(dict.fromkeys(r.media for r in rows))
+        where = {p: i for i, p in enumerate(paths)}
+        result = evaluate_mcq(ctx, media_set(ctx, self.root, paths, self.kind), [where[r.media] for r in rows],
+                              [r.options for r in rows], [r.correct for r in rows], [r.template for r in rows],
+                              [r.option_templates for r in rows])
+        if self.dataset:
+            result.notes.update(compare(self.dataset, ctx.model, result.metrics))
+        return result
+
+
+RETRIEVAL_NEG_METRICS = {
+    **{f"{p}R@{k}": MetricInfo(p != "drop_", ".1f") for p in ("", "neg_", "drop_") for k in (1, 5, 10)},
+}
+
+
+class NegBenchRetrieval(_NegBenchTask):
+    """Text-to-media R@1/5/10 on the original and on the negated captions, side by side with the drop.
+    Each caption's one positive is its own row's media, matched by path, not by loader order."""
+
+    main_score = "neg_R@5"
+    metric_info = RETRIEVAL_NEG_METRICS
+    leaderboard_metrics = ("R@5", "neg_R@5", "drop_R@5")
+    original_csv, negated_csv, kind = "", "", "image"
+
+    def _csvs(self) -> list[Path]:
+        return [find_csv(self.root, self.original_csv), find_csv(self.root, self.negated_csv)]
+
+    @cached_property
+    def _parsed(self):
+        skipped: list[str] = []
+        sets = [read_retrieval(p, self.root, skipped) for p in self._csvs()]
+        return ([s[: self.options.limit] for s in sets] if self.options.limit else sets), skipped
+
+    def _sets(self):
+        return self._parsed[0]
+
+    def _media_paths(self) -> list[Path]:
+        return [m for s in self._sets() for m, _ in s]
+
+    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple[dict[str, float], int, int]:
+        paths = list(dict.fromkeys(m for m, _ in rows))
+        where = {p: i for i, p in enumerate(paths)}
+        media = media_set(ctx, self.root, paths, self.kind)
+        texts = [c for _, caps in rows for c in caps]
+        relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
+        sim = ctx.embed_texts(texts) @ ctx.embed_media(media).t()
+        m = retrieval_metrics(best_relevant_rank(sim, relevance))
+        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(texts), len(paths)
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        (original, negated), skipped = self._parsed
+        orig, n_orig, m_orig = self._score(ctx, original)
+        neg, n_neg, m_neg = self._score(ctx, negated)
+        metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
+                   **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
+        notes = {"empty_captions_skipped": skipped} if skipped else {}
+        return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
+                                    f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes)
+
+
+def _make_mcq(name: str) -> type:
+    csv_name, kind, layout, dataset, description = MCQ[name]
+    return type(name, (NegBenchMCQ,), {"name": name, "csv_name": csv_name, "kind": kind, "layout": layout,
+                                       "dataset": dataset, "description": description,
+                                       "modalities": frozenset({"text", kind})})
+
+
+def _make_retrieval(name: str) -> type:
+    original, negated, kind, description = RETRIEVAL[name]
+    return type(name, (NegBenchRetrieval,), {"name": name, "original_csv": original, "negated_csv": negated,
+                                             "kind": kind, "description": description,
+                                             "modalities": frozenset({"text", kind})})
+
+
+globals().update({n: _make_mcq(n) for n in MCQ})  # registry targets: negharness.tasks.negbench:<task name>
+globals().update({n: _make_retrieval(n) for n in RETRIEVAL})

@@ -1,0 +1,152 @@
+"""NegBench's evaluation CSVs: strict reading (errors name file and row) and one rule for media paths.
+
+Media path rule: the CSVs carry foreign prefixes (``data/coco/images/val2017/...``, the authors'
+``/data/healthy-ml/...`` cluster paths, bare ``videoNNNN.mp4``). The dataset anchor found in a path
+decides the folder under the data root; everything after the anchor is kept:
+
+    .../coco/images/val2017/X.jpg                    -> <data root>/coco/val2017/X.jpg
+    .../VOC2007/JPEGImages/X.jpg                     -> <data root>/voc2007/JPEGImages/X.jpg
+    .../synthetic_visual_negation/data/positive/X    -> <data root>/hardneg_syn/positive/X
+    [...]/videoNNNN.mp4                              -> <data root>/msrvtt/videos/videoNNNN.mp4
+    .../CheXpert.../(train|valid)/...                -> <data root>/chexpert/(train|valid)/...
+
+The CSVs themselves are looked up as ``<data root>/negbench/<name>.csv`` (or under ``images/`` or
+``videos/`` there, as the authors' folder has them).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from negharness.errors import UserError
+
+ANCHORS = [
+    (re.compile(r"(?:^|/)coco/images/val2017/(.+)$"), "coco/val2017/{0}"),
+    (re.compile(r"(?:^|/)VOC2007/JPEGImages/(.+)$"), "voc2007/JPEGImages/{0}"),
+    (re.compile(r"(?:^|/)synthetic_visual_negation/data/((?:positive|negative)/.+)$"), "hardneg_syn/{0}"),
+    (re.compile(r"(?:^|/)(video\d+\.(?:mp4|avi|webm|mkv))$"), "msrvtt/videos/{0}"),
+    (re.compile(r"(?:^|/)CheXpert[^/]*/((?:train|valid|test)/.+)$", re.IGNORECASE), "chexpert/{0}"),
+]
+TEMPLATES = ("positive", "negative", "hybrid")
+NEG_CUE = re.compile(r"\b(?:not|no|without|neither|nor|never|absent|missing|lacks?|lacking|free of)\b|n't\b|-free\b",
+                     re.IGNORECASE)
+AFFIRM_JOIN = re.compile(r"\bbut\b|\bwhile\b|\bwhereas\b|\bhowever\b|\balongside\b|\bwith no\b|, (?:and|with) no\b|;",
+                         re.IGNORECASE)
+
+
+def map_media_path(raw: str, root: Path) -> Path:
+    """The one documented rule above; a path with no known anchor is taken relative to the root."""
+    p = raw.strip().replace("\\", "/")
+    for pattern, dest in ANCHORS:
+        m = pattern.search(p)
+        if m:
+            return root / dest.format(m.group(1))
+    if p.startswith("/"):
+        raise UserError(f"media path {raw!r}: absolute, with no known dataset folder in it (coco, VOC2007, "
+                        "synthetic_visual_negation, videoNNNN, CheXpert)")
+    return root / p
+
+
+def template_of_caption(caption: str) -> str:
+    """NegBench's template types from the words alone: no cue -> positive (affirmation); a cue with
+    an affirmed part joined to it -> hybrid; a cue alone -> negative. Used where a file does not fix
+    the template by option position (the templated MSR-VTT file, CheXpert)."""
+    if not NEG_CUE.search(caption):
+        return "positive"
+    if re.search(r"\bneither\b", caption, re.IGNORECASE):
+        return "negative"
+    return "hybrid" if AFFIRM_JOIN.search(caption) else "negative"
+
+
+@dataclass(frozen=True)
+class McqRow:
+    media: Path
+    options: tuple[str, ...]
+    correct: int
+    template: str  # template of the correct answer
+    option_templates: tuple[str, ...]
+
+
+def find_csv(root: Path, name: str) -> Path:
+    base = root / "negbench"
+    for candidate in (base / name, base / "images" / name, base / "videos" / name):
+        if candidate.is_file():
+            return candidate
+    return base / name
+
+
+def _open_rows(path: Path):
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}") from None
+    return fh, csv.DictReader(fh)
+
+
+def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None) -> list[McqRow]:
+    """Rows of an MCQ CSV. ``layout`` gives each option position's template where the file fixes
+    it (position 0 is the correct answer's own template, written as "*"); None derives templates
+    from the captions."""
+    fh, reader = _open_rows(path)
+    with fh:
+        cols = sorted((c for c in reader.fieldnames or [] if re.fullmatch(r"caption_\d+", c)), key=lambda c: int(c[8:]))
+        for need in ("correct_answer", "correct_answer_template"):
+            if need not in (reader.fieldnames or []):
+                raise UserError(f"{path}: no column {need!r}")
+        media_col = "image_path" if "image_path" in reader.fieldnames else "filepath"
+        out = []
+        for rowno, row in enumerate(reader, 2):
+            options = tuple((row[c] or "").strip() for c in cols)
+            filled = sum(1 for o in options if o)
+            if filled != len(cols) or len(cols) < 2:
+                raise UserError(f"{path}:{rowno}: {filled} option(s); every row needs {len(cols)} (caption_0..caption_{len(cols) - 1})")
+            try:
+                correct = int(row["correct_answer"])
+            except ValueError:
+                raise UserError(f"{path}:{rowno}: correct_answer {row['correct_answer']!r} is not a number") from None
+            if not 0 <= correct < len(options):
+                raise UserError(f"{path}:{rowno}: correct_answer {correct} is not an option index")
+            template = (row["correct_answer_template"] or "").strip()
+            if template not in TEMPLATES:
+                raise UserError(f"{path}:{rowno}: template {template!r} is not one of {', '.join(TEMPLATES)}")
+            if layout is not None:
+                option_templates = tuple(template if t == "*" else t for t in layout)
+            else:
+                option_templates = tuple(template if i == correct else template_of_caption(o) for i, o in enumerate(options))
+            out.append(McqRow(map_media_path(row[media_col], root), options, correct, template, option_templates))
+    if not out:
+        raise UserError(f"{path}: no rows")
+    return out
+
+
+def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> list[tuple[Path, list[str]]]:
+    """(media, captions) per row; ``captions`` cells are Python list literals (ast.literal_eval).
+
+    An empty string inside a list (one in the published COCO Retrieval-Neg file, row 914) is left
+    out and noted in ``skipped`` as ``file:row``; anything else malformed is an error."""
+    fh, reader = _open_rows(path)
+    with fh:
+        media_col = "filepath" if "filepath" in (reader.fieldnames or []) else "image_path"
+        if "captions" not in (reader.fieldnames or []):
+            raise UserError(f"{path}: no column 'captions'")
+        out = []
+        for rowno, row in enumerate(reader, 2):
+            try:
+                caps = ast.literal_eval(row["captions"])
+            except (ValueError, SyntaxError) as exc:
+                raise UserError(f"{path}:{rowno}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
+            if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+                raise UserError(f"{path}:{rowno}: captions must be a list of strings")
+            kept = [c.strip() for c in caps if c.strip()]
+            if len(kept) < len(caps) and skipped is not None:
+                skipped.append(f"{path.name}:{rowno}")
+            if not kept:
+                raise UserError(f"{path}:{rowno}: no non-empty caption")
+            out.append((map_media_path(row[media_col], root), kept))
+    if not out:
+        raise UserError(f"{path}: no rows")
+    return out

@@ -1,0 +1,202 @@
+"""NegBench: the real CSVs (counts, paths, captions), MCQ and Retrieval-Neg by hand, bad input, diagnose."""
+
+import csv
+import json
+import types
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import negharness.hookspecs as hs
+from negharness.errors import MissingDataError, UserError
+from negharness.evaluate import RunRequest, run_evaluation
+from negharness.plugin_manager import make_host
+from negharness.tasks.mcq import mcq_choices, mcq_metrics
+from negharness.tasks.negbench_catalog import COCO_LAYOUT, MCQ
+from negharness.tasks.negbench_data import map_media_path, read_mcq, read_retrieval, template_of_caption
+from negharness.testing import COLOURS, keyword_model
+
+from conftest import SHARED
+
+CSVS = SHARED / "data/negbench/negbench_eval_csvs"
+needs_shared = pytest.mark.skipif(not CSVS.is_dir(), reason="shared NegBench CSVs not present")
+
+
+@needs_shared
+@pytest.mark.parametrize("name, counts", [
+    ("images/COCO_val_mcq_llama3.1_rephrased.csv", {"positive": 2032, "negative": 1870, "hybrid": 2012}),
+    ("images/VOC2007_mcq_llama3.1_rephrased.csv", {"positive": 682, "negative": 2121, "hybrid": 2228}),
+    ("videos/msr_vtt_mcq_rephrased_llama.csv", {"positive": 335, "negative": 353, "hybrid": 312}),
+])
+def test_real_mcq_files_counts_and_paths(name, counts):
+    root = Path("/data-root")
+    rows = read_mcq(CSVS / name, root, COCO_LAYOUT)
+    assert Counter(r.template for r in rows) == counts
+    assert all(r.media.is_relative_to(root) and r.media.parts[2] in ("coco", "voc2007", "msrvtt") for r in rows)
+    assert all(len(r.options) == 4 and all(r.options) for r in rows)
+    # the caption rule agrees with the file's fixed positions on almost every option
+    agree = np.mean([template_of_caption(o) == t for r in rows for o, t in zip(r.options, r.option_templates)])
+    assert agree > 0.85
+
+
+@needs_shared
+def test_every_real_path_maps_and_every_caption_parses():
+    root = Path("/R")
+    for name, (csv_name, *_rest) in MCQ.items():
+        path = next(iter(CSVS.glob(f"*/{csv_name}")), None)
+        if path is None:
+            continue  # CheXpert files are not public
+        layout = MCQ[name][2]
+        for r in read_mcq(path, root, layout):
+            assert r.media.parts[2] in ("coco", "voc2007", "msrvtt", "hardneg_syn")
+    skipped = []
+    coco = read_retrieval(CSVS / "images/COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv", root, skipped)
+    assert len(coco) == 5000 and sum(len(c) for _, c in coco) == 25014 - 1
+    assert skipped == ["COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv:914"]
+    original = read_retrieval(CSVS / "images/COCO_val_retrieval.csv", root)
+    assert [m for m, _ in original] == [m for m, _ in coco]  # same rows, same order
+    assert map_media_path("video7020.mp4", root) == root / "msrvtt/videos/video7020.mp4"
+    with pytest.raises(UserError, match="absolute"):
+        map_media_path("/somewhere/else/x.jpg", root)
+
+
+def test_mcq_ties_count_as_wrong_and_templates_are_counted():
+    scores = torch.tensor([[0.9, 0.1, 0.2, 0.3],   # right (positive)
+                           [0.5, 0.5, 0.1, 0.1],   # tie on top: wrong, chooses nothing
+                           [0.1, 0.2, 0.9, 0.3],   # chose option 2 (positive distractor): wrong
+                           [0.2, 0.2, 0.2, 0.2]])  # a constant model: tie, never "right by position"
+    chosen, tie = mcq_choices(scores)
+    assert tie.tolist() == [False, True, False, True]
+    layouts = [("positive", "hybrid", "positive", "negative"), ("negative", "hybrid", "positive", "negative"),
+               ("hybrid", "hybrid", "positive", "negative"), ("hybrid", "hybrid", "positive", "negative")]
+    m = mcq_metrics(chosen, tie, [0, 0, 0, 0], ["positive", "negative", "hybrid", "hybrid"], layouts)
+    assert m["accuracy"] == 25.0 and m["tie_rate"] == 50.0
+    assert m["acc_positive"] == 100.0 and m["acc_negative"] == 0.0 and m["acc_hybrid"] == 0.0
+    assert m["chose_positive"] == 50.0 and m["chose_negative"] == 0.0  # 2 of 4 rows chose a positive option
+
+
+# a tiny NegBench layout the tests write ----------------------------------------------------------------
+def _write_images(root: Path, names):
+    from PIL import Image
+
+    for name, colour in names.items():
+        p = root / "coco" / "val2017" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.full((8, 8, 3), COLOURS[colour], dtype=np.uint8)).save(p)
+
+
+def _host():
+    host = make_host()
+    plugin = types.SimpleNamespace()
+
+    @hs.hookimpl
+    def negharness_register_models(registry):
+        registry.add("kw", keyword_model, "keyword model")
+
+    plugin.negharness_register_models = negharness_register_models
+    host.register(plugin, "inline")
+    return host
+
+
+def _mcq_csv(path: Path, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["image_path", "correct_answer", "caption_0", "caption_1", "caption_2", "caption_3",
+                    "correct_answer_template"])
+        w.writerows(rows)
+
+
+def test_mcq_task_end_to_end_and_bad_rows(tmp_path):
+    root = tmp_path / "data"
+    (root / "negbench").mkdir(parents=True)
+    _write_images(root, {"000000000001.jpg": "red", "000000000002.jpg": "blue"})
+    csv_path = root / "negbench" / "COCO_val_mcq_llama3.1_rephrased.csv"
+    p1, p2 = "data/coco/images/val2017/000000000001.jpg", "data/coco/images/val2017/000000000002.jpg"
+    _mcq_csv(csv_path, [  # the keyword model embeds a bag of words: reordered words tie exactly
+        [p1, 0, "a red picture", "a green picture", "a blue picture", "a yellow picture", "positive"],
+        [p2, 0, "a blue picture", "picture a blue", "a yellow picture", "a green picture", "positive"],
+        [p1, 0, "a picture", "picture a", "a picture", "picture a", "negative"],
+    ])
+    req = RunRequest(model="kw", tasks=["negbench_mcq_coco"], data_root=str(root), output_dir=str(tmp_path / "res"),
+                     cache_dir=str(tmp_path / "c"), log_samples=True)
+    rec = run_evaluation(_host(), req)[0].record
+    # row 1 right; row 2: the correct answer ties with its own reordering -> wrong;
+    # row 3: every option scores the same -> wrong (a first-index argmax would have called both right)
+    assert rec["metrics"]["accuracy"] == pytest.approx(100 / 3)
+    assert rec["metrics"]["tie_rate"] == pytest.approx(200 / 3)
+    assert rec["n_items"] == {"questions": 3, "images": 2, "distinct_captions": 7}
+    assert "published_mcq_accuracy" in rec["notes"]
+    (root / "coco" / "val2017" / "000000000002.jpg").unlink()
+    with pytest.raises(MissingDataError, match=r"(?s)1 file\(s\) missing.*000000000002.jpg"):
+        run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+    _mcq_csv(csv_path, [[p1, 0, "a red picture", "x", "y", "", "positive"]])
+    with pytest.raises(UserError, match=r"COCO_val_mcq_llama3.1_rephrased.csv:2: 3 option\(s\)"):
+        run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+
+
+def test_retrieval_neg_side_by_side_and_unparseable_cell(tmp_path):
+    root = tmp_path / "data"
+    (root / "negbench").mkdir(parents=True)
+    _write_images(root, {"a.jpg": "red", "b.jpg": "blue", "c.jpg": "green"})
+    header = "positive_objects,negative_objects,filepath,image_id,captions\n"
+    rows = [("a.jpg", '"[\'a red car\', \'red paint\']"', '"[\'a red car and no blue\', \'blue is not here\']"'),
+            ("b.jpg", '"[\'a blue sky\']"', '"[\'a blue sky with no red\']"'),
+            ("c.jpg", '"[\'green grass\']"', '"[\'no red or blue, just green\']"')]
+    orig = header + "".join(f"[],[],data/coco/images/val2017/{f},{i},{o}\n" for i, (f, o, _) in enumerate(rows))
+    neg = header + "".join(f"[],[],data/coco/images/val2017/{f},{i},{n}\n" for i, (f, _, n) in enumerate(rows))
+    (root / "negbench" / "COCO_val_retrieval.csv").write_text(orig)
+    (root / "negbench" / "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv").write_text(neg)
+    req = RunRequest(model="kw", tasks=["negbench_retrieval_coco"], data_root=str(root),
+                     output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
+    rec = run_evaluation(_host(), req)[0].record
+    m = rec["metrics"]
+    assert m["R@1"] == 100.0  # colour words alone retrieve the originals
+    # negated: "a red car and no blue" mixes red and blue -> cos equal-ish: by hand, red image wins (red+blue
+    # normalised vs red: 0.707; vs blue: 0.707 -> tie -> pessimistic rank 2); "blue is not here" -> blue image
+    assert m["neg_R@1"] < 100.0 and m["drop_R@1"] == pytest.approx(m["R@1"] - m["neg_R@1"])
+    assert rec["n_items"]["original_captions"] == 4 and rec["n_items"]["negated_captions"] == 4
+    (root / "negbench" / "COCO_val_retrieval.csv").write_text(header + "[],[],data/coco/images/val2017/a.jpg,0,\"['unclosed\"\n")
+    with pytest.raises(UserError, match=r"COCO_val_retrieval.csv:2: captions cell is not a list literal"):
+        run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+
+
+def test_shapes_mcq_ground_truth_is_exact():
+    from negharness.tasks.shapes_media import load_world
+    from negharness.tasks.shapes_mcq import questions
+
+    world = load_world(0, "test", "image", 60, None)
+    for (options, template), facts in zip(questions(world, 0), world.groups):
+        present = facts.split("|")
+        correct = options[0]
+        said_present = [f for f in present if f"features a {f}" in correct and f"not a {f}" not in correct]
+        if template in ("positive", "hybrid"):
+            assert said_present, (correct, present)
+        if template in ("negative", "hybrid"):
+            absent = correct.split("not feature a ")[-1] if template == "negative" else correct.split("but not a ")[-1]
+            assert absent not in present
+        assert options[3].startswith("this image does not feature a ") and options[3][30:] in present
+
+
+def test_published_numbers_match_a_run_of_the_same_weights():
+    from negharness.tasks.negbench_published import compare
+
+    model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
+    out = compare("coco", model, {"accuracy": 40.0, "acc_negative": 7.0})
+    assert out["published_row"] == "CLIP-OpenAI"
+    assert out["difference_to_published"] == {"accuracy": pytest.approx(0.7, abs=0.01), "acc_negative": pytest.approx(0.16, abs=0.01)}
+    other = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-L-14", "weights": "openai"})
+    assert "published_row" not in compare("coco", other, {"accuracy": 40.0})
+
+
+def test_diagnose_end_to_end(cli, tmp_path):
+    res = cli("diagnose", "--model", "shapes_clip", "--objects", "red circle,blue square,green cross",
+              "--out", str(tmp_path / "d.png"))
+    assert res.returncode == 0, res.stderr
+    png = (tmp_path / "d.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert "negation gap" in res.stdout
+    bad = cli("diagnose", "--model", "shapes_clip", "--objects", "only-one", "--out", str(tmp_path / "x.png"))
+    assert bad.returncode == 2 and "--objects" in bad.stderr
