@@ -157,8 +157,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     entry = host.registry.get("trainer", args.trainer)
     if args.model:
         host.registry.get("model", args.model)
-    if args.task:
-        host.registry.match("task", args.task)
 
     def load_model(name: str, options: ModelOptions):
         return host.registry.get("model", name).load()(options)
@@ -306,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model with a trainer plugin")
     p.add_argument("--trainer", required=True)
     p.add_argument("--model", help="model to start from (trainer-specific)")
-    p.add_argument("--task", help="training task (trainer-specific)")
+    p.add_argument("--task", help="training data (trainer-specific; the negation trainers take 'shapes')")
     p.add_argument("--out", required=True, help="checkpoint to write (safetensors)")
     _model_options(p)
     p.add_argument("-O", "--option", action="append", metavar="KEY=VALUE", help="trainer option, repeatable")

@@ -176,3 +176,26 @@ RETRIEVAL_METRIC_INFO: dict[str, tuple[bool, str]] = {
     "ΔR@1": (True, ".1f"), "ΔR@5": (True, ".1f"), "ΔR@10": (True, ".1f"), "ΔMIR": (True, ".3f"),
     "SrcMeanR_orig": (False, ".1f"), "SrcMeanR_neg": (True, ".1f"),  # context, not a target: see negation_deltas
 }
+
+
+def bootstrap_ci(values: np.ndarray, n: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-query values (FIRE, Rodriguez et al.)."""
+    values = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(n, len(values)))].mean(1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, n: int = 1000, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float, float]:
+    """Mean difference b - a over the same queries, its interval, resampling queries jointly; and
+    the share of resamples where the difference is <= 0 (a one-sided p-value for "b beats a")."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError("paired bootstrap needs the same queries for both models")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(a), size=(n, len(a)))
+    diffs = (b[idx] - a[idx]).mean(1)
+    lo, hi = np.quantile(diffs, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi), float((diffs <= 0).mean())

@@ -20,5 +20,7 @@ def negharness_register_models(registry: Registrar) -> None:
                  "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
     registry.add("boolean", "negharness.plugins.boolean_model:boolean",
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
+    registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
+                 "a model fine-tuned by `negharness train` (--checkpoint DIR)")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
                  "tiny CLIP trained on the embedded world (bundled weights, no download)")

@@ -10,3 +10,11 @@ from negharness.registry import Registrar
 def negharness_register_trainers(registry: Registrar) -> None:
     registry.add("shapes_pretrain", "negharness.plugins.shapes_pretrain:train",
                  "train the embedded world's tiny CLIP from scratch (reproduces the bundled weights)")
+    registry.add("bnl", "negharness.plugins.negation_training:bnl",
+                 "nT2VR bidirectional negation learning: triplet + lambda (l_bcl(x,q,q-) + l_bcl(q,x,q-))")
+    registry.add("snl", "negharness.plugins.negation_training:snl",
+                 "nT2VR simple negation learning: triplet + lambda_1 l_tri(x,q,q-)")
+    registry.add("negbench", "negharness.plugins.negation_training:negbench",
+                 "NegBench fine-tuning: alpha L_CLIP (true negations) + (1 - alpha) L_MCQ")
+    registry.add("triplet", "negharness.plugins.negation_training:triplet",
+                 "CLIP*: plain triplet-loss fine-tuning (nT2VR Eq. 2), the baseline of the others")

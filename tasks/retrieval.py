@@ -123,9 +123,13 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
     metrics = negation_deltas(paired, neg_ranks)
     plain = retrieval_metrics(neg_ranks)
     metrics.update({f"neg_{k}": v for k, v in plain.items() if k in ("R@1", "R@10", "MIR")})
+    samples = None
+    if ctx.log_samples:  # with the original's rank of the source video, so deltas can be re-scored
+        samples = _samples(negated, media, neg_sim, neg_ranks)
+        for s, r in zip(samples, paired.tolist()):
+            s["source_rank_original"] = r
     return TaskResult(metrics, {"negated_queries": len(negated.texts), "original_queries": len(originals.texts),
-                                f"{media.kind}s": len(media)},
-                      _samples(negated, media, neg_sim, neg_ranks) if ctx.log_samples else None,
+                                f"{media.kind}s": len(media)}, samples,
                       {"deltas": "each negated query against its own original, mean over negated queries; "
                                  "positive = the source video dropped under negation"})
 

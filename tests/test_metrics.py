@@ -97,3 +97,15 @@ def test_single_relevant_fast_path_matches_masked_path():
     masked = torch.stack([best_relevant_rank(sim[i:i + 1], Relevance.from_lists([[int(src[i]), int(src[i])]], 30))[0]
                           for i in range(40)])
     assert torch.equal(single, masked)
+
+
+def test_bootstrap_intervals():
+    from negharness.metrics import bootstrap_ci, paired_bootstrap
+    values = np.r_[np.zeros(500), np.ones(500)]
+    lo, hi = bootstrap_ci(values, n=500)
+    assert lo < 0.5 < hi and hi - lo < 0.1
+    a = np.random.default_rng(0).random(400)
+    lo, hi, p = paired_bootstrap(a, a + 0.1, n=500)
+    assert lo == pytest.approx(0.1) and hi == pytest.approx(0.1) and p == 0.0
+    with pytest.raises(ValueError):
+        paired_bootstrap(a, a[:10])

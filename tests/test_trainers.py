@@ -1,0 +1,92 @@
+"""Trainers: one step lowers the loss, resume equals an uninterrupted run, checkpoints round-trip,
+bad checkpoints are refused, and the CLI trains a model that `run` then evaluates."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from negharness.checkpoints import load_state_dict
+from negharness.errors import UserError
+from negharness.model import ModelOptions
+from negharness.plugins.negation_data import build_stream
+from negharness.plugins.negation_training import Loop, Recipe, train
+from negharness.plugins.shapes_clip import shapes_clip
+from negharness.plugins.trained_model import clip_bnl
+from negharness.train import TrainOptions
+
+TINY = {"epochs": "2", "steps_per_epoch": "2", "n_train": "96", "n_val": "64", "batch_size": "16", "lr": "1e-4"}
+
+
+def _opts(out, trainer_extra=None, **kw):
+    return TrainOptions(out=Path(out), model="shapes_clip", task="shapes", device="cpu",
+                        extra={**TINY, **(trainer_extra or {})}, load_model=lambda n, o: shapes_clip(o), **kw)
+
+
+@pytest.mark.parametrize("trainer", ["triplet", "bnl", "snl", "negbench"])
+def test_one_optimizer_step_lowers_the_loss_on_a_fixed_batch(trainer, tmp_path):
+    torch.manual_seed(0)
+    recipe = Recipe.from_options(trainer, _opts(tmp_path, {"lr": "1e-6", "lambda_v": "1.0", "lambda_q": "1.0",
+                                                           "lambda_1": "1.0"} if trainer in ("bnl", "snl") else {"lr": "1e-6"}))
+    model = shapes_clip(ModelOptions())
+    streams = [build_stream(0, "train", "video", 96, tmp_path)]
+    loop = Loop(model, recipe, streams, streams[0], torch.device("cpu"))
+    loop.net.train()
+    before, parts = loop.step_loss(np.random.default_rng(7))
+    expected = {"triplet": "video/triplet", "bnl": "video/bcl_v", "snl": "video/snl", "negbench": "video/negbench"}
+    assert expected[trainer] in parts
+    before.backward()
+    loop.opt.step()
+    loop.opt.zero_grad()
+    after, _ = loop.step_loss(np.random.default_rng(7))
+    assert after.item() < before.item()
+
+
+def test_resume_equals_an_uninterrupted_run(tmp_path):
+    straight = train(_opts(tmp_path / "a"), "bnl")
+    first = train(_opts(tmp_path / "b", {"epochs": "1"}), "bnl")  # "interrupted" after one epoch
+    resumed = train(_opts(tmp_path / "b"), "bnl")                  # the same command, finishing the job
+    a, b = load_state_dict(straight / "model.safetensors"), load_state_dict(resumed / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ha = json.loads((straight / "model.json").read_text())["history"]
+    hb = json.loads((resumed / "model.json").read_text())["history"]
+    assert [h["val_MIR"] for h in ha] == [h["val_MIR"] for h in hb]
+    assert first == resumed
+    with pytest.raises(UserError, match="another recipe"):
+        train(_opts(tmp_path / "b", {"m2": "0.5"}), "bnl")
+
+
+def test_trained_folder_round_trips_and_bad_checkpoints_are_refused(tmp_path):
+    out = train(_opts(tmp_path / "run"), "triplet")
+    model = clip_bnl(ModelOptions(checkpoint=str(out)))
+    saved = load_state_dict(out / "model.safetensors")
+    state = model.model.state_dict()
+    assert all(torch.equal(state[k].to(saved[k].dtype), saved[k]) for k in saved)
+    assert model.name == "clip_bnl"
+    (tmp_path / "junk").mkdir()
+    with pytest.raises(UserError, match="model.json"):
+        clip_bnl(ModelOptions(checkpoint=str(tmp_path / "junk")))
+    (tmp_path / "junk" / "model.json").write_text('{"format": "something-else"}')
+    with pytest.raises(UserError, match="not a negharness training output"):
+        clip_bnl(ModelOptions(checkpoint=str(tmp_path / "junk")))
+    (out / "model.safetensors").write_bytes(b"corrupt")
+    with pytest.raises(UserError, match="safetensors"):
+        clip_bnl(ModelOptions(checkpoint=str(out)))
+    with pytest.raises(UserError, match="-O colour"):
+        train(_opts(tmp_path / "x", {"colour": "red"}), "bnl")
+
+
+def test_train_then_run_from_the_cli(cli, tmp_path):
+    args = ["train", "--trainer", "bnl", "--model", "shapes_clip", "--task", "shapes", "--out", str(tmp_path / "clip_bnl")]
+    for k, v in TINY.items():
+        args += ["-O", f"{k}={v}"]
+    res = cli(*args)
+    assert res.returncode == 0, res.stderr
+    ran = cli("run", "--model", "clip_bnl", "--checkpoint", str(tmp_path / "clip_bnl"), "--task", "shapes_t2v_original",
+              "--limit", "50")
+    assert ran.returncode == 0, ran.stderr
+    assert "clip_bnl" in ran.stdout
+    bad = cli("train", "--trainer", "bnl", "--model", "shapes_clip", "--task", "msrvtt", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "--task msrvtt" in bad.stderr
