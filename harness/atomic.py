@@ -55,3 +55,22 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     """JSON with sorted keys and a trailing newline, so equal objects give byte-identical files."""
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def cached_json(path: str | os.PathLike | None, build: Callable[[], Any]) -> Any:
+    """Read ``path`` if it holds valid JSON, else ``build()`` and write the result there atomically.
+
+    For derived data that is costly to rebuild (query sets, soft negatives): a damaged file is rebuilt,
+    never trusted, and a folder that cannot be written just means the result is not kept."""
+    if path is not None and Path(path).is_file():
+        try:
+            return json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            pass
+    data = build()
+    if path is not None:
+        try:
+            atomic_write_json(path, data)
+        except OSError:
+            pass
+    return data

@@ -94,3 +94,21 @@ class ColourRetrievalTask(Task):
         ranks = best_relevant_rank(sim, Relevance.from_lists([[i] for i in range(len(images))], len(images)))
         metrics = retrieval_metrics(ranks, ks=(1,))
         return TaskResult({k: metrics[k] for k in ("R@1", "MIR")}, {"images": len(images)})
+
+
+def host_with_models(models: dict[str, Any], name: str = "inline"):
+    """The installed plugins plus ``models`` (name -> factory), registered as one more plugin would be."""
+    import types
+
+    from .hookspecs import hookimpl
+    from .plugin_manager import make_host
+
+    host = make_host()
+
+    @hookimpl
+    def negharness_register_models(registry):
+        for model_name, factory in models.items():
+            registry.add(model_name, factory, f"{model_name} (registered by {name})")
+
+    host.register(types.SimpleNamespace(negharness_register_models=negharness_register_models), name)
+    return host

@@ -8,14 +8,13 @@ positive for the item); and a NegBench-style MCQ with exact answers.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from negharness.atomic import atomic_write_json
+from negharness.atomic import cached_json
 from negharness.negator import negate
 from negharness.tasks.shapes_media import WorldData, load_world
 from negharness.tasks.shapes_world import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
@@ -37,22 +36,12 @@ class Stream:
 
 
 def _soft_negatives(world: WorldData, root: Path | None, seed: int, split: str, kind: str) -> list[list[str | None]]:
-    path = None
-    if root is not None:
-        path = Path(root) / "shapes_world" / f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{len(world.ids)}.negator.json"
-        if path.is_file():
-            try:
-                return json.loads(path.read_text())
-            except (OSError, ValueError):
-                pass
-    out = [[(negate(c, seed=seed) or [None])[0] for c in caps] for caps in world.captions]
-    out = [[n.text if n is not None and not n.rule.startswith("remove") else None for n in caps] for caps in out]
-    if path is not None:
-        try:
-            atomic_write_json(path, out)
-        except OSError:
-            pass
-    return out
+    def make() -> list[list[str | None]]:
+        negs = [[(negate(c, seed=seed) or [None])[0] for c in caps] for caps in world.captions]
+        return [[n.text if n is not None and not n.rule.startswith("remove") else None for n in caps] for caps in negs]
+
+    name = f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{len(world.ids)}.negator.json"
+    return cached_json(None if root is None else Path(root) / "shapes_world" / name, make)
 
 
 def _progressive(action: str) -> str:

@@ -10,14 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-import negharness.hookspecs as hs
 from negharness.errors import MissingDataError, UserError
 from negharness.evaluate import RunRequest, run_evaluation
-from negharness.plugin_manager import make_host
 from negharness.tasks.mcq import mcq_choices, mcq_metrics
 from negharness.tasks.negbench_catalog import COCO_LAYOUT, MCQ
 from negharness.tasks.negbench_data import map_media_path, read_mcq, read_retrieval, template_of_caption
-from negharness.testing import COLOURS, keyword_model
+from negharness.testing import COLOURS, host_with_models, keyword_model
 
 from conftest import SHARED
 
@@ -89,16 +87,7 @@ def _write_images(root: Path, names):
 
 
 def _host():
-    host = make_host()
-    plugin = types.SimpleNamespace()
-
-    @hs.hookimpl
-    def negharness_register_models(registry):
-        registry.add("kw", keyword_model, "keyword model")
-
-    plugin.negharness_register_models = negharness_register_models
-    host.register(plugin, "inline")
-    return host
+    return host_with_models({"kw": keyword_model})
 
 
 def _mcq_csv(path: Path, rows):

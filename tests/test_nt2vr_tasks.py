@@ -2,18 +2,15 @@
 
 import ast
 import json
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import negharness.hookspecs as hs
 from negharness.errors import MissingDataError, UserError
 from negharness.evaluate import RunRequest, run_evaluation
 from negharness.nt2vr_format import read_caption_file, read_composed_file
-from negharness.plugin_manager import make_host
-from negharness.testing import COLOURS, keyword_model
+from negharness.testing import COLOURS, host_with_models, keyword_model
 
 COLL = "msrvtt1kAtest"
 VIDEOS = {"video0": "red", "video1": "green", "video2": "blue", "video3": "yellow", "video4": "cyan"}
@@ -47,16 +44,7 @@ def write_layout(root: Path) -> Path:
 
 
 def _host():
-    host = make_host()
-    plugin = types.SimpleNamespace()
-
-    @hs.hookimpl
-    def negharness_register_models(registry):
-        registry.add("kw", keyword_model, "keyword model")
-
-    plugin.negharness_register_models = negharness_register_models
-    host.register(plugin, "inline")
-    return host
+    return host_with_models({"kw": keyword_model})
 
 
 def _run(tmp_path, tasks, **kw):
