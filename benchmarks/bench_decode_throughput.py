@@ -85,7 +85,7 @@ def main() -> None:
         cfg = Path(tmp) / "tiny_vit.json"
         cfg.write_text(json.dumps(TINY_VIT))
         torch.manual_seed(0)
-        model = OpenClipModel.create("tiny_vit", ModelOptions(arch=str(cfg)), default_pretrained=None).eval()
+        model = OpenClipModel.create("tiny_vit", ModelOptions(arch=str(cfg)), default_pretrained=None).eval_mode()
         images, videos = write_media(Path(tmp))
         img_media = MediaSet("bench/images", "image", [p.name for p in images], lambda i: Image.open(images[i]))
         vid_media = MediaSet("bench/videos", "video", [p.name for p in videos],

@@ -49,7 +49,7 @@ def main() -> None:
         task_s = rec["timings"]["total_s"]
         wall = time.perf_counter() - start
 
-        model = shapes_clip(ModelOptions()).eval()
+        model = shapes_clip(ModelOptions()).eval_mode()
         pixels = torch.stack([model.preprocess_image(Image.open(p)) for p in paths])
         start = time.perf_counter()
         with torch.inference_mode():

@@ -58,7 +58,7 @@ def timed_run(host, cache_dir: str, out_dir: str) -> tuple[float, float, dict]:
 
 def main() -> None:
     host = make_host()
-    model = shapes_clip(ModelOptions()).eval()
+    model = shapes_clip(ModelOptions()).eval_mode()
     pure_forward_seconds(model)  # warm-up: threads, allocator, world pixels on disk
     pure = [pure_forward_seconds(model) for _ in range(REPEATS)]
     cold, warm = [], []

@@ -216,7 +216,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         raise UserError("--objects needs at least two objects, comma-separated")
     device = resolve_device(args.device)
     model = entry.load()(ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")))
-    model.to(device).eval()
+    model.to(device).eval_mode()
     result = diagnose(model, objects, Path(args.out))
     console = _console()
     console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects")

@@ -151,7 +151,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
         lacking = set(task.modalities) - set(model.modalities)
         if lacking:
             raise UserError(f"model {req.model} cannot encode {', '.join(sorted(lacking))}, which task {task.name} needs")
-    model.to(device).eval()
+    model.to(device).eval_mode()
     cache = EmbeddingCache(cache_root(req.cache_dir)) if req.use_cache else None
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
     for entry, task, path, chash in todo:

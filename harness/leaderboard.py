@@ -106,20 +106,23 @@ def to_markdown(tables: list[Table], out_path: Path) -> str:
 
 
 def to_rich(tables: list[Table]) -> list[Any]:
+    """The same tables for a terminal, turned on their side (a row per task metric, a column per
+    model): a family has many metrics and few models, and a terminal is narrow."""
     from rich.table import Table as RichTable
 
     out = []
     for table in tables:
-        rt = RichTable(title=f"negharness leaderboard: {table.family}")
-        rt.add_column("model", style="cyan", no_wrap=True)
-        for col in table.columns:  # task over metric: two short header lines instead of one long one
-            rt.add_column(f"{col.task}\n{col.metric}{' ↑' if col.higher_is_better else ' ↓'}",
-                          justify="right", overflow="fold")
-        for label in sorted(table.rows):
+        labels = sorted(table.rows)
+        rt = RichTable(title=f"negharness leaderboard: {table.family}", title_justify="left")
+        rt.add_column("task", style="cyan", no_wrap=True)
+        rt.add_column("metric", no_wrap=True)
+        for label in labels:
+            rt.add_column(label, justify="right", overflow="fold")
+        for col in table.columns:
             cells = []
-            for col in table.columns:
+            for label in labels:
                 text, is_best, _ = _formatted(table, col, table.rows[label])
                 cells.append(f"[bold green]{text}[/]" if is_best else text)
-            rt.add_row(label, *cells)
+            rt.add_row(col.task, f"{col.metric} {'↑' if col.higher_is_better else '↓'}", *cells)
         out.append(rt)
     return out

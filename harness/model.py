@@ -105,7 +105,7 @@ class EmbeddingModel(ABC):
             m.to(self.device)
         return self
 
-    def eval(self) -> "EmbeddingModel":
+    def eval_mode(self) -> "EmbeddingModel":
         for m in self.modules():
             m.eval()
         return self
