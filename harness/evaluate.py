@@ -117,9 +117,66 @@ def _record(req: RunRequest, model_cfg: ModelConfig, model: EmbeddingModel, entr
     }
 
 
+class EditContext:
+    """What an editing task sees: the editor, where to write edits, and other plugins by name."""
+
+    def __init__(self, editor: Any, host: PluginHost, artifacts: Path, seed: int, device: Any) -> None:
+        from collections import Counter
+
+        self.model, self.host, self.artifacts, self.seed, self.device = editor, host, artifacts, seed, device
+        self.counters: Counter = Counter()
+        self.notes: dict[str, Any] = {}
+        self._loaded: dict[tuple[str, str], Any] = {}
+
+    def load(self, kind: str, name: str) -> Any:
+        """A detector or a retrieval model by registry name, loaded once per run."""
+        if (kind, name) not in self._loaded:
+            made = self.host.registry.get(kind, name).load()(ModelOptions())
+            if hasattr(made, "to") and kind == "model":
+                made.to(self.device).eval_mode()
+            self._loaded[(kind, name)] = made
+        return self._loaded[(kind, name)]
+
+
+def _editing_run(host: PluginHost, req: RunRequest, todo: list, model_cfg: ModelConfig, device: Any) -> list[RunOutcome]:
+    entry = host.registry.get("editor", req.model)
+    editor = entry.load()(req.model_options)
+    if hasattr(editor, "to"):
+        editor.to(device)
+    outcomes = []
+    for task_entry, task, path, chash in todo:
+        ctx = EditContext(editor, host, path.with_suffix(".edits"), req.seed, device)
+        start = time.perf_counter()
+        result = task.evaluate(ctx)
+        seconds = time.perf_counter() - start
+        rec = {
+            "schema_version": SCHEMA_VERSION, "created_at": now_iso(),
+            "model": {"name": model_cfg.name, "label": model_cfg.label, "options": model_cfg.options,
+                      "plugin": entry.plugin, "fingerprint": hash_json(editor.describe()), "describe": editor.describe()},
+            "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_entry.plugin,
+                     "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
+                     "citation": task.citation},
+            "metrics": result.metrics,
+            "metric_info": {k: {"higher_is_better": v.higher_is_better, "fmt": v.fmt}
+                            for k, v in task.metric_info.items() if k in result.metrics},
+            "main_score": {"name": task.main_score, "value": result.metrics.get(task.main_score)},
+            "notes": result.notes, "n_items": result.n_items,
+            "config": {"model": model_cfg.as_dict(), "task": task.config()}, "config_hash": chash,
+            "seed": req.seed, "limited": req.limit is not None, "limit": req.limit, "device": str(device),
+            "versions": environment_versions(host.distributions()),
+            "timings": {"total_s": round(seconds, 3)}, "counts": dict(ctx.counters),
+        }
+        write_record(path, rec)
+        outcomes.append(RunOutcome(task.name, path, rec))
+    return outcomes
+
+
 def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> list[RunOutcome]:
-    model_entry = host.registry.get("model", req.model)
     entries = _task_entries(host, req.tasks)
+    editing = {"edit" in getattr(e.load(), "modalities", ()) for e in entries}
+    if len(editing) > 1:
+        raise UserError("editing tasks (nein_*) and retrieval tasks cannot share one run: pass them separately")
+    model_entry = host.registry.get("editor" if editing == {True} else "model", req.model)
     device = resolve_device(req.device)
     resolve_precision(req.precision)
     if req.batch_size < 1:
@@ -145,6 +202,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
             todo.append((entry, task, path, chash))
     if not todo:
         return outcomes
+    if editing == {True}:
+        return outcomes + _editing_run(host, req, todo, model_cfg, device)
 
     model: EmbeddingModel = model_entry.load()(req.model_options)
     for _, task, _, _ in todo:

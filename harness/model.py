@@ -149,5 +149,8 @@ def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.
     """
     if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim < 3 or image.shape[-1] != 3:
         return None
-    t = torch.from_numpy(np.ascontiguousarray(image)).movedim(-1, -3).float().div_(255.0)
+    arr = np.ascontiguousarray(image)
+    if not arr.flags.writeable:  # e.g. np.asarray(PIL image): torch wants memory it may write
+        arr = arr.copy()
+    t = torch.from_numpy(arr).movedim(-1, -3).float().div_(255.0)
     return t.sub_(mean).div_(std)

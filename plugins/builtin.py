@@ -24,3 +24,17 @@ def negharness_register_models(registry: Registrar) -> None:
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
                  "tiny CLIP trained on the embedded world (bundled weights, no download)")
+
+
+@hookimpl
+def negharness_register_editors(registry: Registrar) -> None:
+    registry.add("identity", "negharness.plugins.reference_editors:identity",
+                 "reference editor: returns its input (a floor for removal)")
+    registry.add("detect_inpaint", "negharness.plugins.reference_editors:detect_inpaint",
+                 "reference editor: inpaints what a detector finds for the negated object (-M detector=NAME)")
+
+
+@hookimpl
+def negharness_register_detectors(registry: Registrar) -> None:
+    registry.add("shapes_exact", "negharness.plugins.shapes_detector:shapes_exact",
+                 "rule-based detector of the embedded world's coloured shapes")

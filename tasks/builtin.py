@@ -30,3 +30,6 @@ def negharness_register_tasks(registry: Registrar) -> None:
     registry.add("shapes_mcq", "negharness.tasks.shapes_mcq:ShapesMCQ",
                  "embedded world: NegBench-style MCQ with exact ground truth (which shapes are present)",
                  family="shapes")
+    registry.add("nein_shapes", "negharness.tasks.nein:ShapesNeIn",
+                 "embedded world: NeIn-style editing with negative instructions (removal / retention)",
+                 family="nein")

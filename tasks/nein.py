@@ -1,0 +1,185 @@
+"""NeIn (Bui et al.): image editing with negative instructions, scored by removal and retention.
+
+Each sample: an input image that shows an object S (the NeIn image: the ground truth with S added),
+a negative instruction about S (one of Table 2's 13 formats), and the ground truth (without S).
+The editor under test edits the input; a scoring detector then checks whether S is gone (removal,
+AUC-removal) and whether the caption's other objects are still there (retention); L1/L2 compare
+with the ground truth, CLIP-I with a CLIP image tower. Edited images are written per sample and
+reused on a rerun, so an interrupted run resumes; a gallery page shows a few samples.
+
+``nein_shapes`` builds the samples from the embedded world (a shape added to a test image) and
+scores them with the world's exact detector, so the task runs out of the box.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from negharness.atomic import atomic_write, atomic_write_text
+from negharness.errors import UserError
+from negharness.model import ModelOptions
+from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.video import MediaError
+
+from .nein_metrics import auc_removal, pixel_distances, removal, retention
+
+FORMATS = [
+    "The image doesn't have any {S}.", "{S} is not part of the scene.", "No {S} present in the image.",
+    "The image is without {S}.", "The image does not have any {S}.", "The image lacks {S}.",
+    "No {S} in the image.", "A scene without {S}.", "The image cannot have any {S}.",
+    "Not a single {S} in sight.", "{S} is missing from the image.", "The image lacks the presence of {S}.",
+    "{S} is nowhere to be seen in the image.",
+]
+NEIN_METRICS = {
+    "Removal": MetricInfo(True, ".1f"), "AUC-Removal": MetricInfo(True, ".1f"), "Retention": MetricInfo(True, ".1f"),
+    "L1": MetricInfo(False, ".4f"), "L2": MetricInfo(False, ".4f"), "CLIP-I": MetricInfo(True, ".4f"),
+}
+GALLERY_SAMPLES = 12
+
+
+@dataclass
+class EditSample:
+    id: str
+    load_input: Callable[[], Any]
+    load_truth: Callable[[], Any]
+    instruction: str
+    target: str  # the object the instruction negates
+    objects: list[str]  # the caption's objects, for retention
+
+
+def instruction_for(target: str, k: int) -> str:
+    text = FORMATS[k % len(FORMATS)].format(S=target)
+    return text[0].upper() + text[1:]
+
+
+class NeInTask(Task):
+    family = "nein"
+    version = "1"
+    modalities = frozenset({"edit"})
+    main_score = "Removal"
+    metric_info = NEIN_METRICS
+    leaderboard_metrics = ("Removal", "AUC-Removal", "Retention", "L1", "CLIP-I")
+    citation = "Bui et al., NeIn: Telling What You Don't Want, CVPR Workshops 2025"
+    default_detector = "owlv2"
+    default_clip = "clip"
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.detector_name = options.extra.get("detector", self.default_detector)
+        self.clip_name = options.extra.get("clip_model", self.default_clip)
+
+    def config(self) -> dict:
+        return {**super().config(), "detector": self.detector_name, "clip_model": self.clip_name}
+
+    def samples(self) -> list[EditSample]:
+        raise NotImplementedError
+
+    def evaluate(self, ctx: Any) -> TaskResult:
+        detector = ctx.load("detector", self.detector_name)
+        editor = ctx.model
+        if getattr(editor, "detector_used", None) == self.detector_name:
+            ctx.notes["circular"] = f"the editor used the scoring detector {self.detector_name} itself"
+        clip = ctx.load("model", self.clip_name) if self.clip_name != "none" else None
+        out_dir = ctx.artifacts
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target_scores, before, after, l1s, l2s, clip_i, missing, rows = [], [], [], [], [], [], [], []
+        for k, s in enumerate(self.samples()):
+            try:
+                source, truth = s.load_input(), s.load_truth()
+            except (MediaError, OSError) as exc:
+                missing.append(f"{s.id}: {exc}")
+                continue
+            edited = self._edited(editor, s, source, out_dir, k, ctx)
+            target_scores.append(detector.max_scores(edited, [s.target])[s.target])
+            found_in = {o for o, v in detector.max_scores(source, s.objects).items() if v > 0} if s.objects else set()
+            found_out = {o for o, v in detector.max_scores(edited, sorted(found_in)).items() if v > 0} if found_in else set()
+            before.append(found_in)
+            after.append(found_out)
+            l1, l2 = pixel_distances(edited, truth)
+            l1s.append(l1)
+            l2s.append(l2)
+            if clip is not None:
+                clip_i.append(_cosine(clip, edited, truth))
+            rows.append((s, source, truth, edited))
+        if not rows:
+            raise UserError(f"task {self.name}: no sample could be evaluated ({len(missing)} missing)")
+        kept, empty = retention(before, after)
+        metrics = {"Removal": removal(target_scores), "AUC-Removal": auc_removal(target_scores), "Retention": kept,
+                   "L1": float(np.mean(l1s)), "L2": float(np.mean(l2s))}
+        if clip_i:
+            metrics["CLIP-I"] = float(np.mean(clip_i))
+        self._gallery(out_dir, rows[:GALLERY_SAMPLES])
+        notes = {"scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
+                 "retention_empty_inputs": empty, "missing_samples": len(missing), "missing_first": missing[:5],
+                 "edits": str(out_dir), **ctx.notes}
+        return TaskResult({k: v for k, v in metrics.items() if v == v}, {"samples": len(rows)}, None, notes)
+
+    def _edited(self, editor, s: EditSample, source, out_dir: Path, k: int, ctx) -> Any:
+        """The edit for this sample: read back when an earlier run left it (resume), else made and
+        written atomically. An unreadable leftover is redone; an output that is not an image is an error."""
+        from PIL import Image
+
+        path = out_dir / f"{_safe(s.id)}.png"
+        if path.is_file():
+            try:
+                with Image.open(path) as im:
+                    ctx.counters["reused"] += 1
+                    return im.convert("RGB")
+            except OSError:
+                path.unlink()
+        out = editor.edit(source, s.instruction, seed=ctx.seed * 1_000_003 + k)
+        if not hasattr(out, "save"):
+            raise UserError(f"editor {editor.name} returned {type(out).__name__} for sample {s.id}, not an image")
+        atomic_write(path, lambda tmp: out.save(tmp, format="PNG"))
+        ctx.counters["edited"] += 1
+        return out
+
+    def _gallery(self, out_dir: Path, rows: list) -> None:
+        cells = []
+        for s, source, truth, _ in rows:
+            for tag, img in (("input", source), ("truth", truth)):
+                p = out_dir / f"{_safe(s.id)}.{tag}.png"
+                if not p.exists():
+                    atomic_write(p, lambda tmp, img=img: img.save(tmp, format="PNG"))
+            name = _safe(s.id)
+            cells.append(f"<tr><td>{html.escape(s.instruction)}</td><td><img src='{name}.input.png'></td>"
+                         f"<td><img src='{name}.png'></td><td><img src='{name}.truth.png'></td></tr>")
+        page = ("<!doctype html><meta charset='utf-8'><title>NeIn gallery</title><style>img{width:128px;"
+                "image-rendering:pixelated}</style><table><tr><th>instruction</th><th>input</th><th>edited</th>"
+                "<th>ground truth</th></tr>" + "".join(cells) + "</table>")
+        atomic_write_text(out_dir / "gallery.html", page)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _cosine(model, a, b) -> float:
+    import torch
+
+    with torch.inference_mode():
+        x = torch.stack([model.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(model.device)
+        e = model.encode_image(x)
+    return float((e[0] * e[1]).sum())
+
+
+class ShapesNeIn(NeInTask):
+    name = "nein_shapes"
+    description = "embedded world: remove the shape a negative instruction names (exact detector)"
+    default_detector = "shapes_exact"
+    default_clip = "shapes_clip"
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.n_items = min(int(options.extra.get("n_items", 200)), options.limit or 10**9)
+
+    def samples(self) -> list[EditSample]:
+        from .shapes_edit import editing_pairs
+
+        return editing_pairs(0, "test", self.n_items, self.options.data_root, self.options.seed)
