@@ -172,6 +172,19 @@ def _is_aux_vp(leaves: list[tuple[str, str]]) -> bool:
     return verb in BE_LEMMAS or (len(leaves) == 1 and verb in AUX_VERBS)
 
 
+def head_nouns(caption: str) -> list[str]:
+    """Head noun (singular lemma) of every noun phrase, in order, without repeats: the objects a
+    caption mentions. NeIn's authors used spaCy noun chunks; this uses the same NLTK chunk grammar
+    as the composer, so compound heads are the last noun ("dining table" -> "table")."""
+    out: list[str] = []
+    for np_tree in _parser().parse(tag(caption.lower())).subtrees(lambda t: t.label() == "NP"):
+        word, penn = np_tree.leaves()[-1]
+        head = _lemma(word, "NOUN")
+        if penn.startswith("NN") and head not in out and head.isalpha():
+            out.append(head)
+    return out
+
+
 def _skippable(item: tuple[str, list[tuple[str, str]]]) -> bool:
     """Between a subject and its verb phrase: adverbs, modals, auxiliaries, post-modifying PPs."""
     label, leaves = item

@@ -46,5 +46,9 @@ class Editor(ABC):
     def edit(self, image: Any, instruction: str, seed: int) -> Any:
         """The edited PIL image; ``seed`` makes stochastic editors repeatable per sample."""
 
+    def edit_batch(self, images: Sequence[Any], instructions: Sequence[str], seeds: Sequence[int]) -> list[Any]:
+        """Several edits at once; editors that can batch (diffusion pipelines) override this."""
+        return [self.edit(i, t, s) for i, t, s in zip(images, instructions, seeds)]
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "detector_used": self.detector_used}

@@ -30,6 +30,8 @@ def negharness_register_models(registry: Registrar) -> None:
 def negharness_register_editors(registry: Registrar) -> None:
     registry.add("identity", "negharness.plugins.reference_editors:identity",
                  "reference editor: returns its input (a floor for removal)")
+    registry.add("instruct_pix2pix", "negharness.plugins.instruct_pix2pix:instruct_pix2pix",
+                 "InstructPix2Pix / MagicBrush through diffusers (-M model=ID_OR_FOLDER)")
     registry.add("detect_inpaint", "negharness.plugins.reference_editors:detect_inpaint",
                  "reference editor: inpaints what a detector finds for the negated object (-M detector=NAME)")
 
@@ -38,3 +40,5 @@ def negharness_register_editors(registry: Registrar) -> None:
 def negharness_register_detectors(registry: Registrar) -> None:
     registry.add("shapes_exact", "negharness.plugins.shapes_detector:shapes_exact",
                  "rule-based detector of the embedded world's coloured shapes")
+    registry.add("owlv2", "negharness.plugins.owlv2_detector:owlv2",
+                 "OWLv2 zero-shot detection through transformers (threshold 0.1, as NeIn)")

@@ -33,3 +33,6 @@ def negharness_register_tasks(registry: Registrar) -> None:
     registry.add("nein_shapes", "negharness.tasks.nein:ShapesNeIn",
                  "embedded world: NeIn-style editing with negative instructions (removal / retention)",
                  family="nein")
+    registry.add("nein_val", "negharness.tasks.nein:NeInVal",
+                 "NeIn validation set: editing with negative instructions, OWLv2 removal / retention",
+                 family="nein")

@@ -39,6 +39,7 @@ FORMATS = [
 NEIN_METRICS = {
     "Removal": MetricInfo(True, ".1f"), "AUC-Removal": MetricInfo(True, ".1f"), "Retention": MetricInfo(True, ".1f"),
     "L1": MetricInfo(False, ".4f"), "L2": MetricInfo(False, ".4f"), "CLIP-I": MetricInfo(True, ".4f"),
+    "DINO": MetricInfo(True, ".4f"),
 }
 GALLERY_SAMPLES = 12
 
@@ -68,14 +69,18 @@ class NeInTask(Task):
     citation = "Bui et al., NeIn: Telling What You Don't Want, CVPR Workshops 2025"
     default_detector = "owlv2"
     default_clip = "clip"
+    default_dino = "facebook/dino-vits16"
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
         self.detector_name = options.extra.get("detector", self.default_detector)
         self.clip_name = options.extra.get("clip_model", self.default_clip)
+        self.dino_name = options.extra.get("dino_model", self.default_dino)
+        self.batch = int(options.extra.get("edit_batch", 4))
 
     def config(self) -> dict:
-        return {**super().config(), "detector": self.detector_name, "clip_model": self.clip_name}
+        return {**super().config(), "detector": self.detector_name, "clip_model": self.clip_name,
+                "dino_model": self.dino_name}
 
     def samples(self) -> list[EditSample]:
         raise NotImplementedError
@@ -86,16 +91,15 @@ class NeInTask(Task):
         if getattr(editor, "detector_used", None) == self.detector_name:
             ctx.notes["circular"] = f"the editor used the scoring detector {self.detector_name} itself"
         clip = ctx.load("model", self.clip_name) if self.clip_name != "none" else None
+        dino = None
+        if self.dino_name != "none":
+            from negharness.plugins.dino_similarity import load_dino
+
+            dino = load_dino(self.dino_name)
         out_dir = ctx.artifacts
         out_dir.mkdir(parents=True, exist_ok=True)
-        target_scores, before, after, l1s, l2s, clip_i, missing, rows = [], [], [], [], [], [], [], []
-        for k, s in enumerate(self.samples()):
-            try:
-                source, truth = s.load_input(), s.load_truth()
-            except (MediaError, OSError) as exc:
-                missing.append(f"{s.id}: {exc}")
-                continue
-            edited = self._edited(editor, s, source, out_dir, k, ctx)
+        target_scores, before, after, l1s, l2s, clip_i, dino_s, missing, rows = [], [], [], [], [], [], [], [], []
+        for s, source, truth, edited in self._edits(editor, out_dir, ctx, missing):
             target_scores.append(detector.max_scores(edited, [s.target])[s.target])
             found_in = {o for o, v in detector.max_scores(source, s.objects).items() if v > 0} if s.objects else set()
             found_out = {o for o, v in detector.max_scores(edited, sorted(found_in)).items() if v > 0} if found_in else set()
@@ -106,6 +110,8 @@ class NeInTask(Task):
             l2s.append(l2)
             if clip is not None:
                 clip_i.append(_cosine(clip, edited, truth))
+            if dino is not None:
+                dino_s.append(dino.cosine(edited, truth))
             rows.append((s, source, truth, edited))
         if not rows:
             raise UserError(f"task {self.name}: no sample could be evaluated ({len(missing)} missing)")
@@ -114,31 +120,54 @@ class NeInTask(Task):
                    "L1": float(np.mean(l1s)), "L2": float(np.mean(l2s))}
         if clip_i:
             metrics["CLIP-I"] = float(np.mean(clip_i))
+        if dino_s:
+            metrics["DINO"] = float(np.mean(dino_s))
         self._gallery(out_dir, rows[:GALLERY_SAMPLES])
         notes = {"scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
                  "retention_empty_inputs": empty, "missing_samples": len(missing), "missing_first": missing[:5],
                  "edits": str(out_dir), **ctx.notes}
         return TaskResult({k: v for k, v in metrics.items() if v == v}, {"samples": len(rows)}, None, notes)
 
-    def _edited(self, editor, s: EditSample, source, out_dir: Path, k: int, ctx) -> Any:
-        """The edit for this sample: read back when an earlier run left it (resume), else made and
-        written atomically. An unreadable leftover is redone; an output that is not an image is an error."""
+    def _edits(self, editor, out_dir: Path, ctx, missing: list[str]):
+        """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume);
+        the rest are made in batches and each written atomically as soon as it exists. A sample whose
+        images cannot be read is skipped and named; an output that is not an image is an error."""
         from PIL import Image
 
-        path = out_dir / f"{_safe(s.id)}.png"
-        if path.is_file():
+        pending: list[tuple[int, EditSample, Any, Any]] = []
+
+        def flush():
+            outs = editor.edit_batch([p[2] for p in pending], [p[1].instruction for p in pending],
+                                     [ctx.seed * 1_000_003 + p[0] for p in pending])
+            for (k, s, source, truth), out in zip(pending, outs):
+                if not hasattr(out, "save"):
+                    raise UserError(f"editor {editor.name} returned {type(out).__name__} for sample {s.id}, not an image")
+                atomic_write(out_dir / f"{_safe(s.id)}.png", lambda tmp, out=out: out.save(tmp, format="PNG"))
+                ctx.counters["edited"] += 1
+                yield s, source, truth, out
+            pending.clear()
+
+        for k, s in enumerate(self.samples()):
             try:
-                with Image.open(path) as im:
+                source, truth = s.load_input(), s.load_truth()
+            except (MediaError, OSError) as exc:
+                missing.append(f"{s.id}: {exc}")
+                continue
+            path = out_dir / f"{_safe(s.id)}.png"
+            if path.is_file():
+                try:
+                    with Image.open(path) as im:
+                        done = im.convert("RGB")
                     ctx.counters["reused"] += 1
-                    return im.convert("RGB")
-            except OSError:
-                path.unlink()
-        out = editor.edit(source, s.instruction, seed=ctx.seed * 1_000_003 + k)
-        if not hasattr(out, "save"):
-            raise UserError(f"editor {editor.name} returned {type(out).__name__} for sample {s.id}, not an image")
-        atomic_write(path, lambda tmp: out.save(tmp, format="PNG"))
-        ctx.counters["edited"] += 1
-        return out
+                    yield s, source, truth, done
+                    continue
+                except OSError:
+                    path.unlink()
+            pending.append((k, s, source, truth))
+            if len(pending) >= self.batch:
+                yield from flush()
+        if pending:
+            yield from flush()
 
     def _gallery(self, out_dir: Path, rows: list) -> None:
         cells = []
@@ -174,6 +203,7 @@ class ShapesNeIn(NeInTask):
     description = "embedded world: remove the shape a negative instruction names (exact detector)"
     default_detector = "shapes_exact"
     default_clip = "shapes_clip"
+    default_dino = "none"
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
@@ -183,3 +213,69 @@ class ShapesNeIn(NeInTask):
         from .shapes_edit import editing_pairs
 
         return editing_pairs(0, "test", self.n_items, self.options.data_root, self.options.seed)
+
+
+class NeInVal(NeInTask):
+    """The published NeIn evaluation set::
+
+        <data root>/nein/val.json                  entries: COCO, T_original, T_generated, T_negative, NeIn
+        <data root>/nein/images/<NeIn>.png|.jpg    the editing input (the object-added image)
+        <data root>/coco/val2017/<COCO>.jpg        the ground truth (shared with NegBench's COCO folder)
+
+    The object to remove is the text after "Add a/an" in T_generated; the caption's objects for
+    retention are the head nouns of T_original (`negharness.composer.head_nouns`)."""
+
+    name = "nein_val"
+    description = "NeIn validation set (24,182 samples): editing with negative instructions"
+    data_help = ("NeIn's val.json and images: the Hugging Face dataset nhatttanbui/NeIn or the Google Drive "
+                 "folder linked from github.com/tanbuinhat/NeIn; COCO val2017 images into <data root>/coco/val2017/")
+
+    def _entries(self) -> list[dict]:
+        import json
+
+        path = self.options.data_root / "nein" / "val.json"
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+        entries = data if isinstance(data, list) else list(data.values())
+        return entries[: self.options.limit] if self.options.limit else entries
+
+    def required_files(self) -> list[Path]:
+        return [self.options.data_root / "nein" / "val.json"]
+
+    def samples(self) -> list[EditSample]:
+        import re
+
+        from PIL import Image
+
+        from negharness.composer import head_nouns
+
+        root = self.options.data_root
+        out = []
+        for n, e in enumerate(self._entries()):
+            where = f"{root / 'nein' / 'val.json'} entry {n} ({e.get('NeIn', '?')})"
+            for key in ("COCO", "T_original", "T_generated", "T_negative", "NeIn"):
+                if not isinstance(e, dict) or key not in e:
+                    raise UserError(f"{where}: no {key!r}")
+            m = re.match(r"\s*add an? (.+?)\.?\s*$", e["T_generated"], re.IGNORECASE)
+            if not m:
+                raise UserError(f"{where}: T_generated {e['T_generated']!r} is not 'Add a/an <object>.'")
+            source = next((p for p in (root / "nein" / "images" / f"{e['NeIn']}{x}" for x in (".png", ".jpg"))
+                           if p.exists()), root / "nein" / "images" / f"{e['NeIn']}.png")
+            truth = root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg"
+            out.append(EditSample(str(e["NeIn"]), _opener(source, where), _opener(truth, where), e["T_negative"],
+                                  m.group(1).strip().lower(), head_nouns(e["T_original"])))
+        return out
+
+
+def _opener(path: Path, where: str) -> Callable[[], Any]:
+    def load() -> Any:
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                return im.convert("RGB")
+        except OSError as exc:
+            raise MediaError(f"{where}: cannot read {path} ({exc.__class__.__name__})") from exc
+    return load

@@ -110,19 +110,7 @@ def test_meanp_and_head_choice(c4c):
 # transformers ---------------------------------------------------------------------------------------
 transformers = pytest.importorskip("transformers")
 
-
-def _tokenizer_files(folder):
-    """CLIP's vocab.json / merges.txt from open_clip's bundled BPE file: a real tokenizer, offline."""
-    import gzip
-
-    from open_clip.tokenizer import bytes_to_unicode, default_bpe
-
-    merges = gzip.open(default_bpe()).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
-    merges = [tuple(m.split()) for m in merges]
-    vocab = list(bytes_to_unicode().values())
-    vocab = vocab + [v + "</w>" for v in vocab] + ["".join(m) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
-    (folder / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}))
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+from hf_helpers import clip_tokenizer_files  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +127,7 @@ def hf_folder(tmp_path_factory):
     model = CLIPModel(config).eval()
     model.save_pretrained(folder)
     CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
-    _tokenizer_files(folder)
+    clip_tokenizer_files(folder)
     CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt")).save_pretrained(folder)
     return folder, model
 

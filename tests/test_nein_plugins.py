@@ -1,0 +1,160 @@
+"""NeIn's real-data plugins on tiny random models built offline: OWLv2, DINO, InstructPix2Pix, nein_val."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from negharness.errors import UserError
+from negharness.model import ModelOptions
+
+transformers = pytest.importorskip("transformers")
+diffusers = pytest.importorskip("diffusers")
+
+from hf_helpers import clip_tokenizer_files  # noqa: E402
+
+
+def _tokenizer(folder: Path, max_length: int = 77):
+    from transformers import CLIPTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    clip_tokenizer_files(folder)
+    return CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=max_length)
+
+
+@pytest.fixture(scope="module")
+def owl_folder(tmp_path_factory):
+    from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor
+
+    d = tmp_path_factory.mktemp("owl")
+    cfg = Owlv2Config(text_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
+                                   "num_attention_heads": 2, "vocab_size": 49408},
+                      vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
+                                     "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+                      projection_dim=32)  # projection_dim equal to the text hidden size
+    torch.manual_seed(0)
+    Owlv2ForObjectDetection(cfg).save_pretrained(d)
+    Owlv2Processor(image_processor=Owlv2ImageProcessor(size={"height": 32, "width": 32}),
+                   tokenizer=_tokenizer(d / "tok", 16)).save_pretrained(d)  # OWLv2 reads 16 tokens
+    return d
+
+
+@pytest.fixture(scope="module")
+def dino_folder(tmp_path_factory):
+    from transformers import ViTConfig, ViTModel
+
+    d = tmp_path_factory.mktemp("dino")
+    torch.manual_seed(0)
+    ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+                       image_size=32, patch_size=16), add_pooling_layer=False).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def ip2p_folder(tmp_path_factory):
+    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionInstructPix2PixPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    d = tmp_path_factory.mktemp("ip2p")
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(block_out_channels=(32, 64), layers_per_block=1, sample_size=8, in_channels=8,
+                                out_channels=4, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32)
+    vae = AutoencoderKL(block_out_channels=[32, 64], in_channels=3, out_channels=3, latent_channels=4,
+                        down_block_types=["DownEncoderBlock2D"] * 2, up_block_types=["UpDecoderBlock2D"] * 2)
+    text = CLIPTextModel(CLIPTextConfig(bos_token_id=0, eos_token_id=2, hidden_size=32, intermediate_size=37,
+                                        num_attention_heads=4, num_hidden_layers=2, pad_token_id=1, vocab_size=49408))
+    StableDiffusionInstructPix2PixPipeline(
+        vae=vae, text_encoder=text, tokenizer=_tokenizer(d / "tok"), unet=unet,
+        scheduler=PNDMScheduler(skip_prk_steps=True), safety_checker=None, feature_extractor=None,
+        requires_safety_checker=False).save_pretrained(d / "pipe")
+    return d / "pipe"
+
+
+def _image(seed=0, size=(40, 60)):
+    return Image.fromarray(np.random.default_rng(seed).integers(0, 255, (*size, 3), dtype=np.uint8))
+
+
+def test_owlv2_max_scores_are_the_post_processed_maximum(owl_folder):
+    from negharness.plugins.owlv2_detector import owlv2
+
+    det = owlv2(ModelOptions(extra={"model": str(owl_folder), "threshold": "0.0"}))
+    img = _image()
+    found = det.detect(img, ["a cat", "a dog"])
+    assert found and {d.label for d in found} <= {"a cat", "a dog"}
+    best = det.max_scores(img, ["a cat", "a dog"])
+    assert best["a cat"] == pytest.approx(max(d.score for d in found if d.label == "a cat"))
+    strict = owlv2(ModelOptions(extra={"model": str(owl_folder), "threshold": "1.01"}))
+    assert strict.max_scores(img, ["a cat"]) == {"a cat": 0.0}  # nothing above threshold: 0, as NeIn counts
+    with pytest.raises(UserError, match="owlv2: cannot load"):
+        owlv2(ModelOptions(extra={"model": str(owl_folder / "missing")}))
+
+
+def test_dino_similarity(dino_folder):
+    from negharness.plugins.dino_similarity import load_dino
+
+    dino = load_dino(str(dino_folder))
+    a, b = _image(1), _image(2)
+    assert dino.cosine(a, a) == pytest.approx(1.0, abs=1e-5)
+    assert -1.0 <= dino.cosine(a, b) < 0.9999
+
+
+def test_instruct_pix2pix_is_seeded_per_sample_and_batch_independent(ip2p_folder):
+    from negharness.plugins.instruct_pix2pix import fit_size, instruct_pix2pix
+
+    assert fit_size(640, 480, 512) == (512, 384) and fit_size(500, 333, 512) == (512, 320)
+    ed = instruct_pix2pix(ModelOptions(extra={"model": str(ip2p_folder), "steps": "2", "size": "64"}))
+    assert instruct_pix2pix(ModelOptions(extra={"model": str(ip2p_folder)})).describe()["steps"] == 100
+    img = _image()
+    one = ed.edit(img, "no cat in the image", 3)
+    batch = ed.edit_batch([_image(5), img], ["no dog", "no cat in the image"], [4, 3])
+    assert one.size == (64, 64)
+    assert np.array_equal(np.asarray(one), np.asarray(batch[1]))  # same seed, same edit, whatever the batch
+    assert not np.array_equal(np.asarray(one), np.asarray(ed.edit(img, "no cat in the image", 4)))
+
+
+def _nein_layout(root: Path, n: int = 4) -> list[dict]:
+    (root / "nein" / "images").mkdir(parents=True)
+    (root / "coco" / "val2017").mkdir(parents=True)
+    entries = []
+    for k in range(n):
+        stem = f"{397133 + k}"
+        _image(k, (32, 32)).save(root / "coco" / "val2017" / f"{stem.zfill(12)}.jpg")
+        _image(k + 10, (32, 32)).save(root / "nein" / "images" / f"NeIn_{k}_1.png")
+        entries.append({"COCO": stem, "T_original": "A man with a dog is riding a bicycle on a road.",
+                        "T_generated": "Add a cat.", "T_negative": "The image lacks cat.", "NeIn": f"NeIn_{k}_1"})
+    (root / "nein" / "val.json").write_text(json.dumps(entries))
+    return entries
+
+
+def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_folder, dino_folder):
+    from negharness.composer import head_nouns
+    from negharness.evaluate import RunRequest, run_evaluation
+    from negharness.plugin_manager import make_host
+
+    assert head_nouns("A man with a dog is riding a bicycle on a road.") == ["man", "dog", "bicycle", "road"]
+    root = tmp_path / "data"
+    entries = _nein_layout(root)
+    (root / "nein" / "images" / "NeIn_2_1.png").unlink()  # one missing input: named, the rest scored
+    extra = {"detector": "owlv2", "clip_model": "shapes_clip", "dino_model": str(dino_folder)}
+    import negharness.plugins.owlv2_detector as owl_mod
+
+    default = owl_mod.DEFAULT
+    owl_mod.DEFAULT = str(owl_folder)  # the scoring detector as the task loads it: by registry name
+    try:
+        req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(root), output_dir=str(tmp_path / "res"),
+                         task_extra=extra)
+        rec = run_evaluation(make_host(), req)[0].record
+        assert rec["n_items"] == {"samples": 3} and rec["notes"]["missing_samples"] == 1
+        assert "NeIn_2_1" in rec["notes"]["missing_first"][0]
+        assert {"Removal", "AUC-Removal", "L1", "L2", "CLIP-I", "DINO"} <= set(rec["metrics"])
+        assert rec["notes"]["scoring_detector"] == "owlv2"
+        entries[1].pop("T_generated")
+        (root / "nein" / "val.json").write_text(json.dumps(entries))
+        with pytest.raises(UserError, match=r"val.json entry 1 \(NeIn_1_1\): no 'T_generated'"):
+            run_evaluation(make_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+    finally:
+        owl_mod.DEFAULT = default
