@@ -84,15 +84,27 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
                                    + (f"\n{task.data_help}" if task.data_help else ""))
 
 
-def _record(req: RunRequest, model_cfg: ModelConfig, model: EmbeddingModel, entry: Entry, task: Task,
-            model_entry: Entry, ctx: EvalContext, result: Any, seconds: float, host: PluginHost,
-            config_hash: str, device: str) -> dict[str, Any]:
-    c = ctx.counters
+@dataclass
+class _Run:
+    """What every record says of its run, whatever kind of task it was."""
+
+    req: RunRequest
+    model_cfg: ModelConfig
+    model_entry: Entry
+    fingerprint: str
+    describe: dict[str, Any]
+    host: PluginHost
+    device: str
+
+
+def _record(run: _Run, entry: Entry, task: Task, result: Any, config_hash: str, timings: dict[str, float],
+            counts: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    req, m = run.req, run.model_cfg
     return {
         "schema_version": SCHEMA_VERSION,
         "created_at": now_iso(),
-        "model": {"name": model_cfg.name, "label": model_cfg.label, "options": model_cfg.options,
-                  "plugin": model_entry.plugin, "fingerprint": model.fingerprint(), "describe": model.describe()},
+        "model": {"name": m.name, "label": m.label, "options": m.options, "plugin": run.model_entry.plugin,
+                  "fingerprint": run.fingerprint, "describe": run.describe},
         "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": entry.plugin,
                  "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
                  "citation": task.citation},
@@ -102,18 +114,16 @@ def _record(req: RunRequest, model_cfg: ModelConfig, model: EmbeddingModel, entr
         "main_score": {"name": task.main_score, "value": result.metrics.get(task.main_score)},
         "notes": result.notes,
         "n_items": result.n_items,
-        "config": {"model": model_cfg.as_dict(), "task": task.config(), "batch_size": req.batch_size},
+        "config": {"model": m.as_dict(), "task": task.config(), "batch_size": req.batch_size},
         "config_hash": config_hash,
         "seed": req.seed,
         "limited": req.limit is not None,
         "limit": req.limit,
-        "device": device,
-        "versions": environment_versions(host.distributions()),
-        "timings": {"total_s": round(seconds, 3), "encode_s": round(c.encode_seconds, 3)},
-        "counts": {"texts_encoded": c.texts_encoded, "texts_cached": c.texts_cached,
-                   "media_encoded": c.media_encoded, "media_cached": c.media_cached,
-                   "media_skipped": c.media_skipped},
-        "skipped_media": {k: v[:20] for k, v in ctx.broken.items()},
+        "device": run.device,
+        "versions": environment_versions(run.host.distributions()),
+        "timings": timings,
+        "counts": counts,
+        **extra,
     }
 
 
@@ -143,29 +153,14 @@ def _editing_run(host: PluginHost, req: RunRequest, todo: list, model_cfg: Model
     editor = entry.load()(req.model_options)
     if hasattr(editor, "to"):
         editor.to(device)
+    run = _Run(req, model_cfg, entry, hash_json(editor.describe()), editor.describe(), host, str(device))
     outcomes = []
     for task_entry, task, path, chash in todo:
         ctx = EditContext(editor, host, path.with_suffix(".edits"), req.seed, device)
         start = time.perf_counter()
         result = task.evaluate(ctx)
-        seconds = time.perf_counter() - start
-        rec = {
-            "schema_version": SCHEMA_VERSION, "created_at": now_iso(),
-            "model": {"name": model_cfg.name, "label": model_cfg.label, "options": model_cfg.options,
-                      "plugin": entry.plugin, "fingerprint": hash_json(editor.describe()), "describe": editor.describe()},
-            "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_entry.plugin,
-                     "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
-                     "citation": task.citation},
-            "metrics": result.metrics,
-            "metric_info": {k: {"higher_is_better": v.higher_is_better, "fmt": v.fmt}
-                            for k, v in task.metric_info.items() if k in result.metrics},
-            "main_score": {"name": task.main_score, "value": result.metrics.get(task.main_score)},
-            "notes": result.notes, "n_items": result.n_items,
-            "config": {"model": model_cfg.as_dict(), "task": task.config()}, "config_hash": chash,
-            "seed": req.seed, "limited": req.limit is not None, "limit": req.limit, "device": str(device),
-            "versions": environment_versions(host.distributions()),
-            "timings": {"total_s": round(seconds, 3)}, "counts": dict(ctx.counters),
-        }
+        rec = _record(run, task_entry, task, result, chash, {"total_s": round(time.perf_counter() - start, 3)},
+                      dict(ctx.counters))
         write_record(path, rec)
         outcomes.append(RunOutcome(task.name, path, rec))
     return outcomes
@@ -213,12 +208,17 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
     model.to(device).eval_mode()
     cache = EmbeddingCache(cache_root(req.cache_dir)) if req.use_cache else None
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
+    run = _Run(req, model_cfg, model_entry, model.fingerprint(), model.describe(), host, str(device))
     for entry, task, path, chash in todo:
         ctx = EvalContext(model, settings, cache, progress, req.log_samples)
         start = time.perf_counter()
         result = task.evaluate(ctx)
-        seconds = time.perf_counter() - start
-        rec = _record(req, model_cfg, model, entry, task, model_entry, ctx, result, seconds, host, chash, str(device))
+        c = ctx.counters
+        rec = _record(run, entry, task, result, chash,
+                      {"total_s": round(time.perf_counter() - start, 3), "encode_s": round(c.encode_seconds, 3)},
+                      {"texts_encoded": c.texts_encoded, "texts_cached": c.texts_cached, "media_encoded": c.media_encoded,
+                       "media_cached": c.media_cached, "media_skipped": c.media_skipped},
+                      skipped_media={k: v[:20] for k, v in ctx.broken.items()})
         write_record(path, rec, result.samples if req.log_samples else None)
         outcomes.append(RunOutcome(task.name, path, rec))
     return outcomes

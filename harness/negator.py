@@ -114,7 +114,6 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
     out = []
     for i, (word, penn) in enumerate(tagged):
         w = word.lower()
-        prev = tagged[i - 1][0].lower() if i else ""
         prev_tag = tagged[i - 1][1] if i else ""
         if w in BE_NEG or w == "am":
             out.append((i, "AUX"))

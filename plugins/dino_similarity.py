@@ -6,13 +6,12 @@ ImageNet mean/std. Default ``facebook/dino-vits16`` through transformers, or a l
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from negharness.errors import UserError
+from negharness.hub import load_or_explain
 
 DEFAULT = "facebook/dino-vits16"
 
@@ -37,11 +36,7 @@ class DinoSimilarity:
 def load_dino(source: str = DEFAULT) -> DinoSimilarity:
     from transformers import AutoModel
 
-    try:
-        model = AutoModel.from_pretrained(source)
-    except (OSError, ValueError) as exc:
-        where = "folder" if Path(source).exists() else "model id"
-        raise UserError(f"DINO: cannot load {where} {source!r}: {str(exc).splitlines()[0]}; pass -T dino_model=FOLDER "
-                        "or -T dino_model=none") from exc
+    model = load_or_explain("DINO", source, lambda: AutoModel.from_pretrained(source),
+                            "-T dino_model=FOLDER (or -T dino_model=none)")
     size = getattr(model.config, "image_size", 224)
     return DinoSimilarity(str(source), model, size=size, resize=int(round(size * 256 / 224)))

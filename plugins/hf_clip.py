@@ -7,13 +7,13 @@ would score every query identically.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from negharness.errors import UserError
+from negharness.hub import load_or_explain
 from negharness.model import EmbeddingModel, ModelOptions, hash_state_dict
 
 MIN_VOCAB = 1000
@@ -71,14 +71,9 @@ def hf_clip(options: ModelOptions) -> HFClipModel:
     source = options.extra.get("model") or options.arch or options.checkpoint or "openai/clip-vit-base-patch32"
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-    try:
-        model = AutoModel.from_pretrained(source)
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        processor = AutoImageProcessor.from_pretrained(source)
-    except (OSError, ValueError) as exc:
-        where = "folder" if Path(source).exists() else "model id"
-        raise UserError(f"hf_clip: cannot load {where} {source!r}: {str(exc).splitlines()[0]}. Offline, download "
-                        "it on a connected machine (huggingface-cli download) and pass the folder.") from exc
+    model, tokenizer, processor = load_or_explain("hf_clip", str(source), lambda: (
+        AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source),
+        AutoImageProcessor.from_pretrained(source)), "--arch FOLDER")
     if len(tokenizer) < MIN_VOCAB:
         raise UserError(f"hf_clip: the tokenizer loaded from {source!r} has only {len(tokenizer)} tokens; its "
                         "vocabulary files are missing (offline?). Put the model's tokenizer files in the folder.")

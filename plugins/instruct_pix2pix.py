@@ -9,13 +9,13 @@ seeded generator per sample so an edit does not depend on its batch.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
 from negharness.editing import Editor
 from negharness.errors import UserError
+from negharness.hub import load_or_explain
 from negharness.model import ModelOptions
 
 DEFAULT = "timbrooks/instruct-pix2pix"
@@ -80,13 +80,8 @@ def instruct_pix2pix(options: ModelOptions) -> InstructPix2PixEditor:
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(opts.get("precision", "fp32"))
     if dtype is None:
         raise UserError("-M precision: fp32, fp16 or bf16")
-    try:
-        pipe = StableDiffusionInstructPix2PixPipeline.from_pretrained(source, torch_dtype=dtype, safety_checker=None,
-                                                                      requires_safety_checker=False)
-    except (OSError, ValueError, EnvironmentError) as exc:
-        where = "folder" if Path(source).exists() else "model id"
-        raise UserError(f"instruct_pix2pix: cannot load {where} {source!r}: {str(exc).splitlines()[0]}. Offline, "
-                        "download it on a connected machine and pass -M model=FOLDER.") from exc
+    pipe = load_or_explain("instruct_pix2pix", str(source), lambda: StableDiffusionInstructPix2PixPipeline.from_pretrained(
+        source, torch_dtype=dtype, safety_checker=None, requires_safety_checker=False))
     pipe.set_progress_bar_config(disable=True)
     return InstructPix2PixEditor(str(source), pipe, opts.get("steps", 100), opts.get("guidance", 7.5),
                                  opts.get("image_guidance", 1.5), opts.get("size", 512))

@@ -32,7 +32,7 @@ from negharness.atomic import atomic_write_json
 from negharness.checkpoints import load_state_dict, save_safetensors
 from negharness.errors import UserError
 from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
-from negharness.model import ModelOptions, hash_json
+from negharness.model import hash_json
 from negharness.paths import data_root
 from negharness.runner import resolve_device
 from negharness.train import TrainOptions

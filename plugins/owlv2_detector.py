@@ -8,13 +8,13 @@ through ``-M prompt="a photo of a {}"``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
 from negharness.editing import Detection, Detector
 from negharness.errors import UserError
+from negharness.hub import load_or_explain
 from negharness.model import ModelOptions
 
 DEFAULT = "google/owlv2-large-patch14-ensemble"
@@ -51,13 +51,8 @@ def owlv2(options: ModelOptions) -> Owlv2Detector:
     source = options.extra.get("model") or options.arch or options.checkpoint or DEFAULT
     from transformers import Owlv2ForObjectDetection, Owlv2Processor
 
-    try:
-        model = Owlv2ForObjectDetection.from_pretrained(source)
-        processor = Owlv2Processor.from_pretrained(source)
-    except (OSError, ValueError) as exc:
-        where = "folder" if Path(source).exists() else "model id"
-        raise UserError(f"owlv2: cannot load {where} {source!r}: {str(exc).splitlines()[0]}. Offline, download it "
-                        "on a connected machine (huggingface-cli download) and pass -M model=FOLDER.") from exc
+    model, processor = load_or_explain("owlv2", str(source), lambda: (
+        Owlv2ForObjectDetection.from_pretrained(source), Owlv2Processor.from_pretrained(source)))
     if len(processor.tokenizer) < 1000:
         raise UserError(f"owlv2: the tokenizer from {source!r} has only {len(processor.tokenizer)} tokens; its "
                         "vocabulary files are missing")

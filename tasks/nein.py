@@ -14,7 +14,6 @@ scores them with the world's exact detector, so the task runs out of the box.
 from __future__ import annotations
 
 import html
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +22,6 @@ import numpy as np
 
 from negharness.atomic import atomic_write, atomic_write_text
 from negharness.errors import UserError
-from negharness.model import ModelOptions
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.video import MediaError
 
@@ -246,8 +244,6 @@ class NeInVal(NeInTask):
 
     def samples(self) -> list[EditSample]:
         import re
-
-        from PIL import Image
 
         from negharness.composer import head_nouns
 

@@ -1,7 +1,6 @@
 """NegBench: the real CSVs (counts, paths, captions), MCQ and Retrieval-Neg by hand, bad input, diagnose."""
 
 import csv
-import json
 import types
 from collections import Counter
 from pathlib import Path

@@ -1,6 +1,5 @@
 """NeIn on the embedded world: reference editors bound the scores, edits resume, bad outputs are named."""
 
-import json
 
 import pytest
 
