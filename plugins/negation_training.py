@@ -167,6 +167,15 @@ class Loop:
         return retrieval_metrics(ranks)["MIR"]
 
 
+def _autocast(device: torch.device):
+    """bf16 autocast on a GPU (as the papers train in mixed precision); plain fp32 on the CPU."""
+    import contextlib
+
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 # checkpoints -------------------------------------------------------------------------------------------
 def _save_epoch(out: Path, epoch: int, loop: Loop, info: dict) -> None:
     save_safetensors(out / f"epoch-{epoch:03d}.safetensors", loop.net.state_dict())
@@ -243,7 +252,8 @@ def train(opts: TrainOptions, trainer: str) -> Path:
         start, losses = time.perf_counter(), []
         for step in range(steps):
             rng = np.random.default_rng([recipe.seed, epoch, step])
-            loss, logs = loop.step_loss(rng)
+            with _autocast(device):
+                loss, logs = loop.step_loss(rng)
             (loss / recipe.accumulate).backward()
             if (step + 1) % recipe.accumulate == 0 or step == steps - 1:
                 loop.opt.step()

@@ -65,7 +65,7 @@ class ShapesDetector(Detector):
     def detect(self, image: Any, labels: Sequence[str]) -> list[Detection]:
         pixels = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image, dtype=np.float64)
         found = []
-        wanted = {tuple(label.split()[-2:]) for label in labels}
+        wanted = {tuple(label.split()[-2:]) for label in labels if len(label.split()) >= 2}  # "<colour> <shape>"
         for colour in {c for c, _ in wanted}:
             if colour not in COLOURS:
                 continue

@@ -121,7 +121,7 @@ class NeInTask(Task):
         if dino_s:
             metrics["DINO"] = float(np.mean(dino_s))
         self._gallery(out_dir, rows[:GALLERY_SAMPLES])
-        notes = {"scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
+        notes = {"per_sample_seed": "run seed * 1000003 + sample index", "scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
                  "retention_empty_inputs": empty, "missing_samples": len(missing), "missing_first": missing[:5],
                  "edits": str(out_dir), **ctx.notes}
         return TaskResult({k: v for k, v in metrics.items() if v == v}, {"samples": len(rows)}, None, notes)
@@ -239,30 +239,79 @@ class NeInVal(NeInTask):
         entries = data if isinstance(data, list) else list(data.values())
         return entries[: self.options.limit] if self.options.limit else entries
 
+    def _parquet(self) -> list[Path]:
+        return sorted((self.options.data_root / "nein").glob("validation*.parquet"))
+
     def required_files(self) -> list[Path]:
-        return [self.options.data_root / "nein" / "val.json"]
+        return [] if self._parquet() else [self.options.data_root / "nein" / "val.json"]
 
     def samples(self) -> list[EditSample]:
-        import re
+        return self._parquet_samples() if self._parquet() else self._json_samples()
 
-        from negharness.composer import head_nouns
-
+    def _json_samples(self) -> list[EditSample]:
         root = self.options.data_root
         out = []
         for n, e in enumerate(self._entries()):
-            where = f"{root / 'nein' / 'val.json'} entry {n} ({e.get('NeIn', '?')})"
-            for key in ("COCO", "T_original", "T_generated", "T_negative", "NeIn"):
-                if not isinstance(e, dict) or key not in e:
-                    raise UserError(f"{where}: no {key!r}")
-            m = re.match(r"\s*add an? (.+?)\.?\s*$", e["T_generated"], re.IGNORECASE)
-            if not m:
-                raise UserError(f"{where}: T_generated {e['T_generated']!r} is not 'Add a/an <object>.'")
+            where = f"{root / 'nein' / 'val.json'} entry {n} ({e.get('NeIn', '?') if isinstance(e, dict) else '?'})"
+            _check_entry(e, where)
             source = next((p for p in (root / "nein" / "images" / f"{e['NeIn']}{x}" for x in (".png", ".jpg"))
                            if p.exists()), root / "nein" / "images" / f"{e['NeIn']}.png")
             truth = root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg"
-            out.append(EditSample(str(e["NeIn"]), _opener(source, where), _opener(truth, where), e["T_negative"],
-                                  m.group(1).strip().lower(), head_nouns(e["T_original"])))
+            out.append(_sample(str(e["NeIn"]), e, _opener(source, where), _opener(truth, where)))
         return out
+
+    def _parquet_samples(self) -> list[EditSample]:
+        """The published parquet files (images embedded as {bytes, path}), read locally with pyarrow."""
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:
+            raise UserError("reading NeIn's parquet files needs pyarrow: pip install pyarrow") from exc
+        out = []
+        for path in self._parquet():
+            table = pq.read_table(path, memory_map=True)
+            rows = table.to_pylist() if not self.options.limit else table.slice(0, self.options.limit).to_pylist()
+            for n, row in enumerate(rows):
+                where = f"{path} row {n}"
+                _check_entry(row, where)
+                ident = Path((row["NeIn"] or {}).get("path") or f"{path.stem}_{n}").stem
+                out.append(_sample(ident, row, _bytes_opener(row["NeIn"], where), _bytes_opener(row["COCO"], where)))
+            if self.options.limit and len(out) >= self.options.limit:
+                break
+        return out[: self.options.limit] if self.options.limit else out
+
+
+def _check_entry(e: Any, where: str) -> None:
+    for key in ("COCO", "T_original", "T_generated", "T_negative", "NeIn"):
+        if not isinstance(e, dict) or key not in e or e[key] is None:
+            raise UserError(f"{where}: no {key!r}")
+
+
+def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Callable[[], Any]) -> EditSample:
+    """The object to remove is the text after "Add a/an" in T_generated, without the final '.'."""
+    import re
+
+    from negharness.composer import head_nouns
+
+    m = re.match(r"\s*add an? (.+?)\.?\s*$", e["T_generated"], re.IGNORECASE)
+    if not m:
+        raise UserError(f"sample {ident}: T_generated {e['T_generated']!r} is not 'Add a/an <object>.'")
+    return EditSample(ident, load_input, load_truth, e["T_negative"], m.group(1).strip().lower(),
+                      head_nouns(e["T_original"]))
+
+
+def _bytes_opener(cell: Any, where: str) -> Callable[[], Any]:
+    def load() -> Any:
+        import io
+
+        from PIL import Image
+
+        data = cell.get("bytes") if isinstance(cell, dict) else cell
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                return im.convert("RGB")
+        except (OSError, TypeError) as exc:
+            raise MediaError(f"{where}: embedded image cannot be read ({exc.__class__.__name__})") from exc
+    return load
 
 
 def _opener(path: Path, where: str) -> Callable[[], Any]:

@@ -158,3 +158,30 @@ def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_
             run_evaluation(make_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
     finally:
         owl_mod.DEFAULT = default
+
+
+def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
+    pa = pytest.importorskip("pyarrow")
+    import io
+
+    import pyarrow.parquet as pq
+
+    from negharness.evaluate import RunRequest, run_evaluation
+    from negharness.plugin_manager import make_host
+
+    def png(seed):
+        buf = io.BytesIO()
+        _image(seed, (32, 32)).save(buf, format="PNG")
+        return {"bytes": buf.getvalue(), "path": f"NeIn_{seed}_1.png"}
+
+    rows = [{"COCO": png(k), "T_original": "A dog on a sofa.", "T_generated": "Add a cat.",
+             "T_negative": "No cat in the image.", "NeIn": png(k + 10)} for k in range(3)]
+    (tmp_path / "data" / "nein").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data" / "nein" / "validation-00000-of-00001.parquet")
+    req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(tmp_path / "data"),
+                     output_dir=str(tmp_path / "res"),
+                     task_extra={"detector": "shapes_exact", "clip_model": "none", "dino_model": "none"})
+    rec = run_evaluation(make_host(), req)[0].record
+    assert rec["n_items"] == {"samples": 3} and rec["metrics"]["Removal"] == 100.0  # no shapes in noise
+    assert sorted(p.name for p in (tmp_path / "res" / "identity" / "nein_val.edits").glob("NeIn_*_1.png")) == [
+        "NeIn_10_1.png", "NeIn_11_1.png", "NeIn_12_1.png"]
