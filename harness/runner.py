@@ -192,13 +192,39 @@ class EvalContext:
                 positions = todo[lo:lo + bs]
                 yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
         else:
-            for positions, pixels, mask, broken in self._loader(media, todo):
+            for positions, pixels, mask, broken in self._loaded(media, todo):
                 for pos, message in broken:
                     self.broken.setdefault(media.key, []).append(media.ids[pos])
                     self.counters.media_skipped += 1
                     warnings.warn(f"skipped unreadable media: {message}", stacklevel=2)
                 if positions:
                     yield positions, pixels, mask
+
+    def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+        """Decoded batches: from worker processes when there are any, else from one background
+        thread that decodes the next batches while the model encodes this one (image and video
+        decoders release the GIL; measured in benchmarks/bench_decode_throughput.py)."""
+        loader = self._loader(media, todo)
+        if loader.num_workers > 0:
+            yield from loader
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        items, collate = loader.dataset, loader.collate_fn
+        bs = self.settings.batch_size
+        chunks = [range(lo, min(lo + bs, len(items))) for lo in range(0, len(items), bs)]
+
+        def make(chunk: range) -> tuple:
+            return collate([items[i] for i in chunk])
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="negharness-decode") as pool:
+            ahead = [pool.submit(make, c) for c in chunks[:2]]
+            for k in range(len(chunks)):
+                batch = ahead[k].result()
+                if k + 2 < len(chunks):
+                    ahead.append(pool.submit(make, chunks[k + 2]))
+                ahead[k] = None  # free the finished batch
+                yield batch
 
     def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any) -> None:
         bar = self._track(f"encoding {media.kind}s", len(todo))
