@@ -74,7 +74,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if not entries:
             continue
         table = Table(title=f"{kind}s", title_justify="left")
-        table.add_column("name", style="cyan")
+        table.add_column("name", style="cyan", no_wrap=True, min_width=12)
         table.add_column("plugin")
         table.add_column("description")
         for e in entries:
