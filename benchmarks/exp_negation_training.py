@@ -68,7 +68,7 @@ def main() -> None:
         return write_table(args, collect(Path(args.out) / "results"))
     host = make_host()
     out = Path(args.out)
-    load = lambda name, options: host.registry.get("model", name).load()(options)  # noqa: E731
+    load = lambda name, options: host.registry.create("model", name, options)  # noqa: E731
     results: dict[str, list[dict]] = {"shapes_clip (no fine-tuning)": [evaluate(host, "shapes_clip", None, out / "results")]}
     for name in args.recipes:
         trainer, extra = RECIPES[name]
@@ -76,7 +76,7 @@ def main() -> None:
             folder = out / f"{name}-s{seed}"
             opts = TrainOptions(out=folder, model="shapes_clip", task="shapes", seed=seed, device="auto",
                                 extra={**COMMON, **extra}, load_model=load)
-            host.registry.get("trainer", trainer).load()(opts)
+            host.registry.create("trainer", trainer, opts)
             results.setdefault(name, []).append(evaluate(host, "clip_bnl", str(folder), out / "results"))
             print(f"trained and evaluated {name} seed {seed}", flush=True)
     write_table(args, results)

@@ -151,6 +151,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .model import ModelOptions
+    from .plugin_manager import activated
     from .train import TrainOptions
 
     host = _host(args)
@@ -159,10 +160,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         host.registry.get("model", args.model)
 
     def load_model(name: str, options: ModelOptions):
-        return host.registry.get("model", name).load()(options)
+        return host.registry.create("model", name, options)
 
     err = _console(stderr=True)
-    with _progress(err) as progress:
+    with _progress(err) as progress, activated(host):
         opts = TrainOptions(
             out=Path(args.out), model=args.model,
             model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
@@ -207,15 +208,18 @@ def cmd_build_queries(args: argparse.Namespace) -> int:
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from .diagnose import DEFAULT_OBJECTS, diagnose
     from .model import ModelOptions
+    from .plugin_manager import activated
     from .runner import resolve_device
 
     host = _host(args)
-    entry = host.registry.get("model", args.model)
+    host.registry.get("model", args.model)  # an unknown name fails before the options are read
     objects = [o.strip() for o in args.objects.split(",") if o.strip()] if args.objects else list(DEFAULT_OBJECTS)
     if len(objects) < 2:
         raise UserError("--objects needs at least two objects, comma-separated")
     device = resolve_device(args.device)
-    model = entry.load()(ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")))
+    with activated(host):
+        model = host.registry.create("model", args.model, ModelOptions(
+            args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")))
     model.to(device).eval_mode()
     result = diagnose(model, objects, Path(args.out))
     console = _console()

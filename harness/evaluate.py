@@ -15,7 +15,7 @@ from .cache import EmbeddingCache
 from .errors import MissingDataError, UserError
 from .model import EmbeddingModel, ModelOptions, hash_json
 from .paths import cache_root, data_root
-from .plugin_manager import PluginHost
+from .plugin_manager import PluginHost, activated
 from .registry import Entry
 from .results import SCHEMA_VERSION, ModelConfig, environment_versions, now_iso, read_record, record_path, write_record
 from .runner import EvalContext, RunSettings, resolve_device, resolve_precision
@@ -141,7 +141,7 @@ class EditContext:
     def load(self, kind: str, name: str) -> Any:
         """A detector or a retrieval model by registry name, loaded once per run."""
         if (kind, name) not in self._loaded:
-            made = self.host.registry.get(kind, name).load()(ModelOptions())
+            made = self.host.registry.create(kind, name, ModelOptions())
             if hasattr(made, "to") and kind == "model":
                 made.to(self.device).eval_mode()
             self._loaded[(kind, name)] = made
@@ -167,6 +167,11 @@ def _editing_run(host: PluginHost, req: RunRequest, todo: list, model_cfg: Model
 
 
 def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> list[RunOutcome]:
+    with activated(host):  # wrapper plugins (boolean, clip_bnl, ...) resolve names through this host
+        return _run_evaluation(host, req, progress)
+
+
+def _run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> list[RunOutcome]:
     entries = _task_entries(host, req.tasks)
     editing = {"edit" in getattr(e.load(), "modalities", ()) for e in entries}
     if len(editing) > 1:

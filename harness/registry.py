@@ -70,6 +70,10 @@ class Registry:
             hint = f"; did you mean {', '.join(close)}?" if close else f"; `negharness list` shows the {kind}s"
             raise UnknownNameError(f"unknown {kind} {name!r}{hint}") from None
 
+    def create(self, kind: str, name: str, options: Any) -> Any:
+        """Look ``name`` up and call its factory: what every caller of a plugin does."""
+        return self.get(kind, name).load()(options)
+
     def match(self, kind: str, pattern: str) -> list[Entry]:
         """A glob ('msrvtt3k_*') gives every match, sorted; a plain name gives itself or an error."""
         if not any(c in pattern for c in "*?["):

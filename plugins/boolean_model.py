@@ -67,9 +67,9 @@ def boolean(options: ModelOptions) -> BooleanModel:
         raise UserError("model boolean needs -M base=MODEL (the retrieval model to wrap, e.g. -M base=clip)")
     if base_name == "boolean":
         raise UserError("-M base=boolean: the wrapper cannot wrap itself")
-    from negharness.plugin_manager import make_host
+    from negharness.plugin_manager import active_host
 
-    entry = make_host().registry.get("model", base_name)
     rest = {k: v for k, v in options.extra.items() if k != "base"}
-    base = entry.load()(ModelOptions(options.arch, options.pretrained, options.checkpoint, rest))
+    base = active_host().registry.create("model", base_name,
+                                         ModelOptions(options.arch, options.pretrained, options.checkpoint, rest))
     return BooleanModel(base, base_name)

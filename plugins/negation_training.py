@@ -91,10 +91,6 @@ class Recipe:
 
 
 # ---------------------------------------------------------------------------------------------------
-def _normalised(pixels: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    return (torch.from_numpy(pixels).float().div_(255.0).movedim(-1, -3) - mean) / std
-
-
 class Loop:
     """Training state: model, optimizer, data streams, and the loss of one step."""
 
@@ -102,12 +98,9 @@ class Loop:
         self.model, self.r, self.streams, self.val, self.device = model, recipe, streams, val, device
         self.net = model.modules()[0]
         self.opt = torch.optim.RMSprop(self.net.parameters(), lr=recipe.lr)
-        cfg = model.preprocess_cfg
-        self.mean = torch.tensor(cfg["mean"]).view(3, 1, 1)
-        self.std = torch.tensor(cfg["std"]).view(3, 1, 1)
 
     def encode(self, stream: Stream, idx: np.ndarray) -> torch.Tensor:
-        x = _normalised(stream.pixels[idx], self.mean, self.std).to(self.device)
+        x = self.model.preprocess_batch(stream.pixels[idx], stream.kind).to(self.device)
         return self.model.encode_video(x) if stream.kind == "video" else self.model.encode_image(x)
 
     def stream_loss(self, s: Stream, rng: np.random.Generator) -> tuple[torch.Tensor, dict[str, float]]:

@@ -79,7 +79,7 @@ def identity(options: ModelOptions) -> IdentityEditor:
 def detect_inpaint(options: ModelOptions) -> DetectInpaintEditor:
     options.check_extra({"detector"}, "detect_inpaint")
     name = options.extra.get("detector", "shapes_exact")
-    from negharness.plugin_manager import make_host
+    from negharness.plugin_manager import active_host
 
-    detector = make_host().registry.get("detector", name).load()(ModelOptions())
+    detector = active_host().registry.create("detector", name, ModelOptions())
     return DetectInpaintEditor(detector, name)

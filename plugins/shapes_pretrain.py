@@ -26,13 +26,6 @@ from .openclip_model import OpenClipModel
 from .shapes_clip import CONFIG
 
 
-def _to_input(pixels: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """uint8 (..., H, W, 3) -> normalised float (..., 3, H, W), as the model's preprocessing does."""
-    t = torch.from_numpy(pixels).float().div_(255.0)
-    t = t.movedim(-1, -3)
-    return (t - mean) / std
-
-
 def _recipe(opts: TrainOptions) -> dict:
     return {
         "trainer": "shapes_pretrain", "seed": opts.seed,
@@ -54,8 +47,6 @@ def train(opts: TrainOptions) -> Path:
     group_ids = {k: i for i, k in enumerate(sorted(set(videos.groups) | set(images.groups)))}
     g_v = torch.tensor([group_ids[k] for k in videos.groups])
     g_i = torch.tensor([group_ids[k] for k in images.groups])
-    mean = torch.tensor(model.preprocess_cfg["mean"]).view(3, 1, 1)
-    std = torch.tensor(model.preprocess_cfg["std"]).view(3, 1, 1)
 
     net = model.model.train()
     opt = torch.optim.AdamW(net.parameters(), lr=r["lr"], weight_decay=r["weight_decay"])
@@ -69,8 +60,8 @@ def train(opts: TrainOptions) -> Path:
         ii = np.sort(rng.choice(len(images.ids), b, replace=False))
         caps = [videos.captions[i][rng.integers(len(videos.captions[i]))] for i in iv]
         caps += [images.captions[i][rng.integers(len(images.captions[i]))] for i in ii]
-        ev = model.encode_video(_to_input(pix_v[iv], mean, std).to(device))
-        ei = model.encode_image(_to_input(pix_i[ii], mean, std).to(device))
+        ev = model.encode_video(model.preprocess_batch(pix_v[iv], "video").to(device))
+        ei = model.encode_image(model.preprocess_batch(pix_i[ii], "image").to(device))
         et = model.encode_text(caps)
         scale = net.logit_scale.exp().clamp(max=100)
         loss = (multi_positive_infonce(et[:b], ev, g_v[iv].to(device), scale)

@@ -29,12 +29,12 @@ def clip_bnl(options: ModelOptions) -> EmbeddingModel:
         raise UserError(f"{meta_path}: not valid JSON ({exc.msg})") from exc
     if meta.get("format") != FORMAT:
         raise UserError(f"{meta_path}: not a negharness training output (format {meta.get('format')!r})")
-    from negharness.plugin_manager import make_host
+    from negharness.plugin_manager import active_host
 
-    entry = make_host().registry.get("model", meta["base_model"])
     base = dict(meta.get("base_options", {}))
     extra = {k: str(v) for k, v in base.items() if k not in ("arch", "pretrained", "checkpoint")}
     extra.update(options.extra)
-    model = entry.load()(ModelOptions(base.get("arch"), None, str(folder / "model.safetensors"), extra))
+    model = active_host().registry.create("model", meta["base_model"],
+                                          ModelOptions(base.get("arch"), None, str(folder / "model.safetensors"), extra))
     model.name = "clip_bnl"
     return model

@@ -76,14 +76,15 @@ class NT2VRTask(Task):
         needed = [self._text("caption"), self.folder / "VideoSets" / f"{self.collection}.txt"]
         if self.query_set != "original" and not self.build:
             needed.append(self._text(self.query_set))
-        missing_text = [p for p in needed if not p.exists()]
-        if missing_text:
+        if any(not p.exists() for p in needed):
             return needed
-        ids = read_video_set(needed[1])
-        if self.options.limit:
-            ids = ids[: self.options.limit]
-        _, missing_media = self._media_files(ids)
+        _, missing_media = self._media_files(self._ids())
         return needed + missing_media
+
+    def _ids(self) -> list[str]:
+        """The collection's video ids, cut by --limit."""
+        ids = read_video_set(self.folder / "VideoSets" / f"{self.collection}.txt")
+        return ids[: self.options.limit] if self.options.limit else ids
 
     # media ----------------------------------------------------------------------------------------
     def media(self, ctx: EvalContext, ids: list[str]) -> MediaSet:
@@ -141,10 +142,6 @@ class NT2VROriginal(NT2VRTask):
         ids = self._ids()
         qs = self._originals(ids)
         return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids))
-
-    def _ids(self) -> list[str]:
-        ids = read_video_set(self.folder / "VideoSets" / f"{self.collection}.txt")
-        return ids[: self.options.limit] if self.options.limit else ids
 
 
 class NT2VRNegated(NT2VROriginal):

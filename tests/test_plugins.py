@@ -83,3 +83,19 @@ def test_list_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("NO_TORCH")
+
+
+def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
+    """--model boolean -M base=kw finds a model that only this run's host has (not a fresh host)."""
+    from negharness.evaluate import RunRequest, run_evaluation
+    from negharness.model import ModelOptions
+    from negharness.testing import host_with_models, keyword_model
+
+    req = RunRequest(model="boolean", model_options=ModelOptions(extra={"base": "kw"}), tasks=["shapes_t2i_original"],
+                     limit=5, output_dir=str(tmp_path / "res"), use_cache=False)
+    record = run_evaluation(host_with_models({"kw": keyword_model}), req)[0].record
+    assert record["model"]["label"] == "boolean (base=kw)"
+    with pytest.raises(UnknownNameError, match="kw"):
+        from negharness.plugins.boolean_model import boolean
+
+        boolean(ModelOptions(extra={"base": "kw"}))  # outside a run: only installed plugins
