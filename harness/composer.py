@@ -22,7 +22,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from .negator import is_known_verb
 from .nltk_resources import tag
@@ -339,7 +339,3 @@ def compose(index: CaptionIndex, seed: int = 0, per_item: int = 2) -> list[Compo
 def compose_captions(item_ids: Sequence[str], captions: Sequence[Sequence[str]], seed: int = 0,
                      per_item: int = 2) -> list[ComposedQuery]:
     return compose(CaptionIndex(item_ids, captions), seed, per_item)
-
-
-def iter_templates(subject: Subject, a: VerbPhrase, b: VerbPhrase) -> Iterable[tuple[str, int]]:
-    return (render(subject, a, b, t) for t in range(6))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import asdict, dataclass
-from typing import Iterable
 
 from .nltk_resources import tag
 
@@ -220,7 +219,3 @@ def split_negated(text: str) -> tuple[str, str]:
             inside, outside = _scope(tokens, i + 1)
             return _detok([tokens[j] for j in outside if j != i]), _detok([tokens[j] for j in inside])
     return text, ""
-
-
-def negate_all(captions: Iterable[str], mode: str = "one", seed: int = 0) -> list[list[Negation]]:
-    return [negate(c, mode, seed) for c in captions]

@@ -19,7 +19,6 @@ from negharness.negator import negate
 from negharness.tasks.shapes_media import WorldData, load_world
 from negharness.tasks.shapes_world import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
 
-MCQ_LAYOUT = ("*", "hybrid", "positive", "negative")
 
 
 @dataclass
