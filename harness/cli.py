@@ -321,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .cpu_threads import prefer_passive_waiting
+
+    prefer_passive_waiting()  # before any command imports torch
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

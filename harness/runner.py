@@ -56,6 +56,23 @@ def default_workers(device: torch.device) -> int:
     return min(4, max(0, cores - torch.get_num_threads()))
 
 
+def lower_priority(niceness: int = 10) -> None:
+    """Make the calling decode thread (or worker process) yield to the forward pass: it then runs on
+    the cycles the model leaves idle, and on all of them while the model waits for a batch. On Linux
+    the nice value is per thread; where it is not (or not allowed) decoding keeps normal priority."""
+    import threading
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except (AttributeError, OSError):
+        pass
+
+
+def _lower_worker_priority(worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: worker processes yield to the forward pass like decode threads."""
+    lower_priority()
+
+
 @dataclass
 class Counters:
     texts_encoded: int = 0
@@ -73,6 +90,7 @@ class RunSettings:
     batch_size: int = 64
     workers: int | None = None  # None: automatic (0 for in-memory media)
     skip_broken_media: bool = False  # count unreadable media instead of stopping the run
+    decode_threads: int | None = None  # without worker processes; None: one per core, at most 8
 
 
 class EvalContext:
@@ -182,7 +200,8 @@ class EvalContext:
         preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
         return torch.utils.data.DataLoader(
             PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media), batch_size=self.settings.batch_size,
-            num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda")
+            num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
+            worker_init_fn=_lower_worker_priority if workers and self.settings.device.type == "cpu" else None)
 
     def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
         """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers."""
@@ -201,9 +220,11 @@ class EvalContext:
                     yield positions, pixels, mask
 
     def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
-        """Decoded batches: from worker processes when there are any, else from one background
-        thread that decodes the next batches while the model encodes this one (image and video
-        decoders release the GIL; measured in benchmarks/bench_decode_throughput.py)."""
+        """Decoded batches: from worker processes when there are any, else from a pool of threads
+        (one per core) that decode the next two batches item by item while the model encodes this
+        one. Image and video decoders release the GIL, and with passive OpenMP waiting (see
+        cpu_threads) the forward pass and the decoders share the cores instead of fighting for them:
+        measured in benchmarks/bench_decode_throughput.py."""
         loader = self._loader(media, todo)
         if loader.num_workers > 0:
             yield from loader
@@ -213,18 +234,19 @@ class EvalContext:
         items, collate = loader.dataset, loader.collate_fn
         bs = self.settings.batch_size
         chunks = [range(lo, min(lo + bs, len(items))) for lo in range(0, len(items), bs)]
-
-        def make(chunk: range) -> tuple:
-            return collate([items[i] for i in chunk])
-
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="negharness-decode") as pool:
-            ahead = [pool.submit(make, c) for c in chunks[:2]]
+        threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-decode",
+                                  initializer=lower_priority)
+        try:
+            ahead = [[pool.submit(items.__getitem__, i) for i in c] for c in chunks[:2]]
             for k in range(len(chunks)):
-                batch = ahead[k].result()
+                batch = collate([f.result() for f in ahead[k]])
                 if k + 2 < len(chunks):
-                    ahead.append(pool.submit(make, chunks[k + 2]))
+                    ahead.append([pool.submit(items.__getitem__, i) for i in chunks[k + 2]])
                 ahead[k] = None  # free the finished batch
                 yield batch
+        finally:  # an error or Ctrl-C does not wait for the batches queued behind it
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any) -> None:
         bar = self._track(f"encoding {media.kind}s", len(todo))

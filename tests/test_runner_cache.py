@@ -1,5 +1,9 @@
 """The embedding cache: zero encodes on a rerun (counted), resume after a crash, keys that separate precision."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -156,3 +160,64 @@ def test_dataloader_path_pads_and_masks_videos_of_different_lengths(workers):
     for i, clip in enumerate(clips):
         frames = model.preprocess_video(clip)[None]
         assert torch.allclose(got[i], model.encode_video(frames)[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("preset, torch_first, expected", [
+    (None, False, ("True", "PASSIVE")),      # the CLI's default before torch loads
+    ("active", False, ("False", "active")),  # the user's choice wins
+    (None, True, ("False", "unset")),        # too late once torch is loaded: left alone, and says so
+])
+def test_passive_openmp_waiting_is_chosen_before_torch_loads(preset, torch_first, expected):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    code = ("import os\n" + ("import torch\n" if torch_first else "")
+            + "from negharness.cpu_threads import prefer_passive_waiting\n"
+            "print(prefer_passive_waiting(), os.environ.get('OMP_WAIT_POLICY', 'unset'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert tuple(out.stdout.split()) == expected
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_decode_threads_yield_to_the_forward_pass_and_keep_the_order():
+    """Decoding runs in background threads at a lower priority (nice + 10) than the encoding thread,
+    and the embeddings come back in the collection's order however the threads finish."""
+    import threading
+
+    main_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: list[tuple[str, int]] = []
+    colours = ["red", "green", "blue", "yellow", "cyan", "magenta"] * 5
+
+    def load(i):
+        seen.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        return solid_image(colours[i])
+
+    media = MediaSet("prio", "image", [str(i) for i in range(len(colours))], load)
+    ctx = EvalContext(KeywordModel(), RunSettings(batch_size=4, workers=0, decode_threads=3))
+    emb = ctx.embed_media(media)
+    assert all(name.startswith("negharness-decode") and nice == min(19, main_nice + 10) for name, nice in seen)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_nice
+    expected = KeywordModel().encode_image(torch.stack([KeywordModel().preprocess_image(solid_image(c)) for c in colours]))
+    assert torch.allclose(emb, expected)
+
+
+def test_an_unreadable_item_stops_decoding_without_draining_the_queue():
+    """The error names the item at once; batches queued behind it are cancelled, not decoded."""
+    import time
+
+    from negharness.video import MediaError
+
+    loaded: list[int] = []
+
+    def load(i):
+        if i == 1:
+            raise MediaError("cannot read item 1.jpg")
+        time.sleep(0.01)
+        loaded.append(i)
+        return solid_image("red")
+
+    media = MediaSet("broken", "image", [str(i) for i in range(200)], load)
+    ctx = EvalContext(KeywordModel(), RunSettings(batch_size=50, workers=0, decode_threads=2))
+    with pytest.raises(MediaError, match="1.jpg"):
+        ctx.embed_media(media)
+    assert len(loaded) <= 10  # what the two threads had started, not the 99 items queued behind

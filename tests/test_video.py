@@ -111,3 +111,24 @@ def test_frame_index_layout(tmp_path):
     (tmp_path / "bad.txt").write_text("video1_0 a.jpg\nno-number-here b.jpg\n")
     with pytest.raises(UserError, match="bad.txt:2"):
         read_frame_index(tmp_path / "bad.txt")
+
+
+def test_seeking_with_skipped_non_reference_frames_is_bit_identical(tmp_path):
+    """Moving texture, B-frames (x264 defaults) and keyframes every 30: the seek path skips the
+    non-reference frames before each target, yet keeps exactly the frames a full decode shows."""
+    path = tmp_path / "textured.mp4"
+    base = np.random.default_rng(0).integers(0, 255, (64, 96, 3), dtype=np.uint8)
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt, stream.options = 96, 64, "yuv420p", {"g": "30", "crf": "23"}
+        for t in range(200):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.roll(base, 3 * t, axis=1), format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    with av.open(str(path)) as container:
+        everything = [f for f in container.decode(video=0)]
+        assert any(getattr(f.pict_type, "value", f.pict_type) == 3 for f in everything)  # B-frames: something to skip
+        full = np.stack([f.to_ndarray(format="rgb24") for f in everything])
+    sampling = FrameSampling("segments", 7)  # 7 * 4 < 200: the seek path
+    assert np.array_equal(decode_video(path, sampling, "av"), full[sampling.indices(200, 25)])
