@@ -154,3 +154,19 @@ def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.
         arr = arr.copy()
     t = torch.from_numpy(arr).movedim(-1, -3).float().div_(255.0)
     return t.sub_(mean).div_(std)
+
+
+def jpeg_draft(image: Any, shorter_side: int) -> bool:
+    """Let libjpeg decode a not-yet-loaded JPEG at 1/2, 1/4 or 1/8 scale (in the DCT, so decoding
+    costs that much less) while its shorter side stays >= ``shorter_side``; the model's own resize
+    then finishes. Pixels differ slightly from a full decode (a box-like prefilter), so this is an
+    opt-in that models record in their fingerprint. Returns whether the image was reduced."""
+    if getattr(image, "format", None) != "JPEG" or not getattr(image, "tile", None):  # tile: not decoded yet
+        return False
+    w, h = image.size
+    scale = shorter_side / min(w, h)
+    if scale > 0.5:  # no DCT scale keeps the shorter side
+        return False
+    before = image.size
+    image.draft("RGB", (max(1, int(np.ceil(w * scale))), max(1, int(np.ceil(h * scale)))))
+    return image.size != before

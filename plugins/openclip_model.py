@@ -16,10 +16,10 @@ import torch.nn.functional as F
 
 from negharness.checkpoints import load_state_dict
 from negharness.errors import UserError
-from negharness.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_json, hash_state_dict
+from negharness.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_json, hash_state_dict, jpeg_draft
 
 _TRUE = {"1", "true", "yes", "on"}
-OPTIONS = {"quick_gelu", "frames"}
+OPTIONS = {"quick_gelu", "frames", "jpeg_draft"}
 
 
 def _flag(extra: dict[str, str], key: str) -> bool | None:
@@ -70,6 +70,7 @@ class OpenClipModel(EmbeddingModel):
         self._mean = torch.tensor(self.preprocess_cfg["mean"], dtype=torch.float32).view(3, 1, 1)
         self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
         self._transform = None
+        self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.model.jpeg_draft)
 
     # construction ---------------------------------------------------------------------------
     @classmethod
@@ -107,6 +108,7 @@ class OpenClipModel(EmbeddingModel):
             weights_id = f"{pretrained}" if pretrained else "random-init"
         made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
         made.frame_sampling = options.frame_sampling()
+        made.jpeg_draft = bool(_flag(options.extra, "jpeg_draft"))
         return made
 
     @staticmethod
@@ -135,8 +137,11 @@ class OpenClipModel(EmbeddingModel):
         return [self.model]
 
     def describe(self) -> dict[str, Any]:
-        return {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
-                "preprocess": self.preprocess_cfg}
+        out = {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
+               "preprocess": self.preprocess_cfg}
+        if self.jpeg_draft:  # only when on: fingerprints of existing caches stay as they were
+            out["jpeg_draft"] = True
+        return out
 
     def _at_size(self, frames: Any) -> torch.Tensor | None:
         if getattr(frames, "shape", None) is not None and tuple(frames.shape[-3:-1]) == self._size:
@@ -163,6 +168,8 @@ class OpenClipModel(EmbeddingModel):
             from PIL import Image
 
             image = Image.fromarray(image)
+        elif self.jpeg_draft:
+            jpeg_draft(image, min(self._size))
         return self._transform(image.convert("RGB"))
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:

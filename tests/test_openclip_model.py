@@ -97,3 +97,47 @@ def test_pil_and_array_preprocessing_agree(source):
     assert torch.allclose(source.preprocess_image(img), source.preprocess_image(Image.fromarray(img)), atol=1e-6)
     big = np.random.default_rng(4).integers(0, 255, size=(48, 64, 3), dtype=np.uint8)
     assert source.preprocess_image(big).shape == (3, 32, 32)
+
+
+def _smooth_jpeg(path, size=(256, 192)):
+    from PIL import Image
+
+    y, x = np.mgrid[0:size[1], 0:size[0]]
+    img = np.stack([x * 255 // size[0], y * 255 // size[1], (x + y) % 256], -1).astype(np.uint8)
+    Image.fromarray(img).save(path, quality=92)
+    return path
+
+
+def test_jpeg_draft_is_opt_in_fingerprinted_and_close(source, tmp_path):
+    """-M jpeg_draft=true decodes a large JPEG at a DCT scale that keeps the shorter side >= the model's
+    input; off by default (the model's own preprocessing, exactly), and a separate cache namespace."""
+    from PIL import Image
+    from open_clip.transform import PreprocessCfg, image_transform_v2
+
+    from negharness.model import jpeg_draft
+
+    path = _smooth_jpeg(tmp_path / "photo.jpg")
+    with Image.open(path) as im:
+        assert jpeg_draft(im, 32) and im.size == (64, 48)  # 1/4: 1/8 would leave 24 < 32
+    with Image.open(path) as im:
+        assert not jpeg_draft(im, 120)  # no DCT scale keeps 120 of 192
+    with Image.open(path) as im:
+        im.load()
+        assert not jpeg_draft(im, 32)  # already decoded
+    png = tmp_path / "photo.png"
+    Image.open(path).save(png)
+    with Image.open(png) as im:
+        assert not jpeg_draft(im, 32)
+
+    weights = tmp_path / "w.pt"
+    torch.save(source.model.state_dict(), weights)
+    plain = clip(ModelOptions(arch=str(CONFIG), checkpoint=str(weights)))
+    draft = clip(ModelOptions(arch=str(CONFIG), checkpoint=str(weights), extra={"jpeg_draft": "true"}))
+    assert plain.fingerprint() != draft.fingerprint() and "jpeg_draft" not in plain.describe()
+    reference = image_transform_v2(PreprocessCfg(**plain.preprocess_cfg), is_train=False)(Image.open(path).convert("RGB"))
+    assert torch.equal(plain.preprocess_image(Image.open(path)), reference)
+    reduced = draft.preprocess_image(Image.open(path))
+    assert not torch.equal(reduced, reference) and (reduced - reference).abs().mean() < 0.05
+    with torch.inference_mode():
+        cos = (plain.encode_image(reference[None]) * draft.encode_image(reduced[None])).sum()
+    assert cos > 0.99
