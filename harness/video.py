@@ -103,6 +103,7 @@ def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1  # the runner decodes videos in parallel; codec threads only add overhead
         rate = float(stream.average_rate or stream.guessed_rate or 25)
         n = stream.frames
         if not n and stream.duration:
