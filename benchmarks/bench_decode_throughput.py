@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from negharness.media import MediaSet  # noqa: E402
 from negharness.model import ModelOptions  # noqa: E402
 from negharness.plugins.openclip_model import OpenClipModel  # noqa: E402
-from negharness.runner import EvalContext, RunSettings  # noqa: E402
+from negharness.runner import PRECISIONS, EvalContext, RunSettings, resolve_device  # noqa: E402
 from negharness.video import FrameSampling, decode_video  # noqa: E402
 
 MICRO_VIT = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "layers": 4, "width": 256,
@@ -94,31 +94,42 @@ def write_photos(folder: Path) -> list[Path]:
     return photos
 
 
-def make_model(name: str, folder: Path, draft: bool = False) -> OpenClipModel:
+def make_model(name: str, folder: Path, device: torch.device, draft: bool = False) -> OpenClipModel:
     arch = name
     if name == "micro":
         arch = str(folder / "micro_vit.json")
         Path(arch).write_text(json.dumps(MICRO_VIT))
     torch.manual_seed(0)
     options = ModelOptions(arch=arch, extra={"jpeg_draft": "true"} if draft else {})
-    return OpenClipModel.create(name, options, default_pretrained=None).eval_mode()
+    return OpenClipModel.create(name, options, default_pretrained=None).eval_mode().to(device)
 
 
-def pure_rate(model, kind: str, tensors: torch.Tensor) -> float:
-    start = time.perf_counter()
-    with torch.inference_mode():
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def pure_rate(model, kind: str, tensors: torch.Tensor, precision: str = "fp32") -> float:
+    """Forward passes only, on inputs already on the model's device."""
+    device = model.device
+    dtype = PRECISIONS[precision]
+    with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+        _sync(device)
+        start = time.perf_counter()
         for lo in range(0, len(tensors), BATCH):
             x = tensors[lo:lo + BATCH]
             model.encode_video(x) if kind == "video" else model.encode_image(x)  # photo* are images
+        _sync(device)
     return len(tensors) / (time.perf_counter() - start)
 
 
-def loop_rate(model, media: MediaSet, setup: str) -> float:
+def loop_rate(model, media: MediaSet, setup: str, precision: str = "fp32") -> float:
     """``setup``: ``threads:N`` (N decode threads; ``auto`` = the runner's default) or ``processes:N``."""
     how, _, n = setup.partition(":")
     count = None if n == "auto" else int(n)
-    settings = (RunSettings(batch_size=BATCH, workers=0, decode_threads=count) if how == "threads"
-                else RunSettings(batch_size=BATCH, workers=count))
+    common = {"device": model.device, "precision": precision, "batch_size": BATCH}
+    settings = (RunSettings(workers=0, decode_threads=count, **common) if how == "threads"
+                else RunSettings(workers=count, **common))
     ctx = EvalContext(model, settings, cache=None)
     start = time.perf_counter()
     ctx.embed_media(media)
@@ -140,27 +151,31 @@ def cpu_seconds(fn, n: int) -> float:
 
 
 def report(model, kind: str, tensors: torch.Tensor, media: MediaSet, decode_s: float, setups: list[str],
-           rounds: int) -> None:
+           rounds: int, precision: str = "fp32") -> None:
     """Rounds interleave the pure forward and every setup, and each ratio is taken within its round:
-    a shared machine's load drifts by more than the differences measured here."""
-    forward_s = cpu_seconds(lambda: pure_rate(model, kind, tensors[:BATCH]), min(BATCH, len(tensors)))
+    a shared machine's load drifts by more than the differences measured here. The CPU ceiling is
+    printed for CPU runs only (on a GPU the forward does not share the cores)."""
+    on_cpu = model.device.type == "cpu"
+    forward_s = cpu_seconds(lambda: pure_rate(model, kind, tensors[:BATCH]), min(BATCH, len(tensors))) if on_cpu else 0.0
+    tensors = tensors.to(model.device)
     pures, ratios = [], {s: [] for s in setups}
     for _ in range(rounds):
-        pure = pure_rate(model, kind, tensors)
+        pure = pure_rate(model, kind, tensors, precision)
         pures.append(pure)
         for s in setups:
-            ratios[s].append(loop_rate(model, media, s) / pure)
+            ratios[s].append(loop_rate(model, media, s, precision) / pure)
     pure = float(np.median(pures))
-    ceiling = min(1.0, torch.get_num_threads() / (forward_s + decode_s) / pure)
-    print(f"  {kind}: pure forward {pure:.1f}/s (median of {rounds}); CPU per item: forward "
-          f"{forward_s * 1e3:.1f} ms, decode+preprocess {decode_s * 1e3:.1f} ms -> ceiling {ceiling:.3f}")
+    ceiling = min(1.0, torch.get_num_threads() / (forward_s + decode_s) / pure) if on_cpu else 1.0
+    cost = (f"CPU per item: forward {forward_s * 1e3:.1f} ms, decode+preprocess {decode_s * 1e3:.1f} ms -> "
+            f"ceiling {ceiling:.3f}" if on_cpu else f"decode+preprocess {decode_s * 1e3:.1f} ms CPU per item")
+    print(f"  {kind}: pure forward {pure:.1f}/s (median of {rounds}, {model.device.type}, {precision}); {cost}")
     for s in setups:
         r = float(np.median(ratios[s]))
         print(f"  {kind}: in the loop, {s:<12} {pure * r:.1f}/s ratio {r:.3f} (goal >= 0.9; rounds {min(ratios[s]):.3f}-"
               f"{max(ratios[s]):.3f})  efficiency {r / ceiling:.3f}")
 
 
-def photo_report(model, draft_model, photos: list[Path], setups: list[str], rounds: int) -> None:
+def photo_report(model, draft_model, photos: list[Path], setups: list[str], rounds: int, precision: str) -> None:
     """COCO-sized photos as the model's own preprocessing reads them, then with reduced-scale JPEG
     decoding (``-M jpeg_draft=true``: approximate pixels, a fingerprint of its own)."""
     from PIL import Image
@@ -169,7 +184,7 @@ def photo_report(model, draft_model, photos: list[Path], setups: list[str], roun
     for label, m in (("photo", model), ("photo+draft", draft_model)):
         media = MediaSet(f"bench/{label}", "image", [p.name for p in photos], lambda i: Image.open(photos[i]))
         decode_s = cpu_seconds(lambda: [m.preprocess_image(Image.open(p)) for p in photos], len(photos))
-        report(m, label, tensors, media, decode_s, setups, rounds)
+        report(m, label, tensors, media, decode_s, setups, rounds, precision)
 
 
 def main() -> None:
@@ -178,9 +193,13 @@ def main() -> None:
     parser.add_argument("--setups", nargs="+", default=["threads:1", "threads:auto"],
                         help="threads:N decode threads (auto: the runner's default), processes:N workers")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (a random ViT-B-32 in bf16: --models ViT-B-32 "
+                        "--device cuda --precision bf16 --setups threads:auto processes:8)")
+    parser.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
     parser.add_argument("--kinds", nargs="+", default=["image", "video"],
                         help="image, video, photo (640x480 JPEGs, also with -M jpeg_draft=true)")
     args = parser.parse_args()
+    device = resolve_device(args.device)
     from PIL import Image
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,7 +211,7 @@ def main() -> None:
         print(f"torch threads {torch.get_num_threads()}, OMP_WAIT_POLICY passive: {PASSIVE}; {N_IMAGES} images, "
               f"{VIDEO_ITEMS} videos from {N_VIDEOS} files ({SAMPLING.key})")
         for name in args.models:
-            model = make_model(name, Path(tmp))
+            model = make_model(name, Path(tmp), device)
             img_t = torch.stack([model.preprocess_image(Image.open(p)) for p in images])
             vid_t = torch.stack([model.preprocess_video(decode_video(p, SAMPLING)) for p in videos])
             vid_t = vid_t.repeat(VIDEO_ITEMS // len(videos), 1, 1, 1, 1)
@@ -201,11 +220,12 @@ def main() -> None:
                                   len(videos))
             print(f"{name}:")
             if "image" in args.kinds:
-                report(model, "image", img_t, img_media, dec_img, args.setups, args.rounds)
+                report(model, "image", img_t, img_media, dec_img, args.setups, args.rounds, args.precision)
             if "video" in args.kinds:
-                report(model, "video", vid_t, vid_media, dec_vid, args.setups, args.rounds)
+                report(model, "video", vid_t, vid_media, dec_vid, args.setups, args.rounds, args.precision)
             if "photo" in args.kinds:
-                photo_report(model, make_model(name, Path(tmp), draft=True), photos, args.setups, args.rounds)
+                photo_report(model, make_model(name, Path(tmp), device, draft=True), photos, args.setups, args.rounds,
+                             args.precision)
 
 
 if __name__ == "__main__":
