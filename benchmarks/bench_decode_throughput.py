@@ -23,6 +23,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -46,8 +47,7 @@ VIDEO_ITEMS = 192  # the 48 files, each listed 4 times: the first batch's decodi
 SAMPLING = FrameSampling("segments", 4)
 
 
-def write_media(folder: Path) -> tuple[list[Path], list[Path]]:
-    import av
+def write_images(folder: Path) -> list[Path]:
     from PIL import Image
 
     rng = np.random.default_rng(0)
@@ -56,8 +56,14 @@ def write_media(folder: Path) -> tuple[list[Path], list[Path]]:
         p = folder / f"img{i}.jpg"
         Image.fromarray(rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)).save(p, quality=90)
         images.append(p)
+    return images
+
+
+def write_videos(folder: Path) -> list[Path]:
+    import av
+
     videos = []
-    base = rng.integers(0, 255, (240, 320, 3), dtype=np.uint8)
+    base = np.random.default_rng(0).integers(0, 255, (240, 320, 3), dtype=np.uint8)
     for v in range(N_VIDEOS):
         p = folder / f"vid{v}.mp4"
         with av.open(str(p), "w") as out:
@@ -70,7 +76,7 @@ def write_media(folder: Path) -> tuple[list[Path], list[Path]]:
             for pkt in s.encode():
                 out.mux(pkt)
         videos.append(p)
-    return images, videos
+    return videos
 
 
 def write_photos(folder: Path) -> list[Path]:
@@ -136,18 +142,23 @@ def loop_rate(model, media: MediaSet, setup: str, precision: str = "fp32") -> fl
     return len(media) / (time.perf_counter() - start)
 
 
-def cpu_seconds(fn, n: int) -> float:
-    """CPU seconds (all threads: the video decoder's own included) per item of ``fn``, which handles
-    ``n`` items, with torch on one thread (its most CPU-efficient setting)."""
+def cpu_seconds(fn: Callable[[], Any], n: int) -> tuple[Any, float]:
+    """``fn``'s result and its CPU seconds (all threads: the video decoder's own included) per item,
+    for ``n`` items, with torch on one thread (its most CPU-efficient setting); after a warm-up call."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        fn()  # warm-up
-        start = time.process_time()
         fn()
-        return (time.process_time() - start) / n
+        start = time.process_time()
+        result = fn()
+        return result, (time.process_time() - start) / n
     finally:
         torch.set_num_threads(threads)
+
+
+def decoded(preprocess: Callable[[Path], torch.Tensor], paths: list[Path]) -> tuple[torch.Tensor, float]:
+    """The pure forward's inputs, and what decoding and preprocessing them cost per item in CPU seconds."""
+    return cpu_seconds(lambda: torch.stack([preprocess(p) for p in paths]), len(paths))
 
 
 def report(model, kind: str, tensors: torch.Tensor, media: MediaSet, decode_s: float, setups: list[str],
@@ -156,7 +167,7 @@ def report(model, kind: str, tensors: torch.Tensor, media: MediaSet, decode_s: f
     a shared machine's load drifts by more than the differences measured here. The CPU ceiling is
     printed for CPU runs only (on a GPU the forward does not share the cores)."""
     on_cpu = model.device.type == "cpu"
-    forward_s = cpu_seconds(lambda: pure_rate(model, kind, tensors[:BATCH]), min(BATCH, len(tensors))) if on_cpu else 0.0
+    forward_s = cpu_seconds(lambda: pure_rate(model, kind, tensors[:BATCH]), min(BATCH, len(tensors)))[1] if on_cpu else 0.0
     tensors = tensors.to(model.device)
     pures, ratios = [], {s: [] for s in setups}
     for _ in range(rounds):
@@ -180,10 +191,9 @@ def photo_report(model, draft_model, photos: list[Path], setups: list[str], roun
     decoding (``-M jpeg_draft=true``: approximate pixels, a fingerprint of its own)."""
     from PIL import Image
 
-    tensors = torch.stack([model.preprocess_image(Image.open(p)) for p in photos])
     for label, m in (("photo", model), ("photo+draft", draft_model)):
         media = MediaSet(f"bench/{label}", "image", [p.name for p in photos], lambda i: Image.open(photos[i]))
-        decode_s = cpu_seconds(lambda: [m.preprocess_image(Image.open(p)) for p in photos], len(photos))
+        tensors, decode_s = decoded(lambda p: m.preprocess_image(Image.open(p)), photos)
         report(m, label, tensors, media, decode_s, setups, rounds, precision)
 
 
@@ -203,30 +213,28 @@ def main() -> None:
     from PIL import Image
 
     with tempfile.TemporaryDirectory() as tmp:
-        images, videos = write_media(Path(tmp))
-        photos = write_photos(Path(tmp)) if "photo" in args.kinds else []
+        folder = Path(tmp)
+        images = write_images(folder) if "image" in args.kinds else []
+        videos = write_videos(folder) if "video" in args.kinds else []
+        photos = write_photos(folder) if "photo" in args.kinds else []
         img_media = MediaSet("bench/images", "image", [p.name for p in images], lambda i: Image.open(images[i]))
         vid_media = MediaSet("bench/videos", "video", [f"{k}" for k in range(VIDEO_ITEMS)],
                              lambda i: decode_video(videos[i % len(videos)], SAMPLING))
         print(f"torch threads {torch.get_num_threads()}, OMP_WAIT_POLICY passive: {PASSIVE}; {N_IMAGES} images, "
               f"{VIDEO_ITEMS} videos from {N_VIDEOS} files ({SAMPLING.key})")
         for name in args.models:
-            model = make_model(name, Path(tmp), device)
-            img_t = torch.stack([model.preprocess_image(Image.open(p)) for p in images])
-            vid_t = torch.stack([model.preprocess_video(decode_video(p, SAMPLING)) for p in videos])
-            vid_t = vid_t.repeat(VIDEO_ITEMS // len(videos), 1, 1, 1, 1)
-            dec_img = cpu_seconds(lambda: [model.preprocess_image(Image.open(p)) for p in images], len(images))
-            dec_vid = cpu_seconds(lambda: [model.preprocess_video(decode_video(p, SAMPLING)) for p in videos],
-                                  len(videos))
+            model = make_model(name, folder, device)
             print(f"{name}:")
-            if "image" in args.kinds:
-                report(model, "image", img_t, img_media, dec_img, args.setups, args.rounds, args.precision)
-            if "video" in args.kinds:
-                report(model, "video", vid_t, vid_media, dec_vid, args.setups, args.rounds, args.precision)
-            if "photo" in args.kinds:
-                photo_report(model, make_model(name, Path(tmp), device, draft=True), photos, args.setups, args.rounds,
+            if images:
+                tensors, decode_s = decoded(lambda p: model.preprocess_image(Image.open(p)), images)
+                report(model, "image", tensors, img_media, decode_s, args.setups, args.rounds, args.precision)
+            if videos:
+                tensors, decode_s = decoded(lambda p: model.preprocess_video(decode_video(p, SAMPLING)), videos)
+                tensors = tensors.repeat(VIDEO_ITEMS // len(videos), 1, 1, 1, 1)
+                report(model, "video", tensors, vid_media, decode_s, args.setups, args.rounds, args.precision)
+            if photos:
+                photo_report(model, make_model(name, folder, device, draft=True), photos, args.setups, args.rounds,
                              args.precision)
-
 
 if __name__ == "__main__":
     main()

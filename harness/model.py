@@ -167,6 +167,5 @@ def jpeg_draft(image: Any, shorter_side: int) -> bool:
     scale = shorter_side / min(w, h)
     if scale > 0.5:  # no DCT scale keeps the shorter side
         return False
-    before = image.size
     image.draft("RGB", (max(1, int(np.ceil(w * scale))), max(1, int(np.ceil(h * scale)))))
-    return image.size != before
+    return image.size != (w, h)

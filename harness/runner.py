@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -56,21 +57,18 @@ def default_workers(device: torch.device) -> int:
     return min(4, max(0, cores - torch.get_num_threads()))
 
 
-def lower_priority(niceness: int = 10) -> None:
-    """Make the calling decode thread (or worker process) yield to the forward pass: it then runs on
-    the cycles the model leaves idle, and on all of them while the model waits for a batch. On Linux
-    the nice value is per thread; where it is not (or not allowed) decoding keeps normal priority."""
-    import threading
+DECODE_NICENESS = 10
 
+
+def lower_priority(_worker_id: int | None = None) -> None:
+    """Make the calling decode thread (a pool ``initializer``) or worker process (a DataLoader
+    ``worker_init_fn``, hence the unused id) yield to the forward pass: it then runs on the cycles the
+    model leaves idle, and on all of them while the model waits for a batch. On Linux the nice value
+    is per thread; where it is not (or not allowed) decoding keeps normal priority."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), DECODE_NICENESS)
     except (AttributeError, OSError):
         pass
-
-
-def _lower_worker_priority(worker_id: int) -> None:
-    """DataLoader ``worker_init_fn``: worker processes yield to the forward pass like decode threads."""
-    lower_priority()
 
 
 @dataclass
@@ -201,7 +199,7 @@ class EvalContext:
         return torch.utils.data.DataLoader(
             PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media), batch_size=self.settings.batch_size,
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
-            worker_init_fn=_lower_worker_priority if workers and self.settings.device.type == "cpu" else None)
+            worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
 
     def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
         """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers."""

@@ -143,18 +143,18 @@ def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> np.ndarray:
     out = []
     tb = float(stream.time_base)
     start = float(stream.start_time or 0) * tb
-    codec = stream.codec_context
     for i in wanted:
         target = start + float(i) / rate
         container.seek(int(target / tb), stream=stream, backward=True, any_frame=False)
-        chosen = _decode_until(container, stream, codec, target, tb, rate)
+        chosen = _decode_until(container, stream, target, tb, rate)
         if chosen is not None:
             out.append(chosen.to_ndarray(format="rgb24"))
     return np.stack(out) if out else np.zeros((0,))
 
 
-def _decode_until(container, stream, codec, target: float, tb: float, rate: float):
+def _decode_until(container, stream, target: float, tb: float, rate: float):
     """The first frame shown at or after ``target`` (half a frame of slack), else the last one decoded."""
+    codec = stream.codec_context
     chosen = None
     try:
         for packet in container.demux(stream):
