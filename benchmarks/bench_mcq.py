@@ -19,8 +19,8 @@ from negharness.evaluate import RunRequest, run_evaluation
 from negharness.model import ModelOptions
 from negharness.plugin_manager import make_host
 from negharness.plugins.shapes_clip import shapes_clip
-from negharness.tasks.negbench_catalog import COCO_LAYOUT
-from negharness.tasks.negbench_data import read_mcq
+from negharness.tasks.negbench.catalog import COCO_LAYOUT
+from negharness.tasks.negbench.data import read_mcq
 
 CSV = "COCO_val_mcq_llama3.1_rephrased.csv"
 

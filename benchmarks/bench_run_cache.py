@@ -21,7 +21,7 @@ from negharness.model import ModelOptions
 from negharness.plugin_manager import make_host
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.paths import data_root
-from negharness.tasks.shapes_media import load_world
+from negharness.world.media import load_world
 
 BATCH = 64
 REPEATS = 3

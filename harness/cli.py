@@ -179,7 +179,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_build_queries(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from .build_queries import build_from_file, summary
+    from negharness.text.build_queries import build_from_file, summary
 
     path = Path(args.captions)
     if not path.is_file():

@@ -21,5 +21,9 @@ class PluginLoadError(UserError):
     """A plugin failed to import or register (raised only in strict mode; otherwise reported)."""
 
 
+class MediaError(UserError):
+    """An image or video that cannot be read; the message names the file."""
+
+
 class MissingDataError(UserError):
     """A task's files are absent: the message says which, where they are expected and where to get them."""

@@ -13,7 +13,8 @@ from typing import Any
 
 from .cache import EmbeddingCache
 from .errors import MissingDataError, UserError
-from .model import EmbeddingModel, ModelOptions, hash_json
+from .hashing import hash_json
+from .model import EmbeddingModel, ModelOptions
 from .paths import cache_root, data_root
 from .plugin_manager import PluginHost, activated
 from .registry import Entry

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .video import MediaError
+from .errors import MediaError
 
 
 @dataclass

@@ -8,7 +8,6 @@ be overridden (a temporal head such as CLIP4Clip's seqTransf overrides `encode_v
 from __future__ import annotations
 
 import hashlib
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -18,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .errors import UserError
+from .hashing import hash_json
 from .video import FrameSampling
 
 
@@ -46,12 +46,6 @@ class ModelOptions:
                                                   ("checkpoint", self.checkpoint)) if v is not None}
         out.update(self.extra)
         return out
-
-
-def hash_json(obj: Any, length: int = 16) -> str:
-    """Stable short hash of a JSON-able object (sorted keys), for cache keys and config ids."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:length]
 
 
 def hash_state_dict(state: dict[str, torch.Tensor]) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .atomic import atomic_write_json, atomic_write_text
-from .model import hash_json
+from .hashing import hash_json
 
 SCHEMA_VERSION = 1
 

@@ -19,7 +19,8 @@ import torch
 from .cache import EmbeddingCache, text_key
 from .errors import UserError
 from .media import MediaSet, PreprocessedItems, collate_images, collate_videos
-from .model import EmbeddingModel, hash_json
+from .hashing import hash_json
+from .model import EmbeddingModel
 from .video import FrameSampling
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -14,13 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import UserError
+from .errors import MediaError, UserError
 
 DECODERS = ("av", "decord", "cv2")
-
-
-class MediaError(UserError):
-    """An image or video that cannot be read; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -197,28 +193,8 @@ def _decode_cv2(path: Path, sampling: FrameSampling) -> np.ndarray:
         cap.release()
 
 
-# nT2VR's pre-extracted frames ----------------------------------------------------------------------
+# pre-extracted frames ----------------------------------------------------------------------
 FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
-
-
-def read_frame_index(path: str | Path, root: str | Path | None = None) -> dict[str, list[Path]]:
-    """``id.imagepath.txt``: lines ``<video_id>_<frame_no> <image path>`` -> video id -> frames in order.
-
-    Relative image paths resolve against ``root`` (default: the index file's folder).
-    """
-    path = Path(path)
-    base = Path(root) if root is not None else path.parent
-    frames: dict[str, list[tuple[int, Path]]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            parts = line.split(maxsplit=1)
-            vid, sep, num = parts[0].rpartition("_")
-            if len(parts) != 2 or not sep or not num.isdigit():
-                raise UserError(f"{path}:{lineno}: expected '<video_id>_<frame_no> <image path>', got {line.strip()!r}")
-            frames.setdefault(vid, []).append((int(num), base / parts[1].strip()))
-    return {vid: [p for _, p in sorted(items)] for vid, items in frames.items()}
 
 
 def load_frames(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> np.ndarray:

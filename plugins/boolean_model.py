@@ -2,7 +2,7 @@
 
 ``--model boolean -M base=clip`` embeds exactly as the base model does (and shares its cached
 embeddings); tasks that know a query's positive and negative parts score it as
-s(positive) - s(negative) (see `negharness.tasks.retrieval.similarities`). Composed queries use their
+s(positive) - s(negative) (see `negharness.retrieval.similarities`). Composed queries use their
 stored parts; negated queries the negator's cue and rule-based scope. Queries without a negative
 part score as the base model would.
 """

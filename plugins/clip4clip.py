@@ -27,7 +27,7 @@ from negharness.checkpoints import load_state_dict
 from negharness.errors import UserError
 from negharness.model import ModelOptions
 
-from .openclip_model import OPTIONS, OpenClipModel
+from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
 
 HEADS = ("meanP", "seqTransf")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from negharness.errors import UserError
 from negharness.model import ModelOptions
 
-from .openclip_model import OpenClipModel
+from negharness.plugins.openclip_model import OpenClipModel
 
 WHERE = {
     "negclip": "NegCLIP (Yuksekgonul et al., ICLR 2023): the fine-tuned ViT-B/32 checkpoint linked from "

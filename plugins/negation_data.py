@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from negharness.atomic import cached_json
-from negharness.negator import negate
-from negharness.tasks.shapes_media import WorldData, load_world
-from negharness.tasks.shapes_world import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
+from negharness.text.negator import negate
+from negharness.world.media import WorldData, load_world
+from negharness.world.scenes import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
 
 
 

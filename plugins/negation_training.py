@@ -32,13 +32,13 @@ from negharness.atomic import atomic_write_json
 from negharness.checkpoints import load_state_dict, save_safetensors
 from negharness.errors import UserError
 from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
-from negharness.model import hash_json
+from negharness.hashing import hash_json
 from negharness.paths import data_root
 from negharness.runner import resolve_device
 from negharness.train import TrainOptions
 
-from .losses import bcl, mcq_cross_entropy, multi_positive_infonce, soft_triplet, triplet_hardest
-from .negation_data import Stream, build_stream
+from negharness.plugins.losses import bcl, mcq_cross_entropy, multi_positive_infonce, soft_triplet, triplet_hardest
+from negharness.plugins.negation_data import Stream, build_stream
 
 FORMAT = "negharness-trained-v1"
 

@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 from negharness.checkpoints import load_state_dict
 from negharness.errors import UserError
-from negharness.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_json, hash_state_dict, jpeg_draft
+from negharness.hashing import hash_json
+from negharness.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_state_dict, jpeg_draft
 
 _TRUE = {"1", "true", "yes", "on"}
 OPTIONS = {"quick_gelu", "frames", "jpeg_draft"}

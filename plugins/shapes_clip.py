@@ -10,7 +10,7 @@ from pathlib import Path
 from negharness.errors import UserError
 from negharness.model import ModelOptions
 
-from .openclip_model import OpenClipModel
+from negharness.plugins.openclip_model import OpenClipModel
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 CONFIG = WEIGHTS_DIR / "shapes_clip.json"

@@ -14,7 +14,7 @@ import numpy as np
 
 from negharness.editing import Detection, Detector
 from negharness.model import ModelOptions
-from negharness.tasks.shapes_world import COLOURS
+from negharness.world.scenes import COLOURS
 
 MAX_COLOUR_DISTANCE = 70.0
 MIN_AREA = 6

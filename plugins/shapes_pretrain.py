@@ -18,12 +18,12 @@ from negharness.checkpoints import save_safetensors
 from negharness.model import ModelOptions
 from negharness.runner import resolve_device
 from negharness.paths import data_root
-from negharness.tasks.shapes_media import load_world
+from negharness.world.media import load_world
 from negharness.train import TrainOptions
 
-from .losses import multi_positive_infonce
-from .openclip_model import OpenClipModel
-from .shapes_clip import CONFIG
+from negharness.plugins.losses import multi_positive_infonce
+from negharness.plugins.openclip_model import OpenClipModel
+from negharness.plugins.shapes_clip import CONFIG
 
 
 def _recipe(opts: TrainOptions) -> dict:

@@ -5,34 +5,34 @@ from __future__ import annotations
 from negharness.hookspecs import hookimpl
 from negharness.registry import Registrar
 
-from .negbench_catalog import MCQ, RETRIEVAL
-from .nt2vr_collections import COLLECTIONS, QUERY_SETS
+from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
+from negharness.tasks.nt2vr.collections import COLLECTIONS, QUERY_SETS
 
 
 @hookimpl
 def negharness_register_tasks(registry: Registrar) -> None:
-    registry.add("shapes_t2v_original", "negharness.tasks.shapes_tasks:ShapesT2VOriginal",
+    registry.add("shapes_t2v_original", "negharness.tasks.shapes.retrieval:ShapesT2VOriginal",
                  "embedded world: text-to-video retrieval, original captions (no download)", family="shapes")
-    registry.add("shapes_t2i_original", "negharness.tasks.shapes_tasks:ShapesT2IOriginal",
+    registry.add("shapes_t2i_original", "negharness.tasks.shapes.retrieval:ShapesT2IOriginal",
                  "embedded world: text-to-image retrieval, original captions (no download)", family="shapes")
-    registry.add("shapes_t2v_negated", "negharness.tasks.shapes_tasks:ShapesT2VNegated",
+    registry.add("shapes_t2v_negated", "negharness.tasks.shapes.retrieval:ShapesT2VNegated",
                  "embedded world: negated captions (nT2VR negator), ΔR@K / ΔMIR against the originals",
                  family="shapes")
-    registry.add("shapes_t2v_composed", "negharness.tasks.shapes_tasks:ShapesT2VComposed",
+    registry.add("shapes_t2v_composed", "negharness.tasks.shapes.retrieval:ShapesT2VComposed",
                  "embedded world: composed 'A and not B' queries (nT2VR composer), several relevant videos",
                  family="shapes")
     for prefix, (collection, kind, what) in COLLECTIONS.items():
         for query_set in QUERY_SETS:
-            registry.add(f"{prefix}_{query_set}", f"negharness.tasks.nt2vr:{prefix}_{query_set}",
+            registry.add(f"{prefix}_{query_set}", f"negharness.tasks.nt2vr.tasks:{prefix}_{query_set}",
                          f"nT2VR {query_set} queries, text-to-{kind}, {what}", family="nt2vr")
     for name, spec in {**MCQ, **RETRIEVAL}.items():
-        registry.add(name, f"negharness.tasks.negbench:{name}", spec[-1], family="negbench")
-    registry.add("shapes_mcq", "negharness.tasks.shapes_mcq:ShapesMCQ",
+        registry.add(name, f"negharness.tasks.negbench.tasks:{name}", spec[-1], family="negbench")
+    registry.add("shapes_mcq", "negharness.tasks.shapes.mcq:ShapesMCQ",
                  "embedded world: NegBench-style MCQ with exact ground truth (which shapes are present)",
                  family="shapes")
-    registry.add("nein_shapes", "negharness.tasks.nein:ShapesNeIn",
+    registry.add("nein_shapes", "negharness.tasks.nein.shapes:ShapesNeIn",
                  "embedded world: NeIn-style editing with negative instructions (removal / retention)",
                  family="nein")
-    registry.add("nein_val", "negharness.tasks.nein:NeInVal",
+    registry.add("nein_val", "negharness.tasks.nein.tasks:NeInVal",
                  "NeIn validation set: editing with negative instructions, OWLv2 removal / retention",
                  family="nein")

@@ -11,9 +11,9 @@ import torch
 
 from negharness.errors import MissingDataError, UserError
 from negharness.evaluate import RunRequest, run_evaluation
-from negharness.tasks.mcq import mcq_choices, mcq_metrics
-from negharness.tasks.negbench_catalog import COCO_LAYOUT, MCQ
-from negharness.tasks.negbench_data import map_media_path, read_mcq, read_retrieval, template_of_caption
+from negharness.mcq import mcq_choices, mcq_metrics
+from negharness.tasks.negbench.catalog import COCO_LAYOUT, MCQ
+from negharness.tasks.negbench.data import map_media_path, read_mcq, read_retrieval, template_of_caption
 from negharness.testing import COLOURS, host_with_models, keyword_model
 
 from conftest import SHARED
@@ -152,8 +152,8 @@ def test_retrieval_neg_side_by_side_and_unparseable_cell(tmp_path):
 
 
 def test_shapes_mcq_ground_truth_is_exact():
-    from negharness.tasks.shapes_media import load_world
-    from negharness.tasks.shapes_mcq import questions
+    from negharness.world.media import load_world
+    from negharness.tasks.shapes.mcq import questions
 
     world = load_world(0, "test", "image", 60, None)
     for (options, template), facts in zip(questions(world, 0), world.groups):
@@ -169,7 +169,7 @@ def test_shapes_mcq_ground_truth_is_exact():
 
 
 def test_published_numbers_match_a_run_of_the_same_weights():
-    from negharness.tasks.negbench_published import compare
+    from negharness.tasks.negbench.published import compare
 
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
     out = compare("coco", model, {"accuracy": 40.0, "acc_negative": 7.0})

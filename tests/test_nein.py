@@ -8,8 +8,8 @@ from negharness.errors import UserError
 from negharness.evaluate import RunRequest, run_evaluation
 from negharness.plugins.reference_editors import negated_object
 from negharness.plugins.shapes_detector import ShapesDetector
-from negharness.tasks.nein import FORMATS
-from negharness.tasks.shapes_edit import editing_pairs
+from negharness.tasks.nein.tasks import FORMATS
+from negharness.tasks.nein.shapes import editing_pairs
 from negharness.testing import host_with_models
 
 

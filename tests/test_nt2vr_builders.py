@@ -2,8 +2,8 @@
 
 import pytest
 
-from negharness.composer import CaptionIndex, Subject, VerbPhrase, compose, extract_pairs, render
-from negharness.negator import expand_contractions, negate, split_negated
+from negharness.text.composer import CaptionIndex, Subject, VerbPhrase, compose, extract_pairs, render
+from negharness.text.negator import expand_contractions, negate, split_negated
 
 
 def _find(caption, rule, word):

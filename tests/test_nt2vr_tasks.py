@@ -9,7 +9,7 @@ import pytest
 
 from negharness.errors import MissingDataError, UserError
 from negharness.evaluate import RunRequest, run_evaluation
-from negharness.nt2vr_format import read_caption_file, read_composed_file
+from negharness.text.nt2vr_files import read_caption_file, read_composed_file
 from negharness.testing import COLOURS, host_with_models, keyword_model
 
 COLL = "msrvtt1kAtest"
@@ -120,8 +120,8 @@ def test_build_queries_cli_on_plain_captions(cli, tmp_path):
 
 
 def test_builders_on_real_msrvtt_captions():
-    from negharness.build_queries import build, summary
-    from negharness.nt2vr_format import read_caption_table
+    from negharness.text.build_queries import build, summary
+    from negharness.text.nt2vr_files import read_caption_table
 
     from conftest import SHARED
 
@@ -143,7 +143,7 @@ def test_boolean_wrapper_scores_positive_minus_negative():
     from negharness.plugins.boolean_model import BooleanModel
     from negharness.runner import EvalContext, RunSettings
     from negharness.testing import KeywordModel, solid_image
-    from negharness.tasks.retrieval import QuerySet, similarities
+    from negharness.retrieval import QuerySet, similarities
 
     base = KeywordModel()
     wrapped = BooleanModel(base, "kw")

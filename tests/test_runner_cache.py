@@ -205,7 +205,7 @@ def test_an_unreadable_item_stops_decoding_without_draining_the_queue():
     """The error names the item at once; batches queued behind it are cancelled, not decoded."""
     import time
 
-    from negharness.video import MediaError
+    from negharness.errors import MediaError
 
     loaded: list[int] = []
 

@@ -5,9 +5,9 @@ from collections import Counter
 
 import numpy as np
 
-from negharness.tasks.shapes_media import load_world
-from negharness.tasks.shapes_render import render_video
-from negharness.tasks.shapes_world import ACTIONS, COLOURS, SHAPES, build_split
+from negharness.world.media import load_world
+from negharness.world.render import render_video
+from negharness.world.scenes import ACTIONS, COLOURS, SHAPES, build_split
 
 
 def test_same_seed_same_world_and_items_stable_when_split_grows():

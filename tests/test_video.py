@@ -8,8 +8,9 @@ from negharness.errors import UserError
 from negharness.media import MediaSet
 from negharness.runner import EvalContext, RunSettings
 from negharness.testing import KeywordModel
-from negharness.video import (FrameSampling, MediaError, available_decoders, decode_video, load_frames,
-                              read_frame_index)
+from negharness.errors import MediaError
+from negharness.tasks.nt2vr.frame_index import read_frame_index
+from negharness.video import FrameSampling, available_decoders, decode_video, load_frames
 
 av = pytest.importorskip("av")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .shapes_world import COLOURS, Scene, ShapeObject
+from .scenes import COLOURS, Scene, ShapeObject
 
 CANVAS = 32
 FRAMES = 4

@@ -13,12 +13,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from negharness.errors import UserError
-from negharness.media import MediaSet
-from negharness.metrics import (RETRIEVAL_METRIC_INFO, Relevance, best_relevant_rank, negation_deltas,
+from .errors import UserError
+from .media import MediaSet
+from .metrics import (RETRIEVAL_METRIC_INFO, Relevance, best_relevant_rank, negation_deltas,
                                 retrieval_metrics, several_relevant_metrics, source_rank)
-from negharness.runner import EvalContext
-from negharness.task import MetricInfo, TaskResult
+from .runner import EvalContext
+from .task import MetricInfo, TaskResult
 
 RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
 

@@ -23,9 +23,9 @@ import numpy as np
 from negharness.atomic import atomic_write, atomic_write_text
 from negharness.errors import UserError
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
-from negharness.video import MediaError
+from negharness.errors import MediaError
 
-from .nein_metrics import auc_removal, pixel_distances, removal, retention
+from negharness.tasks.nein.metrics import auc_removal, pixel_distances, removal, retention
 
 FORMATS = [
     "The image doesn't have any {S}.", "{S} is not part of the scene.", "No {S} present in the image.",
@@ -196,23 +196,6 @@ def _cosine(model, a, b) -> float:
     return float((e[0] * e[1]).sum())
 
 
-class ShapesNeIn(NeInTask):
-    name = "nein_shapes"
-    description = "embedded world: remove the shape a negative instruction names (exact detector)"
-    default_detector = "shapes_exact"
-    default_clip = "shapes_clip"
-    default_dino = "none"
-
-    def __init__(self, options: TaskOptions) -> None:
-        super().__init__(options)
-        self.n_items = min(int(options.extra.get("n_items", 200)), options.limit or 10**9)
-
-    def samples(self) -> list[EditSample]:
-        from .shapes_edit import editing_pairs
-
-        return editing_pairs(0, "test", self.n_items, self.options.data_root, self.options.seed)
-
-
 class NeInVal(NeInTask):
     """The published NeIn evaluation set::
 
@@ -221,7 +204,7 @@ class NeInVal(NeInTask):
         <data root>/coco/val2017/<COCO>.jpg        the ground truth (shared with NegBench's COCO folder)
 
     The object to remove is the text after "Add a/an" in T_generated; the caption's objects for
-    retention are the head nouns of T_original (`negharness.composer.head_nouns`)."""
+    retention are the head nouns of T_original (`negharness.text.composer.head_nouns`)."""
 
     name = "nein_val"
     description = "NeIn validation set (24,182 samples): editing with negative instructions"
@@ -290,7 +273,7 @@ def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Call
     """The object to remove is the text after "Add a/an" in T_generated, without the final '.'."""
     import re
 
-    from negharness.composer import head_nouns
+    from negharness.text.composer import head_nouns
 
     m = re.match(r"\s*add an? (.+?)\.?\s*$", e["T_generated"], re.IGNORECASE)
     if not m:

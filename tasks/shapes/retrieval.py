@@ -11,10 +11,10 @@ from negharness.metrics import Relevance
 from negharness.runner import EvalContext
 from negharness.task import Task, TaskOptions, TaskResult
 
-from .retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
-from .shapes_media import WorldData, load_world
-from .shapes_queries import load_world_queries
-from .shapes_world import WORLD_VERSION
+from negharness.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
+from negharness.world.media import WorldData, load_world
+from negharness.world.queries import load_world_queries
+from negharness.world.scenes import WORLD_VERSION
 
 TEST_ITEMS = 500
 

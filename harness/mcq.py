@@ -13,9 +13,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from negharness.media import MediaSet
-from negharness.runner import EvalContext
-from negharness.task import MetricInfo, TaskResult
+from .media import MediaSet
+from .runner import EvalContext
+from .task import MetricInfo, TaskResult
 
 TEMPLATES = ("positive", "negative", "hybrid")
 MCQ_METRICS = {

@@ -19,14 +19,16 @@ from pathlib import Path
 from negharness.errors import UserError
 from negharness.media import MediaSet
 from negharness.metrics import Relevance
-from negharness.nt2vr_format import (check_known_videos, original_of, read_caption_file, read_composed_file,
+from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
                                      read_video_set, video_of)
 from negharness.runner import EvalContext
 from negharness.task import Task, TaskOptions, TaskResult
-from negharness.video import FrameSampling, decode_video, load_frames, read_frame_index
+from negharness.video import FrameSampling, decode_video, load_frames
 
-from .nt2vr_collections import COLLECTIONS
-from .retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
+from .frame_index import read_frame_index
+
+from negharness.tasks.nt2vr.collections import COLLECTIONS
+from negharness.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
@@ -117,7 +119,7 @@ class NT2VRTask(Task):
                         Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
 
     def _built(self):
-        from negharness.build_queries import build, write
+        from negharness.text.build_queries import build, write
 
         items: dict[str, list[str]] = {}
         for cap_id, caption in read_caption_file(self._text("caption")):
@@ -151,7 +153,7 @@ class NT2VRNegated(NT2VROriginal):
     leaderboard_metrics = ("ΔR@1", "ΔMIR")
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
-        from negharness.negator import split_negated
+        from negharness.text.negator import split_negated
 
         ids = self._ids()
         originals = self._originals(ids)
@@ -181,7 +183,7 @@ class NT2VRComposed(NT2VROriginal):
     leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
-        from negharness.negator import split_negated
+        from negharness.text.negator import split_negated
 
         ids = self._ids()
         position = {v: i for i, v in enumerate(ids)}
@@ -213,4 +215,4 @@ def _make(prefix: str, base: type, query_set: str) -> type:
 
 TASKS = {f"{p}_{q}": _make(p, b, q) for p in COLLECTIONS
          for q, b in (("original", NT2VROriginal), ("negated", NT2VRNegated), ("composed", NT2VRComposed))}
-globals().update(TASKS)  # registry targets: negharness.tasks.nt2vr:<task name>
+globals().update(TASKS)  # registry targets: negharness.tasks.nt2vr.tasks:<task name>

@@ -9,9 +9,11 @@ from pathlib import Path
 
 from PIL import Image
 
-from .nein import EditSample, instruction_for
-from .shapes_render import CANVAS, render_image
-from .shapes_world import COLOURS, SHAPES, make_scene
+from negharness.task import TaskOptions
+from negharness.world.render import CANVAS, render_image
+from negharness.world.scenes import COLOURS, SHAPES, make_scene
+
+from .tasks import EditSample, NeInTask, instruction_for
 
 
 def _free_cell(scene, rng: random.Random) -> tuple[float, float]:
@@ -40,3 +42,18 @@ def editing_pairs(seed: int, split: str, n: int, root: Path | None, query_seed: 
             load_input=lambda s=with_added: Image.fromarray(render_image(s)),
             load_truth=lambda s=scene: Image.fromarray(render_image(s))))
     return out
+
+
+class ShapesNeIn(NeInTask):
+    name = "nein_shapes"
+    description = "embedded world: remove the shape a negative instruction names (exact detector)"
+    default_detector = "shapes_exact"
+    default_clip = "shapes_clip"
+    default_dino = "none"
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.n_items = min(int(options.extra.get("n_items", 200)), options.limit or 10**9)
+
+    def samples(self) -> list[EditSample]:
+        return editing_pairs(0, "test", self.n_items, self.options.data_root, self.options.seed)

@@ -4,7 +4,7 @@ Per test image: A is a shape present in it, N a coloured shape that is not. The 
 first as in NegBench's COCO file, takes one of the three templates at random (seeded): positive
 "this image features A", negative "this image does not feature N", hybrid "this image features A
 but not N". The distractors follow NegBench: "N but not A" (hybrid), "N" (positive), "not A"
-(negative). Ties count as wrong (see `negharness.tasks.mcq`).
+(negative). Ties count as wrong (see `negharness.mcq`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import random
 from negharness.runner import EvalContext
 from negharness.task import TaskResult
 
-from .mcq import MCQ_METRICS, evaluate_mcq
-from .shapes_media import WorldData
-from .shapes_tasks import _ShapesRetrieval
-from .shapes_world import COLOURS, SHAPES
+from negharness.mcq import MCQ_METRICS, evaluate_mcq
+from negharness.world.media import WorldData
+from negharness.tasks.shapes.retrieval import _ShapesRetrieval
+from negharness.world.scenes import COLOURS, SHAPES
 
 LAYOUT = ("*", "hybrid", "positive", "negative")
 

@@ -14,7 +14,7 @@ from statistics import mean, median
 
 from .composer import ComposedQuery, compose_captions
 from .negator import Negation, negate
-from .nt2vr_format import caption_rows, read_caption_table, write_caption_file, write_dict_lines
+from .nt2vr_files import caption_rows, read_caption_table, write_caption_file, write_dict_lines
 
 
 @dataclass

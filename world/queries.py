@@ -10,10 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from negharness.atomic import cached_json
-from negharness.build_queries import build
+from negharness.text.build_queries import build
 
-from .shapes_media import load_world
-from .shapes_world import WORLD_VERSION
+from .media import load_world
+from .scenes import WORLD_VERSION
 
 BUILDER_VERSION = "1"
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from negharness.atomic import atomic_write_bytes
 
-from .shapes_render import render_image, render_video
-from .shapes_world import WORLD_VERSION, build_split
+from .render import render_image, render_video
+from .scenes import WORLD_VERSION, build_split
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .atomic import atomic_write_text
-from .errors import UserError
+from negharness.atomic import atomic_write_text
+from negharness.errors import UserError
 
 
 def video_of(cap_id: str) -> str:

@@ -16,10 +16,10 @@ from negharness.runner import EvalContext
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.video import FrameSampling, decode_video
 
-from .mcq import MCQ_METRICS, evaluate_mcq
-from .negbench_catalog import MCQ, RETRIEVAL
-from .negbench_data import find_csv, read_mcq, read_retrieval
-from .negbench_published import compare
+from negharness.mcq import MCQ_METRICS, evaluate_mcq
+from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
+from negharness.tasks.negbench.data import find_csv, read_mcq, read_retrieval
+from negharness.tasks.negbench.published import compare
 
 DEFAULT_SAMPLING = FrameSampling("segments", 4)
 CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, CVPR 2025"
@@ -35,7 +35,7 @@ def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> Med
         from PIL import Image
 
         def load_image(i: int):
-            from negharness.video import MediaError
+            from negharness.errors import MediaError
 
             try:
                 return Image.open(paths[i])
@@ -169,5 +169,5 @@ def _make_retrieval(name: str) -> type:
                                              "modalities": frozenset({"text", kind})})
 
 
-globals().update({n: _make_mcq(n) for n in MCQ})  # registry targets: negharness.tasks.negbench:<task name>
+globals().update({n: _make_mcq(n) for n in MCQ})  # registry targets: negharness.tasks.negbench.tasks:<task name>
 globals().update({n: _make_retrieval(n) for n in RETRIEVAL})

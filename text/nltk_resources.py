@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .errors import UserError
+from negharness.errors import UserError
 
 # resource name -> path NLTK looks it up by
 RESOURCES = {

@@ -1,0 +1,27 @@
+"""nT2VR's frame index (``id.imagepath.txt``): which pre-extracted frame files make each video."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from negharness.errors import UserError
+
+
+def read_frame_index(path: str | Path, root: str | Path | None = None) -> dict[str, list[Path]]:
+    """``id.imagepath.txt``: lines ``<video_id>_<frame_no> <image path>`` -> video id -> frames in order.
+
+    Relative image paths resolve against ``root`` (default: the index file's folder).
+    """
+    path = Path(path)
+    base = Path(root) if root is not None else path.parent
+    frames: dict[str, list[tuple[int, Path]]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            parts = line.split(maxsplit=1)
+            vid, sep, num = parts[0].rpartition("_")
+            if len(parts) != 2 or not sep or not num.isdigit():
+                raise UserError(f"{path}:{lineno}: expected '<video_id>_<frame_no> <image path>', got {line.strip()!r}")
+            frames.setdefault(vid, []).append((int(num), base / parts[1].strip()))
+    return {vid: [p for _, p in sorted(items)] for vid, items in frames.items()}
