@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from negharness.context import PluginLookup
 from negharness.evaluate import RunRequest, run_evaluation
 from negharness.metrics import bootstrap_ci, paired_bootstrap
 from negharness.model import ModelOptions
@@ -68,14 +69,14 @@ def main() -> None:
         return write_table(args, collect(Path(args.out) / "results"))
     host = make_host()
     out = Path(args.out)
-    load = lambda name, options: host.registry.create("model", name, options)  # noqa: E731
+    plugins = PluginLookup(host.registry)
     results: dict[str, list[dict]] = {"shapes_clip (no fine-tuning)": [evaluate(host, "shapes_clip", None, out / "results")]}
     for name in args.recipes:
         trainer, extra = RECIPES[name]
         for seed in args.seeds:
             folder = out / f"{name}-s{seed}"
             opts = TrainOptions(out=folder, model="shapes_clip", task="shapes", seed=seed, device="auto",
-                                extra={**COMMON, **extra}, load_model=load)
+                                extra={**COMMON, **extra}, plugins=plugins)
             host.registry.create("trainer", trainer, opts)
             results.setdefault(name, []).append(evaluate(host, "clip_bnl", str(folder), out / "results"))
             print(f"trained and evaluated {name} seed {seed}", flush=True)

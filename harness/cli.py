@@ -150,27 +150,23 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from .context import PluginLookup
     from .model import ModelOptions
-    from .plugin_manager import activated
     from .train import TrainOptions
 
     host = _host(args)
     entry = host.registry.get("trainer", args.trainer)
     if args.model:
         host.registry.get("model", args.model)
-
-    def load_model(name: str, options: ModelOptions):
-        return host.registry.create("model", name, options)
-
     err = _console(stderr=True)
-    with _progress(err) as progress, activated(host):
+    with _progress(err) as progress:
         opts = TrainOptions(
             out=Path(args.out), model=args.model,
             model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
             task=args.task, seed=args.seed, device=args.device,
             cache_dir=Path(args.cache_dir) if args.cache_dir else None,
             data_root=Path(args.data_root) if args.data_root else None,
-            extra=_pairs(args.option, "-O"), progress=progress, load_model=load_model)
+            extra=_pairs(args.option, "-O"), progress=progress, plugins=PluginLookup(host.registry))
         path = entry.load()(opts)
     _console().print(f"wrote {path}")
     return 0
@@ -207,8 +203,8 @@ def cmd_build_queries(args: argparse.Namespace) -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from .diagnose import DEFAULT_OBJECTS, diagnose
+    from .context import PluginLookup
     from .model import ModelOptions
-    from .plugin_manager import activated
     from .runner import resolve_device
 
     host = _host(args)
@@ -217,10 +213,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if len(objects) < 2:
         raise UserError("--objects needs at least two objects, comma-separated")
     device = resolve_device(args.device)
-    with activated(host):
-        model = host.registry.create("model", args.model, ModelOptions(
-            args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")))
-    model.to(device).eval_mode()
+    model = PluginLookup(host.registry, device).create("model", args.model, ModelOptions(
+        args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")))
     result = diagnose(model, objects, Path(args.out))
     console = _console()
     console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects")

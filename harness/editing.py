@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
+
+from .context import PluginLookup, RunContext
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,15 @@ class Editor(ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "detector_used": self.detector_used}
+
+
+class EditContext(RunContext):
+    """The editing protocol's context, peer of `negharness.runner.EvalContext`: the editor under
+    test (``ctx.model``), where edits are written (``artifacts``), and other plugins by kind and name
+    (``ctx.plugin("detector", name)``)."""
+
+    def __init__(self, editor: Editor, plugins: PluginLookup | None, artifacts: Path, seed: int, device: Any = None) -> None:
+        super().__init__(editor, plugins, seed)
+        self.artifacts = artifacts
+        self.device = device
+        self.broken: dict[str, list[str]] = {}

@@ -53,12 +53,10 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
                  correct: Sequence[int], templates: Sequence[str],
                  option_templates: Sequence[Sequence[str]]) -> TaskResult:
     """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once."""
-    k = len(options[0])
     media_emb = ctx.embed_media(media)
     flat = [o for row in options for o in row]
-    opt = ctx.embed_texts(flat).view(len(options), k, -1)
     rows = media_emb[torch.as_tensor(np.asarray(media_index), dtype=torch.long)]
-    scores = torch.einsum("rkd,rd->rk", opt, rows)
+    scores = ctx.model.choice_scores(ctx.embed_texts, options, rows)
     chosen, tie = mcq_choices(scores)
     metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
     samples = None

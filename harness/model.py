@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -18,23 +18,40 @@ import torch.nn.functional as F
 
 from .errors import UserError
 from .hashing import hash_json
+from .options import OptionSpec, parse_options
 from .video import FrameSampling
 
 
 @dataclass
 class ModelOptions:
-    """Options every model plugin understands, plus free-form ``extra`` (``-M key=value``)."""
+    """Options every model plugin understands, plus free-form ``extra`` (``-M key=value``).
+
+    ``plugins`` is the run's `negharness.context.PluginLookup`, set by the host before it calls a
+    factory, so a wrapper (the boolean baseline, a trained model) makes its base model the way the
+    run makes every plugin; it is not an option and never part of a fingerprint.
+    """
 
     arch: str | None = None
     pretrained: str | None = None
     checkpoint: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    plugins: Any = field(default=None, compare=False, repr=False)
+
+    def parse(self, specs: "dict[str, OptionSpec]", model: str) -> dict[str, Any]:
+        """Typed ``-M`` values for the options ``model`` declares; unknown keys are an error naming it."""
+        return parse_options(self.extra, specs, "-M", f"model {model!r}")
 
     def check_extra(self, allowed: set[str], model: str) -> None:
         """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored."""
-        unknown = sorted(set(self.extra) - allowed)
-        if unknown:
-            raise UserError(f"-M {unknown[0]}: not an option of model {model!r} (it takes: {', '.join(sorted(allowed)) or 'none'})")
+        self.parse({k: OptionSpec() for k in allowed}, model)
+
+    def lookup(self) -> Any:
+        """The run's plugin lookup, or the installed plugins when a factory is called outside a run."""
+        if self.plugins is None:
+            from .context import PluginLookup
+
+            self.plugins = PluginLookup.installed()
+        return self.plugins
 
     def frame_sampling(self) -> "FrameSampling | None":
         """``-M frames=segments:12`` or ``-M frames=fps:2``: how this model samples video frames."""
@@ -58,6 +75,9 @@ def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
         h.update(str(tuple(t.shape)).encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()[:16]
+
+
+TextEncoder = Callable[[Sequence[str]], torch.Tensor]  # the run's cached text embedding
 
 
 class EmbeddingModel(ABC):
@@ -128,6 +148,28 @@ class EmbeddingModel(ABC):
         mask = mask.to(per_frame.dtype).unsqueeze(-1)
         pooled = (per_frame * mask).sum(1) / mask.sum(1).clamp_min(1.0)
         return F.normalize(pooled, dim=-1)
+
+    def similarity(self, embed_texts: TextEncoder, texts: Sequence[str], media: torch.Tensor,
+                   parts: Sequence[tuple[str, str]] | None = None) -> torch.Tensor:
+        """(Q, N) scores of each query against each media embedding. Every retrieval task scores
+        through this, so a model that scores differently (the boolean baseline) does so in every
+        task, built-in or third-party. ``parts``: per query (positive, negative) where the data
+        gives them; cosine ignores them."""
+        return embed_texts(texts) @ media.t()
+
+    def choice_scores(self, embed_texts: TextEncoder, options: Sequence[Sequence[str]], media_rows: torch.Tensor,
+                      parts: Sequence[Sequence[tuple[str, str]]] | None = None) -> torch.Tensor:
+        """(R, K): row r's K captions against row r's media embedding (multiple choice)."""
+        k = len(options[0]) if options else 0
+        opt = embed_texts([o for row in options for o in row]).view(len(options), k, -1)
+        return torch.einsum("rkd,rd->rk", opt, media_rows)
+
+    @torch.inference_mode()
+    def image_cosine(self, a: Any, b: Any) -> float:
+        """Cosine of two PIL images' embeddings (NeIn's CLIP-I and DINO scores)."""
+        x = torch.stack([self.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(self.device)
+        e = self.encode_image(x)
+        return float((e[0] * e[1]).sum())
 
     def fingerprint(self) -> str:
         """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import pluggy
 
@@ -30,27 +28,6 @@ _HOOK_KINDS = {
     "negharness_register_editors": "editor",
     "negharness_register_detectors": "detector",
 }
-
-
-_ACTIVE: ContextVar["PluginHost | None"] = ContextVar("negharness_active_host", default=None)
-
-
-def active_host() -> "PluginHost":
-    """The host of the run in progress (with its blocked and extra plugins), for plugins that wrap
-    other plugins (the boolean baseline, trained models, detect-and-inpaint); outside a run, a
-    freshly loaded one."""
-    host = _ACTIVE.get()
-    return host if host is not None else make_host()
-
-
-@contextmanager
-def activated(host: "PluginHost") -> Iterator["PluginHost"]:
-    """Make ``host`` the one `active_host` returns while a run loads its plugins."""
-    token = _ACTIVE.set(host)
-    try:
-        yield host
-    finally:
-        _ACTIVE.reset(token)
 
 
 @dataclass

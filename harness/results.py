@@ -77,6 +77,52 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+@dataclass(frozen=True)
+class RunInfo:
+    """What every record says of its run, whatever the task's protocol."""
+
+    model: ModelConfig
+    model_plugin: str
+    fingerprint: str
+    describe: dict[str, Any]
+    plugin_versions: dict[str, str]
+    device: str
+    batch_size: int
+    seed: int
+    limit: int | None
+
+
+def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_hash: str,
+                 timings: dict[str, float], counts: dict[str, Any], skipped_media: dict[str, list[str]]) -> dict[str, Any]:
+    """The one record layout for every protocol (embedding retrieval/MCQ and editing alike)."""
+    m = run.model
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "created_at": now_iso(),
+        "model": {"name": m.name, "label": m.label, "options": m.options, "plugin": run.model_plugin,
+                  "fingerprint": run.fingerprint, "describe": run.describe},
+        "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_plugin,
+                 "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
+                 "citation": task.citation},
+        "metrics": result.metrics,
+        "metric_info": {k: {"higher_is_better": v.higher_is_better, "fmt": v.fmt}
+                        for k, v in task.metric_info.items() if k in result.metrics},
+        "main_score": {"name": task.main_score, "value": result.metrics.get(task.main_score)},
+        "notes": result.notes,
+        "n_items": result.n_items,
+        "config": {"model": m.as_dict(), "task": task.config(), "batch_size": run.batch_size},
+        "config_hash": config_hash,
+        "seed": run.seed,
+        "limited": run.limit is not None,
+        "limit": run.limit,
+        "device": run.device,
+        "versions": environment_versions(run.plugin_versions),
+        "timings": timings,
+        "counts": counts,
+        "skipped_media": {k: v[:20] for k, v in skipped_media.items()},
+    }
+
+
 def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any]] | None = None) -> Path:
     """Samples first, record last: a record on disk always has its samples file complete beside it."""
     if samples is not None:

@@ -1,8 +1,9 @@
 """Text-to-media retrieval shared by every retrieval task: original, negated and composed query sets.
 
 The media are embedded once per (model, collection) through the context's cache, so the three
-query sets of a collection share one pass over its videos. A model marked ``boolean`` (the Wu &
-Ngo baseline wrapper) scores a query with a negative part as s(positive) - s(negative).
+query sets of a collection share one pass over its videos. Scores come from the model's own
+`similarity` (cosine for embedding models; the boolean baseline overrides it), so every task scores
+every model the same way.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class QuerySet:
     ids: list[str]
     texts: list[str]
     relevance: Relevance
-    # boolean baseline: per query (positive part, negative part); negative "" means none
+    # per query (positive part, negative part) where the data gives them (composed files, neginfo)
     parts: list[tuple[str, str]] | None = None
     # the item each query was written for (its caption's video), where that differs from "all relevant"
     source: list[int] | None = None
@@ -65,18 +66,8 @@ def _drop_broken(media: MediaSet, media_emb: torch.Tensor, queries: QuerySet) ->
 
 
 def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -> torch.Tensor:
-    """(Q, N) scores. Cosine for plain models; for a boolean model, with a query's parts known,
-    (1 + cos(pos)) / 2 - max(0, (1 + cos(neg)) / 2): both rescaled to [0, 1] as Wu & Ngo's
-    baseline in nT2VR's code, the negative term clipped at 0 (a no-op after this rescaling)."""
-    if getattr(ctx.model, "boolean", False) and queries.parts is not None:
-        pos = ctx.embed_texts([p for p, _ in queries.parts]) @ media_emb.t()
-        has_neg = [i for i, (_, n) in enumerate(queries.parts) if n]
-        scores = (1 + pos) / 2
-        if has_neg:
-            neg = ctx.embed_texts([queries.parts[i][1] for i in has_neg]) @ media_emb.t()
-            scores[has_neg] -= ((1 + neg) / 2).clamp_min(0)
-        return scores
-    return ctx.embed_texts(queries.texts) @ media_emb.t()
+    """(Q, N) scores by the model under test (`EmbeddingModel.similarity`), texts through the cache."""
+    return ctx.model.similarity(ctx.embed_texts, queries.texts, media_emb, queries.parts)
 
 
 def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch.Tensor, top_k: int = 10) -> list[dict]:

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from .cache import EmbeddingCache, text_key
+from .context import PluginLookup, RunContext
 from .errors import UserError
 from .media import MediaSet, PreprocessedItems, collate_images, collate_videos
 from .hashing import hash_json
@@ -73,16 +74,6 @@ def lower_priority(_worker_id: int | None = None) -> None:
 
 
 @dataclass
-class Counters:
-    texts_encoded: int = 0
-    media_encoded: int = 0
-    texts_cached: int = 0
-    media_cached: int = 0
-    media_skipped: int = 0
-    encode_seconds: float = 0.0
-
-
-@dataclass
 class RunSettings:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     precision: str = "fp32"
@@ -92,17 +83,22 @@ class RunSettings:
     decode_threads: int | None = None  # without worker processes; None: one per core, at most 8
 
 
-class EvalContext:
-    """What a task sees: cached, batched embedding of texts and media by one model."""
+class EvalContext(RunContext):
+    """The embedding protocol's context (retrieval and multiple choice), peer of
+    `negharness.editing.EditContext`: cached, batched embedding of texts and media by one model."""
+
+    COUNTED = ("texts_encoded", "texts_cached", "media_encoded", "media_cached", "media_skipped")
 
     def __init__(self, model: EmbeddingModel, settings: RunSettings, cache: EmbeddingCache | None = None,
-                 progress: Any = None, log_samples: bool = False) -> None:
-        self.model = model
+                 progress: Any = None, log_samples: bool = False, plugins: PluginLookup | None = None,
+                 seed: int = 0) -> None:
+        super().__init__(model, plugins, seed)
         self.settings = settings
         self.cache = cache
         self.progress = progress
         self.log_samples = log_samples
-        self.counters = Counters()
+        self.counters.update({k: 0 for k in self.COUNTED})
+        self.counters.encode_seconds = 0.0
         self.broken: dict[str, list[str]] = {}  # media key -> ids skipped as unreadable, with --skip-broken-media
         self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision})
         self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),

@@ -21,7 +21,15 @@ class TrainOptions:
     data_root: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
     progress: Any = None
-    load_model: Callable[[str, ModelOptions], Any] | None = None
+    plugins: Any = None  # the run's negharness.context.PluginLookup; the installed plugins when None
+
+    def load_model(self, name: str, options: ModelOptions) -> Any:
+        """A fresh model to train, made through the run's plugin lookup like every other plugin."""
+        if self.plugins is None:
+            from .context import PluginLookup
+
+            self.plugins = PluginLookup.installed()
+        return self.plugins.create("model", name, options)
 
     def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
         """An ``-O key=value`` option, cast, with a clear error naming the option."""

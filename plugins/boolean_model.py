@@ -14,11 +14,27 @@ from typing import Any, Sequence
 import torch
 
 from negharness.errors import UserError
-from negharness.model import EmbeddingModel, ModelOptions
+from negharness.model import EmbeddingModel, ModelOptions, TextEncoder
+
+
+def query_parts(text: str) -> tuple[str, str]:
+    """(positive, negative) of a query by the negator's rule-based scope; the tagger runs only
+    when the text has a negation cue, so plain captions cost nothing."""
+    from negharness.text.negator import CUE_WORDS, expand_contractions, split_negated
+
+    if not any(w.strip(".,;!?").lower() in CUE_WORDS for w in expand_contractions(text).split()):
+        return text, ""
+    return split_negated(text)
+
+
+def rescaled(cos: torch.Tensor) -> torch.Tensor:
+    """Cosine in [-1, 1] -> [0, 1], as the authors' code does before subtracting."""
+    return (1 + cos) / 2
 
 
 class BooleanModel(EmbeddingModel):
-    boolean = True
+    """score = (1 + cos(positive)) / 2 - max(0, (1 + cos(negative)) / 2); the clip at 0 of the
+    authors' code is a no-op after the rescaling, kept to read as the formula."""
 
     def __init__(self, base: EmbeddingModel, base_name: str) -> None:
         super().__init__()
@@ -59,6 +75,30 @@ class BooleanModel(EmbeddingModel):
     def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.base.encode_video(frames, mask)
 
+    def similarity(self, embed_texts: TextEncoder, texts: Sequence[str], media: torch.Tensor,
+                   parts: Sequence[tuple[str, str]] | None = None) -> torch.Tensor:
+        parts = list(parts) if parts is not None else [query_parts(t) for t in texts]
+        scores = rescaled(embed_texts([p for p, _ in parts]) @ media.t())
+        has_neg = [i for i, (_, n) in enumerate(parts) if n]
+        if has_neg:
+            neg = embed_texts([parts[i][1] for i in has_neg]) @ media.t()
+            scores[has_neg] -= rescaled(neg).clamp_min(0)
+        return scores
+
+    def choice_scores(self, embed_texts: TextEncoder, options: Sequence[Sequence[str]], media_rows: torch.Tensor,
+                      parts: Sequence[Sequence[tuple[str, str]]] | None = None) -> torch.Tensor:
+        flat = [o for row in options for o in row]
+        flat_parts = [p for row in parts for p in row] if parts is not None else [query_parts(o) for o in flat]
+        k = len(options[0]) if options else 0
+        rows = media_rows.repeat_interleave(k, dim=0)
+        pos = (embed_texts([p for p, _ in flat_parts]) * rows).sum(-1)
+        scores = rescaled(pos)
+        has_neg = [i for i, (_, n) in enumerate(flat_parts) if n]
+        if has_neg:
+            neg = (embed_texts([flat_parts[i][1] for i in has_neg]) * rows[has_neg]).sum(-1)
+            scores[has_neg] -= rescaled(neg).clamp_min(0)
+        return scores.view(len(options), k)
+
 
 def boolean(options: ModelOptions) -> BooleanModel:
     """``-M base=NAME``: the model to wrap; every other option goes to it."""
@@ -67,9 +107,7 @@ def boolean(options: ModelOptions) -> BooleanModel:
         raise UserError("model boolean needs -M base=MODEL (the retrieval model to wrap, e.g. -M base=clip)")
     if base_name == "boolean":
         raise UserError("-M base=boolean: the wrapper cannot wrap itself")
-    from negharness.plugin_manager import active_host
-
     rest = {k: v for k, v in options.extra.items() if k != "base"}
-    base = active_host().registry.create("model", base_name,
-                                         ModelOptions(options.arch, options.pretrained, options.checkpoint, rest))
+    base = options.lookup().plugin("model", base_name,
+                                   ModelOptions(options.arch, options.pretrained, options.checkpoint, rest))
     return BooleanModel(base, base_name)

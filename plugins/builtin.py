@@ -22,6 +22,8 @@ def negharness_register_models(registry: Registrar) -> None:
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)")
+    registry.add("dino", "negharness.plugins.dino_similarity:dino",
+                 "DINO ViT-S/16 image embeddings (NeIn's DINO score): --arch ID_OR_FOLDER; images only")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
                  "tiny CLIP trained on the embedded world (bundled weights, no download)")
 

@@ -79,7 +79,5 @@ def identity(options: ModelOptions) -> IdentityEditor:
 def detect_inpaint(options: ModelOptions) -> DetectInpaintEditor:
     options.check_extra({"detector"}, "detect_inpaint")
     name = options.extra.get("detector", "shapes_exact")
-    from negharness.plugin_manager import active_host
-
-    detector = active_host().registry.create("detector", name, ModelOptions())
+    detector = options.lookup().plugin("detector", name)
     return DetectInpaintEditor(detector, name)

@@ -29,12 +29,10 @@ def clip_bnl(options: ModelOptions) -> EmbeddingModel:
         raise UserError(f"{meta_path}: not valid JSON ({exc.msg})") from exc
     if meta.get("format") != FORMAT:
         raise UserError(f"{meta_path}: not a negharness training output (format {meta.get('format')!r})")
-    from negharness.plugin_manager import active_host
-
     base = dict(meta.get("base_options", {}))
     extra = {k: str(v) for k, v in base.items() if k not in ("arch", "pretrained", "checkpoint")}
     extra.update(options.extra)
-    model = active_host().registry.create("model", meta["base_model"],
-                                          ModelOptions(base.get("arch"), None, str(folder / "model.safetensors"), extra))
+    model = options.lookup().create("model", meta["base_model"],
+                                    ModelOptions(base.get("arch"), None, str(folder / "model.safetensors"), extra))
     model.name = "clip_bnl"
     return model

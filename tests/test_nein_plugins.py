@@ -98,8 +98,8 @@ def test_dino_similarity(dino_folder):
 
     dino = load_dino(str(dino_folder))
     a, b = _image(1), _image(2)
-    assert dino.cosine(a, a) == pytest.approx(1.0, abs=1e-5)
-    assert -1.0 <= dino.cosine(a, b) < 0.9999
+    assert dino.image_cosine(a, a) == pytest.approx(1.0, abs=1e-5)
+    assert -1.0 <= dino.image_cosine(a, b) < 0.9999
 
 
 def test_instruct_pix2pix_is_seeded_per_sample_and_batch_independent(ip2p_folder):

@@ -22,7 +22,7 @@ TINY = {"epochs": "2", "steps_per_epoch": "2", "n_train": "96", "n_val": "64", "
 
 def _opts(out, trainer_extra=None, **kw):
     return TrainOptions(out=Path(out), model="shapes_clip", task="shapes", device="cpu",
-                        extra={**TINY, **(trainer_extra or {})}, load_model=lambda n, o: shapes_clip(o), **kw)
+                        extra={**TINY, **(trainer_extra or {})}, **kw)
 
 
 @pytest.mark.parametrize("trainer", ["triplet", "bnl", "snl", "negbench"])

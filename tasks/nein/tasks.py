@@ -23,7 +23,9 @@ import numpy as np
 from negharness.atomic import atomic_write, atomic_write_text
 from negharness.errors import UserError
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.editing import EditContext
 from negharness.errors import MediaError
+from negharness.model import ModelOptions
 
 from negharness.tasks.nein.metrics import auc_removal, pixel_distances, removal, retention
 
@@ -83,17 +85,13 @@ class NeInTask(Task):
     def samples(self) -> list[EditSample]:
         raise NotImplementedError
 
-    def evaluate(self, ctx: Any) -> TaskResult:
-        detector = ctx.load("detector", self.detector_name)
+    def evaluate(self, ctx: EditContext) -> TaskResult:
+        detector = ctx.plugin("detector", self.detector_name)
         editor = ctx.model
         if getattr(editor, "detector_used", None) == self.detector_name:
             ctx.notes["circular"] = f"the editor used the scoring detector {self.detector_name} itself"
-        clip = ctx.load("model", self.clip_name) if self.clip_name != "none" else None
-        dino = None
-        if self.dino_name != "none":
-            from negharness.plugins.dino_similarity import load_dino
-
-            dino = load_dino(self.dino_name)
+        clip = ctx.plugin("model", self.clip_name) if self.clip_name != "none" else None
+        dino = ctx.plugin("model", "dino", ModelOptions(arch=self.dino_name)) if self.dino_name != "none" else None
         out_dir = ctx.artifacts
         out_dir.mkdir(parents=True, exist_ok=True)
         target_scores, before, after, l1s, l2s, clip_i, dino_s, missing, rows = [], [], [], [], [], [], [], [], []
@@ -107,9 +105,9 @@ class NeInTask(Task):
             l1s.append(l1)
             l2s.append(l2)
             if clip is not None:
-                clip_i.append(_cosine(clip, edited, truth))
+                clip_i.append(clip.image_cosine(edited, truth))
             if dino is not None:
-                dino_s.append(dino.cosine(edited, truth))
+                dino_s.append(dino.image_cosine(edited, truth))
             rows.append((s, source, truth, edited))
         if not rows:
             raise UserError(f"task {self.name}: no sample could be evaluated ({len(missing)} missing)")
@@ -185,15 +183,6 @@ class NeInTask(Task):
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-
-
-def _cosine(model, a, b) -> float:
-    import torch
-
-    with torch.inference_mode():
-        x = torch.stack([model.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(model.device)
-        e = model.encode_image(x)
-    return float((e[0] * e[1]).sum())
 
 
 class NeInVal(NeInTask):

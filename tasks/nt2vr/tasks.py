@@ -153,8 +153,6 @@ class NT2VRNegated(NT2VROriginal):
     leaderboard_metrics = ("ΔR@1", "ΔMIR")
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
-        from negharness.text.negator import split_negated
-
         ids = self._ids()
         originals = self._originals(ids)
         if self.build and not self._text("negated").exists():
@@ -169,9 +167,8 @@ class NT2VRNegated(NT2VROriginal):
                 raise UserError(f"{path}:{lineno}: negated query {cap_id!r} has no original caption "
                                 f"{original_of(cap_id)!r} in {self._text('caption').name}")
         src = [originals.relevance.indices[where[original_of(c)]] for _, c, _ in kept]
-        parts = [split_negated(t) for _, _, t in kept] if getattr(ctx.model, "boolean", False) else None
         negated = QuerySet([c for _, c, _ in kept], [t for _, _, t in kept],
-                           Relevance.from_lists([[int(s)] for s in src], len(ids)), parts)
+                           Relevance.from_lists([[int(s)] for s in src], len(ids)))
         return evaluate_negated(ctx, self.media(ctx, ids), originals, negated,
                                 [where[original_of(c)] for _, c, _ in kept])
 
@@ -183,8 +180,6 @@ class NT2VRComposed(NT2VROriginal):
     leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
-        from negharness.text.negator import split_negated
-
         ids = self._ids()
         position = {v: i for i, v in enumerate(ids)}
         path = self._text("composed")
@@ -197,9 +192,9 @@ class NT2VRComposed(NT2VROriginal):
         lists = [[position[v] for v in r["video_ids"] if v in position] for r in records]
         keep = [k for k, rel in enumerate(lists) if rel]
         records = [records[k] for k in keep]
-        parts = None
-        if getattr(ctx.model, "boolean", False):
-            parts = [(r["positive"], r["negative"]) if "positive" in r else split_negated(r["caption"]) for r in records]
+        parts = None  # stored parts where every record has them; else the model splits (boolean)
+        if records and all("positive" in r for r in records):
+            parts = [(r["positive"], r["negative"]) for r in records]
         return evaluate_text_to_media(ctx, [str(r["cap_id"]) for r in records], [r["caption"] for r in records],
                                       Relevance.from_lists([lists[k] for k in keep], len(ids)), self.media(ctx, ids),
                                       parts, several=True)
