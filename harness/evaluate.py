@@ -24,7 +24,7 @@ from .plugin_manager import PluginHost
 from .registry import Entry
 from .results import ModelConfig, RunInfo, build_record, read_record, record_path, write_record
 from .runner import EvalContext, RunSettings, resolve_device, resolve_precision
-from .task import Task, TaskOptions
+from .task import Task, TaskDefinitionError, TaskOptions, check_result
 
 
 @dataclass
@@ -113,7 +113,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
     root, source = data_root(req.data_root)
     topts = TaskOptions(root, source, Path(req.cache_dir) if req.cache_dir else None, req.seed, req.limit,
                         dict(req.task_extra))
-    tasks = [(e, e.load()(topts)) for e in entries]
+    tasks = [(e, _made_task(e, topts)) for e in entries]
+    _check_task_options(req.task_extra, [t for _, t in tasks])
     _check_data([t for _, t in tasks], root, source)
 
     model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
@@ -144,6 +145,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
             ctx = EvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed)
         start = time.perf_counter()
         result = task.evaluate(ctx)
+        check_result(task, result, entry.plugin)
         counts = dict(ctx.counters)
         timings = {"total_s": round(time.perf_counter() - start, 3)}
         if "encode_seconds" in counts:
@@ -152,6 +154,29 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
         write_record(path, rec, result.samples if req.log_samples else None)
         outcomes.append(RunOutcome(task.name, path, rec))
     return outcomes
+
+
+def _made_task(entry: Entry, options: TaskOptions) -> Task:
+    """The task object, its metadata validated: a mistake names the task and its plugin."""
+    try:
+        task = entry.load()(options)
+    except TaskDefinitionError as exc:
+        raise TaskDefinitionError(f"{exc} (plugin {entry.plugin!r})") from None
+    if not isinstance(task, Task):
+        raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
+                        f"{type(task).__name__}, not a negharness.task.Task")
+    task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
+    return task
+
+
+def _check_task_options(raw: dict[str, str], tasks: list[Task]) -> None:
+    """Every -T key must be an option of at least one task of the run (a typo is never ignored)."""
+    for key in raw:
+        if not any(key in t.task_options for t in tasks):
+            takes = sorted({k for t in tasks for k in t.task_options})
+            names = ", ".join(t.name for t in tasks)
+            raise UserError(f"-T {key}: not an option of {'task ' if len(tasks) == 1 else 'tasks '}{names} "
+                            f"(they take: {', '.join(takes) or 'none'})")
 
 
 def _fingerprint(model: Any) -> str:

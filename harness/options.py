@@ -37,6 +37,7 @@ class OptionSpec:
     help: str = ""
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
+    changes_numbers: bool = True  # False for speed knobs (a batch size): left out of configs and cache keys
 
     def parse(self, raw: str, what: str) -> Any:
         if self.type is bool:

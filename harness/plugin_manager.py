@@ -73,15 +73,30 @@ class PluginHost:
             except Exception as exc:  # a broken plugin is reported, never fatal unless strict
                 self._fail(info, exc)
                 continue
-            self.pm.register(module, name=ep.name)
+            self._register(module, info)
 
     def register(self, plugin: ModuleType | object, name: str) -> None:
         """Register a plugin object directly (tests, notebooks); it is treated like an entry point."""
         if name in self.blocked:
             self.plugins[name] = PluginInfo(name, repr(plugin), status="blocked")
             return
-        self.plugins[name] = PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))
-        self.pm.register(plugin, name=name)
+        info = self.plugins[name] = PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))
+        self._register(plugin, info)
+
+    def _register(self, plugin: ModuleType | object, info: PluginInfo) -> None:
+        """pluggy's register and check_pending inside the isolation: a hook with a misspelt argument
+        or name is reported against its plugin, and the other plugins keep working."""
+        try:
+            _check_hook_api(plugin)
+            self.pm.register(plugin, name=info.name)
+        except Exception as exc:
+            self._fail(info, exc)
+            return
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            self.pm.unregister(name=info.name)
+            self._fail(info, exc)
 
     def _fail(self, info: PluginInfo, exc: BaseException) -> None:
         info.status = "failed"
@@ -119,6 +134,15 @@ class PluginHost:
         """Plugin distribution -> version, for result records."""
         return {p.distribution: p.version or "?" for p in self.plugins.values()
                 if p.distribution and p.status == "loaded"}
+
+
+def _check_hook_api(plugin: ModuleType | object) -> None:
+    from . import HOOK_API
+
+    wanted = getattr(plugin, "NEGHARNESS_HOOK_API", None)
+    if wanted is not None and wanted != HOOK_API:
+        raise PluginLoadError(f"written for negharness hook API {wanted}; this negharness has hook API {HOOK_API}"
+                              + (": upgrade negharness" if isinstance(wanted, int) and wanted > HOOK_API else ""))
 
 
 def blocked_from_env() -> frozenset[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from negharness.options import OptionSpec
 from negharness.task import TaskOptions
 from negharness.world.render import CANVAS, render_image
 from negharness.world.scenes import COLOURS, SHAPES, make_scene
@@ -50,10 +51,11 @@ class ShapesNeIn(NeInTask):
     default_detector = "shapes_exact"
     default_clip = "shapes_clip"
     default_dino = "none"
+    task_options = {**NeInTask.task_options, "n_items": OptionSpec(int, 200, "samples", minimum=1)}
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
-        self.n_items = min(int(options.extra.get("n_items", 200)), options.limit or 10**9)
+        self.n_items = min(self.opts["n_items"], options.limit or 10**9)
 
     def samples(self) -> list[EditSample]:
         return editing_pairs(0, "test", self.n_items, self.options.data_root, self.options.seed)

@@ -26,6 +26,7 @@ from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.editing import EditContext
 from negharness.errors import MediaError
 from negharness.model import ModelOptions
+from negharness.options import OptionSpec
 
 from negharness.tasks.nein.metrics import auc_removal, pixel_distances, removal, retention
 
@@ -70,13 +71,19 @@ class NeInTask(Task):
     default_detector = "owlv2"
     default_clip = "clip"
     default_dino = "facebook/dino-vits16"
+    task_options = {
+        "detector": OptionSpec(str, None, "scoring detector (default: the task's)"),
+        "clip_model": OptionSpec(str, None, "model for CLIP-I, or none"),
+        "dino_model": OptionSpec(str, None, "DINO model id or folder for the DINO score, or none"),
+        "edit_batch": OptionSpec(int, 4, "images edited per call", minimum=1, changes_numbers=False),
+    }
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
-        self.detector_name = options.extra.get("detector", self.default_detector)
-        self.clip_name = options.extra.get("clip_model", self.default_clip)
-        self.dino_name = options.extra.get("dino_model", self.default_dino)
-        self.batch = int(options.extra.get("edit_batch", 4))
+        self.detector_name = self.opts["detector"] or self.default_detector
+        self.clip_name = self.opts["clip_model"] or self.default_clip
+        self.dino_name = self.opts["dino_model"] or self.default_dino
+        self.batch = self.opts["edit_batch"]
 
     def config(self) -> dict:
         return {**super().config(), "detector": self.detector_name, "clip_model": self.clip_name,

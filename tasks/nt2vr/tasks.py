@@ -22,6 +22,7 @@ from negharness.metrics import Relevance
 from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
                                      read_video_set, video_of)
 from negharness.runner import EvalContext
+from negharness.options import OptionSpec
 from negharness.task import Task, TaskOptions, TaskResult
 from negharness.video import FrameSampling, decode_video, load_frames
 
@@ -45,6 +46,7 @@ class NT2VRTask(Task):
     prefix = "msrvtt3k"
     query_set = "original"
     citation = CITATION
+    task_options = {"build": OptionSpec(bool, False, "build missing negated/composed query files from the captions")}
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
@@ -52,7 +54,7 @@ class NT2VRTask(Task):
         self.folder = options.data_root / self.collection
         self.text_dir = self.folder / "TextData"
         self.modalities = frozenset({"text", self.kind})
-        self.build = options.extra.get("build", "").lower() in ("1", "true", "yes")
+        self.build = self.opts["build"]
 
     def _text(self, kind: str) -> Path:
         return self.text_dir / f"{self.collection}.{kind}.txt"

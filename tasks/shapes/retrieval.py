@@ -9,6 +9,7 @@ from __future__ import annotations
 from negharness.media import MediaSet
 from negharness.metrics import Relevance
 from negharness.runner import EvalContext
+from negharness.options import OptionSpec
 from negharness.task import Task, TaskOptions, TaskResult
 
 from negharness.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
@@ -27,13 +28,17 @@ class _ShapesRetrieval(Task):
     metric_info = RETRIEVAL_METRICS
     leaderboard_metrics = ("R@1", "R@10", "MIR")
     citation = "negharness embedded world (procedurally generated)"
+    task_options = {
+        "world_seed": OptionSpec(int, 0, "seed the world is generated from"),
+        "split": OptionSpec(str, "test", "which split of the world", choices=("train", "val", "test")),
+        "n_items": OptionSpec(int, TEST_ITEMS, "items of the split to evaluate on", minimum=1),
+    }
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
-        extra = options.extra
-        self.world_seed = int(extra.get("world_seed", 0))
-        self.split_name = extra.get("split", "test")
-        self.n_items = int(extra.get("n_items", TEST_ITEMS))
+        self.world_seed = self.opts["world_seed"]
+        self.split_name = self.opts["split"]
+        self.n_items = self.opts["n_items"]
         if options.limit:
             self.n_items = min(self.n_items, options.limit)
 

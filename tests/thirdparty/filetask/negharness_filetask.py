@@ -1,12 +1,14 @@
 """A task that reads files from the data root, to exercise the host's missing-data checks."""
 from negharness.hookspecs import hookimpl
-from negharness.task import Task, TaskResult
+from negharness.task import MetricInfo, Task, TaskResult
 
 
 class CaptionFileTask(Task):
     name = "example_files"
     family = "example"
     modalities = frozenset({"text"})
+    main_score = "n"
+    metric_info = {"n": MetricInfo(True, ".0f")}
     data_help = "Get them from https://example.org/data (unpack into the data root)."
 
     def required_files(self):
