@@ -166,6 +166,10 @@ def _made_task(entry: Entry, options: TaskOptions) -> Task:
         raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
                         f"{type(task).__name__}, not a negharness.task.Task")
     task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
+    registered = entry.meta.get("family")
+    if registered and registered != task.family:
+        raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r} was registered with family="
+                                  f"{registered!r} but declares family {task.family!r}")
     return task
 
 

@@ -37,7 +37,8 @@ def negharness_register_models(registry: "Registrar") -> None:
 def negharness_register_tasks(registry: "Registrar") -> None:
     """Add tasks; the factory takes `negharness.task.TaskOptions` and returns a `negharness.task.Task`.
 
-    Pass ``family="..."`` so the leaderboard groups the task with its benchmark.
+    The task class declares its family (the leaderboard groups by it); a ``family="..."`` given
+    here is checked against it when the task loads.
     """
 
 

@@ -14,12 +14,19 @@ from typing import Any, Sequence
 import torch
 
 from negharness.editing import Editor
-from negharness.errors import UserError
 from negharness.hub import load_or_explain
 from negharness.model import ModelOptions
+from negharness.options import OptionSpec
 
 DEFAULT = "timbrooks/instruct-pix2pix"
-OPTIONS = {"model": str, "steps": int, "guidance": float, "image_guidance": float, "size": int, "precision": str}
+OPTIONS = {
+    "model": OptionSpec(str, None, "diffusers model id or folder (else --arch / --checkpoint / the default)"),
+    "steps": OptionSpec(int, 100, "denoising steps", minimum=1),
+    "guidance": OptionSpec(float, 7.5, "text guidance scale"),
+    "image_guidance": OptionSpec(float, 1.5, "image guidance scale"),
+    "size": OptionSpec(int, 512, "long side of the edited image", minimum=64),
+    "precision": OptionSpec(str, "fp32", "pipeline dtype", choices=("fp32", "fp16", "bf16")),
+}
 
 
 def fit_size(width: int, height: int, long_side: int) -> tuple[int, int]:
@@ -69,19 +76,12 @@ class InstructPix2PixEditor(Editor):
 
 
 def instruct_pix2pix(options: ModelOptions) -> InstructPix2PixEditor:
-    options.check_extra(set(OPTIONS), "instruct_pix2pix")
-    try:
-        opts = {k: OPTIONS[k](v) for k, v in options.extra.items()}
-    except ValueError as exc:
-        raise UserError(f"instruct_pix2pix: bad -M value ({exc})") from exc
-    source = opts.get("model") or options.arch or options.checkpoint or DEFAULT
+    opts = options.parse(OPTIONS, "instruct_pix2pix")
+    source = opts["model"] or options.arch or options.checkpoint or DEFAULT
     from diffusers import StableDiffusionInstructPix2PixPipeline
 
-    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.get(opts.get("precision", "fp32"))
-    if dtype is None:
-        raise UserError("-M precision: fp32, fp16 or bf16")
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[opts["precision"]]
     pipe = load_or_explain("instruct_pix2pix", str(source), lambda: StableDiffusionInstructPix2PixPipeline.from_pretrained(
         source, torch_dtype=dtype, safety_checker=None, requires_safety_checker=False))
     pipe.set_progress_bar_config(disable=True)
-    return InstructPix2PixEditor(str(source), pipe, opts.get("steps", 100), opts.get("guidance", 7.5),
-                                 opts.get("image_guidance", 1.5), opts.get("size", 512))
+    return InstructPix2PixEditor(str(source), pipe, opts["steps"], opts["guidance"], opts["image_guidance"], opts["size"])

@@ -99,3 +99,36 @@ def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
         from negharness.plugins.boolean_model import boolean
 
         boolean(ModelOptions(extra={"base": "kw"}))  # outside a run: only installed plugins
+
+
+def test_readme_plugin_example_is_the_tested_plugin_and_installs_as_written(tmp_path):
+    """The README's code blocks are the files under tests/thirdparty/good, and its pyproject.toml
+    installs (offline, no build isolation) into a folder where `negharness list` finds the plugin."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import THIRDPARTY, run_cli
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Writing a plugin"):readme.index("## Training a negation-aware model")]
+    python_block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    toml_block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+    good = THIRDPARTY / "good"
+    assert python_block == (good / "negharness_example.py").read_text()
+    assert toml_block == (good / "pyproject.toml").read_text()
+    model_lines = python_block[python_block.index("class MeanColourModel"):python_block.index("class ExampleColours")]
+    task_lines = python_block[python_block.index("class ExampleColours"):python_block.index("@hookimpl")]
+    assert len(model_lines.strip().splitlines()) <= 25 and len(task_lines.strip().splitlines()) <= 40
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "negharness_example.py").write_text(python_block)
+    (src / "pyproject.toml").write_text(toml_block)
+    site = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(site), str(src)], capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    listed = run_cli(["list"], tmp_path, [site])
+    assert listed.returncode == 0 and "mean_colour" in listed.stdout and "example_colours" in listed.stdout

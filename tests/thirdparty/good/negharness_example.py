@@ -1,23 +1,51 @@
+import numpy as np
 import torch
 import torch.nn.functional as F
 from negharness.hookspecs import hookimpl
+from negharness.media import MediaSet
+from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
 from negharness.model import EmbeddingModel
-from negharness.testing import COLOURS, ColourRetrievalTask
+from negharness.task import MetricInfo, Task, TaskResult
+
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
 
 
 class MeanColourModel(EmbeddingModel):
+    """Images: their mean colour. Texts: the colour they name."""
     name = "mean_colour"
-    def describe(self): return {"arch": "mean-colour", "version": 1}
-    def preprocess_image(self, image): return torch.as_tensor(image).permute(2, 0, 1).float() / 255
-    def encode_image(self, pixels): return F.normalize(pixels.mean(dim=(2, 3)), dim=-1)
+
+    def describe(self):  # everything that changes an embedding: it keys the cache
+        return {"arch": "mean-colour", "version": 1}
+
+    def preprocess_image(self, image):
+        return torch.as_tensor(np.asarray(image)).permute(2, 0, 1).float() / 255
+
+    def encode_image(self, pixels):
+        return F.normalize(pixels.mean(dim=(2, 3)), dim=-1)
+
     def encode_text(self, texts):
         rgb = [next((COLOURS[w] for w in t.split() if w in COLOURS), (1, 1, 1)) for t in texts]
         return F.normalize(torch.tensor(rgb, dtype=torch.float32), dim=-1)
 
 
-class ExampleColours(ColourRetrievalTask):
+class ExampleColours(Task):
+    """Three solid-colour images, one caption each: text-to-image R@1 and MIR."""
     name = "example_colours"
     family = "example"
+    modalities = frozenset({"text", "image"})
+    main_score = "R@1"
+    metric_info = {"R@1": MetricInfo(True, ".1f"), "MIR": MetricInfo(True, ".3f")}
+    leaderboard_metrics = ("R@1", "MIR")
+
+    def evaluate(self, ctx):
+        names = list(COLOURS)
+        images = [np.full((8, 8, 3), COLOURS[c], dtype=np.uint8) for c in names]
+        media = MediaSet("example/colours", "image", names, lambda i: images[i], cheap=True)
+        captions = [f"a {c} picture" for c in names]
+        sim = ctx.model.similarity(ctx.embed_texts, captions, ctx.embed_media(media))  # cached, batched
+        ranks = best_relevant_rank(sim, Relevance.from_lists([[i] for i in range(len(names))], len(names)))
+        metrics = retrieval_metrics(ranks, ks=(1,))
+        return TaskResult({k: metrics[k] for k in ("R@1", "MIR")}, {"images": len(names)})
 
 
 @hookimpl
@@ -27,4 +55,4 @@ def negharness_register_models(registry):
 
 @hookimpl
 def negharness_register_tasks(registry):
-    registry.add("example_colours", "negharness_example:ExampleColours", "six colours", family="example")
+    registry.add("example_colours", "negharness_example:ExampleColours", "three solid colours")
