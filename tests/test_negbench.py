@@ -116,7 +116,7 @@ def test_mcq_task_end_to_end_and_bad_rows(tmp_path):
     assert rec["metrics"]["accuracy"] == pytest.approx(100 / 3)
     assert rec["metrics"]["tie_rate"] == pytest.approx(200 / 3)
     assert rec["n_items"] == {"questions": 3, "images": 2, "distinct_captions": 7}
-    assert "published_mcq_accuracy" in rec["notes"]
+    assert "published" not in rec["notes"]  # no published row for this model
     (root / "coco" / "val2017" / "000000000002.jpg").unlink()
     with pytest.raises(MissingDataError, match=r"(?s)1 file\(s\) missing.*000000000002.jpg"):
         run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
@@ -169,14 +169,17 @@ def test_shapes_mcq_ground_truth_is_exact():
 
 
 def test_published_numbers_match_a_run_of_the_same_weights():
-    from negharness.tasks.negbench.published import compare
+    from negharness.published import published_notes
 
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
-    out = compare("coco", model, {"accuracy": 40.0, "acc_negative": 7.0})
-    assert out["published_row"] == "CLIP-OpenAI"
-    assert out["difference_to_published"] == {"accuracy": pytest.approx(0.7, abs=0.01), "acc_negative": pytest.approx(0.16, abs=0.01)}
+    found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0})["published"]
+    repo = {(f["metric"], f["source"]): f for f in found if f["source"].startswith("NegBench repo")}
+    total = repo[("accuracy", "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-OpenAI'")]
+    assert total["diff"] == pytest.approx(40.0 - 39.296584376056815, abs=1e-9)
+    neg = repo[("acc_negative", "NegBench repo, results/mcq/1_baseline_breakdown.csv, row 'CLIP-OpenAI'")]
+    assert neg["diff"] == pytest.approx(7.0 - 6.844919786096257, abs=1e-9)
     other = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-L-14", "weights": "openai"})
-    assert "published_row" not in compare("coco", other, {"accuracy": 40.0})
+    assert published_notes("negbench_mcq_coco", other, {"accuracy": 40.0}) == {}
 
 
 def test_diagnose_end_to_end(cli, tmp_path):

@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from negharness.media import MediaSet
+from negharness.published import published_notes
 from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
 from negharness.runner import EvalContext
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
@@ -19,7 +20,6 @@ from negharness.video import FrameSampling, decode_video
 from negharness.mcq import MCQ_METRICS, evaluate_mcq
 from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
 from negharness.tasks.negbench.data import find_csv, read_mcq, read_retrieval
-from negharness.tasks.negbench.published import compare
 
 DEFAULT_SAMPLING = FrameSampling("segments", 4)
 CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, CVPR 2025"
@@ -77,7 +77,7 @@ class NegBenchMCQ(_NegBenchTask):
     main_score = "accuracy"
     metric_info = MCQ_METRICS
     leaderboard_metrics = ("accuracy", "acc_positive", "acc_negative", "acc_hybrid")
-    csv_name, kind, layout, dataset = "", "image", None, None
+    csv_name, kind, layout = "", "image", None
 
     def _csvs(self) -> list[Path]:
         return [find_csv(self.root, self.csv_name)]
@@ -100,8 +100,7 @@ class NegBenchMCQ(_NegBenchTask):
         result = evaluate_mcq(ctx, media_set(ctx, self.root, paths, self.kind), [where[r.media] for r in rows],
                               [r.options for r in rows], [r.correct for r in rows], [r.template for r in rows],
                               [r.option_templates for r in rows])
-        if self.dataset:
-            result.notes.update(compare(self.dataset, ctx.model, result.metrics))
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics))
         return result
 
 
@@ -151,14 +150,15 @@ class NegBenchRetrieval(_NegBenchTask):
         metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
         notes = {"empty_captions_skipped": skipped} if skipped else {}
+        notes.update(published_notes(self.name, ctx.model, metrics))
         return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
                                     f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes)
 
 
 def _make_mcq(name: str) -> type:
-    csv_name, kind, layout, dataset, description = MCQ[name]
+    csv_name, kind, layout, description = MCQ[name]
     return type(name, (NegBenchMCQ,), {"name": name, "csv_name": csv_name, "kind": kind, "layout": layout,
-                                       "dataset": dataset, "description": description,
+                                       "description": description,
                                        "modalities": frozenset({"text", kind})})
 
 
