@@ -191,3 +191,81 @@ def test_diagnose_end_to_end(cli, tmp_path):
     assert "negation gap" in res.stdout
     bad = cli("diagnose", "--model", "shapes_clip", "--objects", "only-one", "--out", str(tmp_path / "x.png"))
     assert bad.returncode == 2 and "--objects" in bad.stderr
+
+
+# CheXpert in the authors' schema (m1k2zoo/negbench benchmarks/src/training/data.py) ------------------
+def _chexpert_images(root: Path, names):
+    from PIL import Image
+
+    for name, colour in names.items():
+        p = root / "chexpert" / "valid" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.full((8, 8, 3), COLOURS[colour], dtype=np.uint8)).save(p)
+
+
+def _write_csv(path: Path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+CXR = "CheXpert-v1.0-small/valid/patient{0:05d}/study1/view1_frontal.jpg"
+
+
+def _chexpert_root(tmp_path):
+    root = tmp_path / "data"
+    _chexpert_images(root, {f"patient{i:05d}/study1/view1_frontal.jpg": c for i, c in ((1, "red"), (2, "blue"))})
+    return root
+
+
+def test_chexpert_binary_files_in_the_authors_schema(tmp_path):
+    """CsvBinaryMCQDataset's columns only: image_path, caption_0, caption_1, correct_answer. Templates come
+    from the words; a correct_answer_template column, if a file has one, is not read (the authors' loader
+    does not read it)."""
+    root = _chexpert_root(tmp_path)
+    rows = [[CXR.format(1), "a red picture", "a blue picture", 0],        # right
+            [CXR.format(2), "a green picture", "a blue picture", 1],      # right
+            [CXR.format(1), "picture red", "red picture", 0]]            # exact tie: wrong
+    _write_csv(root / "negbench" / "chexpert_binary_mcq.csv", ["image_path", "caption_0", "caption_1", "correct_answer"], rows)
+    _write_csv(root / "negbench" / "chexpert_binary_mcq_control.csv",
+               ["image_path", "caption_0", "caption_1", "correct_answer", "correct_answer_template"],
+               [r + ["not-a-template"] for r in rows])
+    parsed = read_mcq(root / "negbench" / "chexpert_binary_mcq.csv", root, None, binary=True)
+    assert parsed[0].media == root / "chexpert/valid/patient00001/study1/view1_frontal.jpg"
+    assert [r.options for r in parsed][1] == ("a green picture", "a blue picture")
+    assert all(r.template == "positive" for r in parsed)
+    for task in ("negbench_mcq_chexpert_binary", "negbench_mcq_chexpert_binary_control"):
+        req = RunRequest(model="kw", tasks=[task], data_root=str(root), output_dir=str(tmp_path / "res"),
+                         cache_dir=str(tmp_path / "c"))
+        rec = run_evaluation(_host(), req)[0].record
+        assert rec["metrics"]["accuracy"] == pytest.approx(200 / 3)
+        assert rec["n_items"]["questions"] == 3
+    _write_csv(root / "negbench" / "chexpert_binary_mcq.csv", ["image_path", "caption_0", "correct_answer"],
+               [[CXR.format(1), "a red picture", 0]])
+    with pytest.raises(UserError, match=r"chexpert_binary_mcq.csv: no column 'caption_1'"):
+        read_mcq(root / "negbench" / "chexpert_binary_mcq.csv", root, None, binary=True)
+
+
+def test_chexpert_four_choice_and_affirmation_control(tmp_path):
+    """chexpert_mcq.csv and chexpert_mcq_no_negation.csv: CsvMCQDataset's schema, with correct_answer_template."""
+    root = _chexpert_root(tmp_path)
+    header = ["image_path", "caption_0", "caption_1", "caption_2", "caption_3", "correct_answer", "correct_answer_template"]
+    _write_csv(root / "negbench" / "chexpert_mcq_no_negation.csv", header, [
+        [CXR.format(1), "a blue picture", "a red picture", "a green picture", "a yellow picture", 1, "positive"],
+        [CXR.format(2), "a blue picture", "a red picture", "a green picture", "a yellow picture", 2, "positive"]])
+    _write_csv(root / "negbench" / "chexpert_mcq.csv", header, [
+        [CXR.format(2), "a blue picture", "no red picture", "a red picture", "not a blue picture", 0, "positive"],
+        [CXR.format(1), "no blue picture", "a blue picture", "a green picture", "a yellow picture", 0, "negative"]])
+    res = {}
+    for task in ("negbench_mcq_chexpert_control", "negbench_mcq_chexpert"):
+        req = RunRequest(model="kw", tasks=[task], data_root=str(root), output_dir=str(tmp_path / "res"),
+                         cache_dir=str(tmp_path / "c"))
+        res[task] = run_evaluation(_host(), req)[0].record["metrics"]
+    assert res["negbench_mcq_chexpert_control"]["accuracy"] == 50.0  # row 1 right; row 2 picks blue, not green
+    assert res["negbench_mcq_chexpert"]["acc_positive"] == 100.0
+    _write_csv(root / "negbench" / "chexpert_mcq_no_negation.csv", header[:-1],
+               [[CXR.format(1), "a", "b", "c", "d", 0]])
+    with pytest.raises(UserError, match=r"chexpert_mcq_no_negation.csv: no column 'correct_answer_template'"):
+        read_mcq(root / "negbench" / "chexpert_mcq_no_negation.csv", root, None)

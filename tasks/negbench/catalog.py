@@ -7,6 +7,11 @@ correct answer's own template, given per row); None derives templates from the c
 COCO_LAYOUT = ("*", "hybrid", "positive", "negative")  # correct first; then "N but not A", "N", "not A"
 SYN_LAYOUT = ("positive", "hybrid", "hybrid", "negative")  # "A and B", "A not B", "B not A", "neither"
 
+# The authors' binary schema (their CsvBinaryMCQDataset): image_path, caption_0, caption_1, correct_answer.
+# File names as their datasets.md lists them (their params.py defaults name chexpert_binary_mcq_random.csv and
+# chexpert_binary_mcq_no_negation_random.csv for the same two tasks).
+BINARY = frozenset({"negbench_mcq_chexpert_binary", "negbench_mcq_chexpert_binary_control"})
+
 # task name -> (csv file, media kind, layout, description); published numbers: published/*.csv
 MCQ = {
     "negbench_mcq_coco": ("COCO_val_mcq_llama3.1_rephrased.csv", "image", COCO_LAYOUT,
@@ -22,11 +27,13 @@ MCQ = {
     "negbench_mcq_hardneg_syn": ("synthetic_mcq_llama3.1_rephrased.csv", "image", SYN_LAYOUT,
                                  "NegBench MCQ-Neg, HardNeg-Syn (Stable Diffusion images)"),
     "negbench_mcq_chexpert_binary": ("chexpert_binary_mcq.csv", "image", None,
-                                     "NegBench CheXpert binary (2-option) task, when its CSV is present"),
+                                     "NegBench CheXpert binary (2-option) negation task, when its CSV is present"),
     "negbench_mcq_chexpert_binary_control": ("chexpert_binary_mcq_control.csv", "image", None,
-                                             "NegBench CheXpert binary control task, when its CSV is present"),
+                                             "NegBench CheXpert binary affirmation control, when its CSV is present"),
     "negbench_mcq_chexpert": ("chexpert_mcq.csv", "image", None,
                               "NegBench CheXpert 4-option MCQ, when its CSV is present"),
+    "negbench_mcq_chexpert_control": ("chexpert_mcq_no_negation.csv", "image", None,
+                                      "NegBench CheXpert 4-option affirmation control (no negation), when its CSV is present"),
 }
 
 # task name -> (original csv, negated csv, media kind, description)
