@@ -1,6 +1,7 @@
 """`negharness diagnose`: NegBench's embedding diagnosis (Fig. 6, appendix B.2) for any model.
 
-Captions from five template families over a set of objects (affirmation, negation, two-object
+Captions from the paper's five template families (24/24/23/24/24 templates, data in
+``diagnose_templates.yaml``) over a set of objects (affirmation, negation, two-object
 affirmation, hybrid, double negation) go through the model's text tower; PCA projects them to 2-D
 (a PNG), and one number summarises the collapse: how much closer "X" sits to "not X" than to a
 different object "Y". A model that understands negation keeps "X" and "not X" apart (gap < 0);
@@ -9,6 +10,7 @@ NegBench found CLIP models cluster by object and ignore the negation (gap > 0).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import permutations
 from pathlib import Path
@@ -18,43 +20,68 @@ import torch.nn.functional as F
 
 from .errors import UserError
 
-# The appendix's five examples per family, plus variants in the same spirit.
-TEMPLATES = {
-    "affirmation": ["This image includes {a}", "{A} is present in this image", "This image shows {a}",
-                    "{A} is depicted in this image", "{A} appears in this image", "This image features {a}",
-                    "There is {a} in this image", "This image contains {a}"],
-    "negation": ["This image does not include {a}", "{A} is not present in this image", "This image lacks {a}",
-                 "{A} is not depicted in this image", "{A} does not appear in this image",
-                 "This image does not feature {a}", "There is no {o} in this image", "This image contains no {o}"],
-    "two_objects": ["This image includes {a} and {b}", "{A} and {b} are present in this image",
-                    "This image shows {a} and {b}", "{A} and {b} are depicted in this image",
-                    "{A} and {b} appear in this image", "This image features {a} and {b}"],
-    "hybrid": ["This image includes {a} but not {b}", "{A} is present in this image but not {b}",
-               "This image shows {a} but not {b}", "This image features {a} but not {b}",
-               "{A} appears in this image but not {b}", "There is {a} but no {p} in this image"],
-    "double_negation": ["This image includes neither {a} nor {b}", "Neither {a} nor {b} are present in this image",
-                        "This image shows neither {a} nor {b}", "Neither {a} nor {b} are depicted in this image",
-                        "Neither {a} nor {b} appear in this image", "There is no {o} and no {p} in this image"],
-}
+TEMPLATE_FILE = Path(__file__).with_name("diagnose_templates.yaml")
+FAMILIES = ("affirmation", "negation", "two_objects", "hybrid", "double_negation")
+SINGLE = ("affirmation", "negation")  # over one object (A); the other families over a pair (A, B)
 DEFAULT_OBJECTS = ("dog", "cat", "car", "chair", "person", "bicycle", "pizza", "umbrella", "horse", "clock")
 
 
-def _article(obj: str) -> str:
-    return f"{'an' if obj[0] in 'aeiou' else 'a'} {obj}"
+@dataclass(frozen=True)
+class TemplateFamily:
+    name: str
+    label: str
+    paper: tuple[str, ...]  # the examples appendix B.2 prints, verbatim
+    added: tuple[str, ...]  # negharness's completion to the paper's count (the full sets are unpublished)
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return self.paper + self.added
+
+
+def load_templates(path: Path = TEMPLATE_FILE) -> dict[str, TemplateFamily]:
+    """The five families, checked: the size the paper gives, no duplicates, the placeholders each needs."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{path}: cannot read the diagnosis templates ({exc})") from exc
+    out = {}
+    for name in FAMILIES:
+        spec = (data or {}).get(name)
+        if not isinstance(spec, dict):
+            raise UserError(f"{path}: no template family {name!r}")
+        fam = TemplateFamily(name, str(spec.get("label", name)), tuple(spec.get("paper") or ()), tuple(spec.get("added") or ()))
+        if len(fam.templates) != spec.get("count") or len(set(fam.templates)) != len(fam.templates):
+            raise UserError(f"{path}: family {name!r} has {len(set(fam.templates))} distinct templates, "
+                            f"count says {spec.get('count')}")
+        wanted = (1, 0) if name in SINGLE else (1, 1)
+        for t in fam.templates:
+            if (len(re.findall(r"\bA\b", t)), len(re.findall(r"\bB\b", t))) != wanted:
+                raise UserError(f"{path}: template {t!r} ({name}) must name A{' and B' if wanted[1] else ''} once each")
+        out[name] = fam
+    return out
+
+
+TEMPLATES = {name: fam.templates for name, fam in load_templates().items()}
+
+
+def fill(template: str, a: str, b: str = "") -> str:
+    """A and B replaced by the object names (bare nouns, as NegBench's templates), first letter capitalised."""
+    text = re.sub(r"\b[AB]\b", lambda m: a if m.group() == "A" else b, template)
+    return text[:1].upper() + text[1:]
 
 
 def captions(objects: list[str], pairs_per_object: int = 2) -> list[tuple[str, str, str]]:
     """(family, object, caption): single-object families per object, two-object ones per pair."""
     out = []
     for o in objects:
-        a = _article(o)
-        for fam in ("affirmation", "negation"):
-            out += [(fam, o, t.format(a=a, A=a[0].upper() + a[1:], o=o)) for t in TEMPLATES[fam]]
+        for fam in SINGLE:
+            out += [(fam, o, fill(t, o)) for t in TEMPLATES[fam]]
     pairs = [(x, y) for x, y in permutations(objects, 2)]
     for x, y in pairs[:: max(1, len(pairs) // (pairs_per_object * len(objects)))]:
-        a, b = _article(x), _article(y)
-        for fam in ("two_objects", "hybrid", "double_negation"):
-            out += [(fam, x, t.format(a=a, A=a[0].upper() + a[1:], b=b, o=x, p=y)) for t in TEMPLATES[fam]]
+        for fam in FAMILIES[2:]:
+            out += [(fam, x, fill(t, x, y)) for t in TEMPLATES[fam]]
     return out
 
 

@@ -1,7 +1,7 @@
 """Published fine-tunes of OpenAI CLIP ViT-B/32, given by checkpoint path: NegCLIP and ConCLIP.
 
-Both were fine-tuned from OpenAI weights, which use QuickGELU; open_clip switches to QuickGELU only
-for the ``openai`` tag, so a local file would silently run with plain GELU. Here QuickGELU is the
+Both were fine-tuned from OpenAI weights, which use QuickGELU; a local file carries no pretrained
+tag to take the activation from, so it would silently run with plain GELU. Here QuickGELU is the
 default and ``-M quick_gelu=false`` reproduces the plain-GELU setting (NegBench's published
 NegCLIP/ConCLIP numbers were probably made that way).
 """

@@ -2,12 +2,15 @@
 
 Weights from a local file go through `negharness.checkpoints` (safetensors or weights-only
 torch.load), never through a pickle; a pretrained tag that cannot be fetched fails at once with
-what to download and where to put it.
+what to download and where to put it. The activation (GELU or QuickGELU) comes from open_clip's
+pretrained config for the tag, for every tag (LAION-400M ViT-B/32 tags were trained with QuickGELU,
+like ``openai``); ``-M quick_gelu=true|false`` overrides it, with a warning when it contradicts the tag.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -53,6 +56,45 @@ def _model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Modu
     return model, tokenizer, hash_json(cfg)
 
 
+def tag_quick_gelu(arch: str, pretrained: str | None) -> bool | None:
+    """Whether open_clip's pretrained registry says this tag was trained with QuickGELU (OpenAI and
+    LAION-400M ViT-B/32 tags, MetaCLIP, ...); None for no tag or a tag the registry does not know.
+    Reads the registry only: nothing is downloaded."""
+    if not pretrained:
+        return None
+    from open_clip.pretrained import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(arch, pretrained)
+    return bool(cfg.get("quick_gelu", False)) if cfg else None
+
+
+def arch_quick_gelu(arch: str) -> bool:
+    """An architecture whose own config sets QuickGELU (the ``-quickgelu`` variants)."""
+    import open_clip
+
+    return bool((open_clip.get_model_config(arch) or {}).get("quick_gelu", False))
+
+
+def resolve_quick_gelu(arch: str, pretrained: str | None, explicit: bool | None, default: bool | None) -> bool:
+    """The activation a named architecture runs with: an explicit ``-M quick_gelu`` wins (with a warning
+    when it contradicts the tag's training), else the tag's pretrained config, else the plugin default.
+    A ``-quickgelu`` architecture always runs QuickGELU: open_clip cannot switch it off."""
+    from_tag = tag_quick_gelu(arch, pretrained)
+    if explicit is not None:
+        if from_tag is not None and explicit != from_tag:
+            warnings.warn(f"-M quick_gelu={str(explicit).lower()} contradicts {arch}/{pretrained}, which was "
+                          f"trained with {'QuickGELU' if from_tag else 'GELU'}; running as asked", stacklevel=3)
+        chosen = explicit
+    else:
+        chosen = from_tag if from_tag is not None else bool(default)
+    if not chosen and arch_quick_gelu(arch):
+        if explicit is False:
+            warnings.warn(f"--arch {arch} sets QuickGELU in its own config; -M quick_gelu=false cannot turn it off",
+                          stacklevel=3)
+        return True
+    return chosen
+
+
 class OpenClipModel(EmbeddingModel):
     """Any open_clip CLIP; videos are frames through the image tower, mean-pooled (base class)."""
 
@@ -93,7 +135,7 @@ class OpenClipModel(EmbeddingModel):
             pretrained = None
         else:
             pretrained = None if (options.checkpoint or state is not None) else (options.pretrained or default_pretrained)
-            quick_gelu = quick if quick is not None else bool(default_quick_gelu or (pretrained == "openai"))
+            quick_gelu = resolve_quick_gelu(arch, pretrained, quick, default_quick_gelu)
             model = cls._create_named(arch, pretrained, quick_gelu)
             tokenizer, arch_id = open_clip.get_tokenizer(arch), arch
         if state is None and options.checkpoint:

@@ -116,7 +116,7 @@ def test_mcq_task_end_to_end_and_bad_rows(tmp_path):
     assert rec["metrics"]["accuracy"] == pytest.approx(100 / 3)
     assert rec["metrics"]["tie_rate"] == pytest.approx(200 / 3)
     assert rec["n_items"] == {"questions": 3, "images": 2, "distinct_captions": 7}
-    assert "published_mcq_accuracy" in rec["notes"]
+    assert "published" not in rec["notes"]  # no published row for this model
     (root / "coco" / "val2017" / "000000000002.jpg").unlink()
     with pytest.raises(MissingDataError, match=r"(?s)1 file\(s\) missing.*000000000002.jpg"):
         run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
@@ -169,14 +169,17 @@ def test_shapes_mcq_ground_truth_is_exact():
 
 
 def test_published_numbers_match_a_run_of_the_same_weights():
-    from negharness.tasks.negbench.published import compare
+    from negharness.published import published_notes
 
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
-    out = compare("coco", model, {"accuracy": 40.0, "acc_negative": 7.0})
-    assert out["published_row"] == "CLIP-OpenAI"
-    assert out["difference_to_published"] == {"accuracy": pytest.approx(0.7, abs=0.01), "acc_negative": pytest.approx(0.16, abs=0.01)}
+    found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0})["published"]
+    repo = {(f["metric"], f["source"]): f for f in found if f["source"].startswith("NegBench repo")}
+    total = repo[("accuracy", "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-OpenAI'")]
+    assert total["diff"] == pytest.approx(40.0 - 39.296584376056815, abs=1e-9)
+    neg = repo[("acc_negative", "NegBench repo, results/mcq/1_baseline_breakdown.csv, row 'CLIP-OpenAI'")]
+    assert neg["diff"] == pytest.approx(7.0 - 6.844919786096257, abs=1e-9)
     other = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-L-14", "weights": "openai"})
-    assert "published_row" not in compare("coco", other, {"accuracy": 40.0})
+    assert published_notes("negbench_mcq_coco", other, {"accuracy": 40.0}) == {}
 
 
 def test_diagnose_end_to_end(cli, tmp_path):
@@ -188,3 +191,81 @@ def test_diagnose_end_to_end(cli, tmp_path):
     assert "negation gap" in res.stdout
     bad = cli("diagnose", "--model", "shapes_clip", "--objects", "only-one", "--out", str(tmp_path / "x.png"))
     assert bad.returncode == 2 and "--objects" in bad.stderr
+
+
+# CheXpert in the authors' schema (m1k2zoo/negbench benchmarks/src/training/data.py) ------------------
+def _chexpert_images(root: Path, names):
+    from PIL import Image
+
+    for name, colour in names.items():
+        p = root / "chexpert" / "valid" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.full((8, 8, 3), COLOURS[colour], dtype=np.uint8)).save(p)
+
+
+def _write_csv(path: Path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+CXR = "CheXpert-v1.0-small/valid/patient{0:05d}/study1/view1_frontal.jpg"
+
+
+def _chexpert_root(tmp_path):
+    root = tmp_path / "data"
+    _chexpert_images(root, {f"patient{i:05d}/study1/view1_frontal.jpg": c for i, c in ((1, "red"), (2, "blue"))})
+    return root
+
+
+def test_chexpert_binary_files_in_the_authors_schema(tmp_path):
+    """CsvBinaryMCQDataset's columns only: image_path, caption_0, caption_1, correct_answer. Templates come
+    from the words; a correct_answer_template column, if a file has one, is not read (the authors' loader
+    does not read it)."""
+    root = _chexpert_root(tmp_path)
+    rows = [[CXR.format(1), "a red picture", "a blue picture", 0],        # right
+            [CXR.format(2), "a green picture", "a blue picture", 1],      # right
+            [CXR.format(1), "picture red", "red picture", 0]]            # exact tie: wrong
+    _write_csv(root / "negbench" / "chexpert_binary_mcq.csv", ["image_path", "caption_0", "caption_1", "correct_answer"], rows)
+    _write_csv(root / "negbench" / "chexpert_binary_mcq_control.csv",
+               ["image_path", "caption_0", "caption_1", "correct_answer", "correct_answer_template"],
+               [r + ["not-a-template"] for r in rows])
+    parsed = read_mcq(root / "negbench" / "chexpert_binary_mcq.csv", root, None, binary=True)
+    assert parsed[0].media == root / "chexpert/valid/patient00001/study1/view1_frontal.jpg"
+    assert [r.options for r in parsed][1] == ("a green picture", "a blue picture")
+    assert all(r.template == "positive" for r in parsed)
+    for task in ("negbench_mcq_chexpert_binary", "negbench_mcq_chexpert_binary_control"):
+        req = RunRequest(model="kw", tasks=[task], data_root=str(root), output_dir=str(tmp_path / "res"),
+                         cache_dir=str(tmp_path / "c"))
+        rec = run_evaluation(_host(), req)[0].record
+        assert rec["metrics"]["accuracy"] == pytest.approx(200 / 3)
+        assert rec["n_items"]["questions"] == 3
+    _write_csv(root / "negbench" / "chexpert_binary_mcq.csv", ["image_path", "caption_0", "correct_answer"],
+               [[CXR.format(1), "a red picture", 0]])
+    with pytest.raises(UserError, match=r"chexpert_binary_mcq.csv: no column 'caption_1'"):
+        read_mcq(root / "negbench" / "chexpert_binary_mcq.csv", root, None, binary=True)
+
+
+def test_chexpert_four_choice_and_affirmation_control(tmp_path):
+    """chexpert_mcq.csv and chexpert_mcq_no_negation.csv: CsvMCQDataset's schema, with correct_answer_template."""
+    root = _chexpert_root(tmp_path)
+    header = ["image_path", "caption_0", "caption_1", "caption_2", "caption_3", "correct_answer", "correct_answer_template"]
+    _write_csv(root / "negbench" / "chexpert_mcq_no_negation.csv", header, [
+        [CXR.format(1), "a blue picture", "a red picture", "a green picture", "a yellow picture", 1, "positive"],
+        [CXR.format(2), "a blue picture", "a red picture", "a green picture", "a yellow picture", 2, "positive"]])
+    _write_csv(root / "negbench" / "chexpert_mcq.csv", header, [
+        [CXR.format(2), "a blue picture", "no red picture", "a red picture", "not a blue picture", 0, "positive"],
+        [CXR.format(1), "no blue picture", "a blue picture", "a green picture", "a yellow picture", 0, "negative"]])
+    res = {}
+    for task in ("negbench_mcq_chexpert_control", "negbench_mcq_chexpert"):
+        req = RunRequest(model="kw", tasks=[task], data_root=str(root), output_dir=str(tmp_path / "res"),
+                         cache_dir=str(tmp_path / "c"))
+        res[task] = run_evaluation(_host(), req)[0].record["metrics"]
+    assert res["negbench_mcq_chexpert_control"]["accuracy"] == 50.0  # row 1 right; row 2 picks blue, not green
+    assert res["negbench_mcq_chexpert"]["acc_positive"] == 100.0
+    _write_csv(root / "negbench" / "chexpert_mcq_no_negation.csv", header[:-1],
+               [[CXR.format(1), "a", "b", "c", "d", 0]])
+    with pytest.raises(UserError, match=r"chexpert_mcq_no_negation.csv: no column 'correct_answer_template'"):
+        read_mcq(root / "negbench" / "chexpert_mcq_no_negation.csv", root, None)

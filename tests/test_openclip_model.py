@@ -141,3 +141,48 @@ def test_jpeg_draft_is_opt_in_fingerprinted_and_close(source, tmp_path):
     with torch.inference_mode():
         cos = (plain.encode_image(reference[None]) * draft.encode_image(reduced[None])).sum()
     assert cos > 0.99
+
+
+# QuickGELU from the pretrained tag: resolved from open_clip's registry, nothing downloaded ---------
+from negharness.plugins.openclip_model import resolve_quick_gelu, tag_quick_gelu  # noqa: E402
+
+
+@pytest.mark.parametrize("arch,tag,expected", [
+    ("ViT-B-32", "openai", True), ("ViT-B-32", "laion400m_e31", True), ("ViT-B-32", "laion400m_e32", True),
+    ("ViT-B-32", "datacomp_xl_s13b_b90k", False), ("ViT-B-32", "laion2b_s34b_b79k", False),
+    ("ViT-B-16", "laion400m_e32", False), ("ViT-B-32", None, None), ("ViT-B-32", "no_such_tag", None),
+])
+def test_tag_quick_gelu_reads_open_clip_registry(arch, tag, expected):
+    assert tag_quick_gelu(arch, tag) is expected
+
+
+def test_explicit_option_wins_and_warns_when_it_contradicts_the_tag(recwarn):
+    assert resolve_quick_gelu("ViT-B-32", "laion400m_e32", None, None) is True
+    assert resolve_quick_gelu("ViT-B-32", "datacomp_xl_s13b_b90k", None, True) is False  # the tag beats a default
+    assert resolve_quick_gelu("ViT-B-32", None, None, True) is True  # no tag: the plugin default
+    assert not recwarn.list
+    with pytest.warns(UserWarning, match="trained with QuickGELU"):
+        assert resolve_quick_gelu("ViT-B-32", "laion400m_e32", False, None) is False
+    with pytest.warns(UserWarning, match="trained with GELU"):
+        assert resolve_quick_gelu("ViT-B-32", "datacomp_xl_s13b_b90k", True, None) is True
+    with pytest.warns(UserWarning, match="cannot turn it off"):
+        assert resolve_quick_gelu("ViT-B-32-quickgelu", None, False, None) is True
+
+
+def test_laion400m_tag_runs_and_records_quick_gelu(source, monkeypatch):
+    """The model is built with the tag's activation and describe()/fingerprint record it."""
+    asked = []
+
+    def fake_create(arch, pretrained, quick_gelu):
+        asked.append((arch, pretrained, quick_gelu))
+        return source.model
+
+    monkeypatch.setattr(OpenClipModel, "_create_named", staticmethod(fake_create))
+    laion = clip(ModelOptions(arch="ViT-B-32", pretrained="laion400m_e32"))
+    datacomp = clip(ModelOptions(arch="ViT-B-32", pretrained="datacomp_xl_s13b_b90k"))
+    assert asked == [("ViT-B-32", "laion400m_e32", True), ("ViT-B-32", "datacomp_xl_s13b_b90k", False)]
+    assert laion.describe()["quick_gelu"] is True and datacomp.describe()["quick_gelu"] is False
+    with pytest.warns(UserWarning):
+        forced = clip(ModelOptions(arch="ViT-B-32", pretrained="laion400m_e32", extra={"quick_gelu": "false"}))
+    assert asked[-1][2] is False and forced.describe()["quick_gelu"] is False
+    assert forced.fingerprint() != laion.fingerprint()

@@ -87,17 +87,27 @@ def _open_rows(path: Path):
     return fh, csv.DictReader(fh)
 
 
-def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None) -> list[McqRow]:
+def _mcq_header(path: Path, fields: list[str], binary: bool) -> tuple[list[str], str]:
+    """(option columns, media column) in the authors' schema: ``CsvBinaryMCQDataset`` reads
+    ``image_path, caption_0, caption_1, correct_answer``; ``CsvMCQDataset`` every ``caption_N`` and
+    ``correct_answer_template`` as well."""
+    cols = ["caption_0", "caption_1"] if binary else sorted(
+        (c for c in fields if re.fullmatch(r"caption_\d+", c)), key=lambda c: int(c[8:]))
+    needed = ["correct_answer", *cols] + ([] if binary else ["correct_answer_template"])
+    for need in needed:
+        if need not in fields:
+            raise UserError(f"{path}: no column {need!r}")
+    return cols, ("image_path" if "image_path" in fields else "filepath")
+
+
+def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: bool = False) -> list[McqRow]:
     """Rows of an MCQ CSV. ``layout`` gives each option position's template where the file fixes
     it (position 0 is the correct answer's own template, written as "*"); None derives templates
-    from the captions."""
+    from the captions. ``binary``: the authors' 2-option schema, which has no template column (any
+    such column is ignored, as their loader does): every template comes from the captions' words."""
     fh, reader = _open_rows(path)
     with fh:
-        cols = sorted((c for c in reader.fieldnames or [] if re.fullmatch(r"caption_\d+", c)), key=lambda c: int(c[8:]))
-        for need in ("correct_answer", "correct_answer_template"):
-            if need not in (reader.fieldnames or []):
-                raise UserError(f"{path}: no column {need!r}")
-        media_col = "image_path" if "image_path" in reader.fieldnames else "filepath"
+        cols, media_col = _mcq_header(path, list(reader.fieldnames or []), binary)
         out = []
         for rowno, row in enumerate(reader, 2):
             options = tuple((row[c] or "").strip() for c in cols)
@@ -110,7 +120,7 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None) -> list[Mcq
                 raise UserError(f"{path}:{rowno}: correct_answer {row['correct_answer']!r} is not a number") from None
             if not 0 <= correct < len(options):
                 raise UserError(f"{path}:{rowno}: correct_answer {correct} is not an option index")
-            template = (row["correct_answer_template"] or "").strip()
+            template = template_of_caption(options[correct]) if binary else (row["correct_answer_template"] or "").strip()
             if template not in TEMPLATES:
                 raise UserError(f"{path}:{rowno}: template {template!r} is not one of {', '.join(TEMPLATES)}")
             if layout is not None:

@@ -11,21 +11,22 @@ from functools import cached_property
 from pathlib import Path
 
 from negharness.media import MediaSet
+from negharness.published import published_notes
 from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
 from negharness.runner import EvalContext
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.video import FrameSampling, decode_video
 
 from negharness.mcq import MCQ_METRICS, evaluate_mcq
-from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
-from negharness.tasks.negbench.data import find_csv, read_mcq, read_retrieval
-from negharness.tasks.negbench.published import compare
+from .catalog import BINARY, MCQ, RETRIEVAL
+from .data import find_csv, read_mcq, read_retrieval
 
 DEFAULT_SAMPLING = FrameSampling("segments", 4)
 CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, CVPR 2025"
 WHERE = ("NegBench CSVs: the Google Drive folder linked from github.com/m1k2zoo/negbench (datasets.md), into "
          "{root}/negbench/. Media: COCO val2017 -> {root}/coco/val2017/, VOC2007 JPEGImages -> "
-         "{root}/voc2007/JPEGImages/, MSR-VTT videos -> {root}/msrvtt/videos/, HardNeg-Syn -> {root}/hardneg_syn/.")
+         "{root}/voc2007/JPEGImages/, MSR-VTT videos -> {root}/msrvtt/videos/, HardNeg-Syn -> {root}/hardneg_syn/, "
+         "CheXpert (train|valid) -> {root}/chexpert/.")
 
 
 def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> MediaSet:
@@ -77,14 +78,14 @@ class NegBenchMCQ(_NegBenchTask):
     main_score = "accuracy"
     metric_info = MCQ_METRICS
     leaderboard_metrics = ("accuracy", "acc_positive", "acc_negative", "acc_hybrid")
-    csv_name, kind, layout, dataset = "", "image", None, None
+    csv_name, kind, layout, binary = "", "image", None, False
 
     def _csvs(self) -> list[Path]:
         return [find_csv(self.root, self.csv_name)]
 
     @cached_property
     def _parsed(self):
-        rows = read_mcq(self._csvs()[0], self.root, self.layout)
+        rows = read_mcq(self._csvs()[0], self.root, self.layout, self.binary)
         return rows[: self.options.limit] if self.options.limit else rows
 
     def _rows(self):
@@ -100,8 +101,10 @@ class NegBenchMCQ(_NegBenchTask):
         result = evaluate_mcq(ctx, media_set(ctx, self.root, paths, self.kind), [where[r.media] for r in rows],
                               [r.options for r in rows], [r.correct for r in rows], [r.template for r in rows],
                               [r.option_templates for r in rows])
-        if self.dataset:
-            result.notes.update(compare(self.dataset, ctx.model, result.metrics))
+        if self.binary:
+            result.notes["templates"] = ("the binary files carry no template column (the authors' loader reads "
+                                         "caption_0, caption_1, correct_answer): acc_* use templates from the words")
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics))
         return result
 
 
@@ -151,14 +154,15 @@ class NegBenchRetrieval(_NegBenchTask):
         metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
         notes = {"empty_captions_skipped": skipped} if skipped else {}
+        notes.update(published_notes(self.name, ctx.model, metrics))
         return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
                                     f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes)
 
 
 def _make_mcq(name: str) -> type:
-    csv_name, kind, layout, dataset, description = MCQ[name]
+    csv_name, kind, layout, description = MCQ[name]
     return type(name, (NegBenchMCQ,), {"name": name, "csv_name": csv_name, "kind": kind, "layout": layout,
-                                       "dataset": dataset, "description": description,
+                                       "binary": name in BINARY, "description": description,
                                        "modalities": frozenset({"text", kind})})
 
 

@@ -21,14 +21,14 @@ from typing import Any, Callable
 import numpy as np
 
 from negharness.atomic import atomic_write, atomic_write_text
-from negharness.errors import UserError
-from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.editing import EditContext
-from negharness.errors import MediaError
+from negharness.errors import MediaError, UserError
 from negharness.model import ModelOptions
 from negharness.options import OptionSpec
+from negharness.published import published_notes
+from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 
-from negharness.tasks.nein.metrics import auc_removal, pixel_distances, removal, retention
+from .metrics import auc_removal, pixel_distances, removal, retention
 
 FORMATS = [
     "The image doesn't have any {S}.", "{S} is not part of the scene.", "No {S} present in the image.",
@@ -129,7 +129,9 @@ class NeInTask(Task):
         notes = {"per_sample_seed": "run seed * 1000003 + sample index", "scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
                  "retention_empty_inputs": empty, "missing_samples": len(missing), "missing_first": missing[:5],
                  "edits": str(out_dir), **ctx.notes}
-        return TaskResult({k: v for k, v in metrics.items() if v == v}, {"samples": len(rows)}, None, notes)
+        metrics = {k: v for k, v in metrics.items() if v == v}
+        notes.update(published_notes(self.name, editor, metrics))
+        return TaskResult(metrics, {"samples": len(rows)}, None, notes)
 
     def _edits(self, editor, out_dir: Path, ctx, missing: list[str]):
         """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume);

@@ -19,6 +19,7 @@ from pathlib import Path
 from negharness.errors import UserError
 from negharness.media import MediaSet
 from negharness.metrics import Relevance
+from negharness.published import published_notes
 from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
                                      read_video_set, video_of)
 from negharness.runner import EvalContext
@@ -28,7 +29,7 @@ from negharness.video import FrameSampling, decode_video, load_frames
 
 from .frame_index import read_frame_index
 
-from negharness.tasks.nt2vr.collections import COLLECTIONS
+from .collections import COLLECTIONS
 from negharness.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
@@ -136,13 +137,22 @@ class NT2VRTask(Task):
     def config(self) -> dict:
         return {**super().config(), "collection": self.collection, "query_set": self.query_set}
 
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        """The query set's scores, with the paper's numbers for this model where it has a row (Tables 2-4, 9-10)."""
+        result = self._score(ctx)
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics))
+        return result
+
+    def _score(self, ctx: EvalContext) -> TaskResult:
+        raise NotImplementedError
+
 
 class NT2VROriginal(NT2VRTask):
     main_score = "MIR"
     metric_info = RETRIEVAL_METRICS
     leaderboard_metrics = ("R@1", "R@10", "MIR")
 
-    def evaluate(self, ctx: EvalContext) -> TaskResult:
+    def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         qs = self._originals(ids)
         return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids))
@@ -154,7 +164,7 @@ class NT2VRNegated(NT2VROriginal):
     metric_info = NEGATED_METRICS
     leaderboard_metrics = ("ΔR@1", "ΔMIR")
 
-    def evaluate(self, ctx: EvalContext) -> TaskResult:
+    def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         originals = self._originals(ids)
         if self.build and not self._text("negated").exists():
@@ -181,7 +191,7 @@ class NT2VRComposed(NT2VROriginal):
     metric_info = RETRIEVAL_METRICS
     leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
 
-    def evaluate(self, ctx: EvalContext) -> TaskResult:
+    def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         position = {v: i for i, v in enumerate(ids)}
         path = self._text("composed")

@@ -16,7 +16,7 @@ from negharness.task import TaskResult
 
 from negharness.mcq import MCQ_METRICS, evaluate_mcq
 from negharness.world.media import WorldData
-from negharness.tasks.shapes.retrieval import _ShapesRetrieval
+from .retrieval import _ShapesRetrieval
 from negharness.world.scenes import COLOURS, SHAPES
 
 LAYOUT = ("*", "hybrid", "positive", "negative")

@@ -1,0 +1,66 @@
+"""The diagnosis templates: NegBench appendix B.2's families, sizes and printed examples."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from negharness.diagnose import FAMILIES, TEMPLATES, captions, fill, load_templates
+from negharness.errors import UserError
+
+PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "seeds" / "003_8a649d9afd753fc6.txt"
+
+
+def test_family_sizes_are_the_papers():
+    # "Each category contains 24 templates, except for Affirmation (two objects) which has 23."
+    assert {f: len(t) for f, t in TEMPLATES.items()} == {
+        "affirmation": 24, "negation": 24, "two_objects": 23, "hybrid": 24, "double_negation": 24}
+    assert all(len(set(t)) == len(t) for t in TEMPLATES.values())
+
+
+def test_the_papers_examples_come_first_verbatim():
+    fams = load_templates()
+    assert fams["affirmation"].paper[:2] == ("This image includes A", "A is present in this image")
+    assert fams["negation"].paper[2] == "This image lacks A"
+    assert fams["two_objects"].paper[4] == "A and B appear in this image"
+    assert fams["hybrid"].paper[1] == "A is present in this image but not B"
+    assert fams["double_negation"].paper[1] == "Neither A nor B are present in this image"
+    assert all(len(f.paper) == 5 for f in fams.values())
+
+
+@pytest.mark.skipif(not PAPER.is_file(), reason="needs ../shared/seeds (the NegBench paper text)")
+def test_examples_equal_the_appendix_text():
+    """Every family's `paper` list is exactly the examples printed in appendix B.2, in order."""
+    text = PAPER.read_text(encoding="utf-8")
+    labels = {"affirmation": "Affirmation (single object)", "negation": "Negation (single object)",
+              "two_objects": "Affirmation (two objects)", "hybrid": "Hybrid (one object affirmed, one negated)",
+              "double_negation": "Double Negation (two objects negated)"}
+    fams = load_templates()
+    for name, label in labels.items():
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"{label}: "))
+        assert int(re.search(r": (\d+) templates", line).group(1)) == len(fams[name].templates)
+        printed = re.findall(r"”([^”]+)”", line.split("Examples:", 1)[1])
+        assert tuple(printed) == fams[name].paper, name
+        assert fams[name].label == label
+
+
+def test_captions_fill_bare_object_names():
+    assert fill("A is present in this image but not B", "dog", "cat") == "Dog is present in this image but not cat"
+    assert fill("This image includes neither A nor B", "B cell", "Apple") == "This image includes neither B cell nor Apple"
+    rows = captions(["dog", "cat", "car"])
+    per = {f: sum(1 for r in rows if r[0] == f) for f in FAMILIES}
+    pairs = len({(r[1], r[2].split()[-1]) for r in rows if r[0] == "two_objects"})
+    assert per["affirmation"] == per["negation"] == 3 * 24  # 48 captions per object, as section 4.1 says
+    assert per["two_objects"] == 23 * (per["hybrid"] // 24) and per["hybrid"] == per["double_negation"]
+    assert ("affirmation", "dog", "This image includes dog") in rows
+    assert pairs >= 1
+
+
+def test_a_broken_template_file_is_one_clear_error(tmp_path):
+    bad = tmp_path / "t.yaml"
+    bad.write_text(Path(load_templates.__defaults__[0]).read_text().replace("count: 23", "count: 24"))
+    with pytest.raises(UserError, match=r"t.yaml: family 'two_objects' has 23 distinct templates, count says 24"):
+        load_templates(bad)
+    bad.write_text(Path(load_templates.__defaults__[0]).read_text().replace("- This image lacks A\n", "- This image lacks it\n"))
+    with pytest.raises(UserError, match=r"template 'This image lacks it' \(negation\) must name A"):
+        load_templates(bad)

@@ -1,0 +1,167 @@
+"""Published tables as data: every shipped table loads, matches the papers, and a run shows its difference."""
+
+import csv
+import types
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from negharness.published import (ModelIdentity, PublishedTableError, compare, load_table, published_notes,
+                                  published_rows, shipped_rows, shipped_table_files)
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
+REPO_MCQ = SHARED / "data" / "negbench" / "official_repo_results" / "mcq"
+
+
+def _rows_per_table(paper: str) -> dict[str, int]:
+    """Distinct paper rows per table, as a reader counts them in the paper."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for r in shipped_rows():
+        if r.paper == paper:
+            seen[r.table].add(r.row)
+    return {t: len(rows) for t, rows in seen.items()}
+
+
+def _value(paper, table, row, task, metric):
+    found = [r for r in shipped_rows() if (r.paper, r.table, r.row, r.task, r.metric) == (paper, table, row, task, metric)]
+    assert len(found) == 1, found
+    return found[0].value
+
+
+def test_every_shipped_table_loads():
+    names = {p.name for p in shipped_table_files()}
+    assert names == {"nt2vr_tables.csv", "official_mcq.csv", "negbench_paper.csv", "nein_table3.csv"}
+    assert all(load_table(p) for p in shipped_table_files())
+
+
+def test_nt2vr_tables_have_the_papers_rows_and_values():
+    # Tables 2-4: 5 models, 5 boolean rows, CLIP-bnl; Table 9: 5 rows; Table 10 as printed in our copy: 4 rows
+    assert _rows_per_table("nT2VR") == {"Table 2": 11, "Table 3": 11, "Table 4": 11, "Table 9": 5, "Table 10": 4}
+    assert _value("nT2VR", "Table 2", "CLIP [28]", "msrvtt3k_original", "MIR") == 0.309
+    assert _value("nT2VR", "Table 2", "CLIP [28]", "msrvtt3k_negated", "ΔMIR") == 0.020
+    assert _value("nT2VR", "Table 2", "CLIP-bnl (this paper)", "msrvtt3k_composed", "R@1") == 15.3
+    assert _value("nT2VR", "Table 3", "SEA", "msrvtt1k_negated", "ΔMIR") == -0.007
+    assert _value("nT2VR", "Table 3", "CLIP-bnl", "msrvtt1k_negated", "ΔR@10") == 14.4
+    assert _value("nT2VR", "Table 4", "Boolean operation: CLIP4Clip", "vatex_composed", "MIR") == 0.171
+    assert _value("nT2VR", "Table 9", "CLIP-bnl", "flickr30k_negated", "ΔR@1") == 18.5
+    assert _value("nT2VR", "Table 10", "CLIP*(boolean)", "mscoco_negated", "ΔMIR") == 0.467
+    # the boolean operation is not applicable to original queries: no published number there
+    assert not [r for r in published_rows("msrvtt3k_original") if r.model.startswith("boolean")]
+    original = published_rows("msrvtt3k_original")
+    assert len(original) == 24 and len({r.row for r in original}) == 6  # 6 rows x R@1, R@5, R@10, MIR
+
+
+def test_negbench_paper_and_nein_rows():
+    assert _rows_per_table("NegBench paper") == {"Table 1 (COCO)": 8, "Table 1 (MSR-VTT)": 8,
+                                                 "Section 4 text (Figure 3a)": 3, "Section 4 text (Figure 3b)": 2,
+                                                 "Section 5 alpha ablation": 5}
+    assert _value("NegBench paper", "Table 1 (COCO)", "NegCLIP / None", "negbench_retrieval_coco", "neg_R@5") == 64.4
+    assert _value("NegBench paper", "Table 1 (MSR-VTT)", "CLIP / CC12M-NegFull", "negbench_mcq_msrvtt", "accuracy") == 35.6
+    assert _value("NegBench paper", "Section 4 text (Figure 3b)", "NegCLIP", "negbench_retrieval_hardneg_syn",
+                  "drop_R@5") == 23.0
+    assert _rows_per_table("NeIn") == {"Table 3": 5}
+    assert _value("NeIn", "Table 3", "MagicBrush (NeurIPS’23) [29]", "nein_val", "Retention") == 89.79
+    assert _value("NeIn", "Table 3", "MagicBrush (NeurIPS’23) [29]", "nein_val", "L1") == pytest.approx(0.0932)
+    l1 = next(r for r in published_rows("nein_val") if r.row.startswith("HQ-Edit") and r.metric == "L1")
+    assert l1.printed == "23.54" and l1.value == pytest.approx(0.2354)
+
+
+@pytest.mark.skipif(not REPO_MCQ.is_dir(), reason="needs ../shared/data/negbench/official_repo_results")
+def test_official_repo_tables_are_complete_and_exact():
+    """Every number of every CSV in the authors' results/mcq/ is shipped, times 100, nothing else."""
+    shipped = {(r.table, r.row, r.task, r.metric): r.value for r in shipped_rows() if r.paper == "NegBench repo"}
+    expected = {}
+    for path in sorted(REPO_MCQ.glob("*.csv")):
+        for row in csv.DictReader(path.open()):
+            for col, value in row.items():
+                if col == "Model":
+                    continue
+                dataset, rest = col.split(" ", 1)
+                metric = "accuracy" if "Total" in rest else "acc_" + rest.split()[0].lower()
+                task = {"COCO": "negbench_mcq_coco", "VOC2007": "negbench_mcq_voc2007"}[dataset]
+                expected[(f"results/mcq/{path.name}", row["Model"], task, metric)] = float(value) * 100
+    assert shipped.keys() == expected.keys()
+    assert all(shipped[k] == pytest.approx(v, rel=1e-12) for k, v in expected.items())
+    assert _rows_per_table("NegBench repo")["results/mcq/3_finetuned_total.csv"] == 4
+
+
+def test_every_row_names_a_task_and_a_metric_that_task_emits():
+    from negharness.plugin_manager import make_host
+
+    registry = make_host().registry
+    for task, metrics in {(r.task, r.metric) for r in shipped_rows()}:
+        entry = registry.get("task", task)
+        assert metrics in entry.load().metric_info, (task, metrics)
+
+
+def test_a_matching_record_shows_its_difference():
+    """A fake clip/openai run on MSR-VTT3k negated queries, differences worked out by hand."""
+    model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
+    measured = {"ΔR@1": 2.0, "ΔR@5": 2.5, "ΔR@10": 1.9, "ΔMIR": 0.025, "neg_R@1": 19.0}
+    found = published_notes("msrvtt3k_negated", model, measured)["published"]
+    by = {f["metric"]: f for f in found}
+    assert set(by) == {"ΔR@1", "ΔR@5", "ΔR@10", "ΔMIR"}  # Table 2, row CLIP: 1.5 2.5 2.9 0.020
+    assert by["ΔR@1"]["diff"] == pytest.approx(0.5) and by["ΔR@5"]["diff"] == pytest.approx(0.0)
+    assert by["ΔR@10"]["diff"] == pytest.approx(-1.0) and by["ΔMIR"]["diff"] == pytest.approx(0.005)
+    assert by["ΔR@1"]["published"] == 1.5 and by["ΔR@1"]["measured"] == 2.0
+    assert by["ΔMIR"]["source"] == "nT2VR, Table 2, row 'CLIP [28]'"
+    # the boolean wrapper around the same CLIP is a different row; another architecture matches none
+    boolean = types.SimpleNamespace(name="boolean(clip)", describe=model.describe)
+    assert {f["published"] for f in compare("msrvtt3k_negated", ModelIdentity.of(boolean), measured)} == {
+        18.8, 37.5, 46.2, 0.278}
+    vit_l = ModelIdentity("clip", "ViT-L-14", "openai")
+    assert compare("msrvtt3k_negated", vit_l, measured) == []
+
+
+def test_either_tag_and_editor_source_match():
+    laion = ModelIdentity("clip", "ViT-B-32", "laion400m_e31")
+    rows = {f["source"] for f in compare("negbench_mcq_coco", laion, {"accuracy": 30.0})}
+    assert "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-Laion400M'" in rows
+    assert "NegBench repo, results/mcq/2_scaling_clip_total.csv, row 'CLIP-Laion400M-Base'" in rows
+    editor = types.SimpleNamespace(name="instruct_pix2pix",
+                                   describe=lambda: {"name": "instruct_pix2pix", "source": "vinesmsuic/magicbrush-jul7"})
+    found = {f["metric"]: f for f in published_notes("nein_val", editor, {"Removal": 20.0, "L1": 0.1})["published"]}
+    assert found["Removal"]["diff"] == pytest.approx(20.0 - 14.96)
+    assert found["L1"]["diff"] == pytest.approx(0.1 - 0.0932)
+
+
+GOOD_HEADER = "paper,table,row,model,arch,pretrained,task,note,R@1,MIR*1\n"
+
+
+@pytest.mark.parametrize("body,message", [
+    (GOOD_HEADER + "P,T,r,clip,,,t,,12.5,abc\n", r"bad\.csv:2: MIR\*1 = 'abc' is not a number"),
+    ("# comment\n" + GOOD_HEADER + "P,T,r,clip,,,t,,12.5\n", r"bad\.csv:3: 9 cells, the header has 10"),
+    (GOOD_HEADER + "P,T,r,clip,,,t,,-,-\n", r"bad\.csv:2: no value on this line"),
+    (GOOD_HEADER + "P,,r,clip,,,t,,1,2\n", r"bad\.csv:2: empty 'table'"),
+    ("paper,table,row,model,R@1\nP,T,r,m,1\n", r"bad\.csv:1: header lacks column\(s\) task"),
+    ("paper,table,row,task,R@1*x\nP,T,r,t,1\n", r"bad\.csv:1: column 'R@1\*x' is not a metric name"),
+    ("", r"bad\.csv: empty table"),
+])
+def test_a_bad_table_names_file_and_line(tmp_path, body, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(PublishedTableError, match=message):
+        load_table(path)
+
+
+def test_scaled_columns_convert_to_task_units(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("paper,table,row,task,acc*100,L1/100\nP,T,r,t,0.25,12.5\n", encoding="utf-8")
+    rows = {r.metric: r for r in load_table(path)}
+    assert rows["acc"].value == pytest.approx(25.0) and rows["L1"].value == pytest.approx(0.125)
+    assert rows["acc"].printed == "0.25" and rows["acc"].line == 2 and rows["acc"].model == ""
+    assert published_rows("t", load_table(path)) == list(load_table(path))
+
+
+def test_nt2vr_task_adds_published_notes(tmp_path, monkeypatch):
+    """The call site: an nT2VR task's result carries the comparison under notes['published']."""
+    from negharness.task import TaskOptions, TaskResult
+    from negharness.tasks.nt2vr.tasks import TASKS
+
+    task = TASKS["msrvtt1k_composed"](TaskOptions(data_root=tmp_path))
+    monkeypatch.setattr(task, "_score", lambda ctx: TaskResult({"R@1": 13.9, "MIR": 0.2}, {"queries": 1}))
+    ctx = types.SimpleNamespace(model=types.SimpleNamespace(
+        name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"}))
+    notes = task.evaluate(ctx).notes["published"]
+    assert {(n["metric"], round(n["diff"], 6)) for n in notes} == {("R@1", 1.0), ("MIR", -0.037)}  # Table 3: 12.9, 0.237
