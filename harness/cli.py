@@ -201,6 +201,47 @@ def cmd_build_queries(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fire(args: argparse.Namespace) -> int:
+    """FIRE's subsample bootstrap: how large a difference N queries of this task can detect."""
+    import json
+    import tempfile
+
+    from rich.table import Table
+
+    from .evaluate import RunRequest, run_evaluation
+    from .fire import detectable_differences, plot_deltas
+    from .model import ModelOptions
+
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    if not sizes or min(sizes) < 1 or args.resamples < 1:
+        raise UserError("--sizes must be positive integers (e.g. 500,1000,3000) and --resamples at least 1")
+    host = _host(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        req = RunRequest(model=args.model, tasks=[args.task], data_root=args.data_root, device=args.device,
+                         model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+                         task_extra=_pairs(args.task_arg, "-T"), output_dir=tmp, log_samples=True, cache_dir=args.cache_dir)
+        outcomes = run_evaluation(host, req)
+        if len(outcomes) != 1:
+            raise UserError(f"--task {args.task}: name one retrieval task (it matched {len(outcomes)})")
+        samples_file = outcomes[0].path.with_suffix(".samples.jsonl")
+        samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    if not samples or "rank" not in samples[0]:
+        raise UserError(f"task {args.task}: has no per-query ranks (FIRE needs a retrieval task)")
+    table, dists = detectable_differences(samples, sizes, args.resamples, args.seed)
+    out = Table(title=f"{args.model} on {args.task}: smallest difference N queries detect (95%), "
+                      f"{len(samples)} queries, {args.resamples} resamples", title_justify="left")
+    out.add_column("metric")
+    for n in sizes:
+        out.add_column(f"N={n}", justify="right")
+    for metric, row in table.items():
+        out.add_row(metric, *(f"{row[n]:.3f}" for n in sizes))
+    console = _console()
+    console.print(out)
+    png = plot_deltas(dists, Path(args.out), f"{args.model} / {args.task}")
+    console.print(f"wrote {png}")
+    return 0
+
+
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from .diagnose import DEFAULT_OBJECTS, diagnose
     from .context import PluginLookup
@@ -290,6 +331,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=5, help="samples of each kind to print")
     p.set_defaults(func=cmd_build_queries)
+
+    p = sub.add_parser("fire", help="FIRE's subsample bootstrap: the difference N queries of a task can detect")
+    p.add_argument("--model", required=True)
+    p.add_argument("--task", required=True, help="one retrieval task (-T qrels=FILE adds FIRE judgements)")
+    _model_options(p)
+    p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
+    p.add_argument("--sizes", default="500,1000,3000", help="query counts N to resample (default 500,1000,3000)")
+    p.add_argument("--resamples", type=int, default=10_000, help="resamples per N (default 10,000, as FIRE)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="fire.png", help="plot of the distributions (PNG or SVG)")
+    p.add_argument("--data-root")
+    p.add_argument("--cache-dir")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_fire)
 
     p = sub.add_parser("diagnose", help="NegBench's PCA picture of how a model embeds negated captions")
     p.add_argument("--model", required=True)

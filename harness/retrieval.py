@@ -15,6 +15,8 @@ import numpy as np
 import torch
 
 from .errors import UserError
+from .fire import FIRE_METRICS, Qrels, augment, read_qrels
+from .options import OptionSpec
 from .media import MediaSet
 from .metrics import (RETRIEVAL_METRIC_INFO, Relevance, best_relevant_rank, negation_deltas,
                                 retrieval_metrics, several_relevant_metrics, source_rank)
@@ -22,6 +24,13 @@ from .runner import EvalContext
 from .task import MetricInfo, TaskResult
 
 RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
+RETRIEVAL_METRICS.update({m: RETRIEVAL_METRICS[m[len("fire_"):]] for m in FIRE_METRICS})
+QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'")}
+
+
+def task_qrels(opts: dict) -> Qrels | None:
+    """The ``-T qrels=FILE`` judgements of a retrieval task, read once; None without the option."""
+    return read_qrels(opts["qrels"]) if opts.get("qrels") else None
 
 
 @dataclass
@@ -80,9 +89,10 @@ def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch
 
 def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
                            relevance: Relevance, media: MediaSet, parts: list[tuple[str, str]] | None = None,
-                           several: bool = False) -> TaskResult:
+                           several: bool = False, qrels: Qrels | None = None, limited: bool = False) -> TaskResult:
     """Original or composed queries: R@K, MIR (best-placed relevant item), and with ``several``
-    Correct@K and mAP over all relevant items."""
+    Correct@K and mAP over all relevant items. With FIRE ``qrels``, the same metrics again over the
+    task's positives plus the judged ones (``fire_*``), beside the original ones."""
     if not queries:
         raise UserError(f"no queries to evaluate over {media.key}")
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
@@ -94,9 +104,28 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         metrics.update(several_relevant_metrics(sim, qs.relevance, ranks))
         notes["several_relevant"] = ("R@K counts a hit when any relevant item is in the top K (= C@K, FIRE's "
                                      "Correct@K); MIR uses the best-ranked relevant item; mAP uses all of them")
-    return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)},
-                      _samples(qs, media, sim, ranks) if ctx.log_samples else None,
+    samples = _samples(qs, media, sim, ranks) if ctx.log_samples else None
+    if qrels is not None:
+        fire_ranks = _add_fire(metrics, notes, sim, qs, media, qrels, limited)
+        for s, r in zip(samples or [], fire_ranks.tolist()):
+            s["fire_rank"] = r
+    return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
                       {**relevance_notes(qs.relevance), **notes})
+
+
+def _add_fire(metrics: dict, notes: dict, sim: torch.Tensor, qs: QuerySet, media: MediaSet, qrels: Qrels,
+              limited: bool) -> torch.Tensor:
+    """FIRE's Table 1 for this run: metrics with the judged positives added, and "A (B + C)"."""
+    augmented, counts = augment(qs.relevance, qs.ids, media.ids, qrels, limited)
+    ranks = best_relevant_rank(sim, augmented)
+    fire = several_relevant_metrics(sim, augmented, ranks)
+    fire["MIR"] = retrieval_metrics(ranks)["MIR"]
+    original = several_relevant_metrics(sim, qs.relevance, best_relevant_rank(sim, qs.relevance))
+    original["MIR"] = metrics["MIR"]
+    metrics.update({f"fire_{k}": v for k, v in fire.items()})
+    notes["fire"] = {"qrels": str(qrels.path), **counts,
+                     "table": {k: f"{fire[k]:.3g} ({original[k]:.3g} + {fire[k] - original[k]:.3g})" for k in fire}}
+    return ranks
 
 
 def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, negated: QuerySet,

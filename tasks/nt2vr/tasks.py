@@ -30,7 +30,8 @@ from negharness.video import FrameSampling, decode_video, load_frames
 from .frame_index import read_frame_index
 
 from .collections import COLLECTIONS
-from negharness.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
+from negharness.retrieval import (NEGATED_METRICS, QRELS_OPTION, RETRIEVAL_METRICS, QuerySet, evaluate_negated,
+                                  evaluate_text_to_media, task_qrels)
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
@@ -151,11 +152,13 @@ class NT2VROriginal(NT2VRTask):
     main_score = "MIR"
     metric_info = RETRIEVAL_METRICS
     leaderboard_metrics = ("R@1", "R@10", "MIR")
+    task_options = {**NT2VRTask.task_options, **QRELS_OPTION}
 
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         qs = self._originals(ids)
-        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids))
+        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids),
+                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit))
 
 
 class NT2VRNegated(NT2VROriginal):
@@ -163,6 +166,7 @@ class NT2VRNegated(NT2VROriginal):
     main_score = "ΔMIR"
     metric_info = NEGATED_METRICS
     leaderboard_metrics = ("ΔR@1", "ΔMIR")
+    task_options = NT2VRTask.task_options  # deltas against one source video: no extra judgements
 
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
@@ -209,7 +213,7 @@ class NT2VRComposed(NT2VROriginal):
             parts = [(r["positive"], r["negative"]) for r in records]
         return evaluate_text_to_media(ctx, [str(r["cap_id"]) for r in records], [r["caption"] for r in records],
                                       Relevance.from_lists([lists[k] for k in keep], len(ids)), self.media(ctx, ids),
-                                      parts, several=True)
+                                      parts, several=True, qrels=task_qrels(self.opts), limited=bool(self.options.limit))
 
 
 def _make(prefix: str, base: type, query_set: str) -> type:

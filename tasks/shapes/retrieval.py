@@ -12,7 +12,8 @@ from negharness.runner import EvalContext
 from negharness.options import OptionSpec
 from negharness.task import Task, TaskOptions, TaskResult
 
-from negharness.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS, QuerySet, evaluate_negated, evaluate_text_to_media
+from negharness.retrieval import (NEGATED_METRICS, QRELS_OPTION, RETRIEVAL_METRICS, QuerySet, evaluate_negated,
+                                  evaluate_text_to_media, task_qrels)
 from negharness.world.media import WorldData, load_world
 from negharness.world.queries import load_world_queries
 from negharness.world.scenes import WORLD_VERSION
@@ -70,10 +71,12 @@ class _ShapesRetrieval(Task):
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
         qs = self.originals(world)
-        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world))
+        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world),
+                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit))
 
 
 class ShapesT2VOriginal(_ShapesRetrieval):
+    task_options = {**_ShapesRetrieval.task_options, **QRELS_OPTION}
     name = "shapes_t2v_original"
     kind = "video"
     modalities = frozenset({"text", "video"})
@@ -81,6 +84,7 @@ class ShapesT2VOriginal(_ShapesRetrieval):
 
 
 class ShapesT2IOriginal(_ShapesRetrieval):
+    task_options = {**_ShapesRetrieval.task_options, **QRELS_OPTION}
     name = "shapes_t2i_original"
     kind = "image"
     modalities = frozenset({"text", "image"})
@@ -95,6 +99,7 @@ class ShapesT2VNegated(ShapesT2VOriginal):
     main_score = "ΔMIR"
     metric_info = NEGATED_METRICS
     leaderboard_metrics = ("ΔR@1", "ΔMIR")
+    task_options = _ShapesRetrieval.task_options  # deltas against one source video: no extra judgements
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
@@ -125,4 +130,4 @@ class ShapesT2VComposed(ShapesT2VOriginal):
         relevance = Relevance.from_lists([[position[v] for v in r["video_ids"]] for r in records], len(world.ids))
         return evaluate_text_to_media(ctx, [r["cap_id"] for r in records], [r["caption"] for r in records],
                                       relevance, self.media(world), [(r["positive"], r["negative"]) for r in records],
-                                      several=True)
+                                      several=True, qrels=task_qrels(self.opts), limited=bool(self.options.limit))
