@@ -150,12 +150,16 @@ class EmbeddingModel(ABC):
         return F.normalize(pooled, dim=-1)
 
     def similarity(self, embed_texts: TextEncoder, texts: Sequence[str], media: torch.Tensor,
-                   parts: Sequence[tuple[str, str]] | None = None) -> torch.Tensor:
+                   parts: Sequence[tuple[str, str] | None] | None = None) -> torch.Tensor:
         """(Q, N) scores of each query against each media embedding. Every retrieval task scores
         through this, so a model that scores differently (the boolean baseline) does so in every
         task, built-in or third-party. ``parts``: per query (positive, negative) where the data
         gives them; cosine ignores them."""
         return embed_texts(texts) @ media.t()
+
+    def scoring_notes(self, texts: Sequence[str], parts: Sequence[tuple[str, str] | None] | None = None) -> dict[str, Any]:
+        """What a record should say about how this model scored these queries ({} for cosine)."""
+        return {}
 
     def choice_scores(self, embed_texts: TextEncoder, options: Sequence[Sequence[str]], media_rows: torch.Tensor,
                       parts: Sequence[Sequence[tuple[str, str]]] | None = None) -> torch.Tensor:

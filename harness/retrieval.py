@@ -38,8 +38,9 @@ class QuerySet:
     ids: list[str]
     texts: list[str]
     relevance: Relevance
-    # per query (positive part, negative part) where the data gives them (composed files, neginfo)
-    parts: list[tuple[str, str]] | None = None
+    # per query (positive part, negative part) where the data gives them (composed files, the
+    # authors' neginfo); None for the whole set or for one query: the model splits it itself
+    parts: list[tuple[str, str] | None] | None = None
     # the item each query was written for (its caption's video), where that differs from "all relevant"
     source: list[int] | None = None
 
@@ -98,6 +99,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
     media, media_emb, qs, notes = _drop_broken(media, ctx.embed_media(media), qs)
     sim = similarities(ctx, qs, media_emb)
+    notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
     metrics = retrieval_metrics(ranks)
     if several:
@@ -138,6 +140,7 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
                         "negated-query deltas need every source video; fix or remove them from the video set")
     orig_ranks = source_rank(similarities(ctx, originals, media_emb), originals.sources())
     neg_sim = similarities(ctx, negated, media_emb)
+    scoring = ctx.model.scoring_notes(negated.texts, negated.parts)
     neg_ranks = source_rank(neg_sim, negated.sources())
     paired = orig_ranks[torch.as_tensor(np.asarray(original_of), dtype=torch.long)]
     metrics = negation_deltas(paired, neg_ranks)
@@ -151,7 +154,7 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
     return TaskResult(metrics, {"negated_queries": len(negated.texts), "original_queries": len(originals.texts),
                                 f"{media.kind}s": len(media)}, samples,
                       {"deltas": "each negated query against its own original, mean over negated queries; "
-                                 "positive = the source video dropped under negation"})
+                                 "positive = the source video dropped under negation", **scoring})
 
 
 NEGATED_METRICS = {**RETRIEVAL_METRICS, "neg_R@1": MetricInfo(False, ".1f"), "neg_R@10": MetricInfo(False, ".1f"),

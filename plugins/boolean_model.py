@@ -75,9 +75,21 @@ class BooleanModel(EmbeddingModel):
     def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.base.encode_video(frames, mask)
 
+    def _parts(self, texts: Sequence[str], parts: Sequence[tuple[str, str] | None] | None) -> list[tuple[str, str]]:
+        given = list(parts) if parts is not None else [None] * len(texts)
+        return [p if p is not None else query_parts(t) for p, t in zip(given, texts)]
+
+    def scoring_notes(self, texts: Sequence[str], parts: Sequence[tuple[str, str] | None] | None = None) -> dict[str, Any]:
+        """How many queries had a negative part, and whence: with none, the baseline ranks exactly
+        as its base model, and the leaderboard shows "–" there as nT2VR's tables do."""
+        split = self._parts(texts, parts)
+        from_data = 0 if parts is None else sum(p is not None for p in parts)
+        return {"boolean": {"queries": len(split), "with_negative_part": sum(1 for _, n in split if n),
+                            "parts_from_data": from_data, "parts_from_negator": len(split) - from_data}}
+
     def similarity(self, embed_texts: TextEncoder, texts: Sequence[str], media: torch.Tensor,
-                   parts: Sequence[tuple[str, str]] | None = None) -> torch.Tensor:
-        parts = list(parts) if parts is not None else [query_parts(t) for t in texts]
+                   parts: Sequence[tuple[str, str] | None] | None = None) -> torch.Tensor:
+        parts = self._parts(texts, parts)
         scores = rescaled(embed_texts([p for p, _ in parts]) @ media.t())
         has_neg = [i for i, (_, n) in enumerate(parts) if n]
         if has_neg:
@@ -88,7 +100,7 @@ class BooleanModel(EmbeddingModel):
     def choice_scores(self, embed_texts: TextEncoder, options: Sequence[Sequence[str]], media_rows: torch.Tensor,
                       parts: Sequence[Sequence[tuple[str, str]]] | None = None) -> torch.Tensor:
         flat = [o for row in options for o in row]
-        flat_parts = [p for row in parts for p in row] if parts is not None else [query_parts(o) for o in flat]
+        flat_parts = self._parts(flat, [p for row in parts for p in row] if parts is not None else None)
         k = len(options[0]) if options else 0
         rows = media_rows.repeat_interleave(k, dim=0)
         pos = (embed_texts([p for p, _ in flat_parts]) * rows).sum(-1)

@@ -165,3 +165,27 @@ def torch_equal(a, b):
     import torch
 
     return torch.allclose(a, b)
+
+
+def test_boolean_baseline_reads_the_authors_neginfo_and_reports_its_parts(tmp_path):
+    """A negated query whose neginfo gives (poscap, negcap) is scored with those parts, not the
+    negator's; a query without an entry is split by the negator; the notes count both."""
+    from negharness.plugins.boolean_model import BooleanModel
+    from negharness.testing import KeywordModel
+    from negharness.text.nt2vr_files import read_neginfo
+
+    info = tmp_path / "c.negated_neginfo.txt"
+    info.write_text("{'cap_id': 'v1#enc#0#0', 'caption': 'a red car not green', 'poscap': 'a blue car', 'negcap': 'green'}\n"
+                    "{'cap_id': 'v2#enc#0#0', 'caption': 'a red car'}\n")
+    parts = read_neginfo(info)
+    assert parts == {"v1#enc#0#0": ("a blue car", "green"), "v2#enc#0#0": ("a red car", "")}
+    model = BooleanModel(KeywordModel(), "kw")
+    notes = model.scoring_notes(["a red car not green", "a red car", "red without green"],
+                                [parts["v1#enc#0#0"], parts["v2#enc#0#0"], None])
+    assert notes["boolean"] == {"queries": 3, "with_negative_part": 2, "parts_from_data": 2, "parts_from_negator": 1}
+    # the data's positive part is what is scored: "blue", not the caption's "red"
+    import torch
+    seen = []
+    model.similarity(lambda texts: seen.extend(texts) or torch.zeros(len(texts), 8), ["a red car not green"],
+                     torch.zeros(1, 8), [parts["v1#enc#0#0"]])
+    assert seen == ["a blue car", "green"]

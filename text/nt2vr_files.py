@@ -168,3 +168,22 @@ def _read_json(path: Path) -> list[tuple[str, list[str]]]:
 def caption_rows(items: Sequence[tuple[str, list[str]]]) -> list[tuple[str, str]]:
     """nT2VR cap ids for plain items: ``<item>#enc#<k>``."""
     return [(f"{item}#enc#{k}", cap) for item, caps in items for k, cap in enumerate(caps)]
+
+
+def read_neginfo(path: str | Path) -> dict[str, tuple[str, str]]:
+    """The authors' ``*_neginfo.txt`` (a dict per line: cap_id, caption, and for a negated query its
+    positive part ``poscap`` and negation scope ``negcap``): cap_id -> (positive, negative) for the
+    boolean baseline. An entry without a scope has no negative part."""
+    path = Path(path)
+    out: dict[str, tuple[str, str]] = {}
+    for lineno, line in _lines(path):
+        try:
+            rec = ast.literal_eval(line.strip())
+        except (ValueError, SyntaxError) as exc:
+            raise UserError(f"{path}:{lineno}: not a Python/JSON dict literal ({exc.__class__.__name__})") from exc
+        if not isinstance(rec, dict) or "cap_id" not in rec or "caption" not in rec:
+            raise UserError(f"{path}:{lineno}: expected a dict with cap_id and caption")
+        negative = str(rec.get("negcap") or "").strip()
+        positive = str(rec.get("poscap") or "").strip() if negative else str(rec["caption"])
+        out[str(rec["cap_id"])] = (positive or str(rec["caption"]), negative)
+    return out

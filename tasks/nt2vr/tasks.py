@@ -21,7 +21,7 @@ from negharness.media import MediaSet
 from negharness.metrics import Relevance
 from negharness.published import published_notes
 from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
-                                     read_video_set, video_of)
+                                         read_neginfo, read_video_set, video_of)
 from negharness.runner import EvalContext
 from negharness.options import OptionSpec
 from negharness.task import Task, TaskOptions, TaskResult
@@ -183,8 +183,11 @@ class NT2VRNegated(NT2VROriginal):
                 raise UserError(f"{path}:{lineno}: negated query {cap_id!r} has no original caption "
                                 f"{original_of(cap_id)!r} in {self._text('caption').name}")
         src = [originals.relevance.indices[where[original_of(c)]] for _, c, _ in kept]
+        neginfo = self._text("negated_neginfo")  # the authors' cue and scope, for the boolean baseline
+        info = read_neginfo(neginfo) if neginfo.is_file() else {}
         negated = QuerySet([c for _, c, _ in kept], [t for _, _, t in kept],
-                           Relevance.from_lists([[int(s)] for s in src], len(ids)))
+                           Relevance.from_lists([[int(s)] for s in src], len(ids)),
+                           [info.get(c) for _, c, _ in kept] if info else None)
         return evaluate_negated(ctx, self.media(ctx, ids), originals, negated,
                                 [where[original_of(c)] for _, c, _ in kept])
 
