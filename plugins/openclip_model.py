@@ -108,7 +108,7 @@ class OpenClipModel(EmbeddingModel):
             fit_state_dict(model, state, options.checkpoint or "checkpoint", arch)
             weights_id = hash_state_dict(state)
             base_tag = options.pretrained or base_pretrained or default_pretrained
-            if base_tag and not arch.endswith(".json"):
+            if base_tag:
                 note = base_note(state, cached_pretrained_state(arch, base_tag), f"{arch}/{base_tag}",
                                  options.checkpoint or "checkpoint")
                 notes.update({"note": note} if note else {})
@@ -195,7 +195,7 @@ def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | No
     """open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
     import open_clip
 
-    hub = (open_clip.get_pretrained_cfg(arch, tag) or {}).get("hf_hub", "")
+    hub = (open_clip.get_pretrained_cfg(arch, tag) or {}).get("hf_hub", "") if not arch.endswith(".json") else ""
     if not hub:
         return None
     from huggingface_hub import try_to_load_from_cache
