@@ -198,7 +198,10 @@ def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | No
     hub = (open_clip.get_pretrained_cfg(arch, tag) or {}).get("hf_hub", "") if not arch.endswith(".json") else ""
     if not hub:
         return None
-    from huggingface_hub import try_to_load_from_cache
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
 
     parts = hub.split("/")
     repo, filename = "/".join(parts[:2]), "/".join(parts[2:])
