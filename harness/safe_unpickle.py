@@ -199,9 +199,8 @@ def _resolve_legacy(obj: Any) -> Any:
     """Legacy tensors were built before their storages were read: rebuild them now."""
     if isinstance(obj, _PendingTensor):
         return obj.resolve()
-    if isinstance(obj, dict):
-        return type(obj)((k, _resolve_legacy(v)) for k, v in obj.items()) if isinstance(obj, OrderedDict) else \
-            {k: _resolve_legacy(v) for k, v in obj.items()}
+    if isinstance(obj, dict):  # dict or OrderedDict, order kept
+        return type(obj)((k, _resolve_legacy(v)) for k, v in obj.items())
     if isinstance(obj, (list, tuple)):
         return type(obj)(_resolve_legacy(v) for v in obj)
     return obj

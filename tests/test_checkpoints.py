@@ -183,7 +183,8 @@ def test_released_file_equal_to_its_base_is_reported(source, tmp_path, monkeypat
     assert "not fine-tuned" in model.describe()["checkpoint_notes"]["note"]
     tuned = {k: v + 0.01 for k, v in src.model.state_dict().items()}
     _nt2vr_file(path, tuned, tmp_path / "MARKER")
-    model = clip_bnl(ModelOptions(arch=str(cfg), checkpoint=str(path)))
+    with pytest.warns(UserWarning, match="ignored pickled objects"):
+        model = clip_bnl(ModelOptions(arch=str(cfg), checkpoint=str(path)))
     assert "note" not in model.describe()["checkpoint_notes"]
 
 
