@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from negharness.checkpoints import load_state_dict
+from negharness.checkpoints import read_checkpoint
 from negharness.errors import UserError
 from negharness.model import ModelOptions
 
@@ -100,6 +100,9 @@ def _split(state: dict[str, torch.Tensor], path: str) -> tuple[dict[str, torch.T
     head = {k: v for k, v in state.items() if k.startswith(("frame_position_embeddings.", "transformerClip."))}
     if not clip:
         raise UserError(f"{path}: not a CLIP4Clip checkpoint (no 'clip.' keys; found e.g. {sorted(state)[:3]})")
+    if "visual.conv2.weight" in clip:
+        raise UserError(f"{path}: a CLIP4Clip checkpoint trained with --linear_patch 3d (clip.visual.conv2), "
+                        "which is not supported; only the 2d patch embedding (the default) is")
     for k in ("input_resolution", "context_length", "vocab_size"):
         clip.pop(k, None)
     return clip, head
@@ -111,16 +114,17 @@ def clip4clip(options: ModelOptions) -> Clip4ClipModel:
         raise UserError("model clip4clip needs --checkpoint PATH to a CLIP4Clip checkpoint (pytorch_model.bin.N "
                         "from github.com/ArrowLuo/CLIP4Clip training, or a published one)")
     options.check_extra(OPTIONS | {"head"}, "clip4clip")
-    state = load_state_dict(options.checkpoint)
-    clip_state, head_state = _split(state, options.checkpoint)
+    ckpt = read_checkpoint(options.checkpoint)
+    clip_state, head_state = _split(ckpt.state, options.checkpoint)
     head_name = options.extra.get("head") or ("seqTransf" if head_state else "meanP")
     if head_name not in HEADS:
         raise UserError(f"-M head={head_name}: choose one of {', '.join(HEADS)}")
     if head_name == "seqTransf" and not head_state:
         raise UserError(f"{options.checkpoint}: -M head=seqTransf, but the checkpoint has no seqTransf weights")
-    base = ModelOptions(options.arch, None, None, {k: v for k, v in options.extra.items() if k != "head"})
+    base = ModelOptions(options.arch, None, options.checkpoint, {k: v for k, v in options.extra.items() if k != "head"})
     model = Clip4ClipModel.create("clip4clip", base, default_arch="ViT-B-32", default_pretrained=None,
-                                  default_quick_gelu=True, state=clip_state)
+                                  default_quick_gelu=True, state=clip_state, base_pretrained="openai")
+    model.checkpoint_notes = {**ckpt.notes(), **model.checkpoint_notes}
     model._weights_id = model._weights_id + ("+" + _hash_head(head_state) if head_name == "seqTransf" else "")
     if head_name == "seqTransf":
         model.head = _build_head(head_state, options.checkpoint)

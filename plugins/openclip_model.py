@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from negharness.checkpoints import load_state_dict
+from negharness.checkpoints import base_note, fit_state_dict, load_state_dict, read_checkpoint
 from negharness.errors import UserError
 from negharness.hashing import hash_json
 from negharness.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_state_dict, jpeg_draft
@@ -114,14 +114,18 @@ class OpenClipModel(EmbeddingModel):
         self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
         self._transform = None
         self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.model.jpeg_draft)
+        self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
 
     # construction ---------------------------------------------------------------------------
     @classmethod
     def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
                default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None,
-               allowed: set[str] = OPTIONS, state: dict[str, torch.Tensor] | None = None) -> "OpenClipModel":
+               allowed: set[str] = OPTIONS, state: dict[str, torch.Tensor] | None = None,
+               base_pretrained: str | None = None) -> "OpenClipModel":
         """Build from an architecture (name or JSON config) and weights: ``state`` if the caller already
-        unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag."""
+        unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag. A checkpoint is
+        compared with its base (``--pretrained``, else ``base_pretrained``, else the default tag) when
+        the base weights are in the local cache."""
         import open_clip
 
         options.check_extra(allowed, name)
@@ -138,20 +142,24 @@ class OpenClipModel(EmbeddingModel):
             quick_gelu = resolve_quick_gelu(arch, pretrained, quick, default_quick_gelu)
             model = cls._create_named(arch, pretrained, quick_gelu)
             tokenizer, arch_id = open_clip.get_tokenizer(arch), arch
+        notes: dict[str, Any] = {}
         if state is None and options.checkpoint:
-            state = load_state_dict(options.checkpoint)
+            ckpt = read_checkpoint(options.checkpoint)
+            state, notes = ckpt.state, ckpt.notes()
         if state is not None:
-            missing, unexpected = model.load_state_dict(state, strict=False)
-            if missing or unexpected:
-                raise UserError(
-                    f"{options.checkpoint}: does not fit {arch} (missing {sorted(missing)[:5]}, "
-                    f"unexpected {sorted(unexpected)[:5]})")
+            fit_state_dict(model, state, options.checkpoint or "checkpoint", arch)
             weights_id = hash_state_dict(state)
+            base_tag = options.pretrained or base_pretrained or default_pretrained
+            if base_tag:
+                note = base_note(state, cached_pretrained_state(arch, base_tag), f"{arch}/{base_tag}",
+                                 options.checkpoint or "checkpoint")
+                notes.update({"note": note} if note else {})
         else:
             weights_id = f"{pretrained}" if pretrained else "random-init"
         made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
         made.frame_sampling = options.frame_sampling()
         made.jpeg_draft = bool(_flag(options.extra, "jpeg_draft"))
+        made.checkpoint_notes = notes
         return made
 
     @staticmethod
@@ -184,6 +192,8 @@ class OpenClipModel(EmbeddingModel):
                "preprocess": self.preprocess_cfg}
         if self.jpeg_draft:  # only when on: fingerprints of existing caches stay as they were
             out["jpeg_draft"] = True
+        if self.checkpoint_notes:
+            out["checkpoint_notes"] = self.checkpoint_notes
         return out
 
     def _at_size(self, frames: Any) -> torch.Tensor | None:
@@ -221,6 +231,28 @@ class OpenClipModel(EmbeddingModel):
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.model.encode_image(pixels.to(self.device)).float(), dim=-1)
+
+
+def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | None:
+    """open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
+    import open_clip
+
+    hub = (open_clip.get_pretrained_cfg(arch, tag) or {}).get("hf_hub", "") if not arch.endswith(".json") else ""
+    if not hub:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+
+    parts = hub.split("/")
+    repo, filename = "/".join(parts[:2]), "/".join(parts[2:])
+    names = [filename] if filename else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]
+    for name in names:
+        found = try_to_load_from_cache(repo, name)
+        if isinstance(found, str) and Path(found).is_file():
+            return load_state_dict(found)
+    return None
 
 
 def clip(options: ModelOptions) -> OpenClipModel:

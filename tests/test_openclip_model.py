@@ -51,10 +51,15 @@ class Evil:
     """Any non-tensor object: unpickling it would run arbitrary code from a user's file."""
 
 
-def test_pickled_objects_are_refused(tmp_path):
+def test_pickled_objects_are_ignored_not_built(source, tmp_path):
+    """A foreign object beside the weights is named in a warning and describe(), never built."""
     path = tmp_path / "evil.pt"
+    torch.save({"state_dict": source.model.state_dict(), "obj": Evil()}, path)
+    with pytest.warns(UserWarning, match="Evil"):
+        loaded = clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path)))
+    assert loaded.describe()["checkpoint_notes"]["ignored_objects"] == ["test_openclip_model.Evil"]
     torch.save({"state_dict": {"w": torch.zeros(1)}, "obj": Evil()}, path)
-    with pytest.raises(UserError, match="weights_only=True"):
+    with pytest.warns(UserWarning), pytest.raises(UserError, match=r"evil.pt: does not fit .*1 unexpected.*'w'"):
         clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path)))
 
 
