@@ -130,6 +130,7 @@ def _nein_layout(root: Path, n: int = 4) -> list[dict]:
     return entries
 
 
+@pytest.mark.needs_nltk
 def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_folder, dino_folder):
     from negharness.text.composer import head_nouns
     from negharness.evaluate import RunRequest, run_evaluation
@@ -160,6 +161,7 @@ def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_
         owl_mod.DEFAULT = default
 
 
+@pytest.mark.needs_nltk
 def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
     pa = pytest.importorskip("pyarrow")
     import io

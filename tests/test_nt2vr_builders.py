@@ -5,6 +5,8 @@ import pytest
 from negharness.text.composer import CaptionIndex, Subject, VerbPhrase, compose, extract_pairs, render
 from negharness.text.negator import expand_contractions, negate, split_negated
 
+pytestmark = pytest.mark.needs_nltk  # the builders tag real captions with NLTK
+
 
 def _find(caption, rule, word):
     return next(n for n in negate(caption, mode="all") if n.rule == rule and n.word == word)

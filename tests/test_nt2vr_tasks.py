@@ -53,6 +53,7 @@ def _run(tmp_path, tasks, **kw):
     return {o.task: o for o in run_evaluation(_host(), req)}
 
 
+@pytest.mark.needs_nltk
 def test_original_negated_composed_share_one_pass_over_the_videos(tmp_path):
     write_layout(tmp_path / "data")
     with pytest.raises(MissingDataError, match="build-queries"):
@@ -73,6 +74,7 @@ def test_original_negated_composed_share_one_pass_over_the_videos(tmp_path):
     assert "C@1" in comp["metrics"] and "several_relevant" in comp["notes"]
 
 
+@pytest.mark.needs_nltk
 def test_query_naming_an_unknown_video_is_an_error_with_file_and_line(tmp_path):
     folder = write_layout(tmp_path / "data")
     cap = folder / "TextData" / f"{COLL}.caption.txt"
@@ -101,6 +103,7 @@ def test_caption_line_without_an_id_and_empty_collection(tmp_path):
         read_caption_file(path)
 
 
+@pytest.mark.needs_nltk
 def test_build_queries_cli_on_plain_captions(cli, tmp_path):
     folder = write_layout(tmp_path / "data")
     res = cli("build-queries", "--captions", str(folder / "TextData" / f"{COLL}.caption.txt"),
@@ -119,6 +122,7 @@ def test_build_queries_cli_on_plain_captions(cli, tmp_path):
     assert bad.returncode == 2 and "--captions" in bad.stderr
 
 
+@pytest.mark.needs_nltk
 def test_builders_on_real_msrvtt_captions():
     from negharness.text.build_queries import build, summary
     from negharness.text.nt2vr_files import read_caption_table

@@ -4,6 +4,7 @@ import json
 from collections import Counter
 
 import numpy as np
+import pytest
 
 from negharness.world.media import load_world
 from negharness.world.render import render_video
@@ -68,3 +69,17 @@ def test_embedded_default_runs_far_above_chance(cli, tmp_path):
     assert image["metrics"]["R@1"] >= 20
     board = cli("leaderboard")
     assert board.returncode == 0 and "shapes_t2v_original" in (tmp_path / "leaderboard" / "README.md").read_text()
+
+
+@pytest.mark.needs_nltk
+def test_shipped_world_queries_equal_a_fresh_build(tmp_path):
+    """The query sets shipped for the default tasks are what the builders make today: a change to
+    the builders without `python -m negharness.world.queries` fails here, not on users' machines."""
+    import json
+
+    from negharness.world.queries import PACKAGED, SHIPPED, _name, build_world_queries
+
+    for seed, split, n, query_seed in SHIPPED:
+        shipped = json.loads((PACKAGED / _name(seed, split, n, query_seed)).read_text())
+        fresh = json.loads(json.dumps(build_world_queries(seed, split, n, tmp_path, query_seed)))
+        assert shipped == fresh

@@ -25,6 +25,7 @@ def _opts(out, trainer_extra=None, **kw):
                         extra={**TINY, **(trainer_extra or {})}, **kw)
 
 
+@pytest.mark.needs_nltk
 @pytest.mark.parametrize("trainer", ["triplet", "bnl", "snl", "negbench"])
 def test_one_optimizer_step_lowers_the_loss_on_a_fixed_batch(trainer, tmp_path):
     torch.manual_seed(0)
@@ -44,6 +45,7 @@ def test_one_optimizer_step_lowers_the_loss_on_a_fixed_batch(trainer, tmp_path):
     assert after.item() < before.item()
 
 
+@pytest.mark.needs_nltk
 def test_resume_equals_an_uninterrupted_run(tmp_path):
     straight = train(_opts(tmp_path / "a"), "bnl")
     first = train(_opts(tmp_path / "b", {"epochs": "1"}), "bnl")  # "interrupted" after one epoch
@@ -58,6 +60,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
         train(_opts(tmp_path / "b", {"m2": "0.5"}), "bnl")
 
 
+@pytest.mark.needs_nltk
 def test_trained_folder_round_trips_and_bad_checkpoints_are_refused(tmp_path):
     out = train(_opts(tmp_path / "run"), "triplet")
     model = clip_bnl(ModelOptions(checkpoint=str(out)))
@@ -78,6 +81,7 @@ def test_trained_folder_round_trips_and_bad_checkpoints_are_refused(tmp_path):
         train(_opts(tmp_path / "x", {"colour": "red"}), "bnl")
 
 
+@pytest.mark.needs_nltk
 def test_train_then_run_from_the_cli(cli, tmp_path):
     args = ["train", "--trainer", "bnl", "--model", "shapes_clip", "--task", "shapes", "--out", str(tmp_path / "clip_bnl")]
     for k, v in TINY.items():
