@@ -129,6 +129,15 @@ class EmbeddingModel(ABC):
         pooled = (per_frame * mask).sum(1) / mask.sum(1).clamp_min(1.0)
         return F.normalize(pooled, dim=-1)
 
+    def score_choices(self, ctx: Any, choices: Any) -> torch.Tensor:
+        """(rows, options) scores of a `negharness.choices.ChoiceSet`, higher = more likely true.
+
+        Embedding models score by cosine through ``ctx`` (an `EvalContext`, which caches); a
+        generative or text-only model overrides this and never needs embeddings."""
+        from .choices import cosine_choice_scores
+
+        return cosine_choice_scores(ctx, choices)
+
     def fingerprint(self) -> str:
         """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""
         sampling = self.frame_sampling.key if self.frame_sampling else None
