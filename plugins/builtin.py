@@ -22,6 +22,11 @@ def negharness_register_models(registry: Registrar) -> None:
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)")
+    registry.add("hf_vlm", "negharness.plugins.hf_vlm:hf_vlm",
+                 "generative VLM (LLaVA, Qwen-VL) through transformers, choice tasks only: --arch ID_OR_FOLDER, "
+                 "-M scoring=loglik|letter")
+    registry.add("text_only", "negharness.plugins.text_only:text_only",
+                 "blind baseline: a causal LM's caption likelihood without the image (--arch gpt2), choice tasks only")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
                  "tiny CLIP trained on the embedded world (bundled weights, no download)")
 

@@ -68,3 +68,58 @@ def evaluate(task_cls: type, root: Path, model: EmbeddingModel, **extra: Any):
     missing = [p for p in task.required_files() if not p.exists()]
     assert not missing, missing
     return task.evaluate(EvalContext(model, RunSettings(), None, log_samples=True))
+
+
+# tiny random transformers models, built offline from configs -------------------------------------
+CHAT = ("{% for m in messages %}{{ m['role'].upper() }} {% for c in m['content'] %}{% if c['type'] == 'image' %}"
+        "<image> {% else %}{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}"
+        "{% if add_generation_prompt %}ASSISTANT {% endif %}")
+
+
+def word_tokenizer(words: Sequence[str]):
+    """A whitespace word-level tokenizer over ``words`` plus specials, letters and chat words."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    base = ["<pad>", "<s>", "</s>", "<unk>", "<image>", "USER", "ASSISTANT", "Question:", "Answer:"]
+    extra = [w for w in dict.fromkeys(list("ABCD") + [w for t in words for w in t.split()]) if w not in base]
+    vocab = {w: i for i, w in enumerate(base + extra)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>", extra_special_tokens={"image_token": "<image>"})
+
+
+def tiny_gpt2(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = word_tokenizer(words)
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=16, n_layer=1, n_head=2, n_positions=64,
+                                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def tiny_llava(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
+    """LLaVA with a 1-layer CLIP vision tower (16 px, 8 px patches: 4 image tokens) and a 1-layer Llama."""
+    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor)
+
+    tok = word_tokenizer(words)
+    processor = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 16},
+                                                                  crop_size={"height": 16, "width": 16}),
+                               tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
+                               num_additional_image_tokens=1, chat_template=CHAT)
+    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                              image_size=16, patch_size=8)
+    text = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                       num_attention_heads=2, num_key_value_heads=2, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(LlavaConfig(vision_config=vision, text_config=text,
+                                                      image_token_index=tok.convert_tokens_to_ids("<image>"),
+                                                      image_seq_length=4, vision_feature_select_strategy="default"))
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
