@@ -41,20 +41,13 @@ class HFVLM(EmbeddingModel):
     name = "hf_vlm"
     modalities = frozenset({"text", "image"})
 
-    def __init__(self, arch: str, scoring: str = "loglik", norm: str = "mean", prompt: str = DEFAULT_PROMPT,
-                 dtype: str = "fp32") -> None:
+    def __init__(self, processor: Any, vlm: torch.nn.Module, arch: str, scoring: str = "loglik", norm: str = "mean",
+                 prompt: str = DEFAULT_PROMPT, dtype: str = "fp32") -> None:
+        """From a loaded processor and model (`hf_vlm` loads them; benchmarks build them from configs)."""
         super().__init__()
-        from transformers import AutoModelForImageTextToText, AutoProcessor
-
         if scoring not in ("loglik", "letter"):
             raise UserError(f"-M scoring={scoring}: choose loglik or letter")
-        if dtype not in DTYPES:
-            raise UserError(f"-M dtype={dtype}: choose one of {', '.join(DTYPES)}")
-        try:
-            self.processor = AutoProcessor.from_pretrained(arch)
-            self.vlm = AutoModelForImageTextToText.from_pretrained(arch, dtype=DTYPES[dtype])
-        except (OSError, ValueError) as exc:
-            raise UserError(f"--arch {arch}: cannot load a vision-language model and its processor ({exc})") from exc
+        self.processor, self.vlm = processor, vlm
         self.arch, self.scoring, self.norm, self.prompt, self.dtype = arch, scoring, check_norm(norm), prompt, dtype
         tok = self.processor.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
@@ -174,6 +167,18 @@ def hf_vlm(options: ModelOptions) -> HFVLM:
     if not options.arch:
         raise UserError("model hf_vlm needs --arch: a transformers image-text-to-text model id or folder "
                         "(e.g. llava-hf/llava-1.5-7b-hf, Qwen/Qwen2-VL-2B-Instruct)")
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
     e = options.extra
-    return HFVLM(options.arch, e.get("scoring", "loglik"), e.get("norm", "mean"), e.get("prompt", DEFAULT_PROMPT),
-                 e.get("dtype", "fp32"))
+    dtype = e.get("dtype", "fp32")
+    if dtype not in DTYPES:
+        raise UserError(f"-M dtype={dtype}: choose one of {', '.join(DTYPES)}")
+    if e.get("scoring", "loglik") not in ("loglik", "letter"):  # before a multi-gigabyte load
+        raise UserError(f"-M scoring={e['scoring']}: choose loglik or letter")
+    try:
+        processor = AutoProcessor.from_pretrained(options.arch)
+        vlm = AutoModelForImageTextToText.from_pretrained(options.arch, dtype=DTYPES[dtype])
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--arch {options.arch}: cannot load a vision-language model and its processor ({exc})") from exc
+    return HFVLM(processor, vlm, options.arch, e.get("scoring", "loglik"), e.get("norm", "mean"),
+                 e.get("prompt", DEFAULT_PROMPT), dtype)

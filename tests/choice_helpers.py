@@ -123,3 +123,37 @@ def tiny_llava(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+def tiny_qwen2vl(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
+    """Qwen2-VL (M-RoPE, patch-merged vision tokens, image_grid_thw) with one layer each side, 56 px images."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForConditionalGeneration,
+                              Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor)
+
+    specials = ["<pad>", "<s>", "</s>", "<unk>", "<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>",
+                "USER", "ASSISTANT", "Question:", "Answer:"]
+    extra = [w for w in dict.fromkeys(list("ABCD") + [w for t in words for w in t.split()]) if w not in specials]
+    vocab = {w: i for i, w in enumerate(specials + extra)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>", extra_special_tokens={
+                                       "image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                                       "vision_start_token": "<|vision_start|>", "vision_end_token": "<|vision_end|>"})
+    chat = CHAT.replace("<image> ", "<|vision_start|> <|image_pad|> <|vision_end|> ")
+    pixels = 28 * 28 * 4
+    processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(min_pixels=pixels, max_pixels=pixels),
+                                 tokenizer=fast, video_processor=Qwen2VLVideoProcessor(), chat_template=chat)
+    config = Qwen2VLConfig(
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2,
+                         rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}, bos_token_id=1, eos_token_id=2),
+        vision_config=dict(depth=1, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=2, patch_size=14,
+                           spatial_merge_size=2, temporal_patch_size=2, in_chans=3),
+        image_token_id=vocab["<|image_pad|>"], video_token_id=vocab["<|video_pad|>"],
+        vision_start_token_id=vocab["<|vision_start|>"], vision_end_token_id=vocab["<|vision_end|>"])
+    torch.manual_seed(seed)
+    Qwen2VLForConditionalGeneration(config).save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder

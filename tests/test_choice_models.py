@@ -149,3 +149,21 @@ def test_generative_and_blind_models_run_a_choice_task_from_the_cli(cli, tmp_pat
         assert rec["main_score"]["name"] == "mean"
     res = cli("run", "--model", "hf_vlm", "--arch", str(llava_dir), "--task", "shapes_t2i_original")
     assert res.returncode == 2 and "no embeddings" in res.stderr
+
+
+def test_hf_vlm_runs_qwen2_vl_with_padding_that_changes_nothing(tmp_path):
+    """Qwen2-VL's M-RoPE positions and image_grid_thw survive the re-padding: a batch of three equals
+    one sequence at a time, in both scoring modes."""
+    from negharness.plugins.hf_vlm import hf_vlm
+
+    from choice_helpers import tiny_qwen2vl
+
+    folder = tiny_qwen2vl(tmp_path / "qwen", WORDS)
+    imgs = [np.full((56, 56, 3), c, dtype=np.uint8) for c in ((255, 0, 0), (0, 0, 255))]
+    media = MediaSet("test/qwen", "image", ["red", "blue"], lambda i: imgs[i], cheap=True)
+    choices = ChoiceSet(media, [0, 1, 1], [CAPTIONS[0:2], CAPTIONS[2:4], CAPTIONS[0:3]], [0, 0, 0], None)
+    for scoring in ("loglik", "letter"):
+        model = hf_vlm(ModelOptions(arch=str(folder), extra={"scoring": scoring})).eval_mode()
+        batched = model.score_choices(_ctx(model, batch_size=3), choices)
+        single = model.score_choices(_ctx(model, batch_size=1), choices)
+        assert torch.isfinite(batched[:, :2]).all() and torch.allclose(batched, single, atol=1e-4), scoring
