@@ -28,7 +28,7 @@ from negharness.errors import UserError
 from negharness.hashing import hash_json
 from negharness.model import EmbeddingModel, ModelOptions
 
-from .lm_scoring import autocast, check_norm, continuation_scores, no_embeddings, pad_right
+from .lm_scoring import autocast, check_norm, continuation_scores, kept_positions, no_embeddings, pad_right
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_PROMPT = "Describe the image in one sentence."
@@ -117,7 +117,8 @@ class HFVLM(EmbeddingModel):
         inputs = {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in inputs.items()}
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
             inputs["pixel_values"] = inputs["pixel_values"].to(next(self.vlm.parameters()).dtype)
-        logits = self.vlm(input_ids=ids.to(self.device), attention_mask=attn.to(self.device), **inputs).logits
+        keep = kept_positions(self.vlm, ids.shape[1], [len(h) for h in heads])
+        logits = self.vlm(input_ids=ids.to(self.device), attention_mask=attn.to(self.device), **inputs, **keep).logits
         return logits, ids, [len(h) for h in heads], [len(s) for s in seqs]
 
     def _images(self, choices: Any) -> dict[int, Any]:
@@ -154,11 +155,11 @@ class HFVLM(EmbeddingModel):
             rows = list(range(lo, min(lo + bs, len(choices))))
             orders = [self.letter_order(r, choices.options[r]) for r in rows]
             prompts = [self.chat(self.letter_prompt(choices.question(r), choices.options[r], o)) for r, o in zip(rows, orders)]
-            logits, _, _, ends = self._forward(prompts, [images[choices.media_index[r]] for r in rows], [[] for _ in rows])
+            logits, ids, _, ends = self._forward(prompts, [images[choices.media_index[r]] for r in rows], [[] for _ in rows])
             for b, (r, order) in enumerate(zip(rows, orders)):
-                last = logits[b, ends[b] - 1].float().cpu()
-                for j, ids in enumerate(self.letter_ids(len(order))):
-                    out[r, order[j]] = last[ids].max()
+                last = logits[b, ends[b] - 1 - (ids.shape[1] - logits.shape[1])].float().cpu()
+                for j, letter_tokens in enumerate(self.letter_ids(len(order))):
+                    out[r, order[j]] = last[letter_tokens].max()
         return out
 
 

@@ -30,15 +30,27 @@ def pad_right(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
     return ids, mask
 
 
+def kept_positions(model: torch.nn.Module, width: int, starts: Sequence[int]) -> dict[str, int]:
+    """``logits_to_keep`` for a forward pass whose rows need logits from position ``start - 1`` on:
+    the LM head then skips the prompt (for a VLM, hundreds of image tokens per sequence)."""
+    import inspect
+
+    if "logits_to_keep" not in inspect.signature(model.forward).parameters:
+        return {}
+    return {"logits_to_keep": width - (min(starts) - 1)}
+
+
 def continuation_scores(logits: torch.Tensor, ids: torch.Tensor, starts: Sequence[int], ends: Sequence[int],
                         norm: str) -> torch.Tensor:
     """Per row, the log-likelihood of tokens ``ids[b, starts[b]:ends[b]]`` (each predicted by the
-    logits one position earlier), summed or averaged over those tokens."""
+    logits one position earlier), summed or averaged over those tokens. ``logits`` may cover only the
+    last positions of ``ids`` (see `kept_positions`)."""
+    offset = ids.shape[1] - logits.shape[1]
     out = torch.empty(len(starts), dtype=torch.float32)
     for b, (s, e) in enumerate(zip(starts, ends)):
         if e <= s or s < 1:
             raise UserError("an option tokenised to no tokens (empty caption?)")
-        logp = torch.log_softmax(logits[b, s - 1: e - 1].float(), dim=-1)
+        logp = torch.log_softmax(logits[b, s - 1 - offset: e - 1 - offset].float(), dim=-1)
         total = logp.gather(1, ids[b, s:e].unsqueeze(1).to(logp.device)).sum()
         out[b] = total / (e - s) if norm == "mean" else total
     return out

@@ -17,7 +17,7 @@ from negharness.errors import UserError
 from negharness.hashing import hash_json
 from negharness.model import EmbeddingModel, ModelOptions
 
-from .lm_scoring import autocast, check_norm, continuation_scores, no_embeddings, pad_right
+from .lm_scoring import autocast, check_norm, continuation_scores, kept_positions, no_embeddings, pad_right
 
 
 class TextOnlyLM(EmbeddingModel):
@@ -80,7 +80,8 @@ class TextOnlyLM(EmbeddingModel):
             for lo in range(0, len(seqs), bs):
                 chunk = seqs[lo: lo + bs]
                 ids, mask = pad_right([s for s, _ in chunk], self.pad_id)
-                logits = self.lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+                keep = kept_positions(self.lm, ids.shape[1], [st for _, st in chunk])
+                logits = self.lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **keep).logits
                 flat.append(continuation_scores(logits, ids, [st for _, st in chunk], [len(s) for s, _ in chunk],
                                                 self.norm))
         return pad_scores(torch.cat(flat), choices.options)
