@@ -249,3 +249,60 @@ def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
     assert [r.correct for r in original.rows] == [0, 1] and original.rows[1].question == "Is it a cat?"
     with pytest.raises(UserError, match="questions"):  # a CLIP-like model would ignore the question
         original.evaluate(EvalContext(TableModel({}), RunSettings(), None))
+
+
+NEGBENCH_COCO = Path(__file__).resolve().parents[2] / "shared/data/negbench/negbench_eval_csvs/images"
+
+NEGBENCH_YAML = """\
+name: negbench_coco_as_yaml
+kind: choice
+family: negbench
+description: "NegBench COCO MCQ declared in YAML"
+citation: "Alhamoud et al., CVPR 2025"
+data_help: "NegBench CSVs into <data root>/negbench/"
+data:
+  file: negbench/COCO_val_mcq_llama3.1_rephrased.csv
+media:
+  path: "coco/val2017/{image_path}"
+  strip_prefix: ["data/coco/images/val2017/"]
+captions:
+  options: [caption_0, caption_1, caption_2, caption_3]
+  answer: correct_answer
+group_by: correct_answer_template
+metrics: [accuracy, tie_rate, macro_accuracy]
+main_score: accuracy
+"""
+
+
+@pytest.mark.skipif(not (NEGBENCH_COCO / "COCO_val_mcq_llama3.1_rephrased.csv").is_file(),
+                    reason="needs ../shared/data/negbench (the real NegBench CSVs)")
+def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
+    """The first 60 rows of the real COCO MCQ file, read by the YAML kind and by negbench_mcq_coco,
+    through one model with seeded similarities (and planted ties): same accuracy, ties and per-template accuracies."""
+    import random
+
+    from negharness.tasks.negbench.tasks import negbench_mcq_coco
+
+    lines = (NEGBENCH_COCO / "COCO_val_mcq_llama3.1_rephrased.csv").read_text(encoding="utf-8").splitlines(True)[:61]
+    (tmp_path / "negbench").mkdir()
+    (tmp_path / "negbench/COCO_val_mcq_llama3.1_rephrased.csv").write_text("".join(lines), encoding="utf-8")
+    yaml_dir = tmp_path / "yaml"
+    yaml_dir.mkdir()
+    (yaml_dir / "coco.yaml").write_text(NEGBENCH_YAML)
+    yaml_task = load_folder(yaml_dir)[0]
+    rng = random.Random(0)
+    table = {}
+    from negharness.task import TaskOptions
+
+    for i, ref in enumerate(yaml_task(TaskOptions(tmp_path)).rows):
+        write_image(ref.media.path, ["red", "green", "blue"][i % 3])
+        for option in ref.options:
+            table.setdefault(option, {c: round(rng.uniform(0, 0.5), 1) for c in ("red", "green", "blue")})
+    model = TableModel(table)
+    ours = evaluate(yaml_task, tmp_path, model)
+    theirs = evaluate(negbench_mcq_coco, tmp_path, model)
+    assert ours.n_items["rows"] == theirs.n_items["questions"] == 60
+    assert ours.metrics["accuracy"] == pytest.approx(theirs.metrics["accuracy"])
+    assert ours.metrics["tie_rate"] == pytest.approx(theirs.metrics["tie_rate"]) and theirs.metrics["tie_rate"] > 0
+    for template, got in ours.notes["accuracy_by_correct_answer_template"].items():
+        assert got["accuracy"] == pytest.approx(theirs.metrics[f"acc_{template}"], abs=1e-3)
