@@ -18,6 +18,8 @@ EXAMPLES = """examples:
   negharness run --model shapes_clip --task 'shapes_*'        # embedded default, no download
   negharness run --model clip --task 'negbench_*' --device cuda --precision bf16
   negharness run --model clip --arch ViT-B-32 --checkpoint negclip.pt -M quick_gelu=true --task msrvtt3k_composed
+  negharness run --model clip --task 'sugarcrepe_*' --task valse_existence
+  negharness run --model clip --include-path my_tasks/ --task my_choice_task
   negharness leaderboard
   negharness list
 """
@@ -54,6 +56,11 @@ def _host(args: argparse.Namespace):
     if bad:
         raise UserError(f"-p {bad[0]}: only -p no:NAME (block a plugin) is supported")
     host = make_host(blocked=blocked, strict=True if args.strict_plugins else None)
+    includes = getattr(args, "include_path", None)
+    if includes:  # users' YAML tasks; parsed now, so an error in one is this command's error (exit 2)
+        from .declarative import include_plugin
+
+        host.register(include_plugin(includes), "include_path")
     if host.failures():
         from rich.text import Text
 
@@ -277,6 +284,11 @@ def _model_options(p: argparse.ArgumentParser) -> None:
                    help="plugin-specific model option, repeatable (e.g. -M quick_gelu=true)")
 
 
+def _include_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include-path", action="append", metavar="DIR",
+                   help="folder of YAML task files (choice, retrieval or suite tasks) to add, repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="negharness", description="Measure and improve how vision-language models understand negation.",
@@ -289,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("list", help="every model, task and trainer, with the plugin that gave it")
+    _include_path(p)
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="evaluate a model on tasks", epilog=EXAMPLES,
@@ -296,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="model name (see `negharness list`)")
     p.add_argument("--task", required=True, action="append", help="task name or glob, repeatable ('shapes_*')")
     _model_options(p)
+    _include_path(p)
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
     p.add_argument("--data-root", help="where tasks read files (else $NEGHARNESS_DATA, else ~/.cache/negharness/data)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")

@@ -1,6 +1,7 @@
 """Multiple-choice scoring shared by NegBench's MCQ-Neg and the embedded world's MCQ.
 
-Media and options are L2-normalised (NegBench's first release forgot this and its numbers halved),
+Scores come from the model (`EmbeddingModel.score_choices`): for embedding models, media and
+options are L2-normalised (NegBench's first release forgot this and its numbers halved),
 scored by cosine, and the best option picked. Ties count as wrong: most files put the correct
 answer first, so a first-index argmax would reward a model that scores every option the same.
 """
@@ -13,6 +14,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .choices import ChoiceSet
 from .media import MediaSet
 from .runner import EvalContext
 from .task import MetricInfo, TaskResult
@@ -53,10 +55,8 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
                  correct: Sequence[int], templates: Sequence[str],
                  option_templates: Sequence[Sequence[str]]) -> TaskResult:
     """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once."""
-    media_emb = ctx.embed_media(media)
     flat = [o for row in options for o in row]
-    rows = media_emb[torch.as_tensor(np.asarray(media_index), dtype=torch.long)]
-    scores = ctx.model.choice_scores(ctx.embed_texts, options, rows)
+    scores = ctx.model.score_choices(ctx, ChoiceSet(media, media_index, options, correct))
     chosen, tie = mcq_choices(scores)
     metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
     samples = None

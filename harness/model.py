@@ -161,19 +161,21 @@ class EmbeddingModel(ABC):
         """What a record should say about how this model scored these queries ({} for cosine)."""
         return {}
 
-    def choice_scores(self, embed_texts: TextEncoder, options: Sequence[Sequence[str]], media_rows: torch.Tensor,
-                      parts: Sequence[Sequence[tuple[str, str]]] | None = None) -> torch.Tensor:
-        """(R, K): row r's K captions against row r's media embedding (multiple choice)."""
-        k = len(options[0]) if options else 0
-        opt = embed_texts([o for row in options for o in row]).view(len(options), k, -1)
-        return torch.einsum("rkd,rd->rk", opt, media_rows)
-
     @torch.inference_mode()
     def image_cosine(self, a: Any, b: Any) -> float:
         """Cosine of two PIL images' embeddings (NeIn's CLIP-I and DINO scores)."""
         x = torch.stack([self.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(self.device)
         e = self.encode_image(x)
         return float((e[0] * e[1]).sum())
+
+    def score_choices(self, ctx: Any, choices: Any) -> torch.Tensor:
+        """(rows, options) scores of a `negharness.choices.ChoiceSet`, higher = more likely true.
+
+        Embedding models score by cosine through ``ctx`` (an `EvalContext`, which caches); a
+        generative or text-only model overrides this and never needs embeddings."""
+        from .choices import cosine_choice_scores
+
+        return cosine_choice_scores(ctx, choices)
 
     def fingerprint(self) -> str:
         """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""

@@ -97,29 +97,20 @@ class BooleanModel(EmbeddingModel):
             scores[has_neg] -= rescaled(neg).clamp_min(0)
         return scores
 
-    def choice_scores(self, embed_texts: TextEncoder, options: Sequence[Sequence[str]], media_rows: torch.Tensor,
-                      parts: Sequence[Sequence[tuple[str, str]]] | None = None) -> torch.Tensor:
-        flat = [o for row in options for o in row]
-        flat_parts = self._parts(flat, [p for row in parts for p in row] if parts is not None else None)
-        k = len(options[0]) if options else 0
-        rows = media_rows.repeat_interleave(k, dim=0)
-        pos = (embed_texts([p for p, _ in flat_parts]) * rows).sum(-1)
-        scores = rescaled(pos)
-        has_neg = [i for i, (_, n) in enumerate(flat_parts) if n]
+    def score_choices(self, ctx: Any, choices: Any) -> torch.Tensor:
+        """Each option scored as s(positive) - s(negative) against its row's medium (MCQ, choice suites)."""
+        import numpy as np
+
+        from negharness.choices import pad_scores
+
+        media_emb = ctx.embed_media(choices.media)
+        flat = [o for row in choices.options for o in row]
+        rows = media_emb[torch.as_tensor(np.repeat(np.asarray(choices.media_index), [len(o) for o in choices.options]),
+                                         dtype=torch.long)]
+        parts = self._parts(flat, None)
+        scores = rescaled((ctx.embed_texts([p for p, _ in parts]) * rows).sum(-1))
+        has_neg = [i for i, (_, n) in enumerate(parts) if n]
         if has_neg:
-            neg = (embed_texts([flat_parts[i][1] for i in has_neg]) * rows[has_neg]).sum(-1)
+            neg = (ctx.embed_texts([parts[i][1] for i in has_neg]) * rows[has_neg]).sum(-1)
             scores[has_neg] -= rescaled(neg).clamp_min(0)
-        return scores.view(len(options), k)
-
-
-def boolean(options: ModelOptions) -> BooleanModel:
-    """``-M base=NAME``: the model to wrap; every other option goes to it."""
-    base_name = options.extra.get("base")
-    if not base_name:
-        raise UserError("model boolean needs -M base=MODEL (the retrieval model to wrap, e.g. -M base=clip)")
-    if base_name == "boolean":
-        raise UserError("-M base=boolean: the wrapper cannot wrap itself")
-    rest = {k: v for k, v in options.extra.items() if k != "base"}
-    base = options.lookup().plugin("model", base_name,
-                                   ModelOptions(options.arch, options.pretrained, options.checkpoint, rest))
-    return BooleanModel(base, base_name)
+        return pad_scores(scores, choices.options)

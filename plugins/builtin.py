@@ -24,6 +24,11 @@ def negharness_register_models(registry: Registrar) -> None:
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)")
     registry.add("dino", "negharness.plugins.dino_similarity:dino",
                  "DINO ViT-S/16 image embeddings (NeIn's DINO score): --arch ID_OR_FOLDER; images only")
+    registry.add("hf_vlm", "negharness.plugins.hf_vlm:hf_vlm",
+                 "generative VLM (LLaVA, Qwen-VL) through transformers, choice tasks only: --arch ID_OR_FOLDER, "
+                 "-M scoring=loglik|letter")
+    registry.add("text_only", "negharness.plugins.text_only:text_only",
+                 "blind baseline: a causal LM's caption likelihood without the image (--arch gpt2), choice tasks only")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
                  "tiny CLIP trained on the embedded world (bundled weights, no download)")
 

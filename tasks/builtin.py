@@ -5,8 +5,12 @@ from __future__ import annotations
 from negharness.hookspecs import hookimpl
 from negharness.registry import Registrar
 
+from negharness.declarative import register_yaml_folder
 from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
 from negharness.tasks.nt2vr.collections import COLLECTIONS, QUERY_SETS
+
+# caption generators the built-in YAML files may name (lazy: `list` imports no NLTK)
+GENERATORS = {"aro_order_shuffles": "negharness.tasks.choice.aro_order:order_shuffles"}
 
 
 @hookimpl
@@ -36,3 +40,7 @@ def negharness_register_tasks(registry: Registrar) -> None:
     registry.add("nein_val", "negharness.tasks.nein.tasks:NeInVal",
                  "NeIn validation set: editing with negative instructions, OWLv2 removal / retention",
                  family="nein")
+    # the hard-negative choice suites (SugarCrepe, ARO, VALSE, CREPE, CC-Neg, NegVQA): YAML in tasks/choice/
+    from importlib.resources import files
+
+    register_yaml_folder(registry, files("negharness.tasks.choice"), GENERATORS)

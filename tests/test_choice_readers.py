@@ -1,0 +1,308 @@
+"""Each built-in choice benchmark read from a small file in its published format, scored through a
+model with chosen similarities (ties included), against values worked out by hand."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+import torch
+
+from negharness.declarative import load_folder
+from negharness.errors import UserError
+from negharness.tasks.builtin import GENERATORS
+
+from choice_helpers import TableModel, evaluate, write_image
+
+BUILTIN = {c.name: c for c in load_folder(Path(str(files("negharness.tasks.choice"))), GENERATORS)}
+
+
+def test_every_builtin_yaml_is_a_task_with_metadata():
+    expected = {f"sugarcrepe_{s}" for s in ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel",
+                                            "swap_att", "swap_obj")}
+    expected |= {"sugarcrepe_mean", "aro_vg_relation", "aro_vg_attribution", "aro_coco_order", "aro_flickr_order",
+                 "valse_existence", "crepe_negate", "ccneg", "negvqa_negated", "negvqa_original"}
+    assert set(BUILTIN) == expected
+    for cls in BUILTIN.values():
+        assert cls.main_score in cls.metric_info and cls.citation and cls.data_help and cls.licence
+        assert set(cls.leaderboard_metrics) <= set(cls.metric_info)
+
+
+def _sugarcrepe(root: Path, split: str, items: dict[str, tuple[str, str, str]]) -> None:
+    data = {str(i): {"filename": f, "caption": c, "negative_caption": n} for i, (f, c, n) in enumerate(items.values())}
+    (root / "sugarcrepe").mkdir(parents=True, exist_ok=True)
+    (root / "sugarcrepe" / f"{split}.json").write_text(json.dumps(data, indent=4))
+
+
+def test_sugarcrepe_split_and_macro_mean(tmp_path):
+    write_image(tmp_path / "coco/val2017/000000565045.jpg", "red")
+    write_image(tmp_path / "coco/val2017/000000526706.jpg", "green")
+    _sugarcrepe(tmp_path, "swap_att", {
+        "right": ("000000565045.jpg", "Blue bathroom with white towels.", "White bathroom with blue towels."),
+        "wrong": ("000000526706.jpg", "A baby cow.", "Two baby cows."),
+        "tie": ("000000565045.jpg", "A bathroom.", "The bathroom."),
+    })
+    for split in ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_obj"):
+        _sugarcrepe(tmp_path, split, {"r": ("000000565045.jpg", "Blue bathroom with white towels.", "A baby cow.")})
+    model = TableModel({"Blue bathroom with white towels.": {"red": 0.5},
+                        "White bathroom with blue towels.": {"red": 0.4},
+                        "A baby cow.": {"green": 0.1, "red": 0.2}, "Two baby cows.": {"green": 0.3},
+                        "A bathroom.": {"red": 0.25}, "The bathroom.": {"red": 0.25}})
+    res = evaluate(BUILTIN["sugarcrepe_swap_att"], tmp_path, model)
+    assert res.metrics["accuracy"] == pytest.approx(100 / 3)  # right; 0.1 < 0.3 wrong; 0.25 = 0.25 tie, wrong
+    assert res.metrics["tie_rate"] == pytest.approx(100 / 3)
+    assert res.n_items == {"rows": 3, "images": 2}
+    assert [s["tie"] for s in res.samples] == [False, False, True]
+    suite = evaluate(BUILTIN["sugarcrepe_mean"], tmp_path, model)
+    assert suite.metrics["swap_att"] == pytest.approx(100 / 3)
+    # the other six splits: 0.5 vs 0.2 on a red image, all right
+    assert suite.metrics["mean"] == pytest.approx((100 / 3 + 6 * 100) / 7)
+
+
+def test_aro_vg_relation_crops_and_macro_over_relations(tmp_path):
+    # left half red, right half green: the box on the right half must make it a green image
+    write_image(tmp_path / "aro/images/2315910.jpg", "red", size=32, right="green")
+    rows = [
+        {"image_id": "2315910", "relation_name": "on", "bbox_x": 16, "bbox_y": 0, "bbox_w": 16, "bbox_h": 32,
+         "image_path": "2315910.jpg", "true_caption": "the cup is on the table", "false_caption": "the table is on the cup"},
+        {"image_id": "2315910", "relation_name": "on", "bbox_x": 0, "bbox_y": 0, "bbox_w": 16, "bbox_h": 32,
+         "image_path": "2315910.jpg", "true_caption": "the hat is on the man", "false_caption": "the man is on the hat"},
+        {"image_id": "2315910", "relation_name": "under", "bbox_x": 16, "bbox_y": 0, "bbox_w": 16, "bbox_h": 32,
+         "image_path": "2315910.jpg", "true_caption": "the dog is under the table", "false_caption": "the table is under the dog"},
+    ]
+    (tmp_path / "aro").mkdir(exist_ok=True)
+    (tmp_path / "aro/visual_genome_relation.json").write_text(json.dumps(rows))
+    model = TableModel({"the cup is on the table": {"green": 0.6, "red": 0.1},
+                        "the table is on the cup": {"green": 0.2, "red": 0.9},
+                        "the hat is on the man": {"green": 0.9, "red": 0.1},  # crop is red: 0.1 < 0.3, wrong
+                        "the man is on the hat": {"red": 0.3},
+                        "the dog is under the table": {"green": 0.5}, "the table is under the dog": {"green": 0.4}})
+    res = evaluate(BUILTIN["aro_vg_relation"], tmp_path, model)
+    assert res.metrics["accuracy"] == pytest.approx(200 / 3)
+    assert res.metrics["macro_accuracy"] == pytest.approx((50 + 100) / 2)
+    assert res.notes["accuracy_by_relation_name"]["on"] == {"accuracy": 50.0, "rows": 2}
+    assert res.n_items["images"] == 2  # one file, two crops: two media items
+
+
+def test_aro_vg_attribution_keeps_pairs_with_25_cases(tmp_path):
+    write_image(tmp_path / "aro/images/1.jpg", "blue")
+    row = {"image_path": "1.jpg", "bbox_x": 0, "bbox_y": 0, "bbox_w": 16, "bbox_h": 16}
+    rows = [{**row, "attributes": ["white", "black"], "true_caption": f"the white cat {i} and the black dog",
+             "false_caption": f"the black cat {i} and the white dog"} for i in range(25)]
+    rows += [{**row, "attributes": ["red", "small"], "true_caption": "the red car and the small boat",
+              "false_caption": "the small car and the red boat"}]
+    (tmp_path / "aro").mkdir(exist_ok=True)
+    (tmp_path / "aro/visual_genome_attribution.json").write_text(json.dumps(rows))
+    table = {f"the white cat {i} and the black dog": {"blue": 0.5 if i < 20 else 0.1} for i in range(25)}
+    table.update({f"the black cat {i} and the white dog": {"blue": 0.3} for i in range(25)})
+    res = evaluate(BUILTIN["aro_vg_attribution"], tmp_path, TableModel(table))
+    assert res.metrics["accuracy"] == pytest.approx(20 / 26 * 100)  # the red/small row: both 0, a tie
+    assert res.metrics["macro_accuracy"] == pytest.approx(80.0)  # only white_black has >= 25 cases
+    assert list(res.notes["accuracy_by_attributes.0_attributes.1"]) == ["white_black"]
+
+
+def test_aro_order_shuffles_are_permutations_and_scored_against_the_normalised_caption(tmp_path):
+    from negharness.tasks.choice.aro_order import order_shuffles, pre_caption
+    import random
+
+    write_image(tmp_path / "coco/val2014/COCO_val2014_000000391895.jpg", "red")
+    caps = ["A man with a red helmet on a small moped on a dirt road.", "Dog."]
+    (tmp_path / "aro").mkdir(exist_ok=True)
+    (tmp_path / "aro/coco_karpathy_test.json").write_text(json.dumps(
+        [{"image": "val2014/COCO_val2014_000000391895.jpg", "caption": caps}]))
+    true0, false0 = order_shuffles(caps[0], random.Random(0))
+    assert true0 == "a man with a red helmet on a small moped on a dirt road"
+    assert len(false0) == 4 and all(sorted(f.split()) == sorted(true0.split()) for f in false0)
+    assert pre_caption('Two "dogs" (big); one cat!') == "two dogs big one cat"
+    model = TableModel({pre_caption(c): {"red": 0.5} for c in caps})
+    res = evaluate(BUILTIN["aro_coco_order"], tmp_path, model)
+    # one-word "dog": every shuffle is "dog" again, a five-way tie (ARO's argmax would count it right)
+    by_row = {s["row"].split("[")[1]: s for s in res.samples}
+    assert by_row["caption 1]"]["tie"] and len(by_row["caption 1]"]["scores"]) == 5
+    first = by_row["caption 0]"]
+    expected_right = not first["tie"]  # a shuffle equal to the caption would tie it
+    assert res.metrics["accuracy"] == pytest.approx(50.0 if expected_right else 0.0)
+
+
+def test_valse_existence_keeps_the_annotator_validated_items(tmp_path):
+    write_image(tmp_path / "visual7w/images/v7w_2371044.jpg", "red")
+    write_image(tmp_path / "visual7w/images/v7w_2393805.jpg", "green")
+
+    def item(idx, caption, foil, votes):
+        return {"dataset": "visual7w", "dataset_idx": idx, "image_file": f"v7w_{idx}.jpg", "caption": caption,
+                "foil": foil, "classes": 0, "classes_foil": [1], "mturk": {"foil": 0, "caption": votes, "other": 0}}
+    data = {"existence_visual7w_2371044": item("2371044", "There are no people.", "There are people.", 3),
+            "existence_visual7w_2393805": item("2393805", "There are no animals.", "There are animals.", 2),
+            "existence_visual7w_2400000": item("2371044", "There is no cat.", "There is a cat.", 1)}
+    (tmp_path / "valse").mkdir()
+    (tmp_path / "valse/existence.json").write_text(json.dumps(data))
+    model = TableModel({"There are no people.": {"red": 0.2}, "There are people.": {"red": 0.3},
+                        "There are no animals.": {"green": 0.4}, "There are animals.": {"green": 0.1}})
+    res = evaluate(BUILTIN["valse_existence"], tmp_path, model)
+    assert res.n_items["rows"] == 2  # the item with one vote is not in the valid set
+    assert res.metrics["accuracy"] == pytest.approx(50.0)
+
+
+def test_crepe_negate_reads_list_literals_both_vg_folders_and_complexities(tmp_path):
+    write_image(tmp_path / "visual_genome/VG_100K/10.jpg", "red", size=32, right="blue")
+    write_image(tmp_path / "visual_genome/VG_100K_2/20.jpg", "green")
+    folder = tmp_path / "crepe/prod_hard_negatives/negate"
+    folder.mkdir(parents=True)
+    header = "image_id,x,y,width,height,caption,hard_negs\n"
+    for c in range(4, 13):
+        body = ""
+        if c == 4:
+            body = ('10,16,0,16,32,a blue sky,"[\'not a blue sky\', \'a sky that is not blue\']"\n'
+                    '20,0,0,16,16,a green field,"[\'no green field\']"\n')
+        elif c == 5:
+            body = '20,0,0,16,16,a green field,"[\'no green field\', \'a field that is not green\']"\n'
+        if body:
+            (folder / f"prod_vg_hard_negs_negate_complexity_{c}.csv").write_text(header + body)
+    task_cls = BUILTIN["crepe_negate"]
+    with pytest.raises(AssertionError):  # complexity files 6..12 are missing: reported before any model
+        evaluate(task_cls, tmp_path, TableModel({}))
+    for c in range(6, 13):
+        (folder / f"prod_vg_hard_negs_negate_complexity_{c}.csv").write_text(
+            header + '20,0,0,16,16,a green field,"[\'no green field\']"\n')
+    model = TableModel({"a blue sky": {"blue": 0.5}, "not a blue sky": {"blue": 0.2},
+                        "a sky that is not blue": {"blue": 0.5},  # tie with the caption: wrong
+                        "a green field": {"green": 0.7}, "no green field": {"green": 0.1},
+                        "a field that is not green": {"green": 0.8}})
+    res = evaluate(task_cls, tmp_path, model)
+    # ten rows. complexity 4: tie (wrong), right; 5: 0.8 beats 0.7 (wrong); 6..12: one right each
+    assert res.metrics["accuracy"] == pytest.approx(8 / 10 * 100)
+    assert res.metrics["macro_accuracy"] == pytest.approx((50 + 0 + 7 * 100) / 9)
+    assert res.metrics["tie_rate"] == pytest.approx(100 / 10)
+
+
+def test_ccneg_reads_the_torch_file_weights_only_and_drops_commas(tmp_path):
+    write_image(tmp_path / "ccneg/cc3m_subset_images_extracted_final/a.jpg", "red")
+    write_image(tmp_path / "ccneg/cc3m_subset_images_extracted_final/b.jpg", "blue")
+    data = {"image_paths": ["/workspace/datasets/cc3m/cc3m_subset_images_extracted_final/a.jpg",
+                            "/workspace/datasets/cc3m/cc3m_subset_images_extracted_final/b.jpg"],
+            "annotations": [{"json": {"caption": "a dog on grass"}, "sop_data": {"negative-prompt": "a dog, not on grass"}},
+                            {"json": {"caption": "a blue car"}, "sop_data": {"negative-prompt": "a car, that is not blue"}}]}
+    torch.save(data, tmp_path / "ccneg/ccneg_preprocessed.pt")
+    model = TableModel({"a dog on grass": {"red": 0.3}, "a dog not on grass": {"red": 0.35},
+                        "a blue car": {"blue": 0.6}, "a car that is not blue": {"blue": 0.2}})
+    res = evaluate(BUILTIN["ccneg"], tmp_path, model)
+    assert res.metrics["accuracy"] == pytest.approx(50.0)  # the negated text wins on a.jpg
+    assert [s["media"] for s in res.samples] == ["ccneg/cc3m_subset_images_extracted_final/a.jpg",
+                                                  "ccneg/cc3m_subset_images_extracted_final/b.jpg"]
+
+
+def test_ccneg_refuses_a_pickle_of_arbitrary_objects(tmp_path):
+    import argparse
+
+    from negharness.task import TaskOptions
+
+    (tmp_path / "ccneg").mkdir()
+    torch.save({"image_paths": [], "annotations": argparse.Namespace(x=1)}, tmp_path / "ccneg/ccneg_preprocessed.pt")
+    task = BUILTIN["ccneg"](TaskOptions(tmp_path))
+    with pytest.raises(UserError, match="weights_only"):
+        task.rows
+
+
+def _png_b64(colour: str) -> str:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), {"red": (255, 0, 0), "green": (0, 255, 0)}[colour]).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
+    from negharness.runner import EvalContext, RunSettings
+    from negharness.task import TaskOptions
+
+    items = [{"index": 0, "image": _png_b64("red"), "original_question": "What colour is the ball?",
+              "negated_question": "What colour is the ball not?", "A": "red", "B": "blue",
+              "original_answer": "A", "negated_answer": "B", "category": "color"},
+             {"index": 1, "image": _png_b64("green"), "original_question": "Is it a cat?",
+              "negated_question": "Is it not a cat?", "A": "yes", "B": "no",
+              "original_answer": "B", "negated_answer": "A", "category": "animal"}]
+    (tmp_path / "negvqa").mkdir()
+    (tmp_path / "negvqa/NegVQA-7379.jsonl").write_text("\n".join(json.dumps(i) for i in items) + "\n")
+
+    class Asker(TableModel):
+        """Scores an option by (question, option, dominant colour of the decoded image)."""
+
+        def score_choices(self, ctx, choices):
+            out = torch.zeros(len(choices), 2)
+            for r in range(len(choices)):
+                image = choices.media.load(choices.media_index[r])
+                colour = ["red", "green", "blue"][int(self.preprocess_image(image).argmax())]
+                for k, option in enumerate(choices.options[r]):
+                    out[r, k] = self.table.get(f"{choices.question(r)}|{option}", {}).get(colour, 0.0)
+            return out
+
+    model = Asker({"What colour is the ball not?|blue": {"red": 0.9}, "Is it not a cat?|yes": {"green": 0.2},
+                   "Is it not a cat?|no": {"green": 0.2}})
+    res = evaluate(BUILTIN["negvqa_negated"], tmp_path, model)
+    assert res.metrics["accuracy"] == pytest.approx(50.0) and res.metrics["tie_rate"] == pytest.approx(50.0)
+    assert [s["correct"] for s in res.samples] == [1, 0]
+    original = BUILTIN["negvqa_original"](TaskOptions(tmp_path))
+    assert [r.correct for r in original.rows] == [0, 1] and original.rows[1].question == "Is it a cat?"
+    with pytest.raises(UserError, match="questions"):  # a CLIP-like model would ignore the question
+        original.evaluate(EvalContext(TableModel({}), RunSettings(), None))
+
+
+NEGBENCH_COCO = Path(__file__).resolve().parents[2] / "shared/data/negbench/negbench_eval_csvs/images"
+
+NEGBENCH_YAML = """\
+name: negbench_coco_as_yaml
+kind: choice
+family: negbench
+description: "NegBench COCO MCQ declared in YAML"
+citation: "Alhamoud et al., CVPR 2025"
+data_help: "NegBench CSVs into <data root>/negbench/"
+data:
+  file: negbench/COCO_val_mcq_llama3.1_rephrased.csv
+media:
+  path: "coco/val2017/{image_path}"
+  strip_prefix: ["data/coco/images/val2017/"]
+captions:
+  options: [caption_0, caption_1, caption_2, caption_3]
+  answer: correct_answer
+group_by: correct_answer_template
+metrics: [accuracy, tie_rate, macro_accuracy]
+main_score: accuracy
+"""
+
+
+@pytest.mark.skipif(not (NEGBENCH_COCO / "COCO_val_mcq_llama3.1_rephrased.csv").is_file(),
+                    reason="needs ../shared/data/negbench (the real NegBench CSVs)")
+def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
+    """The first 60 rows of the real COCO MCQ file, read by the YAML kind and by negbench_mcq_coco,
+    through one model with seeded similarities (and planted ties): same accuracy, ties and per-template accuracies."""
+    import random
+
+    from negharness.tasks.negbench.tasks import negbench_mcq_coco
+
+    lines = (NEGBENCH_COCO / "COCO_val_mcq_llama3.1_rephrased.csv").read_text(encoding="utf-8").splitlines(True)[:61]
+    (tmp_path / "negbench").mkdir()
+    (tmp_path / "negbench/COCO_val_mcq_llama3.1_rephrased.csv").write_text("".join(lines), encoding="utf-8")
+    yaml_dir = tmp_path / "yaml"
+    yaml_dir.mkdir()
+    (yaml_dir / "coco.yaml").write_text(NEGBENCH_YAML)
+    yaml_task = load_folder(yaml_dir)[0]
+    rng = random.Random(0)
+    table = {}
+    from negharness.task import TaskOptions
+
+    for i, ref in enumerate(yaml_task(TaskOptions(tmp_path)).rows):
+        write_image(ref.media.path, ["red", "green", "blue"][i % 3])
+        for option in ref.options:
+            table.setdefault(option, {c: round(rng.uniform(0, 0.5), 1) for c in ("red", "green", "blue")})
+    model = TableModel(table)
+    ours = evaluate(yaml_task, tmp_path, model)
+    theirs = evaluate(negbench_mcq_coco, tmp_path, model)
+    assert ours.n_items["rows"] == theirs.n_items["questions"] == 60
+    assert ours.metrics["accuracy"] == pytest.approx(theirs.metrics["accuracy"])
+    assert ours.metrics["tie_rate"] == pytest.approx(theirs.metrics["tie_rate"]) and theirs.metrics["tie_rate"] > 0
+    for template, got in ours.notes["accuracy_by_correct_answer_template"].items():
+        assert got["accuracy"] == pytest.approx(theirs.metrics[f"acc_{template}"], abs=1e-3)

@@ -1,0 +1,162 @@
+"""A user's YAML tasks found with --include-path, listed and run end to end; bad YAML and bad rows
+stop with one line naming the file and the key or row (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from negharness.declarative import load_folder
+from negharness.errors import UserError
+
+CHOICE = """\
+name: my_colours
+kind: choice
+family: mine
+description: "which colour is it"
+citation: "me, 2026"
+data_help: "write colours.jsonl under the data root"
+data:
+  file: mine/colours.jsonl
+media:
+  path: "mine/{file}"
+captions:
+  true: caption
+  false: [wrong, also_wrong]
+metrics: [accuracy, tie_rate]
+main_score: accuracy
+"""
+
+RETRIEVAL = """\
+name: my_colour_retrieval
+kind: retrieval
+family: mine
+description: "find the colour"
+citation: "me, 2026"
+data_help: "write colours.jsonl under the data root"
+data:
+  file: mine/colours.jsonl
+media:
+  path: "mine/{file}"
+captions:
+  field: caption
+metrics: [R@1, MIR]
+main_score: R@1
+"""
+
+
+def _data(root: Path, rows: list[dict]) -> None:
+    from PIL import Image
+
+    colours = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
+    (root / "mine").mkdir(parents=True, exist_ok=True)
+    for c, rgb in colours.items():
+        Image.fromarray(np.full((8, 8, 3), rgb, dtype=np.uint8)).save(root / "mine" / f"{c}.png")
+    (root / "mine/colours.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+ROWS = [{"file": "red.png", "caption": "a red photo", "wrong": "a green photo", "also_wrong": "a blue photo"},
+        {"file": "green.png", "caption": "a green photo", "wrong": "a red photo", "also_wrong": "a blue photo"},
+        # pil_colour embeds a caption with no colour word as grey: both options tie, so wrong
+        {"file": "blue.png", "caption": "a photo", "wrong": "one photo", "also_wrong": "the photo"}]
+
+
+def test_user_yaml_is_listed_and_run_end_to_end(cli, tmp_path):
+    tasks = tmp_path / "my_tasks"
+    tasks.mkdir()
+    (tasks / "colours.yaml").write_text(CHOICE)
+    (tasks / "retrieval.yml").write_text(RETRIEVAL)
+    _data(tmp_path / "data", ROWS)
+    listed = cli("list", "--include-path", str(tasks), plugins=("choicefake",))
+    assert listed.returncode == 0, listed.stderr
+    assert "my_colours" in listed.stdout and "my_colour_retrieval" in listed.stdout and "include_path" in listed.stdout
+    assert "shipped_colours" in listed.stdout  # YAML inside a plugin package, registered by its hook
+    ran = cli("run", "--model", "pil_colour", "--include-path", str(tasks), "--task", "my_*", "--task", "shipped_colours",
+              "--data-root", str(tmp_path / "data"), "--log-samples", plugins=("choicefake",))
+    assert ran.returncode == 0, ran.stderr
+    rec = json.loads((tmp_path / "results/pil_colour/my_colours.json").read_text())
+    assert rec["metrics"]["accuracy"] == pytest.approx(200 / 3) and rec["metrics"]["tie_rate"] == pytest.approx(100 / 3)
+    assert rec["task"]["family"] == "mine" and rec["main_score"] == {"name": "accuracy", "value": rec["metrics"]["accuracy"]}
+    shipped = json.loads((tmp_path / "results/pil_colour/shipped_colours.json").read_text())
+    assert shipped["metrics"]["accuracy"] == rec["metrics"]["accuracy"] and shipped["task"]["plugin"] == "choicefake"
+    ret = json.loads((tmp_path / "results/pil_colour/my_colour_retrieval.json").read_text())
+    # "a red photo" -> red first; "a green photo" -> green first; "a photo" (grey) ties all three
+    # images, and ranks count ties pessimistically: rank 3
+    assert ret["metrics"]["R@1"] == pytest.approx(200 / 3)
+    assert ret["metrics"]["MIR"] == pytest.approx((1 + 1 + 1 / 3) / 3)
+    assert set(ret["metrics"]) == {"R@1", "MIR"}
+    (tmp_path / "empty").mkdir()
+    missing = cli("run", "--model", "pil_colour", "--include-path", str(tasks), "--task", "my_colours",
+                  "--data-root", str(tmp_path / "empty"), plugins=("choicefake",))
+    assert missing.returncode == 2 and "write colours.jsonl under the data root" in missing.stderr.replace("\n", "")
+
+
+def _bad(tmp_path: Path, text: str) -> str:
+    folder = tmp_path / "bad"
+    folder.mkdir(exist_ok=True)
+    (folder / "task.yaml").write_text(textwrap.dedent(text))
+    with pytest.raises(UserError) as info:
+        load_folder(folder)
+    assert str(folder / "task.yaml") in str(info.value)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda t: t.replace("main_score: accuracy\n", ""), "key 'main_score': missing"),
+    (lambda t: t.replace("family: mine", "family: [a, b]"), "key 'family': expected a string"),
+    (lambda t: t.replace("  false: [wrong, also_wrong]", "  false: 3"), "key 'captions.false'"),
+    (lambda t: t.replace("metrics: [accuracy, tie_rate]", "metrics: [accuracy, recall]"),
+     "key 'metrics.1': unknown metric 'recall'"),
+    (lambda t: t.replace("main_score: accuracy", "main_score: macro_accuracy"), "key 'main_score'"),
+    (lambda t: t.replace("kind: choice", "kind: ranking"), "key 'kind': 'ranking' is not one of"),
+    (lambda t: t + "colour: red\n", "key 'colour': unknown key"),
+    (lambda t: t.replace("  path: \"mine/{file}\"", "  path: \"mine/{file}\"\n  crop: [x, y]"), "key 'media.crop'"),
+    (lambda t: t.replace("name: my_colours", "name: !!python/object:os.system ls"), "not a safe YAML task file"),
+])
+def test_bad_yaml_names_file_and_key(tmp_path, edit, expected):
+    assert expected in _bad(tmp_path, edit(CHOICE))
+
+
+def test_a_python_tag_is_never_constructed(tmp_path):
+    message = _bad(tmp_path, "!!python/object/apply:os.system ['touch pwned']\n")
+    assert "task.yaml:1" in message and not (tmp_path / "pwned").exists()
+
+
+def test_cli_bad_yaml_and_bad_row_exit_2_with_one_line(cli, tmp_path):
+    tasks = tmp_path / "t"
+    tasks.mkdir()
+    (tasks / "colours.yaml").write_text(CHOICE.replace("metrics: [accuracy, tie_rate]", "metrics: [accuracy, f1]"))
+    res = cli("list", "--include-path", str(tasks))
+    assert res.returncode == 2 and "colours.yaml: key 'metrics.1': unknown metric 'f1'" in res.stderr
+    assert "Traceback" not in res.stderr
+    (tasks / "colours.yaml").write_text(CHOICE)
+    rows = ROWS[:1] + [{"file": "green.png", "caption": "a green photo", "wrong": "", "also_wrong": " "}]
+    _data(tmp_path / "data", rows)
+    res = cli("run", "--model", "pil_colour", "--include-path", str(tasks), "--task", "my_colours",
+              "--data-root", str(tmp_path / "data"), plugins=("choicefake",))
+    assert res.returncode == 2, res.stderr
+    assert "colours.jsonl:line 2: no false caption ('wrong', 'also_wrong' empty)" in res.stderr.replace("\n", "")
+    res = cli("run", "--model", "pil_colour", "--include-path", str(tmp_path / "absent"), "--task", "x")
+    assert res.returncode == 2 and "--include-path" in res.stderr
+
+
+def test_suite_members_must_be_choice_tasks_of_the_folder(tmp_path):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "a.yaml").write_text(CHOICE)
+    (folder / "suite.yaml").write_text(textwrap.dedent("""\
+        name: my_suite
+        kind: suite
+        family: mine
+        description: d
+        citation: c
+        data_help: h
+        members: {colours: my_colours, other: not_there}
+        main_score: mean
+        """))
+    with pytest.raises(UserError, match=r"suite.yaml: key 'members.other': 'not_there'"):
+        load_folder(folder)
