@@ -193,3 +193,30 @@ def test_boolean_baseline_reads_the_authors_neginfo_and_reports_its_parts(tmp_pa
     model.similarity(lambda texts: seen.extend(texts) or torch.zeros(len(texts), 8), ["a red car not green"],
                      torch.zeros(1, 8), [parts["v1#enc#0#0"]])
     assert seen == ["a blue car", "green"]
+
+
+@pytest.mark.needs_nltk
+def test_boolean_baseline_scores_choices_as_positive_minus_negative():
+    """MCQ rows go through the model's score_choices: each option by s(pos) - s(neg), ragged rows padded."""
+    import pytest
+    import torch
+
+    from negharness.choices import ChoiceSet
+    from negharness.media import MediaSet
+    from negharness.plugins.boolean_model import BooleanModel
+    from negharness.runner import EvalContext, RunSettings
+    from negharness.testing import KeywordModel, solid_image
+
+    base = KeywordModel()
+    imgs = [solid_image(c) for c in ("red", "green")]
+    media = MediaSet("t", "image", ["r", "g"], lambda i: imgs[i], cheap=True)
+    ctx = EvalContext(BooleanModel(base, "kw"), RunSettings())
+    emb = ctx.embed_media(media)
+    options = [["red", "red but not green"], ["green", "red", "blue"]]
+    got = ctx.model.score_choices(ctx, ChoiceSet(media, [0, 1], options, [0, 0]))
+    cos = lambda t, m: float(base.encode_text([t]) @ emb[m])  # noqa: E731
+    assert got.shape == (2, 3) and got[0, 2] == float("-inf")
+    assert got[0, 0].item() == pytest.approx((1 + cos("red", 0)) / 2)
+    # the negator's parts of "red but not green" are ("red but", "green")
+    assert got[0, 1].item() == pytest.approx((1 + cos("red but", 0)) / 2 - (1 + cos("green", 0)) / 2, abs=1e-5)
+    assert got[1].argmax().item() == 0
