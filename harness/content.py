@@ -104,52 +104,71 @@ class FileHasher:
             pass  # a memo that cannot be written only means files are hashed again next time
 
     # hashing --------------------------------------------------------------------------------
-    def file(self, path: str | os.PathLike) -> str | None:
-        """Content hash of one file, or None when it is not a readable regular file (its decoder
-        then reports it, naming the file; an unhashable item is never cached)."""
-        path = Path(path)
+    def _stat_key(self, path: str) -> tuple | None:
+        """The memo key of a regular file, or None (missing, unreadable, or not a regular file:
+        a FIFO or a device is never opened, it could block the run)."""
         try:
             st = os.stat(path)
         except OSError:
             return None
         if not stat.S_ISREG(st.st_mode):
-            return None  # never open a FIFO or a device: it could block the run
-        key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-        memo = self._load_memo()
-        if key in memo:
-            self.memo_hits += 1
-            return memo[key]
+            return None
+        return (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+    def _read(self, path: str, key: tuple) -> str | None:
+        """Hash a file's bytes and memoise it unless it changed within the racy window."""
         try:
-            digest = hash_open_file(path)
+            digest = hash_open_file(Path(path))
         except OSError:
             return None
-        self.hashed += 1
-        if time.time() - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 > RACY_SECONDS:
-            with self._lock:
-                memo[key] = digest
+        with self._lock:
+            self.hashed += 1
+            if time.time() - max(key[2], key[3]) / 1e9 > RACY_SECONDS:
+                self._load_memo()[key] = digest
                 self._new.append(_format_line(key, digest))
         return digest
 
-    def source(self, source: Any) -> str | None:
-        """One file's hash, or for a sequence of files (a video's frames) the hash of their hashes in order."""
-        if isinstance(source, (str, os.PathLike)):
-            return self.file(source)
-        parts = [self.file(p) for p in source]
-        if not parts or any(p is None for p in parts):
-            return None
-        return hash_bytes_blake(b"seq", *(p.encode() for p in parts))
+    def file(self, path: str | os.PathLike) -> str | None:
+        """Content hash of one file, or None when it is not a readable regular file (its decoder
+        then reports it, naming the file; an unhashable item is never cached)."""
+        return self.many([path], threads=1)[0]
 
     def many(self, sources: Sequence[Any], threads: int | None = None) -> list[str | None]:
-        """Hashes of many sources, in order; memo misses are read by a pool of threads."""
-        self._load_memo()
+        """Hashes of many sources (a file, or a video's frame files: the hash of their hashes in
+        order), in order. Memo hits cost a stat; misses are read by a pool of threads."""
+        memo = self._load_memo()
+        flat = [[os.fspath(s)] if isinstance(s, (str, os.PathLike)) else [os.fspath(p) for p in s] for s in sources]
+        digests: dict[str, str | None] = {}
+        misses: dict[str, tuple] = {}
+        for files in flat:
+            for path in files:
+                if path in digests or path in misses:
+                    continue
+                key = self._stat_key(path)
+                if key is not None and key in memo:
+                    digests[path] = memo[key]
+                    self.memo_hits += 1
+                elif key is None:
+                    digests[path] = None
+                else:
+                    misses[path] = key
         threads = threads or min(8, os.cpu_count() or 1)
-        if threads <= 1 or len(sources) < 64:
-            out = [self.source(s) for s in sources]
+        if threads <= 1 or len(misses) < 16:
+            digests.update((p, self._read(p, k)) for p, k in misses.items())
         else:
             with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-hash") as pool:
-                out = list(pool.map(self.source, sources, chunksize=32))
+                digests.update(zip(misses, pool.map(self._read, misses, misses.values(), chunksize=8)))
         self.save()
-        return out
+        return [_combine([digests[p] for p in files], single=isinstance(s, (str, os.PathLike)))
+                for s, files in zip(sources, flat)]
+
+
+def _combine(parts: list[str | None], single: bool) -> str | None:
+    if single:
+        return parts[0]
+    if not parts or any(p is None for p in parts):
+        return None
+    return hash_bytes_blake(b"seq", *(p.encode() for p in parts))
 
 
 def _format_line(key: tuple, digest: str) -> str:
