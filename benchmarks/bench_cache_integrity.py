@@ -138,7 +138,20 @@ def _evict(paths: list[Path]) -> None:
         os.close(fd)
 
 
+def hash_throughput() -> None:
+    import hashlib
+
+    data = os.urandom(64 << 20)
+    rates = {}
+    for name in ("sha256", "blake2b", "sha1"):
+        start = time.perf_counter()
+        hashlib.new(name, data).hexdigest()
+        rates[name] = 64 * 1.048576 / (time.perf_counter() - start)
+    print("hash throughput, one thread: " + ", ".join(f"{k} {v:.0f} MB/s" for k, v in rates.items()))
+
+
 def hashing_cost(tmp: Path) -> None:
+    hash_throughput()
     for label, n, size, suffix in (("videos", 3000, 600_000, ".mp4"), ("JPEGs", 5000, 160_000, ".jpg")):
         paths = _write_files(tmp / label, n, size, suffix)
         time.sleep(2.5)  # past the memo's racy window, as any real dataset is

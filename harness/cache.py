@@ -43,12 +43,12 @@ def _safe_name(collection: str) -> str:
 
 
 def shard_checksum(ids_json: str, emb: torch.Tensor) -> str:
-    """BLAKE2b of the ids, the shape and the float32 bytes: any flipped bit in a shard changes it."""
-    h = hashlib.blake2b(digest_size=16)
+    """SHA-256 of the ids, the shape and the float32 bytes: any flipped bit in a shard changes it."""
+    h = hashlib.sha256()
     h.update(ids_json.encode("utf-8"))
     h.update(str(tuple(emb.shape)).encode())
     h.update(memoryview(emb.contiguous().numpy()).cast("B"))
-    return h.hexdigest()
+    return h.hexdigest()[:32]
 
 
 class DamagedShard(Exception):
