@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -20,6 +22,13 @@ class MediaSet:
     ``cheap`` marks in-memory items, where worker processes would cost more than they save.
     ``load_batch(positions)``, where given, returns a whole batch at once as one array (equal-length
     videos), so preprocessing runs vectorised instead of item by item.
+
+    The cache keys an item by its content: ``sources[i]`` is the file (or, for a pre-extracted
+    video, the sampled frame files in order) that item ``i`` is decoded from, and ``recipe`` says how
+    (frame source, decoder and version, frame sampling); build file-backed sets with `image_files`,
+    `video_files` or `frame_folders`, which fill both. In-memory (``cheap``) items are keyed by a
+    hash of their array. A set with neither is keyed by ``(key, id)`` only, as third-party tasks
+    built before content keys were.
     """
 
     key: str
@@ -28,6 +37,8 @@ class MediaSet:
     load: Callable[[int], Any]
     cheap: bool = False
     load_batch: Callable[[list[int]], Any] | None = None
+    sources: Sequence[Any] | None = None
+    recipe: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("image", "video"):
@@ -35,6 +46,50 @@ class MediaSet:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+@lru_cache(maxsize=None)
+def image_decoder_identity() -> str:
+    """Pillow and its JPEG library's versions: part of the cache key of every file-backed image."""
+    import PIL
+    from PIL import features
+
+    return f"pillow-{PIL.__version__}+jpeg-{features.version('jpg')}"
+
+
+def open_image(path: Path) -> Any:
+    """A lazily decoded PIL image; an unreadable file is a `MediaError` naming it."""
+    from PIL import Image
+
+    try:
+        return Image.open(path)
+    except (OSError, ValueError) as exc:
+        raise MediaError(f"cannot read image {path}: {exc}") from exc
+
+
+def image_files(key: str, ids: list[str], paths: Sequence[Path], load: Callable[[int], Any] | None = None) -> MediaSet:
+    """Images read from files with Pillow, keyed in the cache by their content."""
+    paths = list(paths)
+    return MediaSet(key, "image", ids, load or (lambda i: open_image(paths[i])), sources=paths,
+                    recipe=f"image-file|{image_decoder_identity()}")
+
+
+def video_files(key: str, ids: list[str], paths: Sequence[Path], sampling: Any) -> MediaSet:
+    """MP4 (or any container) videos decoded by the first installed decoder, keyed by content."""
+    from .video import decode_video, video_recipe
+
+    paths = list(paths)
+    return MediaSet(key, "video", ids, lambda i: decode_video(paths[i], sampling), sources=paths,
+                    recipe=video_recipe(sampling))
+
+
+def frame_folders(key: str, ids: list[str], frames: Sequence[Sequence[Path]], sampling: Any) -> MediaSet:
+    """Videos given as pre-extracted JPEG frames: keyed by the sampled frames' content, in order."""
+    from .video import frames_recipe, load_frames, sampled_frame_paths
+
+    frames = list(frames)
+    return MediaSet(key, "video", ids, lambda i: load_frames(frames[i], sampling),
+                    sources=[sampled_frame_paths(f, sampling) for f in frames], recipe=frames_recipe(sampling))
 
 
 class PreprocessedItems(torch.utils.data.Dataset):

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from .cache import EmbeddingCache, text_key
+from .content import hash_array
 from .context import PluginLookup, RunContext
 from .errors import UserError
 from .media import MediaSet, PreprocessedItems, collate_images, collate_videos
@@ -25,6 +26,7 @@ from .model import EmbeddingModel
 from .video import FrameSampling
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+CACHE_KEYS = 2  # 2: media keyed by content hash and decoding recipe, shards with checksums
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -73,6 +75,26 @@ def lower_priority(_worker_id: int | None = None) -> None:
         pass
 
 
+@contextlib.contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """While encoding, SIGTERM ends the run as Ctrl-C does (``finally`` blocks keep what was encoded)
+    instead of killing the process outright. Only in the main thread, and only over the default handler."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def _raise(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @dataclass
 class RunSettings:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
@@ -100,7 +122,7 @@ class EvalContext(RunContext):
         self.counters.update({k: 0 for k in self.COUNTED})
         self.counters.encode_seconds = 0.0
         self.broken: dict[str, list[str]] = {}  # media key -> ids skipped as unreadable, with --skip-broken-media
-        self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision})
+        self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision, "keys": CACHE_KEYS})
         self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
                                 "describe": model.describe(), "precision": settings.precision}
 
@@ -117,6 +139,28 @@ class EvalContext(RunContext):
 
     def _collection(self, name: str):
         return None if self.cache is None else self.cache.collection(self.namespace, name, self._namespace_info)
+
+    def media_keys(self, media: MediaSet) -> tuple[str, list[str | None]]:
+        """(collection, per-item cache key). File-backed sets: the content hash of each item's
+        file(s) under a collection named by the decoding recipe, so the same bytes reached through
+        any task or data root share one entry. In-memory sets: a hash of each item's array. Sets with
+        neither: the collection key and item id. A None key (a file that cannot be read) is never
+        looked up nor stored; its decoder reports it."""
+        if media.sources is not None:
+            assert self.cache is not None
+            threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
+            return f"{media.kind}|{media.recipe or 'file'}", self.cache.hasher.many(media.sources, threads)
+        if media.cheap:
+            return f"{media.kind}|memory", self._memory_keys(media)
+        return f"{media.kind}:{media.key}", list(media.ids)
+
+    def _memory_keys(self, media: MediaSet) -> list[str | None]:
+        if media.load_batch is None:
+            return [hash_array(media.load(i)) for i in range(len(media))]
+        keys: list[str | None] = []
+        for lo in range(0, len(media), 1024):
+            keys.extend(hash_array(item) for item in media.load_batch(list(range(lo, min(lo + 1024, len(media))))))
+        return keys
 
     def _track(self, description: str, total: int):
         if self.progress is None or total == 0:
@@ -146,18 +190,21 @@ class EvalContext(RunContext):
         bar = self._track("encoding texts", len(todo))
         start = time.perf_counter()
         bs = self.settings.batch_size
-        for lo in range(0, len(todo), bs):
-            idx = todo[lo:lo + bs]
-            with self._autocast():
-                out = self.model.encode_text([unique[i] for i in idx]).float().cpu()
-            emb.update(zip(idx, out))
+        try:
+            with _exit_on_sigterm():
+                for lo in range(0, len(todo), bs):
+                    idx = todo[lo:lo + bs]
+                    with self._autocast():
+                        out = self.model.encode_text([unique[i] for i in idx]).float().cpu()
+                    emb.update(zip(idx, out))
+                    if store is not None:
+                        store.add([keys[i] for i in idx], out)
+                    self.counters.texts_encoded += len(idx)
+                    self._advance(bar, len(idx))
+        finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept
             if store is not None:
-                store.add([keys[i] for i in idx], out)
-            self.counters.texts_encoded += len(idx)
-            self._advance(bar, len(idx))
+                store.close()
         self.counters.encode_seconds += time.perf_counter() - start
-        if store is not None:
-            store.flush()
         if not unique:
             return torch.empty(0, 0)
         table = torch.stack([emb[i] for i in range(len(unique))])
@@ -165,27 +212,55 @@ class EvalContext(RunContext):
         return table[torch.tensor([where[t] for t in texts], dtype=torch.long)]
 
     def embed_media(self, media: MediaSet) -> torch.Tensor:
-        """(len(media), D) float32 on CPU, in ``media.ids`` order; cached per (model, collection).
+        """(len(media), D) float32 on CPU, in ``media.ids`` order; cached per (model, item content),
+        and items with equal content (see `media_keys`) are encoded once.
 
         With ``skip_broken_media``, unreadable items get NaN rows and are listed in ``self.broken``;
         tasks drop them (and queries left with no relevant item) before scoring.
         """
-        store = self._collection(f"{media.kind}:{media.key}")
+        store, keys = None, [None] * len(media)
+        if self.cache is not None:
+            collection, keys = self.media_keys(media)
+            store = self._collection(collection)
         emb: dict[int, torch.Tensor] = {}
         if store is not None:
-            pos, vecs = store.lookup(media.ids)
-            emb.update(zip(pos, vecs))
-        todo = [i for i in range(len(media)) if i not in emb]
-        self.counters.media_cached += len(media) - len(todo)
-        if todo:
-            self._encode_media(media, todo, emb, store)
-        if store is not None:
-            store.flush()
+            known = [i for i, k in enumerate(keys) if k is not None]
+            pos, vecs = store.lookup([keys[i] for i in known])
+            emb.update((known[p], v) for p, v in zip(pos, vecs))
+        todo, same_as, first = [], {}, {}
+        for i in range(len(media)):
+            if i in emb:
+                continue
+            if keys[i] is not None and keys[i] in first:
+                same_as[i] = first[keys[i]]  # equal content: encoded once, served to both
+                continue
+            if keys[i] is not None:
+                first[keys[i]] = i
+            todo.append(i)
+        self.counters.media_cached += len(media) - len(todo) - len(same_as)
+        try:
+            if todo:
+                with _exit_on_sigterm():
+                    self._encode_media(media, todo, emb, store, keys)
+        finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept
+            if store is not None:
+                store.close()
+        self._serve_equal(media, emb, same_as)
         if not len(media):
             return torch.empty(0, 0)
         dim = next(iter(emb.values())).shape[0] if emb else 1
         missing = torch.full((dim,), float("nan"))
         return torch.stack([emb.get(i, missing) for i in range(len(media))])
+
+    def _serve_equal(self, media: MediaSet, emb: dict[int, torch.Tensor], same_as: dict[int, int]) -> None:
+        """Items whose content equals an encoded one's get its embedding (or share its being broken)."""
+        for i, j in same_as.items():
+            if j in emb:
+                emb[i] = emb[j]
+                self.counters.media_cached += 1
+            else:
+                self.broken.setdefault(media.key, []).append(media.ids[i])
+                self.counters.media_skipped += 1
 
     def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader:
         workers = self.settings.workers
@@ -243,7 +318,8 @@ class EvalContext(RunContext):
         finally:  # an error or Ctrl-C does not wait for the batches queued behind it
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any) -> None:
+    def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any,
+                      keys: list[str | None]) -> None:
         bar = self._track(f"encoding {media.kind}s", len(todo))
         start = time.perf_counter()
         device = self.settings.device
@@ -257,7 +333,8 @@ class EvalContext(RunContext):
             out = out.float().cpu()
             emb.update(zip(positions, out))
             if store is not None:
-                store.add([media.ids[p] for p in positions], out)
+                keep = [j for j, p in enumerate(positions) if keys[p] is not None]
+                store.add([keys[positions[j]] for j in keep], out[keep])
             self.counters.media_encoded += len(positions)
             self._advance(bar, len(positions))
         self.counters.encode_seconds += time.perf_counter() - start

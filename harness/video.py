@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -17,6 +18,7 @@ import numpy as np
 from .errors import MediaError, UserError
 
 DECODERS = ("av", "decord", "cv2")
+FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,45 @@ class FrameSampling:
 
 def available_decoders() -> list[str]:
     return [name for name in DECODERS if importlib.util.find_spec(name) is not None]
+
+
+@lru_cache(maxsize=None)
+def decoder_identity(decoder: str | None = None) -> str:
+    """Which decoder `decode_video` runs and its versions (library and codec build): part of every
+    video embedding's cache key, since two decoders (or two FFmpeg builds) can give different pixels."""
+    names = [decoder] if decoder else available_decoders()
+    if not names:
+        return "none"
+    name = names[0]
+    if name == "av":
+        import av
+
+        codec = ".".join(str(v) for v in av.library_versions.get("libavcodec", ()))
+        return f"av-{av.__version__}+libavcodec-{codec}"
+    if name == "decord":
+        import decord
+
+        return f"decord-{decord.__version__}"
+    import cv2
+
+    return f"cv2-{cv2.__version__}"
+
+
+def video_recipe(sampling: "FrameSampling", decoder: str | None = None) -> str:
+    """How an MP4's pixels are made: frame source, decoder identity and frame sampling."""
+    return f"mp4|{decoder_identity(decoder)}|{sampling.key}"
+
+
+def frames_recipe(sampling: "FrameSampling") -> str:
+    """How a pre-extracted frame folder's pixels are made: JPEG frames through Pillow, then sampling."""
+    from .media import image_decoder_identity
+
+    return f"jpeg-frames|{image_decoder_identity()}|{sampling.key}"
+
+
+def sampled_frame_paths(paths: Sequence[Path], sampling: "FrameSampling", native_fps: float = FRAME_INDEX_FPS) -> list[Path]:
+    """The frame files `load_frames` reads: a video's pixels depend on these alone, in this order."""
+    return [paths[int(i)] for i in sampling.indices(len(paths), native_fps)]
 
 
 def decode_video(path: str | Path, sampling: FrameSampling, decoder: str | None = None) -> np.ndarray:
@@ -194,21 +235,17 @@ def _decode_cv2(path: Path, sampling: FrameSampling) -> np.ndarray:
 
 
 # pre-extracted frames ----------------------------------------------------------------------
-FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
-
-
 def load_frames(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> np.ndarray:
     """Sampled frames of a pre-extracted video as uint8 (T, H, W, 3)."""
     from PIL import Image
 
-    idx = sampling.indices(len(paths), native_fps)
     out = []
-    for i in idx:
+    for path in sampled_frame_paths(paths, sampling, native_fps):
         try:
-            with Image.open(paths[int(i)]) as im:
+            with Image.open(path) as im:
                 out.append(np.asarray(im.convert("RGB")))
         except (OSError, ValueError) as exc:
-            raise MediaError(f"cannot read frame {paths[int(i)]}: {exc}") from exc
+            raise MediaError(f"cannot read frame {path}: {exc}") from exc
     if not out:
         raise MediaError("video has no frames in the frame index")
     return np.stack(out)

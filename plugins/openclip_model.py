@@ -155,7 +155,7 @@ class OpenClipModel(EmbeddingModel):
                                  options.checkpoint or "checkpoint")
                 notes.update({"note": note} if note else {})
         else:
-            weights_id = f"{pretrained}" if pretrained else "random-init"
+            weights_id = f"{pretrained}" if pretrained else "random:" + hash_state_dict(model.state_dict())
         made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
         made.frame_sampling = options.frame_sampling()
         made.jpeg_draft = bool(_flag(options.extra, "jpeg_draft"))

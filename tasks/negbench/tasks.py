@@ -10,12 +10,12 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-from negharness.media import MediaSet
+from negharness.media import MediaSet, image_files, video_files
 from negharness.published import published_notes
 from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
 from negharness.runner import EvalContext
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
-from negharness.video import FrameSampling, decode_video
+from negharness.video import FrameSampling
 
 from negharness.mcq import MCQ_METRICS, evaluate_mcq
 from .catalog import BINARY, MCQ, RETRIEVAL
@@ -33,19 +33,9 @@ def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> Med
     """Media identified by their path under the data root: tasks over the same files share the cache."""
     ids = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in paths]
     if kind == "image":
-        from PIL import Image
-
-        def load_image(i: int):
-            from negharness.errors import MediaError
-
-            try:
-                return Image.open(paths[i])
-            except OSError as exc:
-                raise MediaError(f"cannot read image {paths[i]}: {exc}") from exc
-
-        return MediaSet("negbench/images", "image", ids, load_image)
+        return image_files("negbench/images", ids, paths)
     sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
-    return MediaSet(f"negbench/videos/{sampling.key}", "video", ids, lambda i: decode_video(paths[i], sampling))
+    return video_files(f"negbench/videos/{sampling.key}", ids, paths, sampling)
 
 
 class _NegBenchTask(Task):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from negharness.errors import UserError
-from negharness.media import MediaSet
+from negharness.media import MediaSet, frame_folders, image_files, video_files
 from negharness.metrics import Relevance
 from negharness.published import published_notes
 from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
@@ -25,7 +25,7 @@ from negharness.text.nt2vr_files import (check_known_videos, original_of, read_c
 from negharness.runner import EvalContext
 from negharness.options import OptionSpec
 from negharness.task import Task, TaskOptions, TaskResult
-from negharness.video import FrameSampling, decode_video, load_frames
+from negharness.video import FrameSampling
 
 from .frame_index import read_frame_index
 
@@ -95,10 +95,8 @@ class NT2VRTask(Task):
     # media ----------------------------------------------------------------------------------------
     def media(self, ctx: EvalContext, ids: list[str]) -> MediaSet:
         if self.kind == "image":
-            from PIL import Image
-
             paths, _ = self._media_files(ids)
-            return MediaSet(f"nt2vr/{self.collection}/images", "image", ids, lambda i: Image.open(paths[i]))
+            return image_files(f"nt2vr/{self.collection}/images", ids, paths)
         sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
         key = f"nt2vr/{self.collection}/{sampling.key}"
         index_file = self.folder / "id.imagepath.txt"
@@ -107,9 +105,9 @@ class NT2VRTask(Task):
             lacking = [v for v in ids if v not in index]
             if lacking:
                 raise UserError(f"{index_file}: no frames for {len(lacking)} video(s), e.g. {lacking[:3]}")
-            return MediaSet(key, "video", ids, lambda i: load_frames(index[ids[i]], sampling))
+            return frame_folders(key, ids, [index[v] for v in ids], sampling)
         paths, _ = self._media_files(ids)
-        return MediaSet(key, "video", ids, lambda i: decode_video(paths[i], sampling))
+        return video_files(key, ids, paths, sampling)
 
     # queries --------------------------------------------------------------------------------------
     def _originals(self, known: list[str]) -> QuerySet:

@@ -1,0 +1,92 @@
+"""kill -9 a real `negharness run` at three moments, rerun, and compare with an uninterrupted run.
+
+The model is a ViT-B/32-sized open_clip CLIP (open_clip's ViT-B-32 config) with random weights saved
+once to a safetensors file, so every process loads the same model (a model built from a config alone
+is random per process, and its fingerprint says so). The task is the embedded world's
+shapes_t2i_original (500 images, 1,500 captions) at the CLI's default settings. A run is killed
+with SIGKILL once the cache holds the given number of items of one kind; the rerun's counts say how
+many items were kept and how many encoded again, and its metrics are compared with the clean run's.
+
+Run: python benchmarks/exp_kill_resume.py [--task shapes_t2i_original]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from negharness.cache import read_shard
+
+
+def make_model(folder: Path) -> list[str]:
+    import open_clip
+    from safetensors.torch import save_file
+
+    cfg = json.loads((Path(open_clip.__file__).parent / "model_configs" / "ViT-B-32.json").read_text())
+    (folder / "vit-b-32.json").write_text(json.dumps(cfg))
+    torch.manual_seed(0)
+    model = open_clip.model.CLIP(**cfg)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "random.safetensors"))
+    return ["--model", "clip", "--arch", str(folder / "vit-b-32.json"), "--checkpoint", str(folder / "random.safetensors")]
+
+
+def stored(cache: Path, kind: str) -> int:
+    n = 0
+    for shard in cache.rglob(f"{kind}*/shard-*.safetensors"):
+        try:
+            n += len(read_shard(shard)[0])
+        except Exception:
+            pass
+    return n
+
+
+def run(model: list[str], task: str, cache: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "negharness.cli", "run", *model, "--task", task, "--device", "cpu",
+                             "--cache-dir", str(cache), "--output-dir", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def record(out: Path, task: str) -> dict:
+    return json.loads(next(out.rglob(f"{task}.json")).read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--task", default="shapes_t2i_original")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="kill-resume-"))
+    model = make_model(tmp)
+    start = time.perf_counter()
+    clean = run(model, args.task, tmp / "clean-cache", tmp / "clean")
+    assert clean.wait() == 0, clean.stderr.read().decode()[-2000:]
+    reference = record(tmp / "clean", args.task)
+    print(f"uninterrupted run: {time.perf_counter() - start:.1f} s, counts {reference['counts']}")
+    for kind, items in (("image", 64), ("image", 320), ("text", 640)):
+        cache, killed_at = tmp / f"cache-{kind}-{items}", time.perf_counter()
+        proc = run(model, args.task, cache, tmp / f"killed-{kind}-{items}")
+        while stored(cache, kind) < items:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kept = {k: stored(cache, k) for k in ("image", "text")}
+        rerun = run(model, args.task, cache, tmp / f"rerun-{kind}-{items}")
+        assert rerun.wait() == 0, rerun.stderr.read().decode()[-2000:]
+        got = record(tmp / f"rerun-{kind}-{items}", args.task)
+        same = got["metrics"] == reference["metrics"]
+        worst = max(abs(got["metrics"][k] - v) for k, v in reference["metrics"].items())
+        print(f"killed once {kind} >= {items} kept ({time.perf_counter() - killed_at:.1f} s in): kept {kept}; "
+              f"rerun counts {got['counts']}; metrics identical: {same} (largest difference {worst:.2e})")
+
+
+if __name__ == "__main__":
+    main()

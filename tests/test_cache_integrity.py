@@ -1,0 +1,285 @@
+"""The embedding cache serves only what it measured: keys by content and decoding recipe, checksummed
+shards, and a kill -9 at any moment loses at most the batch being encoded (issue 13, items 1, 3, 5, 6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from negharness import content
+from negharness.cache import EmbeddingCache, read_shard
+from negharness.media import MediaSet, frame_folders, image_files, video_files
+from negharness.model import ModelOptions
+from negharness.runner import EvalContext, RunSettings
+from negharness.testing import COLOURS, KeywordModel, solid_image
+from negharness.video import FrameSampling, available_decoders, decoder_identity, video_recipe
+
+THIRDPARTY = Path(__file__).parent / "thirdparty"
+COLOUR_NAMES = list(COLOURS)
+
+
+def _jpegs(folder: Path, colours: list[str]) -> list[Path]:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, c in enumerate(colours):
+        path = folder / f"{i:03d}.jpg"
+        Image.fromarray(solid_image(c, 16)).save(path, quality=95)
+        paths.append(path)
+    return paths
+
+
+def _ctx(cache_root: Path, model=None, **settings) -> EvalContext:
+    return EvalContext(model or KeywordModel(), RunSettings(batch_size=2, workers=0, **settings), EmbeddingCache(cache_root))
+
+
+def _images(paths: list[Path], key: str = "test/images") -> MediaSet:
+    return image_files(key, [p.name for p in paths], paths)
+
+
+def test_replaced_image_is_encoded_again(tmp_path):
+    paths = _jpegs(tmp_path / "root", COLOUR_NAMES[:4])
+    first = _ctx(tmp_path / "c")
+    before = first.embed_media(_images(paths))
+    _jpegs(tmp_path / "tmp", ["cyan"])[0].replace(paths[1])  # the user fixes one image in place
+    again = _ctx(tmp_path / "c")
+    after = again.embed_media(_images(paths))
+    assert again.counters.media_encoded == 1 and again.counters.media_cached == 3
+    fresh = EvalContext(KeywordModel(), RunSettings(workers=0)).embed_media(_images(paths))
+    assert torch.allclose(after, fresh, atol=1e-6) and not torch.allclose(after[1], before[1], atol=1e-3)
+
+
+def test_edit_in_place_with_restored_mtime_misses_the_memo(tmp_path, monkeypatch):
+    """Same path, inode, size and mtime: the changed ctime still sends the file to be hashed again."""
+    monkeypatch.setattr(content, "RACY_SECONDS", -1.0)  # memoise even files written a moment ago
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"a" * 1000)
+    hasher = content.FileHasher(tmp_path / "memo")
+    first = hasher.many([path])
+    st = os.stat(path)
+    time.sleep(0.01)
+    with open(path, "r+b") as fh:
+        fh.write(b"b")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+    again = content.FileHasher(tmp_path / "memo")  # a new process: the memo is read from disk
+    assert again.many([path]) != first and again.hashed == 1
+    untouched = content.FileHasher(tmp_path / "memo")
+    assert untouched.many([path]) == again.many([path]) and untouched.hashed == 0 and untouched.memo_hits == 1
+
+
+def test_two_roots_with_the_same_ids_do_not_share(tmp_path):
+    a = _jpegs(tmp_path / "a", ["red", "green", "blue"])
+    b = _jpegs(tmp_path / "b", ["red", "cyan", "magenta"])  # same names, two of them different
+    _ctx(tmp_path / "c").embed_media(_images(a))
+    ctx = _ctx(tmp_path / "c")
+    got = ctx.embed_media(_images(b))
+    assert ctx.counters.media_encoded == 2 and ctx.counters.media_cached == 1
+    fresh = EvalContext(KeywordModel(), RunSettings(workers=0)).embed_media(_images(b))
+    assert torch.allclose(got, fresh, atol=1e-6)
+
+
+def test_the_same_file_through_two_roots_and_two_tasks_is_encoded_once(tmp_path):
+    a = _jpegs(tmp_path / "a", ["red", "green", "blue"])
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    b = sorted((tmp_path / "b").glob("*.jpg"))
+    first = _ctx(tmp_path / "c")
+    first.embed_media(_images(a, "task-one/images"))
+    second = _ctx(tmp_path / "c")
+    second.embed_media(_images(b, "task-two/images"))
+    assert second.counters.media_encoded == 0 and second.counters.media_cached == 3
+    dup = _ctx(tmp_path / "c2")  # within one set, equal files are encoded once too
+    dup.embed_media(image_files("dups", ["x", "y", "z"], [a[0], b[0], a[1]]))
+    assert dup.counters.media_encoded == 2 and dup.counters.media_cached == 1
+
+
+def test_in_memory_media_are_keyed_by_their_pixels(tmp_path):
+    red = [solid_image("red")] * 2
+    other = [solid_image("red"), solid_image("blue")]
+    _ctx(tmp_path).embed_media(MediaSet("world", "image", ["0", "1"], lambda i: red[i], cheap=True))
+    ctx = _ctx(tmp_path)
+    ctx.embed_media(MediaSet("world", "image", ["0", "1"], lambda i: other[i], cheap=True))
+    assert ctx.counters.media_encoded == 1 and ctx.counters.media_cached == 1
+
+
+def test_two_random_models_do_not_share(tmp_path):
+    from negharness.plugins.openclip_model import OpenClipModel
+    from negharness.plugins.shapes_clip import CONFIG
+
+    torch.manual_seed(1)
+    one = OpenClipModel.create("r", ModelOptions(arch=str(CONFIG)), default_pretrained=None)
+    torch.manual_seed(2)
+    two = OpenClipModel.create("r", ModelOptions(arch=str(CONFIG)), default_pretrained=None)
+    torch.manual_seed(1)
+    same = OpenClipModel.create("r", ModelOptions(arch=str(CONFIG)), default_pretrained=None)
+    assert one.fingerprint() != two.fingerprint() and one.fingerprint() == same.fingerprint()
+    paths = _jpegs(tmp_path / "root", ["red", "green"])
+    _ctx(tmp_path / "c", one).embed_media(_images(paths))
+    ctx = _ctx(tmp_path / "c", two)
+    ctx.embed_media(_images(paths))
+    assert ctx.counters.media_encoded == 2
+
+
+def _flip_payload_bit(shard: Path) -> None:
+    data = bytearray(shard.read_bytes())
+    data[-3] ^= 0x10  # inside the embedding bytes: the header still parses
+    shard.write_bytes(bytes(data))
+
+
+def test_a_flipped_bit_in_a_shard_is_detected_named_and_encoded_again(tmp_path):
+    paths = _jpegs(tmp_path / "root", COLOUR_NAMES)
+    first = _ctx(tmp_path / "c")
+    expected = first.embed_media(_images(paths))
+    (shard,) = list((tmp_path / "c").rglob("image*/shard-*.safetensors"))
+    _flip_payload_bit(shard)
+    ctx = _ctx(tmp_path / "c")
+    with pytest.warns(UserWarning, match=f"damaged cache shard .*{shard.name}.*checksum mismatch"):
+        got = ctx.embed_media(_images(paths))
+    assert ctx.counters.media_encoded == len(paths) and ctx.counters.media_cached == 0
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert (shard.parent / "damaged" / shard.name).is_file() and not shard.exists()
+    third = _ctx(tmp_path / "c")  # the re-encoded shard is served, silently
+    third.embed_media(_images(paths))
+    assert third.counters.media_cached == len(paths)
+
+
+def test_many_small_shards_are_merged(tmp_path):
+    paths = _jpegs(tmp_path / "root", COLOUR_NAMES)
+    cache = EmbeddingCache(tmp_path / "c")
+    store = cache.collection("ns", "col")
+    for i in range(20):  # twenty shards written by crashed runs (no close)
+        store.add([f"k{i}"], torch.full((1, 4), float(i)))
+    folder = store.folder
+    assert len(list(folder.glob("shard-*.safetensors"))) == 20
+    reader = EmbeddingCache(tmp_path / "c").collection("ns", "col")
+    pos, vecs = reader.lookup([f"k{i}" for i in range(20)])
+    assert pos == list(range(20)) and all(float(v[0]) == i for i, v in enumerate(vecs))
+    (merged,) = list(folder.glob("shard-*.safetensors"))
+    assert sorted(read_shard(merged)[0]) == sorted(f"k{i}" for i in range(20))
+    ctx = _ctx(tmp_path / "c2")  # a finished pass leaves one shard per collection
+    ctx.embed_media(_images(paths))
+    assert len(list((tmp_path / "c2").rglob("image*/shard-*.safetensors"))) == 1
+
+
+def _write_video(path: Path, shade: int, n_frames: int = 8) -> Path:
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        stream.options = {"crf": "0"}
+        for i in range(n_frames):
+            frame = np.full((32, 32, 3), (shade + 7 * i) % 256, dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+@pytest.mark.skipif("av" not in available_decoders(), reason="needs PyAV to write test videos")
+def test_replaced_video_is_encoded_again_and_the_decoder_is_in_the_key(tmp_path):
+    sampling = FrameSampling("segments", 2)
+    paths = [_write_video(tmp_path / f"v{i}.mp4", 40 * i) for i in range(3)]
+    ids = [p.stem for p in paths]
+    _ctx(tmp_path / "c").embed_media(video_files("vids", ids, paths, sampling))
+    _write_video(tmp_path / "new.mp4", 200).replace(paths[2])
+    ctx = _ctx(tmp_path / "c")
+    ctx.embed_media(video_files("vids", ids, paths, sampling))
+    assert ctx.counters.media_encoded == 1 and ctx.counters.media_cached == 2
+    # the decoder and its version, and the frame source, are part of the key
+    assert decoder_identity("av").startswith("av-") and "libavcodec" in decoder_identity("av")
+    assert video_recipe(sampling, "av") != video_recipe(sampling, "cv2")
+    other_decoder = video_files("vids", ids, paths, sampling)
+    other_decoder.recipe = video_recipe(sampling, "cv2")
+    ctx = _ctx(tmp_path / "c")
+    ctx.embed_media(other_decoder)
+    assert ctx.counters.media_encoded == 3
+    frames = _jpegs(tmp_path / "frames", ["red", "green"])
+    as_frames = frame_folders("vids", ["f"], [frames], sampling)
+    as_images = _images(frames)
+    assert as_frames.recipe.startswith("jpeg-frames|") and as_frames.recipe != video_recipe(sampling)
+    assert as_images.recipe != as_frames.recipe
+
+
+# kill -9 at three moments of a real `negharness run` -------------------------------------------
+TASK = "shapes_t2i_original"
+BATCH = 64  # the CLI's default batch size: nothing lowered for the test
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    full = dict(os.environ)
+    full.update(env)
+    full["PYTHONPATH"] = os.pathsep.join([str(THIRDPARTY / "slowmodel"), full.get("PYTHONPATH", "")])
+    return subprocess.Popen([sys.executable, "-m", "negharness.cli", "run", "--model", "slow_shapes", "--task", TASK,
+                             "--device", "cpu", *args], env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _stored(cache: Path, kind: str) -> int:
+    n = 0
+    for shard in cache.rglob(f"{kind}*/shard-*.safetensors"):
+        try:
+            n += len(read_shard(shard)[0])
+        except Exception:  # a shard being renamed into place
+            pass
+    return n
+
+
+def _logged(log: Path, kind: str) -> int:
+    if not log.exists():
+        return 0
+    return sum(int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith(kind + " "))
+
+
+def _record(out: Path) -> dict:
+    return json.loads(next(out.rglob(f"{TASK}.json")).read_text())
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict:
+    """The record of a run that nobody killed (the reference every resumed run must equal)."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    clean = _run(["--cache-dir", str(folder / "cache"), "--output-dir", str(folder / "out")], {})
+    assert clean.wait(timeout=300) == 0, clean.stdout.read().decode()[-2000:]
+    return _record(folder / "out")
+
+
+@pytest.mark.parametrize("moment", [("image", 1), ("image", 5), ("text", 3)])
+def test_kill_9_mid_run_resumes_losing_at_most_one_batch(tmp_path, moment, uninterrupted):
+    """`negharness run` at default settings, killed with SIGKILL once the cache holds ``n`` batches
+    of ``kind``; a rerun encodes only what was not kept, and its record equals an uninterrupted run's."""
+    kind, batches = moment
+    cache, log = tmp_path / "cache", tmp_path / "encoded.log"
+    env = {"NEGHARNESS_SLOW_LOG": str(log)}
+    proc = _run(["--cache-dir", str(cache), "--output-dir", str(tmp_path / "killed")], env)
+    deadline = time.monotonic() + 240
+    while _logged(log, kind) < batches * BATCH or _stored(cache, kind) < batches * BATCH:
+        assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = {k: _stored(cache, k) for k in ("image", "text")}
+    encoded = {k: _logged(log, k) for k in ("image", "text")}
+    for k in ("image", "text"):  # what was encoded but not kept: at most the batch in flight
+        assert 0 <= encoded[k] - kept[k] <= BATCH, (k, encoded, kept)
+    rerun = _run(["--cache-dir", str(cache), "--output-dir", str(tmp_path / "rerun")], {})
+    assert rerun.wait(timeout=300) == 0, rerun.stdout.read().decode()[-2000:]
+    resumed, reference = _record(tmp_path / "rerun"), uninterrupted
+    counts = resumed["counts"]
+    assert counts["media_cached"] == kept["image"] and counts["media_encoded"] == 500 - kept["image"]
+    assert counts["texts_cached"] == kept["text"]
+    assert resumed["metrics"].keys() == reference["metrics"].keys()
+    for name, value in reference["metrics"].items():
+        assert resumed["metrics"][name] == pytest.approx(value, abs=1e-6), name
