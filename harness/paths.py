@@ -27,3 +27,57 @@ def data_root(explicit: str | os.PathLike | None = None) -> tuple[Path, str]:
     if env:
         return Path(env), "$NEGHARNESS_DATA"
     return _user_cache() / "data", "the default data root"
+
+
+# Paths read from data files ------------------------------------------------------------------------
+ALLOW_LINKS_OUT_ENV = "NEGHARNESS_ALLOW_LINKS_OUT"
+
+
+def links_out_allowed() -> bool:
+    """``NEGHARNESS_ALLOW_LINKS_OUT=1``: symlinks under the data root may point outside it (a data
+    root assembled from links into a shared dataset store). ``../`` in a data file never may."""
+    return os.environ.get(ALLOW_LINKS_OUT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def inside_root(path: str | os.PathLike, root: str | os.PathLike, where: str) -> Path:
+    """``path`` (read from a data file at ``where``, e.g. ``file.csv:12``) if it stays under the data
+    root, else a `UserError` naming ``where``. Two checks: the path as written (``..`` components
+    folded) must be under the root, always; and after following symlinks it must still be, unless
+    links out are allowed (`links_out_allowed`). The path need not exist yet."""
+    from .errors import UserError
+
+    path, root = Path(path), Path(root)
+    written = Path(os.path.normpath(os.path.abspath(path)))
+    if not _under(written, Path(os.path.normpath(os.path.abspath(root)))):
+        raise UserError(f"{where}: path {str(path)!r} leaves the data root {root} (through '..' or an absolute path)")
+    if not links_out_allowed():
+        real = Path(os.path.realpath(path))
+        if not _under(real, Path(os.path.realpath(root))):
+            raise UserError(f"{where}: {path} is a symlink to {real}, outside the data root {root}; "
+                            f"set {ALLOW_LINKS_OUT_ENV}=1 to allow links out of the data root")
+    return path
+
+
+def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
+    """The file's stat when it is a regular file (after symlinks); a FIFO, socket, device or folder is
+    a `UserError` naming it, checked before anything opens it (opening a FIFO blocks forever)."""
+    import stat as _stat
+
+    from .errors import UserError
+
+    prefix = f"{where}: " if where else ""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{prefix}file not found: {path}") from None
+    except OSError as exc:
+        raise UserError(f"{prefix}{path}: cannot read ({exc.strerror or exc})") from exc
+    if not _stat.S_ISREG(st.st_mode):
+        kind = ("a folder" if _stat.S_ISDIR(st.st_mode) else "a FIFO" if _stat.S_ISFIFO(st.st_mode)
+                else "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device or special file")
+        raise UserError(f"{prefix}{path} is {kind}, not a regular file")
+    return st
