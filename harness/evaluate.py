@@ -20,7 +20,7 @@ from .editing import EditContext
 from .errors import MissingDataError, UserError
 from .hashing import hash_json
 from .model import EmbeddingModel, ModelOptions
-from .paths import cache_root, data_root
+from .paths import cache_root, data_root, require_regular
 from .plugin_manager import PluginHost
 from .registry import Entry
 from .filehash import MEMO_NAME, FileHasher
@@ -98,7 +98,11 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
         raise MissingDataError(f"data root {root} (from {source}) does not exist; tasks {names} read their files "
                                "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
     for task in needing:
-        missing = [p for p in task.required_files() if not p.exists()]
+        files = task.required_files()
+        for p in files:  # a FIFO would hang the first read: refuse anything that is not a file
+            if p.exists() and not p.is_dir():
+                require_regular(p, f"task {task.name}")
+        missing = [p for p in files if not p.exists()]
         if missing:
             shown = "\n  ".join(str(p) for p in missing[:5])
             more = f"\n  ... and {len(missing) - 5} more" if len(missing) > 5 else ""

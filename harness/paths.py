@@ -43,23 +43,48 @@ def _under(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
+class RootGuard:
+    """Checks that paths read from data files stay under one data root (see `inside_root`);
+    remembers each folder's real path, so checking a file costs one ``lstat`` after the first."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self._lexical_root = Path(os.path.normpath(os.path.abspath(root)))
+        self._real_root = Path(os.path.realpath(root))
+        self._allow_links = links_out_allowed()
+        self._dirs: dict[str, str] = {}
+
+    def _real(self, path: Path) -> Path:
+        if os.path.islink(path):
+            return Path(os.path.realpath(path))
+        parent = os.path.dirname(path)
+        if parent not in self._dirs:
+            self._dirs[parent] = os.path.realpath(parent)
+        return Path(self._dirs[parent]) / os.path.basename(path)
+
+    def check(self, path: str | os.PathLike, where: str) -> Path:
+        from .errors import UserError
+
+        path = Path(path)
+        written = Path(os.path.normpath(os.path.abspath(path)))
+        if not _under(written, self._lexical_root):
+            raise UserError(f"{where}: path {str(path)!r} leaves the data root {self.root} "
+                            "(through '..' or an absolute path)")
+        if not self._allow_links:
+            real = self._real(written)
+            if not _under(real, self._real_root):
+                raise UserError(f"{where}: {path} leads through a symlink to {real}, outside the data root "
+                                f"{self.root}; set {ALLOW_LINKS_OUT_ENV}=1 to allow links out of the data root")
+        return Path(os.path.normpath(path))  # what is opened is what was checked ('a/link/..' folded)
+
+
 def inside_root(path: str | os.PathLike, root: str | os.PathLike, where: str) -> Path:
     """``path`` (read from a data file at ``where``, e.g. ``file.csv:12``) if it stays under the data
     root, else a `UserError` naming ``where``. Two checks: the path as written (``..`` components
     folded) must be under the root, always; and after following symlinks it must still be, unless
-    links out are allowed (`links_out_allowed`). The path need not exist yet."""
-    from .errors import UserError
-
-    path, root = Path(path), Path(root)
-    written = Path(os.path.normpath(os.path.abspath(path)))
-    if not _under(written, Path(os.path.normpath(os.path.abspath(root)))):
-        raise UserError(f"{where}: path {str(path)!r} leaves the data root {root} (through '..' or an absolute path)")
-    if not links_out_allowed():
-        real = Path(os.path.realpath(path))
-        if not _under(real, Path(os.path.realpath(root))):
-            raise UserError(f"{where}: {path} is a symlink to {real}, outside the data root {root}; "
-                            f"set {ALLOW_LINKS_OUT_ENV}=1 to allow links out of the data root")
-    return path
+    links out are allowed (`links_out_allowed`). The path need not exist yet. For many paths under
+    one root, use one `RootGuard`."""
+    return RootGuard(root).check(path, where)
 
 
 def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:

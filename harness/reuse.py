@@ -42,7 +42,7 @@ def data_hashes(files: list[Path], root: Path, hasher: FileHasher, task: str) ->
         if p in seen:
             continue
         seen.add(p)
-        named.append((_name(p, root), hasher.hash_file(p, f"task {task}")))
+        named.append((_name(p, root), hasher.hash_path(p, f"task {task}")))
     return {"digest": combined_hash(named), "n_files": len(named), "files": dict(named[:LISTED_FILES])}
 
 

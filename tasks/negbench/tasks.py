@@ -17,6 +17,7 @@ from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.video import FrameSampling, decode_video
 
 from negharness.mcq import MCQ_METRICS, evaluate_mcq
+from negharness.retrieval import QuerySet, drop_unreadable
 from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
 from negharness.tasks.negbench.data import find_csv, read_mcq, read_retrieval
 from negharness.tasks.negbench.published import compare
@@ -26,6 +27,19 @@ CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, 
 WHERE = ("NegBench CSVs: the Google Drive folder linked from github.com/m1k2zoo/negbench (datasets.md), into "
          "{root}/negbench/. Media: COCO val2017 -> {root}/coco/val2017/, VOC2007 JPEGImages -> "
          "{root}/voc2007/JPEGImages/, MSR-VTT videos -> {root}/msrvtt/videos/, HardNeg-Syn -> {root}/hardneg_syn/.")
+
+
+def regular_media(path: Path) -> Path:
+    """``path`` when it is a regular file; else a `MediaError` naming it (skippable with
+    --skip-broken-media), raised before anything opens it: opening a FIFO blocks forever."""
+    from negharness.errors import MediaError, UserError
+    from negharness.paths import require_regular
+
+    try:
+        require_regular(path)
+    except UserError as exc:
+        raise MediaError(f"cannot read media: {exc}") from None
+    return path
 
 
 def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> MediaSet:
@@ -38,13 +52,14 @@ def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> Med
             from negharness.errors import MediaError
 
             try:
-                return Image.open(paths[i])
+                return Image.open(regular_media(paths[i]))
             except OSError as exc:
                 raise MediaError(f"cannot read image {paths[i]}: {exc}") from exc
 
         return MediaSet("negbench/images", "image", ids, load_image)
     sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
-    return MediaSet(f"negbench/videos/{sampling.key}", "video", ids, lambda i: decode_video(paths[i], sampling))
+    return MediaSet(f"negbench/videos/{sampling.key}", "video", ids,
+                    lambda i: decode_video(regular_media(paths[i]), sampling))
 
 
 class _NegBenchTask(Task):
@@ -134,23 +149,29 @@ class NegBenchRetrieval(_NegBenchTask):
     def _media_paths(self) -> list[Path]:
         return [m for s in self._sets() for m, _ in s]
 
-    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple[dict[str, float], int, int]:
+    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple[dict[str, float], int, int, dict]:
+        """R@K of one caption file; an unreadable image leaves the candidates and its captions the
+        scoring (`negharness.unreadable`), so a NaN similarity never counts as a hit."""
         paths = list(dict.fromkeys(m for m, _ in rows))
         where = {p: i for i, p in enumerate(paths)}
         media = media_set(ctx, self.root, paths, self.kind)
         texts = [c for _, caps in rows for c in caps]
         relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
-        sim = ctx.embed_texts(texts) @ ctx.embed_media(media).t()
-        m = retrieval_metrics(best_relevant_rank(sim, relevance))
-        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(texts), len(paths)
+        queries = QuerySet([str(i) for i in range(len(texts))], texts, relevance)
+        media, media_emb, queries, notes = drop_unreadable(ctx, media, ctx.embed_media(media), queries)
+        sim = ctx.embed_texts(queries.texts) @ media_emb.t()
+        m = retrieval_metrics(best_relevant_rank(sim, queries.relevance))
+        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         (original, negated), skipped = self._parsed
-        orig, n_orig, m_orig = self._score(ctx, original)
-        neg, n_neg, m_neg = self._score(ctx, negated)
+        orig, n_orig, m_orig, orig_notes = self._score(ctx, original)
+        neg, n_neg, m_neg, neg_notes = self._score(ctx, negated)
         metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
         notes = {"empty_captions_skipped": skipped} if skipped else {}
+        notes.update({f"{k}_original": v for k, v in orig_notes.items()})
+        notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
         return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
                                     f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes)
 
