@@ -141,10 +141,14 @@ def _print_run_summary(outcomes: list[Any]) -> None:
 
 def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
     """The task, its variant (a --limit or -T run) and whether it was reused or why it reran."""
+    from rich.markup import escape
+
     text = outcome.task + (f" [{rec['variant_label']}]" if rec.get("variant_label") else "")
     if outcome.skipped:
-        return text + " (cached)"
-    return text + (f" (rerun: {outcome.reason})" if outcome.reason else "")
+        text += " (cached)"
+    elif outcome.reason:
+        text += f" (rerun: {outcome.reason})"
+    return escape(text)  # "[limit=2]" is text, not a Rich style
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:

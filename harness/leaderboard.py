@@ -120,6 +120,7 @@ def to_markdown(tables: list[Table], out_path: Path) -> str:
 def to_rich(tables: list[Table]) -> list[Any]:
     """The same tables for a terminal, turned on their side (a row per task metric, a column per
     model): a family has many metrics and few models, and a terminal is narrow."""
+    from rich.markup import escape
     from rich.table import Table as RichTable
 
     out = []
@@ -135,6 +136,6 @@ def to_rich(tables: list[Table]) -> list[Any]:
             for label in labels:
                 text, is_best, _ = _formatted(table, col, table.rows[label])
                 cells.append(f"[bold green]{text}[/]" if is_best else text)
-            rt.add_row(col.task_title, f"{col.metric} {'↑' if col.higher_is_better else '↓'}", *cells)
+            rt.add_row(escape(col.task_title), f"{col.metric} {'↑' if col.higher_is_better else '↓'}", *cells)
         out.append(rt)
     return out
