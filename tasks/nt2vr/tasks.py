@@ -123,10 +123,16 @@ class NT2VRTask(Task):
         present, _ = self._media_files(self._ids())
         index = self.folder / "id.imagepath.txt"
         if present == [index]:
-            frames = read_frame_index(index, self.folder, self.options.data_root)
+            frames = self._frame_index()
             wanted = set(self._ids())
             present += [f for vid, paths in frames.items() if vid in wanted for f in paths]
         return files + present
+
+    def _frame_index(self) -> dict[str, list[Path]]:
+        """The frame index, read (and every path checked) once per task object."""
+        if getattr(self, "_frames", None) is None:
+            self._frames = read_frame_index(self.folder / "id.imagepath.txt", self.folder, self.options.data_root)
+        return self._frames
 
     def _ids(self) -> list[str]:
         """The collection's video ids, cut by --limit."""
@@ -148,7 +154,7 @@ class NT2VRTask(Task):
         key = f"nt2vr/{self.collection}/{sampling.key}"
         index_file = self.folder / "id.imagepath.txt"
         if index_file.is_file():
-            index = read_frame_index(index_file, self.folder, self.options.data_root)
+            index = self._frame_index()
             lacking = [v for v in ids if v not in index]
             if lacking:
                 raise UserError(f"{index_file}: no frames for {len(lacking)} video(s), e.g. {lacking[:3]}")
