@@ -3,7 +3,10 @@ its protocol's context (`EvalContext` or `EditContext`), build and write records
 only: embedding lives in the runner, editing in `negharness.editing`, records in `negharness.results`.
 
 Everything that can be checked before a model loads is checked first (names, device, output
-folder, data files), so a typo costs milliseconds, not a model load.
+folder, data files), so a typo costs milliseconds, not a model load. Whether an existing record
+can stand in for a task is decided by `negharness.reuse` (config, data hashes, model files, and
+the model's fingerprint once it is loaded); a variant of a task's config (--limit, -T, --seed)
+writes its own record beside the default one (`negharness.results.record_path`).
 """
 
 from __future__ import annotations
@@ -143,20 +146,14 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
     sources = model_sources(req.model_options, hasher)
     planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
     hasher.save()
-    todo, maybe, outcomes = [], [], []
-    for item in planned:
-        reason = stale_reason(item.old, item.config_hash, item.task.config(), item.task_run.data, sources,
-                              req.overwrite)
-        if reason is None:
-            maybe.append(item)
-        else:
-            todo.append(_with_reason(item, reason or None))
+    todo, maybe = _split_by_reuse(planned, sources, req.overwrite)
     if not todo and (sources or not maybe):
         # the options name the weights and every record matches them: nothing to load
         return [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe]
     plugins = PluginLookup(host.registry, device)
     model = plugins.create(model_entry.kind, req.model, req.model_options)
     fingerprint = _fingerprint(model)
+    outcomes = []
     for item in maybe:  # the model is loaded: its fingerprint is checked against every record
         reason = fingerprint_reason(item.old, fingerprint)
         if reason is None:
@@ -211,6 +208,18 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
     chash = hash_json({"model": model_cfg.as_dict(), "task": task.config()})
     data = data_hashes(task.data_files(), root, hasher, task.name)
     return _Planned(entry, task, path, chash, TaskRun(variant, data), read_record(path))
+
+
+def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite: bool) -> tuple[list, list]:
+    """(to run, each with why; reusable as far as is known before the model loads)."""
+    todo, maybe = [], []
+    for item in planned:
+        reason = stale_reason(item.old, item.config_hash, item.task.config(), item.task_run.data, sources, overwrite)
+        if reason is None:
+            maybe.append(item)
+        else:
+            todo.append(_with_reason(item, reason or None))
+    return todo, maybe
 
 
 def _with_reason(item: _Planned, reason: str | None) -> _Planned:
