@@ -90,7 +90,7 @@ def test_leaderboard_cli_output_is_byte_identical(cli, tmp_path):
 
 def test_the_committed_leaderboard_matches_its_records():
     """leaderboard/README.md is generated: a record added or changed without refreshing the board
-    (`negharness leaderboard --results-dir leaderboard/results`) fails CI."""
+    (`negharness leaderboard --results-dir leaderboard/results --out leaderboard/README.md`) fails CI."""
     board = Path(__file__).resolve().parents[1] / "leaderboard"
     expected = to_markdown(build_tables(iter_records(board / "results")), board / "README.md")
     assert (board / "README.md").read_text(encoding="utf-8") == expected
