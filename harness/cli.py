@@ -20,7 +20,7 @@ EXAMPLES = """examples:
   negharness run --model clip --arch ViT-B-32 --checkpoint negclip.pt -M quick_gelu=true --task msrvtt3k_composed
   negharness run --model clip --task 'sugarcrepe_*' --task valse_existence
   negharness run --model clip --include-path my_tasks/ --task my_choice_task
-  negharness leaderboard
+  negharness leaderboard                                      # results/ -> results/README.md
   negharness list
 """
 
@@ -42,10 +42,15 @@ def _console(stderr: bool = False):
 
 
 def _progress(console: Any):
+    """A live bar in a terminal; elsewhere (a log file, CI, a pipe) a line on stderr every few seconds."""
+    if not console.is_terminal:
+        from .progress import LogProgress
+
+        return LogProgress(sys.stderr)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
+                    console=console, transient=True)
 
 
 def _host(args: argparse.Namespace):
@@ -128,11 +133,29 @@ def _print_run_summary(outcomes: list[Any]) -> None:
         scores = "  ".join(f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
                            for k in names if k in rec.get("metrics", {}))
         items = ", ".join(f"{v} {k}" for k, v in rec.get("n_items", {}).items())
-        table.add_row(rec.get("model", {}).get("label", "?"), o.task + (" (cached)" if o.skipped else ""), scores, items)
+        table.add_row(rec.get("model", {}).get("label", "?"), _task_cell(o, rec), scores, items)
     console.print(table)
+    for o in outcomes:
+        rec = o.record or {}
+        if rec.get("n_skipped_media"):
+            first = [i for ids in rec.get("skipped_media", {}).values() for i in ids]
+            console.print(f"{o.task}: {rec['n_skipped_media']} unreadable media left out of scoring "
+                          f"(--skip-broken-media), e.g. {', '.join(first[:3])}", markup=False)
     folders = sorted({str(o.path.parent) for o in outcomes})
     console.print(f"records in {', '.join(folders)}; `negharness leaderboard` builds the leaderboard"
                   + ("; --overwrite reruns cached records" if any(o.skipped for o in outcomes) else ""))
+
+
+def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
+    """The task, its variant (a --limit or -T run) and whether it was reused or why it reran."""
+    from rich.markup import escape
+
+    text = outcome.task + (f" [{rec['variant_label']}]" if rec.get("variant_label") else "")
+    if outcome.skipped:
+        text += " (cached)"
+    elif outcome.reason:
+        text += f" (rerun: {outcome.reason})"
+    return escape(text)  # "[limit=2]" is text, not a Rich style
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -144,7 +167,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
     tables = build_tables(iter_records(results))
-    out = Path(args.out)
+    out = Path(args.out) if args.out else results / "README.md"
     try:
         atomic_write_text(out, to_markdown(tables, out))
     except OSError as exc:
@@ -327,9 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip and count images/videos that cannot be decoded (default: stop with an error)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("leaderboard", help="result records -> leaderboard/README.md and a terminal table")
-    p.add_argument("--results-dir", default="results")
-    p.add_argument("--out", default="leaderboard/README.md")
+    p = sub.add_parser("leaderboard", help="result records -> <results-dir>/README.md and a terminal table")
+    p.add_argument("--results-dir", default="results", help="folder of result records (default results/)")
+    p.add_argument("--out", help="Markdown to write (default: README.md in --results-dir, beside the records; "
+                                 "the committed board: --results-dir leaderboard/results --out leaderboard/README.md)")
     p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("build-queries", help="negated and composed query sets from a caption file (nT2VR formats)")

@@ -3,11 +3,15 @@ its protocol's context (`EvalContext` or `EditContext`), build and write records
 only: embedding lives in the runner, editing in `negharness.editing`, records in `negharness.results`.
 
 Everything that can be checked before a model loads is checked first (names, device, output
-folder, data files), so a typo costs milliseconds, not a model load.
+folder, data files), so a typo costs milliseconds, not a model load. Whether an existing record
+can stand in for a task is decided by `negharness.reuse` (config, data hashes, model files, and
+the model's fingerprint once it is loaded); a variant of a task's config (--limit, -T, --seed)
+writes its own record beside the default one (`negharness.results.record_path`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +23,13 @@ from .editing import EditContext
 from .errors import MissingDataError, UserError
 from .hashing import hash_json
 from .model import EmbeddingModel, ModelOptions
-from .paths import cache_root, data_root
+from .paths import cache_root, data_root, require_regular
 from .plugin_manager import PluginHost
 from .registry import Entry
-from .results import ModelConfig, RunInfo, build_record, read_record, record_path, write_record
+from .filehash import MEMO_NAME, FileHasher
+from .results import (ModelConfig, RunInfo, TaskRun, build_record, read_record, record_path, task_variant,
+                      write_record)
+from .reuse import data_hashes, fingerprint_reason, model_sources, stale_reason
 from .runner import EvalContext, RunSettings, resolve_device, resolve_precision
 from .task import Task, TaskDefinitionError, TaskOptions, check_result
 
@@ -52,8 +59,21 @@ class RunRequest:
 class RunOutcome:
     task: str
     path: Path
-    record: dict[str, Any] | None  # None when skipped
-    skipped: bool = False
+    record: dict[str, Any] | None
+    skipped: bool = False  # an existing record was reused
+    reason: str | None = None  # why an existing record was not reused (None: first run or reused)
+
+
+@dataclass
+class _Planned:
+    """One task of a run, with what decides whether its existing record can be reused."""
+
+    entry: Entry
+    task: Task
+    path: Path
+    config_hash: str
+    task_run: TaskRun
+    old: dict[str, Any] | None
 
 
 def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
@@ -81,7 +101,11 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
         raise MissingDataError(f"data root {root} (from {source}) does not exist; tasks {names} read their files "
                                "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
     for task in needing:
-        missing = [p for p in task.required_files() if not p.exists()]
+        files = task.required_files()
+        for p in files:  # a FIFO would hang the first read: refuse anything that is not a file
+            if p.exists() and not p.is_dir():
+                require_regular(p, f"task {task.name}")
+        missing = [p for p in files if not p.exists()]
         if missing:
             shown = "\n  ".join(str(p) for p in missing[:5])
             more = f"\n  ... and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -118,27 +142,34 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
     _check_data([t for _, t in tasks], root, source)
 
     model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
-    outcomes: list[RunOutcome] = []
-    todo = []
-    for entry, task in tasks:
-        path = record_path(out_dir, model_cfg, task.name)
-        chash = hash_json({"model": model_cfg.as_dict(), "task": task.config()})
-        old = read_record(path)
-        if old is not None and old.get("config_hash") == chash and not req.overwrite:
-            outcomes.append(RunOutcome(task.name, path, old, skipped=True))
-        else:
-            todo.append((entry, task, path, chash))
-    if not todo:
-        return outcomes
+    hasher = FileHasher(_memo_path(req.cache_dir))
+    sources = model_sources(req.model_options, hasher)
+    planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
+    hasher.save()
+    todo, maybe = _split_by_reuse(planned, sources, req.overwrite)
+    if not todo and (sources or not maybe):
+        # the options name the weights and every record matches them: nothing to load
+        return [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe]
     plugins = PluginLookup(host.registry, device)
     model = plugins.create(model_entry.kind, req.model, req.model_options)
+    fingerprint = _fingerprint(model)
+    outcomes = []
+    for item in maybe:  # the model is loaded: its fingerprint is checked against every record
+        reason = fingerprint_reason(item.old, fingerprint)
+        if reason is None:
+            outcomes.append(RunOutcome(item.task.name, item.path, item.old, skipped=True))
+        else:
+            todo.append(_with_reason(item, reason))
+    if not todo:
+        return outcomes
     if protocol == "embedding":
-        _check_modalities(model, req.model, [t for _, t, _, _ in todo])
-    run = RunInfo(model_cfg, model_entry.plugin, _fingerprint(model), model.describe(), host.distributions(),
-                  str(device), req.batch_size, req.seed, req.limit)
+        _check_modalities(model, req.model, [i.task for i in todo])
+    run = RunInfo(model_cfg, model_entry.plugin, fingerprint, model.describe(), host.distributions(),
+                  str(device), req.batch_size, req.seed, req.limit, sources)
     cache = EmbeddingCache(cache_root(req.cache_dir)) if req.use_cache and protocol == "embedding" else None
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
-    for entry, task, path, chash in todo:
+    for item in todo:
+        entry, task, path = item.entry, item.task, item.path
         if protocol == "editing":
             ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device)
         else:
@@ -150,10 +181,49 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
         timings = {"total_s": round(time.perf_counter() - start, 3)}
         if "encode_seconds" in counts:
             timings["encode_s"] = round(counts.pop("encode_seconds"), 3)
-        rec = build_record(run, task, entry.plugin, result, chash, timings, counts, ctx.broken)
+        rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
+                           item.task_run)
         write_record(path, rec, result.samples if req.log_samples else None)
-        outcomes.append(RunOutcome(task.name, path, rec))
+        outcomes.append(RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason))
     return outcomes
+
+
+def _memo_path(cache_dir: str | None) -> Path | None:
+    """The file-hash memo beside the embedding cache (None when that folder cannot be made)."""
+    root = cache_root(cache_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root / MEMO_NAME
+
+
+def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path, root: Path,
+          hasher: FileHasher) -> _Planned:
+    """The task's variant (how its config differs from the task's default), record path, config
+    hash and data hashes: everything reuse is decided on, before any model loads."""
+    default = _made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
+    variant = task_variant(task.config(), default.config())
+    path = record_path(out_dir, model_cfg, task.name, variant)
+    chash = hash_json({"model": model_cfg.as_dict(), "task": task.config()})
+    data = data_hashes(task.data_files(), root, hasher, task.name)
+    return _Planned(entry, task, path, chash, TaskRun(variant, data), read_record(path))
+
+
+def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite: bool) -> tuple[list, list]:
+    """(to run, each with why; reusable as far as is known before the model loads)."""
+    todo, maybe = [], []
+    for item in planned:
+        reason = stale_reason(item.old, item.config_hash, item.task.config(), item.task_run.data, sources, overwrite)
+        if reason is None:
+            maybe.append(item)
+        else:
+            todo.append(_with_reason(item, reason or None))
+    return todo, maybe
+
+
+def _with_reason(item: _Planned, reason: str | None) -> _Planned:
+    return dataclasses.replace(item, task_run=dataclasses.replace(item.task_run, rerun_reason=reason))
 
 
 def _made_task(entry: Entry, options: TaskOptions) -> Task:

@@ -1,6 +1,8 @@
 """The leaderboard: result records -> one table model -> Markdown and a Rich table that never disagree.
 
-Rows are (model, config) pairs, newest record per task; runs cut by ``--limit`` never enter. The
+Rows are (model, config) pairs, newest record per task; runs cut by ``--limit`` never enter. A
+column is one task metric under one task config: a run with ``-T`` options or another seed (a
+variant, recorded beside the default run) gets its own columns, so two configs never share one. The
 Markdown is a pure function of the records (no timestamps, sorted rows and columns), so the same
 records always give byte-identical output and a diff shows exactly what changed.
 """
@@ -26,10 +28,19 @@ class Column:
     higher_is_better: bool
     fmt: str
     order: int = 0  # position in the task's declared leaderboard metrics
+    variant: str = ""  # the task config, when not the task's default (e.g. "n_items=100")
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.task, self.variant, self.metric)
+
+    @property
+    def task_title(self) -> str:
+        return f"{self.task} [{self.variant}]" if self.variant else self.task
 
     @property
     def title(self) -> str:
-        return f"{self.task} {self.metric}{' ↑' if self.higher_is_better else ' ↓'}"
+        return f"{self.task_title} {self.metric}{' ↑' if self.higher_is_better else ' ↓'}"
 
 
 @dataclass
@@ -43,10 +54,10 @@ class Cell:
 class Table:
     family: str
     columns: list[Column]
-    rows: dict[str, dict[tuple[str, str], Cell]] = field(default_factory=dict)
+    rows: dict[str, dict[tuple[str, str, str], Cell]] = field(default_factory=dict)
 
     def best(self, col: Column) -> float | None:
-        values = [r[(col.task, col.metric)].value for r in self.rows.values() if (col.task, col.metric) in r]
+        values = [r[col.key].value for r in self.rows.values() if col.key in r]
         if not values:
             return None
         return max(values) if col.higher_is_better else min(values)
@@ -64,21 +75,22 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]]) -> list[Table]:
             if metric not in rec["metrics"]:
                 continue
             mi = info.get(metric, {})
-            col = Column(task["name"], metric, bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), order)
-            if all((c.task, c.metric) != (col.task, col.metric) for c in table.columns):
+            col = Column(task["name"], metric, bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), order,
+                         str(rec.get("variant_label") or ""))
+            if all(c.key != col.key for c in table.columns):
                 table.columns.append(col)
             row = table.rows.setdefault(rec["model"]["label"], {})
             cell = Cell(float(rec["metrics"][metric]), path, rec.get("created_at", ""))
-            old = row.get((col.task, col.metric))
+            old = row.get(col.key)
             if old is None or (cell.created_at, str(cell.record)) > (old.created_at, str(old.record)):
-                row[(col.task, col.metric)] = cell
+                row[col.key] = cell
     for t in tables.values():
-        t.columns.sort(key=lambda c: (c.task, c.order, c.metric))
+        t.columns.sort(key=lambda c: (c.task, c.variant, c.order, c.metric))
     return [tables[f] for f in sorted(tables)]
 
 
-def _formatted(table: Table, col: Column, row: dict[tuple[str, str], Cell]) -> tuple[str, bool, Cell | None]:
-    cell = row.get((col.task, col.metric))
+def _formatted(table: Table, col: Column, row: dict[tuple[str, str, str], Cell]) -> tuple[str, bool, Cell | None]:
+    cell = row.get(col.key)
     if cell is None:
         return "–", False, None
     return format(cell.value, col.fmt), format(cell.value, col.fmt) == format(table.best(col), col.fmt), cell
@@ -108,6 +120,7 @@ def to_markdown(tables: list[Table], out_path: Path) -> str:
 def to_rich(tables: list[Table]) -> list[Any]:
     """The same tables for a terminal, turned on their side (a row per task metric, a column per
     model): a family has many metrics and few models, and a terminal is narrow."""
+    from rich.markup import escape
     from rich.table import Table as RichTable
 
     out = []
@@ -123,6 +136,6 @@ def to_rich(tables: list[Table]) -> list[Any]:
             for label in labels:
                 text, is_best, _ = _formatted(table, col, table.rows[label])
                 cells.append(f"[bold green]{text}[/]" if is_best else text)
-            rt.add_row(col.task, f"{col.metric} {'↑' if col.higher_is_better else '↓'}", *cells)
+            rt.add_row(escape(col.task_title), f"{col.metric} {'↑' if col.higher_is_better else '↓'}", *cells)
         out.append(rt)
     return out

@@ -18,6 +18,7 @@ from .choices import ChoiceSet
 from .media import MediaSet
 from .runner import EvalContext
 from .task import MetricInfo, TaskResult
+from .unreadable import nothing_left, skip_notes, unreadable_items
 
 TEMPLATES = ("positive", "negative", "hybrid")
 MCQ_METRICS = {
@@ -54,15 +55,27 @@ def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int],
 def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], options: Sequence[Sequence[str]],
                  correct: Sequence[int], templates: Sequence[str],
                  option_templates: Sequence[Sequence[str]]) -> TaskResult:
-    """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once."""
+    """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once.
+    A question whose media could not be decoded is left out (`negharness.unreadable`)."""
+    media_emb = ctx.embed_media(media)
+    bad = unreadable_items(ctx, media, media_emb)
+    asked = [r for r, m in enumerate(media_index) if not bad[m]]
+    dropped = len(media_index) - len(asked)
+    if not asked:
+        raise nothing_left(media, "question")
+    if dropped:
+        pick = lambda xs: [xs[r] for r in asked]  # noqa: E731
+        media_index, options, correct = pick(media_index), pick(options), pick(correct)
+        templates, option_templates = pick(templates), pick(option_templates)
     flat = [o for row in options for o in row]
     scores = ctx.model.score_choices(ctx, ChoiceSet(media, media_index, options, correct))
     chosen, tie = mcq_choices(scores)
     metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
     samples = None
-    if ctx.log_samples:
-        samples = [{"row": r, "media": media.ids[media_index[r]], "correct": int(correct[r]), "chosen": int(chosen[r]),
+    if ctx.log_samples:  # "row": the question's position in the task's order, skipped ones included
+        samples = [{"row": asked[r], "media": media.ids[media_index[r]], "correct": int(correct[r]), "chosen": int(chosen[r]),
                     "tie": bool(tie[r]), "scores": [round(float(x), 5) for x in scores[r]]} for r in range(len(options))]
-    return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media),
+    return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media) - int(bad.sum()),
                                 "distinct_captions": len(set(flat))}, samples,
-                      {"ties": "a row whose best score is shared by several options counts as wrong"})
+                      {"ties": "a row whose best score is shared by several options counts as wrong",
+                       **skip_notes(bad, dropped, "questions")})

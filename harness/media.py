@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .errors import MediaError
+from .errors import MediaError, UserError
 
 
 @dataclass
@@ -57,12 +57,24 @@ def image_decoder_identity() -> str:
     return f"pillow-{PIL.__version__}+jpeg-{features.version('jpg')}"
 
 
+def regular_media(path: Path) -> Path:
+    """``path`` when it is a regular file; else a `MediaError` naming it (skippable with
+    --skip-broken-media), raised before anything opens it: opening a FIFO blocks forever."""
+    from .paths import require_regular
+
+    try:
+        require_regular(path)
+    except UserError as exc:
+        raise MediaError(f"cannot read media: {exc}") from None
+    return path
+
+
 def open_image(path: Path) -> Any:
     """A lazily decoded PIL image; an unreadable file is a `MediaError` naming it."""
     from PIL import Image
 
     try:
-        return Image.open(path)
+        return Image.open(regular_media(path))
     except (OSError, ValueError) as exc:
         raise MediaError(f"cannot read image {path}: {exc}") from exc
 
@@ -79,7 +91,7 @@ def video_files(key: str, ids: list[str], paths: Sequence[Path], sampling: Any) 
     from .video import decode_video, video_recipe
 
     paths = list(paths)
-    return MediaSet(key, "video", ids, lambda i: decode_video(paths[i], sampling), sources=paths,
+    return MediaSet(key, "video", ids, lambda i: decode_video(regular_media(paths[i]), sampling), sources=paths,
                     recipe=video_recipe(sampling))
 
 
@@ -88,7 +100,7 @@ def frame_folders(key: str, ids: list[str], frames: Sequence[Sequence[Path]], sa
     from .video import frames_recipe, load_frames, sampled_frame_paths
 
     frames = list(frames)
-    return MediaSet(key, "video", ids, lambda i: load_frames(frames[i], sampling),
+    return MediaSet(key, "video", ids, lambda i: load_frames([regular_media(f) for f in frames[i]], sampling),
                     sources=[sampled_frame_paths(f, sampling) for f in frames], recipe=frames_recipe(sampling))
 
 

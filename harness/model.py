@@ -16,7 +16,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import UserError
 from .hashing import hash_json
 from .options import OptionSpec, parse_options
 from .video import FrameSampling

@@ -51,8 +51,27 @@ class ModelConfig:
         return self.name if self.is_default else f"{self.name}@{hash_json(self.as_dict(), 8)}"
 
 
-def record_path(output_dir: Path, model: ModelConfig, task: str) -> Path:
-    return Path(output_dir) / model.dirname / f"{task}.json"
+def task_variant(config: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
+    """The task settings of a run that differ from the task's default run (--limit, -T, --seed)."""
+    return {k: v for k, v in sorted(config.items()) if k not in default or default[k] != v}
+
+
+def variant_label(variant: dict[str, Any]) -> str:
+    """``limit=100, n_items=50``; "" for the default run."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(variant.items()))
+
+
+def variant_suffix(variant: dict[str, Any]) -> str:
+    """How a variant's record is named beside the default one: ``.limit100`` for a --limit run,
+    ``@<hash>`` of the other differing settings (``<task>.limit100@1a2b3c4d.json``)."""
+    rest = {k: v for k, v in variant.items() if k != "limit"}
+    limit = f".limit{variant['limit']}" if variant.get("limit") is not None else ""
+    return limit + (f"@{hash_json(rest, 8)}" if rest else "")
+
+
+def record_path(output_dir: Path, model: ModelConfig, task: str, variant: dict[str, Any] | None = None) -> Path:
+    """``<model dir>/<task>.json`` for the task's default config; a variant goes beside it, never over it."""
+    return Path(output_dir) / model.dirname / f"{task}{variant_suffix(variant or {})}.json"
 
 
 def _version(dist: str) -> str | None:
@@ -90,17 +109,39 @@ class RunInfo:
     batch_size: int
     seed: int
     limit: int | None
+    model_sources: dict[str, str] | None = None  # content hashes of files the model options name
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """What a record says of the task side of one run: its variant, data hashes and why it (re)ran."""
+
+    variant: dict[str, Any]
+    data: dict[str, Any]
+    rerun_reason: str | None = None
+
+
+SKIPPED_LISTED = 5  # skipped media named in a record; the count covers all of them
+
+
+def skipped_media_summary(broken: dict[str, list[str]]) -> tuple[int, dict[str, list[str]]]:
+    """(how many distinct media were left out of scoring, the first few per collection)."""
+    distinct = {k: list(dict.fromkeys(v)) for k, v in broken.items() if v}
+    return sum(len(v) for v in distinct.values()), {k: v[:SKIPPED_LISTED] for k, v in sorted(distinct.items())}
 
 
 def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_hash: str,
-                 timings: dict[str, float], counts: dict[str, Any], skipped_media: dict[str, list[str]]) -> dict[str, Any]:
+                 timings: dict[str, float], counts: dict[str, Any], skipped_media: dict[str, list[str]],
+                 task_run: TaskRun | None = None) -> dict[str, Any]:
     """The one record layout for every protocol (embedding retrieval/MCQ and editing alike)."""
     m = run.model
+    task_run = task_run or TaskRun({}, {})
+    n_skipped, skipped = skipped_media_summary(skipped_media)
     return {
         "schema_version": SCHEMA_VERSION,
         "created_at": now_iso(),
         "model": {"name": m.name, "label": m.label, "options": m.options, "plugin": run.model_plugin,
-                  "fingerprint": run.fingerprint, "describe": run.describe},
+                  "fingerprint": run.fingerprint, "describe": run.describe, "sources": run.model_sources or {}},
         "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_plugin,
                  "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
                  "citation": task.citation},
@@ -119,7 +160,12 @@ def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_
         "versions": environment_versions(run.plugin_versions),
         "timings": timings,
         "counts": counts,
-        "skipped_media": {k: v[:20] for k, v in skipped_media.items()},
+        "variant": task_run.variant,
+        "variant_label": variant_label(task_run.variant),
+        "data": task_run.data,
+        "rerun_reason": task_run.rerun_reason or None,
+        "n_skipped_media": n_skipped,
+        "skipped_media": skipped,
     }
 
 

@@ -22,6 +22,7 @@ from .metrics import (RETRIEVAL_METRIC_INFO, Relevance, best_relevant_rank, nega
                                 retrieval_metrics, several_relevant_metrics, source_rank)
 from .runner import EvalContext
 from .task import MetricInfo, TaskResult
+from .unreadable import kept_media, nothing_left, restrict_relevance, skip_notes, unreadable_items
 
 RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
 RETRIEVAL_METRICS.update({m: RETRIEVAL_METRICS[m[len("fire_"):]] for m in FIRE_METRICS})
@@ -62,17 +63,19 @@ def relevance_notes(relevance: Relevance) -> dict[str, float]:
     }
 
 
-def _drop_broken(media: MediaSet, media_emb: torch.Tensor, queries: QuerySet) -> tuple:
-    """--skip-broken-media left NaN rows: score the rest and say what was left out."""
-    broken = torch.isnan(media_emb).any(1).numpy()
-    if not broken.any():
+def drop_unreadable(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, queries: QuerySet) -> tuple:
+    """`negharness.unreadable`'s rule for retrieval: unreadable items leave the candidates, and a
+    query left with no relevant item leaves the scoring. Returns (media, media_emb, queries, notes)."""
+    bad = unreadable_items(ctx, media, media_emb)
+    if not bad.any():
         return media, media_emb, queries, {}
-    relevance, kept = queries.relevance.restrict(~broken)
-    media = MediaSet(media.key, media.kind, [i for i, b in zip(media.ids, broken) if not b], media.load)
+    relevance, kept = restrict_relevance(queries.relevance, bad)
+    if not kept.any():
+        raise nothing_left(media, "query")
+    media, media_emb = kept_media(media, media_emb, bad)
     keep = lambda xs: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
     queries = QuerySet(keep(queries.ids), keep(queries.texts), relevance, keep(queries.parts))
-    notes = {"media_skipped": int(broken.sum()), "queries_dropped": int((~kept).sum())}
-    return media, media_emb[torch.from_numpy(~broken)], queries, notes
+    return media, media_emb, queries, skip_notes(bad, int((~kept).sum()))
 
 
 def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -> torch.Tensor:
@@ -97,7 +100,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     if not queries:
         raise UserError(f"no queries to evaluate over {media.key}")
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
-    media, media_emb, qs, notes = _drop_broken(media, ctx.embed_media(media), qs)
+    media, media_emb, qs, notes = drop_unreadable(ctx, media, ctx.embed_media(media), qs)
     sim = similarities(ctx, qs, media_emb)
     notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
@@ -134,10 +137,8 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
                      original_of: Sequence[int]) -> TaskResult:
     """ΔR@K and ΔMIR of each negated query against its own original (``original_of[j]`` indexes
     ``originals``); the source video is the only item each relevance row names."""
-    media_emb = ctx.embed_media(media)
-    if torch.isnan(media_emb).any():
-        raise UserError(f"{int(torch.isnan(media_emb).any(1).sum())} unreadable {media.kind}(s) in {media.key}: "
-                        "negated-query deltas need every source video; fix or remove them from the video set")
+    media, media_emb, originals, negated, original_of, notes = _drop_unreadable_pairs(
+        ctx, media, ctx.embed_media(media), originals, negated, original_of)
     orig_ranks = source_rank(similarities(ctx, originals, media_emb), originals.sources())
     neg_sim = similarities(ctx, negated, media_emb)
     scoring = ctx.model.scoring_notes(negated.texts, negated.parts)
@@ -154,7 +155,35 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
     return TaskResult(metrics, {"negated_queries": len(negated.texts), "original_queries": len(originals.texts),
                                 f"{media.kind}s": len(media)}, samples,
                       {"deltas": "each negated query against its own original, mean over negated queries; "
-                                 "positive = the source video dropped under negation", **scoring})
+                                 "positive = the source video dropped under negation", **scoring, **notes})
+
+
+def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, originals: QuerySet,
+                           negated: QuerySet, original_of: Sequence[int]) -> tuple:
+    """The rule for negated deltas: an unreadable video leaves the candidates, and every original
+    and negated query whose source it is leaves the scoring (a delta needs both ranks)."""
+    bad = unreadable_items(ctx, media, media_emb)
+    if not bad.any():
+        return media, media_emb, originals, negated, original_of, {}
+    orig_rel, orig_kept = restrict_relevance(originals.relevance, bad)
+    _, neg_kept = restrict_relevance(negated.relevance, bad)
+    original_of = np.asarray(original_of)
+    neg_kept &= orig_kept[original_of]  # its original must still be scored
+    if not neg_kept.any():
+        raise nothing_left(media, "negated query")
+    renumber = np.cumsum(orig_kept) - 1
+    pick = lambda xs, kept: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
+    orig_src = np.asarray(originals.sources())[orig_kept]
+    neg_src = np.asarray(negated.sources())[neg_kept]
+    new_index = np.cumsum(~bad) - 1
+    originals = QuerySet(pick(originals.ids, orig_kept), pick(originals.texts, orig_kept), orig_rel,
+                         pick(originals.parts, orig_kept), list(new_index[orig_src]))
+    neg_rel = Relevance.from_lists([[int(new_index[s])] for s in neg_src], int((~bad).sum()))
+    negated = QuerySet(pick(negated.ids, neg_kept), pick(negated.texts, neg_kept), neg_rel,
+                       pick(negated.parts, neg_kept), list(new_index[neg_src]))
+    media, media_emb = kept_media(media, media_emb, bad)
+    return media, media_emb, originals, negated, list(renumber[original_of[neg_kept]]), \
+        skip_notes(bad, int((~neg_kept).sum()), "negated_queries")
 
 
 NEGATED_METRICS = {**RETRIEVAL_METRICS, "neg_R@1": MetricInfo(False, ".1f"), "neg_R@10": MetricInfo(False, ".1f"),

@@ -135,6 +135,12 @@ class Task(ABC):
         """Files that must exist under the data root before any model runs; [] for generated data."""
         return []
 
+    def data_files(self) -> list[Path]:
+        """Every file whose content the task's numbers depend on (its data files and the media they
+        name); their content hashes go into the record, and a record is reused only while they
+        match. Defaults to `required_files`; override when a task reads more than it requires."""
+        return self.required_files()
+
     def config(self) -> dict[str, Any]:
         """Task settings that change its numbers (recorded and hashed into the result's config)."""
         return {"name": self.name, "version": self.version, "seed": self.options.seed,

@@ -114,3 +114,16 @@ class BooleanModel(EmbeddingModel):
             neg = (ctx.embed_texts([parts[i][1] for i in has_neg]) * rows[has_neg]).sum(-1)
             scores[has_neg] -= rescaled(neg).clamp_min(0)
         return pad_scores(scores, choices.options)
+
+
+def boolean(options: ModelOptions) -> BooleanModel:
+    """``-M base=NAME``: the model to wrap; every other option goes to it."""
+    base_name = options.extra.get("base")
+    if not base_name:
+        raise UserError("model boolean needs -M base=MODEL (the retrieval model to wrap, e.g. -M base=clip)")
+    if base_name == "boolean":
+        raise UserError("-M base=boolean: the wrapper cannot wrap itself")
+    rest = {k: v for k, v in options.extra.items() if k != "base"}
+    base = options.lookup().plugin("model", base_name,
+                                   ModelOptions(options.arch, options.pretrained, options.checkpoint, rest))
+    return BooleanModel(base, base_name)

@@ -183,7 +183,10 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
     req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(tmp_path / "data"),
                      output_dir=str(tmp_path / "res"),
                      task_extra={"detector": "shapes_exact", "clip_model": "none", "dino_model": "none"})
-    rec = run_evaluation(make_host(), req)[0].record
+    outcome = run_evaluation(make_host(), req)[0]
+    rec = outcome.record
     assert rec["n_items"] == {"samples": 3} and rec["metrics"]["Removal"] == 100.0  # no shapes in noise
-    assert sorted(p.name for p in (tmp_path / "res" / "identity" / "nein_val.edits").glob("NeIn_*_1.png")) == [
+    # -T options that change the numbers make a variant: its record and edits go beside the default's
+    assert outcome.path.name.startswith("nein_val@")
+    assert sorted(p.name for p in outcome.path.with_suffix(".edits").glob("NeIn_*_1.png")) == [
         "NeIn_10_1.png", "NeIn_11_1.png", "NeIn_12_1.png"]

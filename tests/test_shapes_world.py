@@ -68,7 +68,7 @@ def test_embedded_default_runs_far_above_chance(cli, tmp_path):
     image = json.loads((tmp_path / "results" / "shapes_clip" / "shapes_t2i_original.json").read_text())
     assert image["metrics"]["R@1"] >= 20
     board = cli("leaderboard")
-    assert board.returncode == 0 and "shapes_t2v_original" in (tmp_path / "leaderboard" / "README.md").read_text()
+    assert board.returncode == 0 and "shapes_t2v_original" in (tmp_path / "results" / "README.md").read_text()
 
 
 @pytest.mark.needs_nltk

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from negharness.errors import UserError
+from negharness.paths import RootGuard, require_regular
 
 ANCHORS = [
     (re.compile(r"(?:^|/)coco/images/val2017/(.+)$"), "coco/val2017/{0}"),
@@ -38,17 +39,21 @@ AFFIRM_JOIN = re.compile(r"\bbut\b|\bwhile\b|\bwhereas\b|\bhowever\b|\balongside
                          re.IGNORECASE)
 
 
-def map_media_path(raw: str, root: Path) -> Path:
-    """The one documented rule above; a path with no known anchor is taken relative to the root."""
+def map_media_path(raw: str, root: Path, where: str = "", guard: RootGuard | None = None) -> Path:
+    """The one documented rule above; a path with no known anchor is taken relative to the root.
+    The result must stay under the data root, symlinks followed (`negharness.paths.inside_root`):
+    ``../`` in a CSV, or a link out of the root, is an error naming ``where`` (file:row)."""
+    where = where or f"media path {raw!r}"
+    guard = guard or RootGuard(root)
     p = raw.strip().replace("\\", "/")
     for pattern, dest in ANCHORS:
         m = pattern.search(p)
         if m:
-            return root / dest.format(m.group(1))
+            return guard.check(root / dest.format(m.group(1)), where)
     if p.startswith("/"):
-        raise UserError(f"media path {raw!r}: absolute, with no known dataset folder in it (coco, VOC2007, "
-                        "synthetic_visual_negation, videoNNNN, CheXpert)")
-    return root / p
+        raise UserError(f"{where}: media path {raw!r} is absolute, with no known dataset folder in it (coco, "
+                        "VOC2007, synthetic_visual_negation, videoNNNN, CheXpert)")
+    return guard.check(root / p, where)
 
 
 def template_of_caption(caption: str) -> str:
@@ -80,6 +85,7 @@ def find_csv(root: Path, name: str) -> Path:
 
 
 def _open_rows(path: Path):
+    require_regular(path)  # a FIFO would block open() forever
     try:
         fh = open(path, newline="", encoding="utf-8")
     except FileNotFoundError:
@@ -108,6 +114,7 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
     fh, reader = _open_rows(path)
     with fh:
         cols, media_col = _mcq_header(path, list(reader.fieldnames or []), binary)
+        guard = RootGuard(root)
         out = []
         for rowno, row in enumerate(reader, 2):
             options = tuple((row[c] or "").strip() for c in cols)
@@ -127,7 +134,8 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
                 option_templates = tuple(template if t == "*" else t for t in layout)
             else:
                 option_templates = tuple(template if i == correct else template_of_caption(o) for i, o in enumerate(options))
-            out.append(McqRow(map_media_path(row[media_col], root), options, correct, template, option_templates))
+            out.append(McqRow(map_media_path(row[media_col] or "", root, f"{path}:{rowno}", guard), options, correct,
+                              template, option_templates))
     if not out:
         raise UserError(f"{path}: no rows")
     return out
@@ -143,6 +151,7 @@ def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> 
         media_col = "filepath" if "filepath" in (reader.fieldnames or []) else "image_path"
         if "captions" not in (reader.fieldnames or []):
             raise UserError(f"{path}: no column 'captions'")
+        guard = RootGuard(root)
         out = []
         for rowno, row in enumerate(reader, 2):
             try:
@@ -156,7 +165,7 @@ def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> 
                 skipped.append(f"{path.name}:{rowno}")
             if not kept:
                 raise UserError(f"{path}:{rowno}: no non-empty caption")
-            out.append((map_media_path(row[media_col], root), kept))
+            out.append((map_media_path(row[media_col] or "", root, f"{path}:{rowno}", guard), kept))
     if not out:
         raise UserError(f"{path}: no rows")
     return out

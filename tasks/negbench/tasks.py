@@ -18,6 +18,8 @@ from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.video import FrameSampling
 
 from negharness.mcq import MCQ_METRICS, evaluate_mcq
+from negharness.retrieval import QuerySet, drop_unreadable
+
 from .catalog import BINARY, MCQ, RETRIEVAL
 from .data import find_csv, read_mcq, read_retrieval
 
@@ -127,23 +129,29 @@ class NegBenchRetrieval(_NegBenchTask):
     def _media_paths(self) -> list[Path]:
         return [m for s in self._sets() for m, _ in s]
 
-    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple[dict[str, float], int, int]:
+    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple[dict[str, float], int, int, dict]:
+        """R@K of one caption file; an unreadable image leaves the candidates and its captions the
+        scoring (`negharness.unreadable`), so a NaN similarity never counts as a hit."""
         paths = list(dict.fromkeys(m for m, _ in rows))
         where = {p: i for i, p in enumerate(paths)}
         media = media_set(ctx, self.root, paths, self.kind)
         texts = [c for _, caps in rows for c in caps]
         relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
-        sim = ctx.embed_texts(texts) @ ctx.embed_media(media).t()
-        m = retrieval_metrics(best_relevant_rank(sim, relevance))
-        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(texts), len(paths)
+        queries = QuerySet([str(i) for i in range(len(texts))], texts, relevance)
+        media, media_emb, queries, notes = drop_unreadable(ctx, media, ctx.embed_media(media), queries)
+        sim = ctx.embed_texts(queries.texts) @ media_emb.t()
+        m = retrieval_metrics(best_relevant_rank(sim, queries.relevance))
+        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         (original, negated), skipped = self._parsed
-        orig, n_orig, m_orig = self._score(ctx, original)
-        neg, n_neg, m_neg = self._score(ctx, negated)
+        orig, n_orig, m_orig, orig_notes = self._score(ctx, original)
+        neg, n_neg, m_neg, neg_notes = self._score(ctx, negated)
         metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
         notes = {"empty_captions_skipped": skipped} if skipped else {}
+        notes.update({f"{k}_original": v for k, v in orig_notes.items()})
+        notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
         notes.update(published_notes(self.name, ctx.model, metrics))
         return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
                                     f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes)

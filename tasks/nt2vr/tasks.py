@@ -18,6 +18,7 @@ from pathlib import Path
 
 from negharness.errors import UserError
 from negharness.media import MediaSet, frame_folders, image_files, video_files
+from negharness.paths import RootGuard, require_regular
 from negharness.metrics import Relevance
 from negharness.published import published_notes
 from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
@@ -66,30 +67,71 @@ class NT2VRTask(Task):
         return WHERE.format(cap=self._text("caption"), text=self.text_dir)
 
     # data checks ----------------------------------------------------------------------------------
+    def _video_set(self) -> Path:
+        return self.folder / "VideoSets" / f"{self.collection}.txt"
+
     def _media_files(self, ids: list[str]) -> tuple[list[Path], list[Path]]:
-        """(present, missing) media files; a frame index counts as one file."""
+        """(present, missing) media files; a frame index counts as one file. Every path stays under
+        the data root (an id with '../', a symlink out: an error naming the video set and line)."""
         index = self.folder / "id.imagepath.txt"
         if self.kind == "video" and index.is_file():
             return [index], []
         sub, exts = ("videos", VIDEO_EXTS) if self.kind == "video" else ("images", IMAGE_EXTS)
+        guard = RootGuard(self.options.data_root)
+        lines = self._id_lines()
         present, missing = [], []
         for vid in ids:
-            found = next((self.folder / sub / f"{vid}{e}" for e in exts if (self.folder / sub / f"{vid}{e}").is_file()), None)
-            (present.append(found) if found else missing.append(self.folder / sub / f"{vid}{exts[0]}"))
+            candidates = [self.folder / sub / f"{vid}{e}" for e in exts]
+            found = next((c for c in candidates if c.exists()), None)
+            where = f"{self._video_set()}:{lines.get(vid, '?')}: video id {vid!r}"
+            checked = guard.check(found or candidates[0], where)
+            (present.append(checked) if found else missing.append(checked))
         return present, missing
 
-    def required_files(self) -> list[Path]:
-        needed = [self._text("caption"), self.folder / "VideoSets" / f"{self.collection}.txt"]
+    def _id_lines(self) -> dict[str, int]:
+        """Video id -> its line in the video set (for error messages)."""
+        try:
+            with open(self._video_set(), encoding="utf-8") as fh:
+                return {line.strip(): n for n, line in reversed(list(enumerate(fh, 1)))}
+        except (OSError, UnicodeDecodeError):
+            return {}
+
+    def _needed_text(self) -> list[Path]:
+        needed = [self._text("caption"), self._video_set()]
         if self.query_set != "original" and not self.build:
             needed.append(self._text(self.query_set))
+        return needed
+
+    def required_files(self) -> list[Path]:
+        needed = self._needed_text()
         if any(not p.exists() for p in needed):
             return needed
         _, missing_media = self._media_files(self._ids())
         return needed + missing_media
 
+    def data_files(self) -> list[Path]:
+        """The text files, and the media: each video or image, or the frame index and every frame it names."""
+        files = [p for p in self._needed_text() if p.exists()]
+        present, _ = self._media_files(self._ids())
+        index = self.folder / "id.imagepath.txt"
+        if present == [index]:
+            frames = self._frame_index()
+            wanted = set(self._ids())
+            present += [f for vid, paths in frames.items() if vid in wanted for f in paths]
+        return files + present
+
+    def _frame_index(self) -> dict[str, list[Path]]:
+        """The frame index, read (and every path checked) once per task object."""
+        if getattr(self, "_frames", None) is None:
+            self._frames = read_frame_index(self.folder / "id.imagepath.txt", self.folder, self.options.data_root)
+        return self._frames
+
     def _ids(self) -> list[str]:
         """The collection's video ids, cut by --limit."""
-        ids = read_video_set(self.folder / "VideoSets" / f"{self.collection}.txt")
+        for p in self._needed_text():
+            if p.exists():
+                require_regular(p, f"task {self.name}")  # a FIFO would block the read forever
+        ids = read_video_set(self._video_set())
         return ids[: self.options.limit] if self.options.limit else ids
 
     # media ----------------------------------------------------------------------------------------
@@ -101,7 +143,7 @@ class NT2VRTask(Task):
         key = f"nt2vr/{self.collection}/{sampling.key}"
         index_file = self.folder / "id.imagepath.txt"
         if index_file.is_file():
-            index = read_frame_index(index_file, self.folder)
+            index = self._frame_index()
             lacking = [v for v in ids if v not in index]
             if lacking:
                 raise UserError(f"{index_file}: no frames for {len(lacking)} video(s), e.g. {lacking[:3]}")
