@@ -202,8 +202,12 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
           hasher: FileHasher) -> _Planned:
     """The task's variant (how its config differs from the task's default), record path, config
     hash and data hashes: everything reuse is decided on, before any model loads."""
-    default = _made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
-    variant = task_variant(task.config(), default.config())
+    try:
+        default = _made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
+        default_config = default.config()
+    except UserError:  # a task that cannot be built without options has no default run to protect
+        default_config = {"name": task.name}
+    variant = task_variant(task.config(), default_config)
     path = record_path(out_dir, model_cfg, task.name, variant)
     chash = hash_json({"model": model_cfg.as_dict(), "task": task.config()})
     data = data_hashes(task.data_files(), root, hasher, task.name)
