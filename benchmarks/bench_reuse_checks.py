@@ -1,6 +1,6 @@
 """What honest reuse and the data-root checks cost before any model loads (issue 13 items 2 and 7).
 
-Every run hashes the files its tasks read (`negharness.filehash`) and checks that every media path
+Every run hashes the files its tasks read (`negharness.content`) and checks that every media path
 read from a data file stays under the data root (`negharness.paths.RootGuard`). Stand-in files are
 written here: ``--images`` files of ``--image-kb`` KB (COCO val2017 JPEGs average ~160 KB) and
 ``--videos`` files of ``--video-kb`` KB (MSR-VTT clips average ~1.5 MB; the default writes less to
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from negharness.filehash import FileHasher
+from negharness.content import FileHasher
 from negharness.paths import RootGuard
 
 
@@ -47,12 +47,12 @@ def bench(paths: list[Path], root: Path, memo: Path, label: str) -> None:
 
     def cold() -> None:
         h = FileHasher(memo)
-        h.hash_many(paths)
+        h.many(paths)
         h.save()
 
     def warm() -> None:
         h = FileHasher(memo)
-        h.hash_many(paths)
+        h.many(paths)
         h.save()
 
     cold_s = _timed(cold)

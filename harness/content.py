@@ -134,6 +134,26 @@ class FileHasher:
         then reports it, naming the file; an unhashable item is never cached)."""
         return self.many([path], threads=1)[0]
 
+    def required(self, path: str | os.PathLike, where: str = "") -> str:
+        """The hash of a file a record depends on: anything but a readable regular file is an
+        error naming it (and a FIFO is never opened)."""
+        from .errors import UserError
+        from .paths import require_regular
+
+        require_regular(path, where)
+        digest = self.file(path)
+        if digest is None:
+            raise UserError(f"{where + ': ' if where else ''}cannot read {path}")
+        return digest
+
+    def tree(self, path: str | os.PathLike, where: str = "") -> str:
+        """A file's hash, or a folder's: its regular files' relative names and hashes, hashed."""
+        path = Path(path)
+        if not path.is_dir():
+            return self.required(path, where)
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        return named_hash([(f.relative_to(path).as_posix(), self.required(f, where)) for f in files])
+
     def many(self, sources: Sequence[Any], threads: int | None = None) -> list[str | None]:
         """Hashes of many sources (a file, or a video's frame files: the hash of their hashes in
         order), in order. Memo hits cost a stat; misses are read by a pool of threads."""
@@ -162,6 +182,11 @@ class FileHasher:
         self.save()
         return [_combine([digests[p] for p in files], single=isinstance(s, (str, os.PathLike)))
                 for s, files in zip(sources, flat)]
+
+
+def named_hash(named: Sequence[tuple[str, str]]) -> str:
+    """One hash of (name, hash) pairs in the given order."""
+    return hash_bytes("\n".join(f"{n}\0{h}" for n, h in named).encode())
 
 
 def _combine(parts: list[str | None], single: bool) -> str | None:

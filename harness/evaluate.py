@@ -26,7 +26,7 @@ from .model import EmbeddingModel, ModelOptions
 from .paths import cache_root, data_root, require_regular
 from .plugin_manager import PluginHost
 from .registry import Entry
-from .filehash import MEMO_NAME, FileHasher
+from .content import FileHasher
 from .results import (ModelConfig, RunInfo, TaskRun, build_record, read_record, record_path, task_variant,
                       write_record)
 from .reuse import data_hashes, fingerprint_reason, model_sources, stale_reason
@@ -195,7 +195,7 @@ def _memo_path(cache_dir: str | None) -> Path | None:
         root.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return root / MEMO_NAME
+    return root / "content-hashes"  # shared with the embedding cache's media hashes
 
 
 def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path, root: Path,

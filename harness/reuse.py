@@ -8,7 +8,7 @@ the decision is made in two steps:
 1. Before loading: config and data hashes, and the content hashes of every file the model options
    name (``--checkpoint``, an ``--arch`` config file, a ``-M`` value that is a path). When the
    options name the weights, this is the fingerprint's cheap stand-in: a stat per file on a warm run
-   (`negharness.filehash`), and a record can be reused without loading anything.
+   (`negharness.content`), and a record can be reused without loading anything.
 2. When the options name no file (a pretrained tag, weights bundled with a plugin), nothing cheap
    sees the weights: the model is loaded and its fingerprint compared with the record's. The same
    check runs for every record whenever the model is loaded anyway (something else reran).
@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .filehash import FileHasher, combined_hash
+from .content import FileHasher, named_hash
 
 LISTED_FILES = 64  # files named one by one in a record (data files come first); the rest only in the digest
 
@@ -42,8 +42,8 @@ def data_hashes(files: list[Path], root: Path, hasher: FileHasher, task: str) ->
         if p in seen:
             continue
         seen.add(p)
-        named.append((_name(p, root), hasher.hash_path(p, f"task {task}")))
-    return {"digest": combined_hash(named), "n_files": len(named), "files": dict(named[:LISTED_FILES])}
+        named.append((_name(p, root), hasher.tree(p, f"task {task}")))
+    return {"digest": named_hash(named), "n_files": len(named), "files": dict(named[:LISTED_FILES])}
 
 
 def model_sources(options: Any, hasher: FileHasher) -> dict[str, str]:
@@ -56,7 +56,7 @@ def model_sources(options: Any, hasher: FileHasher) -> dict[str, str]:
             continue
         path = Path(os.path.expanduser(value))
         if path.is_file() or path.is_dir():
-            out[option] = hasher.hash_path(path, option)
+            out[option] = hasher.tree(path, option)
     return out
 
 

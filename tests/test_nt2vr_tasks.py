@@ -198,9 +198,6 @@ def test_boolean_baseline_reads_the_authors_neginfo_and_reports_its_parts(tmp_pa
 @pytest.mark.needs_nltk
 def test_boolean_baseline_scores_choices_as_positive_minus_negative():
     """MCQ rows go through the model's score_choices: each option by s(pos) - s(neg), ragged rows padded."""
-    import pytest
-    import torch
-
     from negharness.choices import ChoiceSet
     from negharness.media import MediaSet
     from negharness.plugins.boolean_model import BooleanModel

@@ -17,7 +17,6 @@ import torch
 
 from negharness.errors import UserError
 from negharness.evaluate import RunRequest, run_evaluation
-from negharness.filehash import FileHasher
 from negharness.progress import LogProgress
 from negharness.testing import COLOURS, KeywordModel, host_with_models, keyword_model
 
@@ -239,19 +238,6 @@ def test_a_model_without_weight_files_is_loaded_and_its_fingerprint_compared(tmp
     host2.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "colour_tasks")
     out = run_evaluation(host2, req)[0]
     assert not out.skipped and out.reason.startswith("model weights changed (fingerprint")
-
-
-def test_file_hashes_are_memoised_and_see_a_same_size_rewrite(tmp_path):
-    f = tmp_path / "a.csv"
-    f.write_text("x,1\n")
-    memo = tmp_path / "memo.json"
-    h1 = FileHasher(memo)
-    d1 = h1.hash_file(f)
-    h1.save()
-    h2 = FileHasher(memo)
-    assert h2.hash_file(f) == d1 and h2.hashed_bytes == 0  # warm: a stat, no read
-    f.write_text("x,2\n")  # same size, new content
-    assert h2.hash_file(f) != d1 and h2.hashed_bytes == 4
 
 
 # 7. inside the data root -----------------------------------------------------------------------------------
