@@ -120,6 +120,7 @@ def run(opts: TrainOptions, recipe: Recipe) -> Path:
     device = distributed.device_for(d, device)
     if recipe.batch_size % d.world:
         raise UserError(f"-O batch_size={recipe.batch_size} does not split over {d.world} ranks")
+    torch.manual_seed(recipe.seed)  # a randomly initialised model is the same on every rank and rerun
     model = opts.load_model(opts.model, opts.model_options)
     if not hasattr(model, "tokenizer") or not model.modules():
         raise UserError(f"model {opts.model}: only open_clip models can be fine-tuned here")
