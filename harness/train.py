@@ -72,6 +72,7 @@ class TrainingSet:
     val: TrainStream | None = None  # validation (original captions): MIR picks the epoch, stops early
     data_hash: str = ""  # content hash of the text files read (and media listing), for the record
     notes: list[str] = field(default_factory=list)
+    unit: str = "caption"  # what an epoch iterates by default: every (item, caption) pair, or every item
 
 
 @dataclass

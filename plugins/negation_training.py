@@ -59,7 +59,8 @@ class Recipe:
     patience: int = 2
     accumulate: int = 1
     steps_per_epoch: int = 0  # 0: one pass over the training samples
-    unit: str = "caption"  # caption: every (item, caption) pair once per epoch, as the authors; item: one per item
+    unit: str = "auto"  # caption: every (item, caption) pair once per epoch (nT2VR authors); item: one per item;
+    # auto: the training set's choice (caption for real data; item for the embedded world, as before)
     precision: str = "auto"  # auto (bf16 on GPUs, fp32 on CPUs) | bf16 | fp16 | fp32
     grad_checkpointing: bool = False
     checkpoint_every: int = 500  # optimizer steps between checkpoints (and one at each epoch end)
@@ -87,7 +88,7 @@ class Recipe:
                 raise UserError(f"-O {key}={raw}: expected {kind.__name__}") from None
         recipe = dataclasses.replace(base, **changes)
         for key, allowed in (("pivot", ("video", "query")), ("optimizer", ("rmsprop", "adamw")),
-                             ("unit", ("caption", "item")), ("precision", ("auto", "bf16", "fp16", "fp32"))):
+                             ("unit", ("auto", "caption", "item")), ("precision", ("auto", "bf16", "fp16", "fp32"))):
             if getattr(recipe, key) not in allowed:
                 raise UserError(f"-O {key}={getattr(recipe, key)}: use one of {', '.join(allowed)}")
         if recipe.batch_size < 1 or recipe.accumulate < 1:

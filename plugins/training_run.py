@@ -146,13 +146,15 @@ def _train(opts: TrainOptions, recipe: Recipe, d: distributed.Dist, device: torc
     step_loss = StepLoss(model, ddp, recipe, d, device)
     workers = _workers(opts, d)
     preprocess = {s.name: (model.preprocess_video if s.kind == "video" else model.preprocess_image) for s in ts.streams}
-    datas = [SampleData(s, sample_list(s, recipe.unit), preprocess[s.name], recipe.seed, n) for n, s in enumerate(ts.streams)]
+    unit = ts.unit if recipe.unit == "auto" else recipe.unit
+    datas = [SampleData(s, sample_list(s, unit), preprocess[s.name], recipe.seed, n) for n, s in enumerate(ts.streams)]
     samplers = [EpochBatches(len(x), recipe.batch_size, recipe.seed, n, d.rank, d.world) for n, x in enumerate(datas)]
     micro = min(s.per_epoch for s in samplers)
     micro = min(micro, recipe.steps_per_epoch) if recipe.steps_per_epoch else micro
     steps_per_epoch = -(-micro // recipe.accumulate)
     config = {**dataclasses.asdict(recipe), "model": opts.model, "model_options": opts.model_options.as_dict(),
-              "trainset": ts.name, "trainset_options": dict(opts.task_extra), "limit": opts.limit}
+              "trainset": ts.name, "trainset_options": dict(opts.task_extra), "limit": opts.limit,
+              "unit_used": unit}
     recipe_hash = hash_json({**{k: v for k, v in config.items() if k not in UNHASHED}, "data": ts.data_hash})
     info = training_state.load(out, recipe_hash)
     history: list[dict] = []

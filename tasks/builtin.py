@@ -21,8 +21,7 @@ TRAINSETS = {
     "negbench_negcap": ("negharness.tasks.negbench.training:negbench_negcap", "NegBench CC12M-NegCap captions CSV"),
     "negbench_negmcq": ("negharness.tasks.negbench.training:negbench_negmcq", "NegBench CC12M-NegMCQ MCQ CSV"),
     "negbench_negfull": ("negharness.tasks.negbench.training:negbench_negfull", "NegBench CC12M-NegFull: NegCap + NegMCQ"),
-    "negbench_coco_ft": ("negharness.tasks.negbench.training:negbench_coco_ft", "NegBench Table 1 COCO fine-tuning set"),
-    "negbench_msrvtt_ft": ("negharness.tasks.negbench.training:negbench_msrvtt_ft", "NegBench Table 1 MSR-VTT fine-tuning set"),
+    "negbench_cc12m": ("negharness.tasks.negbench.training:negbench_cc12m", "NegBench Table 1 control: plain CC12M captions"),
 }
 
 

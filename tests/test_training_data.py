@@ -141,7 +141,7 @@ def write_negbench(root: Path) -> None:
 
 
 def test_negbench_fine_tuning_csvs(tmp_path):
-    from negharness.tasks.negbench.training import negbench_negfull
+    from negharness.tasks.negbench.training import negbench_cc12m, negbench_negfull
 
     root = tmp_path / "data"
     write_negbench(root)
@@ -151,6 +151,10 @@ def test_negbench_fine_tuning_csvs(tmp_path):
     assert caps.captions[1] == ["a photo with object 1", "object 1 but no object 2"]
     assert caps.ids[0] == "coco/val2017/000000000000.jpg"  # the evaluation CSVs' path rule
     assert not mcqs.contrastive and mcqs.mcq[3] == (("A3", "B3", "C3", "D3"), 3)
+    (root / "negbench" / "finetuning" / "cc12m.csv").write_text(
+        "filepath,title\n" + "".join(f"coco/val2017/{i:012d}.jpg,plain caption {i}\n" for i in range(3)))
+    (plain,) = negbench_cc12m(TrainSetOptions(root)).streams
+    assert plain.captions == [["plain caption 0"], ["plain caption 1"], ["plain caption 2"]] and plain.mcq is None
     (root / "coco" / "val2017" / "000000000005.jpg").unlink()
     with pytest.raises(UserError, match="1 media file.*github.com/m1k2zoo/negbench"):
         negbench_negfull(TrainSetOptions(root))

@@ -65,6 +65,24 @@ def test_killed_run_resumes_exactly(tmp_path):
     assert json.loads((straight / "training.json").read_text())["optimizer_steps"] == 4
 
 
+def test_bf16_autocast_and_gradient_checkpointing_train(tmp_path):
+    """The options run and move the weights; checkpointed activations give the fp32 run's weights."""
+    plain = train(_opts(tmp_path, "plain", max_steps=1), "bnl")
+    ckpt = _opts(tmp_path, "ckpt", max_steps=1)
+    ckpt.extra["grad_checkpointing"] = "true"
+    _close(plain, train(ckpt, "bnl"), 1e-6)
+    half = _opts(tmp_path, "bf16", max_steps=1)
+    half.extra["precision"] = "bf16"
+    out = train(half, "bnl")
+    rec = json.loads((out / "training.json").read_text())
+    assert rec["recipe"]["precision"] == "bf16" and rec["optimizer_steps"] == 1
+    moved = load_state_dict(out / "model.safetensors")
+    torch.manual_seed(0)  # the loop seeds the initialisation with the run's seed (0)
+    start = OpenClipModel.create("clip", ModelOptions(arch=_arch(tmp_path)), default_pretrained=None).model.state_dict()
+    assert torch.equal(start["logit_scale"], moved["logit_scale"])  # bnl gives it no gradient
+    assert any(not torch.equal(moved[k], start[k]) for k in moved)  # the bf16 step moved the weights
+
+
 def test_ranks_shares_concatenate_to_the_one_process_batch():
     one = EpochBatches(40, 8, seed=3, stream_index=0)
     shares = [EpochBatches(40, 8, seed=3, stream_index=0, rank=r, world=2) for r in range(2)]

@@ -1,5 +1,6 @@
-"""NegBench fine-tuning sets (Alhamoud et al., CVPR 2025, section 5): CC12M-NegCap / NegMCQ / NegFull and
-the COCO and MSR-VTT fine-tuning sets of its Table 1, as ``--task negbench_negfull`` etc.
+"""NegBench fine-tuning sets (Alhamoud et al., CVPR 2025, section 5), as ``--task negbench_negfull`` etc.:
+the fine-tune data of its Table 1 (plain CC12M, CC12M-NegCap, CC12M-NegFull; COCO and MSR-VTT are
+that table's *evaluation* sets) and CC12M-NegMCQ alone.
 
 Files under ``<data root>/negbench/finetuning/`` (``-T captions_csv=`` / ``-T mcq_csv=`` point elsewhere):
 
@@ -30,8 +31,7 @@ SETS = {  # name -> (captions csv, mcq csv, what)
     "negbench_negcap": ("cc12m_negcap.csv", None, "CC12M-NegCap: captions with true negations (CLIP loss only)"),
     "negbench_negmcq": (None, "cc12m_negmcq.csv", "CC12M-NegMCQ: MCQs, one correct and three hard negatives"),
     "negbench_negfull": ("cc12m_negcap.csv", "cc12m_negmcq.csv", "CC12M-NegFull: NegCap + NegMCQ (the paper's best)"),
-    "negbench_coco_ft": ("coco_train_negcap.csv", "coco_train_negmcq.csv", "NegBench Table 1: COCO fine-tuning set"),
-    "negbench_msrvtt_ft": ("msrvtt_train_negcap.csv", "msrvtt_train_negmcq.csv", "NegBench Table 1: MSR-VTT fine-tuning set"),
+    "negbench_cc12m": ("cc12m.csv", None, "plain CC12M captions: Table 1's control fine-tune (open_clip CSV, 'title')"),
 }
 CAPTION_COLUMNS = ("captions", "caption", "title", "negative_captions")
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
@@ -161,4 +161,4 @@ def make(name: str) -> Callable[[TrainSetOptions], TrainingSet]:
 
 
 negbench_negcap, negbench_negmcq, negbench_negfull = make("negbench_negcap"), make("negbench_negmcq"), make("negbench_negfull")
-negbench_coco_ft, negbench_msrvtt_ft = make("negbench_coco_ft"), make("negbench_msrvtt_ft")
+negbench_cc12m = make("negbench_cc12m")

@@ -75,4 +75,4 @@ def shapes(options: TrainSetOptions) -> TrainingSet:
     streams = [build_stream(seed, "train", kind, n_train, root) for kind in ("video", "image")]
     val = build_stream(seed, "val", "video", n_val, root)
     digest = hash_json({"world": WORLD_VERSION, "seed": seed, "n_train": n_train, "n_val": n_val})
-    return TrainingSet("shapes", streams, val, digest)
+    return TrainingSet("shapes", streams, val, digest, unit="item")  # one sample per item, as the world's earlier runs
