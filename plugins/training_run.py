@@ -49,8 +49,11 @@ def _optimizer(recipe: Recipe, net: torch.nn.Module) -> torch.optim.Optimizer:
 
 
 def _load_trainset(opts: TrainOptions, d: distributed.Dist, model: Any) -> TrainingSet:
-    if opts.load_trainset is None:
-        raise UserError("this trainer needs a training set (--task)")
+    load = opts.load_trainset
+    if load is None:  # a caller that predates training-set plugins: the registry of the active host
+        from negharness.plugin_manager import active_host
+
+        load = lambda n, o: active_host().registry.create("trainset", n, o)  # noqa: E731
     extra = dict(opts.task_extra)
     extra.update({k: v for k, v in opts.extra.items() if k in TRAINSET_KEYS})
     root = Path(opts.data_root) if opts.data_root else data_root(None)[0]
@@ -58,7 +61,7 @@ def _load_trainset(opts: TrainOptions, d: distributed.Dist, model: Any) -> Train
     name = opts.task or "shapes"
     if not d.main:  # rank 0 builds derived files (soft negatives) once; the others read them
         distributed.barrier(d)
-    ts = opts.load_trainset(name, tso)
+    ts = load(name, tso)
     if d.main:
         distributed.barrier(d)
     if opts.limit:
