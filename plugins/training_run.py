@@ -133,138 +133,159 @@ def run(opts: TrainOptions, recipe: Recipe) -> Path:
         net.set_grad_checkpointing(True)
     ts = _load_trainset(opts, d, model)
     try:
-        return _train(opts, recipe, d, device, model, net, ts)
+        return Run(opts, recipe, d, device, model, net, ts).run()
     finally:
         distributed.shutdown(d)
 
 
-def _train(opts: TrainOptions, recipe: Recipe, d: distributed.Dist, device: torch.device, model: Any,
-           net: torch.nn.Module, ts: TrainingSet) -> Path:
-    out = Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    autocast = _autocast(device, recipe.precision)
-    scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16" and device.type == "cuda")
-    opt = _optimizer(recipe, net)
-    ddp = torch.nn.parallel.DistributedDataParallel(net, find_unused_parameters=True) if d.active else net
-    step_loss = StepLoss(model, ddp, recipe, d, device)
-    workers = _workers(opts, d)
-    preprocess = {s.name: (model.preprocess_video if s.kind == "video" else model.preprocess_image) for s in ts.streams}
-    unit = ts.unit if recipe.unit == "auto" else recipe.unit
-    datas = [SampleData(s, sample_list(s, unit), preprocess[s.name], recipe.seed, n) for n, s in enumerate(ts.streams)]
-    samplers = [EpochBatches(len(x), recipe.batch_size, recipe.seed, n, d.rank, d.world) for n, x in enumerate(datas)]
-    micro = min(s.per_epoch for s in samplers)
-    micro = min(micro, recipe.steps_per_epoch) if recipe.steps_per_epoch else micro
-    steps_per_epoch = -(-micro // recipe.accumulate)
-    config = {**dataclasses.asdict(recipe), "model": opts.model, "model_options": opts.model_options.as_dict(),
-              "trainset": ts.name, "trainset_options": dict(opts.task_extra), "limit": opts.limit,
-              "unit_used": unit}
-    recipe_hash = hash_json({**{k: v for k, v in config.items() if k not in UNHASHED}, "data": ts.data_hash})
-    info = training_state.load(out, recipe_hash)
-    history: list[dict] = []
-    best, best_epoch, epoch0, micro0, gstep = float("-inf"), -1, 0, 0, 0
-    if info:
-        training_state.restore(out, info, net, opt, scaler)
-        history, best, best_epoch = info["history"], info["best_mir"], info["best_epoch"]
-        epoch0, micro0, gstep = info["epoch"], info["next_micro"], info["global_step"]
-    elif ts.val is not None:  # the starting point's MIR, for reference; the best epoch is chosen among trained ones
-        history.append({"epoch": -1, "val_MIR": _validate(model, net, ts, device, autocast, workers, d)})
-    max_steps = opts.max_steps or 0
-    total = (recipe.epochs - epoch0) * micro - micro0
-    if max_steps:
-        total = min(total, max(0, max_steps - gstep) * recipe.accumulate)
-    report = Reporter(opts, max(total, 0), recipe.log_every, d.main)
-    stopped = "epochs"
-    net.train()
-    for epoch in range(epoch0, recipe.epochs):
-        if best_epoch >= 0 and epoch - best_epoch > recipe.patience:
-            stopped = "early stop"
-            break
-        for g in opt.param_groups:
-            g["lr"] = recipe.lr * recipe.lr_decay ** epoch
-        start = micro0 if epoch == epoch0 else 0
+@dataclasses.dataclass
+class Position:
+    """Where training stands: what a checkpoint records besides weights and optimizer state."""
+
+    epoch: int = 0
+    next_micro: int = 0  # the next micro-batch of ``epoch`` (always at an optimizer-step boundary)
+    global_step: int = 0  # optimizer steps so far
+    history: list = dataclasses.field(default_factory=list)
+    best_mir: float = float("-inf")
+    best_epoch: int = -1
+
+
+class Run:
+    """One training run: the objects every phase needs, and the phases (epoch, validate, checkpoint, finish)."""
+
+    def __init__(self, opts: TrainOptions, recipe: Recipe, d: distributed.Dist, device: torch.device, model: Any,
+                 net: torch.nn.Module, ts: TrainingSet) -> None:
+        self.opts, self.r, self.d, self.device, self.model, self.net, self.ts = opts, recipe, d, device, model, net, ts
+        self.out = Path(opts.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.autocast = _autocast(device, recipe.precision)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16" and device.type == "cuda")
+        self.opt = _optimizer(recipe, net)
+        ddp = torch.nn.parallel.DistributedDataParallel(net, find_unused_parameters=True) if d.active else net
+        self.step_loss = StepLoss(model, ddp, recipe, d, device)
+        self.workers = _workers(opts, d)
+        unit = ts.unit if recipe.unit == "auto" else recipe.unit
+        self.datas = [SampleData(s, sample_list(s, unit), model.preprocess_video if s.kind == "video" else
+                                 model.preprocess_image, recipe.seed, n) for n, s in enumerate(ts.streams)]
+        self.samplers = [EpochBatches(len(x), recipe.batch_size, recipe.seed, n, d.rank, d.world)
+                         for n, x in enumerate(self.datas)]
+        micro = min(s.per_epoch for s in self.samplers)  # one batch of every stream per step
+        self.micro = min(micro, recipe.steps_per_epoch) if recipe.steps_per_epoch else micro
+        self.config = {**dataclasses.asdict(recipe), "model": opts.model, "model_options": opts.model_options.as_dict(),
+                       "trainset": ts.name, "trainset_options": dict(opts.task_extra), "limit": opts.limit,
+                       "unit_used": unit}
+        self.recipe_hash = hash_json({**{k: v for k, v in self.config.items() if k not in UNHASHED}, "data": ts.data_hash})
+        self.max_steps = opts.max_steps or 0
+
+    # phases ---------------------------------------------------------------------------------------------
+    def resume(self) -> Position:
+        info = training_state.load(self.out, self.recipe_hash)
+        if info:
+            training_state.restore(self.out, info, self.net, self.opt, self.scaler)
+            return Position(info["epoch"], info["next_micro"], info["global_step"], info["history"], info["best_mir"],
+                            info["best_epoch"])
+        pos = Position()
+        if self.ts.val is not None:  # the starting point's MIR, for reference; the best epoch is chosen among trained ones
+            pos.history.append({"epoch": -1, "val_MIR": self.validate()})
+        return pos
+
+    def run(self) -> Path:
+        pos = self.resume()
+        total = (self.r.epochs - pos.epoch) * self.micro - pos.next_micro
+        if self.max_steps:
+            total = min(total, max(0, self.max_steps - pos.global_step) * self.r.accumulate)
+        self.report = Reporter(self.opts, max(total, 0), self.r.log_every, self.d.main)
+        self.net.train()
+        while pos.epoch < self.r.epochs:
+            if pos.best_epoch >= 0 and pos.epoch - pos.best_epoch > self.r.patience:
+                return self.finish(pos, "early stop")
+            if not self.epoch(pos):
+                return self.finish(pos, "max_steps")
+            if self.max_steps and pos.global_step >= self.max_steps:
+                return self.finish(pos, "max_steps")
+        return self.finish(pos, "epochs")
+
+    def epoch(self, pos: Position) -> bool:
+        """Train the rest of ``pos.epoch``, validate, checkpoint; False when --max-steps stopped it mid-way."""
+        r, epoch, start = self.r, pos.epoch, pos.next_micro
+        for g in self.opt.param_groups:
+            g["lr"] = r.lr * r.lr_decay ** epoch
         iters = []
-        for data, sampler in zip(datas, samplers):
+        for data, sampler in zip(self.datas, self.samplers):
             data.epoch = epoch
             sampler.set_position(epoch, start)
-            iters.append(iter(loader(data, sampler, workers)))
+            iters.append(iter(loader(data, sampler, self.workers)))
         losses, t0 = [], time.perf_counter()
-        for m in range(start, micro):
-            batches = [(s, next(it)) for s, it in zip(ts.streams, iters)]
-            with autocast():
-                loss, _ = step_loss(batches)
-            scaler.scale(loss * distributed.loss_scale(d) / recipe.accumulate).backward()
+        for m in range(start, self.micro):
+            batches = [(s, next(it)) for s, it in zip(self.ts.streams, iters)]
+            with self.autocast():
+                loss, _ = self.step_loss(batches)
+            self.scaler.scale(loss * distributed.loss_scale(self.d) / r.accumulate).backward()
             losses.append(float(loss.detach()))
-            report.step(epoch, losses[-1], recipe.batch_size * len(batches))
-            if (m + 1) % recipe.accumulate and m + 1 < micro:
+            self.report.step(epoch, losses[-1], r.batch_size * len(batches))
+            if (m + 1) % r.accumulate and m + 1 < self.micro:
                 continue
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-            gstep += 1
-            end_of_epoch = m + 1 == micro
-            if max_steps and gstep >= max_steps and not end_of_epoch:
-                _checkpoint(out, d, net, opt, scaler, recipe_hash, epoch, m + 1, gstep, history, best, best_epoch)
-                return _finish(out, opts, d, net, ts, config, history, best, best_epoch, gstep, report, "max_steps")
-            if recipe.checkpoint_every and gstep % recipe.checkpoint_every == 0 and not end_of_epoch:
-                _checkpoint(out, d, net, opt, scaler, recipe_hash, epoch, m + 1, gstep, history, best, best_epoch)
+            self.scaler.step(self.opt)
+            self.scaler.update()
+            self.opt.zero_grad(set_to_none=True)
+            pos.global_step += 1
+            pos.next_micro = m + 1
+            if m + 1 == self.micro:
+                break
+            if self.max_steps and pos.global_step >= self.max_steps:
+                self.checkpoint(pos)
+                return False
+            if r.checkpoint_every and pos.global_step % r.checkpoint_every == 0:
+                self.checkpoint(pos)
         del iters
         entry: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)) if losses else None,
-                                 "seconds": round(time.perf_counter() - t0, 1), "steps": gstep}
-        if ts.val is not None:
-            net.eval()
-            entry["val_MIR"] = _validate(model, net, ts, device, autocast, workers, d)
-            net.train()
-            if entry["val_MIR"] > best:
-                best, best_epoch = entry["val_MIR"], epoch
-                if d.main:
-                    training_state.save_best(out, net)
-        history.append(entry)
-        _checkpoint(out, d, net, opt, scaler, recipe_hash, epoch + 1, 0, gstep, history, best, best_epoch)
-        if max_steps and gstep >= max_steps:
-            return _finish(out, opts, d, net, ts, config, history, best, best_epoch, gstep, report, "max_steps")
-    return _finish(out, opts, d, net, ts, config, history, best, best_epoch, gstep, report, stopped)
+                                 "seconds": round(time.perf_counter() - t0, 1), "steps": pos.global_step}
+        if self.ts.val is not None:
+            entry["val_MIR"] = self.validate()
+            if entry["val_MIR"] > pos.best_mir:
+                pos.best_mir, pos.best_epoch = entry["val_MIR"], epoch
+                if self.d.main:
+                    training_state.save_best(self.out, self.net)
+        pos.history.append(entry)
+        pos.epoch, pos.next_micro = epoch + 1, 0
+        self.checkpoint(pos)
+        return True
 
+    def validate(self) -> float:
+        """Rank 0 scores the validation split; every rank gets its MIR (the early-stop decision is shared)."""
+        mir = None
+        if self.d.main:
+            was = self.net.training
+            self.net.eval()
+            val = self.ts.val
+            data = ItemData(val, self.model.preprocess_video if val.kind == "video" else self.model.preprocess_image)
+            dl = torch.utils.data.DataLoader(data, batch_size=64, num_workers=self.workers, collate_fn=collate)
+            mir = validation_mir(self.model, val, dl, self.device, self.autocast)
+            self.net.train(was)
+        return float(distributed.broadcast(self.d, mir))
 
-def _validate(model: Any, net: torch.nn.Module, ts: TrainingSet, device: torch.device, autocast: Any,
-              workers: int, d: distributed.Dist) -> float:
-    """Rank 0 scores the validation split; every rank gets its MIR (the early-stop decision is shared)."""
-    mir = None
-    if d.main:
-        was = net.training
-        net.eval()
-        one = model.preprocess_video if ts.val.kind == "video" else model.preprocess_image
-        data = ItemData(ts.val, one)
-        dl = torch.utils.data.DataLoader(data, batch_size=64, num_workers=workers, collate_fn=collate)
-        mir = validation_mir(model, ts.val, dl, device, autocast)
-        net.train(was)
-    return float(distributed.broadcast(d, mir))
+    def checkpoint(self, pos: Position) -> None:
+        if self.d.main:
+            training_state.save(self.out, self.net, self.opt, self.scaler, {
+                "format": FORMAT, "recipe_hash": self.recipe_hash, **dataclasses.asdict(pos)})
+        distributed.barrier(self.d)
 
-
-def _checkpoint(out: Path, d: distributed.Dist, net: torch.nn.Module, opt: Any, scaler: Any, recipe_hash: str,
-                epoch: int, next_micro: int, gstep: int, history: list, best: float, best_epoch: int) -> None:
-    if d.main:
-        training_state.save(out, net, opt, scaler, {
-            "format": FORMAT, "recipe_hash": recipe_hash, "epoch": epoch, "next_micro": next_micro,
-            "global_step": gstep, "history": history, "best_mir": best, "best_epoch": best_epoch})
-    distributed.barrier(d)
-
-
-def _finish(out: Path, opts: TrainOptions, d: distributed.Dist, net: torch.nn.Module, ts: TrainingSet, config: dict,
-            history: list, best: float, best_epoch: int, gstep: int, report: Reporter, stopped: str) -> Path:
-    """Rank 0 writes the model the evaluation loads (best validation epoch, else the last weights) and the record."""
-    if d.main:
-        best_file = out / "best.safetensors"
-        state = load_state_dict(best_file) if best_epoch >= 0 and best_file.is_file() else \
-            {k: v.detach().cpu() for k, v in net.state_dict().items()}
-        save_safetensors(out / "model.safetensors", state)
-        meta = {"format": FORMAT, "base_model": opts.model, "base_options": opts.model_options.as_dict(),
-                "recipe": config, "history": history, "best_epoch": best_epoch,
-                "best_val_MIR": best if best_epoch >= 0 else None}
-        atomic_write_json(out / "model.json", meta)
-        atomic_write_json(out / "training.json", {
-            **meta, "versions": _versions(), "data_hash": ts.data_hash, "trainset_notes": ts.notes,
-            "train_items": {s.name: len(s) for s in ts.streams}, "val_items": len(ts.val) if ts.val else 0,
-            "world_size": d.world, "optimizer_steps": gstep, "stopped_by": stopped,
-            "samples_per_second_this_run": round(report.rate, 2)})
-    distributed.barrier(d)
-    return out
+    def finish(self, pos: Position, stopped: str) -> Path:
+        """Rank 0 writes the model the evaluation loads (best validation epoch, else the last weights) and the record."""
+        out, ts = self.out, self.ts
+        if self.d.main:
+            best_file = out / "best.safetensors"
+            state = load_state_dict(best_file) if pos.best_epoch >= 0 and best_file.is_file() else \
+                {k: v.detach().cpu() for k, v in self.net.state_dict().items()}
+            save_safetensors(out / "model.safetensors", state)
+            meta = {"format": FORMAT, "base_model": self.opts.model, "base_options": self.opts.model_options.as_dict(),
+                    "recipe": self.config, "history": pos.history, "best_epoch": pos.best_epoch,
+                    "best_val_MIR": pos.best_mir if pos.best_epoch >= 0 else None}
+            atomic_write_json(out / "model.json", meta)
+            atomic_write_json(out / "training.json", {
+                **meta, "versions": _versions(), "data_hash": ts.data_hash, "trainset_notes": ts.notes,
+                "train_items": {s.name: len(s) for s in ts.streams}, "val_items": len(ts.val) if ts.val else 0,
+                "world_size": self.d.world, "optimizer_steps": pos.global_step, "stopped_by": stopped,
+                "samples_per_second_this_run": round(self.report.rate, 2)})
+        distributed.barrier(self.d)
+        return out
