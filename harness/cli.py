@@ -41,15 +41,18 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False)
 
 
-def _progress(console: Any):
-    """A live bar in a terminal; elsewhere (a log file, CI, a pipe) a line on stderr every few seconds."""
+def _progress(console: Any, training: bool = False):
+    """A live bar in a terminal (with an ETA when training); elsewhere (a log file, CI, a pipe) a
+    line on stderr every few seconds."""
     if not console.is_terminal:
         from .progress import LogProgress
 
         return LogProgress(sys.stderr)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    eta = [TimeRemainingColumn()] if training else []
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), *eta,
                     console=console, transient=True)
 
 
@@ -81,7 +84,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     host = _host(args)
     console = _console()
-    for kind in ("model", "task", "trainer", "editor", "detector"):
+    for kind in ("model", "task", "trainer", "trainset", "editor", "detector"):
         entries = host.registry.entries(kind)
         if not entries:
             continue
@@ -184,21 +187,32 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .model import ModelOptions
     from .train import TrainOptions
 
+    if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
+        import subprocess
+
+        from .distributed import torchrun_argv
+
+        return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
     host = _host(args)
     entry = host.registry.get("trainer", args.trainer)
     if args.model:
         host.registry.get("model", args.model)
     err = _console(stderr=True)
-    with _progress(err) as progress:
+    log = None if err.is_terminal else (lambda line: err.print(line, soft_wrap=True))
+    with _progress(err, training=True) as progress:
         opts = TrainOptions(
             out=Path(args.out), model=args.model,
             model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
-            task=args.task, seed=args.seed, device=args.device,
+            task=args.task, task_extra=_pairs(args.task_arg, "-T"), seed=args.seed, device=args.device,
             cache_dir=Path(args.cache_dir) if args.cache_dir else None,
             data_root=Path(args.data_root) if args.data_root else None,
-            extra=_pairs(args.option, "-O"), progress=progress, plugins=PluginLookup(host.registry))
+            extra=_pairs(args.option, "-O"), progress=progress, plugins=PluginLookup(host.registry),
+            max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log)
         path = entry.load()(opts)
-    _console().print(f"wrote {path}")
+    from .distributed import from_env
+
+    if from_env().main:
+        _console().print(f"wrote {path}")
     return 0
 
 
@@ -395,15 +409,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model with a trainer plugin")
     p.add_argument("--trainer", required=True)
     p.add_argument("--model", help="model to start from (trainer-specific)")
-    p.add_argument("--task", help="training data (trainer-specific; the negation trainers take 'shapes')")
-    p.add_argument("--out", required=True, help="checkpoint to write (safetensors)")
+    p.add_argument("--task", help="training set (`negharness list` shows them: shapes, msrvtt10ktrain, "
+                                  "negbench_negfull, captions ...)")
+    p.add_argument("--out", required=True, help="output folder (checkpoints, model, training record)")
     _model_options(p)
     p.add_argument("-O", "--option", action="append", metavar="KEY=VALUE", help="trainer option, repeatable")
+    p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="training-set option, repeatable")
+    p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (resumable)")
+    p.add_argument("--limit", type=int, help="use only the first N items of each training set stream")
+    p.add_argument("--workers", type=int, help="DataLoader worker processes (default: min(8, CPUs - 1))")
+    p.add_argument("--nproc", type=int, help="train on N processes (DDP) by re-launching under torchrun")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--cache-dir")
     p.add_argument("--data-root", help="where training data lives or is generated (as for run)")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, argv=None)
     return parser
 
 
@@ -413,6 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefer_passive_waiting()  # before any command imports torch
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is not None and hasattr(args, "argv"):
+        args.argv = list(argv)  # what --nproc re-launches
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

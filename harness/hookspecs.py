@@ -55,3 +55,10 @@ def negharness_register_editors(registry: "Registrar") -> None:
 @hookspec
 def negharness_register_detectors(registry: "Registrar") -> None:
     """Add object detectors that score object presence for editing tasks."""
+
+
+@hookspec
+def negharness_register_trainsets(registry: "Registrar") -> None:
+    """Add training sets, named like tasks (``msrvtt10ktrain``); the factory takes
+    `negharness.train.TrainSetOptions` and returns a `negharness.train.TrainingSet`. Trainers reach
+    them through the registry only, so a package can add its own data without touching a trainer."""

@@ -27,6 +27,7 @@ _HOOK_KINDS = {
     "negharness_register_trainers": "trainer",
     "negharness_register_editors": "editor",
     "negharness_register_detectors": "detector",
+    "negharness_register_trainsets": "trainset",
 }
 
 

@@ -1,4 +1,4 @@
-"""Name -> lazy factory, per kind (model, task, trainer, editor, detector), with the plugin that gave it."""
+"""Name -> lazy factory, per kind (model, task, trainer, editor, detector, trainset), with the plugin that gave it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .errors import DuplicateNameError, UnknownNameError, UserError
 
-KINDS = ("model", "task", "trainer", "editor", "detector")
+KINDS = ("model", "task", "trainer", "editor", "detector", "trainset")
 
 
 @dataclass(frozen=True)

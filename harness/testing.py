@@ -112,3 +112,17 @@ def host_with_models(models: dict[str, Any], name: str = "inline"):
 
     host.register(types.SimpleNamespace(negharness_register_models=negharness_register_models), name)
     return host
+
+
+def lookup(**kinds: dict[str, Any]):
+    """A `negharness.context.PluginLookup` over only the given factories, by kind and name, e.g.
+    ``lookup(model={"clip": my_factory}, trainset={"shapes": shapes})``: a trainer or task under
+    test then makes exactly these plugins, the way a run makes installed ones."""
+    from .context import PluginLookup
+    from .registry import Registry
+
+    registry = Registry()
+    for kind, factories in kinds.items():
+        for name, factory in factories.items():
+            registry.add(kind, name, factory, f"{name} (testing)", "testing")
+    return PluginLookup(registry)

@@ -1,12 +1,101 @@
-"""What a trainer plugin receives. A trainer factory takes `TrainOptions` and returns the checkpoint path."""
+"""What a trainer plugin receives, and what a training-set plugin gives.
+
+A trainer factory takes `TrainOptions` and returns the output folder. A training set ("trainset",
+registered like a task: ``msrvtt10ktrain``, ``negbench_negfull``, ``shapes``) is a factory taking
+`TrainSetOptions` and returning a `TrainingSet`: streams of media with captions and whatever the
+negation losses need (soft negatives, true negations, MCQs), plus an optional validation stream.
+Media are loaded lazily by index (``load(i)``), so decoding runs in DataLoader workers.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from .errors import UserError
 from .model import ModelOptions
+from .video import FrameSampling
+
+Mcq = tuple[tuple[str, ...], int]  # (options, index of the correct one)
+
+
+@dataclass
+class TrainStream:
+    """One kind of media with its text. Lists are per item; ``None`` means "this stream has none".
+
+    ``groups``: items with equal group ids are indistinguishable (all positives of each other's
+    captions); default: every item its own group. ``negated``: per caption its soft negative q- or
+    None (nT2VR). ``true_negations``: captions that mention what is absent and stay true (NegBench's
+    CLIP positives). ``mcq``: per item an MCQ or None.
+    """
+
+    name: str
+    kind: str  # "image" | "video"
+    ids: list[str]
+    load: Callable[[int], Any]  # raw item: PIL image / uint8 (H, W, 3) or frames (T, H, W, 3)
+    captions: list[list[str]]
+    groups: list[str] | None = None
+    negated: list[list[str | None]] | None = None
+    true_negations: list[list[str]] | None = None
+    mcq: list[Mcq | None] | None = None
+    contrastive: bool = True  # False: MCQ rows only (NegBench's NegMCQ batches get only the MCQ loss)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("image", "video"):
+            raise ValueError(f"stream {self.name}: kind must be image or video")
+        n = len(self.ids)
+        for name in ("captions", "groups", "negated", "true_negations", "mcq"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"stream {self.name}: {name} has {len(value)} entries for {n} items")
+        if self.groups is None:
+            self.groups = list(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def subset(self, positions: Sequence[int]) -> "TrainStream":
+        """The first items only (``--limit``), loading through the original indices."""
+        pos = list(positions)
+        pick = (lambda xs: None if xs is None else [xs[i] for i in pos])
+        load = self.load
+        return TrainStream(self.name, self.kind, pick(self.ids), lambda i: load(pos[i]), pick(self.captions),
+                           pick(self.groups), pick(self.negated), pick(self.true_negations), pick(self.mcq),
+                           self.contrastive)
+
+
+@dataclass
+class TrainingSet:
+    name: str
+    streams: list[TrainStream]
+    val: TrainStream | None = None  # validation (original captions): MIR picks the epoch, stops early
+    data_hash: str = ""  # content hash of the text files read (and media listing), for the record
+    notes: list[str] = field(default_factory=list)
+    unit: str = "caption"  # what an epoch iterates by default: every (item, caption) pair, or every item
+
+
+@dataclass
+class TrainSetOptions:
+    data_root: Path
+    extra: dict[str, str] = field(default_factory=dict)  # -T key=value
+    seed: int = 0
+    sampling: FrameSampling | None = None  # the model's choice (-M frames=...), else the set's default
+    cache_dir: Path | None = None
+
+    def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
+        if key not in self.extra:
+            return default
+        try:
+            return cast(self.extra[key])
+        except ValueError as exc:
+            raise UserError(f"-T {key}={self.extra[key]}: expected {cast.__name__}") from exc
+
+    def check_extra(self, allowed: set[str], name: str) -> None:
+        unknown = sorted(set(self.extra) - allowed)
+        if unknown:
+            raise UserError(f"-T {unknown[0]}: not an option of training set {name!r} "
+                            f"(it takes: {', '.join(sorted(allowed)) or 'none'})")
 
 
 @dataclass
@@ -15,6 +104,7 @@ class TrainOptions:
     model: str | None = None
     model_options: ModelOptions = field(default_factory=ModelOptions)
     task: str | None = None
+    task_extra: dict[str, str] = field(default_factory=dict)
     seed: int = 0
     device: str = "auto"
     cache_dir: Path | None = None
@@ -22,19 +112,33 @@ class TrainOptions:
     extra: dict[str, str] = field(default_factory=dict)
     progress: Any = None
     plugins: Any = None  # the run's negharness.context.PluginLookup; the installed plugins when None
+    max_steps: int | None = None  # stop after this many optimizer steps in total (quick checks)
+    limit: int | None = None  # first N items of each training stream (and of validation)
+    workers: int | None = None  # DataLoader workers (default: min(8, CPUs - 1))
+    log: Callable[[str], None] | None = None  # a line every few seconds where no progress bar shows
 
-    def load_model(self, name: str, options: ModelOptions) -> Any:
-        """A fresh model to train, made through the run's plugin lookup like every other plugin."""
+    def lookup(self) -> Any:
         if self.plugins is None:
             from .context import PluginLookup
 
             self.plugins = PluginLookup.installed()
-        return self.plugins.create("model", name, options)
+        return self.plugins
+
+    def load_model(self, name: str, options: ModelOptions) -> Any:
+        """A fresh model to train, made through the run's plugin lookup like every other plugin."""
+        return self.lookup().create("model", name, options)
+
+    def load_trainset(self, name: str, options: "TrainSetOptions") -> "TrainingSet":
+        """A training set by name (kind ``trainset``), through the same lookup."""
+        from .errors import UnknownNameError
+
+        try:
+            return self.lookup().create("trainset", name, options)
+        except UnknownNameError as exc:
+            raise UserError(f"--task {name}: not a training set ({exc}); `negharness list` shows the trainsets") from None
 
     def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
         """An ``-O key=value`` option, cast, with a clear error naming the option."""
-        from .errors import UserError
-
         if key not in self.extra:
             return default
         try:

@@ -1,81 +1,133 @@
-"""Training data with negation, from the embedded world: what the BNL/SNL and NegBench trainers consume.
+"""Training samples as DataLoader workers produce them: decoded and preprocessed by the model's own
+transform, with the caption, soft negative, true negation and MCQ chosen for this epoch.
 
-Per item: its captions; for each caption the negator's soft negative q- (nT2VR; built once and kept
-under the data root, captions without a candidate are left out of the auxiliary loss); captions
-with *true* negations (NegBench's CC12M-NegCap idea: a caption that says what is absent is a
-positive for the item); and a NegBench-style MCQ with exact answers.
+A *sample* is one (item, caption) pair, as the nT2VR authors iterate captions (``unit=caption``), or
+one item with a caption drawn per epoch (``unit=item``). Every random choice is a pure function of
+(seed, epoch, sample), so a resumed run and a run on another number of ranks see the same batches.
+`EpochBatches` cuts an epoch's permutation into global batches and gives each rank its contiguous
+share, so the ranks' shares concatenated in rank order are the one-process batch.
 """
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import numpy as np
+import torch
 
-from negharness.atomic import cached_json
-from negharness.text.negator import negate
-from negharness.world.media import WorldData, load_world
-from negharness.world.scenes import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
+from negharness.train import TrainStream
 
 
-
-@dataclass
-class Stream:
-    """One kind of media (videos or still images) with everything the losses need."""
-
-    kind: str
-    pixels: np.ndarray
-    groups: list[str]
-    captions: list[list[str]]
-    negated: list[list[str | None]]  # per caption: the negator's soft negative, or None
-    true_negations: list[list[str]]
-    mcq: list[tuple[tuple[str, ...], int]]  # (options, correct index)
+def sample_list(stream: TrainStream, unit: str) -> np.ndarray:
+    """(item, caption index) pairs; caption index -1 means "draw one per epoch"."""
+    if unit == "item":
+        return np.stack([np.arange(len(stream)), -np.ones(len(stream), dtype=np.int64)], 1)
+    pairs = [(i, k) for i, caps in enumerate(stream.captions) for k in range(len(caps))]
+    return np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
 
 
-def _soft_negatives(world: WorldData, root: Path | None, seed: int, split: str, kind: str) -> list[list[str | None]]:
-    def make() -> list[list[str | None]]:
-        negs = [[(negate(c, seed=seed) or [None])[0] for c in caps] for caps in world.captions]
-        return [[n.text if n is not None and not n.rule.startswith("remove") else None for n in caps] for caps in negs]
+class SampleData(torch.utils.data.Dataset):
+    """Sample j of a stream -> pixels through ``preprocess`` (in a worker) and the texts of this epoch."""
 
-    name = f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{len(world.ids)}.negator.json"
-    return cached_json(None if root is None else Path(root) / "shapes_world" / name, make)
+    def __init__(self, stream: TrainStream, samples: np.ndarray, preprocess: Callable[[Any], torch.Tensor],
+                 seed: int, stream_index: int) -> None:
+        self.s, self.samples, self.preprocess = stream, samples, preprocess
+        self.seed, self.stream_index, self.epoch = seed, stream_index, 0
+        self.group_ids = {g: n for n, g in enumerate(dict.fromkeys(stream.groups))}
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, j: int) -> dict[str, Any]:
+        s = self.s
+        item, k = (int(v) for v in self.samples[j])
+        rng = np.random.default_rng([self.seed, self.epoch, self.stream_index, j])
+        if k < 0:
+            k = int(rng.integers(len(s.captions[item])))
+        neg = s.negated[item][k] if s.negated is not None else None
+        if neg:  # several candidates (the authors' file) are tab-joined: one per epoch
+            cands = neg.split("\t")
+            neg = cands[int(rng.integers(len(cands)))]
+        tn = s.true_negations[item] if s.true_negations is not None else []
+        mcq = s.mcq[item] if s.mcq is not None else None
+        return {"pixels": self.preprocess(s.load(item)), "caption": s.captions[item][k], "negated": neg or "",
+                "has_negated": bool(neg), "true_negation": tn[int(rng.integers(len(tn)))] if tn else "",
+                "options": list(mcq[0]) if mcq else [], "correct": mcq[1] if mcq else -1,
+                "group": self.group_ids[s.groups[item]], "sample": j}
 
 
-def _progressive(action: str) -> str:
-    return ACTIONS[action][2]
-
-
-def true_negations(facts: str, caption: str, rng: random.Random, kind: str) -> list[str]:
-    """Captions that stay true: an absent shape, and (videos) an action an object is not doing."""
-    present = facts.split("|")
-    shapes_present = {" ".join(f.split()[:2]) for f in present}
-    absent = rng.choice([f"{c} {s}" for c in COLOURS for s in SHAPES if f"{c} {s}" not in shapes_present])
-    out = [f"{caption} and there is no {absent}", f"there is no {absent} but {caption}"]
-    if kind == "video":
-        fact = rng.choice(present).split()
-        obj, act = " ".join(fact[:2]), fact[2]
-        other = rng.choice([a for a in ACTIONS if a != act])
-        out.append(f"a {obj} is {_progressive(act)} and not {_progressive(other)}")
+def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Stack pixels; videos of unequal length are padded, with a (B, T) mask of real frames."""
+    pix = [r["pixels"] for r in rows]
+    out: dict[str, Any] = {k: [r[k] for r in rows] for k in rows[0] if k != "pixels"}
+    if pix[0].dim() == 4:
+        t = max(p.shape[0] for p in pix)
+        mask = torch.zeros(len(pix), t)
+        padded = torch.zeros(len(pix), t, *pix[0].shape[1:], dtype=pix[0].dtype)
+        for n, p in enumerate(pix):
+            padded[n, :p.shape[0]] = p
+            mask[n, :p.shape[0]] = 1
+        out["pixels"], out["mask"] = padded, mask
+    else:
+        out["pixels"], out["mask"] = torch.stack(pix), None
+    out["group"] = torch.tensor(out["group"])
+    out["correct"] = torch.tensor(out["correct"])
     return out
 
 
-def mcq(facts: str, rng: random.Random, noun: str) -> tuple[tuple[str, ...], int]:
-    """NegBench layout: correct first (positive / negative / hybrid), then "N but not A", "N", "not A"."""
-    present = facts.split("|")
-    a = rng.choice(present)
-    n = rng.choice([f"{c} {s}" for c in COLOURS for s in SHAPES if f"{c} {s}" not in {" ".join(p.split()[:2]) for p in present}])
-    correct = rng.choice([f"this {noun} features a {a}", f"this {noun} does not feature a {n}",
-                          f"this {noun} features a {a} but not a {n}"])
-    return (correct, f"this {noun} features a {n} but not a {a}", f"this {noun} features a {n}",
-            f"this {noun} does not feature a {a}"), 0
+class EpochBatches(torch.utils.data.Sampler):
+    """This rank's share of each global batch of an epoch, from ``start`` (a batch index) on.
+
+    The permutation depends on (seed, epoch, stream) only; the last incomplete batch is dropped (as
+    the authors' loaders do in training), so every global batch has ``batch`` samples."""
+
+    def __init__(self, n: int, batch: int, seed: int, stream_index: int, rank: int = 0, world: int = 1) -> None:
+        if batch % world:
+            raise ValueError(f"batch {batch} does not split over {world} ranks")
+        self.n, self.batch, self.seed, self.stream_index, self.rank, self.world = n, batch, seed, stream_index, rank, world
+        self.epoch, self.start = 0, 0
+
+    @property
+    def per_epoch(self) -> int:
+        return max(1, self.n // self.batch)
+
+    def set_position(self, epoch: int, start: int) -> None:
+        self.epoch, self.start = epoch, start
+
+    def global_batch(self, epoch: int, b: int) -> np.ndarray:
+        perm = np.random.default_rng([self.seed, epoch, self.stream_index, 7]).permutation(self.n)
+        if self.n < self.batch:  # a tiny set: the whole set is one batch
+            return perm
+        return perm[b * self.batch:(b + 1) * self.batch]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for b in range(self.start, self.per_epoch):
+            g = self.global_batch(self.epoch, b)
+            share = len(g) // self.world
+            yield g[self.rank * share:(self.rank + 1) * share].tolist()
+
+    def __len__(self) -> int:
+        return self.per_epoch - self.start
 
 
-def build_stream(seed: int, split: str, kind: str, n: int, root: Path | None, query_seed: int = 0) -> Stream:
-    world = load_world(seed, split, kind, n, root)
-    rng = random.Random(f"{query_seed}|{split}|{kind}")
-    return Stream(
-        kind, world.pixels, world.groups, world.captions, _soft_negatives(world, root, seed, split, kind),
-        [true_negations(f, caps[0], rng, kind) for f, caps in zip(world.groups, world.captions)],
-        [mcq(f, rng, "video" if kind == "video" else "image") for f in world.groups])
+def loader(data: SampleData, batches: EpochBatches, workers: int) -> torch.utils.data.DataLoader:
+    """Decoding and preprocessing in ``workers`` processes (0: in this process), batches prefetched."""
+    kw: dict[str, Any] = {"num_workers": workers, "collate_fn": collate, "batch_sampler": batches}
+    if workers > 0:
+        from negharness.runner import lower_priority
+
+        kw.update(prefetch_factor=4, worker_init_fn=lower_priority)
+    return torch.utils.data.DataLoader(data, **kw)
+
+
+class ItemData(torch.utils.data.Dataset):
+    """Items (not captions) of a validation stream, preprocessed in workers."""
+
+    def __init__(self, stream: TrainStream, preprocess: Callable[[Any], torch.Tensor]) -> None:
+        self.s, self.preprocess = stream, preprocess
+
+    def __len__(self) -> int:
+        return len(self.s)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"pixels": self.preprocess(self.s.load(i)), "group": 0, "correct": -1}

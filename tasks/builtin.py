@@ -12,6 +12,28 @@ from negharness.tasks.nt2vr.collections import COLLECTIONS, QUERY_SETS
 # caption generators the built-in YAML files may name (lazy: `list` imports no NLTK)
 GENERATORS = {"aro_order_shuffles": "negharness.tasks.choice.aro_order:order_shuffles"}
 
+# training sets (kind "trainset"): named like tasks, read from the same data root
+TRAINSETS = {
+    "shapes": ("negharness.tasks.shapes.training:shapes", "embedded world: videos + images with soft negatives, "
+               "true negations and MCQs (no download)"),
+    "captions": ("negharness.tasks.nt2vr.training:captions", "your own captions: -T file=CSV|TXT|JSON -T media=DIR"),
+    "msrvtt10ktrain": ("negharness.tasks.nt2vr.training:msrvtt10ktrain", "nT2VR: MSR-VTT official train (7k), val msrvtt10kval"),
+    "msrvtt1kAtrain": ("negharness.tasks.nt2vr.training:msrvtt1kAtrain", "nT2VR: MSR-VTT 9k train (JSFusion), val msrvtt1kAval"),
+    "vatex_train": ("negharness.tasks.nt2vr.training:vatex_train", "nT2VR: VATEX train (HGR split), val vatex_val1k5"),
+    "flickr30ktrain": ("negharness.tasks.nt2vr.training:flickr30ktrain", "nT2VR appendix A.3: Flickr30k train, val flickr30kval"),
+    "mscocotrain": ("negharness.tasks.nt2vr.training:mscocotrain", "nT2VR appendix A.3: MS-COCO train, val mscocoval"),
+    "negbench_negcap": ("negharness.tasks.negbench.training:negbench_negcap", "NegBench CC12M-NegCap captions CSV"),
+    "negbench_negmcq": ("negharness.tasks.negbench.training:negbench_negmcq", "NegBench CC12M-NegMCQ MCQ CSV"),
+    "negbench_negfull": ("negharness.tasks.negbench.training:negbench_negfull", "NegBench CC12M-NegFull: NegCap + NegMCQ"),
+    "negbench_cc12m": ("negharness.tasks.negbench.training:negbench_cc12m", "NegBench Table 1 control: plain CC12M captions"),
+}
+
+
+@hookimpl
+def negharness_register_trainsets(registry: Registrar) -> None:
+    for name, (target, what) in TRAINSETS.items():
+        registry.add(name, target, what)
+
 
 @hookimpl
 def negharness_register_tasks(registry: Registrar) -> None:

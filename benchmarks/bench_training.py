@@ -1,0 +1,165 @@
+"""Training throughput of `negharness train`'s loop against a bare PyTorch loop, in the same run.
+
+Both train the same model with the same recipe (bnl: triplet + two bcl terms, one forward per step)
+on the same samples of a generated MSR-VTT-layout train split (short mp4 videos, 8 uniform frames):
+
+- loop: the real thing (`plugins.training_run`): decoding + preprocessing in DataLoader workers,
+  checkpoints off, no validation (``-T val=none``); samples/s from its training record.
+- bare: the same steps over batches decoded and preprocessed *before* timing, so it measures
+  forward + backward + optimizer only: the ceiling of any loop.
+- decode: samples/s of decode + preprocess alone in this process (one core).
+
+On a CPU, workers and the model share the cores, so the loop cannot reach the bare rate; the
+printed ceiling assumes decoding and compute share ``cores`` cores without overlap loss:
+1 / (1 + bare/(decode x cores)) . On a GPU the model runs on the device and the goal is >= 0.9.
+
+    python benchmarks/bench_training.py [--videos 48] [--steps 12] [--batch 8] [--arch tiny|ViT-B-32]
+                                        [--device cpu|cuda] [--precision fp32|bf16] [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+TINY = {"model_cfg": {"embed_dim": 64, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "patch_size": 16,
+                                                       "head_width": 32},
+                      "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2}},
+        "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}
+WORDS = ["man", "dog", "woman", "car", "cat", "child", "bird", "horse"]
+VERBS = ["running", "dancing", "cooking", "driving", "sleeping", "singing", "jumping", "walking"]
+
+
+def write_split(root: Path, n: int, size: int) -> None:
+    import av
+
+    folder = root / "msrvtt10ktrain"
+    for sub in ("TextData", "VideoSets", "videos"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    yy, xx = np.mgrid[0:size, 0:size]
+    lines = []
+    for i in range(n):
+        vid = f"video{i}"
+        with av.open(str(folder / "videos" / f"{vid}.mp4"), "w") as out:
+            stream = out.add_stream("libx264", rate=15)
+            stream.width = stream.height = size
+            stream.pix_fmt = "yuv420p"
+            for f in range(45):  # 3 s
+                # smooth moving content (as real video; noise would make decoding pathologically slow)
+                base = (xx + 3 * f + 17 * i) % 256
+                frame = np.stack([base, (yy + 2 * f) % 256, (xx + yy + i) % 256], -1).astype(np.uint8)
+                for p in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                    out.mux(p)
+            for p in stream.encode():
+                out.mux(p)
+        for k in range(2):
+            lines.append(f"{vid}#enc#{k} a {WORDS[(i + k) % 8]} is {VERBS[(3 * i + k) % 8]} in the scene\n")
+    (folder / "TextData" / "msrvtt10ktrain.caption.txt").write_text("".join(lines))
+    (folder / "VideoSets" / "msrvtt10ktrain.txt").write_text("".join(f"video{i}\n" for i in range(n)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--videos", type=int, default=48)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--arch", default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--size", type=int, default=128, help="video side in pixels")
+    args = ap.parse_args()
+    os.environ.setdefault("NEGHARNESS_CACHE", tempfile.mkdtemp())
+
+    from negharness.distributed import Dist
+    from negharness.model import ModelOptions
+    from negharness.plugins.negation_data import SampleData, collate, sample_list
+    from negharness.plugins.negation_training import Recipe, train
+    from negharness.plugins.openclip_model import OpenClipModel
+    from negharness.plugins.training_step import StepLoss
+    from negharness.tasks.nt2vr.training import msrvtt10ktrain
+    from negharness.testing import lookup
+    from negharness.train import TrainOptions, TrainSetOptions
+
+    tmp = Path(tempfile.mkdtemp())
+    write_split(tmp / "data", args.videos, args.size)
+    arch = args.arch
+    if arch == "tiny":
+        arch = str(tmp / "tiny.json")
+        Path(arch).write_text(json.dumps(TINY))
+    mopts = ModelOptions(arch=arch)
+
+    def load_model(_n, o):
+        return OpenClipModel.create("clip", o, default_pretrained=None)
+
+    recipe_opts = {"batch_size": str(args.batch), "epochs": "1000", "checkpoint_every": "0", "lr": "1e-6",
+                   "precision": args.precision, "unit": "item"}
+    # the loop: one warm-up step in its own run (worker start, first batch), then the timed run
+    opts = TrainOptions(out=tmp / "loop", model="clip", model_options=mopts, task="msrvtt10ktrain",
+                        task_extra={"val": "none"}, device=args.device, data_root=tmp / "data", extra=recipe_opts,
+                        plugins=lookup(model={"clip": lambda o: load_model("clip", o)}, trainset={"msrvtt10ktrain": msrvtt10ktrain}),
+                        max_steps=args.steps,
+                        workers=args.workers)
+    t0 = time.perf_counter()
+    train(opts, "bnl")
+    wall = time.perf_counter() - t0
+    loop_sps = json.loads((tmp / "loop" / "training.json").read_text())["samples_per_second_this_run"]
+
+    # bare: the same recipe's steps on batches decoded before timing
+    torch.manual_seed(0)
+    model = load_model("clip", mopts)
+    device = torch.device(args.device)
+    model.to(device)
+    net = model.modules()[0].train()
+    recipe = Recipe.from_options("bnl", TrainOptions(out=tmp, extra=recipe_opts))
+    ts = msrvtt10ktrain(TrainSetOptions(tmp / "data", {"val": "none"}, cache_dir=tmp / "c"))
+    stream = ts.streams[0]
+    data = SampleData(stream, sample_list(stream, "item"), model.preprocess_video, 0, 0)
+    n_dec = min(len(data), args.batch * 4)
+    t = time.perf_counter()
+    rows = [data[j] for j in range(n_dec)]
+    decode_sps = n_dec / (time.perf_counter() - t)
+    batches = [collate(rows[i:i + args.batch]) for i in range(0, n_dec - args.batch + 1, args.batch)]
+    step = StepLoss(model, net, recipe, Dist(), device)
+    opt = torch.optim.RMSprop(net.parameters(), lr=1e-6)
+    import contextlib
+
+    ctx = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if args.precision == "bf16" else contextlib.nullcontext
+
+    def one(b):
+        with ctx():
+            loss, _ = step([(stream, b)])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    one(batches[0])  # warm-up
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for s in range(args.steps):
+        one(batches[s % len(batches)])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    bare_sps = args.steps * args.batch / (time.perf_counter() - t)
+    cores = os.cpu_count() or 1
+    ceiling = 1 / (1 + bare_sps / (decode_sps * cores)) if device.type == "cpu" else 1.0
+    print(f"device {args.device} precision {args.precision} arch {args.arch} batch {args.batch} steps {args.steps} "
+          f"workers {args.workers} cores {cores} videos {args.size}px 3 s, 8 frames")
+    print(f"bare loop (pre-decoded)   : {bare_sps:8.1f} samples/s")
+    print(f"negharness loop (workers) : {loop_sps:8.1f} samples/s   (whole call incl. start-up: {wall:.1f} s)")
+    print(f"decode+preprocess, 1 core : {decode_sps:8.1f} samples/s")
+    print(f"ratio loop / bare         : {loop_sps / bare_sps:8.2f}   CPU ceiling (shared cores) {ceiling:.2f}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

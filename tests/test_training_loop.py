@@ -1,0 +1,119 @@
+"""The loop at scale, on CPU: a run killed mid-epoch (with gradient accumulation) resumes to the same
+weights as an uninterrupted one; DDP with 2 gloo processes equals 1 process; a run resumes on
+another number of ranks; the sampler shards global batches so that ranks' shares make the batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from negharness.checkpoints import load_state_dict
+from negharness.model import ModelOptions
+from negharness.plugins.negation_data import EpochBatches
+from negharness.plugins.negation_training import train
+from negharness.plugins.openclip_model import OpenClipModel
+from negharness.tasks.shapes.training import shapes
+from negharness.testing import lookup
+from negharness.train import TrainOptions
+
+TINY_VIT = {"model_cfg": {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16,
+                                                           "head_width": 16},
+                          "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}},
+            "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}
+RECIPE = {"epochs": "2", "steps_per_epoch": "4", "batch_size": "8", "lr": "1e-5", "checkpoint_every": "1",
+          "lambda_v": "1", "lambda_q": "1", "accumulate": "2"}
+DATA = {"n_train": "48", "n_val": "24"}
+
+
+def _arch(tmp_path: Path) -> str:
+    path = tmp_path / "tiny_vit.json"
+    path.write_text(json.dumps(TINY_VIT))
+    return str(path)
+
+
+def _opts(tmp_path: Path, out: str, **kw) -> TrainOptions:
+    arch = _arch(tmp_path)
+    return TrainOptions(out=tmp_path / out, model="clip", model_options=ModelOptions(arch=arch), task="shapes",
+                        task_extra=dict(DATA), device="cpu", extra=dict(RECIPE), workers=0,
+                        plugins=lookup(model={"clip": lambda o: OpenClipModel.create("clip", o, default_pretrained=None)},
+                                       trainset={"shapes": shapes}), **kw)
+
+
+def _close(a: Path, b: Path, atol: float) -> float:
+    x, y = load_state_dict(a / "model.safetensors"), load_state_dict(b / "model.safetensors")
+    assert x.keys() == y.keys()
+    worst = max(float((x[k].float() - y[k].float()).abs().max()) for k in x)
+    assert worst <= atol, worst
+    return worst
+
+
+def test_killed_run_resumes_exactly(tmp_path):
+    straight = train(_opts(tmp_path, "straight"), "bnl")
+    for steps in (1, 3):  # killed after 1 and after 3 optimizer steps (mid-epoch, accumulating 2 micro-batches)
+        train(_opts(tmp_path, "killed", max_steps=steps), "bnl")
+        state = json.loads((tmp_path / "killed" / "checkpoint" / "state.json").read_text())
+        assert state["global_step"] == steps
+    resumed = train(_opts(tmp_path, "killed"), "bnl")
+    _close(straight, resumed, 1e-6)
+    a = json.loads((straight / "training.json").read_text())["history"]
+    b = json.loads((resumed / "training.json").read_text())["history"]
+    assert [h["epoch"] for h in a] == [h["epoch"] for h in b] == [-1, 0, 1]
+    assert np.allclose([h["val_MIR"] for h in a], [h["val_MIR"] for h in b])
+    assert json.loads((straight / "training.json").read_text())["optimizer_steps"] == 4
+
+
+def test_bf16_autocast_and_gradient_checkpointing_train(tmp_path):
+    """The options run and move the weights; checkpointed activations give the fp32 run's weights."""
+    plain = train(_opts(tmp_path, "plain", max_steps=1), "bnl")
+    ckpt = _opts(tmp_path, "ckpt", max_steps=1)
+    ckpt.extra["grad_checkpointing"] = "true"
+    _close(plain, train(ckpt, "bnl"), 1e-6)
+    half = _opts(tmp_path, "bf16", max_steps=1)
+    half.extra["precision"] = "bf16"
+    out = train(half, "bnl")
+    rec = json.loads((out / "training.json").read_text())
+    assert rec["recipe"]["precision"] == "bf16" and rec["optimizer_steps"] == 1
+    moved = load_state_dict(out / "model.safetensors")
+    torch.manual_seed(0)  # the loop seeds the initialisation with the run's seed (0)
+    start = OpenClipModel.create("clip", ModelOptions(arch=_arch(tmp_path)), default_pretrained=None).model.state_dict()
+    assert torch.equal(start["logit_scale"], moved["logit_scale"])  # bnl gives it no gradient
+    assert any(not torch.equal(moved[k], start[k]) for k in moved)  # the bf16 step moved the weights
+
+
+def test_ranks_shares_concatenate_to_the_one_process_batch():
+    one = EpochBatches(40, 8, seed=3, stream_index=0)
+    shares = [EpochBatches(40, 8, seed=3, stream_index=0, rank=r, world=2) for r in range(2)]
+    for s in [one, *shares]:
+        s.set_position(1, 2)
+    for whole, a, b in zip(one, *shares):
+        assert whole == a + b
+    assert len(one) == 3
+    with pytest.raises(ValueError):
+        EpochBatches(40, 8, 0, 0, rank=0, world=3)
+
+
+@pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+                    reason="torch.distributed with gloo is not available")
+def test_ddp_two_gloo_processes_equal_one_and_resume_on_another_world_size(cli, tmp_path):
+    arch = _arch(tmp_path)
+    args = ["train", "--trainer", "bnl", "--model", "clip", "--arch", arch, "--task", "shapes", "--device", "cpu",
+            "--workers", "0", "-T", "n_train=48", "-T", "n_val=24", "-O", "batch_size=8", "-O", "epochs=1",
+            "-O", "lr=1e-5", "-O", "lambda_v=1", "-O", "lambda_q=1", "-O", "checkpoint_every=1"]
+    env = {"OMP_NUM_THREADS": "1"}
+    one = cli(*args, "--out", str(tmp_path / "one"), "--max-steps", "3", env=env)
+    assert one.returncode == 0, one.stderr
+    two = cli(*args, "--out", str(tmp_path / "two"), "--max-steps", "3", "--nproc", "2", env=env)
+    assert two.returncode == 0, two.stderr
+    _close(tmp_path / "one", tmp_path / "two", 1e-4)
+    rec = json.loads((tmp_path / "two" / "training.json").read_text())
+    assert rec["world_size"] == 2 and rec["optimizer_steps"] == 3
+    # killed on 2 ranks after 1 step, resumed on 1 process
+    part = cli(*args, "--out", str(tmp_path / "mixed"), "--max-steps", "1", "--nproc", "2", env=env)
+    assert part.returncode == 0, part.stderr
+    rest = cli(*args, "--out", str(tmp_path / "mixed"), "--max-steps", "3", env=env)
+    assert rest.returncode == 0, rest.stderr
+    _close(tmp_path / "one", tmp_path / "mixed", 1e-4)
