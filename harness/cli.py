@@ -77,19 +77,56 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_column("name", style="cyan", no_wrap=True, min_width=12)
         table.add_column("plugin")
         table.add_column("description")
+        clashes = host.registry.duplicates(kind)
         for e in entries:
-            table.add_row(e.name, e.plugin, e.description)
+            table.add_row(e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description)
         console.print(table)
+        for name, plugins in clashes.items():
+            console.print(f"{kind} {name!r} is registered by {' and '.join(map(repr, plugins))}: commands that use "
+                          f"it fail until all but one are blocked, e.g. -p no:{plugins[-1]}", markup=False)
     for info in sorted(host.plugins.values(), key=lambda p: p.name):
         if info.status != "loaded":
             console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
     return 0
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Numbers that argparse types as int but that make no sense below a bound."""
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit {args.limit}: must be at least 1 (leave --limit out to use every item)")
+    if args.workers is not None and args.workers < 0:
+        raise UserError(f"--workers {args.workers}: must be 0 (decode in this process) or more")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size {args.batch_size}: must be at least 1")
+
+
+def _check_cache_dir(explicit: str | None) -> None:
+    """The cache folder must be a folder we can write, found out before a model loads."""
+    import os
+
+    from .paths import cache_root
+
+    root = cache_root(explicit)
+    option = "--cache-dir" if explicit else ("$NEGHARNESS_CACHE" if os.environ.get("NEGHARNESS_CACHE") else "cache folder")
+    existing = next((p for p in (root, *root.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(f"{option} {root}: {existing} is a file, not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".negharness-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{option} {root}: cannot write there ({exc.strerror or exc})") from exc
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .evaluate import RunRequest, run_evaluation
     from .model import ModelOptions
 
+    _check_counts(args)
+    if not args.no_cache:
+        _check_cache_dir(args.cache_dir)
     host = _host(args)
     req = RunRequest(
         model=args.model, tasks=args.task,
@@ -100,9 +137,39 @@ def cmd_run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
     err = _console(stderr=True)
     with _progress(err) as progress:
-        outcomes = run_evaluation(host, req, progress)
+        try:
+            outcomes = run_evaluation(host, req, progress)
+        except (UserError, OSError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            from .failures import PluginRunError, debug_requested
+
+            if debug_requested():
+                raise
+            raise PluginRunError(_blame_run(exc, host, args)) from exc
     _print_run_summary(outcomes)
     return 0
+
+
+def _blame_run(exc: Exception, host: Any, args: argparse.Namespace) -> str:
+    """'model 'm' (plugin 'p') failed on task 't' (plugin 'q'): Error: message; ... kept; hint'."""
+    from .editing import Editor
+    from .failures import DEBUG_HINT, message_of, plugin_frames
+    from .model import EmbeddingModel
+    from .task import Task
+
+    frames = plugin_frames(exc.__traceback__, {"task": Task, "model": (EmbeddingModel, Editor)})
+    tasks = [obj for label, obj in frames if label == "task"]
+    entry = next((e for kind in ("model", "editor") for e in host.registry.entries(kind) if e.name == args.model), None)
+    model = f"model {args.model!r}" + (f" (plugin {entry.plugin!r})" if entry else "")
+    task = ""
+    if tasks:
+        t_entry = next((e for e in host.registry.entries("task") if e.name == tasks[-1].name), None)
+        task = f"task {tasks[-1].name!r}" + (f" (plugin {t_entry.plugin!r})" if t_entry else "")
+    culprit_is_task = bool(frames) and frames[-1][0] == "task"
+    head = f"{task} failed (run with {model})" if culprit_is_task else f"{model} failed" + (f" on {task}" if task else "")
+    return (f"{head}: {type(exc).__name__}: {message_of(exc)}; records of tasks finished before it are kept "
+            f"in {args.output_dir}; {DEBUG_HINT}")
 
 
 def _print_run_summary(outcomes: list[Any]) -> None:
@@ -325,14 +392,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except UserError as exc:
-        from rich.text import Text
-
-        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
-        return exc.exit_code
     except KeyboardInterrupt:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
         return 130
+    except Exception as exc:
+        from .failures import debug_requested
+
+        if debug_requested() and not isinstance(exc, UserError):
+            raise
+        message, code = _one_line(exc, args)
+        from rich.text import Text
+
+        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), message))
+        return code
+
+
+def _one_line(exc: Exception, args: argparse.Namespace) -> tuple[str, int]:
+    """Every failure as (message, exit code): 2 for the user's input or machine, 1 for a plugin's bug."""
+    from .failures import DEBUG_HINT, PluginRunError, describe_os_error, message_of, os_error_in
+
+    if isinstance(exc, UserError):
+        return message_of(exc), exc.exit_code
+    if isinstance(exc, PluginRunError):
+        return str(exc), exc.exit_code
+    os_err = os_error_in(exc)
+    if os_err is not None:
+        where = ", ".join(f"{flag} {value}" for flag, value in (
+            ("--cache-dir", getattr(args, "cache_dir", None) or "$NEGHARNESS_CACHE"),
+            ("--output-dir", getattr(args, "output_dir", None))) if value)
+        return describe_os_error(os_err, where or "the current folder"), 2
+    return f"unexpected {type(exc).__name__}: {message_of(exc)}; {DEBUG_HINT}", 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .errors import MediaError
+from .image_files import DECODE_ERRORS, decode_failure
 
 
 @dataclass
@@ -55,7 +56,11 @@ class PreprocessedItems(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | str]:
         pos = self.positions[i]
         try:
-            return pos, self.preprocess(self.media.load(pos))
+            item = self.media.load(pos)
+            try:
+                return pos, self.preprocess(item)
+            except DECODE_ERRORS as exc:  # a lazily opened image with damaged pixels (truncated JPEG)
+                raise decode_failure(item, exc, f"{self.media.ids[pos]!r} of {self.media.key}") from exc
         except MediaError as exc:
             if not self.skip_broken:
                 raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
+from negharness.image_files import open_image
 from negharness.media import MediaSet
 from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
 from negharness.runner import EvalContext
@@ -32,17 +33,7 @@ def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> Med
     """Media identified by their path under the data root: tasks over the same files share the cache."""
     ids = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in paths]
     if kind == "image":
-        from PIL import Image
-
-        def load_image(i: int):
-            from negharness.errors import MediaError
-
-            try:
-                return Image.open(paths[i])
-            except OSError as exc:
-                raise MediaError(f"cannot read image {paths[i]}: {exc}") from exc
-
-        return MediaSet("negbench/images", "image", ids, load_image)
+        return MediaSet("negbench/images", "image", ids, lambda i: open_image(paths[i]))
     sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
     return MediaSet(f"negbench/videos/{sampling.key}", "video", ids, lambda i: decode_video(paths[i], sampling))
 

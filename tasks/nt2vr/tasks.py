@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from negharness.errors import UserError
+from negharness.image_files import open_image
 from negharness.media import MediaSet
 from negharness.metrics import Relevance
 from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
@@ -93,10 +94,8 @@ class NT2VRTask(Task):
     # media ----------------------------------------------------------------------------------------
     def media(self, ctx: EvalContext, ids: list[str]) -> MediaSet:
         if self.kind == "image":
-            from PIL import Image
-
             paths, _ = self._media_files(ids)
-            return MediaSet(f"nt2vr/{self.collection}/images", "image", ids, lambda i: Image.open(paths[i]))
+            return MediaSet(f"nt2vr/{self.collection}/images", "image", ids, lambda i: open_image(paths[i]))
         sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
         key = f"nt2vr/{self.collection}/{sampling.key}"
         index_file = self.folder / "id.imagepath.txt"
