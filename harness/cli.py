@@ -59,7 +59,8 @@ def _host(args: argparse.Namespace):
 
         err = _console(stderr=True)
         for info in host.failures():
-            err.print(Text.assemble(("warning: ", "yellow"), f"plugin {info.name!r} ({info.module}) failed to load: {info.error}"))
+            err.print(Text.assemble(("warning: ", "yellow"), f"plugin {info.name!r} ({info.module}) failed to load: {info.error}"),
+                      soft_wrap=True)
     return host
 
 
@@ -142,9 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (UserError, OSError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            from .failures import PluginRunError, debug_requested
+            from .failures import PluginRunError, debug_requested, os_error_in
 
-            if debug_requested():
+            if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk), not a plugin's
                 raise
             raise PluginRunError(_blame_run(exc, host, args)) from exc
     _print_run_summary(outcomes)
@@ -198,12 +199,12 @@ def _print_run_summary(outcomes: list[Any]) -> None:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
     from .leaderboard import build_tables, to_markdown, to_rich
-    from .results import iter_records
+    from .record_check import checked_records
 
     results = Path(args.results_dir)
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
-    tables = build_tables(iter_records(results))
+    tables = build_tables(checked_records(results))  # a damaged record is reported, never skipped
     out = Path(args.out)
     try:
         atomic_write_text(out, to_markdown(tables, out))
@@ -403,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = _one_line(exc, args)
         from rich.text import Text
 
-        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), message))
+        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)  # one line
         return code
 
 

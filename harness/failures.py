@@ -56,8 +56,13 @@ def chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def os_error_in(exc: BaseException) -> OSError | None:
-    """The first OSError in the chain, where the failure is the machine's, not the code's."""
-    return next((e for e in chain(exc) if isinstance(e, OSError) and not isinstance(e, UserError)), None)
+    """The first OSError in the chain, where the failure is the machine's, not the code's. A library
+    that wraps the system's error in its own type (safetensors' writer does) still says "No space
+    left on device" (or Rust's "StorageFull"): that counts as the OSError it was."""
+    found = next((e for e in chain(exc) if isinstance(e, OSError) and not isinstance(e, UserError)), None)
+    if found is None and any(s in str(e) for e in chain(exc) for s in ("No space left on device", "StorageFull")):
+        found = OSError(errno.ENOSPC, "No space left on device")
+    return found
 
 
 def describe_os_error(err: OSError, where: str) -> str:

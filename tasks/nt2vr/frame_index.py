@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from negharness.errors import UserError
+from negharness.text.nt2vr_files import open_text
 
 
 def read_frame_index(path: str | Path, root: str | Path | None = None) -> dict[str, list[Path]]:
@@ -15,7 +16,7 @@ def read_frame_index(path: str | Path, root: str | Path | None = None) -> dict[s
     path = Path(path)
     base = Path(root) if root is not None else path.parent
     frames: dict[str, list[tuple[int, Path]]] = {}
-    with open(path, encoding="utf-8") as fh:
+    with open_text(path) as fh:  # a BOM is dropped
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
