@@ -3,8 +3,8 @@
 - ``val.json``: a JSON array (or object) of entries, decoded entry by entry from a buffered read:
   at most one entry and one read chunk are held, never the whole list.
 - ``validation*.parquet``: the Hugging Face export (images embedded as ``{bytes, path}``), read a
-  batch of rows at a time with `pyarrow.parquet.ParquetFile.iter_batches`: at most one row group
-  is held by the reader and one batch by us.
+  batch of rows at a time with `pyarrow.parquet.ParquetFile.iter_batches`, without pre-buffering:
+  at most one row group is held by the reader and one batch by us.
 """
 
 from __future__ import annotations
@@ -119,7 +119,10 @@ def iter_parquet_rows(paths: list[Path]) -> Iterator[tuple[Path, int, dict[str, 
         raise UserError("reading NeIn's parquet files needs pyarrow: pip install pyarrow") from exc
     for path in paths:
         try:
-            pf = pq.ParquetFile(path)
+            # pre_buffer (pyarrow's default) caches every range read until the file is closed: memory
+            # then grows with the file (measured: benchmarks/bench_nein_memory.py); a buffered stream
+            # holds one row group at a time
+            pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
         except Exception as exc:  # pyarrow raises ArrowInvalid (a ValueError) or OSError on a damaged file
             raise UserError(f"{path}: not a readable parquet file ({exc})") from exc
         missing = [c for c in ENTRY_COLUMNS if c not in pf.schema_arrow.names]
