@@ -143,34 +143,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (UserError, OSError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            from .failures import PluginRunError, debug_requested, os_error_in
+            from .failures import PluginRunError, blame_run, debug_requested, os_error_in
 
             if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk), not a plugin's
                 raise
-            raise PluginRunError(_blame_run(exc, host, args)) from exc
+            raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
     _print_run_summary(outcomes)
     return 0
-
-
-def _blame_run(exc: Exception, host: Any, args: argparse.Namespace) -> str:
-    """'model 'm' (plugin 'p') failed on task 't' (plugin 'q'): Error: message; ... kept; hint'."""
-    from .editing import Editor
-    from .failures import DEBUG_HINT, message_of, plugin_frames
-    from .model import EmbeddingModel
-    from .task import Task
-
-    frames = plugin_frames(exc.__traceback__, {"task": Task, "model": (EmbeddingModel, Editor)})
-    tasks = [obj for label, obj in frames if label == "task"]
-    entry = next((e for kind in ("model", "editor") for e in host.registry.entries(kind) if e.name == args.model), None)
-    model = f"model {args.model!r}" + (f" (plugin {entry.plugin!r})" if entry else "")
-    task = ""
-    if tasks:
-        t_entry = next((e for e in host.registry.entries("task") if e.name == tasks[-1].name), None)
-        task = f"task {tasks[-1].name!r}" + (f" (plugin {t_entry.plugin!r})" if t_entry else "")
-    culprit_is_task = bool(frames) and frames[-1][0] == "task"
-    head = f"{task} failed (run with {model})" if culprit_is_task else f"{model} failed" + (f" on {task}" if task else "")
-    return (f"{head}: {type(exc).__name__}: {message_of(exc)}; records of tasks finished before it are kept "
-            f"in {args.output_dir}; {DEBUG_HINT}")
 
 
 def _print_run_summary(outcomes: list[Any]) -> None:
@@ -397,32 +376,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
         return 130
     except Exception as exc:
-        from .failures import debug_requested
+        from .failures import debug_requested, one_line
 
         if debug_requested() and not isinstance(exc, UserError):
             raise
-        message, code = _one_line(exc, args)
+        where = ", ".join(f"{flag} {value}" for flag, value in (
+            ("--cache-dir", getattr(args, "cache_dir", None) or "$NEGHARNESS_CACHE"),
+            ("--output-dir", getattr(args, "output_dir", None))) if value)
+        message, code = one_line(exc, where or "the current folder")
         from rich.text import Text
 
         _console(stderr=True).print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)  # one line
         return code
-
-
-def _one_line(exc: Exception, args: argparse.Namespace) -> tuple[str, int]:
-    """Every failure as (message, exit code): 2 for the user's input or machine, 1 for a plugin's bug."""
-    from .failures import DEBUG_HINT, PluginRunError, describe_os_error, message_of, os_error_in
-
-    if isinstance(exc, UserError):
-        return message_of(exc), exc.exit_code
-    if isinstance(exc, PluginRunError):
-        return str(exc), exc.exit_code
-    os_err = os_error_in(exc)
-    if os_err is not None:
-        where = ", ".join(f"{flag} {value}" for flag, value in (
-            ("--cache-dir", getattr(args, "cache_dir", None) or "$NEGHARNESS_CACHE"),
-            ("--output-dir", getattr(args, "output_dir", None))) if value)
-        return describe_os_error(os_err, where or "the current folder"), 2
-    return f"unexpected {type(exc).__name__}: {message_of(exc)}; {DEBUG_HINT}", 1
 
 
 if __name__ == "__main__":

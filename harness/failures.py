@@ -87,3 +87,40 @@ def plugin_frames(tb: TracebackType | None, kinds: dict[str, Any]) -> list[tuple
                 found.append((label, owner))
         tb = tb.tb_next
     return found
+
+
+def blame_run(exc: BaseException, host: Any, model_name: str, output_dir: str) -> str:
+    """"model 'm' (plugin 'p') failed on task 't' (plugin 'q'): Error: message; ... kept; hint":
+    the culprit is the innermost plugin object on the traceback (the model, or the task itself)."""
+    from .editing import Editor
+    from .model import EmbeddingModel
+    from .task import Task
+
+    frames = plugin_frames(exc.__traceback__, {"task": Task, "model": (EmbeddingModel, Editor)})
+    tasks = [obj for label, obj in frames if label == "task"]
+    model = f"model {model_name!r}" + _plugin_of(host, ("model", "editor"), model_name)
+    task = f"task {tasks[-1].name!r}" + _plugin_of(host, ("task",), tasks[-1].name) if tasks else ""
+    if frames and frames[-1][0] == "task":
+        head = f"{task} failed (run with {model})"
+    else:
+        head = f"{model} failed" + (f" on {task}" if task else "")
+    return (f"{head}: {type(exc).__name__}: {message_of(exc)}; records of tasks finished before it are kept "
+            f"in {output_dir}; {DEBUG_HINT}")
+
+
+def _plugin_of(host: Any, kinds: tuple[str, ...], name: str) -> str:
+    entry = next((e for kind in kinds for e in host.registry.entries(kind) if e.name == name), None)
+    return f" (plugin {entry.plugin!r})" if entry else ""
+
+
+def one_line(exc: BaseException, where: str) -> tuple[str, int]:
+    """Every failure as (message, exit code): 2 for the user's input or machine, 1 for a plugin's bug.
+    ``where`` names the folders a run writes, for a full disk that reports no path."""
+    if isinstance(exc, UserError):
+        return message_of(exc), exc.exit_code
+    if isinstance(exc, PluginRunError):
+        return str(exc), exc.exit_code
+    os_err = os_error_in(exc)
+    if os_err is not None:
+        return describe_os_error(os_err, where), 2
+    return f"unexpected {type(exc).__name__}: {message_of(exc)}; {DEBUG_HINT}", 1

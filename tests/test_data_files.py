@@ -9,9 +9,7 @@ import gc
 import json
 import types
 import weakref
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from negharness.errors import UserError
@@ -157,8 +155,6 @@ def test_parquet_rows_read_in_small_batches(tmp_path, monkeypatch):
 def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tmp_path):
     """Every image a sample loads is tracked by a weak reference: at any load, the images still alive
     are at most what one edit batch needs, never one per sample (the gallery too is written at once)."""
-    from PIL import Image
-
     from negharness.evaluate import RunRequest, run_evaluation
     from negharness.hookspecs import hookimpl
     from negharness.plugin_manager import make_host
