@@ -88,17 +88,22 @@ def test_unreadable_caption_file_folder_or_bad_utf8(cli, tmp_path):
     _one_error_line(_run_flickr(cli, tmp_path / "data"), 2, "flickr30ktest.caption.txt", "folder")
 
 
-def test_option_values(cli, tmp_path):
+def test_option_values(cli, tmp_path, monkeypatch, capsys):
+    """--limit through a real subprocess; the other checks run before any plugin loads, so in-process."""
     _flickr(tmp_path / "data")
-    for limit in ("-1", "0"):
-        _one_error_line(_run_flickr(cli, tmp_path / "data", "--limit", limit), 2, f"--limit {limit}")
+    _one_error_line(_run_flickr(cli, tmp_path / "data", "--limit", "-1"), 2, "--limit -1")
     _one_error_line(_run_flickr(cli, tmp_path / "data", "-T", "build=maybe"), 2, "-T build", "maybe")
     a_file = tmp_path / "not_a_folder"
     a_file.write_text("x")
-    _one_error_line(_run_flickr(cli, tmp_path / "data", "--cache-dir", str(a_file)), 2, "--cache-dir", "not_a_folder")
-    _one_error_line(_run_flickr(cli, tmp_path / "data", "--cache-dir", str(a_file / "sub")), 2, "--cache-dir",
-                    "is a file")
-    _one_error_line(_run_flickr(cli, tmp_path / "data", "--workers", "-2"), 2, "--workers")
+    for extra, needles in ((["--limit", "0"], ["--limit 0"]),
+                           (["--cache-dir", str(a_file)], ["--cache-dir", "not_a_folder"]),
+                           (["--cache-dir", str(a_file / "sub")], ["--cache-dir", "is a file"]),
+                           (["--workers", "-2"], ["--workers"])):
+        code, err = _run_in_process(monkeypatch, capsys, tmp_path, [
+            "run", "--model", "mean_colour", "--task", "flickr30k_original", "--data-root", str(tmp_path / "data"),
+            *extra])
+        assert code == 2 and err.startswith("error:") and "Traceback" not in err, err
+        assert all(n in err for n in needles), err
 
 
 # a plugin that raises mid-run ------------------------------------------------------------------------
