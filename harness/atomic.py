@@ -30,6 +30,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
         write(tmp_path)
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
         os.replace(tmp_path, path)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        if exc.filename is None or exc.filename == str(tmp_path):
+            # a full disk reports no path (or the temporary name): name the file the user will look for
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise

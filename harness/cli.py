@@ -74,7 +74,8 @@ def _host(args: argparse.Namespace):
 
         err = _console(stderr=True)
         for info in host.failures():
-            err.print(Text.assemble(("warning: ", "yellow"), f"plugin {info.name!r} ({info.module}) failed to load: {info.error}"))
+            err.print(Text.assemble(("warning: ", "yellow"), f"plugin {info.name!r} ({info.module}) failed to load: {info.error}"),
+                      soft_wrap=True)
     return host
 
 
@@ -92,19 +93,56 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_column("name", style="cyan", no_wrap=True, min_width=12)
         table.add_column("plugin")
         table.add_column("description")
+        clashes = host.registry.duplicates(kind)
         for e in entries:
-            table.add_row(e.name, e.plugin, e.description)
+            table.add_row(e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description)
         console.print(table)
+        for name, plugins in clashes.items():
+            console.print(f"{kind} {name!r} is registered by {' and '.join(map(repr, plugins))}: commands that use "
+                          f"it fail until all but one are blocked, e.g. -p no:{plugins[-1]}", markup=False)
     for info in sorted(host.plugins.values(), key=lambda p: p.name):
         if info.status != "loaded":
             console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
     return 0
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Numbers that argparse types as int but that make no sense below a bound."""
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit {args.limit}: must be at least 1 (leave --limit out to use every item)")
+    if args.workers is not None and args.workers < 0:
+        raise UserError(f"--workers {args.workers}: must be 0 (decode in this process) or more")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size {args.batch_size}: must be at least 1")
+
+
+def _check_cache_dir(explicit: str | None) -> None:
+    """The cache folder must be a folder we can write, found out before a model loads."""
+    import os
+
+    from .paths import cache_root
+
+    root = cache_root(explicit)
+    option = "--cache-dir" if explicit else ("$NEGHARNESS_CACHE" if os.environ.get("NEGHARNESS_CACHE") else "cache folder")
+    existing = next((p for p in (root, *root.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(f"{option} {root}: {existing} is a file, not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".negharness-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{option} {root}: cannot write there ({exc.strerror or exc})") from exc
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .evaluate import RunRequest, run_evaluation
     from .model import ModelOptions
 
+    _check_counts(args)
+    if not args.no_cache:
+        _check_cache_dir(args.cache_dir)
     host = _host(args)
     req = RunRequest(
         model=args.model, tasks=args.task,
@@ -115,7 +153,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
     err = _console(stderr=True)
     with _progress(err) as progress:
-        outcomes = run_evaluation(host, req, progress)
+        try:
+            outcomes = run_evaluation(host, req, progress)
+        except (UserError, OSError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            from .failures import PluginRunError, blame_run, debug_requested, os_error_in
+
+            if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk), not a plugin's
+                raise
+            raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
     _print_run_summary(outcomes)
     return 0
 
@@ -164,12 +211,12 @@ def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
     from .leaderboard import build_tables, to_markdown, to_rich
-    from .results import iter_records
+    from .record_check import checked_records
 
     results = Path(args.results_dir)
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
-    tables = build_tables(iter_records(results))
+    tables = build_tables(checked_records(results))  # a damaged record is reported, never skipped
     out = Path(args.out) if args.out else results / "README.md"
     try:
         atomic_write_text(out, to_markdown(tables, out))
@@ -440,14 +487,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except UserError as exc:
-        from rich.text import Text
-
-        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
-        return exc.exit_code
     except KeyboardInterrupt:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
         return 130
+    except Exception as exc:
+        from .failures import debug_requested, one_line
+
+        if debug_requested() and not isinstance(exc, UserError):
+            raise
+        where = ", ".join(f"{flag} {value}" for flag, value in (
+            ("--cache-dir", getattr(args, "cache_dir", None) or "$NEGHARNESS_CACHE"),
+            ("--output-dir", getattr(args, "output_dir", None))) if value)
+        message, code = one_line(exc, where or "the current folder")
+        from rich.text import Text
+
+        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)  # one line
+        return code
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .errors import MediaError, UserError
+from .image_files import DECODE_ERRORS, decode_failure
 
 
 @dataclass
@@ -70,13 +71,10 @@ def regular_media(path: Path) -> Path:
 
 
 def open_image(path: Path) -> Any:
-    """A lazily decoded PIL image; an unreadable file is a `MediaError` naming it."""
-    from PIL import Image
+    """A lazily opened PIL image of a regular file; any failure is a `MediaError` naming it."""
+    from .image_files import open_image as open_file
 
-    try:
-        return Image.open(regular_media(path))
-    except (OSError, ValueError) as exc:
-        raise MediaError(f"cannot read image {path}: {exc}") from exc
+    return open_file(regular_media(path))
 
 
 def image_files(key: str, ids: list[str], paths: Sequence[Path], load: Callable[[int], Any] | None = None) -> MediaSet:
@@ -122,7 +120,11 @@ class PreprocessedItems(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | str]:
         pos = self.positions[i]
         try:
-            return pos, self.preprocess(self.media.load(pos))
+            item = self.media.load(pos)
+            try:
+                return pos, self.preprocess(item)
+            except DECODE_ERRORS as exc:  # a lazily opened image with damaged pixels (truncated JPEG)
+                raise decode_failure(item, exc, f"{self.media.ids[pos]!r} of {self.media.key}") from exc
         except MediaError as exc:
             if not self.skip_broken:
                 raise

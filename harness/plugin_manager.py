@@ -60,11 +60,15 @@ class PluginHost:
         for ep in sorted(eps, key=lambda e: e.name):
             dist = getattr(ep, "dist", None)
             info = PluginInfo(ep.name, ep.value, dist.name if dist else None, dist.version if dist else None)
-            if ep.name in self.plugins:
+            if ep.name in self.plugins:  # the second one is reported, the first keeps working
                 other = self.plugins[ep.name]
-                raise DuplicateNameError(
+                info.name = f"{ep.name} ({info.distribution or info.module})"
+                self.plugins[info.name] = info
+                self._fail(info, DuplicateNameError(
                     f"plugin name {ep.name!r} is used by two distributions: "
-                    f"{other.distribution!r} ({other.module}) and {info.distribution!r} ({info.module})")
+                    f"{other.distribution!r} ({other.module}) and {info.distribution!r} ({info.module}); "
+                    "uninstall one"))
+                continue
             self.plugins[ep.name] = info
             if ep.name in self.blocked:
                 info.status = "blocked"
@@ -121,8 +125,6 @@ class PluginHost:
             for impl in sorted(impls, key=lambda i: i.plugin_name):
                 try:
                     impl.function(registry=Registrar(registry, kind, impl.plugin_name))
-                except DuplicateNameError:
-                    raise
                 except Exception as exc:
                     info = self.plugins.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
                     self._fail(info, exc)

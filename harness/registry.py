@@ -39,6 +39,7 @@ class Entry:
 class Registry:
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
+        self._clashes: dict[tuple[str, str], list[Entry]] = {}  # a name two plugins registered
 
     def add(self, kind: str, name: str, target: str | Callable[..., Any], description: str, plugin: str,
             **meta: Any) -> Entry:
@@ -46,23 +47,34 @@ class Registry:
             raise ValueError(f"unknown kind {kind!r}")
         if not name or any(c in name for c in "*?[] "):
             raise UserError(f"plugin {plugin!r}: invalid {kind} name {name!r}")
-        existing = self._entries[kind].get(name)
-        if existing is not None:
-            first, second = sorted([existing.plugin, plugin])
-            raise DuplicateNameError(
-                f"{kind} name {name!r} is registered by two plugins: {first!r} and {second!r}; "
-                f"block one with -p no:{second} (or rename it)")
         entry = Entry(kind, name, target, description, plugin, dict(meta))
-        self._entries[kind][name] = entry
+        if name in self._entries[kind]:  # kept aside: only a command that uses this name fails
+            self._clashes.setdefault((kind, name), [self._entries[kind][name]]).append(entry)
+        else:
+            self._entries[kind][name] = entry
         return entry
 
     def names(self, kind: str) -> list[str]:
         return sorted(self._entries[kind])
 
     def entries(self, kind: str) -> list[Entry]:
-        return [self._entries[kind][n] for n in self.names(kind)]
+        """Every entry, a duplicated name once per plugin that registered it (for `list`)."""
+        return [e for n in self.names(kind) for e in self._clashes.get((kind, n), [self._entries[kind][n]])]
+
+    def duplicates(self, kind: str) -> dict[str, list[str]]:
+        """Name -> the plugins that registered it, sorted, for each name registered more than once."""
+        return {n: sorted(e.plugin for e in found) for (k, n), found in sorted(self._clashes.items()) if k == kind}
+
+    def _duplicate_error(self, kind: str, name: str) -> DuplicateNameError:
+        plugins = self.duplicates(kind)[name]
+        listed = " and ".join(repr(p) for p in plugins)
+        return DuplicateNameError(
+            f"{kind} name {name!r} is registered by {len(plugins)} plugins: {listed}; install order must not "
+            f"choose: block all but one with -p no:PLUGIN (e.g. -p no:{plugins[-1]}) or uninstall one")
 
     def get(self, kind: str, name: str) -> Entry:
+        if (kind, name) in self._clashes:
+            raise self._duplicate_error(kind, name)
         try:
             return self._entries[kind][name]
         except KeyError:
@@ -78,10 +90,10 @@ class Registry:
         """A glob ('msrvtt3k_*') gives every match, sorted; a plain name gives itself or an error."""
         if not any(c in pattern for c in "*?["):
             return [self.get(kind, pattern)]
-        found = [e for e in self.entries(kind) if fnmatch.fnmatchcase(e.name, pattern)]
-        if not found:
+        names = [n for n in self.names(kind) if fnmatch.fnmatchcase(n, pattern)]
+        if not names:
             raise UnknownNameError(f"no {kind} matches {pattern!r}; `negharness list` shows the {kind}s")
-        return found
+        return [self.get(kind, n) for n in names]
 
 
 @dataclass

@@ -112,7 +112,11 @@ def test_instruct_pix2pix_is_seeded_per_sample_and_batch_independent(ip2p_folder
     one = ed.edit(img, "no cat in the image", 3)
     batch = ed.edit_batch([_image(5), img], ["no dog", "no cat in the image"], [4, 3])
     assert one.size == (64, 64)
-    assert np.array_equal(np.asarray(one), np.asarray(batch[1]))  # same seed, same edit, whatever the batch
+    # same seed, same edit, whatever the batch: up to float rounding, which depends on how torch
+    # splits the batch over threads (on a loaded 2-core machine 0.008% of pixels differ by one level)
+    a, b = np.asarray(one).astype(np.int16), np.asarray(batch[1]).astype(np.int16)
+    diff = np.abs(a - b)
+    assert diff.max() <= 1 and (diff > 0).mean() <= 0.001, (diff.max(), (diff > 0).mean())
     assert not np.array_equal(np.asarray(one), np.asarray(ed.edit(img, "no cat in the image", 4)))
 
 

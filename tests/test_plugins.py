@@ -44,10 +44,20 @@ def test_blocking_a_plugin_by_name(cli):
 
 
 def test_duplicate_names_are_an_error_naming_both_plugins(cli):
-    res = cli("list", plugins=("duplicate",))
-    assert res.returncode == 2
-    assert "'builtin_models'" in res.stderr and "'dup'" in res.stderr and "Traceback" not in res.stderr
-    assert cli("-p", "no:dup", "list", plugins=("duplicate",)).returncode == 0
+    """Only a command that uses the name fails (naming both plugins and the fix); `list` shows both
+    entries and the fix; runs of other models keep working; blocking one plugin resolves it."""
+    listed = cli("list", plugins=("duplicate",))
+    assert listed.returncode == 0, listed.stderr
+    clip_rows = [line for line in listed.stdout.splitlines() if line.strip("│ ").startswith("clip (duplicate)")]
+    assert len(clip_rows) == 2 and any("builtin_models" in r for r in clip_rows) and any("dup" in r for r in clip_rows)
+    assert "-p no:dup" in listed.stdout
+    used = cli("run", "--model", "clip", "--task", "shapes_t2i_original", plugins=("duplicate",))
+    assert used.returncode == 2 and "Traceback" not in used.stderr
+    assert "'builtin_models'" in used.stderr and "'dup'" in used.stderr and "-p no:" in used.stderr
+    other = cli("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--limit", "8", plugins=("duplicate",))
+    assert other.returncode == 0, other.stderr
+    unblocked = cli("-p", "no:dup", "list", plugins=("duplicate",))
+    assert unblocked.returncode == 0 and "(duplicate)" not in unblocked.stdout
 
 
 def test_registry_duplicate_message_is_independent_of_order():
@@ -55,8 +65,14 @@ def test_registry_duplicate_message_is_independent_of_order():
     for order in (("a", "b"), ("b", "a")):
         reg = Registry()
         reg.add("model", "m", "x:y", "", order[0])
+        reg.add("model", "m", "x:y", "", order[1])
+        reg.add("model", "other", "x:z", "", order[1])
+        assert reg.get("model", "other").plugin == order[1]  # unrelated names still resolve
+        assert [e.plugin for e in reg.entries("model") if e.name == "m"] == list(order)
         with pytest.raises(DuplicateNameError) as exc:
-            reg.add("model", "m", "x:y", "", order[1])
+            reg.get("model", "m")
+        with pytest.raises(DuplicateNameError):
+            reg.match("model", "m*")
         messages.append(str(exc.value))
     assert messages[0] == messages[1] and "'a' and 'b'" in messages[0]
 

@@ -12,10 +12,11 @@ The source video of a caption or negated query is its id before the first ``#``.
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import json
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from negharness.atomic import atomic_write_text
 from negharness.errors import UserError
@@ -30,16 +31,65 @@ def original_of(neg_id: str) -> str:
     return neg_id.rsplit("#", 1)[0]
 
 
-def _lines(path: Path) -> Iterable[tuple[int, str]]:
+# A caption longer than this is not a caption (the longest MSR-VTT / VATEX / COCO captions have a few
+# hundred characters; text encoders keep 77 tokens): refused with the file and line rather than
+# truncated, because a cut caption would be a different query and change the numbers silently, and
+# the part-of-speech tagger that builds negated queries takes seconds per 100,000 characters.
+MAX_CAPTION_CHARS = 10_000
+# Any line of a text-data file (a composed query lists its videos, so it may be long, but not this).
+MAX_LINE_CHARS = 1_000_000
+
+
+def check_caption(text: str, where: str) -> str:
+    if len(text) > MAX_CAPTION_CHARS:
+        raise UserError(f"{where}: caption of {len(text):,} characters (at most {MAX_CAPTION_CHARS:,}); "
+                        "is this a caption file?")
+    return text
+
+
+def open_text(path: Path, newline: str | None = None):
+    """A UTF-8 data file for reading; a leading BOM (Excel, Notepad) is dropped, never kept in the first id."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    yield lineno, line.rstrip("\n")
+        return open(path, encoding="utf-8-sig", newline=newline)
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text ({exc})") from exc
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder, not a file") from None
+    except PermissionError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def decoded_lines(path: Path, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple[int, str]]:
+    """(line number, text with its line ending) of a UTF-8 file, decoded line by line so a byte that
+    is not UTF-8 is reported at its own line; a leading BOM is dropped; a line longer than
+    ``max_chars`` is an error (read at most that much, so a huge line never fills memory)."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder, not a file") from None
+    except PermissionError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    with fh:
+        limit = 4 * max_chars + 4  # bytes: a UTF-8 character has at most 4
+        for lineno, raw in enumerate(iter(lambda: fh.readline(limit), b""), 1):
+            too_long = len(raw) >= limit and not raw.endswith(b"\n")
+            try:
+                text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                if too_long:  # cut inside a character
+                    raise UserError(f"{path}:{lineno}: line longer than {max_chars:,} characters") from None
+                raise UserError(f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start} of the line)") from None
+            if too_long or len(text.rstrip("\r\n")) > max_chars:
+                raise UserError(f"{path}:{lineno}: line longer than {max_chars:,} characters")
+            yield lineno, text
+
+
+def _lines(path: Path) -> Iterable[tuple[int, str]]:
+    for lineno, line in decoded_lines(path):
+        if line.strip():
+            yield lineno, line.rstrip("\r\n")
 
 
 def read_caption_file(path: str | Path) -> list[tuple[str, str]]:
@@ -50,7 +100,7 @@ def read_caption_file(path: str | Path) -> list[tuple[str, str]]:
         cap_id, _, caption = line.strip().partition(" ")
         if not caption.strip() or not cap_id:
             raise UserError(f"{path}:{lineno}: expected '<cap_id> <caption>', got {line.strip()!r}")
-        out.append((cap_id, caption.strip()))
+        out.append((cap_id, check_caption(caption.strip(), f"{path}:{lineno}")))
     if not out:
         raise UserError(f"{path}: no captions (empty collection)")
     return out
@@ -123,6 +173,8 @@ def read_caption_table(path: str | Path, id_column: str | None = None,
 
 def _cell_captions(cell: str, where: str) -> list[str]:
     cell = cell.strip()
+    if len(cell) > 100 * MAX_CAPTION_CHARS:  # before literal_eval, which would parse it all
+        raise UserError(f"{where}: captions cell of {len(cell):,} characters")
     if cell.startswith("["):
         try:
             value = ast.literal_eval(cell)
@@ -130,18 +182,19 @@ def _cell_captions(cell: str, where: str) -> list[str]:
             raise UserError(f"{where}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise UserError(f"{where}: captions cell must be a list of strings")
-        return [v.strip() for v in value if v.strip()]
-    return [cell] if cell else []
+        return [check_caption(v.strip(), where) for v in value if v.strip()]
+    return [check_caption(cell, where)] if cell else []
 
 
 def _read_csv(path: Path, id_column: str, caption_column: str) -> list[tuple[str, list[str]]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
+    with contextlib.closing(decoded_lines(path)) as lines:
+        reader = csv.DictReader(line for _, line in lines)
         for col, opt in ((id_column, "--id-column"), (caption_column, "--caption-column")):
             if col not in (reader.fieldnames or []):
                 raise UserError(f"{path}: no column {col!r} ({opt}); columns are {reader.fieldnames}")
         grouped: dict[str, list[str]] = {}
-        for rowno, row in enumerate(reader, 2):
+        for row in reader:
+            rowno = reader.line_num
             item = (row[id_column] or "").strip()
             if not item:
                 raise UserError(f"{path}:{rowno}: empty {id_column!r}")
@@ -151,18 +204,30 @@ def _read_csv(path: Path, id_column: str, caption_column: str) -> list[tuple[str
 
 def _read_json(path: Path) -> list[tuple[str, list[str]]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open_text(path) as fh:
+            data = json.load(fh)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if isinstance(data, dict):
-        return [(str(k), [v] if isinstance(v, str) else list(v)) for k, v in data.items()]
+        return [(str(k), _json_captions([v] if isinstance(v, str) else v, f"{path}: item {k!r}"))
+                for k, v in data.items()]
+    if not isinstance(data, list):
+        raise UserError(f"{path}: expected {{id: [captions]}} or a list of {{'id', 'caption(s)'}} entries")
     out: dict[str, list[str]] = {}
     for i, rec in enumerate(data):
         if not isinstance(rec, dict) or "id" not in rec:
             raise UserError(f"{path}: entry {i} needs an 'id' and 'caption' or 'captions'")
         caps = rec.get("captions", [rec.get("caption")] if rec.get("caption") else [])
-        out.setdefault(str(rec["id"]), []).extend(caps)
+        out.setdefault(str(rec["id"]), []).extend(_json_captions(caps, f"{path}: entry {i}"))
     return list(out.items())
+
+
+def _json_captions(value: object, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: captions must be a string or a list of strings")
+    return [check_caption(v, where) for v in value]
 
 
 def caption_rows(items: Sequence[tuple[str, list[str]]]) -> list[tuple[str, str]]:

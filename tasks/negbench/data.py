@@ -17,6 +17,7 @@ The CSVs themselves are looked up as ``<data root>/negbench/<name>.csv`` (or und
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import re
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from negharness.errors import UserError
 from negharness.paths import RootGuard, require_regular
+from negharness.text.nt2vr_files import check_caption, decoded_lines
 
 ANCHORS = [
     (re.compile(r"(?:^|/)coco/images/val2017/(.+)$"), "coco/val2017/{0}"),
@@ -74,6 +76,7 @@ class McqRow:
     correct: int
     template: str  # template of the correct answer
     option_templates: tuple[str, ...]
+    where: str = ""  # "<csv>:<row>", for messages about this row's media
 
 
 def find_csv(root: Path, name: str) -> Path:
@@ -85,12 +88,17 @@ def find_csv(root: Path, name: str) -> Path:
 
 
 def _open_rows(path: Path):
+    """A DictReader over a UTF-8 CSV: a BOM dropped, bytes that are not UTF-8 an error naming the line."""
     require_regular(path)  # a FIFO would block open() forever
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"file not found: {path}") from None
-    return fh, csv.DictReader(fh)
+    lines = decoded_lines(path)
+    return contextlib.closing(lines), csv.DictReader(line for _, line in lines)
+
+
+def _short_or_long(path: Path, rowno: int, row: dict, width: int) -> None:
+    """A row with fewer or more cells than the header is an error, not shifted columns."""
+    got = sum(1 for k, v in row.items() if k is not None and v is not None) + len(row.get(None) or [])
+    if got != width:
+        raise UserError(f"{path}:{rowno}: {got} cells where the header has {width} (an option missing or extra?)")
 
 
 def _mcq_header(path: Path, fields: list[str], binary: bool) -> tuple[list[str], str]:
@@ -117,7 +125,8 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
         guard = RootGuard(root)
         out = []
         for rowno, row in enumerate(reader, 2):
-            options = tuple((row[c] or "").strip() for c in cols)
+            _short_or_long(path, rowno, row, len(reader.fieldnames))
+            options = tuple(check_caption((row[c] or "").strip(), f"{path}:{rowno}: {c}") for c in cols)
             filled = sum(1 for o in options if o)
             if filled != len(cols) or len(cols) < 2:
                 raise UserError(f"{path}:{rowno}: {filled} option(s); every row needs {len(cols)} (caption_0..caption_{len(cols) - 1})")
@@ -135,7 +144,7 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
             else:
                 option_templates = tuple(template if i == correct else template_of_caption(o) for i, o in enumerate(options))
             out.append(McqRow(map_media_path(row[media_col] or "", root, f"{path}:{rowno}", guard), options, correct,
-                              template, option_templates))
+                              template, option_templates, f"{path}:{rowno}"))
     if not out:
         raise UserError(f"{path}: no rows")
     return out
@@ -160,7 +169,7 @@ def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> 
                 raise UserError(f"{path}:{rowno}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
             if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
                 raise UserError(f"{path}:{rowno}: captions must be a list of strings")
-            kept = [c.strip() for c in caps if c.strip()]
+            kept = [check_caption(c.strip(), f"{path}:{rowno}") for c in caps if c.strip()]
             if len(kept) < len(caps) and skipped is not None:
                 skipped.append(f"{path.name}:{rowno}")
             if not kept:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
+from negharness.errors import MissingDataError
 from negharness.media import MediaSet, image_files, video_files
 from negharness.published import published_notes
 from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
@@ -85,6 +86,18 @@ class NegBenchMCQ(_NegBenchTask):
 
     def _media_paths(self) -> list[Path]:
         return [r.media for r in self._rows()]
+
+    def required_files(self) -> list[Path]:
+        """As for every NegBench task, but a missing image is named with the CSV row that asks for it."""
+        needed = super().required_files()
+        if not all(p.is_file() for p in self._csvs()):
+            return needed
+        lacking = [r for r in self._rows() if not r.media.is_file()]
+        if lacking:
+            raise MissingDataError(f"{lacking[0].where}: {self.kind} {lacking[0].media} not found"
+                                   + (f" ({len(lacking)} rows of {len(self._rows())} lack their {self.kind})"
+                                      if len(lacking) > 1 else "") + f"\n{self.data_help}")
+        return needed
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         rows = self._rows()

@@ -14,9 +14,10 @@ scores them with the world's exact detector, so the task runs out of the box.
 from __future__ import annotations
 
 import html
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from negharness.published import published_notes
 from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 
 from .metrics import auc_removal, pixel_distances, removal, retention
+from .sources import iter_json_entries, iter_parquet_rows
 
 FORMATS = [
     "The image doesn't have any {S}.", "{S} is not part of the scene.", "No {S} present in the image.",
@@ -89,7 +91,8 @@ class NeInTask(Task):
         return {**super().config(), "detector": self.detector_name, "clip_model": self.clip_name,
                 "dino_model": self.dino_name}
 
-    def samples(self) -> list[EditSample]:
+    def samples(self) -> Iterable[EditSample]:
+        """The samples in order, produced lazily: a sample's images are read only when it is edited."""
         raise NotImplementedError
 
     def evaluate(self, ctx: EditContext) -> TaskResult:
@@ -101,7 +104,9 @@ class NeInTask(Task):
         dino = ctx.plugin("model", "dino", ModelOptions(arch=self.dino_name)) if self.dino_name != "none" else None
         out_dir = ctx.artifacts
         out_dir.mkdir(parents=True, exist_ok=True)
-        target_scores, before, after, l1s, l2s, clip_i, dino_s, missing, rows = [], [], [], [], [], [], [], [], []
+        target_scores, before, after, l1s, l2s, clip_i, dino_s = [], [], [], [], [], [], []
+        missing = _Missing()
+        gallery: list[EditSample] = []  # the first GALLERY_SAMPLES samples: their images go to disk at once
         for s, source, truth, edited in self._edits(editor, out_dir, ctx, missing):
             target_scores.append(detector.max_scores(edited, [s.target])[s.target])
             found_in = {o for o, v in detector.max_scores(source, s.objects).items() if v > 0} if s.objects else set()
@@ -115,9 +120,12 @@ class NeInTask(Task):
                 clip_i.append(clip.image_cosine(edited, truth))
             if dino is not None:
                 dino_s.append(dino.image_cosine(edited, truth))
-            rows.append((s, source, truth, edited))
-        if not rows:
-            raise UserError(f"task {self.name}: no sample could be evaluated ({len(missing)} missing)")
+            if len(gallery) < GALLERY_SAMPLES:
+                gallery.append(s)
+                _gallery_images(out_dir, s, source, truth)
+        n_done = len(target_scores)
+        if not n_done:
+            raise UserError(f"task {self.name}: no sample could be evaluated ({missing.count} missing)")
         kept, empty = retention(before, after)
         metrics = {"Removal": removal(target_scores), "AUC-Removal": auc_removal(target_scores), "Retention": kept,
                    "L1": float(np.mean(l1s)), "L2": float(np.mean(l2s))}
@@ -125,15 +133,15 @@ class NeInTask(Task):
             metrics["CLIP-I"] = float(np.mean(clip_i))
         if dino_s:
             metrics["DINO"] = float(np.mean(dino_s))
-        self._gallery(out_dir, rows[:GALLERY_SAMPLES])
+        _gallery_page(out_dir, gallery)
         notes = {"per_sample_seed": "run seed * 1000003 + sample index", "scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
-                 "retention_empty_inputs": empty, "missing_samples": len(missing), "missing_first": missing[:5],
+                 "retention_empty_inputs": empty, "missing_samples": missing.count, "missing_first": missing.first,
                  "edits": str(out_dir), **ctx.notes}
         metrics = {k: v for k, v in metrics.items() if v == v}
         notes.update(published_notes(self.name, editor, metrics))
-        return TaskResult(metrics, {"samples": len(rows)}, None, notes)
+        return TaskResult(metrics, {"samples": n_done}, None, notes)
 
-    def _edits(self, editor, out_dir: Path, ctx, missing: list[str]):
+    def _edits(self, editor, out_dir: Path, ctx, missing: "_Missing"):
         """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume);
         the rest are made in batches and each written atomically as soon as it exists. A sample whose
         images cannot be read is skipped and named; an output that is not an image is an error."""
@@ -156,7 +164,7 @@ class NeInTask(Task):
             try:
                 source, truth = s.load_input(), s.load_truth()
             except (MediaError, OSError) as exc:
-                missing.append(f"{s.id}: {exc}")
+                missing.add(f"{s.id}: {exc}")
                 continue
             path = out_dir / f"{_safe(s.id)}.png"
             if path.is_file():
@@ -174,20 +182,37 @@ class NeInTask(Task):
         if pending:
             yield from flush()
 
-    def _gallery(self, out_dir: Path, rows: list) -> None:
-        cells = []
-        for s, source, truth, _ in rows:
-            for tag, img in (("input", source), ("truth", truth)):
-                p = out_dir / f"{_safe(s.id)}.{tag}.png"
-                if not p.exists():
-                    atomic_write(p, lambda tmp, img=img: img.save(tmp, format="PNG"))
-            name = _safe(s.id)
-            cells.append(f"<tr><td>{html.escape(s.instruction)}</td><td><img src='{name}.input.png'></td>"
-                         f"<td><img src='{name}.png'></td><td><img src='{name}.truth.png'></td></tr>")
-        page = ("<!doctype html><meta charset='utf-8'><title>NeIn gallery</title><style>img{width:128px;"
-                "image-rendering:pixelated}</style><table><tr><th>instruction</th><th>input</th><th>edited</th>"
-                "<th>ground truth</th></tr>" + "".join(cells) + "</table>")
-        atomic_write_text(out_dir / "gallery.html", page)
+
+class _Missing:
+    """Samples whose images could not be read: a count and the first few, not an unbounded list."""
+
+    def __init__(self, keep: int = 5) -> None:
+        self.count, self.first, self.keep = 0, [], keep
+
+    def add(self, what: str) -> None:
+        self.count += 1
+        if len(self.first) < self.keep:
+            self.first.append(what)
+
+
+def _gallery_images(out_dir: Path, s: EditSample, source: Any, truth: Any) -> None:
+    """A gallery sample's input and ground truth, written when the sample is scored (never kept)."""
+    for tag, img in (("input", source), ("truth", truth)):
+        p = out_dir / f"{_safe(s.id)}.{tag}.png"
+        if not p.exists():
+            atomic_write(p, lambda tmp, img=img: img.save(tmp, format="PNG"))
+
+
+def _gallery_page(out_dir: Path, samples: list[EditSample]) -> None:
+    cells = []
+    for s in samples:
+        name = _safe(s.id)
+        cells.append(f"<tr><td>{html.escape(s.instruction)}</td><td><img src='{name}.input.png'></td>"
+                     f"<td><img src='{name}.png'></td><td><img src='{name}.truth.png'></td></tr>")
+    page = ("<!doctype html><meta charset='utf-8'><title>NeIn gallery</title><style>img{width:128px;"
+            "image-rendering:pixelated}</style><table><tr><th>instruction</th><th>input</th><th>edited</th>"
+            "<th>ground truth</th></tr>" + "".join(cells) + "</table>")
+    atomic_write_text(out_dir / "gallery.html", page)
 
 
 def _safe(name: str) -> str:
@@ -209,56 +234,36 @@ class NeInVal(NeInTask):
     data_help = ("NeIn's val.json and images: the Hugging Face dataset nhatttanbui/NeIn or the Google Drive "
                  "folder linked from github.com/tanbuinhat/NeIn; COCO val2017 images into <data root>/coco/val2017/")
 
-    def _entries(self) -> list[dict]:
-        import json
-
-        path = self.options.data_root / "nein" / "val.json"
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
-        entries = data if isinstance(data, list) else list(data.values())
-        return entries[: self.options.limit] if self.options.limit else entries
+    def _json(self) -> Path:
+        return self.options.data_root / "nein" / "val.json"
 
     def _parquet(self) -> list[Path]:
         return sorted((self.options.data_root / "nein").glob("validation*.parquet"))
 
     def required_files(self) -> list[Path]:
-        return [] if self._parquet() else [self.options.data_root / "nein" / "val.json"]
+        return [] if self._parquet() else [self._json()]
 
-    def samples(self) -> list[EditSample]:
-        return self._parquet_samples() if self._parquet() else self._json_samples()
+    def samples(self) -> Iterator[EditSample]:
+        made = self._parquet_samples() if self._parquet() else self._json_samples()
+        return itertools.islice(made, self.options.limit) if self.options.limit else made
 
-    def _json_samples(self) -> list[EditSample]:
-        root = self.options.data_root
-        out = []
-        for n, e in enumerate(self._entries()):
-            where = f"{root / 'nein' / 'val.json'} entry {n} ({e.get('NeIn', '?') if isinstance(e, dict) else '?'})"
+    def _json_samples(self) -> Iterator[EditSample]:
+        root, path = self.options.data_root, self._json()
+        for n, e in enumerate(iter_json_entries(path)):
+            where = f"{path} entry {n} ({e.get('NeIn', '?') if isinstance(e, dict) else '?'})"
             _check_entry(e, where)
             source = next((p for p in (root / "nein" / "images" / f"{e['NeIn']}{x}" for x in (".png", ".jpg"))
                            if p.exists()), root / "nein" / "images" / f"{e['NeIn']}.png")
             truth = root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg"
-            out.append(_sample(str(e["NeIn"]), e, _opener(source, where), _opener(truth, where)))
-        return out
+            yield _sample(str(e["NeIn"]), e, _opener(source, where), _opener(truth, where))
 
-    def _parquet_samples(self) -> list[EditSample]:
-        """The published parquet files (images embedded as {bytes, path}), read locally with pyarrow."""
-        try:
-            import pyarrow.parquet as pq
-        except ImportError as exc:
-            raise UserError("reading NeIn's parquet files needs pyarrow: pip install pyarrow") from exc
-        out = []
-        for path in self._parquet():
-            table = pq.read_table(path, memory_map=True)
-            rows = table.to_pylist() if not self.options.limit else table.slice(0, self.options.limit).to_pylist()
-            for n, row in enumerate(rows):
-                where = f"{path} row {n}"
-                _check_entry(row, where)
-                ident = Path((row["NeIn"] or {}).get("path") or f"{path.stem}_{n}").stem
-                out.append(_sample(ident, row, _bytes_opener(row["NeIn"], where), _bytes_opener(row["COCO"], where)))
-            if self.options.limit and len(out) >= self.options.limit:
-                break
-        return out[: self.options.limit] if self.options.limit else out
+    def _parquet_samples(self) -> Iterator[EditSample]:
+        """The published parquet files (images embedded as {bytes, path}), a few rows at a time."""
+        for path, n, row in iter_parquet_rows(self._parquet()):
+            where = f"{path} row {n}"
+            _check_entry(row, where)
+            ident = Path((row["NeIn"] or {}).get("path") or f"{path.stem}_{n}").stem
+            yield _sample(ident, row, _bytes_opener(row["NeIn"], where), _bytes_opener(row["COCO"], where))
 
 
 def _check_entry(e: Any, where: str) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from negharness.errors import UserError
 from negharness.paths import RootGuard, require_regular
+from negharness.text.nt2vr_files import open_text
 
 
 def read_frame_index(path: str | Path, root: str | Path | None = None,
@@ -21,7 +22,7 @@ def read_frame_index(path: str | Path, root: str | Path | None = None,
     guard = RootGuard(data_root) if data_root is not None else None
     frames: dict[str, list[tuple[int, Path]]] = {}
     require_regular(path)
-    with open(path, encoding="utf-8") as fh:
+    with open_text(path) as fh:  # a BOM is dropped
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

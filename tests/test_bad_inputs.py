@@ -1,0 +1,248 @@
+"""Every bad input a message (issue 13, item 8): the CLI in a subprocess exits non-zero (2 for the
+user's input or machine, 1 for a plugin's bug), prints one `error:` line naming the file, row,
+option or plugin, never a traceback, and keeps what was finished."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+def _one_error_line(res, code: int, *needles: str) -> str:
+    assert res.returncode == code, (res.returncode, res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr and "Caught " not in res.stderr, res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, res.stderr
+    tail = res.stderr[res.stderr.index("error:"):].strip()
+    assert "\n" not in tail, tail  # the message is the one last line
+    for n in needles:
+        assert n in tail, tail
+    return tail
+
+
+# nT2VR image collection -----------------------------------------------------------------------------
+def _flickr(root: Path, n: int = 4) -> Path:
+    folder = root / "flickr30ktest"
+    (folder / "TextData").mkdir(parents=True)
+    (folder / "VideoSets").mkdir()
+    (folder / "images").mkdir()
+    colours = ["red", "green", "blue", "red"]
+    rgb = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
+    for i in range(n):
+        Image.fromarray(np.full((16, 16, 3), rgb[colours[i % 4]], np.uint8)).save(folder / "images" / f"im{i}.jpg")
+    (folder / "VideoSets" / "flickr30ktest.txt").write_text("".join(f"im{i}\n" for i in range(n)))
+    (folder / "TextData" / "flickr30ktest.caption.txt").write_text(
+        "".join(f"im{i}#enc#0 a {colours[i % 4]} picture\n" for i in range(n)))
+    return folder
+
+
+def _run_flickr(cli, root: Path, *extra: str):
+    return cli("run", "--model", "mean_colour", "--task", "flickr30k_original", "--data-root", str(root),
+               *extra, plugins=("good",))
+
+
+def test_empty_jpeg_in_an_image_collection(cli, tmp_path):
+    folder = _flickr(tmp_path / "data")
+    (folder / "images" / "im2.jpg").write_bytes(b"")
+    _one_error_line(_run_flickr(cli, tmp_path / "data", "--workers", "0"), 2, "im2.jpg", "empty or not an image")
+
+
+def test_truncated_jpeg_decoded_in_dataloader_workers(cli, tmp_path):
+    """Exceptions from worker processes arrive wrapped in the worker's traceback: only the message is shown."""
+    folder = _flickr(tmp_path / "data")
+    good = (folder / "images" / "im1.jpg").read_bytes()
+    (folder / "images" / "im1.jpg").write_bytes(good[: len(good) // 2])
+    res = _run_flickr(cli, tmp_path / "data", "--workers", "2")
+    _one_error_line(res, 2, "im1.jpg", "truncated")
+    ok = _run_flickr(cli, tmp_path / "data", "--workers", "2", "--skip-broken-media")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_corrupt_video_decoded_in_dataloader_workers(cli, tmp_path):
+    folder = tmp_path / "data" / "msrvtt10ktest"
+    (folder / "TextData").mkdir(parents=True)
+    (folder / "VideoSets").mkdir()
+    (folder / "videos").mkdir()
+    (folder / "VideoSets" / "msrvtt10ktest.txt").write_text("video0\nvideo1\n")
+    (folder / "TextData" / "msrvtt10ktest.caption.txt").write_text("video0#enc#0 a red circle\nvideo1#enc#0 a cat\n")
+    for v in ("video0", "video1"):
+        (folder / "videos" / f"{v}.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 4)
+    res = cli("run", "--model", "shapes_clip", "--task", "msrvtt3k_original", "--data-root", str(tmp_path / "data"),
+              "--workers", "2")
+    _one_error_line(res, 2, "video", ".mp4")
+
+
+def test_unreadable_caption_file_folder_or_bad_utf8(cli, tmp_path):
+    folder = _flickr(tmp_path / "data")
+    cap = folder / "TextData" / "flickr30ktest.caption.txt"
+    cap.write_bytes(b"im0#enc#0 a red picture\nim1#enc#0 a gr\xff\xfeen picture\n")
+    _one_error_line(_run_flickr(cli, tmp_path / "data"), 2, "flickr30ktest.caption.txt:2", "not UTF-8")
+    cap.unlink()
+    cap.mkdir()
+    _one_error_line(_run_flickr(cli, tmp_path / "data"), 2, "flickr30ktest.caption.txt", "folder")
+
+
+def test_option_values(cli, tmp_path, monkeypatch, capsys):
+    """--limit through a real subprocess; the other checks run before any plugin loads, so in-process."""
+    _flickr(tmp_path / "data")
+    _one_error_line(_run_flickr(cli, tmp_path / "data", "--limit", "-1"), 2, "--limit -1")
+    _one_error_line(_run_flickr(cli, tmp_path / "data", "-T", "build=maybe"), 2, "-T build", "maybe")
+    a_file = tmp_path / "not_a_folder"
+    a_file.write_text("x")
+    for extra, needles in ((["--limit", "0"], ["--limit 0"]),
+                           (["--cache-dir", str(a_file)], ["--cache-dir", "not_a_folder"]),
+                           (["--cache-dir", str(a_file / "sub")], ["--cache-dir", "is a file"]),
+                           (["--workers", "-2"], ["--workers"])):
+        code, err = _run_in_process(monkeypatch, capsys, tmp_path, [
+            "run", "--model", "mean_colour", "--task", "flickr30k_original", "--data-root", str(tmp_path / "data"),
+            *extra])
+        assert code == 2 and err.startswith("error:") and "Traceback" not in err, err
+        assert all(n in err for n in needles), err
+
+
+# a plugin that raises mid-run ------------------------------------------------------------------------
+def test_model_that_raises_mid_run_is_named_and_finished_records_are_kept(cli, tmp_path):
+    res = cli("run", "--model", "boom", "--task", "boom_texts", "--task", "boom_images", plugins=("boom",))
+    line = _one_error_line(res, 1, "model 'boom' (plugin 'boom')", "task 'boom_images'", "kaboom in encode_image",
+                           "NEGHARNESS_DEBUG=1")
+    assert "records of tasks finished" in line
+    assert json.loads((tmp_path / "results" / "boom" / "boom_texts.json").read_text())["metrics"] == {"n": 2.0}
+    assert not (tmp_path / "results" / "boom" / "boom_images.json").exists()
+    debug = cli("run", "--model", "boom", "--task", "boom_images", plugins=("boom",), env={"NEGHARNESS_DEBUG": "1"})
+    assert debug.returncode != 0 and "Traceback" in debug.stderr and "kaboom" in debug.stderr
+
+
+# a full disk -----------------------------------------------------------------------------------------
+def _run_in_process(monkeypatch, capsys, tmp_path, argv):
+    from negharness.cli import main
+
+    monkeypatch.setenv("COLUMNS", "300")
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def test_full_disk_under_the_output_folder_names_the_file_and_keeps_finished_records(monkeypatch, capsys, tmp_path):
+    import negharness.atomic as atomic
+
+    real = atomic.atomic_write
+
+    def full_for_second_record(path, write):
+        if Path(path).name == "shapes_t2v_original.json":
+            def write(tmp):  # noqa: F811  the disk fills up halfway through this record
+                Path(tmp).write_text("{")
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, write)
+
+    monkeypatch.setattr(atomic, "atomic_write", full_for_second_record)
+    out = tmp_path / "res"
+    code, err = _run_in_process(monkeypatch, capsys, tmp_path, [
+        "run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--task", "shapes_t2v_original",
+        "--limit", "8", "--output-dir", str(out), "--no-cache"])
+    assert code == 2, err
+    assert "no space left on device writing" in err and "shapes_t2v_original.json" in err and "Traceback" not in err
+    assert json.loads((out / "shapes_clip" / "shapes_t2i_original.json").read_text())["task"]["name"] == "shapes_t2i_original"
+    assert not (out / "shapes_clip" / "shapes_t2v_original.json").exists()
+    assert not [p for p in (out / "shapes_clip").iterdir() if p.name.endswith(".tmp")]  # no half file left
+
+
+def test_full_disk_under_the_cache_is_one_line(monkeypatch, capsys, tmp_path):
+    """Whatever writes the cache, a full disk there (an OSError without a path, or a library's own
+    error that says so) is one line naming the cache folder, exit 2."""
+    from negharness.runner import EvalContext
+
+    def full(self, *args, **kwargs):
+        raise RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
+                           "message: \"No space left on device\" })")
+
+    monkeypatch.setattr(EvalContext, "embed_texts", full)
+    cache = tmp_path / "cache"
+    code, err = _run_in_process(monkeypatch, capsys, tmp_path, [
+        "run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--limit", "4",
+        "--output-dir", str(tmp_path / "res"), "--cache-dir", str(cache)])
+    assert code == 2 and "no space left on device" in err and str(cache) in err and "Traceback" not in err
+
+
+# the leaderboard -------------------------------------------------------------------------------------
+def _record(**changes):
+    from negharness.results import SCHEMA_VERSION
+
+    rec = {"schema_version": SCHEMA_VERSION, "created_at": "2026-01-01T00:00:00Z",
+           "model": {"label": "m", "name": "m"}, "task": {"name": "t", "family": "f", "leaderboard_metrics": ["R@1"]},
+           "metrics": {"R@1": 50.0}, "metric_info": {"R@1": {"higher_is_better": True, "fmt": ".1f"}},
+           "main_score": {"name": "R@1", "value": 50.0}, "limited": False}
+    rec.update(changes)
+    return rec
+
+
+@pytest.mark.parametrize("content, needles", [
+    (lambda: json.dumps(_record())[:40], ["t.json:1", "truncated"]),
+    (lambda: json.dumps(_record(schema_version=99)), ["schema_version 99"]),
+    (lambda: json.dumps({k: v for k, v in _record().items() if k != "schema_version"}), ["no schema_version"]),
+    (lambda: json.dumps({k: v for k, v in _record().items() if k != "metrics"}), ["'metrics' is missing"]),
+    (lambda: json.dumps(_record(metrics={"R@1": "50"})), ["'metrics.R@1' must be a number"]),
+    (lambda: json.dumps(_record(model={"label": 3})), ["'model.label' must be str"]),
+])
+def test_leaderboard_reports_every_unusable_record(cli, tmp_path, content, needles):
+    (tmp_path / "results" / "m").mkdir(parents=True)
+    (tmp_path / "results" / "m" / "ok.json").write_text(json.dumps(_record(task={"name": "ok", "family": "f"})))
+    (tmp_path / "results" / "m" / "t.json").write_text(content())
+    _one_error_line(cli("leaderboard", "--out", str(tmp_path / "board.md")), 2, "t.json", *needles)
+    assert not (tmp_path / "board.md").exists()
+
+
+# NegBench MCQ ----------------------------------------------------------------------------------------
+def _mcq(root: Path, rows) -> Path:
+    (root / "negbench").mkdir(parents=True, exist_ok=True)
+    (root / "coco" / "val2017").mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.full((8, 8, 3), (255, 0, 0), np.uint8)).save(root / "coco" / "val2017" / "000000000001.jpg")
+    path = root / "negbench" / "COCO_val_mcq_llama3.1_rephrased.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["image_path", "correct_answer", "caption_0", "caption_1", "caption_2", "caption_3",
+                    "correct_answer_template"])
+        w.writerows(rows)
+    return path
+
+
+def test_mcq_row_with_three_options_in_a_four_option_file(cli, tmp_path):
+    p = "data/coco/images/val2017/000000000001.jpg"
+    path = _mcq(tmp_path / "data", [[p, 0, "a red picture", "b", "c", "d", "positive"]])
+    with open(path, "a", newline="") as fh:
+        fh.write(f"{p},0,a red picture,b,c,positive\n")  # a short row: three options
+    res = cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(tmp_path / "data"),
+              plugins=("good",))
+    _one_error_line(res, 2, "COCO_val_mcq_llama3.1_rephrased.csv:3", "6 cells where the header has 7")
+    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").rglob("*.json"))
+
+
+def test_missing_mcq_image_names_csv_row_and_image(cli, tmp_path):
+    rows = [["data/coco/images/val2017/000000000001.jpg", 0, "a red picture", "b", "c", "d", "positive"],
+            ["data/coco/images/val2017/000000000009.jpg", 0, "a red picture", "b", "c", "d", "positive"]]
+    _mcq(tmp_path / "data", rows)
+    res = cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(tmp_path / "data"),
+              plugins=("good",))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "COCO_val_mcq_llama3.1_rephrased.csv:3: image" in res.stderr and "000000000009.jpg not found" in res.stderr
+
+
+def test_mcq_csv_with_bad_utf8_names_file_and_line(cli, tmp_path):
+    path = _mcq(tmp_path / "data", [["data/coco/images/val2017/000000000001.jpg", 0, "a", "b", "c", "d", "positive"]])
+    path.write_bytes(path.read_bytes() + b"x,0,\xff,b,c,d,positive\n")
+    res = cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(tmp_path / "data"),
+              plugins=("good",))
+    _one_error_line(res, 2, "COCO_val_mcq_llama3.1_rephrased.csv:3", "not UTF-8")
+
+
+# a million-character caption -------------------------------------------------------------------------
+def test_million_character_caption_line_is_refused_at_once(cli, tmp_path):
+    captions = tmp_path / "caps.txt"
+    captions.write_text("v1#enc#0 a dog runs on the grass\nv2#enc#0 " + "a cat " * 170_000 + "\n")
+    res = cli("build-queries", "--captions", str(captions), "--out", str(tmp_path / "out"))
+    _one_error_line(res, 2, "caps.txt:2", "characters")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
