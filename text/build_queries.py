@@ -25,7 +25,8 @@ class BuiltQueries:
     n_items: int
 
 
-def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0, per_item: int = 2) -> BuiltQueries:
+def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0,
+          per_item: int | None = None) -> BuiltQueries:
     rows = caption_rows(items)
     negated = []
     for cap_id, caption in rows:
@@ -70,7 +71,7 @@ def input_name(path: Path, name: str | None) -> tuple[str, bool]:
 
 def build_from_file(path: Path, out_dir: Path, name: str | None = None, id_column: str | None = None,
                     caption_column: str | None = None, mode: str = "one", seed: int = 0,
-                    per_item: int = 2) -> tuple[BuiltQueries, list[Path]]:
+                    per_item: int | None = None) -> tuple[BuiltQueries, list[Path]]:
     items = read_caption_table(path, id_column, caption_column)
     built = build(items, mode, seed, per_item)
     collection, need_captions = input_name(Path(path), name)
