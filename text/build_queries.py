@@ -26,13 +26,15 @@ class BuiltQueries:
 
 
 def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0,
-          per_item: int | None = None) -> BuiltQueries:
+          per_item: int | None = None, subjects: int | None = 5) -> BuiltQueries:
+    """Negated and composed queries. ``subjects``: subjects per phrase pairing (5, the authors'
+    generator, reproduces Table 1's counts; None takes every subject, for a small closed world)."""
     rows = caption_rows(items)
     negated = []
     for cap_id, caption in rows:
         for j, neg in enumerate(negate(caption, mode, seed)):
             negated.append((f"{cap_id}#{j}", neg))
-    composed = compose_captions([i for i, _ in items], [c for _, c in items], seed, per_item)
+    composed = compose_captions([i for i, _ in items], [c for _, c in items], seed, per_item, subjects)
     return BuiltQueries(rows, negated, composed, len(items))
 
 

@@ -85,6 +85,7 @@ class CaptionIndex:
     def __init__(self, item_ids: Sequence[str], captions: Sequence[Sequence[str]]) -> None:
         self.item_ids = list(item_ids)
         self.captions: list[tuple[int, tuple[str, ...]]] = []  # (item position, lemmas)
+        self.texts: list[str] = []  # the captions as given
         self.by_lemma: dict[str, set[int]] = defaultdict(set)  # lemma -> caption numbers
         self.pairs: list[tuple[int, Subject, VerbPhrase]] = []
         self.caption_pairs: list[list[tuple[Subject, VerbPhrase]]] = []  # per caption, in caption order
@@ -94,6 +95,7 @@ class CaptionIndex:
                 lemmas = tuple(token_lemma(w, t) for w, t in tag(normalise(cap)))
                 cid = len(self.captions)
                 self.captions.append((pos, lemmas))
+                self.texts.append(cap)
                 for lem in set(lemmas):
                     self.by_lemma[lem].add(cid)
                 found = extract_pairs(cap)
@@ -124,7 +126,8 @@ class _Vocabulary:
     subjects: dict[tuple, Counter] = field(default_factory=lambda: defaultdict(Counter))
     doers: dict[tuple[str, ...], dict[tuple, set[int]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(set)))
-    together: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = field(default_factory=dict)  # (A, B) -> item
+    together: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = field(default_factory=dict)  # (A, B) -> caption
+    done_by: dict[tuple[str, ...], set[str]] = field(default_factory=lambda: defaultdict(set))  # key -> agent classes
 
 
 def _subject_key(subject: Subject) -> tuple:
@@ -133,7 +136,8 @@ def _subject_key(subject: Subject) -> tuple:
 
 # verbs a reader expects an object or a place after, whatever the collection does (the authors
 # drop bare "hold" and "look" the same way)
-NEVER_BARE = frozenset("look hold take give put use bring carry find get open place set show".split())
+NEVER_BARE = frozenset("look hold take give put use bring carry find get open place set show come go "
+                        "observe pop".split())
 PREPOSITIONS = frozenset("""in on at with to into onto from for about over under through around across along down up
 out off away back by near behind inside outside toward towards together against past beside like after before""".split())
 
@@ -149,12 +153,28 @@ def _complete_phrases(pairs: Sequence[tuple[int, Subject, VerbPhrase]], min_intr
         total[vp.verb] += 1
         bare[vp.verb] += not vp.rest
         intransitive[vp.verb] += not vp.rest or vp.rest[0] in PREPOSITIONS
-    return lambda vp: bool(vp.rest) or (vp.verb not in NEVER_BARE and bare[vp.verb] >= min_bare_count
-                                        and intransitive[vp.verb] >= min_intransitive * total[vp.verb])
+    def usable(vp: VerbPhrase) -> bool:
+        mostly_intransitive = intransitive[vp.verb] >= min_intransitive * total[vp.verb]
+        if vp.rest:  # "sit stools", "run girls": an object after a verb the collection uses without one
+            return vp.rest[0] in PREPOSITIONS or not (mostly_intransitive and total[vp.verb] >= 5
+                                                      and intransitive[vp.verb] >= 0.8 * total[vp.verb])
+        return vp.verb not in NEVER_BARE and bare[vp.verb] >= min_bare_count and mostly_intransitive
+
+    return usable
+
+
+def _pair_up(voc: _Vocabulary, found: list[tuple[int, tuple[str, ...]]], min_negative_words: int) -> None:
+    """Record every two phrases (different verbs, no shared word) as a pairing, with the caption
+    where the second was seen."""
+    for _, a in found:
+        for cid, b in found:
+            if a[0] != b[0] and not set(a) & set(b) and len(b) >= min_negative_words:
+                voc.together.setdefault((a, b), cid)
 
 
 def _vocabulary(index: CaptionIndex, usable, min_negative_words: int) -> _Vocabulary:
     voc = _Vocabulary()
+    per_subject: dict[tuple, list[tuple[int, tuple[str, ...]]]] = defaultdict(list)
     for cid, found in enumerate(index.caption_pairs):
         pos = index.captions[cid][0]
         keys = []
@@ -164,11 +184,13 @@ def _vocabulary(index: CaptionIndex, usable, min_negative_words: int) -> _Vocabu
             voc.phrases[vp.key][vp] += 1
             voc.subjects[_subject_key(subj)][subj] += 1
             voc.doers[vp.key][_subject_key(subj)].add(pos)
+            voc.done_by[vp.key].add(subj.agent_class)
             keys.append(vp.key)
-        for a in keys:  # phrases said in one caption: a pairing a reader finds plausible
-            for b in keys:
-                if a[0] != b[0] and not set(a) & set(b) and len(b) >= min_negative_words:
-                    voc.together.setdefault((a, b), pos)
+            per_subject[_subject_key(subj)].append((cid, vp.key))
+        _pair_up(voc, [(cid, k) for k in keys], min_negative_words)  # said in one caption
+    if not voc.together:  # captions of one phrase each: pair what one subject does anywhere
+        for found in per_subject.values():  # ("a man plays a guitar" / "a man sings a song")
+            _pair_up(voc, found, min_negative_words)
     return voc
 
 
@@ -187,31 +209,45 @@ def _subject_form(counter: Counter) -> Subject:
     return (with_det or ranked)[0]
 
 
-def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, subjects: int = 5,
+def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b_key: tuple, forms: int):
+    """(subject, wordings of A, wordings of B, positive items, matched items) for one subject doing
+    A, or None when the query would be absurd or match nothing."""
+    subj = _subject_form(voc.subjects[skey])
+    if subj.agent_class not in voc.done_by[b_key]:
+        return None  # "a car ... not holding a sledgehammer": B is something no such subject does
+    a_forms = _surface(voc.phrases[a_key], forms, lambda v: v.fits(subj))
+    b_forms = _surface(voc.phrases[b_key], forms, lambda v: v.fits(subj))
+    if not a_forms or not b_forms:
+        return None
+    positive = index.positive_items(subj, a_forms[0])
+    matched = positive - index.negative_items(subj, b_forms[0])
+    return (subj, a_forms, b_forms, positive, matched) if matched else None
+
+
+def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, subjects: int | None = 5,
             forms: int = 2, min_negative_words: int = 1, min_intransitive: float = 0.7,
             min_bare_count: int = 3) -> list[ComposedQuery]:
     """Composed queries over a collection, as the authors' generator enumerates them: for every two
     phrases A, B said in one caption, the ``subjects`` most frequent subjects doing A, each with the
-    ``forms`` most frequent wordings of A and of B; a query is kept when some item matches. Optional
-    ``per_item`` caps the queries from the pairings found first in one item (the paper has no cap)."""
+    ``forms`` most frequent wordings of A and of B (``subjects=None``: every subject); a query is
+    kept when some item matches. Optional ``per_item`` caps the queries from the pairings found first in one item (the paper has no cap)."""
     rng = random.Random(seed)
     usable = _complete_phrases(index.pairs, min_intransitive, min_bare_count)
     voc = _vocabulary(index, usable, min_negative_words)
     out: list[ComposedQuery] = []
     seen: set[str] = set()
     from_item: Counter = Counter()
-    for (a_key, b_key), origin in sorted(voc.together.items(), key=lambda kv: (kv[1], kv[0])):
-        doers = sorted(voc.doers[a_key].items(), key=lambda kv: (-len(kv[1]), kv[0]))[:subjects]
-        for skey, _ in doers:
-            subj = _subject_form(voc.subjects[skey])
-            a_forms = _surface(voc.phrases[a_key], forms, lambda v: v.fits(subj))
-            b_forms = _surface(voc.phrases[b_key], forms, lambda v: v.fits(subj))
-            if not a_forms or not b_forms:
+    for (a_key, b_key), cid in sorted(voc.together.items(), key=lambda kv: (kv[1], kv[0])):
+        origin = index.captions[cid][0]
+        done = 0
+        for skey, _ in sorted(voc.doers[a_key].items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            if done == subjects:
+                break
+            found = _triplet(index, voc, skey, a_key, b_key, forms)
+            if found is None:
                 continue
-            positive = index.positive_items(subj, a_forms[0])
-            matched = positive - index.negative_items(subj, b_forms[0])
-            if not matched:
-                continue
+            done += 1
+            subj, a_forms, b_forms, positive, matched = found
             for a in a_forms:
                 for b in b_forms:
                     if per_item is not None and from_item[origin] >= per_item:
@@ -225,10 +261,10 @@ def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, sub
                     out.append(ComposedQuery(
                         f"s{len(out)}", text, [index.item_ids[i] for i in sorted(matched)], neg_first, subj.text,
                         f"{subj.text} {a.form('VBG')}", b.form("VBG"), len(positive),
-                        len(positive) - len(matched), template))
+                        len(positive) - len(matched), template, {"said_together": index.texts[cid]}))
     return out
 
 
 def compose_captions(item_ids: Sequence[str], captions: Sequence[Sequence[str]], seed: int = 0,
-                     per_item: int | None = None) -> list[ComposedQuery]:
-    return compose(CaptionIndex(item_ids, captions), seed, per_item)
+                     per_item: int | None = None, subjects: int | None = 5) -> list[ComposedQuery]:
+    return compose(CaptionIndex(item_ids, captions), seed, per_item, subjects)

@@ -117,7 +117,7 @@ def _participle_blocked(tagged: list[tuple[str, str]], i: int) -> bool:
     premodifier ("not animated pirates sing")."""
     prev_word = tagged[i - 1][0].lower() if i else ""
     prev_tag = tagged[i - 1][1] if i else ""
-    if tagged[i][1] == "VBN" and (prev_word in ("being", "been", "be") or _lemma(prev_word) == "get"):
+    if prev_word == "been" or _lemma(prev_word) == "get" or (tagged[i][1] == "VBN" and prev_word in ("being", "be")):
         return True
     nxt = tagged[i + 1][1] if i + 1 < len(tagged) else ""
     return prev_tag in PREMODIFIER_BEFORE and (nxt.startswith("NN") or nxt == "JJ") and \

@@ -41,8 +41,19 @@ MALE = frozenset("man boy guy gentleman father dad son husband king brother uncl
                  "grandfather grandpa he sir prince groom".split())
 FEMALE = frozenset("woman girl lady mother mom daughter wife queen sister aunt actress female girlfriend "
                    "grandmother grandma she madam princess bride".split())
-PEOPLE = MALE | FEMALE | frozenset("person people someone kid child baby player chef man men woman women team "
-                                   "student teacher crowd family friend couple".split())
+PEOPLE = MALE | FEMALE | frozenset("""person people someone somebody kid child baby player chef team student teacher
+crowd family friend couple singer dancer athlete reporter host model cook worker driver rider musician band audience
+soldier police officer doctor customer character group teen teenager youth adult individual fan celebrity star
+artist performer gamer contestant judge anchor presenter speaker narrator tourist surfer skier skater biker
+cyclist runner swimmer fighter wrestler boxer chef""".split())
+ANIMALS = frozenset("""animal dog puppy cat kitten horse bird fish cow pig monkey bear lion tiger elephant deer sheep
+goat duck chicken rabbit mouse rat snake turtle dolphin whale shark penguin panda fox wolf giraffe zebra parrot
+hamster squirrel frog insect bug spider butterfly bee pet creature""".split())
+VEHICLES = frozenset("car truck bus train plane airplane jet helicopter boat ship bike bicycle motorcycle vehicle "
+                     "van suv tractor racecar kart scooter".split())
+PLURAL_NOUNS = frozenset("clothes glasses pants shorts jeans news sports goggles scissors trousers stairs lyrics "
+                         "graphics things others people headphones".split())
+COLOURS = frozenset("red blue green yellow black white purple pink orange brown grey gray gold silver".split())
 BE_LEMMAS = {"be"}
 AUX_VERBS = {"be", "do", "have", "will", "can", "get"}
 CLAUSE_BOUNDARY = {"while", "whilst", "and", "or", "but", "as", "when", "because", "then", ",", ";", ".", "who",
@@ -52,7 +63,7 @@ NOT_AGENTS = frozenset("video clip scene footage film movie trailer picture imag
                        "segment compilation montage slideshow commercial advertisement ad episode tutorial vlog "
                        "kind type sort part view shot closeup version animation news report title music song "
                        "audio voice sound background camera clips videos thing something graphic graphics logo "
-                       "text words website page map diagram chart slide pop".split())
+                       "text words website page map diagram chart slide pop game".split())
 INDEFINITE = frozenset("someone somebody everyone everybody anyone anybody nobody something".split())
 # a VBG that with the next noun is a noun compound, not a verb phrase ("and he cutting board")
 VBG_COMPOUNDS = frozenset(("cutting board", "swimming pool", "living room", "dining table", "dining room",
@@ -123,11 +134,14 @@ class VerbPhrase:
 
     def fits(self, subject: "Subject") -> bool:
         """No pronoun in the phrase that clashes with the subject ("a woman ... his own shadow")."""
-        clash = {"he", "she", "it"} if subject.plural else {"they"}
-        if subject.pronoun == "he":
-            clash.add("she")
-        elif subject.pronoun == "she":
-            clash.add("he")
+        if subject.plural:
+            clash = {"he", "she", "it"}
+        elif subject.pronoun is not None:
+            clash = {"they", "he", "she", "it"} - {subject.pronoun}
+        elif subject.agent_class == "person" and subject.head not in QUANTITIES | {"crowd", "audience", "band", "family"}:
+            clash = {"they", "it"}  # "a person ... his phone" reads fine
+        else:
+            clash = {"they", "he", "she"}  # "a crowd ... his foot" does not
         return not any(PRONOUNS.get(w) in clash for w in self.rest)
 
 
@@ -143,6 +157,14 @@ class Subject:
         say for the subject to match, so "a red circle" never matches a blue one."""
         words = self.text.split()
         return frozenset([lemma(w, "NOUN") for w in words[:-1] if w not in STOP_WORDS] + [self.head])
+
+    @property
+    def agent_class(self) -> str:
+        """What kind of doer the subject is: a person, an animal, a vehicle, or its own head."""
+        for name, heads in (("person", PEOPLE), ("animal", ANIMALS), ("vehicle", VEHICLES)):
+            if self.head in heads:
+                return name
+        return self.head
 
     @property
     def pronoun(self) -> str | None:
@@ -229,8 +251,14 @@ def _skippable(item: Item, pp: bool = True) -> bool:
 def _next_vp(items: list[Item], k: int, pp: bool = True) -> int | None:
     """Position of the VP right after ``k`` (past skippable items), or None."""
     nxt = k + 1
-    while nxt < len(items) and _skippable(items[nxt], pp):
-        nxt += 1
+    while nxt < len(items):
+        if _skippable(items[nxt], pp):
+            nxt += 1
+        elif pp and nxt + 1 < len(items) and items[nxt][0] == items[nxt + 1][0] == "TOK" \
+                and items[nxt][1][0][1] == "IN" and items[nxt + 1][1][0][1] == "JJ":
+            nxt += 2  # "a man in red is playing": a PP whose noun was tagged as an adjective
+        else:
+            break
     return nxt if nxt < len(items) and items[nxt][0] == "VP" else None
 
 
@@ -307,6 +335,8 @@ def _garbled(rest: list[tuple[str, str]]) -> bool:
                 return True
             if t.startswith("NN") and is_known_verb(w) and lemma(w, "VERB") != w and w.endswith("ing"):
                 return True
+            if t == "NN" and rest[i - 1][1] == "NNS" and rest[i - 1][0] not in PLURAL_NOUNS:
+                return True  # "park cars plant with sword-like leaves"
     return False
 
 
@@ -328,8 +358,8 @@ def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
         rest.append((w, t))
     if len(rest) == len(leaves) - 1 and _noun_coordination_follows(items, k):
         return None
-    if rest and rest[-1][1] in INCOMPLETE_END_TAGS:
-        return None
+    if rest and (rest[-1][1] in INCOMPLETE_END_TAGS or rest[-1][0] in COLOURS):
+        return None  # "packing cotton into some sort of purple", "a pyramid of yellow"
     if any(not w.replace("-", "").isalnum() for w, _ in rest):
         return None  # punctuation or a stray apostrophe inside
     if rest and penn == "VBG" and f"{word} {rest[0][0]}" in VBG_COMPOUNDS:
@@ -339,9 +369,26 @@ def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
     return VerbPhrase(verb, tuple(w for w, _ in rest))
 
 
+def _repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The tagger's commonest slips on captions: a singular noun's verb read as a plural noun
+    ("a character jumps/NNS and"): retag it VBZ when no verb follows; a noun read as an adjective
+    between a determiner and a verb ("a girl/JJ looks")."""
+    out = list(tagged)
+    for i in range(1, len(out)):
+        word, penn = out[i]
+        nxt = out[i + 1][1] if i + 1 < len(out) else "."
+        if penn == "NNS" and out[i - 1][1] == "NN" and not nxt.startswith(("VB", "NN", "MD")) \
+                and word not in PLURAL_NOUNS \
+                and is_known_verb(word) and lemma(word, "VERB") != word:
+            out[i] = (word, "VBZ")
+        elif penn == "JJ" and out[i - 1][1] == "DT" and nxt in ("VBZ", "VBD", "VBP"):
+            out[i] = (word, "NN")  # "a girl/JJ looks"
+    return out
+
+
 def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:
     """(subject, verb phrase) pairs of one caption (Algorithm 1 with the checks above)."""
-    items = _flatten(parser().parse(tag(normalise(caption))))
+    items = _flatten(parser().parse(_repair_tags(tag(normalise(caption)))))
     pairs: list[tuple[Subject, VerbPhrase]] = []
     owner: dict[int, Subject | None] = {}  # VP position -> its subject
     for k, (label, _) in enumerate(items):
