@@ -426,7 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--caption-column", help="CSV column with captions or a list literal of them (default captions)")
     p.add_argument("--mode", choices=["one", "all"], default="one",
                    help="one negated variant per caption, chosen with --seed (the paper), or all")
-    p.add_argument("--per-item", type=int, default=2, help="composed-query anchors per item (default 2)")
+    p.add_argument("--per-item", type=int, default=None,
+                   help="cap on composed queries from the phrase pairings found first in one item "
+                        "(default: no cap, as the paper's Table 1 counts)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=5, help="samples of each kind to print")
     p.set_defaults(func=cmd_build_queries)

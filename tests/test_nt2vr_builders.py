@@ -100,7 +100,7 @@ def test_matching_is_phrase_minus_word_level_and_empty_queries_are_dropped():
         ["a man is playing a guitar", "a man sings a song"],   # guitar yes, singing yes
         ["a man is playing a guitar on a stage"],              # guitar, no singing
         ["a man sings a song in a car", "a woman plays a guitar"],  # singing; the guitar player is a woman
-        ["a man is cooking food"],
+        ["a man is cooking food", "a man is cooking food and a woman is playing a guitar"],  # A, B said together
     ]
     index = CaptionIndex(items, captions)
     man = next(s for _, s, _ in index.pairs if s.head == "man")

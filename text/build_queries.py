@@ -25,13 +25,16 @@ class BuiltQueries:
     n_items: int
 
 
-def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0, per_item: int = 2) -> BuiltQueries:
+def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0,
+          per_item: int | None = None, subjects: int | None = 5) -> BuiltQueries:
+    """Negated and composed queries. ``subjects``: subjects per phrase pairing (5, the authors'
+    generator, reproduces Table 1's counts; None takes every subject, for a small closed world)."""
     rows = caption_rows(items)
     negated = []
     for cap_id, caption in rows:
         for j, neg in enumerate(negate(caption, mode, seed)):
             negated.append((f"{cap_id}#{j}", neg))
-    composed = compose_captions([i for i, _ in items], [c for _, c in items], seed, per_item)
+    composed = compose_captions([i for i, _ in items], [c for _, c in items], seed, per_item, subjects)
     return BuiltQueries(rows, negated, composed, len(items))
 
 
@@ -70,7 +73,7 @@ def input_name(path: Path, name: str | None) -> tuple[str, bool]:
 
 def build_from_file(path: Path, out_dir: Path, name: str | None = None, id_column: str | None = None,
                     caption_column: str | None = None, mode: str = "one", seed: int = 0,
-                    per_item: int = 2) -> tuple[BuiltQueries, list[Path]]:
+                    per_item: int | None = None) -> tuple[BuiltQueries, list[Path]]:
     items = read_caption_table(path, id_column, caption_column)
     built = build(items, mode, seed, per_item)
     collection, need_captions = input_name(Path(path), name)

@@ -1,17 +1,19 @@
 """nT2VR's composer (Wang et al., 2022, section 3.1.2, Algorithm 1 and appendix A.1).
 
-1. Subjects and verb phrases come from NLTK's RegexpParser with the paper's chunk grammar
-   (NP, PP, VP, CLAUSE). A VP's subject is the noun phrase in subject position before it (the NP
-   followed, past auxiliaries and adverbs, by a verb phrase); "a man is singing and dancing" gives
-   (a man, sing) and (a man, dance). Copulas and bare auxiliaries are not verb phrases.
-2. A query is (subject, positive VP A, negative VP B) put through one of the appendix's six
-   templates, chosen with a seed: with a pronoun ("they", "he", "she") when the subject tells,
-   else the "while" forms. Verbs are inflected per template (lemminflect).
-3. Matched items = items with a caption whose parsed (subject, VP) pair has the subject's content
-   words and a VP starting with A (phrase level, lemmas), minus items with a caption holding the
-   subject's content words and any content word of B (word level, stop words excluded). Queries
-   with no match are discarded. Matching the subject's content words rather than its head noun
-   alone keeps "a red circle" from matching a blue one.
+1. Subjects and verb phrases come from ``phrases.extract_pairs``: the paper's NLTK chunk grammar
+   with the checks a reader needs (no container or coordinated subjects, no passives, no light
+   verbs, no phrase cut inside a noun phrase). A bare verb is a phrase only when the collection
+   uses it intransitively (bare or with a PP) in >= 70% of its uses, as the authors' transitivity rule.
+2. Which queries, as the authors' generator (their ``generate_composed.py``) enumerates them: for
+   every two phrases A, B said in one caption (different verbs, no shared word), the 5 subjects
+   most often doing A, each with the 2 most frequent wordings of A and of B. This sets the count
+   (3,403 on MSR-VTT 1k-A's 19,998 captions; Table 1: 3,697); ``per_item`` is an optional cap.
+3. A query is (subject, A, B) put through one of the appendix's six templates, chosen with a seed:
+   with a pronoun ("they", "he", "she") when the subject tells, else the "while" forms.
+4. Matched items = items with a caption whose parsed (subject, VP) pair has the subject's content
+   words and a VP starting with A's content lemmas (phrase level), minus items with a caption
+   holding the subject's content words and any content word of B (word level, stop words
+   excluded). Queries with no match are discarded.
 
 Every query stores its subject, positive and negative parts explicitly.
 """
@@ -19,80 +21,13 @@ Every query stores its subject, positive and negative parts explicitly.
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
 from typing import Sequence
 
-from .negator import is_known_verb
 from .nltk_resources import tag
-
-GRAMMAR = r"""
-NP: {<DT|JJ|CD|PRP\$|NN.*>*<NN.*>}
-PP: {<IN|RP><NP>}
-VP: {<VB.*><NP|PP|CLAUSE>*}
-CLAUSE: {<NP><VP>}
-"""
-STOP_WORDS = frozenset("""
-a an the and or but if while of at by for with about against between into through during before after above
-below to from up down in out on off over under again further then once here there when where why how all any
-both each few more most other some such no nor not only own same so than too very can will just don should now
-i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself
-it its itself they them their theirs themselves what which who whom this that these those am is are was were be
-been being have has had having do does did doing would could ought s t one two another its as very also
-""".split())
-MALE = frozenset("man boy guy gentleman father dad son husband king brother uncle actor player male boyfriend "
-                 "grandfather grandpa he sir prince groom".split())
-FEMALE = frozenset("woman girl lady mother mom daughter wife queen sister aunt actress female girlfriend "
-                   "grandmother grandma she madam princess bride".split())
-BE_LEMMAS = {"be"}
-CLAUSE_BOUNDARY = {"while", "whilst", "and", "or", "but", "as", "when", "because", "then", ",", ";", "."}
-AUX_VERBS = {"be", "do", "have", "will", "can", "get"}
-
-
-@dataclass(frozen=True)
-class VerbPhrase:
-    verb: str  # lemma
-    rest: tuple[str, ...]  # complement tokens, as in the caption
-
-    def form(self, penn: str) -> str:
-        """The phrase with its verb inflected: VB base, VBG -ing, VBZ third person."""
-        from lemminflect import getInflection
-
-        forms = getInflection(self.verb, tag=penn) if penn != "VB" else (self.verb,)
-        return " ".join([forms[0] if forms else self.verb, *self.rest])
-
-    @cached_property
-    def lemmas(self) -> tuple[str, ...]:
-        return (self.verb, *(_lemma(w) for w in self.rest))
-
-    @cached_property
-    def content(self) -> frozenset[str]:
-        return frozenset(w for w in self.lemmas if w not in STOP_WORDS and w.isalpha())
-
-
-@dataclass(frozen=True)
-class Subject:
-    text: str  # as in the caption: "a man", "two kids"
-    head: str  # head noun lemma
-    plural: bool
-
-    @cached_property
-    def content(self) -> frozenset[str]:
-        """Content lemmas of the noun phrase ("a red circle" -> {red, circle}): what a caption must
-        say for the subject to match, so "a red circle" never matches a blue one."""
-        words = self.text.split()
-        return frozenset([_lemma(w, "NOUN") for w in words[:-1] if w not in STOP_WORDS] + [self.head])
-
-    @property
-    def pronoun(self) -> str | None:
-        if self.plural:
-            return "they"
-        if self.head in MALE:
-            return "he"
-        if self.head in FEMALE:
-            return "she"
-        return None
+from .phrases import (INDEFINITE, STOP_WORDS, Subject, VerbPhrase, extract_pairs, head_nouns, lemma,  # noqa: F401 (re-exported)
+                      normalise, token_lemma)
 
 
 @dataclass
@@ -115,112 +50,6 @@ class ComposedQuery:
                 "negstionfirst": self.negation_first, "pos_occur": self.pos_occur, "neg_occur": self.neg_occur,
                 "subject": self.subject, "positive": self.positive, "negative": self.negative,
                 "template": self.template}
-
-
-@lru_cache(maxsize=65536)
-def _lemma(word: str, upos: str | None = None) -> str:
-    from lemminflect import getLemma
-
-    w = word.lower()
-    if upos is None:
-        lemmas = getLemma(w, upos="VERB") if w.endswith(("ing", "ed", "es", "s")) else (w,)
-    else:
-        lemmas = getLemma(w, upos=upos)
-    return lemmas[0] if lemmas else w
-
-
-def _token_lemma(word: str, penn: str) -> str:
-    if penn.startswith("NN"):
-        return _lemma(word, "NOUN")
-    if penn.startswith("VB"):
-        return _lemma(word, "VERB")
-    return word.lower()
-
-
-_PARSER = None
-
-
-def _parser():
-    global _PARSER
-    if _PARSER is None:
-        import nltk
-
-        _PARSER = nltk.RegexpParser(GRAMMAR)
-    return _PARSER
-
-
-def _flatten(tree) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Top-level (label, tagged leaves) items, with CLAUSE chunks opened into their NP and VP, and a
-    copula's VP opened too ("there is [a man] [singing]": the NP after *be* can be a subject)."""
-    out = []
-    for node in tree:
-        if hasattr(node, "label"):
-            if node.label() == "CLAUSE":
-                out.extend(_flatten(node))
-            elif node.label() == "VP" and _lemma(node.leaves()[0][0], "VERB") in BE_LEMMAS:
-                out.append(("TOK", [node[0]]))
-                out.extend(_flatten(node[1:]))
-            else:
-                out.append((node.label(), list(node.leaves())))
-        else:
-            out.append(("TOK", [node]))
-    return out
-
-
-def _is_aux_vp(leaves: list[tuple[str, str]]) -> bool:
-    verb = _lemma(leaves[0][0], "VERB")
-    return verb in BE_LEMMAS or (len(leaves) == 1 and verb in AUX_VERBS)
-
-
-def head_nouns(caption: str) -> list[str]:
-    """Head noun (singular lemma) of every noun phrase, in order, without repeats: the objects a
-    caption mentions. NeIn's authors used spaCy noun chunks; this uses the same NLTK chunk grammar
-    as the composer, so compound heads are the last noun ("dining table" -> "table")."""
-    out: list[str] = []
-    for np_tree in _parser().parse(tag(caption.lower())).subtrees(lambda t: t.label() == "NP"):
-        word, penn = np_tree.leaves()[-1]
-        head = _lemma(word, "NOUN")
-        if penn.startswith("NN") and head not in out and head.isalpha():
-            out.append(head)
-    return out
-
-
-def _skippable(item: tuple[str, list[tuple[str, str]]]) -> bool:
-    """Between a subject and its verb phrase: adverbs, modals, auxiliaries, post-modifying PPs."""
-    label, leaves = item
-    if label == "PP":
-        return True
-    if label == "VP":
-        return _is_aux_vp(leaves)
-    word, penn = leaves[0]
-    return penn in ("RB", "MD", "TO") or (penn.startswith("VB") and _lemma(word, "VERB") in AUX_VERBS)
-
-
-def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:
-    """(subject, verb phrase) pairs of one caption (Algorithm 1)."""
-    items = _flatten(_parser().parse(tag(caption.lower())))
-    pairs, subject = [], None
-    for k, (label, leaves) in enumerate(items):
-        if label == "NP" and leaves[-1][1].startswith("NN"):
-            nxt = k + 1
-            while nxt < len(items) and _skippable(items[nxt]):
-                nxt += 1
-            if nxt < len(items) and items[nxt][0] == "VP":
-                head_word, head_tag = leaves[-1]
-                subject = Subject(" ".join(w for w, _ in leaves), _lemma(head_word, "NOUN"),
-                                  head_tag in ("NNS", "NNPS"))
-        elif label == "VP" and subject is not None and not _is_aux_vp(leaves) and is_known_verb(leaves[0][0]):
-            verb = _lemma(leaves[0][0], "VERB")
-            rest = []
-            for w, _ in leaves[1:]:  # the grammar lets a PP like "while his dog" run on: stop at the clause's end
-                if w in CLAUSE_BOUNDARY:
-                    break
-                rest.append(w)
-            if verb not in AUX_VERBS or rest:
-                pairs.append((subject, VerbPhrase(verb, tuple(rest))))
-        elif label == "TOK" and leaves[0][0] in (".", ";"):
-            subject = None
-    return pairs
 
 
 def render(subject: Subject, a: VerbPhrase, b: VerbPhrase, template: int) -> tuple[str, int]:
@@ -256,27 +85,31 @@ class CaptionIndex:
     def __init__(self, item_ids: Sequence[str], captions: Sequence[Sequence[str]]) -> None:
         self.item_ids = list(item_ids)
         self.captions: list[tuple[int, tuple[str, ...]]] = []  # (item position, lemmas)
+        self.texts: list[str] = []  # the captions as given
         self.by_lemma: dict[str, set[int]] = defaultdict(set)  # lemma -> caption numbers
         self.pairs: list[tuple[int, Subject, VerbPhrase]] = []
+        self.caption_pairs: list[list[tuple[Subject, VerbPhrase]]] = []  # per caption, in caption order
         self._pairs_by_head: dict[str, list[tuple[int, Subject, VerbPhrase]]] = defaultdict(list)
         for pos, caps in enumerate(captions):
             for cap in caps:
-                tagged = tag(cap.lower())
-                lemmas = tuple(_token_lemma(w, t) for w, t in tagged)
+                lemmas = tuple(token_lemma(w, t) for w, t in tag(normalise(cap)))
                 cid = len(self.captions)
                 self.captions.append((pos, lemmas))
+                self.texts.append(cap)
                 for lem in set(lemmas):
                     self.by_lemma[lem].add(cid)
-                for subj, vp in extract_pairs(cap):
+                found = extract_pairs(cap)
+                self.caption_pairs.append(found)
+                for subj, vp in found:
                     self.pairs.append((pos, subj, vp))
                     self._pairs_by_head[subj.head].append((pos, subj, vp))
 
     def positive_items(self, subject: Subject, vp: VerbPhrase) -> set[int]:
         """Items with a caption that says this subject does this VP (phrase level, on the parsed pairs):
-        the caption's subject has every content word of ours, its VP starts with our VP's lemmas."""
-        phrase = vp.lemmas
+        the caption's subject has every content word of ours, its VP starts with our VP's content lemmas."""
+        key = vp.key
         return {pos for pos, s, v in self._pairs_by_head.get(subject.head, ())
-                if subject.content <= s.content and v.lemmas[:len(phrase)] == phrase}
+                if subject.content <= s.content and v.key[:len(key)] == key}
 
     def negative_items(self, subject: Subject, vp: VerbPhrase) -> set[int]:
         """Items with a caption holding the subject's words and any content word of the VP (word
@@ -286,56 +119,152 @@ class CaptionIndex:
         return {self.captions[cid][0] for cid in with_subject & hits}
 
 
-def _complete_phrases(pairs: Sequence[tuple[int, Subject, VerbPhrase]], min_bare: float = 0.5):
-    """A bare verb ("giving", "wearing") is a phrase only if the collection mostly uses that verb
-    without an object: a data-driven stand-in for the authors' verb-transitivity table."""
-    bare, total = defaultdict(int), defaultdict(int)
+@dataclass
+class _Vocabulary:
+    """What the collection says: surface forms per phrase key and per subject, who does what."""
+    phrases: dict[tuple[str, ...], Counter] = field(default_factory=lambda: defaultdict(Counter))
+    subjects: dict[tuple, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    doers: dict[tuple[str, ...], dict[tuple, set[int]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(set)))
+    together: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = field(default_factory=dict)  # (A, B) -> caption
+    done_by: dict[tuple[str, ...], set[str]] = field(default_factory=lambda: defaultdict(set))  # key -> agent classes
+
+
+def _subject_key(subject: Subject) -> tuple:
+    return (subject.head, subject.plural, tuple(sorted(subject.content)))
+
+
+# verbs a reader expects an object or a place after, whatever the collection does (the authors
+# drop bare "hold" and "look" the same way)
+NEVER_BARE = frozenset("look hold take give put use bring carry find get open place set show come go "
+                        "observe pop".split())
+PREPOSITIONS = frozenset("""in on at with to into onto from for about over under through around across along down up
+out off away back by near behind inside outside toward towards together against past beside like after before""".split())
+
+
+def _complete_phrases(pairs: Sequence[tuple[int, Subject, VerbPhrase]], min_intransitive: float,
+                      min_bare_count: int):
+    """A bare verb ("dancing") is a phrase only if the collection uses it bare at least
+    ``min_bare_count`` times and without a direct object (bare or with a PP) in at least
+    ``min_intransitive`` of its uses: a data-driven stand-in for the authors' verb-transitivity
+    table (they drop a bare VP when its verb's ``percent_intrans`` < 0.7)."""
+    bare, intransitive, total = Counter(), Counter(), Counter()
     for _, _, vp in pairs:
         total[vp.verb] += 1
         bare[vp.verb] += not vp.rest
-    return lambda vp: bool(vp.rest) or bare[vp.verb] >= min_bare * total[vp.verb]
+        intransitive[vp.verb] += not vp.rest or vp.rest[0] in PREPOSITIONS
+    def usable(vp: VerbPhrase) -> bool:
+        mostly_intransitive = intransitive[vp.verb] >= min_intransitive * total[vp.verb]
+        if vp.rest:  # "sit stools", "run girls": an object after a verb the collection uses without one
+            return vp.rest[0] in PREPOSITIONS or not (mostly_intransitive and total[vp.verb] >= 5
+                                                      and intransitive[vp.verb] >= 0.8 * total[vp.verb])
+        return vp.verb not in NEVER_BARE and bare[vp.verb] >= min_bare_count and mostly_intransitive
+
+    return usable
 
 
-def compose(index: CaptionIndex, seed: int = 0, per_item: int = 2) -> list[ComposedQuery]:
-    """Composed queries over a collection: up to ``per_item`` anchors (subject, A) per item, each
-    with a negative VP B drawn (seeded) from the VPs seen with the same subject elsewhere."""
+def _pair_up(voc: _Vocabulary, found: list[tuple[int, tuple[str, ...]]], min_negative_words: int) -> None:
+    """Record every two phrases (different verbs, no shared word) as a pairing, with the caption
+    where the second was seen."""
+    for _, a in found:
+        for cid, b in found:
+            if a[0] != b[0] and not set(a) & set(b) and len(b) >= min_negative_words:
+                voc.together.setdefault((a, b), cid)
+
+
+def _vocabulary(index: CaptionIndex, usable, min_negative_words: int) -> _Vocabulary:
+    voc = _Vocabulary()
+    per_subject: dict[tuple, list[tuple[int, tuple[str, ...]]]] = defaultdict(list)
+    for cid, found in enumerate(index.caption_pairs):
+        pos = index.captions[cid][0]
+        keys = []
+        for subj, vp in found:
+            if not usable(vp) or not vp.key:
+                continue
+            voc.phrases[vp.key][vp] += 1
+            voc.subjects[_subject_key(subj)][subj] += 1
+            voc.doers[vp.key][_subject_key(subj)].add(pos)
+            voc.done_by[vp.key].add(subj.agent_class)
+            keys.append(vp.key)
+            per_subject[_subject_key(subj)].append((cid, vp.key))
+        _pair_up(voc, [(cid, k) for k in keys], min_negative_words)  # said in one caption
+    if not voc.together:  # captions of one phrase each: pair what one subject does anywhere
+        for found in per_subject.values():  # ("a man plays a guitar" / "a man sings a song")
+            _pair_up(voc, found, min_negative_words)
+    return voc
+
+
+def _surface(counter: Counter, n: int, keep=lambda x: True) -> list:
+    """The ``n`` most frequent surface forms (ties by text), those that pass ``keep``."""
+    ranked = sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    return [x for x, _ in ranked if keep(x)][:n]
+
+
+def _subject_form(counter: Counter) -> Subject:
+    """The most frequent way the collection writes a subject, preferring one with a determiner."""
+    ranked = _surface(counter, len(counter))
+    if ranked[0].head in INDEFINITE:  # "someone", never "a someone"
+        return Subject(ranked[0].head, ranked[0].head, False)
+    with_det = [s for s in ranked if s.plural or s.text.split()[0] in ("a", "an", "the", "one", "another")]
+    return (with_det or ranked)[0]
+
+
+def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b_key: tuple, forms: int):
+    """(subject, wordings of A, wordings of B, positive items, matched items) for one subject doing
+    A, or None when the query would be absurd or match nothing."""
+    subj = _subject_form(voc.subjects[skey])
+    if subj.agent_class not in voc.done_by[b_key]:
+        return None  # "a car ... not holding a sledgehammer": B is something no such subject does
+    a_forms = _surface(voc.phrases[a_key], forms, lambda v: v.fits(subj))
+    b_forms = _surface(voc.phrases[b_key], forms, lambda v: v.fits(subj))
+    if not a_forms or not b_forms:
+        return None
+    positive = index.positive_items(subj, a_forms[0])
+    matched = positive - index.negative_items(subj, b_forms[0])
+    return (subj, a_forms, b_forms, positive, matched) if matched else None
+
+
+def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, subjects: int | None = 5,
+            forms: int = 2, min_negative_words: int = 1, min_intransitive: float = 0.7,
+            min_bare_count: int = 3) -> list[ComposedQuery]:
+    """Composed queries over a collection, as the authors' generator enumerates them: for every two
+    phrases A, B said in one caption, the ``subjects`` most frequent subjects doing A, each with the
+    ``forms`` most frequent wordings of A and of B (``subjects=None``: every subject); a query is
+    kept when some item matches. Optional ``per_item`` caps the queries from the pairings found first in one item (the paper has no cap)."""
     rng = random.Random(seed)
-    usable = _complete_phrases(index.pairs)
-    pool: dict[str, list[VerbPhrase]] = defaultdict(list)
-    for _, subj, vp in index.pairs:
-        if usable(vp) and vp not in pool[subj.head]:
-            pool[subj.head].append(vp)
-    anchors: dict[int, list[tuple[Subject, VerbPhrase]]] = defaultdict(list)
-    for pos, subj, vp in index.pairs:
-        if usable(vp) and (subj, vp) not in anchors[pos]:
-            anchors[pos].append((subj, vp))
+    usable = _complete_phrases(index.pairs, min_intransitive, min_bare_count)
+    voc = _vocabulary(index, usable, min_negative_words)
     out: list[ComposedQuery] = []
-    seen: set[tuple[frozenset, VerbPhrase, VerbPhrase]] = set()
-    for pos in sorted(anchors):
-        chosen = anchors[pos][:]
-        rng.shuffle(chosen)
-        for subj, a in chosen[:per_item]:
-            options = [b for b in pool[subj.head] if b.verb != a.verb and not (b.content & a.content) and b.content]
-            if not options:
+    seen: set[str] = set()
+    from_item: Counter = Counter()
+    for (a_key, b_key), cid in sorted(voc.together.items(), key=lambda kv: (kv[1], kv[0])):
+        origin = index.captions[cid][0]
+        done = 0
+        for skey, _ in sorted(voc.doers[a_key].items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            if done == subjects:
+                break
+            found = _triplet(index, voc, skey, a_key, b_key, forms)
+            if found is None:
                 continue
-            b = rng.choice(options)
-            key = (subj.content, a, b)
-            if key in seen:
-                continue
-            seen.add(key)
-            positive = index.positive_items(subj, a)
-            matched = positive - index.negative_items(subj, b)
-            if not matched:
-                continue
-            template = rng.randrange(6)
-            text, neg_first = render(subj, a, b, template)
-            out.append(ComposedQuery(
-                f"s{len(out)}", text, [index.item_ids[i] for i in sorted(matched)], neg_first, subj.text,
-                f"{subj.text} {a.form('VBG')}", b.form("VBG"), len(positive), len(positive) - len(matched),
-                template))
+            done += 1
+            subj, a_forms, b_forms, positive, matched = found
+            for a in a_forms:
+                for b in b_forms:
+                    if per_item is not None and from_item[origin] >= per_item:
+                        break
+                    template = rng.randrange(6)
+                    text, neg_first = render(subj, a, b, template)
+                    if text in seen:
+                        continue
+                    seen.add(text)
+                    from_item[origin] += 1
+                    out.append(ComposedQuery(
+                        f"s{len(out)}", text, [index.item_ids[i] for i in sorted(matched)], neg_first, subj.text,
+                        f"{subj.text} {a.form('VBG')}", b.form("VBG"), len(positive),
+                        len(positive) - len(matched), template, {"said_together": index.texts[cid]}))
     return out
 
 
 def compose_captions(item_ids: Sequence[str], captions: Sequence[Sequence[str]], seed: int = 0,
-                     per_item: int = 2) -> list[ComposedQuery]:
-    return compose(CaptionIndex(item_ids, captions), seed, per_item)
+                     per_item: int | None = None, subjects: int | None = 5) -> list[ComposedQuery]:
+    return compose(CaptionIndex(item_ids, captions), seed, per_item, subjects)

@@ -108,6 +108,22 @@ def _is_aux_have(tagged: list[tuple[str, str]], i: int) -> bool:
 NOT_BEFORE_FINITE_VERB = {"DT", "PRP$", "POS", "JJ", "IN", "CD"}  # "each others hair/VBP" is a tagger slip
 
 
+PREMODIFIER_BEFORE = {"", "DT", "JJ", "CD", "PRP$", "POS", "IN"}
+
+
+def _participle_blocked(tagged: list[tuple[str, str]], i: int) -> bool:
+    """Where "not" before an -ing or -ed form is no English: after "being"/"been" ("is being not
+    played") or a form of "get" ("gets not knocked"), whose own rule negates them, and as a noun's
+    premodifier ("not animated pirates sing")."""
+    prev_word = tagged[i - 1][0].lower() if i else ""
+    prev_tag = tagged[i - 1][1] if i else ""
+    if prev_word == "been" or _lemma(prev_word) == "get" or (tagged[i][1] == "VBN" and prev_word in ("being", "be")):
+        return True
+    nxt = tagged[i + 1][1] if i + 1 < len(tagged) else ""
+    return prev_tag in PREMODIFIER_BEFORE and (nxt.startswith("NN") or nxt == "JJ") and \
+        not (prev_tag == "IN" and tagged[i - 1][0].lower() in ("while", "after", "before", "by", "without"))
+
+
 def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
     """(token index, rule) for every place a negation cue can go."""
     out = []
@@ -123,8 +139,13 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
         elif penn in ("VBZ", "VBD", "VBP") and w not in DO | {"be"}:
             if prev_tag not in NOT_BEFORE_FINITE_VERB and is_known_verb(w):
                 out.append((i, penn))
-        elif (penn in ("VBG", "VBN") or (penn == "VB" and prev_tag != "MD")) and is_known_verb(w):
-            out.append((i, penn))  # "is not running", "to not play"; after a modal the MD rule covers it
+        elif (penn == "VB" and prev_tag not in ("MD", "TO") or penn == "VBG" and _lemma(w) == w) \
+                and is_known_verb(w):  # "young men discuss and demonstrate", "pirates sing/VBG": finite
+            if prev_tag not in NOT_BEFORE_FINITE_VERB:
+                out.append((i, "VBP"))
+        elif (penn in ("VBG", "VBN") or penn == "VB" and prev_tag == "TO") and is_known_verb(w):
+            if not _participle_blocked(tagged, i):
+                out.append((i, penn))  # "is not running", "to not play"; after a modal the MD rule covers it
         elif w == "with" and penn == "IN":
             out.append((i, "ADP"))
     return out

@@ -1,0 +1,425 @@
+"""Subjects and verb phrases of a caption (nT2VR's Algorithm 1), with the rules a reader needs.
+
+The chunk grammar is the paper's (NP, PP, VP, CLAUSE, NLTK's RegexpParser). On real MSR-VTT
+captions the bare grammar yields pairs no reader accepts, so each pair passes these checks:
+
+- **subject**: the noun phrase in subject position before its VP (past auxiliaries, adverbs and
+  post-modifying PPs). Not a subject: a container ("a video of a man", "a group of kids" -> the
+  inner noun phrase is), a coordinated NP ("a man and a woman"), a phrase that is really a noun and
+  a verb ("a girl looks" tagged as nouns), a number with a singular noun ("three woman").
+- **verb phrase**: a finite or -ing verb, never a participle (``VBN``: "interrogated by the police"
+  is passive, "taken during a game" a reduced relative); not a copula, auxiliary or light verb
+  (``NON_ACTION_VERBS``: "seem", "need", "show", "wear" ...); not cut inside a noun phrase
+  ("packing cotton into some sort of purple | and white bag"): a VP followed by a coordinated noun
+  phrase, or ending in a determiner, adjective or preposition, is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from .negator import expand_contractions, is_known_verb
+from .nltk_resources import tag
+
+GRAMMAR = r"""
+NP: {<DT|JJ|CD|PRP\$|NN.*>*<NN.*>}
+PP: {<IN|RP><NP>}
+VP: {<VB.*><NP|PP|CLAUSE>*}
+CLAUSE: {<NP><VP>}
+"""
+STOP_WORDS = frozenset("""
+a an the and or but if while of at by for with about against between into through during before after above
+below to from up down in out on off over under again further then once here there when where why how all any
+both each few more most other some such no nor not only own same so than too very can will just don should now
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself
+it its itself they them their theirs themselves what which who whom this that these those am is are was were be
+been being have has had having do does did doing would could ought s t one two another its as very also
+""".split())
+MALE = frozenset("man boy guy gentleman father dad son husband king brother uncle actor player male boyfriend "
+                 "grandfather grandpa he sir prince groom".split())
+FEMALE = frozenset("woman girl lady mother mom daughter wife queen sister aunt actress female girlfriend "
+                   "grandmother grandma she madam princess bride".split())
+PEOPLE = MALE | FEMALE | frozenset("""person people someone somebody kid child baby player chef team student teacher
+crowd family friend couple singer dancer athlete reporter host model cook worker driver rider musician band audience
+soldier police officer doctor customer character group teen teenager youth adult individual fan celebrity star
+artist performer gamer contestant judge anchor presenter speaker narrator tourist surfer skier skater biker
+cyclist runner swimmer fighter wrestler boxer chef""".split())
+ANIMALS = frozenset("""animal dog puppy cat kitten horse bird fish cow pig monkey bear lion tiger elephant deer sheep
+goat duck chicken rabbit mouse rat snake turtle dolphin whale shark penguin panda fox wolf giraffe zebra parrot
+hamster squirrel frog insect bug spider butterfly bee pet creature""".split())
+VEHICLES = frozenset("car truck bus train plane airplane jet helicopter boat ship bike bicycle motorcycle vehicle "
+                     "van suv tractor racecar kart scooter".split())
+PLURAL_NOUNS = frozenset("clothes glasses pants shorts jeans news sports goggles scissors trousers stairs lyrics "
+                         "graphics things others people headphones".split())
+COLOURS = frozenset("red blue green yellow black white purple pink orange brown grey gray gold silver".split())
+BE_LEMMAS = {"be"}
+AUX_VERBS = {"be", "do", "have", "will", "can", "get"}
+CLAUSE_BOUNDARY = {"while", "whilst", "and", "or", "but", "as", "when", "because", "then", ",", ";", ".", "who",
+                   "which", "that", "where"}
+# heads that name the recording or a quantity, not the one who acts: "a video of a man" -> "a man"
+NOT_AGENTS = frozenset("video clip scene footage film movie trailer picture image photo screen show program "
+                       "segment compilation montage slideshow commercial advertisement ad episode tutorial vlog "
+                       "kind type sort part view shot closeup version animation news report title music song "
+                       "audio voice sound background camera clips videos thing something graphic graphics logo "
+                       "text words website page map diagram chart slide pop game".split())
+INDEFINITE = frozenset("someone somebody everyone everybody anyone anybody nobody something".split())
+# a VBG that with the next noun is a noun compound, not a verb phrase ("and he cutting board")
+VBG_COMPOUNDS = frozenset(("cutting board", "swimming pool", "living room", "dining table", "dining room",
+                           "frying pan", "washing machine", "sleeping bag", "running shoes", "parking lot",
+                           "shopping mall", "boxing ring", "wrestling ring", "driving range", "cooking show",
+                           "baking sheet", "mixing bowl", "waiting room", "fishing rod", "singing competition",
+                           "dancing competition", "talking head", "racing car", "rolling pin", "walking stick"))
+QUANTITIES = frozenset("group couple bunch lot pair team crowd set number series few lots".split())
+# verbs whose bare or light use no reader takes as an action a video shows (the authors drop a
+# similar list: show, explain, talk, say, speak, argue, display, wear; go, make, get, do, try)
+NON_ACTION_VERBS = frozenset("""
+be have do get go make let seem appear need want try attempt begin start continue keep show display feature
+depict contain include involve consist represent describe explain wear sport become remain tell ask say speak
+argue talk discuss mention happen
+""".split())
+SUBORDINATORS = frozenset("while whilst as because when after before".split())
+LEAD_VERBS = frozenset("start begin continue keep go prepare".split())  # "starts to sing": sings
+INCOMPLETE_END_TAGS = {"DT", "JJ", "JJR", "JJS", "IN", "CC", "TO", "PRP$", "POS", "WDT", "CD"}
+PRONOUNS = {"his": "he", "him": "he", "himself": "he", "her": "she", "herself": "she", "hers": "she",
+            "their": "they", "them": "they", "themselves": "they", "its": "it", "itself": "it"}
+
+
+@lru_cache(maxsize=65536)
+def lemma(word: str, upos: str | None = None) -> str:
+    """Lemma by lemminflect; without a part of speech, inflected-looking words are read as verbs."""
+    from lemminflect import getLemma
+
+    w = word.lower()
+    if upos is None:
+        lemmas = getLemma(w, upos="VERB") if w.endswith(("ing", "ed", "es", "s")) else (w,)
+    else:
+        lemmas = getLemma(w, upos=upos)
+    return lemmas[0] if lemmas else w
+
+
+def token_lemma(word: str, penn: str) -> str:
+    if penn.startswith("NN"):
+        return lemma(word, "NOUN")
+    if penn.startswith("VB"):
+        return lemma(word, "VERB")
+    return word.lower()
+
+
+@dataclass(frozen=True)
+class VerbPhrase:
+    verb: str  # lemma
+    rest: tuple[str, ...]  # complement tokens, as in the caption
+
+    def form(self, penn: str) -> str:
+        """The phrase with its verb inflected: VB base, VBG -ing, VBZ third person."""
+        from lemminflect import getInflection
+
+        forms = getInflection(self.verb, tag=penn) if penn != "VB" else (self.verb,)
+        return " ".join([forms[0] if forms else self.verb, *self.rest])
+
+    @cached_property
+    def lemmas(self) -> tuple[str, ...]:
+        return (self.verb, *(lemma(w) for w in self.rest))
+
+    @cached_property
+    def content(self) -> frozenset[str]:
+        return frozenset(w for w in self.lemmas if w not in STOP_WORDS and w.isalpha())
+
+    @cached_property
+    def key(self) -> tuple[str, ...]:
+        """Content lemmas in order ("plays the guitar" -> (play, guitar)): surface variants share it."""
+        return tuple(dict.fromkeys(w for w in self.lemmas if w not in STOP_WORDS and w.isalpha()))
+
+    def fits(self, subject: "Subject") -> bool:
+        """No pronoun in the phrase that clashes with the subject ("a woman ... his own shadow")."""
+        if subject.plural:
+            clash = {"he", "she", "it"}
+        elif subject.pronoun is not None:
+            clash = {"they", "he", "she", "it"} - {subject.pronoun}
+        elif subject.agent_class == "person" and subject.head not in QUANTITIES | {"crowd", "audience", "band", "family"}:
+            clash = {"they", "it"}  # "a person ... his phone" reads fine
+        else:
+            clash = {"they", "he", "she"}  # "a crowd ... his foot" does not
+        return not any(PRONOUNS.get(w) in clash for w in self.rest)
+
+
+@dataclass(frozen=True)
+class Subject:
+    text: str  # as in the caption: "a man", "two kids"
+    head: str  # head noun lemma
+    plural: bool
+
+    @cached_property
+    def content(self) -> frozenset[str]:
+        """Content lemmas of the noun phrase ("a red circle" -> {red, circle}): what a caption must
+        say for the subject to match, so "a red circle" never matches a blue one."""
+        words = self.text.split()
+        return frozenset([lemma(w, "NOUN") for w in words[:-1] if w not in STOP_WORDS] + [self.head])
+
+    @property
+    def agent_class(self) -> str:
+        """What kind of doer the subject is: a person, an animal, a vehicle, or its own head."""
+        for name, heads in (("person", PEOPLE), ("animal", ANIMALS), ("vehicle", VEHICLES)):
+            if self.head in heads:
+                return name
+        return self.head
+
+    @property
+    def pronoun(self) -> str | None:
+        if self.plural:
+            return "they"
+        if self.head in MALE:
+            return "he"
+        if self.head in FEMALE:
+            return "she"
+        return None
+
+
+_PARSER = None
+
+
+def parser():
+    global _PARSER
+    if _PARSER is None:
+        import nltk
+
+        _PARSER = nltk.RegexpParser(GRAMMAR)
+    return _PARSER
+
+
+def normalise(caption: str) -> str:
+    """Lower case, contractions expanded, MSR-VTT's lost possessive apostrophe restored ("woman s")."""
+    text = expand_contractions(caption.lower().strip())
+    return re.sub(r"\b([a-z]+) s\b", r"\1's", text)
+
+
+Item = tuple[str, list[tuple[str, str]]]
+
+
+def _leaves(node) -> list[tuple[str, str]]:
+    return list(node.leaves()) if hasattr(node, "label") else [node]
+
+
+def _clause_start(vp) -> int | None:
+    """Child position where a VP chunk runs into a new clause ("cooks food | while a woman ...")."""
+    for i, child in enumerate(vp):
+        if i and hasattr(child, "label") and child.label() == "PP" and child.leaves()[0][0] in SUBORDINATORS:
+            return i
+    return None
+
+
+def _flatten(tree) -> list[Item]:
+    """Top-level (label, tagged leaves) items, with CLAUSE chunks opened into their NP and VP, and a
+    copula's VP opened too ("there is [a man] [singing]": the NP after *be* can be a subject)."""
+    out: list[Item] = []
+    for node in tree:
+        if hasattr(node, "label"):
+            if node.label() == "CLAUSE":
+                out.extend(_flatten(node))
+            elif node.label() == "VP" and lemma(node.leaves()[0][0], "VERB") in BE_LEMMAS:
+                out.append(("TOK", [node[0]]))
+                out.extend(_flatten(node[1:]))
+            elif node.label() == "VP" and (cut := _clause_start(node)) is not None:
+                out.append(("VP", [leaf for child in node[:cut] for leaf in _leaves(child)]))
+                out.extend(_flatten(node[cut:]))
+            else:
+                out.append((node.label(), list(node.leaves())))
+        else:
+            out.append(("TOK", [node]))
+    return out
+
+
+def _is_aux_vp(leaves: list[tuple[str, str]]) -> bool:
+    verb = lemma(leaves[0][0], "VERB")
+    return verb in BE_LEMMAS or (len(leaves) == 1 and verb in AUX_VERBS)
+
+
+def _skippable(item: Item, pp: bool = True) -> bool:
+    """Between a subject and its verb phrase: adverbs, modals, auxiliaries, post-modifying PPs.
+    Not "to": "diving into the water [to] catch a fish" has no subject "the water"."""
+    label, leaves = item
+    if label == "PP":
+        return pp
+    if label == "VP":
+        return _is_aux_vp(leaves)
+    word, penn = leaves[0]
+    return penn in ("RB", "MD") or word in ("who", "that") or (penn.startswith("VB") and lemma(word, "VERB") in AUX_VERBS)
+
+
+def _next_vp(items: list[Item], k: int, pp: bool = True) -> int | None:
+    """Position of the VP right after ``k`` (past skippable items), or None."""
+    nxt = k + 1
+    while nxt < len(items):
+        if _skippable(items[nxt], pp):
+            nxt += 1
+        elif pp and nxt + 1 < len(items) and items[nxt][0] == items[nxt + 1][0] == "TOK" \
+                and items[nxt][1][0][1] == "IN" and items[nxt + 1][1][0][1] == "JJ":
+            nxt += 2  # "a man in red is playing": a PP whose noun was tagged as an adjective
+        else:
+            break
+    return nxt if nxt < len(items) and items[nxt][0] == "VP" else None
+
+
+def _continued_vp(items: list[Item], k: int) -> int | None:
+    """The VP that shares the subject of the VP at ``k``: after a coordinator ("singing and
+    dancing", "sits, then plays"), after a participle ("wearing a hat [is singing]") or after
+    "start/begin/keep/go ... to". A VP anywhere later ("points a gun at another persons [face]")
+    has no known subject."""
+    word, penn = items[k][1][0]
+    nxt = k + 1
+    if nxt < len(items) and _is_word(items[nxt], {"and", "or", ",", "then", "while", "&"}):
+        while nxt + 1 < len(items) and _is_word(items[nxt + 1], {"and", "or", ",", "then", "&"}):
+            nxt += 1
+        return _next_vp(items, nxt, pp=False)
+    if nxt < len(items) and _is_word(items[nxt], {"to"}) and lemma(word, "VERB") in LEAD_VERBS:
+        return _next_vp(items, nxt, pp=False)
+    if penn in ("VBG", "VBN"):
+        return _next_vp(items, k, pp=False)
+    return None
+
+
+def _is_word(item: Item, words: set[str]) -> bool:
+    return item[0] == "TOK" and item[1][0][0] in words
+
+
+def _subject(items: list[Item], k: int) -> Subject | None:
+    """The subject an NP at ``k`` stands for, or None when a reader would not take it as one."""
+    leaves = items[k][1]
+    head_word, head_tag = leaves[-1]
+    if not head_tag.startswith("NN") or not head_word.isalpha():
+        return None
+    head = lemma(head_word, "NOUN")
+    if head in NOT_AGENTS or head_word in STOP_WORDS:
+        return None
+    if k >= 2 and _is_word(items[k - 1], {"and", "or", "&"}) and items[k - 2][0] in ("NP", "PP"):
+        return None  # second conjunct: "a man and [a woman] are talking"
+    if k + 2 < len(items) and _is_word(items[k + 1], {"and", "or", "&"}) and items[k + 2][0] == "NP":
+        return None  # first conjunct
+    if any(t == "DT" for _, t in leaves[1:]):
+        return None  # two noun phrases run together: "to the ground a goat"
+    plural = head_tag in ("NNS", "NNPS")
+    if plural and len(leaves) >= 2 and leaves[-2][1] in ("NN", "NNP") and is_known_verb(head_word) \
+            and lemma(head_word, "VERB") != head_word:
+        return None  # "a girl looks": a noun and a verb tagged as one noun phrase
+    if not plural and any(t == "CD" and w not in ("one", "1") for w, t in leaves):
+        return None  # "three woman"
+    return Subject(" ".join(w for w, _ in leaves), head, plural)
+
+
+def _container_inner(items: list[Item], k: int) -> list[Item] | None:
+    """"a video of [a man]": the NP inside the PP after a container head, as an NP item."""
+    head = lemma(items[k][1][-1][0], "NOUN")
+    if head in NOT_AGENTS | QUANTITIES and k + 1 < len(items) and items[k + 1][0] == "PP" and items[k + 1][1][0][0] == "of":
+        return [("NP", items[k + 1][1][1:])]
+    return None
+
+
+def _noun_coordination_follows(items: list[Item], k: int) -> bool:
+    """The VP at ``k`` is cut inside a noun phrase: "and"/"," then a noun phrase that is no subject."""
+    if k + 1 >= len(items) or not _is_word(items[k + 1], {"and", "or", ",", "&"}):
+        return False
+    j = k + 2
+    while j < len(items) and items[j][0] == "TOK" and items[j][1][0][1] in ("JJ", "DT", "CD", "PRP$", "CC", ","):
+        j += 1
+    return j < len(items) and items[j][0] == "NP" and _next_vp(items, j) is None
+
+
+def _garbled(rest: list[tuple[str, str]]) -> bool:
+    """Two noun phrases run together ("jump over a fence a horse", "strumming a guitar someone"), or a verb
+    form tagged as the noun ending a noun phrase ("holding mic speaking", "purple dress start")."""
+    for i, (w, t) in enumerate(rest):
+        if i and rest[i - 1][1].startswith("NN"):
+            if t == "DT" or w in INDEFINITE:
+                return True
+            if t.startswith("NN") and is_known_verb(w) and lemma(w, "VERB") != w and w.endswith("ing"):
+                return True
+            if t == "NN" and rest[i - 1][1] == "NNS" and rest[i - 1][0] not in PLURAL_NOUNS:
+                return True  # "park cars plant with sword-like leaves"
+    return False
+
+
+def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
+    """The VP at ``k`` as a phrase a query can use, or None."""
+    leaves = items[k][1]
+    word, penn = leaves[0]
+    if _is_aux_vp(leaves) or penn == "VBN" or not is_known_verb(word):
+        return None  # copula / auxiliary; participle (passive or reduced relative)
+    verb = lemma(word, "VERB")
+    if verb in NON_ACTION_VERBS:
+        return None
+    if penn == "VBD" and len(leaves) > 1 and leaves[1][0] == "by":
+        return None  # "filmed by", tagged as past tense
+    rest: list[tuple[str, str]] = []
+    for w, t in leaves[1:]:  # the grammar lets a PP like "while his dog" run on: stop at the clause's end
+        if w in CLAUSE_BOUNDARY:
+            break
+        rest.append((w, t))
+    if len(rest) == len(leaves) - 1 and _noun_coordination_follows(items, k):
+        return None
+    if rest and (rest[-1][1] in INCOMPLETE_END_TAGS or rest[-1][0] in COLOURS):
+        return None  # "packing cotton into some sort of purple", "a pyramid of yellow"
+    if any(not w.replace("-", "").isalnum() for w, _ in rest):
+        return None  # punctuation or a stray apostrophe inside
+    if rest and penn == "VBG" and f"{word} {rest[0][0]}" in VBG_COMPOUNDS:
+        return None
+    if _garbled(rest):
+        return None
+    return VerbPhrase(verb, tuple(w for w, _ in rest))
+
+
+def _repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The tagger's commonest slips on captions: a singular noun's verb read as a plural noun
+    ("a character jumps/NNS and"): retag it VBZ when no verb follows; a noun read as an adjective
+    between a determiner and a verb ("a girl/JJ looks")."""
+    out = list(tagged)
+    for i in range(1, len(out)):
+        word, penn = out[i]
+        nxt = out[i + 1][1] if i + 1 < len(out) else "."
+        if penn == "NNS" and out[i - 1][1] == "NN" and not nxt.startswith(("VB", "NN", "MD")) \
+                and word not in PLURAL_NOUNS \
+                and is_known_verb(word) and lemma(word, "VERB") != word:
+            out[i] = (word, "VBZ")
+        elif penn == "JJ" and out[i - 1][1] == "DT" and nxt in ("VBZ", "VBD", "VBP"):
+            out[i] = (word, "NN")  # "a girl/JJ looks"
+    return out
+
+
+def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:
+    """(subject, verb phrase) pairs of one caption (Algorithm 1 with the checks above)."""
+    items = _flatten(parser().parse(_repair_tags(tag(normalise(caption)))))
+    pairs: list[tuple[Subject, VerbPhrase]] = []
+    owner: dict[int, Subject | None] = {}  # VP position -> its subject
+    for k, (label, _) in enumerate(items):
+        if label == "PP" and items[k][1][0][0] in SUBORDINATORS and k not in owner:
+            j = _next_vp(items, k)  # "while [a woman] watches": the PP is a clause with its subject
+            if j is not None and items[k][1][-1][1].startswith("NN"):
+                owner[j] = _subject([("NP", items[k][1][1:])], 0)
+        elif label == "NP" and k not in owner:
+            j = _next_vp(items, k)
+            if j is not None:
+                inner = _container_inner(items, k)
+                owner[j] = _subject(inner, 0) if inner else _subject(items, k)
+        elif label == "VP" and owner.get(k) is not None:
+            subject = owner[k]
+            vp = _verb_phrase(items, k)
+            if vp is not None and (vp.rest or vp.verb not in AUX_VERBS):
+                pairs.append((subject, vp))
+            j = _continued_vp(items, k)
+            if j is not None:
+                owner.setdefault(j, subject)
+    return pairs
+
+
+def head_nouns(caption: str) -> list[str]:
+    """Head noun (singular lemma) of every noun phrase, in order, without repeats: the objects a
+    caption mentions. NeIn's authors used spaCy noun chunks; this uses the same NLTK chunk grammar
+    as the composer, so compound heads are the last noun ("dining table" -> "table")."""
+    out: list[str] = []
+    for np_tree in parser().parse(tag(caption.lower())).subtrees(lambda t: t.label() == "NP"):
+        word, penn = np_tree.leaves()[-1]
+        head = lemma(word, "NOUN")
+        if penn.startswith("NN") and head not in out and head.isalpha():
+            out.append(head)
+    return out
