@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from . import perquery
 from .media import MediaSet
 from .runner import EvalContext
 from .task import MetricInfo, TaskResult
@@ -49,6 +50,21 @@ def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int],
     return {k: v for k, v in out.items() if v == v}  # drop NaN (a template absent from the file)
 
 
+def mcq_values(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
+               option_templates: Sequence[Sequence[str]]) -> dict[str, list]:
+    """Per question, the terms `mcq_metrics` averages: 0/100 per question; acc_<t> covers only the
+    questions whose correct answer has template t (None elsewhere)."""
+    right = ((chosen == torch.as_tensor(np.asarray(correct))) & ~tie).numpy() * 100.0
+    ties = tie.numpy()
+    out: dict[str, list] = {"accuracy": right.tolist(), "tie_rate": (ties * 100.0).tolist()}
+    for t in TEMPLATES:
+        if t in templates:
+            out[f"acc_{t}"] = [float(r) if q == t else None for r, q in zip(right, templates)]
+        out[f"chose_{t}"] = [0.0 if bool(x) else 100.0 * (option_templates[i][int(c)] == t)
+                             for i, (c, x) in enumerate(zip(chosen, ties))]
+    return out
+
+
 def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], options: Sequence[Sequence[str]],
                  correct: Sequence[int], templates: Sequence[str],
                  option_templates: Sequence[Sequence[str]]) -> TaskResult:
@@ -59,10 +75,12 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
     scores = ctx.model.choice_scores(ctx.embed_texts, options, rows)
     chosen, tie = mcq_choices(scores)
     metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
+    values = mcq_values(chosen, tie, correct, templates, option_templates)
     samples = None
     if ctx.log_samples:
         samples = [{"row": r, "media": media.ids[media_index[r]], "correct": int(correct[r]), "chosen": int(chosen[r]),
                     "tie": bool(tie[r]), "scores": [round(float(x), 5) for x in scores[r]]} for r in range(len(options))]
     return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media),
                                 "distinct_captions": len(set(flat))}, samples,
-                      {"ties": "a row whose best score is shared by several options counts as wrong"})
+                      {"ties": "a row whose best score is shared by several options counts as wrong"},
+                      perquery.make([f"{r}:{media.ids[media_index[r]]}" for r in range(len(options))], values))

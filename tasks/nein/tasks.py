@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from negharness import perquery
 from negharness.atomic import atomic_write, atomic_write_text
 from negharness.editing import EditContext
 from negharness.errors import MediaError, UserError
@@ -119,6 +120,10 @@ class NeInTask(Task):
         if not rows:
             raise UserError(f"task {self.name}: no sample could be evaluated ({len(missing)} missing)")
         kept, empty = retention(before, after)
+        values = {"Removal": [100.0 * (x == 0) for x in target_scores],
+                  "AUC-Removal": [100.0 * (1.0 - x) for x in target_scores],
+                  "Retention": [100.0 * len(b & a) / len(b) if b else None for b, a in zip(before, after)],
+                  "L1": l1s, "L2": l2s, **({"CLIP-I": clip_i} if clip_i else {}), **({"DINO": dino_s} if dino_s else {})}
         metrics = {"Removal": removal(target_scores), "AUC-Removal": auc_removal(target_scores), "Retention": kept,
                    "L1": float(np.mean(l1s)), "L2": float(np.mean(l2s))}
         if clip_i:
@@ -131,7 +136,8 @@ class NeInTask(Task):
                  "edits": str(out_dir), **ctx.notes}
         metrics = {k: v for k, v in metrics.items() if v == v}
         notes.update(published_notes(self.name, editor, metrics))
-        return TaskResult(metrics, {"samples": len(rows)}, None, notes)
+        values = {k: v for k, v in values.items() if k in metrics}
+        return TaskResult(metrics, {"samples": len(rows)}, None, notes, perquery.make([r[0].id for r in rows], values))
 
     def _edits(self, editor, out_dir: Path, ctx, missing: list[str]):
         """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume);
