@@ -149,6 +149,27 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .atomic import atomic_write_text
+    from .compare import compare, load_runs, to_markdown, to_rich
+
+    if args.resamples < 1:
+        raise UserError("--resamples must be at least 1")
+    label_a, runs_a = load_runs(args.a, Path(args.results_dir), args.task)
+    label_b, runs_b = load_runs(args.b, Path(args.results_dir), args.task)
+    results = compare(runs_a, runs_b, args.resamples, args.seed)
+    console = _console()
+    for item in to_rich(label_a, label_b, results):
+        console.print(item)
+    if args.markdown:
+        try:
+            atomic_write_text(Path(args.markdown), to_markdown(label_a, label_b, results, args.resamples, args.seed))
+        except OSError as exc:
+            raise UserError(f"--markdown {args.markdown}: cannot write ({exc.strerror or exc})") from exc
+        console.print(f"wrote {args.markdown}")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from .context import PluginLookup
     from .model import ModelOptions
@@ -345,6 +366,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir")
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_fire)
+
+    p = sub.add_parser("compare", help="paired bootstrap and McNemar tests between two models' records")
+    p.add_argument("a", metavar="A", help="record folder, or a model label / folder name under --results-dir")
+    p.add_argument("b", metavar="B", help="the model compared with A (differences are B - A)")
+    p.add_argument("--task", help="compare this task only")
+    p.add_argument("--results-dir", default="results", help="where labels are looked up (default results/)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("diagnose", help="NegBench's PCA picture of how a model embeds negated captions")
     p.add_argument("--model", required=True)

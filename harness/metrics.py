@@ -263,7 +263,9 @@ def paired_test(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP_RESAMPLES, seed
 
     The p-value centres the bootstrap distribution on zero (the null) and counts resampled
     differences at least as far from the observed one as the observed is from zero:
-    p = (1 + #{|d* - d| >= |d|}) / (n + 1), so it is never 0 and is 1 for identical runs."""
+    p = (1 + #{c |d* - d| >= |d|}) / (n + 1), c = sqrt(Q / (Q - 1)) undoing the plug-in variance's
+    shrinkage; p is never 0 and is 1 for identical runs. Its calibration under the null is tested
+    by simulation (tests/test_intervals_compare.py)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError("paired bootstrap needs the same queries for both models")
@@ -273,7 +275,9 @@ def paired_test(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP_RESAMPLES, seed
     means = resampled_means(np.vstack([a, b]), n, seed)
     diffs = means[:, 1] - means[:, 0]
     lo, hi = _interval(diffs, level)
-    extreme = int((np.abs(diffs - observed) >= abs(observed) - 1e-12).sum())
+    # the resampled spread is the plug-in one, (Q - 1) / Q of the unbiased variance: widen it back
+    spread = np.abs(diffs - observed) * np.sqrt(len(a) / max(len(a) - 1, 1))
+    extreme = int((spread >= abs(observed) - 1e-12).sum())
     return PairedResult(observed, lo, hi, (1 + extreme) / (n + 1), int(both.sum()))
 
 

@@ -151,6 +151,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
     for path in sorted(Path(results_dir).glob("*/*.json")):
+        if path.name.endswith(".perquery.json"):  # a record's per-query sidecar, not a record
+            continue
         rec = read_record(path)
         if rec is not None:
             yield path, rec
