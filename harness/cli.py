@@ -131,21 +131,41 @@ def _print_run_summary(outcomes: list[Any]) -> None:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
     from .leaderboard import build_tables, to_markdown, to_rich
+    from .leaderboard_check import invalid_records, stale_files
+    from .leaderboard_html import site_files
     from .results import iter_records
 
     results = Path(args.results_dir)
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
-    tables = build_tables(iter_records(results))
+    records = list(iter_records(results))
+    tables = build_tables(records)
     out = Path(args.out)
-    try:
-        atomic_write_text(out, to_markdown(tables, out))
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot write ({exc.strerror or exc})") from exc
+    expected = {out: to_markdown(tables, out)}
+    if args.html:
+        experiment = Path(args.experiment) if args.experiment else out.parent / "negation_training.md"
+        site = Path(args.html)
+        expected.update({site / name: text for name, text in site_files(tables, records, site, experiment).items()})
     console = _console()
+    if args.check:
+        problems = invalid_records(results) + stale_files(expected)
+        for p in problems:
+            console.print(p, markup=False, highlight=False)
+        if problems:
+            console.print(f"leaderboard check failed ({len(problems)} problem(s)); regenerate with "
+                          f"`negharness leaderboard --results-dir {results} --out {out}"
+                          + (f" --html {args.html}`" if args.html else "`"), markup=False)
+            return 1
+        console.print(f"leaderboard check: {len(records)} record(s) valid, {len(expected)} file(s) up to date")
+        return 0
+    for path, text in expected.items():
+        try:
+            atomic_write_text(path, text)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     for table in to_rich(tables):
         console.print(table)
-    console.print(f"wrote {out}")
+    console.print("wrote " + ", ".join(str(p) for p in expected))
     return 0
 
 
@@ -337,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("leaderboard", help="result records -> leaderboard/README.md and a terminal table")
     p.add_argument("--results-dir", default="results")
     p.add_argument("--out", default="leaderboard/README.md")
+    p.add_argument("--html", metavar="DIR", help="also write the static web page (index.html) into DIR")
+    p.add_argument("--experiment", metavar="FILE",
+                   help="Markdown experiment table shown on the page (default: negation_training.md beside --out)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing: exit 1 when a record is invalid or the board (and page) is stale")
     p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("build-queries", help="negated and composed query sets from a caption file (nT2VR formats)")
