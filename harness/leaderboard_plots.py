@@ -36,7 +36,8 @@ def _svg(plt, fig) -> str:
 def _err(rec: dict[str, Any], metric: str) -> tuple[float, float]:
     iv = (rec.get("intervals") or {}).get(metric)
     v = rec["metrics"][metric]
-    return (v - iv[0], iv[1] - v) if iv else (0.0, 0.0)
+    # stored bounds have 12 significant digits: a zero-width interval may sit a hair off the value
+    return (max(0.0, v - iv[0]), max(0.0, iv[1] - v)) if iv else (0.0, 0.0)
 
 
 def _grouped_bars(ax, labels: list[str], series: list[tuple[str, list[float | None], list[tuple[float, float]]]]) -> None:
