@@ -11,7 +11,15 @@ from typing import Any
 
 SUFFIXES = ("_original", "_negated", "_composed")
 TEMPLATES = ("positive", "negative", "hybrid")
+MAX_MODELS = 20  # a plot of more bars than this is unreadable (and slow to draw): the top ones are shown
 Newest = dict[tuple[str, str], dict[str, Any]]  # (model label, task) -> record
+
+
+def top_models(newest: Newest, task: str, metric: str, higher: bool = True) -> list[str]:
+    """The MAX_MODELS models with the best ``metric`` on ``task``, then sorted by label."""
+    scored = sorted(((-1 if higher else 1) * float(r["metrics"].get(metric, float("nan"))), m)
+                    for (m, t), r in newest.items() if t == task and metric in r["metrics"])
+    return sorted(m for _, m in scored[:MAX_MODELS])
 
 
 def _figure(width: float = 6.4, height: float = 3.4):
@@ -64,7 +72,8 @@ def collections(newest: Newest) -> dict[str, dict[str, str]]:
 
 def original_negated_composed(newest: Newest, prefix: str, tasks: dict[str, str]) -> str:
     """MIR of the source/relevant items under original, negated (neg_MIR: lower is better) and composed queries."""
-    labels = sorted({m for m, t in newest if t in tasks.values()})
+    anchor = tasks.get("original") or next(iter(tasks.values()))
+    labels = top_models(newest, anchor, "MIR")
     series = []
     for kind, metric in (("original", "MIR"), ("negated", "neg_MIR"), ("composed", "MIR")):
         task = tasks.get(kind)
@@ -82,7 +91,7 @@ def original_negated_composed(newest: Newest, prefix: str, tasks: dict[str, str]
 
 def mcq_templates(newest: Newest, task: str) -> str:
     """Accuracy per template of the correct answer, and how often each template was chosen."""
-    labels = sorted(m for m, t in newest if t == task)
+    labels = top_models(newest, task, "accuracy")
     recs = [newest[(m, task)] for m in labels]
     plt, (fig, axes) = _figure(9.0, 3.4)
     fig.clf()
@@ -110,20 +119,22 @@ def delta_vs_original(newest: Newest, cols: dict[str, dict[str, str]]) -> str | 
     for prefix, tasks in cols.items():
         if "original" not in tasks or "negated" not in tasks:
             continue
-        for (m, t), rec in sorted(newest.items()):
-            other = newest.get((m, tasks["original"]))
-            if t == tasks["negated"] and other and "ΔMIR" in rec["metrics"] and "MIR" in other["metrics"]:
-                points.append((f"{m} / {prefix}", other["metrics"]["MIR"], rec["metrics"]["ΔMIR"],
-                               _err(other, "MIR"), _err(rec, "ΔMIR")))
+        for m in top_models(newest, tasks["negated"], "ΔMIR"):
+            rec, other = newest[(m, tasks["negated"])], newest.get((m, tasks["original"]))
+            if other and "MIR" in other["metrics"]:
+                points.append((f"{m} / {prefix}" if len(cols) > 1 else m, other["metrics"]["MIR"],
+                               rec["metrics"]["ΔMIR"], _err(other, "MIR"), _err(rec, "ΔMIR")))
     if not points:
         return None
     plt, (fig, ax) = _figure()
-    for name, x, y, ex, ey in points:
-        ax.errorbar([x], [y], xerr=[[ex[0]], [ex[1]]], yerr=[[ey[0]], [ey[1]]], fmt="o", capsize=2, label=name)
+    xs, ys = [p[1] for p in points], [p[2] for p in points]
+    ax.errorbar(xs, ys, xerr=[[p[3][0] for p in points], [p[3][1] for p in points]],
+                yerr=[[p[4][0] for p in points], [p[4][1] for p in points]], fmt="o", capsize=2)
+    for name, x, y, _, _ in points:
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set_xlabel("original MIR")
     ax.set_ylabel("ΔMIR (negated)")
     ax.set_title("does negation move the source video? ΔMIR against original MIR")
-    ax.legend(fontsize=7)
     return _svg(plt, fig)
 
 
