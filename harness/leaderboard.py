@@ -101,7 +101,7 @@ def _interval(rec: dict[str, Any], metric: str) -> tuple[float, float] | None:
     return (float(iv[0]), float(iv[1])) if isinstance(iv, list) and len(iv) == 2 and None not in iv else None
 
 
-def _blank_reason(rec: dict[str, Any]) -> str:
+def blank_reason(rec: dict[str, Any]) -> str:
     boolean = (rec.get("notes") or {}).get("boolean")
     if isinstance(boolean, dict) and boolean.get("with_negative_part") == 0:
         return "no query has a negative part: the boolean baseline is its base model here"
@@ -131,7 +131,7 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]], published: bool
         if old is not None and (old.created_at, str(old.record)) >= (created, str(path)):
             continue
         row = Row(label, created_at=created, circular=str((rec.get("notes") or {}).get("circular") or ""),
-                  blank=_blank_reason(rec), record=path)
+                  blank=blank_reason(rec), record=path)
         row.cells = {c.metric: Cell(float(rec["metrics"][c.metric]), _interval(rec, c.metric), path)
                      for c in table.columns if c.metric in rec["metrics"]}
         rows[name][label] = row

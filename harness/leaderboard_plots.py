@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from .leaderboard import blank_reason
+
 SUFFIXES = ("_original", "_negated", "_composed")
 TEMPLATES = ("positive", "negative", "hybrid")
 MAX_MODELS = 20  # a plot of more bars than this is unreadable (and slow to draw): the top ones are shown
@@ -80,6 +82,7 @@ def original_negated_composed(newest: Newest, prefix: str, tasks: dict[str, str]
         if task is None:
             continue
         recs = [newest.get((m, task)) for m in labels]
+        recs = [None if r is not None and blank_reason(r) else r for r in recs]  # shown as "–" on the board
         series.append((f"{kind} {metric}", [r["metrics"].get(metric) if r else None for r in recs],
                        [_err(r, metric) if r and metric in r["metrics"] else (0.0, 0.0) for r in recs]))
     plt, (fig, ax) = _figure()
