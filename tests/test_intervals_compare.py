@@ -124,3 +124,21 @@ def test_per_query_contract_is_checked():
     assert perquery.problems(pq, {"R@1": 50.0}) == []
     assert "mean of per-query values" in perquery.problems(pq, {"R@1": 40.0})[0]
     assert rec["intervals"]["R@1"][0] >= 0 and rec["interval_method"]["resamples"] == 1000
+
+
+def test_retrieval_neg_pairs_captions_when_the_negated_file_rewrites_them():
+    import torch
+
+    from negharness.tasks.negbench.tasks import retrieval_neg_values
+
+    keys = ["a.jpg#0", "a.jpg#1", "b.jpg#0"]
+    orig = (keys, torch.tensor([1, 3, 7]))
+    neg = (["b.jpg#0", "a.jpg#0", "a.jpg#1"], torch.tensor([1, 9, 2]))  # another order, the same captions
+    pq, how = retrieval_neg_values(orig, neg)
+    assert how.startswith("paired") and pq["ids"] == keys
+    assert pq["values"]["R@5"] == [100, 100, 0] and pq["values"]["neg_R@5"] == [0, 100, 100]
+    assert pq["values"]["drop_R@5"] == [100, 0, -100]
+    pq, how = retrieval_neg_values(orig, (["c.jpg#0"], torch.tensor([2])))  # HardNeg-Syn: other captions
+    assert how.startswith("unpaired") and len(pq["ids"]) == 4 and "drop_R@5" not in pq["values"]
+    assert perquery.covered_mean(pq["values"]["neg_R@5"]) == 100.0
+    assert perquery.covered_mean(pq["values"]["R@1"]) == pytest.approx(100 / 3)
