@@ -136,11 +136,13 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]], published: bool
                      for c in table.columns if c.metric in rec["metrics"]}
         rows[name][label] = row
     for name, table in tables.items():
+        if table.column(table.main) is None:  # no record had its main score: lead with the first metric
+            table.main = table.columns[0].metric if table.columns else table.main
         table.columns = _ordered_columns(table)
         table.rows = _sorted_rows(table, list(rows[name].values()))
         if published:
             table.rows += published_rows(table)
-    return [tables[k] for k in sorted(tables, key=lambda k: (tables[k].family, k))]
+    return [tables[k] for k in sorted(tables, key=lambda k: (tables[k].family, k)) if tables[k].columns]
 
 
 def _ordered_columns(table: TaskTable) -> list[Column]:
