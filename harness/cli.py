@@ -211,21 +211,62 @@ def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
     from .leaderboard import build_tables, to_markdown, to_rich
+    from .leaderboard_check import invalid_records, stale_files
+    from .leaderboard_html import site_files
     from .record_check import checked_records
 
     results = Path(args.results_dir)
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
-    tables = build_tables(checked_records(results))  # a damaged record is reported, never skipped
+    records = list(checked_records(results))  # a damaged record is reported, never skipped
+    tables = build_tables(records)
     out = Path(args.out) if args.out else results / "README.md"
-    try:
-        atomic_write_text(out, to_markdown(tables, out))
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot write ({exc.strerror or exc})") from exc
+    expected = {out: to_markdown(tables, out)}
+    if args.html:
+        experiment = Path(args.experiment) if args.experiment else out.parent / "negation_training.md"
+        site = Path(args.html)
+        expected.update({site / name: text for name, text in site_files(tables, records, site, experiment).items()})
     console = _console()
+    if args.check:
+        problems = invalid_records(results) + stale_files(expected)
+        for p in problems:
+            console.print(p, markup=False, highlight=False)
+        if problems:
+            console.print(f"leaderboard check failed ({len(problems)} problem(s)); regenerate with "
+                          f"`negharness leaderboard --results-dir {results} --out {out}"
+                          + (f" --html {args.html}`" if args.html else "`"), markup=False)
+            return 1
+        console.print(f"leaderboard check: {len(records)} record(s) valid, {len(expected)} file(s) up to date")
+        return 0
+    for path, text in expected.items():
+        try:
+            atomic_write_text(path, text)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     for table in to_rich(tables):
         console.print(table)
-    console.print(f"wrote {out}")
+    console.print("wrote " + ", ".join(str(p) for p in expected))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .atomic import atomic_write_text
+    from .compare import compare, load_runs, to_markdown, to_rich
+
+    if args.resamples < 1:
+        raise UserError("--resamples must be at least 1")
+    label_a, runs_a = load_runs(args.a, Path(args.results_dir), args.task)
+    label_b, runs_b = load_runs(args.b, Path(args.results_dir), args.task)
+    results = compare(runs_a, runs_b, args.resamples, args.seed)
+    console = _console()
+    for item in to_rich(label_a, label_b, results):
+        console.print(item)
+    if args.markdown:
+        try:
+            atomic_write_text(Path(args.markdown), to_markdown(label_a, label_b, results, args.resamples, args.seed))
+        except OSError as exc:
+            raise UserError(f"--markdown {args.markdown}: cannot write ({exc.strerror or exc})") from exc
+        console.print(f"wrote {args.markdown}")
     return 0
 
 
@@ -415,6 +456,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default="results", help="folder of result records (default results/)")
     p.add_argument("--out", help="Markdown to write (default: README.md in --results-dir, beside the records; "
                                  "the committed board: --results-dir leaderboard/results --out leaderboard/README.md)")
+    p.add_argument("--html", metavar="DIR", help="also write the static web page (index.html) into DIR")
+    p.add_argument("--experiment", metavar="FILE",
+                   help="Markdown experiment table shown on the page (default: negation_training.md beside --out)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing: exit 1 when a record is invalid or the board (and page) is stale")
     p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("build-queries", help="negated and composed query sets from a caption file (nT2VR formats)")
@@ -446,6 +492,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir")
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_fire)
+
+    p = sub.add_parser("compare", help="paired bootstrap and McNemar tests between two models' records")
+    p.add_argument("a", metavar="A", help="record folder, or a model label / folder name under --results-dir")
+    p.add_argument("b", metavar="B", help="the model compared with A (differences are B - A)")
+    p.add_argument("--task", help="compare this task only")
+    p.add_argument("--results-dir", default="results", help="where labels are looked up (default results/)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("diagnose", help="NegBench's PCA picture of how a model embeds negated captions")
     p.add_argument("--model", required=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import perquery
 from .cache import EmbeddingCache
 from .context import PluginLookup
 from .editing import EditContext
@@ -177,13 +178,17 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
         start = time.perf_counter()
         result = task.evaluate(ctx)
         check_result(task, result, entry.plugin)
+        if result.per_query is not None:
+            perquery.check(task.name, entry.plugin, result.per_query, result.metrics)
         counts = dict(ctx.counters)
         timings = {"total_s": round(time.perf_counter() - start, 3)}
         if "encode_seconds" in counts:
             timings["encode_s"] = round(counts.pop("encode_seconds"), 3)
         rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
                            item.task_run)
-        write_record(path, rec, result.samples if req.log_samples else None)
+        if result.per_query is not None:
+            rec.update(perquery.intervals(rec, result.per_query))
+        write_record(path, rec, result.samples if req.log_samples else None, result.per_query)
         outcomes.append(RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason))
     return outcomes
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .choices import ChoiceSet
+from . import perquery
 from .media import MediaSet
 from .runner import EvalContext
 from .task import MetricInfo, TaskResult
@@ -52,6 +53,21 @@ def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int],
     return {k: v for k, v in out.items() if v == v}  # drop NaN (a template absent from the file)
 
 
+def mcq_values(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
+               option_templates: Sequence[Sequence[str]]) -> dict[str, list]:
+    """Per question, the terms `mcq_metrics` averages: 0/100 per question; acc_<t> covers only the
+    questions whose correct answer has template t (None elsewhere)."""
+    right = ((chosen == torch.as_tensor(np.asarray(correct))) & ~tie).numpy() * 100.0
+    ties = tie.numpy()
+    out: dict[str, list] = {"accuracy": right.tolist(), "tie_rate": (ties * 100.0).tolist()}
+    for t in TEMPLATES:
+        if t in templates:
+            out[f"acc_{t}"] = [float(r) if q == t else None for r, q in zip(right, templates)]
+        out[f"chose_{t}"] = [0.0 if bool(x) else 100.0 * (option_templates[i][int(c)] == t)
+                             for i, (c, x) in enumerate(zip(chosen, ties))]
+    return out
+
+
 def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], options: Sequence[Sequence[str]],
                  correct: Sequence[int], templates: Sequence[str],
                  option_templates: Sequence[Sequence[str]]) -> TaskResult:
@@ -71,6 +87,7 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
     scores = ctx.model.score_choices(ctx, ChoiceSet(media, media_index, options, correct))
     chosen, tie = mcq_choices(scores)
     metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
+    values = mcq_values(chosen, tie, correct, templates, option_templates)
     samples = None
     if ctx.log_samples:  # "row": the question's position in the task's order, skipped ones included
         samples = [{"row": asked[r], "media": media.ids[media_index[r]], "correct": int(correct[r]), "chosen": int(chosen[r]),
@@ -78,4 +95,5 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
     return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media) - int(bad.sum()),
                                 "distinct_captions": len(set(flat))}, samples,
                       {"ties": "a row whose best score is shared by several options counts as wrong",
-                       **skip_notes(bad, dropped, "questions")})
+                       **skip_notes(bad, dropped, "questions")},
+                      perquery.make([f"{r}:{media.ids[media_index[r]]}" for r in range(len(options))], values))

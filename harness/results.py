@@ -169,8 +169,14 @@ def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_
     }
 
 
-def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any]] | None = None) -> Path:
-    """Samples first, record last: a record on disk always has its samples file complete beside it."""
+def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any]] | None = None,
+                 per_query: dict[str, Any] | None = None) -> Path:
+    """Samples and per-query values first, record last: a record on disk always has its samples and
+    per-query files complete beside it."""
+    if per_query is not None:
+        from .perquery import write_sidecar
+
+        record = {**record, "per_query_file": write_sidecar(path, per_query).name}
     if samples is not None:
         lines = "".join(json.dumps(s, sort_keys=True, ensure_ascii=False) + "\n" for s in samples)
         atomic_write_text(path.with_suffix(".samples.jsonl"), lines)
@@ -191,6 +197,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
     for path in sorted(Path(results_dir).glob("*/*.json")):
+        if path.name.endswith(".perquery.json"):  # a record's per-query sidecar, not a record
+            continue
         rec = read_record(path)
         if rec is not None:
             yield path, rec

@@ -18,8 +18,9 @@ from .errors import UserError
 from .fire import FIRE_METRICS, Qrels, augment, read_qrels
 from .options import OptionSpec
 from .media import MediaSet
-from .metrics import (RETRIEVAL_METRIC_INFO, Relevance, best_relevant_rank, negation_deltas,
+from .metrics import (RETRIEVAL_METRIC_INFO, Relevance, average_precision, best_relevant_rank, negation_deltas,
                                 retrieval_metrics, several_relevant_metrics, source_rank)
+from . import perquery
 from .runner import EvalContext
 from .task import MetricInfo, TaskResult
 from .unreadable import kept_media, nothing_left, restrict_relevance, skip_notes, unreadable_items
@@ -105,8 +106,11 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
     metrics = retrieval_metrics(ranks)
+    per_query = rank_values(ranks)
     if several:
-        metrics.update(several_relevant_metrics(sim, qs.relevance, ranks))
+        ap = average_precision(sim, qs.relevance)
+        metrics.update(several_relevant_metrics(sim, qs.relevance, ranks, ap=ap))
+        per_query.update({f"C@{k}": per_query[f"R@{k}"] for k in (1, 5, 10)}, mAP=ap.numpy())
         notes["several_relevant"] = ("R@K counts a hit when any relevant item is in the top K (= C@K, FIRE's "
                                      "Correct@K); MIR uses the best-ranked relevant item; mAP uses all of them")
     samples = _samples(qs, media, sim, ranks) if ctx.log_samples else None
@@ -115,7 +119,24 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         for s, r in zip(samples or [], fire_ranks.tolist()):
             s["fire_rank"] = r
     return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
-                      {**relevance_notes(qs.relevance), **notes})
+                      {**relevance_notes(qs.relevance), **notes}, perquery.make(qs.ids, per_query))
+
+
+def rank_values(ranks: torch.Tensor, ks: Sequence[int] = (1, 5, 10), prefix: str = "") -> dict[str, np.ndarray]:
+    """Per-query values whose means are `retrieval_metrics`: R@K as 0/100 hits, MIR as 1/rank, MeanR as the rank."""
+    r = ranks.double().numpy()
+    out = {f"{prefix}R@{k}": (r <= k) * 100.0 for k in ks}
+    out[f"{prefix}MIR"] = 1.0 / r
+    out[f"{prefix}MeanR"] = r
+    return out
+
+
+def delta_values(orig_ranks: torch.Tensor, neg_ranks: torch.Tensor, ks: Sequence[int] = (1, 5, 10)) -> dict[str, np.ndarray]:
+    """Per negated query, the terms `negation_deltas` averages."""
+    o, n = orig_ranks.double().numpy(), neg_ranks.double().numpy()
+    out = {f"ΔR@{k}": ((o <= k) * 1.0 - (n <= k) * 1.0) * 100.0 for k in ks}
+    out.update({"ΔMIR": 1.0 / o - 1.0 / n, "SrcMeanR_orig": o, "SrcMeanR_neg": n})
+    return out
 
 
 def _add_fire(metrics: dict, notes: dict, sim: torch.Tensor, qs: QuerySet, media: MediaSet, qrels: Qrels,
@@ -152,10 +173,13 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
         samples = _samples(negated, media, neg_sim, neg_ranks)
         for s, r in zip(samples, paired.tolist()):
             s["source_rank_original"] = r
+    values = {**delta_values(paired, neg_ranks),
+              **{k: v for k, v in rank_values(neg_ranks, prefix="neg_").items() if k[4:] in ("R@1", "R@10", "MIR")}}
     return TaskResult(metrics, {"negated_queries": len(negated.texts), "original_queries": len(originals.texts),
                                 f"{media.kind}s": len(media)}, samples,
                       {"deltas": "each negated query against its own original, mean over negated queries; "
-                                 "positive = the source video dropped under negation", **scoring, **notes})
+                                 "positive = the source video dropped under negation", **scoring, **notes},
+                      perquery.make(negated.ids, values))
 
 
 def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, originals: QuerySet,

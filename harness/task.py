@@ -48,6 +48,9 @@ class TaskResult:
     n_items: dict[str, int]
     samples: list[dict[str, Any]] | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    # compact per-query values for bootstraps and paired tests (see negharness.perquery):
+    # {"ids": [query id, ...], "values": {metric: [value or None per id]}}, mean(values[m]) == metrics[m]
+    per_query: dict[str, Any] | None = None
 
 
 class TaskDefinitionError(UserError):

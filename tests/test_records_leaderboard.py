@@ -8,7 +8,8 @@ import pytest
 
 from negharness.atomic import atomic_write, atomic_write_json
 from negharness.leaderboard import build_tables, to_markdown
-from negharness.results import ModelConfig, iter_records, record_path, write_record
+from negharness.fake_records import write_fake_record
+from negharness.results import ModelConfig, iter_records
 
 
 def test_failed_write_leaves_old_file_and_no_temp(tmp_path):
@@ -25,29 +26,31 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]
 
 
-def _record(model: ModelConfig, task: str, value: float, created: str, limited: bool = False, family="fam"):
-    return {
-        "schema_version": 1, "created_at": created, "limited": limited,
-        "model": {"name": model.name, "label": model.label, "options": model.options},
-        "task": {"name": task, "family": family, "leaderboard_metrics": ["MIR", "MeanR"]},
-        "metrics": {"MIR": value, "MeanR": 10 - value * 10},
-        "metric_info": {"MIR": {"higher_is_better": True, "fmt": ".3f"},
-                        "MeanR": {"higher_is_better": False, "fmt": ".1f"}},
-        "main_score": {"name": "MIR", "value": value},
-    }
+def _hits(rate: float, n: int = 400) -> list[float]:
+    k = round(rate * n)
+    return [100.0] * k + [0.0] * (n - k)
 
 
 def _write_set(root: Path):
+    """Three models on t1 (a beats b by far, b and c close), a alone on t2, and a --limit run."""
     a, b = ModelConfig("clip", {}), ModelConfig("clip", {"arch": "ViT-L-14"}, "bf16")
-    write_record(record_path(root, a, "t1"), _record(a, "t1", 0.5, "2026-01-01T00:00:00+00:00"))
-    write_record(record_path(root, b, "t1"), _record(b, "t1", 0.7, "2026-01-02T00:00:00+00:00"))
-    write_record(record_path(root, a, "t2"), _record(a, "t2", 0.2, "2026-01-01T00:00:00+00:00"))
-    limited = ModelConfig("quick", {})
-    write_record(record_path(root, limited, "t1"), _record(limited, "t1", 0.99, "2026-01-03T00:00:00+00:00", True))
+    c = ModelConfig("close", {})
+    write_fake_record(root, a, "t1", {"acc": _hits(0.8), "MeanR": [3.0] * 400}, lower_is_better=["MeanR"])
+    write_fake_record(root, b, "t1", {"acc": _hits(0.5), "MeanR": [5.0] * 200 + [6.0] * 200},
+                      lower_is_better=["MeanR"], created="2026-01-02T00:00:00+00:00")
+    write_fake_record(root, c, "t1", {"acc": _hits(0.49), "MeanR": [7.0] * 400}, lower_is_better=["MeanR"])
+    write_fake_record(root, a, "t2", {"acc": _hits(0.2)})
+    write_fake_record(root, ModelConfig("quick", {}), "t1", {"acc": _hits(0.99), "MeanR": [1.0] * 400},
+                      lower_is_better=["MeanR"], limit=10, created="2026-01-03T00:00:00+00:00")
     return a, b
 
 
-def test_leaderboard_is_deterministic_and_marks_best_by_direction(tmp_path):
+def _table(md: str, task: str) -> list[str]:
+    section = md.split(f"## {task} (")[1].split("\n## ")[0]
+    return [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| model")]
+
+
+def test_leaderboard_is_deterministic_sorted_and_bolds_only_separated_bests(tmp_path):
     root = tmp_path / "results"
     _write_set(root)
     out = tmp_path / "leaderboard" / "README.md"
@@ -55,13 +58,43 @@ def test_leaderboard_is_deterministic_and_marks_best_by_direction(tmp_path):
     md2 = to_markdown(build_tables(iter_records(root)), out)
     assert md1 == md2
     assert "quick" not in md1  # --limit runs never enter
-    row_l = next(line for line in md1.splitlines() if line.startswith("| clip (arch=ViT-L-14, bf16)"))
-    assert "**[0.700](../results/clip@" in row_l  # higher MIR is best
-    assert "**[3.0](../results/clip@" in row_l  # lower MeanR is best: 3.0 beats 5.0
-    row_b = next(line for line in md1.splitlines() if line.startswith("| clip |"))
-    assert "| [0.500](../results/clip/t1.json) | [5.0](../results/clip/t1.json) |" in row_b
-    assert "**[0.200](../results/clip/t2.json)**" in row_b  # the only value in its column
-    assert "| – |" in row_l  # no t2 record for the large model
+    assert md1.index("## Summary") < md1.index("## t1 (")
+    rows = _table(md1, "t1")
+    assert [r.split(" | ")[0] for r in rows] == ["| clip", "| clip (arch=ViT-L-14, bf16)", "| close"]  # by acc
+    # 80% vs 50% over 400 queries: disjoint intervals, bold; the value carries ± half its interval
+    assert rows[0].startswith("| clip | **[80.0 ±")
+    assert "](../results/clip/t1.json)**" in rows[0]
+    # lower MeanR is best: 3.0 for every query has a zero-width interval, far from 5.5
+    assert "**[3.0 ±0.0](../results/clip/t1.json)**" in rows[0]
+    t2 = _table(md1, "t2")
+    assert t2[0].startswith("| clip | [20.0 ±") and "**" not in t2[0]  # nothing to beat: not bold
+    summary = md1.split("## Summary")[1].split("\n## ")[0]
+    assert "| close | [49.0 ±" in summary and "| – |" in summary  # close has no t2 record
+
+
+def test_overlapping_intervals_and_circular_rows_are_never_bold(tmp_path):
+    root = tmp_path / "results"
+    write_fake_record(root, ModelConfig("x", {}), "t", {"acc": _hits(0.51)})
+    write_fake_record(root, ModelConfig("y", {}), "t", {"acc": _hits(0.50)})
+    write_fake_record(root, ModelConfig("ref", {}), "t", {"acc": _hits(0.99)}, notes={"circular": "own detector"})
+    write_fake_record(root, ModelConfig("boolean", {}), "t", {"acc": _hits(1.0)},
+                      notes={"boolean": {"queries": 400, "with_negative_part": 0}})
+    md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
+    rows = _table(md, "t")
+    assert "**" not in "".join(rows)  # 51% vs 50%: intervals overlap; ref is circular
+    assert rows[0].startswith("| ref † | [99.0 ±") and "† ref: own detector" in md
+    assert rows[-1] == "| boolean | – |" and "– boolean: no query has a negative part" in md
+
+
+def test_published_rows_are_shown_beside_measured_ones(tmp_path):
+    root = tmp_path / "results"
+    write_fake_record(root, ModelConfig("clip", {}), "negbench_retrieval_coco", {"R@5": _hits(0.5), "neg_R@5": _hits(0.4)},
+                      leaderboard=["R@5", "neg_R@5"], main="neg_R@5")
+    md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
+    rows = _table(md, "negbench_retrieval_coco")
+    assert rows[0].startswith("| clip | [40.0 ±")
+    assert "| *published*: CLIP / None (NegBench paper, Table 1 (COCO)) |" in md
+    assert all("](" not in r for r in rows[1:])  # published numbers link to no record
 
 
 def test_newest_record_wins_and_rewrites_are_byte_identical(tmp_path):
@@ -69,11 +102,10 @@ def test_newest_record_wins_and_rewrites_are_byte_identical(tmp_path):
     a, _ = _write_set(root)
     out = tmp_path / "README.md"
     before = to_markdown(build_tables(iter_records(root)), out)
-    path = record_path(root, a, "t1")
-    write_record(path, _record(a, "t1", 0.9, "2026-02-01T00:00:00+00:00"))
+    write_fake_record(root, a, "t2", {"acc": _hits(0.9)}, created="2026-02-01T00:00:00+00:00")
     after = to_markdown(build_tables(iter_records(root)), out)
-    assert before != after and "0.900" in after and "0.500" not in after
-    write_record(path, _record(a, "t1", 0.5, "2026-01-01T00:00:00+00:00"))
+    assert before != after and "90.0 ±" in after and "20.0 ±" not in after
+    write_fake_record(root, a, "t2", {"acc": _hits(0.2)})
     assert to_markdown(build_tables(iter_records(root)), out) == before
 
 
@@ -89,8 +121,17 @@ def test_leaderboard_cli_output_is_byte_identical(cli, tmp_path):
 
 
 def test_the_committed_leaderboard_matches_its_records():
-    """leaderboard/README.md is generated: a record added or changed without refreshing the board
-    (`negharness leaderboard --results-dir leaderboard/results --out leaderboard/README.md`) fails CI."""
+    """leaderboard/README.md and leaderboard/site are generated: a record added or changed without
+    refreshing the board fails CI (see the regenerate command in leaderboard/README.md's section of
+    the project README)."""
+    from negharness.leaderboard_check import invalid_records, stale_files
+    from negharness.leaderboard_html import site_files
+
     board = Path(__file__).resolve().parents[1] / "leaderboard"
-    expected = to_markdown(build_tables(iter_records(board / "results")), board / "README.md")
-    assert (board / "README.md").read_text(encoding="utf-8") == expected
+    records = list(iter_records(board / "results"))
+    tables = build_tables(records)
+    expected = {board / "README.md": to_markdown(tables, board / "README.md")}
+    expected.update({board / "site" / k: v for k, v in site_files(tables, records, board / "site",
+                                                                    board / "negation_training.md").items()})
+    assert stale_files(expected) == []
+    assert invalid_records(board / "results") == []

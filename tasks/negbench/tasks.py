@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
+from negharness import perquery
 from negharness.errors import MissingDataError
 from negharness.media import MediaSet, image_files, video_files
 from negharness.published import published_notes
@@ -19,7 +21,7 @@ from negharness.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.video import FrameSampling
 
 from negharness.mcq import MCQ_METRICS, evaluate_mcq
-from negharness.retrieval import QuerySet, drop_unreadable
+from negharness.retrieval import QuerySet, drop_unreadable, similarities
 
 from .catalog import BINARY, MCQ, RETRIEVAL
 from .data import find_csv, read_mcq, read_retrieval
@@ -142,32 +144,69 @@ class NegBenchRetrieval(_NegBenchTask):
     def _media_paths(self) -> list[Path]:
         return [m for s in self._sets() for m, _ in s]
 
-    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple[dict[str, float], int, int, dict]:
-        """R@K of one caption file; an unreadable image leaves the candidates and its captions the
-        scoring (`negharness.unreadable`), so a NaN similarity never counts as a hit."""
+    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple:
+        """R@K of one caption file, the number of captions and media, notes, and per caption (its key,
+        its rank). An unreadable image leaves the candidates and its captions the scoring
+        (`negharness.unreadable`), so a NaN similarity never counts as a hit; scores come from the
+        model (`similarity`), as in every retrieval task."""
         paths = list(dict.fromkeys(m for m, _ in rows))
         where = {p: i for i, p in enumerate(paths)}
         media = media_set(ctx, self.root, paths, self.kind)
         texts = [c for _, caps in rows for c in caps]
+        keys = _unique([f"{media.ids[where[m]]}#{k}" for m, caps in rows for k in range(len(caps))])
         relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
-        queries = QuerySet([str(i) for i in range(len(texts))], texts, relevance)
+        queries = QuerySet(keys, texts, relevance)
         media, media_emb, queries, notes = drop_unreadable(ctx, media, ctx.embed_media(media), queries)
-        sim = ctx.embed_texts(queries.texts) @ media_emb.t()
-        m = retrieval_metrics(best_relevant_rank(sim, queries.relevance))
-        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes
+        ranks = best_relevant_rank(similarities(ctx, queries, media_emb), queries.relevance)
+        m = retrieval_metrics(ranks)
+        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes, (queries.ids, ranks)
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         (original, negated), skipped = self._parsed
-        orig, n_orig, m_orig, orig_notes = self._score(ctx, original)
-        neg, n_neg, m_neg, neg_notes = self._score(ctx, negated)
+        orig, n_orig, m_orig, orig_notes, orig_q = self._score(ctx, original)
+        neg, n_neg, m_neg, neg_notes, neg_q = self._score(ctx, negated)
         metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
         notes = {"empty_captions_skipped": skipped} if skipped else {}
         notes.update({f"{k}_original": v for k, v in orig_notes.items()})
         notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
         notes.update(published_notes(self.name, ctx.model, metrics))
+        per_query, how = retrieval_neg_values(orig_q, neg_q)
+        notes["per_query"] = how
         return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
-                                    f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes)
+                                    f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes,
+                          per_query)
+
+
+def _unique(keys: list[str]) -> list[str]:
+    """A media file listed on two rows gives its second row's keys a ``~2`` suffix."""
+    seen: dict[str, int] = {}
+    out = []
+    for key in keys:
+        seen[key] = seen.get(key, 0) + 1
+        out.append(key if seen[key] == 1 else f"{key}~{seen[key]}")
+    return out
+
+
+def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]):
+    """Per-query values of Retrieval-Neg. When the negated file rewrites the original captions one
+    for one (same media, same number of captions: COCO, MSR-VTT), caption k of a media file is one
+    query with its original and negated hit, and drop_R@K is a per-query difference. Otherwise
+    (HardNeg-Syn's v1 and v2 differ) the two sets are listed side by side, each metric covering its
+    own captions, and drop_R@K has no per-query value."""
+    (okeys, oranks), (nkeys, nranks) = orig, neg
+    o = {f"R@{k}": (oranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
+    n = {f"R@{k}": (nranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
+    if sorted(okeys) == sorted(nkeys):
+        at = {key: i for i, key in enumerate(nkeys)}
+        order = [at[key] for key in okeys]
+        values = {**o, **{f"neg_{k}": v[order] for k, v in n.items()},
+                  **{f"drop_{k}": o[k] - n[k][order] for k in o}}
+        return perquery.make(okeys, values), "paired: each caption with its negated rewrite (media, position)"
+    none_o, none_n = [None] * len(okeys), [None] * len(nkeys)
+    values = {**{k: list(v) + none_n for k, v in o.items()}, **{f"neg_{k}": none_o + list(v) for k, v in n.items()}}
+    ids = [f"original/{k}" for k in okeys] + [f"negated/{k}" for k in nkeys]
+    return perquery.make(ids, values), "unpaired: original and negated captions listed side by side"
 
 
 def _make_mcq(name: str) -> type:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from negharness import perquery
 from negharness.atomic import atomic_write, atomic_write_text
 from negharness.editing import EditContext
 from negharness.errors import MediaError, UserError
@@ -107,7 +108,9 @@ class NeInTask(Task):
         target_scores, before, after, l1s, l2s, clip_i, dino_s = [], [], [], [], [], [], []
         missing = _Missing()
         gallery: list[EditSample] = []  # the first GALLERY_SAMPLES samples: their images go to disk at once
+        ids: list[str] = []  # per-sample outputs are keyed by sample id (ids only: memory stays bounded)
         for s, source, truth, edited in self._edits(editor, out_dir, ctx, missing):
+            ids.append(s.id)
             target_scores.append(detector.max_scores(edited, [s.target])[s.target])
             found_in = {o for o, v in detector.max_scores(source, s.objects).items() if v > 0} if s.objects else set()
             found_out = {o for o, v in detector.max_scores(edited, sorted(found_in)).items() if v > 0} if found_in else set()
@@ -127,6 +130,10 @@ class NeInTask(Task):
         if not n_done:
             raise UserError(f"task {self.name}: no sample could be evaluated ({missing.count} missing)")
         kept, empty = retention(before, after)
+        values = {"Removal": [100.0 * (x == 0) for x in target_scores],
+                  "AUC-Removal": [100.0 * (1.0 - x) for x in target_scores],
+                  "Retention": [100.0 * len(b & a) / len(b) if b else None for b, a in zip(before, after)],
+                  "L1": l1s, "L2": l2s, **({"CLIP-I": clip_i} if clip_i else {}), **({"DINO": dino_s} if dino_s else {})}
         metrics = {"Removal": removal(target_scores), "AUC-Removal": auc_removal(target_scores), "Retention": kept,
                    "L1": float(np.mean(l1s)), "L2": float(np.mean(l2s))}
         if clip_i:
@@ -139,7 +146,8 @@ class NeInTask(Task):
                  "edits": str(out_dir), **ctx.notes}
         metrics = {k: v for k, v in metrics.items() if v == v}
         notes.update(published_notes(self.name, editor, metrics))
-        return TaskResult(metrics, {"samples": n_done}, None, notes)
+        values = {k: v for k, v in values.items() if k in metrics}
+        return TaskResult(metrics, {"samples": n_done}, None, notes, perquery.make(ids, values))
 
     def _edits(self, editor, out_dir: Path, ctx, missing: "_Missing"):
         """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume);
