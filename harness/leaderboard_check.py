@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import perquery
+from .results import record_files
 from .errors import UserError
 from .results import SCHEMA_VERSION
 
@@ -60,9 +61,7 @@ def _interval_problems(rec: dict[str, Any], pq: dict[str, Any]) -> list[str]:
 def invalid_records(results_dir: Path) -> list[str]:
     """'path: problem' for every JSON file under results_dir that is not a valid board record."""
     out = []
-    for path in sorted(Path(results_dir).glob("*/*.json")):
-        if path.name.endswith(perquery.SUFFIX):
-            continue
+    for path in record_files(results_dir):
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:

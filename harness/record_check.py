@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import UserError
-from .results import SCHEMA_VERSION
+from .results import SCHEMA_VERSION, record_files
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"
 # field path -> accepted types; a "?" suffix marks a field that may be absent
@@ -23,11 +23,6 @@ FIELDS: dict[str, tuple[type, ...]] = {
 
 class RecordError(UserError):
     """A result record the leaderboard cannot use; the message names the file and the field."""
-
-
-def record_files(results_dir: Path) -> list[Path]:
-    """The record files under ``results_dir`` (``<model>/<task>.json``), as `results.iter_records` finds them."""
-    return sorted(Path(results_dir).glob("*/*.json"))
 
 
 def checked_records(results_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:

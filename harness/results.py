@@ -195,10 +195,13 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return rec
 
 
+def record_files(results_dir: Path) -> list[Path]:
+    """The record files under ``results_dir`` (``<model>/<task>.json``), not their per-query sidecars."""
+    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(".perquery.json")]
+
+
 def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
-    for path in sorted(Path(results_dir).glob("*/*.json")):
-        if path.name.endswith(".perquery.json"):  # a record's per-query sidecar, not a record
-            continue
+    for path in record_files(results_dir):
         rec = read_record(path)
         if rec is not None:
             yield path, rec
