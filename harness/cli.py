@@ -105,10 +105,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
-    err = _console(stderr=True)
-    with _progress(err) as progress:
-        outcomes = run_evaluation(host, req, progress)
-    _print_run_summary(outcomes)
+    from .sharding import quiet_stderr_for_followers, shard_session
+
+    with shard_session(req) as shards:  # None unless started by torchrun
+        quiet_stderr_for_followers(shards)
+        err = _console(stderr=True)
+        with _progress(err) as progress:
+            outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards)
+    if shards is None or shards.writes:
+        _print_run_summary(outcomes)
     return 0
 
 

@@ -100,7 +100,8 @@ def _protocol(entries: list[Entry]) -> str:
     return "editing" if any(editing.values()) else "embedding"
 
 
-def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> list[RunOutcome]:
+def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shards: Any = None) -> list[RunOutcome]:
+    """``shards``: this rank's `negharness.sharding.ShardSession` under torchrun, else None."""
     entries = _task_entries(host, req.tasks)
     protocol = _protocol(entries)
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
@@ -144,6 +145,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
         else:
             ctx = EvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed)
         start = time.perf_counter()
+        if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
+            continue
         result = task.evaluate(ctx)
         check_result(task, result, entry.plugin)
         counts = dict(ctx.counters)
