@@ -402,7 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         from rich.text import Text
 
-        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
+        from .sharding import rank_label
+
+        _console(stderr=True).print(Text.assemble((f"{rank_label()}error: ", "bold red"), str(exc)))
         return exc.exit_code
     except KeyboardInterrupt:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")

@@ -273,6 +273,15 @@ def shard_session(req: Any) -> Iterator[ShardSession | None]:
         session.stop()
 
 
+def rank_label() -> str:
+    """"rank N: " on torchrun ranks other than 0 (their errors would otherwise read as repeats), else ""."""
+    try:
+        env = torchrun_env()
+    except UserError:
+        return ""
+    return f"rank {env[1]}: " if env and env[1] else ""
+
+
 def quiet_stderr_for_followers(session: ShardSession | None) -> None:
     """Python warnings from ranks other than 0 would repeat rank 0's; keep them off the terminal."""
     if session is not None and not session.writes and not sys.warnoptions:
