@@ -8,6 +8,7 @@ folder, data files), so a typo costs milliseconds, not a model load.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +68,7 @@ def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
 def _check_output_dir(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".negharness-write-test"
+        probe = path / f".negharness-write-test-{os.getpid()}"  # torchrun ranks probe at once
         probe.write_text("")
         probe.unlink()
     except OSError as exc:

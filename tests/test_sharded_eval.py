@@ -74,6 +74,39 @@ def test_rank_with_nothing_to_encode_gets_empty_rows() -> None:
     assert ctx.embed_texts(["a red picture"]).shape == (1, 8)
 
 
+def _fake_gather(monkeypatch: pytest.MonkeyPatch, others: list) -> None:
+    """torch.distributed.all_gather_object as if the other ranks sent ``others`` (rank 0 sends its own)."""
+    import torch.distributed as dist
+
+    def gather(out: list, obj: object, group: object = None) -> None:
+        out[:] = [obj, *others]
+
+    monkeypatch.setattr(dist, "all_gather_object", gather)
+
+
+def test_ranks_out_of_step_fail_naming_what_each_saw(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from negharness.errors import UserError
+    from negharness.sharding import ShardSession
+
+    _fake_gather(monkeypatch, [("end of run", None)])
+    with pytest.raises(UserError, match=r"rank 0: task shapes_mcq, rank 1: end of run.*share"):
+        ShardSession(2, 0, 0, tmp_path)._gather("task shapes_mcq")
+
+
+def test_cache_dir_not_shared_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from negharness.errors import UserError
+    from negharness.sharding import ShardSession
+
+    answers = iter([[("cache probe", None)], [("cache probe written", None)],
+                    [("cache probe read", (False, "node7"))], [("cache probe checked", None)]])
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist, "all_gather_object", lambda out, obj, group=None: out.__setitem__(slice(None), [obj, *next(answers)]))
+    with pytest.raises(UserError, match=r"--cache-dir .*rank 1 on node7 cannot see"):
+        ShardSession(2, 0, 0, tmp_path / "cache")._check_shared_cache()
+    assert not list((tmp_path / "cache").glob(".negharness-shard-probe-*"))  # rank 0 cleans up
+
+
 # concurrent writers and readers of one cache folder -----------------------------------------------
 def _vector(i: int) -> torch.Tensor:
     return torch.arange(16, dtype=torch.float32) + 1000.0 * i
@@ -148,7 +181,6 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
             assert rec["counts"][key] == 0 or min(shares[key]) > 0
     assert single["shapes_t2v_composed"]["counts"]["media_encoded"] == 41
     assert single["shapes_mcq"]["counts"]["media_encoded"] == 41
-
 
 
 def test_no_cache_under_torchrun_is_one_clear_error(tmp_path: Path) -> None:
