@@ -153,7 +153,9 @@ def _run(args: list[str], cwd: Path, ranks: int) -> subprocess.CompletedProcess:
 
 
 def _records(folder: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))}
+    """Records by task name (a --limit run's file name also says its variant)."""
+    recs = [json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))]
+    return {r["task"]["name"]: r for r in recs if "task" in r and "metrics" in r}
 
 
 def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
