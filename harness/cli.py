@@ -151,19 +151,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
-    err = _console(stderr=True)
-    with _progress(err) as progress:
-        try:
-            outcomes = run_evaluation(host, req, progress)
-        except (UserError, OSError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            from .failures import PluginRunError, blame_run, debug_requested, os_error_in
+    from .sharding import quiet_stderr_for_followers, shard_session
 
-            if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk), not a plugin's
+    with shard_session(req) as shards:  # None unless started by torchrun
+        quiet_stderr_for_followers(shards)
+        err = _console(stderr=True)
+        with _progress(err) as progress:
+            try:
+                outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards)
+            except (UserError, OSError, KeyboardInterrupt):
                 raise
-            raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
-    _print_run_summary(outcomes)
+            except Exception as exc:
+                from .failures import PluginRunError, blame_run, debug_requested, os_error_in
+
+                if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
+                    raise
+                raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
+    if shards is None or shards.writes:
+        _print_run_summary(outcomes)
     return 0
 
 
@@ -559,7 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = one_line(exc, where or "the current folder")
         from rich.text import Text
 
-        _console(stderr=True).print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)  # one line
+        from .sharding import rank_label
+
+        _console(stderr=True).print(Text.assemble((f"{rank_label()}error: ", "bold red"), message), soft_wrap=True)
         return code
 
 

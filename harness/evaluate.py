@@ -12,6 +12,7 @@ writes its own record beside the default one (`negharness.results.record_path`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +89,7 @@ def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
 def _check_output_dir(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".negharness-write-test"
+        probe = path / f".negharness-write-test-{os.getpid()}"  # torchrun ranks probe at once
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
@@ -125,7 +126,8 @@ def _protocol(entries: list[Entry]) -> str:
     return "editing" if any(editing.values()) else "embedding"
 
 
-def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> list[RunOutcome]:
+def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shards: Any = None) -> list[RunOutcome]:
+    """``shards``: this rank's `negharness.sharding.ShardSession` under torchrun, else None."""
     entries = _task_entries(host, req.tasks)
     protocol = _protocol(entries)
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
@@ -176,6 +178,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None) -> l
         else:
             ctx = EvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed)
         start = time.perf_counter()
+        if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
+            continue
         result = task.evaluate(ctx)
         check_result(task, result, entry.plugin)
         if result.per_query is not None:
