@@ -73,7 +73,8 @@ class DeclarativeTask(Task):
         self.root = Path(options.data_root)
 
     @property
-    def data_files(self) -> list[Path]:
+    def spec_files(self) -> list[Path]:
+        """The data files the YAML names (the media they point to come on top: `required_files`)."""
         return [self.root / f for f in self.spec["data"]["files"]]
 
     def config(self) -> dict[str, Any]:
@@ -84,7 +85,7 @@ class DeclarativeTask(Task):
         filtered and sliced as the specification says."""
         d = self.spec["data"]
         recs = []
-        for path in self.data_files:
+        for path in self.spec_files:
             for r in read_records(path, d["format"], d["records"]):
                 recs.append(Record({**r.fields, "_file": path.stem}, r.where) if isinstance(r.fields, dict) else r)
         if d["explode"]:
@@ -130,9 +131,9 @@ class DeclarativeTask(Task):
         raise NotImplementedError
 
     def required_files(self) -> list[Path]:
-        if not all(p.is_file() for p in self.data_files):
-            return self.data_files
-        return self.data_files + sorted(set(self._media_paths()))
+        if not all(p.is_file() for p in self.spec_files):
+            return self.spec_files
+        return self.spec_files + sorted(set(self._media_paths()))
 
     def group(self, rec: Record) -> str | None:
         fields = self.spec["group_by"]
@@ -193,7 +194,7 @@ class ChoiceTask(DeclarativeTask):
     def rows(self) -> list[ChoiceRow]:
         rows = [self.row(r) for r in self.records()]
         if not rows:
-            raise UserError(f"{self.data_files[0]}: no rows (after filters)")
+            raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
         return rows[: self.options.limit] if self.options.limit else rows
 
     def _media_paths(self) -> list[Path]:
@@ -235,7 +236,7 @@ class RetrievalTask(DeclarativeTask):
                 raise UserError(f"{rec.where}: no caption in field {self.spec['captions']['field']!r}")
             out.append((self.media_ref(rec), caps))
         if not out:
-            raise UserError(f"{self.data_files[0]}: no rows (after filters)")
+            raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
         return out[: self.options.limit] if self.options.limit else out
 
     def _media_paths(self) -> list[Path]:
@@ -252,6 +253,8 @@ class RetrievalTask(DeclarativeTask):
         relevance = Relevance.from_lists([[where[m]] for m, caps in self.pairs for _ in caps], len(refs))
         result = evaluate_text_to_media(ctx, ids, texts, relevance, self.media_set(ctx, refs))
         result.metrics = {k: v for k, v in result.metrics.items() if k in self.metric_info}
+        if result.per_query is not None:  # the YAML's metrics only, per query too
+            result.per_query["values"] = {k: v for k, v in result.per_query["values"].items() if k in result.metrics}
         return result
 
 

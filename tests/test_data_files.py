@@ -189,8 +189,9 @@ def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tm
     host.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "counted")
     req = RunRequest(model="identity", tasks=["nein_counted"], output_dir=str(tmp_path / "res"),
                      task_extra={"n_items": "24", "edit_batch": "2", "clip_model": "none"})
-    rec = run_evaluation(host, req)[0].record
+    outcome = run_evaluation(host, req)[0]
+    rec = outcome.record
     assert rec["n_items"] == {"samples": 24}
     assert peak[0] <= 2 * 2 + 2, peak[0]  # one batch of (input, truth) pairs, plus the pair being loaded
-    gallery = (tmp_path / "res" / "identity" / "nein_counted.edits")
+    gallery = outcome.path.with_suffix(".edits")  # -T options make a variant record (<task>@<hash>)
     assert len(list(gallery.glob("*.input.png"))) == 12 and (gallery / "gallery.html").read_text().count("<tr>") == 13

@@ -11,6 +11,7 @@ import torch
 from negharness.errors import UserError
 from negharness.fire import augment, detectable_differences, read_qrels, subsample_deltas
 from negharness.metrics import Relevance
+from negharness.results import record_files
 
 
 def test_qrels_formats_and_augmented_relevance(tmp_path):
@@ -77,7 +78,7 @@ def test_qrels_option_on_a_world_task_and_fire_command(cli, tmp_path):
     qrels.write_text("".join(f"{i}#enc#0 {ids[(k + 1) % 20]} 1\n" for k, i in enumerate(ids)))
     ran = cli("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--limit", "20", "-T", f"qrels={qrels}")
     assert ran.returncode == 0, ran.stderr
-    rec = json.loads(next((tmp_path / "results").rglob("shapes_t2i_original*.json")).read_text())
+    rec = json.loads(next(p for p in record_files(tmp_path / "results") if p.name.startswith("shapes_t2i_original")).read_text())
     assert rec["metrics"]["fire_C@1"] >= rec["metrics"]["R@1"]  # positives only added: hits never lost
     assert rec["metrics"]["fire_MIR"] >= rec["metrics"]["MIR"]
     assert rec["notes"]["fire"]["qrels_positives_added"] > 0

@@ -154,7 +154,7 @@ def _run(args: list[str], cwd: Path, ranks: int) -> subprocess.CompletedProcess:
 
 def _records(folder: Path) -> dict[str, dict]:
     """Records by task name (a --limit run's file name also says its variant)."""
-    recs = [json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))]
+    recs = [json.loads(p.read_text()) for p in sorted(folder.rglob("*.json")) if not p.name.endswith(".perquery.json")]
     return {r["task"]["name"]: r for r in recs if "task" in r and "metrics" in r}
 
 

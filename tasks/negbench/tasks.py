@@ -94,7 +94,7 @@ class NegBenchMCQ(_NegBenchTask):
         needed = super().required_files()
         if not all(p.is_file() for p in self._csvs()):
             return needed
-        lacking = [r for r in self._rows() if not r.media.is_file()]
+        lacking = [r for r in self._rows() if not r.media.exists()]  # a FIFO exists: refused by name later
         if lacking:
             raise MissingDataError(f"{lacking[0].where}: {self.kind} {lacking[0].media} not found"
                                    + (f" ({len(lacking)} rows of {len(self._rows())} lack their {self.kind})"
