@@ -1,13 +1,14 @@
 """kill -9 a real `negharness run` at three moments, rerun, and compare with an uninterrupted run.
 
-The model is a ViT-B/32-sized open_clip CLIP (open_clip's ViT-B-32 config) with random weights saved
+The model is a ViT-sized open_clip CLIP (open_clip's ViT-S-32 config by default; --config ViT-B-32
+takes ~4x longer on a CPU) with random weights saved
 once to a safetensors file, so every process loads the same model (a model built from a config alone
 is random per process, and its fingerprint says so). The task is the embedded world's
 shapes_t2i_original (500 images, 1,500 captions) at the CLI's default settings. A run is killed
 with SIGKILL once the cache holds the given number of items of one kind; the rerun's counts say how
 many items were kept and how many encoded again, and its metrics are compared with the clean run's.
 
-Run: python benchmarks/exp_kill_resume.py [--task shapes_t2i_original]
+Run: python benchmarks/exp_kill_resume.py [--task shapes_t2i_original] [--config ViT-S-32]
 """
 
 from __future__ import annotations
@@ -26,16 +27,16 @@ import torch
 from negharness.cache import read_shard
 
 
-def make_model(folder: Path) -> list[str]:
+def make_model(folder: Path, name: str) -> list[str]:
     import open_clip
     from safetensors.torch import save_file
 
-    cfg = json.loads((Path(open_clip.__file__).parent / "model_configs" / "ViT-B-32.json").read_text())
-    (folder / "vit-b-32.json").write_text(json.dumps(cfg))
+    cfg = json.loads((Path(open_clip.__file__).parent / "model_configs" / f"{name}.json").read_text())
+    (folder / "vit.json").write_text(json.dumps(cfg))
     torch.manual_seed(0)
     model = open_clip.model.CLIP(**cfg)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "random.safetensors"))
-    return ["--model", "clip", "--arch", str(folder / "vit-b-32.json"), "--checkpoint", str(folder / "random.safetensors")]
+    return ["--model", "clip", "--arch", str(folder / "vit.json"), "--checkpoint", str(folder / "random.safetensors")]
 
 
 def stored(cache: Path, kind: str) -> int:
@@ -61,14 +62,16 @@ def record(out: Path, task: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--task", default="shapes_t2i_original")
+    parser.add_argument("--config", default="ViT-S-32", help="an open_clip model config name")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="kill-resume-"))
-    model = make_model(tmp)
+    model = make_model(tmp, args.config)
+    print(f"model: {args.config} config, random weights; task {args.task}", flush=True)
     start = time.perf_counter()
     clean = run(model, args.task, tmp / "clean-cache", tmp / "clean")
     assert clean.wait() == 0, clean.stderr.read().decode()[-2000:]
     reference = record(tmp / "clean", args.task)
-    print(f"uninterrupted run: {time.perf_counter() - start:.1f} s, counts {reference['counts']}")
+    print(f"uninterrupted run: {time.perf_counter() - start:.1f} s, counts {reference['counts']}", flush=True)
     for kind, items in (("image", 64), ("image", 320), ("text", 640)):
         cache, killed_at = tmp / f"cache-{kind}-{items}", time.perf_counter()
         proc = run(model, args.task, cache, tmp / f"killed-{kind}-{items}")
@@ -84,7 +87,7 @@ def main() -> None:
         same = got["metrics"] == reference["metrics"]
         worst = max(abs(got["metrics"][k] - v) for k, v in reference["metrics"].items())
         print(f"killed once {kind} >= {items} kept ({time.perf_counter() - killed_at:.1f} s in): kept {kept}; "
-              f"rerun counts {got['counts']}; metrics identical: {same} (largest difference {worst:.2e})")
+              f"rerun counts {got['counts']}; metrics identical: {same} (largest difference {worst:.2e})", flush=True)
 
 
 if __name__ == "__main__":

@@ -178,10 +178,10 @@ class CollectionCache:
         warnings.warn(f"damaged cache shard {shard} ({why}): {where}; its embeddings will be encoded again",
                       stacklevel=3)
 
-    def _merge(self, shards: list[tuple[Path, list[str], torch.Tensor]]) -> None:
+    def _merge(self, shards: list[tuple[Path, list[str], torch.Tensor]], force: bool = False) -> None:
         """Write the shards' entries as one shard (fsync'd), then remove them. A crash in between
         leaves duplicates, never a gap; a reader that listed a removed shard just skips it."""
-        if len(shards) < 2:
+        if len(shards) < (1 if force else 2):
             return
         ids = [k for _, keys, _ in shards for k in keys]
         emb = torch.cat([e for _, _, e in shards])
@@ -191,7 +191,7 @@ class CollectionCache:
             return
         for path, _, _ in shards:
             try:
-                path.unlink()
+                path.unlink(missing_ok=True)
             except OSError:
                 pass
 
@@ -232,11 +232,17 @@ class CollectionCache:
             self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        """End of a run's pass over this collection: flush, sync, and merge this process's shards."""
-        self.flush(sync=True)
-        written = [w for w in self._written if w[0].exists()]
-        self._written = []
-        self._merge(written)
+        """End of a run's pass over this collection: what is pending and this process's shards
+        become one shard, fsync'd once (the small ones are then removed, so they need no fsync)."""
+        shards = [w for w in self._written if w[0].exists()]
+        if self._pending_ids:
+            shards.append((self.folder / "pending", self._pending_ids, torch.cat(self._pending)))
+        self._pending_ids, self._pending, self._written = [], [], []
+        if len(shards) == 1 and not self._unsynced and shards[0][0].exists():
+            return  # one shard, already durable
+        self._merge(shards, force=True)
+        self._unsynced = False
+        self._last_sync = time.monotonic()
 
 
 def _fsync_file(path: Path) -> None:
