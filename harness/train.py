@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from .errors import UserError
 from .model import ModelOptions
+from .options import OptionSpec, parse_options
 from .video import FrameSampling
 
 Mcq = tuple[tuple[str, ...], int]  # (options, index of the correct one)
@@ -84,18 +85,13 @@ class TrainSetOptions:
     cache_dir: Path | None = None
 
     def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
+        """A ``-T key=value`` option, parsed by the one option parser (`negharness.options`)."""
         if key not in self.extra:
             return default
-        try:
-            return cast(self.extra[key])
-        except ValueError as exc:
-            raise UserError(f"-T {key}={self.extra[key]}: expected {cast.__name__}") from exc
+        return OptionSpec(cast, default).parse(self.extra[key], f"-T {key}={self.extra[key]}")
 
     def check_extra(self, allowed: set[str], name: str) -> None:
-        unknown = sorted(set(self.extra) - allowed)
-        if unknown:
-            raise UserError(f"-T {unknown[0]}: not an option of training set {name!r} "
-                            f"(it takes: {', '.join(sorted(allowed)) or 'none'})")
+        parse_options(self.extra, {k: OptionSpec() for k in allowed}, "-T", f"training set {name!r}")
 
 
 @dataclass
@@ -138,10 +134,7 @@ class TrainOptions:
             raise UserError(f"--task {name}: not a training set ({exc}); `negharness list` shows the trainsets") from None
 
     def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
-        """An ``-O key=value`` option, cast, with a clear error naming the option."""
+        """An ``-O key=value`` option, parsed by the one option parser (`negharness.options`)."""
         if key not in self.extra:
             return default
-        try:
-            return cast(self.extra[key])
-        except ValueError as exc:
-            raise UserError(f"-O {key}={self.extra[key]}: expected {cast.__name__}") from exc
+        return OptionSpec(cast, default).parse(self.extra[key], f"-O {key}={self.extra[key]}")

@@ -25,10 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from negharness.errors import UserError
+from negharness.options import OptionSpec, parse_options
 from negharness.train import TrainOptions
 
 FORMAT = "negharness-trained-v1"
 TRAINSET_KEYS = ("n_train", "n_val", "world_seed")  # the shapes set's sizes, still accepted as -O (moved to -T)
+
+
+CHOICES = {"pivot": ("video", "query"), "optimizer": ("rmsprop", "adamw"), "unit": ("auto", "caption", "item"),
+           "precision": ("auto", "bf16", "fp16", "fp32")}
 
 
 @dataclass
@@ -74,23 +79,11 @@ class Recipe:
                    pivot="query" if trainer == "snl_query" else "video")
         if trainer == "negbench":
             base = dataclasses.replace(base, lr=1e-8, optimizer="adamw", lr_decay=1.0)
-        changes: dict[str, Any] = {}
-        fields = {f.name for f in dataclasses.fields(cls)}
-        for key, raw in opts.extra.items():
-            if key in TRAINSET_KEYS:
-                continue
-            if key not in fields or key == "trainer":
-                raise UserError(f"-O {key}: not an option of trainer {trainer!r} (options: {', '.join(sorted(fields))})")
-            kind = type(getattr(base, key))
-            try:
-                changes[key] = raw.lower() in ("1", "true", "yes") if kind is bool else kind(raw)
-            except ValueError:
-                raise UserError(f"-O {key}={raw}: expected {kind.__name__}") from None
-        recipe = dataclasses.replace(base, **changes)
-        for key, allowed in (("pivot", ("video", "query")), ("optimizer", ("rmsprop", "adamw")),
-                             ("unit", ("auto", "caption", "item")), ("precision", ("auto", "bf16", "fp16", "fp32"))):
-            if getattr(recipe, key) not in allowed:
-                raise UserError(f"-O {key}={getattr(recipe, key)}: use one of {', '.join(allowed)}")
+        # every recipe field is an -O option, typed by its default, through the one option parser
+        specs = {f.name: OptionSpec(type(getattr(base, f.name)), getattr(base, f.name), choices=CHOICES.get(f.name, ()))
+                 for f in dataclasses.fields(cls) if f.name != "trainer"}
+        raw = {k: v for k, v in opts.extra.items() if k not in TRAINSET_KEYS}
+        recipe = dataclasses.replace(base, **parse_options(raw, specs, "-O", f"trainer {trainer!r}"))
         if recipe.batch_size < 1 or recipe.accumulate < 1:
             raise UserError("-O batch_size and -O accumulate must be >= 1")
         return recipe
