@@ -100,12 +100,13 @@ def write_shard(path: Path, ids: Sequence[str], emb: torch.Tensor, sync: bool) -
 
     atomic_write(path, _write)
     if sync:
-        _fsync_dir(path.parent)
+        _fsync(path.parent)
 
 
-def _fsync_dir(folder: Path) -> None:
+def _fsync(path: Path) -> None:
+    """Flush a file's or a folder's entries to disk (best effort: a failure only weakens durability)."""
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:
@@ -225,8 +226,8 @@ class CollectionCache:
             sync = due
         if sync and self._unsynced:
             for path, _, _ in self._written:
-                _fsync_file(path)
-            _fsync_dir(self.folder)
+                _fsync(path)
+            _fsync(self.folder)
             self._unsynced = False
         if sync:
             self._last_sync = time.monotonic()
@@ -243,19 +244,6 @@ class CollectionCache:
         self._merge(shards, force=True)
         self._unsynced = False
         self._last_sync = time.monotonic()
-
-
-def _fsync_file(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class EmbeddingCache:

@@ -26,9 +26,9 @@ import torch
 
 from negharness.errors import UserError
 from negharness.hashing import hash_json
-from negharness.model import EmbeddingModel, ModelOptions
+from negharness.model import ModelOptions
 
-from .lm_scoring import autocast, check_norm, continuation_scores, kept_positions, no_embeddings, pad_right
+from .lm_scoring import ChoiceScoringModel, autocast, check_norm, continuation_scores, kept_positions, pad_right
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_PROMPT = "Describe the image in one sentence."
@@ -37,7 +37,7 @@ LETTER_SUFFIX = "Answer with the option's letter from the given choices directly
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-class HFVLM(EmbeddingModel):
+class HFVLM(ChoiceScoringModel):
     name = "hf_vlm"
     modalities = frozenset({"text", "image"})
 
@@ -60,14 +60,6 @@ class HFVLM(EmbeddingModel):
                 "dtype": self.dtype, "config": hash_json(self.vlm.config.to_dict()),
                 "parameters": sum(p.numel() for p in self.vlm.parameters())}
 
-    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        raise no_embeddings(self)
-
-    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        raise no_embeddings(self)
-
-    def preprocess_image(self, image: Any) -> torch.Tensor:
-        raise no_embeddings(self)
 
     # prompts ------------------------------------------------------------------------------------
     def chat(self, text: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from negharness.errors import UserError
+from negharness.model import EmbeddingModel
 
 NORMS = ("mean", "sum")
 
@@ -78,3 +79,17 @@ def no_embeddings(model: Any) -> UserError:
     return UserError(f"model {model.name} scores choice tasks (score_choices) and has no embeddings: "
                      "run it on choice tasks (sugarcrepe_*, aro_*, valse_*, crepe_*, ccneg, negvqa_*, negbench_mcq_*), "
                      "not on retrieval tasks")
+
+
+class ChoiceScoringModel(EmbeddingModel):
+    """A model that scores choice tasks itself (`score_choices`) and has no embeddings: retrieval
+    tasks get one clear error instead of a wrong number."""
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        raise no_embeddings(self)
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        raise no_embeddings(self)
+
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        raise no_embeddings(self)

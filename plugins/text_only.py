@@ -9,18 +9,18 @@ transformers causal LM works: ``--model text_only --arch gpt2`` (or a local fold
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from negharness.errors import UserError
 from negharness.hashing import hash_json
-from negharness.model import EmbeddingModel, ModelOptions
+from negharness.model import ModelOptions
 
-from .lm_scoring import autocast, check_norm, continuation_scores, kept_positions, no_embeddings, pad_right
+from .lm_scoring import ChoiceScoringModel, autocast, check_norm, continuation_scores, kept_positions, pad_right
 
 
-class TextOnlyLM(EmbeddingModel):
+class TextOnlyLM(ChoiceScoringModel):
     name = "text_only"
     modalities = frozenset({"text", "image", "video"})  # takes any choice task; never looks at the medium
 
@@ -47,14 +47,6 @@ class TextOnlyLM(EmbeddingModel):
         return {"arch": self.arch, "norm": self.norm, "config": hash_json(self.lm.config.to_dict()),
                 "parameters": sum(p.numel() for p in self.lm.parameters())}
 
-    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        raise no_embeddings(self)
-
-    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        raise no_embeddings(self)
-
-    def preprocess_image(self, image: Any) -> torch.Tensor:
-        raise no_embeddings(self)
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -136,7 +136,7 @@ def _nein_layout(root: Path, n: int = 4) -> list[dict]:
 
 @pytest.mark.needs_nltk
 def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_folder, dino_folder):
-    from negharness.text.composer import head_nouns
+    from negharness.text.phrases import head_nouns
     from negharness.evaluate import RunRequest, run_evaluation
     from negharness.plugin_manager import make_host
 

@@ -284,7 +284,7 @@ def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Call
     """The object to remove is the text after "Add a/an" in T_generated, without the final '.'."""
     import re
 
-    from negharness.text.composer import head_nouns
+    from negharness.text.phrases import head_nouns
 
     m = re.match(r"\s*add an? (.+?)\.?\s*$", e["T_generated"], re.IGNORECASE)
     if not m:
