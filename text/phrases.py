@@ -11,13 +11,17 @@ captions the bare grammar yields pairs no reader accepts, so each pair passes th
   is passive, "taken during a game" a reduced relative); not a copula, auxiliary or light verb
   (``NON_ACTION_VERBS``: "seem", "need", "show", "wear" ...); not cut inside a noun phrase
   ("packing cotton into some sort of purple | and white bag"): a VP followed by a coordinated noun
-  phrase, or ending in a determiner, adjective or preposition, is dropped.
+  phrase, or ending in a determiner, adjective or preposition, is dropped; nor cut inside a compound
+  ("practicing sex | acts", "performing method | acting") or before a possessive; nor vague
+  ("performing something").
+- **whose subject**: a participle right after a verb's object is the object's ("playing the game |
+  called legal agents", "with people | dancing", "watching other people | walking"), not the subject's.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from .negator import expand_contractions, is_known_verb
@@ -63,7 +67,8 @@ NOT_AGENTS = frozenset("video clip scene footage film movie trailer picture imag
                        "segment compilation montage slideshow commercial advertisement ad episode tutorial vlog "
                        "kind type sort part view shot closeup version animation news report title music song "
                        "audio voice sound background camera clips videos thing something graphic graphics logo "
-                       "text words website page map diagram chart slide pop game".split())
+                       "text words website page map diagram chart slide pop game match event competition tournament "
+                        "concert performance debate ceremony".split())
 INDEFINITE = frozenset("someone somebody everyone everybody anyone anybody nobody something".split())
 # a VBG that with the next noun is a noun compound, not a verb phrase ("and he cutting board")
 VBG_COMPOUNDS = frozenset(("cutting board", "swimming pool", "living room", "dining table", "dining room",
@@ -77,8 +82,17 @@ QUANTITIES = frozenset("group couple bunch lot pair team crowd set number series
 NON_ACTION_VERBS = frozenset("""
 be have do get go make let seem appear need want try attempt begin start continue keep show display feature
 depict contain include involve consist represent describe explain wear sport become remain tell ask say speak
-argue talk discuss mention happen
+argue talk discuss mention happen know think understand believe like love hate wish hope
 """.split())
+# people named plainly: after another noun they start a new clause ("play guitar | women sing")
+PLAIN_PEOPLE = frozenset("man woman girl boy people person kid guy child lady".split())
+# plural nouns the tagger's repair must never read as a verb ("on the voice kids")
+NEVER_VERBS = frozenset("kids games video videos".split())
+# -ing words that are nouns first ("designer clothing"), never retagged as participles
+ING_NOUNS = frozenset("""clothing building painting ceiling wedding evening morning meeting drawing ring king thing
+string wing spring swing offering ending opening beginning feeling recording setting""".split())
+# verbs whose object does the next participle: "watching other people | walking down a runway"
+PERCEPTION_VERBS = frozenset("watch see observe hear film record photograph notice view spot stare".split())
 SUBORDINATORS = frozenset("while whilst as because when after before".split())
 LEAD_VERBS = frozenset("start begin continue keep go prepare".split())  # "starts to sing": sings
 INCOMPLETE_END_TAGS = {"DT", "JJ", "JJR", "JJS", "IN", "CC", "TO", "PRP$", "POS", "WDT", "CD"}
@@ -111,6 +125,7 @@ def token_lemma(word: str, penn: str) -> str:
 class VerbPhrase:
     verb: str  # lemma
     rest: tuple[str, ...]  # complement tokens, as in the caption
+    plural_object: bool = field(default=False, compare=False)  # a plural noun in a PP ("in chairs")
 
     def form(self, penn: str) -> str:
         """The phrase with its verb inflected: VB base, VBG -ing, VBZ third person."""
@@ -236,23 +251,25 @@ def _is_aux_vp(leaves: list[tuple[str, str]]) -> bool:
     return verb in BE_LEMMAS or (len(leaves) == 1 and verb in AUX_VERBS)
 
 
-def _skippable(item: Item, pp: bool = True) -> bool:
-    """Between a subject and its verb phrase: adverbs, modals, auxiliaries, post-modifying PPs.
-    Not "to": "diving into the water [to] catch a fish" has no subject "the water"."""
+def _skippable(item: Item, pp: bool = True, relative: bool = True) -> bool:
+    """Between a subject and its verb phrase: adverbs, modals, auxiliaries, post-modifying PPs, and
+    (after a noun phrase, not after a verb's object) "who"/"that". Not "to": "diving into the water
+    [to] catch a fish" has no subject "the water"."""
     label, leaves = item
     if label == "PP":
         return pp
     if label == "VP":
         return _is_aux_vp(leaves)
     word, penn = leaves[0]
-    return penn in ("RB", "MD") or word in ("who", "that") or (penn.startswith("VB") and lemma(word, "VERB") in AUX_VERBS)
+    return penn in ("RB", "MD") or (relative and word in ("who", "that")) \
+        or (penn.startswith("VB") and lemma(word, "VERB") in AUX_VERBS)
 
 
-def _next_vp(items: list[Item], k: int, pp: bool = True) -> int | None:
+def _next_vp(items: list[Item], k: int, pp: bool = True, relative: bool = True) -> int | None:
     """Position of the VP right after ``k`` (past skippable items), or None."""
     nxt = k + 1
     while nxt < len(items):
-        if _skippable(items[nxt], pp):
+        if _skippable(items[nxt], pp, relative):
             nxt += 1
         elif pp and nxt + 1 < len(items) and items[nxt][0] == items[nxt + 1][0] == "TOK" \
                 and items[nxt][1][0][1] == "IN" and items[nxt + 1][1][0][1] == "JJ":
@@ -269,15 +286,44 @@ def _continued_vp(items: list[Item], k: int) -> int | None:
     has no known subject."""
     word, penn = items[k][1][0]
     nxt = k + 1
+    while nxt + 1 < len(items) and items[nxt][0] == "TOK" and items[nxt][1][0][1] in ("RB", "RP") \
+            and _is_word(items[nxt + 1], {"and", "or", ",", "then"}):
+        nxt += 1  # "waiting around | and planting roses"
     if nxt < len(items) and _is_word(items[nxt], {"and", "or", ",", "then", "while", "&"}):
         while nxt + 1 < len(items) and _is_word(items[nxt + 1], {"and", "or", ",", "then", "&"}):
             nxt += 1
         return _next_vp(items, nxt, pp=False)
     if nxt < len(items) and _is_word(items[nxt], {"to"}) and lemma(word, "VERB") in LEAD_VERBS:
         return _next_vp(items, nxt, pp=False)
-    if penn in ("VBG", "VBN"):
-        return _next_vp(items, k, pp=False)
+    if len(items[k][1]) == 1 and lemma(word, "VERB") in LEAD_VERBS and nxt < len(items) and items[nxt][0] == "VP" \
+            and items[nxt][1][0][1] == "VBG":
+        return nxt  # "starts choking"
+    if penn in ("VBG", "VBN") and not _runs_into_participle(items, k) and not _with_participle(items, k) \
+            and not (lemma(word, "VERB") in PERCEPTION_VERBS and _participle_follows(items, k)):
+        j = _next_vp(items, k, pp=False, relative=False)
+        if j == k + 1 and items[j][1][0][1] in ("VBD", "VBN"):
+            return None  # "playing the game | called legal agents": a reduced relative
+        return j
     return None
+
+
+def _participle_follows(items: list[Item], k: int) -> bool:
+    return k + 1 < len(items) and items[k + 1][0] == "VP" and items[k + 1][1][0][1] in ("VBG", "VBD", "VBN")
+
+
+def _runs_into_participle(items: list[Item], k: int) -> bool:
+    """The VP at ``k`` is a verb and a lone bare noun, a participle right after: the noun and the
+    participle are one noun ("performing [method acting]"), so neither VP stands."""
+    leaves = items[k][1]
+    return _participle_follows(items, k) and len(leaves) == 2 and leaves[1][1] == "NN"
+
+
+def _with_participle(items: list[Item], k: int) -> bool:
+    """"playing guitar with people | dancing around him": the participle is the noun's, not the
+    subject's, and the VP without it says something else: neither stands."""
+    leaves = items[k][1]
+    return _participle_follows(items, k) and len(leaves) >= 3 and leaves[-2][0] == "with" \
+        and leaves[-1][1].startswith("NN")
 
 
 def _is_word(item: Item, words: set[str]) -> bool:
@@ -297,6 +343,9 @@ def _subject(items: list[Item], k: int) -> Subject | None:
         return None  # second conjunct: "a man and [a woman] are talking"
     if k + 2 < len(items) and _is_word(items[k + 1], {"and", "or", "&"}) and items[k + 2][0] == "NP":
         return None  # first conjunct
+    if k >= 2 and _is_word(items[k - 1], {"and", "or", "&"}) and items[k - 2][0] == "VP" \
+            and leaves[0][1] not in ("DT", "PRP$", "CD") and head_tag == "NN":
+        return None  # the verb's second object: "wearing red top and [black trouser] is putting"
     if any(t == "DT" for _, t in leaves[1:]):
         return None  # two noun phrases run together: "to the ground a goat"
     plural = head_tag in ("NNS", "NNPS")
@@ -305,6 +354,10 @@ def _subject(items: list[Item], k: int) -> Subject | None:
         return None  # "a girl looks": a noun and a verb tagged as one noun phrase
     if not plural and any(t == "CD" and w not in ("one", "1") for w, t in leaves):
         return None  # "three woman"
+    if any(t in ("NNS", "NNPS") and w not in PLURAL_NOUNS - {"people"} for w, t in leaves[:-1]):
+        return None  # "people kids": two heads run together
+    if head not in PEOPLE | ANIMALS and any(w in PEOPLE | ANIMALS for w, _ in leaves[:-1]):
+        return None  # "a boy beat [boxing]": the doer is a premodifier, the head something else
     return Subject(" ".join(w for w, _ in leaves), head, plural)
 
 
@@ -337,7 +390,28 @@ def _garbled(rest: list[tuple[str, str]]) -> bool:
                 return True
             if t == "NN" and rest[i - 1][1] == "NNS" and rest[i - 1][0] not in PLURAL_NOUNS:
                 return True  # "park cars plant with sword-like leaves"
+            if t in ("NNS", "NN") and lemma(w, "NOUN") in PLAIN_PEOPLE and lemma(rest[i - 1][0], "NOUN") not in PEOPLE:
+                return True  # "play guitar women": the next clause's subject run on
     return False
+
+
+def _plural_in_pp(rest: list[tuple[str, str]]) -> bool:
+    """A plural noun inside a prepositional phrase ("sits in chairs", "at tables"): said of one
+    subject only when the collection said it so."""
+    after_prep = False
+    for _, t in rest:
+        after_prep = after_prep or t in ("IN", "TO")
+        if after_prep and t in ("NNS", "NNPS"):
+            return True
+    return False
+
+
+def _vague(rest: list[tuple[str, str]]) -> bool:
+    """A complement that names nothing ("performing something") or has lost its article ("with lot of")."""
+    words = [w for w, _ in rest]
+    if words and all(w in STOP_WORDS or w in INDEFINITE for w in words) and set(words) & INDEFINITE:
+        return True
+    return any(w == "lot" and (i == 0 or words[i - 1] not in ("a", "the", "whole")) for i, w in enumerate(words))
 
 
 def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
@@ -364,25 +438,55 @@ def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
         return None  # punctuation or a stray apostrophe inside
     if rest and penn == "VBG" and f"{word} {rest[0][0]}" in VBG_COMPOUNDS:
         return None
-    if _garbled(rest):
+    if _garbled(rest) or _vague(rest) or _runs_into_participle(items, k) or _with_participle(items, k):
         return None
-    return VerbPhrase(verb, tuple(w for w, _ in rest))
+    if len(rest) == len(leaves) - 1 and k + 1 < len(items) and items[k + 1][1][0][1] == "POS":
+        return None  # cut at a possessive: "modeling a fashion designer | 's line"
+    return VerbPhrase(verb, tuple(w for w, _ in rest), _plural_in_pp(rest))
+
+
+def _after_preposition_or_verb(tagged: list[tuple[str, str]], i: int) -> bool:
+    """The noun phrase ending at ``i`` is a verb's object or in a PP ("in designer clothing")."""
+    while i >= 0 and tagged[i][1] in ("NN", "NNS", "JJ", "DT", "PRP$", "CD"):
+        i -= 1
+    return i >= 0 and (tagged[i][1].startswith("VB") or tagged[i][1] in ("IN", "TO"))
+
+
+def _object_of_verb(tagged: list[tuple[str, str]], i: int) -> bool:
+    """The bare noun at ``i`` directly follows a verb ("practicing [sex] acts"), so a plural noun
+    after it is a compound's head ("sex acts", "video games"), not the verb."""
+    return i >= 1 and tagged[i - 1][1].startswith("VB")
 
 
 def _repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The tagger's commonest slips on captions: a singular noun's verb read as a plural noun
-    ("a character jumps/NNS and"): retag it VBZ when no verb follows; a noun read as an adjective
-    between a determiner and a verb ("a girl/JJ looks")."""
+    ("a character jumps/NNS and"): retag it VBZ when no verb follows and the noun is no verb's
+    object; a noun read as an adjective between a determiner and a verb ("a girl/JJ looks"); a
+    participle read as a noun after a noun ("an audience jumping/NN"); a participle read as a verb
+    before a noun ("animated/VBN characters"); a plural noun read as a verb before a verb ("dresses/VBZ walk")."""
     out = list(tagged)
-    for i in range(1, len(out)):
+    for i in range(len(out)):
         word, penn = out[i]
         nxt = out[i + 1][1] if i + 1 < len(out) else "."
-        if penn == "NNS" and out[i - 1][1] == "NN" and not nxt.startswith(("VB", "NN", "MD")) \
-                and word not in PLURAL_NOUNS \
+        prev = out[i - 1][1] if i else "."
+        if penn.startswith("VB") and word in NEVER_VERBS:
+            out[i] = (word, "NNS" if word.endswith("s") else "NN")  # "the sims video/VBP game"
+        elif penn == "VBN" and prev in (".", "DT", "JJ", "CD", "PRP$") and nxt in ("NN", "NNS"):
+            out[i] = (word, "JJ")  # "animated/VBN characters are swearing"
+        elif penn == "VBZ" and prev in ("NN", "JJ") and nxt in ("VBP", "VBZ", "VBD"):
+            out[i] = (word, "NNS")  # "women in long pink dresses/VBZ walk"
+        elif not i:
+            continue
+        elif penn == "NNS" and out[i - 1][1] == "NN" and not nxt.startswith(("VB", "NN", "MD")) \
+                and word not in PLURAL_NOUNS | NEVER_VERBS and not _object_of_verb(out, i - 1) \
                 and is_known_verb(word) and lemma(word, "VERB") != word:
             out[i] = (word, "VBZ")
         elif penn == "JJ" and out[i - 1][1] == "DT" and nxt in ("VBZ", "VBD", "VBP"):
             out[i] = (word, "NN")  # "a girl/JJ looks"
+        elif penn == "NN" and word.endswith("ing") and out[i - 1][1] in ("NN", "NNS") and not nxt.startswith("NN") \
+                and word not in ING_NOUNS and not _after_preposition_or_verb(out, i - 1) \
+                and is_known_verb(word) and lemma(word, "VERB") != word:
+            out[i] = (word, "VBG")  # "a big audience jumping/NN and waving"
     return out
 
 
