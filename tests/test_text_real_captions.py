@@ -125,7 +125,9 @@ def test_composer_participle_of_an_object_is_not_the_subjects():
     got = pairs("video9600", "a man is singing and playing guitar with people dancing around him followed by "
                              "two women handing out flowers")
     assert not any(vp.startswith("dance") for _, vp in got) and ("a man", "sing") in got
-    assert pairs("video7141", "people watching other people walking down a runway") == [("people", "watch other people")]
+    assert not any("guitar" in vp for _, vp in pairs("video9589", "a woman singing and playing guitar    women "
+                                                                  "singing and dancing"))
+    assert pairs("video7141", "people watching other people walking down a runway") == []
     got = pairs("video8931", "a man playing a video game character that is carrying a sword and killing animals with it")
     assert got == [("a man", "play a video game character")]
     # a participle after the subject's own object still shares the subject

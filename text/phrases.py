@@ -319,11 +319,13 @@ def _runs_into_participle(items: list[Item], k: int) -> bool:
 
 
 def _with_participle(items: list[Item], k: int) -> bool:
-    """"playing guitar with people | dancing around him": the participle is the noun's, not the
-    subject's, and the VP without it says something else: neither stands."""
+    """"playing guitar with people | dancing around him", "playing guitar women | singing": the
+    participle is the noun's, not the subject's, and the VP without it says something else: neither stands."""
     leaves = items[k][1]
-    return _participle_follows(items, k) and len(leaves) >= 3 and leaves[-2][0] == "with" \
-        and leaves[-1][1].startswith("NN")
+    if not _participle_follows(items, k) or len(leaves) < 3 or not leaves[-1][1].startswith("NN"):
+        return False
+    return leaves[-2][0] == "with" or (lemma(leaves[-1][0], "NOUN") in PLAIN_PEOPLE
+                                        and leaves[-2][1] not in ("DT", "PRP$", "CD"))
 
 
 def _is_word(item: Item, words: set[str]) -> bool:
