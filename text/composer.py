@@ -3,16 +3,18 @@
 1. Subjects and verb phrases come from ``phrases.extract_pairs``: the paper's NLTK chunk grammar
    with the checks a reader needs (no container or coordinated subjects, no passives, no light
    verbs, no phrase cut inside a noun phrase). A bare verb is a phrase only when the collection
-   uses it bare at least twice and intransitively (bare or with a PP) in >= 60% of its uses: the
+   uses it bare and intransitively (bare or with a PP) in >= 60% of its uses: the
    authors drop a bare VP whose verb is intransitive < 70% of the time in their transitivity table
-   (a corpus count this project cannot ship); estimated from one collection, 0.6 keeps the same verbs
-   on MSR-VTT minus those ``NEVER_BARE`` names. A wording with a plural noun in its PP ("in chairs")
+   (a corpus count this project cannot ship); here the share comes from the collection itself, and
+   verbs that need a complement, or nouns the tagger reads as verbs, are listed in ``NEVER_BARE``.
+   Their generator also keeps only negatives of two or more content words; this one keeps bare
+   negatives ("not dancing"), as the paper's examples do. A wording with a plural noun in its PP ("in chairs")
    is used only for subjects of the number the collection said it of.
 2. Which queries, as the authors' generator (their ``generate_composed.py``) enumerates them: for
-   every two phrases A, B said in one caption (different verbs, no shared word), the 5 subjects
+   every two phrases A, B said in one caption (different verbs, as the authors pair them), the 5 subjects
    most often doing A, each with the 2 most frequent wordings of A and of B. This sets the count
-   (3,046 on MSR-VTT 1k-A's 19,998 captions; Table 1: 3,697, -17.6%: the stricter phrase rules
-   drop what the authors' looser grammar kept); ``per_item`` is an optional cap.
+   (3,174 on MSR-VTT 1k-A's 19,998 captions; Table 1: 3,697, -14.1%: the stricter phrase rules
+   drop some of what the authors' looser grammar kept); ``per_item`` is an optional cap.
 3. A query is (subject, A, B) put through one of the appendix's six templates, chosen with a seed:
    with a pronoun ("they", "he", "she") when the subject tells, else the "while" forms.
 4. Matched items = items with a caption whose parsed (subject, VP) pair has the subject's content
@@ -178,11 +180,11 @@ def _complete_phrases(pairs: Sequence[tuple[int, Subject, VerbPhrase]], min_intr
 
 
 def _pair_up(voc: _Vocabulary, found: list[tuple[int, tuple[str, ...]]], min_negative_words: int) -> None:
-    """Record every two phrases (different verbs, no shared word) as a pairing, with the caption
-    where the second was seen."""
+    """Record every two phrases (different verbs; a shared content word leaves no match anyway) as
+    a pairing, with the caption where the second was seen."""
     for _, a in found:
         for cid, b in found:
-            if a[0] != b[0] and not set(a) & set(b) and len(b) >= min_negative_words:
+            if a[0] != b[0] and len(b) >= min_negative_words:
                 voc.together.setdefault((a, b), cid)
 
 
@@ -241,7 +243,7 @@ def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b
 
 def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, subjects: int | None = 5,
             forms: int = 2, min_negative_words: int = 1, min_intransitive: float = 0.6,
-            min_bare_count: int = 2) -> list[ComposedQuery]:
+            min_bare_count: int = 1) -> list[ComposedQuery]:
     """Composed queries over a collection, as the authors' generator enumerates them: for every two
     phrases A, B said in one caption, the ``subjects`` most frequent subjects doing A, each with the
     ``forms`` most frequent wordings of A and of B (``subjects=None``: every subject); a query is

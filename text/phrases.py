@@ -49,10 +49,12 @@ PEOPLE = MALE | FEMALE | frozenset("""person people someone somebody kid child b
 crowd family friend couple singer dancer athlete reporter host model cook worker driver rider musician band audience
 soldier police officer doctor customer character group teen teenager youth adult individual fan celebrity star
 artist performer gamer contestant judge anchor presenter speaker narrator tourist surfer skier skater biker
-cyclist runner swimmer fighter wrestler boxer chef""".split())
+cyclist runner swimmer fighter wrestler boxer chef protestor protester human golfer comedian batter pitcher
+goalkeeper quarterback batsman bowler pilot mermaid choir chorus cartoon superhero hero villain robot""".split())
 ANIMALS = frozenset("""animal dog puppy cat kitten horse bird fish cow pig monkey bear lion tiger elephant deer sheep
 goat duck chicken rabbit mouse rat snake turtle dolphin whale shark penguin panda fox wolf giraffe zebra parrot
-hamster squirrel frog insect bug spider butterfly bee pet creature""".split())
+hamster squirrel frog insect bug spider butterfly bee pet creature alligator crocodile buffalo hippo squid
+octopus camel lizard kangaroo koala otter seal""".split())
 VEHICLES = frozenset("car truck bus train plane airplane jet helicopter boat ship bike bicycle motorcycle vehicle "
                      "van suv tractor racecar kart scooter".split())
 PLURAL_NOUNS = frozenset("clothes glasses pants shorts jeans news sports goggles scissors trousers stairs lyrics "
@@ -341,12 +343,13 @@ def _subject(items: list[Item], k: int) -> Subject | None:
     head = lemma(head_word, "NOUN")
     if head in NOT_AGENTS or head_word in STOP_WORDS:
         return None
-    if k >= 2 and _is_word(items[k - 1], {"and", "or", "&"}) and items[k - 2][0] in ("NP", "PP"):
-        return None  # second conjunct: "a man and [a woman] are talking"
+    if k >= 2 and _is_word(items[k - 1], {"and", "or", "&"}) and items[k - 2][0] in ("NP", "PP") \
+            and not _singular_verb_follows(items, k, head_tag):
+        return None  # second conjunct: "a man and [a woman] are talking" (not "... to a woman and [a woman] is lying")
     if k + 2 < len(items) and _is_word(items[k + 1], {"and", "or", "&"}) and items[k + 2][0] == "NP":
         return None  # first conjunct
     if k >= 2 and _is_word(items[k - 1], {"and", "or", "&"}) and items[k - 2][0] == "VP" \
-            and leaves[0][1] not in ("DT", "PRP$", "CD") and head_tag == "NN":
+            and leaves[0][1] not in ("DT", "PRP$", "CD") and head_tag == "NN" and head not in PEOPLE | ANIMALS:
         return None  # the verb's second object: "wearing red top and [black trouser] is putting"
     if any(t == "DT" for _, t in leaves[1:]):
         return None  # two noun phrases run together: "to the ground a goat"
@@ -361,6 +364,14 @@ def _subject(items: list[Item], k: int) -> Subject | None:
     if head not in PEOPLE | ANIMALS and any(w in PEOPLE | ANIMALS for w, _ in leaves[:-1]):
         return None  # "a boy beat [boxing]": the doer is a premodifier, the head something else
     return Subject(" ".join(w for w, _ in leaves), head, plural)
+
+
+def _singular_verb_follows(items: list[Item], k: int, head_tag: str) -> bool:
+    """A singular noun phrase whose own verb is singular ("and a woman is lying") starts a clause."""
+    if head_tag != "NN" or k + 1 >= len(items):
+        return False
+    word, penn = items[k + 1][1][0]
+    return penn == "VBZ" or word in ("is", "was")
 
 
 def _container_inner(items: list[Item], k: int) -> list[Item] | None:
