@@ -8,7 +8,7 @@
    (a corpus count this project cannot ship); here the share comes from the collection itself, and
    verbs that need a complement, or nouns the tagger reads as verbs, are listed in ``NEVER_BARE``.
    Their generator also keeps only negatives of two or more content words; this one keeps bare
-   negatives ("not dancing"), as the paper's examples do. A wording with a plural noun in its PP ("in chairs")
+   negatives ("not dancing") too (`min_negative_words=2` reproduces theirs). A wording with a plural noun in its PP ("in chairs")
    is used only for subjects of the number the collection said it of.
 2. Which queries, as the authors' generator (their ``generate_composed.py``) enumerates them: for
    every two phrases A, B said in one caption (different verbs, as the authors pair them), the 5 subjects
