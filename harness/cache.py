@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import socket
 import time
 import warnings
 from pathlib import Path
@@ -29,6 +31,7 @@ import torch
 from .atomic import atomic_write, atomic_write_json
 
 FORMAT = "negharness-shard-v2"
+_HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
 COMPACT_OVER = 16  # shards in one collection folder before a load merges them
 SYNC_SECONDS = 2.0  # the longest a written shard waits for an fsync
 
@@ -118,7 +121,8 @@ def _fsync(path: Path) -> None:
 
 
 def _new_shard_name() -> str:
-    return f"shard-{time.time_ns()}-{os.getpid()}.safetensors"
+    """Unique across the processes of one machine (pid) and of several nodes sharing a cache (host)."""
+    return f"shard-{time.time_ns()}-{_HOST}-{os.getpid()}.safetensors"
 
 
 class CollectionCache:

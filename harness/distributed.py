@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
+
+from .errors import UserError
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,21 @@ class Dist:
         return self.world > 1
 
 
-def from_env() -> Dist:
-    """What torchrun told this process (a plain run: rank 0 of 1)."""
-    return Dist(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                int(os.environ.get("LOCAL_RANK", 0)))
+TORCHRUN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> Dist:
+    """What torchrun (or srun with the same variables) told this process; a plain run is rank 0 of 1.
+    Training and sharded evaluation both read it here, so they agree on what a bad value means."""
+    env = os.environ if environ is None else environ
+    try:
+        world, rank = int(env.get("WORLD_SIZE", 1)), int(env.get("RANK", 0))
+        local = int(env.get("LOCAL_RANK", rank))
+    except ValueError as exc:
+        raise UserError(f"torchrun variables {', '.join(TORCHRUN_VARIABLES)} must be integers ({exc})") from None
+    if not 0 <= rank < world:
+        raise UserError(f"RANK={rank} is outside WORLD_SIZE={world}")
+    return Dist(rank, world, local)
 
 
 def init(device_type: str) -> Dist:

@@ -27,11 +27,11 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from .distributed import from_env
 from .errors import UserError
 from .media import MediaSet
 from .runner import EvalContext
 
-ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
 ENCODED = ("media_encoded", "texts_encoded")
 CACHED = {"media_encoded": "media_cached", "texts_encoded": "texts_cached"}
 
@@ -41,14 +41,8 @@ def torchrun_env(environ: dict[str, str] | None = None) -> tuple[int, int, int] 
     env = os.environ if environ is None else environ
     if "WORLD_SIZE" not in env:
         return None
-    try:
-        world, rank = int(env["WORLD_SIZE"]), int(env.get("RANK", "0"))
-        local = int(env.get("LOCAL_RANK", str(rank)))
-    except ValueError as exc:
-        raise UserError(f"torchrun variables {', '.join(ENV)} must be integers ({exc})") from None
-    if not 0 <= rank < world:
-        raise UserError(f"RANK={rank} is outside WORLD_SIZE={world}")
-    return world, rank, local
+    d = from_env(env)
+    return d.world, d.rank, d.local_rank
 
 
 class _Subset:
