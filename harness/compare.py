@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UserError
-from .metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, mcnemar_exact, paired_test
+from .bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, mcnemar_exact, paired_test
 from .perquery import read_sidecar
 from .results import iter_records, read_record
 
