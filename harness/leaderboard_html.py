@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .leaderboard import Cell, Row, TaskTable, measured_rows, Links, summary
-from .leaderboard_plots import all_plots
+from .leaderboard_plots import all_plots, pca_scatter
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
@@ -134,9 +134,28 @@ def markdown_to_html(text: str) -> str:
     return "".join(out)
 
 
+def _diagnoses(diagnoses: list[tuple[Path, dict[str, Any]]], links: Links) -> str:
+    """One PCA scatter per diagnosed model (NegBench Fig. 6), with its summary numbers and a link to its file."""
+    figures = []
+    for path, d in diagnoses:
+        s = d["summary"]
+        note = (f"{s['n_captions']} captions over {len(d.get('objects') or [])} objects; mean cos('X', 'not X') "
+                f"{s['same_object_negation']:.3f}, mean cos('X', 'Y') {s['different_objects']:.3f}, "
+                f"negation gap {s['negation_gap']:+.3f}")
+        figures.append(f"<figure class=plot id='diagnosis-{html.escape(path.parent.name)}'><figcaption>"
+                       f"{html.escape(d['model']['label'])}: <a href='{html.escape(links(path))}'>{html.escape(note)}</a>"
+                       f"</figcaption>{pca_scatter(d)}</figure>")
+    return ("<section id=diagnoses><h2>Embedding diagnosis (NegBench Fig. 6)</h2><p class=note>Made by "
+            "<code>negharness diagnose</code>: captions of five template families over a set of objects, through the "
+            "model's text tower, projected on their first two principal components. A gap &gt; 0 means 'not X' sits "
+            "closer to 'X' than another object does: the model clusters by object and ignores the negation. "
+            f"Hover a point for its caption.</p>{''.join(figures)}</section>")
+
+
 def site_files(tables: list[TaskTable], records: list[tuple[Path, dict[str, Any]]], site_dir: Path,
-               experiment: Path | None = None) -> dict[str, str]:
-    """{file name under site_dir: text}: today one self-contained index.html."""
+               experiment: Path | None = None, diagnoses: list[tuple[Path, dict[str, Any]]] = ()) -> dict[str, str]:
+    """{file name under site_dir: text}: today one self-contained index.html. ``diagnoses`` are
+    checked `negharness diagnose` results (`diagnosis_file.load_all`)."""
     links = Links(Path(site_dir).resolve())
     newest = newest_records(records)
     parts = ["<!doctype html><html lang=en><head><meta charset='utf-8'><title>negharness leaderboard</title>",
@@ -156,6 +175,8 @@ def site_files(tables: list[TaskTable], records: list[tuple[Path, dict[str, Any]
             parts += [f"<figure class=plot id='{html.escape(pid)}'><figcaption>{html.escape(title)}</figcaption>"
                       f"{svg}</figure>" for pid, title, svg in plots]
         parts.append("<h2>Tasks</h2>" + "".join(_task_table(t, links) for t in tables))
+    if diagnoses:
+        parts.append(_diagnoses(list(diagnoses), links))
     if experiment is not None and experiment.is_file():
         parts.append(f"<section id=experiment><h2>Experiment: {html.escape(experiment.name)}</h2>"
                      f"{markdown_to_html(experiment.read_text(encoding='utf-8'))}</section>")

@@ -105,3 +105,17 @@ def all_plots(newest: Newest) -> list[tuple[str, str, str]]:
     if scatter:
         out.append(("plot-delta-mir", "ΔMIR against original MIR", scatter))
     return out
+
+
+def pca_scatter(diagnosis: dict[str, Any]) -> str:
+    """NegBench Fig. 6 for one model: every diagnosis caption on the first two principal components,
+    coloured by template family; the axes say how much of the variance each component explains."""
+    groups: dict[str, list[Point]] = {}
+    for p in diagnosis["pca"]["points"]:
+        groups.setdefault(p["family"].replace("_", " "), []).append(
+            Point(p["x"], p["y"], tip=f"{p['caption']} ({p['family'].replace('_', ' ')}; {p['object']})"))
+    ev = diagnosis["pca"]["explained_variance_ratio"]
+    s = diagnosis["summary"]
+    return scatter(list(groups.items()), title=f"{diagnosis['model']['label']}: negation gap {s['negation_gap']:+.3f}",
+                   xlabel=f"PC 1 ({100 * ev[0]:.1f}% of variance)", ylabel=f"PC 2 ({100 * ev[1]:.1f}% of variance)",
+                   width=560, height=460, radius=2.5)
