@@ -15,6 +15,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
+# the bootstrap statistics live in a torch-free module (the leaderboard imports them); re-exported here
+from .bootstrap import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedResult, binomial_two_sided, bootstrap_ci,  # noqa: F401
+                        bootstrap_intervals, mcnemar_exact, paired_bootstrap, paired_test, resampled_means, seed_means)
+
 
 @dataclass(frozen=True)
 class Relevance:
@@ -176,7 +180,3 @@ RETRIEVAL_METRIC_INFO: dict[str, tuple[bool, str]] = {
     "ΔR@1": (True, ".1f"), "ΔR@5": (True, ".1f"), "ΔR@10": (True, ".1f"), "ΔMIR": (True, ".3f"),
     "SrcMeanR_orig": (False, ".1f"), "SrcMeanR_neg": (True, ".1f"),  # context, not a target: see negation_deltas
 }
-
-# the bootstrap statistics live in a torch-free module; re-exported for existing callers
-from .bootstrap import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedResult, binomial_two_sided, bootstrap_ci,  # noqa: E402,F401
-                        bootstrap_intervals, mcnemar_exact, paired_bootstrap, paired_test, resampled_means, seed_means)

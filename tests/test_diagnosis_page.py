@@ -3,7 +3,6 @@ draws it (one scatter per diagnosed model); the hand-written SVG charts the page
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
