@@ -305,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p)
     p.add_argument("--objects", help="comma-separated objects (default: ten COCO objects)")
     p.add_argument("--out", default="diagnose.png", help="PNG to write (default diagnose.png)")
+    p.add_argument("--results-dir", default="results",
+                   help="the PCA data goes to <results-dir>/<model dir>/diagnose.diagnosis.json, beside the model's "
+                        "records, where `leaderboard --html` draws it (default results/)")
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_diagnose)
 

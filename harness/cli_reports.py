@@ -14,7 +14,7 @@ from .errors import UserError
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
     from .leaderboard import build_tables, to_markdown, to_rich
-    from .leaderboard_check import invalid_records, stale_files
+    from .diagnosis_file import load_all
     from .leaderboard_html import site_files
     from .record_check import checked_records
 
@@ -22,16 +22,19 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
     records = list(checked_records(results))  # a damaged record is reported, never skipped
+    diagnoses = load_all(results)  # likewise a damaged `negharness diagnose` result
     tables = build_tables(records)
     out = Path(args.out) if args.out else results / "README.md"
     expected = {out: to_markdown(tables, out)}
     if args.html:
         experiment = Path(args.experiment) if args.experiment else out.parent / "negation_training.md"
         site = Path(args.html)
-        expected.update({site / name: text for name, text in site_files(tables, records, site, experiment).items()})
+        expected.update({site / name: text for name, text in site_files(tables, records, site, experiment, diagnoses).items()})
     console = _console()
     if args.check:
-        problems = invalid_records(results) + stale_files(expected)
+        from .leaderboard_check import diagnosis_problems, invalid_records, stale_files  # numpy: only the check recomputes intervals
+
+        problems = invalid_records(results) + diagnosis_problems(results, records) + stale_files(expected)
         for p in problems:
             console.print(p, markup=False, highlight=False)
         if problems:
@@ -39,7 +42,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
                           f"`negharness leaderboard --results-dir {results} --out {out}"
                           + (f" --html {args.html}`" if args.html else "`"), markup=False)
             return 1
-        console.print(f"leaderboard check: {len(records)} record(s) valid, {len(expected)} file(s) up to date")
+        console.print(f"leaderboard check: {len(records)} record(s) valid"
+                      + (f", {len(diagnoses)} diagnosis file(s) valid" if diagnoses else "")
+                      + f", {len(expected)} file(s) up to date")
         return 0
     for path, text in expected.items():
         try:
@@ -150,19 +155,39 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from .runner import resolve_device
 
     host = _host(args)
-    host.registry.get("model", args.model)  # an unknown name fails before the options are read
+    entry = host.registry.get("model", args.model)  # an unknown name fails before the options are read
     objects = [o.strip() for o in args.objects.split(",") if o.strip()] if args.objects else list(DEFAULT_OBJECTS)
     if len(objects) < 2:
         raise UserError("--objects needs at least two objects, comma-separated")
     device = resolve_device(args.device)
-    model = PluginLookup(host.registry, device).create("model", args.model, ModelOptions(
-        args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")))
+    options = ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M"))
+    model = PluginLookup(host.registry, device).create("model", args.model, options)
     result = diagnose(model, objects, Path(args.out))
+    saved = _save_diagnosis(args, host, entry.plugin, model, options, objects, result)
     console = _console()
     console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects")
     console.print(f"  mean cos('X', 'not X')            {result.same_object_negation:.3f}")
     console.print(f"  mean cos('X', 'Y'), different X,Y  {result.different_objects:.3f}")
     console.print(f"  negation gap                       {result.negation_gap:+.3f}  "
                   "(> 0: 'not X' sits closer to 'X' than another object does)")
-    console.print(f"wrote {result.png}")
+    console.print(f"wrote {result.png}, {saved}")
     return 0
+
+
+def _save_diagnosis(args: argparse.Namespace, host, plugin: str, model, options, objects: list[str], result) -> Path:
+    """The PCA picture as data beside the model's records, for the leaderboard page."""
+    from . import diagnosis_file
+    from .hashing import hash_json
+    from .results import ModelConfig, environment_versions, now_iso
+
+    cfg = ModelConfig(args.model, options.as_dict())
+    fingerprint = model.fingerprint() if hasattr(model, "fingerprint") else hash_json(model.describe())
+    block = {"name": cfg.name, "label": cfg.label, "options": cfg.options, "plugin": plugin,
+             "fingerprint": fingerprint, "describe": model.describe()}
+    content = diagnosis_file.build(block, objects, result.rows, result.xy, result.explained, result.summary(),
+                                   now_iso(), environment_versions(host.distributions()))
+    path = diagnosis_file.diagnosis_path(Path(args.results_dir), cfg)
+    try:
+        return diagnosis_file.write(path, content)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from exc

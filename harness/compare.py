@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from .errors import UserError
-from .metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, mcnemar_exact, paired_test
+from .bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, mcnemar_exact, paired_test
 from .perquery import read_sidecar
-from .results import iter_records, read_record
+from .results import SIDECAR_SUFFIXES, iter_records, read_record
 
 
 @dataclass
@@ -60,7 +60,7 @@ def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[st
     runs: dict[str, Run] = {}
     label = None
     for path in sorted(folder.glob("*.json")):
-        if path.name.endswith(".perquery.json"):
+        if path.name.endswith(SIDECAR_SUFFIXES):
             continue
         rec = read_record(path)
         if rec is None or rec.get("limited") or (task and rec["task"]["name"] != task):

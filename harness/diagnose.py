@@ -11,7 +11,7 @@ NegBench found CLIP models cluster by object and ignore the negation (gap > 0).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import permutations
 from pathlib import Path
 
@@ -92,6 +92,13 @@ class Diagnosis:
     negation_gap: float  # the first minus the second: > 0 means negation collapses onto its object
     n_captions: int
     png: Path | None
+    rows: list[tuple[str, str, str]] = field(default_factory=list)  # (family, object, caption)
+    xy: list[tuple[float, float]] = field(default_factory=list)  # each caption's PCA coordinates
+    explained: tuple[float, float] = (0.0, 0.0)  # share of the variance PC 1 and PC 2 explain
+
+    def summary(self) -> dict[str, float]:
+        return {"same_object_negation": self.same_object_negation, "different_objects": self.different_objects,
+                "negation_gap": self.negation_gap}
 
 
 def summarise(emb: torch.Tensor, rows: list[tuple[str, str, str]]) -> tuple[float, float]:
@@ -106,7 +113,21 @@ def summarise(emb: torch.Tensor, rows: list[tuple[str, str, str]]) -> tuple[floa
     return sum(same) / len(same), sum(diff) / len(diff)
 
 
-def plot(emb: torch.Tensor, rows: list[tuple[str, str, str]], out: Path, title: str) -> Path:
+def pca_2d(emb: torch.Tensor) -> tuple[list[tuple[float, float]], tuple[float, float]]:
+    """Each caption's coordinates on the first two principal components of the normalised
+    embeddings, and the share of the total variance each explains (NegBench Fig. 6's axes)."""
+    x = F.normalize(emb.float(), dim=-1)
+    x = x - x.mean(0, keepdim=True)
+    _, s, v = torch.linalg.svd(x, full_matrices=False)
+    xy = (x @ v[:2].t()).tolist()
+    var = s.double() ** 2
+    total = float(var.sum())
+    ratio = (float(var[0]) / total, float(var[1]) / total) if total > 0 else (0.0, 0.0)
+    return [(float(a), float(b)) for a, b in xy], ratio
+
+
+def plot(xy: list[tuple[float, float]], explained: tuple[float, float], rows: list[tuple[str, str, str]],
+         out: Path, title: str) -> Path:
     try:
         import matplotlib
 
@@ -114,16 +135,12 @@ def plot(emb: torch.Tensor, rows: list[tuple[str, str, str]], out: Path, title: 
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise UserError("diagnose needs matplotlib for the picture: pip install matplotlib") from exc
-    x = F.normalize(emb.float(), dim=-1)
-    x = x - x.mean(0, keepdim=True)
-    _, _, v = torch.linalg.svd(x, full_matrices=False)
-    xy = (x @ v[:2].t()).numpy()
     fig, ax = plt.subplots(figsize=(7, 6), dpi=120)
     for fam, colour in zip(TEMPLATES, ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange")):
         idx = [i for i, r in enumerate(rows) if r[0] == fam]
-        ax.scatter(xy[idx, 0], xy[idx, 1], s=10, alpha=0.7, c=colour, label=fam.replace("_", " "))
-    ax.set_xlabel("PC 1")
-    ax.set_ylabel("PC 2")
+        ax.scatter([xy[i][0] for i in idx], [xy[i][1] for i in idx], s=10, alpha=0.7, c=colour, label=fam.replace("_", " "))
+    ax.set_xlabel(f"PC 1 ({100 * explained[0]:.1f}% of variance)")
+    ax.set_ylabel(f"PC 2 ({100 * explained[1]:.1f}% of variance)")
     ax.set_title(title)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
@@ -141,5 +158,6 @@ def diagnose(model, objects: list[str], out: Path | None, batch_size: int = 256)
         emb = torch.cat([model.encode_text([r[2] for r in rows[i:i + batch_size]]).cpu()
                          for i in range(0, len(rows), batch_size)])
     same, diff = summarise(emb, rows)
-    png = plot(emb, rows, out, f"{model.name}: negation gap {same - diff:+.3f}") if out else None
-    return Diagnosis(same, diff, same - diff, len(rows), png)
+    xy, explained = pca_2d(emb)
+    png = plot(xy, explained, rows, out, f"{model.name}: negation gap {same - diff:+.3f}") if out else None
+    return Diagnosis(same, diff, same - diff, len(rows), png, rows, xy, explained)

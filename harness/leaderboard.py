@@ -174,23 +174,40 @@ def published_rows(table: TaskTable) -> list[Row]:
     return [r for r in out.values() if r.cells]
 
 
+def measured_rows(tables: list[TaskTable]) -> list[dict[str, Row]]:
+    """Per table, model label -> its measured row (looked up once per summary cell)."""
+    return [{r.label: r for r in t.rows if r.measured} for t in tables]
+
+
 def summary(tables: list[TaskTable]) -> tuple[list[str], list[TaskTable]]:
     """(measured model labels, sorted; the tables) for the table of main scores on top."""
     labels = sorted({r.label for t in tables for r in t.rows if r.measured})
     return labels, tables
 
 
-def _link(cell: Cell, base: Path) -> str:
-    return Path(os.path.relpath(cell.record.resolve(), base)).as_posix()
+class Links:
+    """Record path -> its link relative to ``base``. Each record folder is resolved once per board:
+    1,000 records sit in about 100 model folders, and resolving was most of a cell's cost."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self._dirs: dict[Path, str] = {}
+
+    def __call__(self, record: Path) -> str:
+        folder = record.parent
+        rel = self._dirs.get(folder)
+        if rel is None:
+            rel = self._dirs[folder] = Path(os.path.relpath(folder.resolve(), self.base)).as_posix()
+        return record.name if rel == "." else f"{rel}/{record.name}"
 
 
-def _md_cell(table: TaskTable, col: Column, row: Row, base: Path, bold: Row | None) -> str:
+def _md_cell(table: TaskTable, col: Column, row: Row, links: Links, bold: Row | None) -> str:
     cell = row.cells.get(col.metric)
     if row.blank or cell is None:
         return "–"
     text = cell.text(col.fmt)
     if row.measured:
-        text = f"[{text}]({_link(cell, base)})"
+        text = f"[{text}]({links(cell.record)})"
     return f"**{text}**" if bold is row else text
 
 
@@ -201,7 +218,7 @@ def _md_label(row: Row) -> str:
 
 
 def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
-    base = Path(out_path).resolve().parent
+    links = Links(Path(out_path).resolve().parent)
     parts = [MARKDOWN_HEADER]
     if not tables:
         parts.append("\nNo result records yet: run `negharness run` first.\n")
@@ -211,12 +228,13 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
     parts.append("| model | " + " | ".join(f"{t.task} {t.column(t.main).title}" for t in tables) + " |\n")
     parts.append("|---|" + "---:|" * len(tables) + "\n")
     bolds = [t.bold(t.column(t.main)) for t in tables]
+    index = measured_rows(tables)
     for label in labels:
         cells = []
-        for t, bold in zip(tables, bolds):
-            row = next((r for r in t.rows if r.measured and r.label == label), None)
-            cells.append("–" if row is None else _md_cell(t, t.column(t.main), row, base, bold))
-        circular = any(r.circular for t in tables for r in t.rows if r.measured and r.label == label)
+        for t, bold, rows in zip(tables, bolds, index):
+            row = rows.get(label)
+            cells.append("–" if row is None else _md_cell(t, t.column(t.main), row, links, bold))
+        circular = any(rows[label].circular for rows in index if label in rows)
         parts.append(f"| {label}{' †' if circular else ''} | " + " | ".join(cells) + " |\n")
     for t in tables:
         parts.append(f"\n## {t.task} ({t.family}; main score {t.main})\n\n")
@@ -224,7 +242,7 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
         parts.append("|---|" + "---:|" * len(t.columns) + "\n")
         col_bold = {c.metric: t.bold(c) for c in t.columns}
         for row in t.rows:
-            cells = [_md_cell(t, c, row, base, col_bold[c.metric]) for c in t.columns]
+            cells = [_md_cell(t, c, row, links, col_bold[c.metric]) for c in t.columns]
             parts.append(f"| {_md_label(row)} | " + " | ".join(cells) + " |\n")
         notes = sorted({f"† {r.label}: {r.circular}" for r in t.rows if r.circular}
                        | {f"– {r.label}: {r.blank}" for r in t.rows if r.blank})
@@ -245,10 +263,11 @@ def to_rich(tables: list[TaskTable]) -> list[Any]:
     for t in tables:
         rt.add_column(f"{t.task}\n{t.column(t.main).title}", justify="right")
     bolds = [t.bold(t.column(t.main)) for t in tables]
+    index = measured_rows(tables)
     for label in labels:
         cells = []
-        for t, bold in zip(tables, bolds):
-            row = next((r for r in t.rows if r.measured and r.label == label), None)
+        for t, bold, rows in zip(tables, bolds, index):
+            row = rows.get(label)
             cell = None if row is None or row.blank else row.cells.get(t.main)
             text = "–" if cell is None else cell.text(t.column(t.main).fmt) + (" †" if row.circular else "")
             cells.append(f"[bold green]{text}[/]" if bold is not None and bold is row else text)

@@ -4,6 +4,8 @@ record one the board may show? Used by CI and for community results sent as pull
 A record passes when it is of the current schema, names its model's fingerprint, was not cut by
 ``--limit``, and has its per-query sidecar beside it, consistent with its metrics (mean of the
 per-query values = the metric) and with its intervals (recomputed with the record's seed).
+A `negharness diagnose` result passes when it is of its schema and names the fingerprint the
+records beside it name (else the model changed since: it is stale).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import perquery
+from . import diagnosis_file, perquery
 from .results import record_files
 from .errors import UserError
 from .results import SCHEMA_VERSION
@@ -86,4 +88,26 @@ def stale_files(expected: dict[Path, str]) -> list[str]:
                 if d[:1] in "+-" and not d.startswith(("+++", "---"))]
         shown = "\n    ".join(d[:160] for d in diff[:6])
         out.append(f"{path}: stale ({len(diff)} changed line(s)):\n    {shown}")
+    return out
+
+
+def diagnosis_problems(results_dir: Path, records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """For --check: a diagnosis that is invalid, or whose model fingerprint differs from the one its
+    folder's records name (the weights changed since it was made: rerun diagnose)."""
+    prints: dict[Path, set[str]] = {}
+    for path, rec in records:
+        fp = str((rec.get("model") or {}).get("fingerprint") or "")
+        if fp:
+            prints.setdefault(Path(path).parent, set()).add(fp)
+    out = []
+    for path in diagnosis_file.diagnosis_files(results_dir):
+        try:
+            data = diagnosis_file.load(path)
+        except diagnosis_file.DiagnosisError as exc:
+            out.append(str(exc))
+            continue
+        other = prints.get(path.parent, set()) - {data["model"]["fingerprint"]}
+        if other:
+            out.append(f"{path}: stale: made with model fingerprint {data['model']['fingerprint']}, but the records "
+                       f"beside it name {', '.join(sorted(other))} (rerun `negharness diagnose`)")
     return out

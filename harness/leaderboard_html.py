@@ -8,13 +8,12 @@ function of the records (byte-identical output), so `--check` can compare the pa
 from __future__ import annotations
 
 import html
-import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .leaderboard import Cell, Row, TaskTable, summary
-from .leaderboard_plots import all_plots
+from .leaderboard import Cell, Row, TaskTable, measured_rows, Links, summary
+from .leaderboard_plots import all_plots, pca_scatter
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
@@ -43,7 +42,7 @@ def newest_records(records: Iterable[tuple[Path, dict[str, Any]]]) -> dict[tuple
     return {k: v[1] for k, v in sorted(out.items())}
 
 
-def _td(cell: Cell | None, fmt: str, row: Row, base: Path, best: bool) -> str:
+def _td(cell: Cell | None, fmt: str, row: Row, links: Links, best: bool) -> str:
     if row.blank or cell is None:
         return "<td data-value=''>–</td>"
     text = html.escape(cell.text(fmt))
@@ -51,7 +50,7 @@ def _td(cell: Cell | None, fmt: str, row: Row, base: Path, best: bool) -> str:
     if cell.interval:
         title = f" title='95% interval [{format(cell.interval[0], fmt)}, {format(cell.interval[1], fmt)}]'"
     if row.measured:
-        link = Path(os.path.relpath(cell.record.resolve(), base)).as_posix()
+        link = links(cell.record)
         text = f"<a href='{html.escape(link)}'{title}>{text}</a>"
     return f"<td data-value='{cell.value!r}'{' class=best' if best else ''}>{text}</td>"
 
@@ -64,28 +63,29 @@ def _row_label(row: Row) -> str:
     return f"<td data-value='{html.escape(row.label)}'>{html.escape(row.label)}{mark}</td>"
 
 
-def _summary_table(tables: list[TaskTable], base: Path) -> str:
+def _summary_table(tables: list[TaskTable], links: Links) -> str:
     labels, _ = summary(tables)
     head = "".join(f"<th>{html.escape(t.task)} {html.escape(t.column(t.main).title)}</th>" for t in tables)
     bolds = [t.bold(t.column(t.main)) for t in tables]
+    index = measured_rows(tables)
     body = []
     for label in labels:
         cells = []
-        for t, bold in zip(tables, bolds):
-            row = next((r for r in t.rows if r.measured and r.label == label), None)
+        for t, bold, rows in zip(tables, bolds, index):
+            row = rows.get(label)
             cells.append("<td data-value=''>–</td>" if row is None else
-                         _td(row.cells.get(t.main), t.column(t.main).fmt, row, base, bold is row))
+                         _td(row.cells.get(t.main), t.column(t.main).fmt, row, links, bold is row))
         body.append(f"<tr><td data-value='{html.escape(label)}'>{html.escape(label)}</td>{''.join(cells)}</tr>")
     return (f"<table class=sortable id=summary><thead><tr><th>model</th>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
 
 
-def _task_table(t: TaskTable, base: Path) -> str:
+def _task_table(t: TaskTable, links: Links) -> str:
     head = "".join(f"<th>{html.escape(c.title)}</th>" for c in t.columns)
     bold = {c.metric: t.bold(c) for c in t.columns}
     body = []
     for row in t.rows:
-        cells = "".join(_td(row.cells.get(c.metric), c.fmt, row, base, bold[c.metric] is row) for c in t.columns)
+        cells = "".join(_td(row.cells.get(c.metric), c.fmt, row, links, bold[c.metric] is row) for c in t.columns)
         body.append(f"<tr{' class=published' if row.published else ''}>{_row_label(row)}{cells}</tr>")
     notes = sorted({f"† {r.label}: {r.circular}" for r in t.rows if r.circular}
                    | {f"– {r.label}: {r.blank}" for r in t.rows if r.blank})
@@ -134,10 +134,29 @@ def markdown_to_html(text: str) -> str:
     return "".join(out)
 
 
+def _diagnoses(diagnoses: list[tuple[Path, dict[str, Any]]], links: Links) -> str:
+    """One PCA scatter per diagnosed model (NegBench Fig. 6), with its summary numbers and a link to its file."""
+    figures = []
+    for path, d in diagnoses:
+        s = d["summary"]
+        note = (f"{s['n_captions']} captions over {len(d.get('objects') or [])} objects; mean cos('X', 'not X') "
+                f"{s['same_object_negation']:.3f}, mean cos('X', 'Y') {s['different_objects']:.3f}, "
+                f"negation gap {s['negation_gap']:+.3f}")
+        figures.append(f"<figure class=plot id='diagnosis-{html.escape(path.parent.name)}'><figcaption>"
+                       f"{html.escape(d['model']['label'])}: <a href='{html.escape(links(path))}'>{html.escape(note)}</a>"
+                       f"</figcaption>{pca_scatter(d)}</figure>")
+    return ("<section id=diagnoses><h2>Embedding diagnosis (NegBench Fig. 6)</h2><p class=note>Made by "
+            "<code>negharness diagnose</code>: captions of five template families over a set of objects, through the "
+            "model's text tower, projected on their first two principal components. A gap &gt; 0 means 'not X' sits "
+            "closer to 'X' than another object does: the model clusters by object and ignores the negation. "
+            f"Hover a point for its caption.</p>{''.join(figures)}</section>")
+
+
 def site_files(tables: list[TaskTable], records: list[tuple[Path, dict[str, Any]]], site_dir: Path,
-               experiment: Path | None = None) -> dict[str, str]:
-    """{file name under site_dir: text}: today one self-contained index.html."""
-    base = Path(site_dir).resolve()
+               experiment: Path | None = None, diagnoses: list[tuple[Path, dict[str, Any]]] = ()) -> dict[str, str]:
+    """{file name under site_dir: text}: today one self-contained index.html. ``diagnoses`` are
+    checked `negharness diagnose` results (`diagnosis_file.load_all`)."""
+    links = Links(Path(site_dir).resolve())
     newest = newest_records(records)
     parts = ["<!doctype html><html lang=en><head><meta charset='utf-8'><title>negharness leaderboard</title>",
              f"<style>{STYLE}</style></head><body><h1>negharness leaderboard</h1>",
@@ -149,13 +168,15 @@ def site_files(tables: list[TaskTable], records: list[tuple[Path, dict[str, Any]
     if not tables:
         parts.append("<p>No result records yet: run <code>negharness run</code> first.</p>")
     else:
-        parts.append("<h2 id=summary-title>Summary: main score per task</h2>" + _summary_table(tables, base))
+        parts.append("<h2 id=summary-title>Summary: main score per task</h2>" + _summary_table(tables, links))
         plots = all_plots(newest)
         if plots:
             parts.append("<h2>Plots</h2>")
             parts += [f"<figure class=plot id='{html.escape(pid)}'><figcaption>{html.escape(title)}</figcaption>"
                       f"{svg}</figure>" for pid, title, svg in plots]
-        parts.append("<h2>Tasks</h2>" + "".join(_task_table(t, base) for t in tables))
+        parts.append("<h2>Tasks</h2>" + "".join(_task_table(t, links) for t in tables))
+    if diagnoses:
+        parts.append(_diagnoses(list(diagnoses), links))
     if experiment is not None and experiment.is_file():
         parts.append(f"<section id=experiment><h2>Experiment: {html.escape(experiment.name)}</h2>"
                      f"{markdown_to_html(experiment.read_text(encoding='utf-8'))}</section>")

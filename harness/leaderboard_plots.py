@@ -1,19 +1,20 @@
-"""The leaderboard page's plots, as SVG text from matplotlib (no JS library, works offline).
+"""The leaderboard page's plots, as inline SVG drawn by `svg_charts` (no JS library, works offline).
 
-Every plot is a pure function of the records: fixed hash salt, no date metadata, text kept as
-text, so the same records give byte-identical SVG (and the browser test can find the labels).
+Every plot is a pure function of the records, so the same records give byte-identical SVG (and
+the browser test can find the labels). No plotting library is imported: the page for 1,000
+records builds well inside the board's 2 s budget.
 """
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from .leaderboard import blank_reason
+from .svg_charts import Point, Series, bar_chart, scatter
 
 SUFFIXES = ("_original", "_negated", "_composed")
 TEMPLATES = ("positive", "negative", "hybrid")
-MAX_MODELS = 20  # a plot of more bars than this is unreadable (and slow to draw): the top ones are shown
+MAX_MODELS = 20  # a plot of more bars than this is unreadable: the top ones are shown
 Newest = dict[tuple[str, str], dict[str, Any]]  # (model label, task) -> record
 
 
@@ -24,42 +25,11 @@ def top_models(newest: Newest, task: str, metric: str, higher: bool = True) -> l
     return sorted(m for _, m in scored[:MAX_MODELS])
 
 
-def _figure(width: float = 6.4, height: float = 3.4):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.hashsalt": "negharness", "svg.fonttype": "none", "font.size": 9})
-    return plt, plt.subplots(figsize=(width, height))
-
-
-def _svg(plt, fig) -> str:
-    buf = io.StringIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "negharness"})
-    plt.close(fig)
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
-
-
 def _err(rec: dict[str, Any], metric: str) -> tuple[float, float]:
     iv = (rec.get("intervals") or {}).get(metric)
     v = rec["metrics"][metric]
     # stored bounds have 12 significant digits: a zero-width interval may sit a hair off the value
     return (max(0.0, v - iv[0]), max(0.0, iv[1] - v)) if iv else (0.0, 0.0)
-
-
-def _grouped_bars(ax, labels: list[str], series: list[tuple[str, list[float | None], list[tuple[float, float]]]]) -> None:
-    width = 0.8 / max(len(series), 1)
-    for k, (name, values, errs) in enumerate(series):
-        xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(labels))]
-        shown = [(x, v, e) for x, v, e in zip(xs, values, errs) if v is not None]
-        if shown:
-            ax.bar([s[0] for s in shown], [s[1] for s in shown], width,
-                   yerr=[[s[2][0] for s in shown], [s[2][1] for s in shown]], capsize=2, label=name)
-    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
-    ax.legend(fontsize=8)
 
 
 def collections(newest: Newest) -> dict[str, dict[str, str]]:
@@ -83,37 +53,23 @@ def original_negated_composed(newest: Newest, prefix: str, tasks: dict[str, str]
             continue
         recs = [newest.get((m, task)) for m in labels]
         recs = [None if r is not None and blank_reason(r) else r for r in recs]  # shown as "–" on the board
-        series.append((f"{kind} {metric}", [r["metrics"].get(metric) if r else None for r in recs],
-                       [_err(r, metric) if r and metric in r["metrics"] else (0.0, 0.0) for r in recs]))
-    plt, (fig, ax) = _figure()
-    _grouped_bars(ax, labels, series)
-    ax.set_ylabel("MIR")
-    ax.set_title(f"{prefix}: original vs negated vs composed queries")
-    return _svg(plt, fig)
+        series.append(Series(f"{kind} {metric}", [r["metrics"].get(metric) if r else None for r in recs],
+                             [_err(r, metric) if r and metric in r["metrics"] else (0.0, 0.0) for r in recs]))
+    return bar_chart(labels, series, title=f"{prefix}: original vs negated vs composed queries", ylabel="MIR")
 
 
 def mcq_templates(newest: Newest, task: str) -> str:
     """Accuracy per template of the correct answer, and how often each template was chosen."""
     labels = top_models(newest, task, "accuracy")
     recs = [newest[(m, task)] for m in labels]
-    plt, (fig, axes) = _figure(9.0, 3.4)
-    fig.clf()
-    ax1, ax2 = fig.subplots(1, 2)
-    _grouped_bars(ax1, labels, [(t, [r["metrics"].get(f"acc_{t}") for r in recs],
-                                 [_err(r, f"acc_{t}") if f"acc_{t}" in r["metrics"] else (0.0, 0.0) for r in recs])
-                                for t in TEMPLATES])
-    ax1.set_ylabel("accuracy (%)")
-    ax1.set_title(f"{task}: accuracy per template")
-    bottom = [0.0] * len(labels)
-    for t in TEMPLATES:
-        vals = [float(r["metrics"].get(f"chose_{t}", 0.0)) for r in recs]
-        ax2.bar(range(len(labels)), vals, 0.6, bottom=bottom, label=f"chose {t}")
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax2.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
-    ax2.set_ylabel("% of questions")
-    ax2.set_title("template chosen")
-    ax2.legend(fontsize=8)
-    return _svg(plt, fig)
+    accuracy = bar_chart(labels, [Series(t, [r["metrics"].get(f"acc_{t}") for r in recs],
+                                         [_err(r, f"acc_{t}") if f"acc_{t}" in r["metrics"] else (0.0, 0.0) for r in recs])
+                                  for t in TEMPLATES],
+                         title=f"{task}: accuracy per template", ylabel="accuracy (%)", width=470)
+    chosen = bar_chart(labels, [Series(f"chose {t}", [float(r["metrics"].get(f"chose_{t}", 0.0)) for r in recs])
+                                for t in TEMPLATES],
+                       title="template chosen", ylabel="% of questions", stacked=True, width=470)
+    return accuracy + chosen
 
 
 def delta_vs_original(newest: Newest, cols: dict[str, dict[str, str]]) -> str | None:
@@ -129,16 +85,10 @@ def delta_vs_original(newest: Newest, cols: dict[str, dict[str, str]]) -> str | 
                                rec["metrics"]["ΔMIR"], _err(other, "MIR"), _err(rec, "ΔMIR")))
     if not points:
         return None
-    plt, (fig, ax) = _figure()
-    xs, ys = [p[1] for p in points], [p[2] for p in points]
-    ax.errorbar(xs, ys, xerr=[[p[3][0] for p in points], [p[3][1] for p in points]],
-                yerr=[[p[4][0] for p in points], [p[4][1] for p in points]], fmt="o", capsize=2)
-    for name, x, y, _, _ in points:
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.set_xlabel("original MIR")
-    ax.set_ylabel("ΔMIR (negated)")
-    ax.set_title("does negation move the source video? ΔMIR against original MIR")
-    return _svg(plt, fig)
+    return scatter([("", [Point(x, y, xe, ye, label=name, tip=f"{name}: MIR {x:.3f}, ΔMIR {y:.3f}")
+                          for name, x, y, xe, ye in points])],
+                   title="does negation move the source video? ΔMIR against original MIR",
+                   xlabel="original MIR", ylabel="ΔMIR (negated)", zero_line=True)
 
 
 def all_plots(newest: Newest) -> list[tuple[str, str, str]]:
@@ -155,3 +105,17 @@ def all_plots(newest: Newest) -> list[tuple[str, str, str]]:
     if scatter:
         out.append(("plot-delta-mir", "ΔMIR against original MIR", scatter))
     return out
+
+
+def pca_scatter(diagnosis: dict[str, Any]) -> str:
+    """NegBench Fig. 6 for one model: every diagnosis caption on the first two principal components,
+    coloured by template family; the axes say how much of the variance each component explains."""
+    groups: dict[str, list[Point]] = {}
+    for p in diagnosis["pca"]["points"]:
+        groups.setdefault(p["family"].replace("_", " "), []).append(
+            Point(p["x"], p["y"], tip=f"{p['caption']} ({p['family'].replace('_', ' ')}; {p['object']})"))
+    ev = diagnosis["pca"]["explained_variance_ratio"]
+    s = diagnosis["summary"]
+    return scatter(list(groups.items()), title=f"{diagnosis['model']['label']}: negation gap {s['negation_gap']:+.3f}",
+                   xlabel=f"PC 1 ({100 * ev[0]:.1f}% of variance)", ylabel=f"PC 2 ({100 * ev[1]:.1f}% of variance)",
+                   width=560, height=460, radius=2.5)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from .atomic import atomic_write_text
 from .errors import UserError
-from .metrics import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_intervals
+from .bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_intervals
 
 SUFFIX = ".perquery.json"
 TOLERANCE = 1e-9

@@ -195,9 +195,12 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return rec
 
 
+SIDECAR_SUFFIXES = (".perquery.json", ".diagnosis.json")  # per-query values; `negharness diagnose` results
+
+
 def record_files(results_dir: Path) -> list[Path]:
-    """The record files under ``results_dir`` (``<model>/<task>.json``), not their per-query sidecars."""
-    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(".perquery.json")]
+    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them."""
+    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(SIDECAR_SUFFIXES)]
 
 
 def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:

@@ -124,14 +124,18 @@ def test_the_committed_leaderboard_matches_its_records():
     """leaderboard/README.md and leaderboard/site are generated: a record added or changed without
     refreshing the board fails CI (see the regenerate command in leaderboard/README.md's section of
     the project README)."""
-    from negharness.leaderboard_check import invalid_records, stale_files
+    from negharness.diagnosis_file import load_all
+    from negharness.leaderboard_check import diagnosis_problems, invalid_records, stale_files
     from negharness.leaderboard_html import site_files
 
     board = Path(__file__).resolve().parents[1] / "leaderboard"
     records = list(iter_records(board / "results"))
+    diagnoses = load_all(board / "results")
     tables = build_tables(records)
     expected = {board / "README.md": to_markdown(tables, board / "README.md")}
     expected.update({board / "site" / k: v for k, v in site_files(tables, records, board / "site",
-                                                                    board / "negation_training.md").items()})
+                                                                    board / "negation_training.md", diagnoses).items()})
     assert stale_files(expected) == []
     assert invalid_records(board / "results") == []
+    assert [d["model"]["label"] for _, d in diagnoses] == ["shapes_clip"]  # its Fig. 6 picture is on the page
+    assert diagnosis_problems(board / "results", records) == []
