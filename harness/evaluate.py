@@ -29,8 +29,8 @@ from .paths import cache_root, data_root, require_regular
 from .plugin_manager import PluginHost
 from .registry import Entry
 from .content import FileHasher
-from .results import (ModelConfig, RunInfo, TaskRun, build_record, read_record, record_path, task_variant,
-                      write_record)
+from .results import (ModelConfig, RunInfo, TaskRun, build_record, code_versions, read_record, record_path,
+                      task_variant, write_record)
 from .reuse import data_hashes, fingerprint_reason, model_sources, stale_reason
 from .runner import EvalContext, RunSettings, resolve_device, resolve_precision
 from .task import Task, TaskDefinitionError, TaskOptions, check_result
@@ -149,7 +149,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     sources = model_sources(req.model_options, hasher)
     planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
     hasher.save()
-    todo, maybe = _split_by_reuse(planned, sources, req.overwrite)
+    todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
     if not todo and (sources or not maybe):
         # the options name the weights and every record matches them: nothing to load
         return [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe]
@@ -223,11 +223,13 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
     return _Planned(entry, task, path, chash, TaskRun(variant, data), read_record(path))
 
 
-def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite: bool) -> tuple[list, list]:
+def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite: bool,
+                    code: dict[str, Any]) -> tuple[list, list]:
     """(to run, each with why; reusable as far as is known before the model loads)."""
     todo, maybe = [], []
     for item in planned:
-        reason = stale_reason(item.old, item.config_hash, item.task.config(), item.task_run.data, sources, overwrite)
+        reason = stale_reason(item.old, item.config_hash, item.task.config(), item.task_run.data, sources, overwrite,
+                              code)
         if reason is None:
             maybe.append(item)
         else:

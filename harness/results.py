@@ -81,6 +81,11 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def code_versions(plugin_distributions: dict[str, str]) -> dict[str, Any]:
+    """The versions of the code that scores: what a record's reuse is checked against."""
+    return {"negharness": _version("negharness"), "plugins": dict(sorted(plugin_distributions.items()))}
+
+
 def environment_versions(plugin_distributions: dict[str, str]) -> dict[str, Any]:
     return {
         "negharness": _version("negharness"),

@@ -1,7 +1,9 @@
 """Honest reuse: a finished record stands in for a run only when it measured the same thing.
 
-Three things decide it, each recorded: the config hash (model name and options, task config), the
-content hashes of the data files the task read (`Task.data_files`), and the model's fingerprint.
+Four things decide it, each recorded: the config hash (model name and options, task config), the
+content hashes of the data files the task read (`Task.data_files`), the versions of the code that
+scored it (negharness and the plugin distributions: a release that fixes a metric reruns), and the
+model's fingerprint.
 The fingerprint is only known once the model is loaded, and loading costs seconds to minutes; so
 the decision is made in two steps:
 
@@ -76,7 +78,8 @@ def _data_reason(old: dict[str, Any], new: dict[str, Any]) -> str | None:
 
 
 def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict[str, Any],
-                 data: dict[str, Any], sources: dict[str, str], overwrite: bool) -> str | None:
+                 data: dict[str, Any], sources: dict[str, str], overwrite: bool,
+                 code: dict[str, Any] | None = None) -> str | None:
     """Why ``old`` cannot stand in for this run (None: it can, as far as is known without the model).
     A missing record gives "" (a first run, nothing to explain)."""
     if old is None:
@@ -88,7 +91,7 @@ def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict
         return "task config changed" if old_task != task_config else "model config changed"
     if "data" not in old:
         return "the record has no data hashes (written by an older negharness)"
-    reason = _data_reason(old["data"], data)
+    reason = _data_reason(old["data"], data) or (code_reason(old.get("versions"), code) if code else None)
     if reason:
         return reason
     old_sources = (old.get("model") or {}).get("sources")
@@ -98,6 +101,20 @@ def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict
         if old_sources.get(option) != sources.get(option):
             what = "model weights" if option == "--checkpoint" else f"model file ({option})"
             return f"{what} changed"
+    return None
+
+
+def code_reason(was: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
+    """Why code versions forbid reuse: negharness itself, or a plugin distribution both runs had,
+    at another version. A plugin installed since is no reason (it did not score the old record)."""
+    if not isinstance(was, dict):
+        return "the record has no code versions (written by an older negharness)"
+    if was.get("negharness") != now.get("negharness"):
+        return f"negharness {was.get('negharness')} -> {now.get('negharness')}"
+    old_plugins = was.get("plugins") or {}
+    for dist, version in sorted((now.get("plugins") or {}).items()):
+        if dist in old_plugins and old_plugins[dist] != version:
+            return f"plugin {dist} {old_plugins[dist]} -> {version}"
     return None
 
 

@@ -213,6 +213,32 @@ def test_new_weights_at_the_same_checkpoint_path_rerun(cli, tmp_path):
     assert rec["rerun_reason"] == "model weights changed" and rec["model"]["sources"]["--checkpoint"]
 
 
+def test_a_record_scored_by_another_release_reruns(cli, tmp_path):
+    """A record is reused only when the code that scored it is the same release: a negharness or
+    plugin upgrade (a metric fix) reruns, and says why; an unchanged release is reused."""
+    args = ("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "-T", "n_items=20")
+    assert cli(*args).returncode == 0
+    path = next(p for p in (tmp_path / "results").glob("shapes_clip*/shapes_t2i_original@*.json")
+                if not p.name.endswith(".perquery.json"))
+    assert "(cached)" in cli(*args).stdout
+    rec = json.loads(path.read_text())
+    now = rec["versions"]["negharness"]
+    rec["versions"]["negharness"] = "0.0.1"
+    path.write_text(json.dumps(rec))
+    rerun = cli(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"rerun: negharness 0.0.1 -> {now}" in rerun.stdout
+    assert json.loads(path.read_text())["rerun_reason"] == f"negharness 0.0.1 -> {now}"
+    rec = json.loads(path.read_text())
+    assert rec["versions"]["plugins"], "the built-in plugins' distribution is recorded"
+    dist = sorted(rec["versions"]["plugins"])[0]
+    rec["versions"]["plugins"][dist] = "0.0.1"
+    rec["versions"]["plugins"]["a-plugin-installed-since"] = "9"  # absent now: no reason by itself
+    path.write_text(json.dumps(rec))
+    assert f"rerun: plugin {dist} 0.0.1 -> " in cli(*args).stdout
+    assert "(cached)" in cli(*args).stdout
+
+
 def test_a_model_without_weight_files_is_loaded_and_its_fingerprint_compared(tmp_path):
     """No option names the weights (a pretrained tag, bundled weights): the model is loaded and
     its fingerprint checked; a record of other weights is rerun, with the reason."""
