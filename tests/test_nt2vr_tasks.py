@@ -217,3 +217,15 @@ def test_boolean_baseline_scores_choices_as_positive_minus_negative():
     # the negator's parts of "red but not green" are ("red but", "green")
     assert got[0, 1].item() == pytest.approx((1 + cos("red but", 0)) / 2 - (1 + cos("green", 0)) / 2, abs=1e-5)
     assert got[1].argmax().item() == 0
+
+
+def test_default_frames_are_the_authors_test_sampling():
+    """nT2VR's test code takes 8 frames, ``np.linspace(0, n - 1, 8, dtype=int)`` of the video's
+    pre-extracted frames (configs/base_config.py test_sample_frame = 8): so does the default."""
+    import numpy as np
+
+    from negharness.tasks.nt2vr.tasks import DEFAULT_SAMPLING
+
+    for n in (8, 20, 61):
+        assert list(DEFAULT_SAMPLING.indices(n, 2.0)) == list(np.linspace(0, n - 1, 8, dtype=int))
+    assert DEFAULT_SAMPLING.key == "uniform:8"

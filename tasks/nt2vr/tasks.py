@@ -7,9 +7,11 @@ original, negated and composed query sets, read from the authors' layout under t
     <data root>/<collection>/videos/<video_id>.mp4 (.avi, .webm, .mkv), or, for images,
     <data root>/<collection>/images/<image_id>.jpg (.png)
 
-Videos are sampled one frame every 0.5 s by default (the paper's setting; ``-M frames=...``
-changes it). Negated and composed sets absent but captions present: the error names the
-``negharness build-queries`` command, or ``-T build=true`` builds them in place.
+Videos are sampled as the authors' code does at test time (``test_sample_frame=8``): 8 frames
+evenly spaced over the video's frames (``uniform:8``: over the pre-extracted 0.5 s frames when
+``id.imagepath.txt`` lists them, else over the decoded video), their embeddings mean-pooled;
+``-M frames=fps:2`` takes every 0.5 s frame instead. Negated and composed sets absent but captions
+present: the error names the ``negharness build-queries`` command, or ``-T build=true`` builds them in place.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from negharness.retrieval import (NEGATED_METRICS, QRELS_OPTION, RETRIEVAL_METRI
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
-DEFAULT_SAMPLING = FrameSampling("fps", fps=2.0)
+DEFAULT_SAMPLING = FrameSampling("uniform", 8)  # the authors' test_sample_frame = 8
 CITATION = "Wang et al., Learn to Understand Negation in Video Retrieval, ACM MM 2022"
 WHERE = ("nT2VR text data: the download linked from github.com/ruc-aimc-lab/nT2VR; videos from the MSR-VTT / "
          "VATEX sites. Or build the query sets from captions with: negharness build-queries --captions {cap} "
