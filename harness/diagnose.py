@@ -119,7 +119,11 @@ def pca_2d(emb: torch.Tensor) -> tuple[list[tuple[float, float]], tuple[float, f
     x = F.normalize(emb.float(), dim=-1)
     x = x - x.mean(0, keepdim=True)
     _, s, v = torch.linalg.svd(x, full_matrices=False)
-    xy = (x @ v[:2].t()).tolist()
+    axes = v[:2]
+    # an SVD axis has no sign: fix it (largest loading positive) so another LAPACK draws the same picture
+    pick = axes.abs().argmax(dim=1)
+    axes = axes * torch.sign(axes[torch.arange(2), pick]).unsqueeze(1)
+    xy = (x @ axes.t()).tolist()
     var = s.double() ** 2
     total = float(var.sum())
     ratio = (float(var[0]) / total, float(var[1]) / total) if total > 0 else (0.0, 0.0)

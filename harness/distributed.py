@@ -41,9 +41,11 @@ def from_env(environ: Mapping[str, str] | None = None) -> Dist:
     """What torchrun (or srun with the same variables) told this process; a plain run is rank 0 of 1.
     Training and sharded evaluation both read it here, so they agree on what a bad value means."""
     env = os.environ if environ is None else environ
+    if "WORLD_SIZE" not in env:
+        return Dist()  # a stray RANK alone (some clusters export it) is no distributed run
     try:
-        world, rank = int(env.get("WORLD_SIZE", 1)), int(env.get("RANK", 0))
-        local = int(env.get("LOCAL_RANK", rank))
+        world, rank = int(env["WORLD_SIZE"]), int(env.get("RANK", 0))
+        local = int(env.get("LOCAL_RANK", 0))  # one process per node (srun without LOCAL_RANK): cuda:0
     except ValueError as exc:
         raise UserError(f"torchrun variables {', '.join(TORCHRUN_VARIABLES)} must be integers ({exc})") from None
     if not 0 <= rank < world:

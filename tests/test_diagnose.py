@@ -64,3 +64,21 @@ def test_a_broken_template_file_is_one_clear_error(tmp_path):
     bad.write_text(Path(load_templates.__defaults__[0]).read_text().replace("- This image lacks A\n", "- This image lacks it\n"))
     with pytest.raises(UserError, match=r"template 'This image lacks it' \(negation\) must name A"):
         load_templates(bad)
+
+
+def test_pca_axes_have_a_fixed_sign():
+    """An SVD axis has no sign; the picture must not flip with the LAPACK build or the order of the
+    embedding's dimensions: the largest loading of each axis is made positive."""
+    import torch
+
+    from negharness.diagnose import pca_2d
+
+    torch.manual_seed(0)
+    emb = torch.randn(40, 16) @ torch.diag(torch.linspace(3, 0.5, 16))
+    xy, ratio = pca_2d(emb)
+    for perm in (torch.randperm(16), torch.arange(15, -1, -1)):
+        xy2, ratio2 = pca_2d(emb[:, perm])
+        assert torch.allclose(torch.tensor(xy), torch.tensor(xy2), atol=1e-5)
+        assert abs(ratio[0] - ratio2[0]) < 1e-5  # float32 SVD
+    flipped, _ = pca_2d(-emb)  # the same cloud mirrored: coordinates mirror too (axes keep their sign rule)
+    assert torch.allclose(torch.tensor(flipped), -torch.tensor(xy), atol=1e-5)

@@ -33,6 +33,16 @@ def test_torchrun_env() -> None:
     assert torchrun_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"}) == (4, 3, 1)
     with pytest.raises(Exception, match="outside WORLD_SIZE"):
         torchrun_env({"WORLD_SIZE": "2", "RANK": "2"})
+    with pytest.raises(Exception, match="must be integers"):
+        torchrun_env({"WORLD_SIZE": "two"})
+    assert torchrun_env({"WORLD_SIZE": "2", "RANK": "1"}) == (2, 1, 0)  # srun, one process per node: cuda:0
+
+
+def test_training_and_evaluation_read_torchrun_alike() -> None:
+    from negharness.distributed import Dist, from_env
+
+    assert from_env({}) == Dist() and from_env({"RANK": "3"}) == Dist()  # a stray RANK is no distributed run
+    assert from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"}) == Dist(3, 4, 1)
 
 
 def test_media_subset_keeps_key_and_items() -> None:

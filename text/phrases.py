@@ -5,7 +5,8 @@ captions the bare grammar yields pairs no reader accepts, so each pair passes th
 
 - **subject**: the noun phrase in subject position before its VP (past auxiliaries, adverbs and
   post-modifying PPs). Not a subject: a container ("a video of a man", "a group of kids" -> the
-  inner noun phrase is), a coordinated NP ("a man and a woman"), a phrase that is really a noun and
+  inner noun phrase is), a coordinated NP ("a man and a woman" are talking: neither alone; a
+  second conjunct with its own singular verb is taken), a phrase that is really a noun and
   a verb ("a girl looks" tagged as nouns), a number with a singular noun ("three woman").
 - **verb phrase**: a finite or -ing verb, never a participle (``VBN``: "interrogated by the police"
   is passive, "taken during a game" a reduced relative); not a copula, auxiliary or light verb
@@ -367,7 +368,9 @@ def _subject(items: list[Item], k: int) -> Subject | None:
 
 
 def _singular_verb_follows(items: list[Item], k: int, head_tag: str) -> bool:
-    """A singular noun phrase whose own verb is singular ("and a woman is lying") starts a clause."""
+    """A singular noun phrase whose own verb is singular ("... talking to a woman and [a woman] is
+    lying") starts a clause. Also taken: a caption's "a man and [a woman] is lying" (the number slip
+    is MSR-VTT's), where the pair (a woman, lie) is still true of the video."""
     if head_tag != "NN" or k + 1 >= len(items):
         return False
     word, penn = items[k + 1][1][0]

@@ -47,7 +47,7 @@ WHERE = ("nT2VR text data: the download linked from github.com/ruc-aimc-lab/nT2V
 
 class NT2VRTask(Task):
     family = "nt2vr"
-    version = "1"
+    version = "2"  # 2: frames sampled uniform:8 by default (was fps:2), so version-1 records rerun
     prefix = "msrvtt3k"
     query_set = "original"
     citation = CITATION
