@@ -174,15 +174,26 @@ def published_rows(table: TaskTable) -> list[Row]:
     return [r for r in out.values() if r.cells]
 
 
-def measured_rows(tables: list[TaskTable]) -> list[dict[str, Row]]:
-    """Per table, model label -> its measured row (looked up once per summary cell)."""
-    return [{r.label: r for r in t.rows if r.measured} for t in tables]
+@dataclass(frozen=True)
+class SummaryRow:
+    """One model's line of the summary table: per task its measured row (None: not run) and
+    whether that row is the task's bold main score. Markdown, terminal and page all render it."""
+
+    label: str
+    cells: list[tuple[TaskTable, Row | None, bool]]
+
+    @property
+    def circular(self) -> bool:
+        return any(row is not None and row.circular for _, row, _ in self.cells)
 
 
-def summary(tables: list[TaskTable]) -> tuple[list[str], list[TaskTable]]:
-    """(measured model labels, sorted; the tables) for the table of main scores on top."""
-    labels = sorted({r.label for t in tables for r in t.rows if r.measured})
-    return labels, tables
+def summary_rows(tables: list[TaskTable]) -> list[SummaryRow]:
+    """The table of main scores on top, models sorted by label (each row looked up once)."""
+    index = [{r.label: r for r in t.rows if r.measured} for t in tables]
+    bolds = [t.bold(t.column(t.main)) for t in tables]
+    labels = sorted({label for rows in index for label in rows})
+    return [SummaryRow(label, [(t, rows.get(label), bold is not None and bold is rows.get(label))
+                               for t, bold, rows in zip(tables, bolds, index)]) for label in labels]
 
 
 class Links:
@@ -223,19 +234,13 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
     if not tables:
         parts.append("\nNo result records yet: run `negharness run` first.\n")
         return "".join(parts)
-    labels, _ = summary(tables)
     parts.append("\n## Summary (main score per task)\n\n")
     parts.append("| model | " + " | ".join(f"{t.task} {t.column(t.main).title}" for t in tables) + " |\n")
     parts.append("|---|" + "---:|" * len(tables) + "\n")
-    bolds = [t.bold(t.column(t.main)) for t in tables]
-    index = measured_rows(tables)
-    for label in labels:
-        cells = []
-        for t, bold, rows in zip(tables, bolds, index):
-            row = rows.get(label)
-            cells.append("–" if row is None else _md_cell(t, t.column(t.main), row, links, bold))
-        circular = any(rows[label].circular for rows in index if label in rows)
-        parts.append(f"| {label}{' †' if circular else ''} | " + " | ".join(cells) + " |\n")
+    for line in summary_rows(tables):
+        cells = ["–" if row is None else _md_cell(t, t.column(t.main), row, links, row if bold else None)
+                 for t, row, bold in line.cells]
+        parts.append(f"| {line.label}{' †' if line.circular else ''} | " + " | ".join(cells) + " |\n")
     for t in tables:
         parts.append(f"\n## {t.task} ({t.family}; main score {t.main})\n\n")
         parts.append("| model | " + " | ".join(c.title for c in t.columns) + " |\n")
@@ -257,19 +262,15 @@ def to_rich(tables: list[TaskTable]) -> list[Any]:
 
     if not tables:
         return []
-    labels, _ = summary(tables)
     rt = RichTable(title="negharness leaderboard: main score per task (± half the 95% interval)", title_justify="left")
     rt.add_column("model", style="cyan", no_wrap=True)
     for t in tables:
         rt.add_column(f"{t.task}\n{t.column(t.main).title}", justify="right")
-    bolds = [t.bold(t.column(t.main)) for t in tables]
-    index = measured_rows(tables)
-    for label in labels:
+    for line in summary_rows(tables):
         cells = []
-        for t, bold, rows in zip(tables, bolds, index):
-            row = rows.get(label)
+        for t, row, bold in line.cells:
             cell = None if row is None or row.blank else row.cells.get(t.main)
             text = "–" if cell is None else cell.text(t.column(t.main).fmt) + (" †" if row.circular else "")
-            cells.append(f"[bold green]{text}[/]" if bold is not None and bold is row else text)
-        rt.add_row(label, *cells)
+            cells.append(f"[bold green]{text}[/]" if bold else text)
+        rt.add_row(line.label, *cells)
     return [rt]

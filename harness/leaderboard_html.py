@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .leaderboard import Cell, Row, TaskTable, measured_rows, Links, summary
+from .leaderboard import Cell, Links, Row, TaskTable, summary_rows
 from .leaderboard_plots import all_plots, pca_scatter
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
@@ -64,18 +64,13 @@ def _row_label(row: Row) -> str:
 
 
 def _summary_table(tables: list[TaskTable], links: Links) -> str:
-    labels, _ = summary(tables)
     head = "".join(f"<th>{html.escape(t.task)} {html.escape(t.column(t.main).title)}</th>" for t in tables)
-    bolds = [t.bold(t.column(t.main)) for t in tables]
-    index = measured_rows(tables)
     body = []
-    for label in labels:
-        cells = []
-        for t, bold, rows in zip(tables, bolds, index):
-            row = rows.get(label)
-            cells.append("<td data-value=''>–</td>" if row is None else
-                         _td(row.cells.get(t.main), t.column(t.main).fmt, row, links, bold is row))
-        body.append(f"<tr><td data-value='{html.escape(label)}'>{html.escape(label)}</td>{''.join(cells)}</tr>")
+    for line in summary_rows(tables):
+        cells = ["<td data-value=''>–</td>" if row is None else
+                 _td(row.cells.get(t.main), t.column(t.main).fmt, row, links, bold) for t, row, bold in line.cells]
+        label = html.escape(line.label)
+        body.append(f"<tr><td data-value='{label}'>{label}</td>{''.join(cells)}</tr>")
     return (f"<table class=sortable id=summary><thead><tr><th>model</th>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
 
