@@ -94,6 +94,16 @@ class TrainSetOptions:
         parse_options(self.extra, {k: OptionSpec() for k in allowed}, "-T", f"training set {name!r}")
 
 
+def named_trainset(name: str, build: Callable[[str, TrainSetOptions], TrainingSet]
+                   ) -> Callable[[TrainSetOptions], TrainingSet]:
+    """The factory a training-set entry point names: one builder serves several sets by name."""
+    def factory(options: TrainSetOptions) -> TrainingSet:
+        return build(name, options)
+
+    factory.__name__ = name
+    return factory
+
+
 @dataclass
 class TrainOptions:
     out: Path

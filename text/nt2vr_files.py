@@ -16,7 +16,7 @@ import contextlib
 import csv
 import json
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from negharness.atomic import atomic_write_text
 from negharness.errors import UserError
@@ -47,31 +47,28 @@ def check_caption(text: str, where: str) -> str:
     return text
 
 
-def open_text(path: Path, newline: str | None = None):
-    """A UTF-8 data file for reading; a leading BOM (Excel, Notepad) is dropped, never kept in the first id."""
+def _open(path: Path, mode: str, **kwargs: Any):
+    """``open`` whose usual failures are one error naming the file."""
     try:
-        return open(path, encoding="utf-8-sig", newline=newline)
+        return open(path, mode, **kwargs)
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
     except IsADirectoryError:
         raise UserError(f"{path}: a folder, not a file") from None
     except PermissionError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def open_text(path: Path, newline: str | None = None):
+    """A UTF-8 data file for reading; a leading BOM (Excel, Notepad) is dropped, never kept in the first id."""
+    return _open(path, "r", encoding="utf-8-sig", newline=newline)
 
 
 def decoded_lines(path: Path, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple[int, str]]:
     """(line number, text with its line ending) of a UTF-8 file, decoded line by line so a byte that
     is not UTF-8 is reported at its own line; a leading BOM is dropped; a line longer than
     ``max_chars`` is an error (read at most that much, so a huge line never fills memory)."""
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: a folder, not a file") from None
-    except PermissionError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    with fh:
+    with _open(path, "rb") as fh:
         limit = 4 * max_chars + 4  # bytes: a UTF-8 character has at most 4
         for lineno, raw in enumerate(iter(lambda: fh.readline(limit), b""), 1):
             too_long = len(raw) >= limit and not raw.endswith(b"\n")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from negharness.errors import MediaError, UserError
-from negharness.train import TrainingSet, TrainSetOptions, TrainStream
+from negharness.train import TrainingSet, TrainSetOptions, TrainStream, named_trainset
 from negharness.video import FrameSampling, decode_video
 
 from .data import map_media_path, read_mcq, read_retrieval
@@ -152,13 +152,6 @@ def negbench_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
     return TrainingSet(name, streams, val, file_digest(read), [f"frames {sampling.key}" if streams[0].kind == "video" else "images"])
 
 
-def make(name: str) -> Callable[[TrainSetOptions], TrainingSet]:
-    def factory(options: TrainSetOptions) -> TrainingSet:
-        return negbench_trainset(name, options)
-
-    factory.__name__ = name
-    return factory
-
-
-negbench_negcap, negbench_negmcq, negbench_negfull = make("negbench_negcap"), make("negbench_negmcq"), make("negbench_negfull")
-negbench_cc12m = make("negbench_cc12m")
+negbench_negcap, negbench_negmcq, negbench_negfull, negbench_cc12m = (
+    named_trainset(n, negbench_trainset) for n in ("negbench_negcap", "negbench_negmcq", "negbench_negfull",
+                                                    "negbench_cc12m"))

@@ -26,7 +26,7 @@ from negharness.atomic import cached_json
 from negharness.errors import MediaError, UserError
 from negharness.paths import cache_root
 from negharness.text.nt2vr_files import read_caption_file, read_caption_table, read_video_set, video_of
-from negharness.train import TrainingSet, TrainSetOptions, TrainStream
+from negharness.train import TrainingSet, TrainSetOptions, TrainStream, named_trainset
 from negharness.video import FrameSampling, decode_video, load_frames
 
 from .frame_index import read_frame_index
@@ -187,16 +187,9 @@ def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
     return TrainingSet(name, [train], val, digest, [how, f"frames {sampling.key}" if kind == "video" else "images"])
 
 
-def make(name: str) -> Callable[[TrainSetOptions], TrainingSet]:
-    def factory(options: TrainSetOptions) -> TrainingSet:
-        return nt2vr_trainset(name, options)
-
-    factory.__name__ = name
-    return factory
-
-
-msrvtt10ktrain, msrvtt1kAtrain, vatex_train = make("msrvtt10ktrain"), make("msrvtt1kAtrain"), make("vatex_train")
-flickr30ktrain, mscocotrain = make("flickr30ktrain"), make("mscocotrain")
+msrvtt10ktrain, msrvtt1kAtrain, vatex_train, flickr30ktrain, mscocotrain = (
+    named_trainset(n, nt2vr_trainset) for n in ("msrvtt10ktrain", "msrvtt1kAtrain", "vatex_train", "flickr30ktrain",
+                                                 "mscocotrain"))
 
 
 # the user's own captions -----------------------------------------------------------------------------------
