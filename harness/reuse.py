@@ -79,7 +79,7 @@ def _data_reason(old: dict[str, Any], new: dict[str, Any]) -> str | None:
 
 def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict[str, Any],
                  data: dict[str, Any], sources: dict[str, str], overwrite: bool,
-                 code: dict[str, Any] | None = None) -> str | None:
+                 code: dict[str, Any]) -> str | None:
     """Why ``old`` cannot stand in for this run (None: it can, as far as is known without the model).
     A missing record gives "" (a first run, nothing to explain)."""
     if old is None:
@@ -91,7 +91,7 @@ def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict
         return "task config changed" if old_task != task_config else "model config changed"
     if "data" not in old:
         return "the record has no data hashes (written by an older negharness)"
-    reason = _data_reason(old["data"], data) or (code_reason(old.get("versions"), code) if code else None)
+    reason = _data_reason(old["data"], data) or code_reason(old.get("versions"), code)
     if reason:
         return reason
     old_sources = (old.get("model") or {}).get("sources")

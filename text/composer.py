@@ -140,7 +140,7 @@ class _Vocabulary:
     def agrees(self, vp: VerbPhrase, subject: Subject) -> bool:
         """A wording with a plural object only for a subject of the number it was said of: "two men
         sit in chairs", never "a person sits in chairs"."""
-        return not vp.plural_object or subject.plural in self.numbers[vp]
+        return not vp.plural_object or subject.plural in self.numbers.get(vp, ())
 
 
 def _subject_key(subject: Subject) -> tuple:
