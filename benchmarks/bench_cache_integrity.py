@@ -29,18 +29,18 @@ from unittest import mock
 import numpy as np
 import torch
 
-from negharness import evaluate as evaluate_module
-from negharness.atomic import atomic_write
-from negharness.cache import EmbeddingCache
-from negharness.content import FileHasher
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.media import MediaSet, image_files, video_files
-from negharness.model import ModelOptions
-from negharness.paths import data_root
-from negharness.plugin_manager import make_host
+from negharness.engine import evaluate as evaluate_module
+from negharness.store.atomic import atomic_write
+from negharness.store.cache import EmbeddingCache
+from negharness.store.content import FileHasher
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.io.media import MediaSet, image_files, video_files
+from negharness.contracts.model import ModelOptions
+from negharness.io.paths import data_root
+from negharness.discovery.manager import make_host
 from negharness.plugins.shapes_clip import shapes_clip
-from negharness.runner import EvalContext, RunSettings
-from negharness.video import FrameSampling
+from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.io.video import FrameSampling
 from negharness.world.media import load_world
 
 
@@ -109,7 +109,7 @@ class LegacyCache(EmbeddingCache):
         return self._open[key]
 
 
-class LegacyContext(EvalContext):
+class LegacyContext(CachedEvalContext):
     def media_keys(self, media):
         return f"{media.kind}:{media.key}", list(media.ids)
 
@@ -223,7 +223,7 @@ def _whole_run(host, legacy: bool, cache_dir: str, out_dir: str) -> tuple:
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2v_original", "shapes_t2i_original"], batch_size=64,
                      output_dir=out_dir, cache_dir=cache_dir, overwrite=True, device="cpu")
     patches = ([mock.patch.object(evaluate_module, "EmbeddingCache", LegacyCache),
-                mock.patch.object(evaluate_module, "EvalContext", LegacyContext)] if legacy else [])
+                mock.patch.object(evaluate_module, "CachedEvalContext", LegacyContext)] if legacy else [])
     for p in patches:
         p.start()
     try:
@@ -239,9 +239,9 @@ def runs(tmp: Path, repeats: int) -> None:
     media, texts = _media_inputs(tmp / "inputs")
     model = shapes_clip(ModelOptions()).eval_mode()
     host = make_host()
-    impls = {"baseline": (LegacyContext, LegacyCache, True), "content keys": (EvalContext, EmbeddingCache, False)}
+    impls = {"baseline": (LegacyContext, LegacyCache, True), "content keys": (CachedEvalContext, EmbeddingCache, False)}
     times: dict[tuple[str, str], list[tuple]] = {}
-    _embed_all(EvalContext, EmbeddingCache, model, tmp / "warmup", media, texts)  # threads, page cache
+    _embed_all(CachedEvalContext, EmbeddingCache, model, tmp / "warmup", media, texts)  # threads, page cache
     for r in range(repeats):
         for name, (ctx_cls, cache_cls, legacy) in impls.items():  # interleaved: drift hits both alike
             cache = tmp / f"cache-{name}-{r}"

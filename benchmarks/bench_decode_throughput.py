@@ -27,16 +27,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from negharness.cpu_threads import prefer_passive_waiting
+from negharness.engine.cpu_threads import prefer_passive_waiting
 
 PASSIVE = prefer_passive_waiting()  # as the CLI does; before torch loads (OMP_WAIT_POLICY=ACTIVE to compare)
 import torch  # noqa: E402
 
-from negharness.media import MediaSet  # noqa: E402
-from negharness.model import ModelOptions  # noqa: E402
+from negharness.io.media import MediaSet  # noqa: E402
+from negharness.contracts.model import ModelOptions  # noqa: E402
 from negharness.plugins.openclip_model import OpenClipModel  # noqa: E402
-from negharness.runner import PRECISIONS, EvalContext, RunSettings, resolve_device  # noqa: E402
-from negharness.video import FrameSampling, decode_video  # noqa: E402
+from negharness.engine.runner import PRECISIONS, CachedEvalContext, RunSettings, resolve_device  # noqa: E402
+from negharness.io.video import FrameSampling, decode_video  # noqa: E402
 
 MICRO_VIT = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "layers": 4, "width": 256,
                                                             "patch_size": 32},
@@ -136,7 +136,7 @@ def loop_rate(model, media: MediaSet, setup: str, precision: str = "fp32") -> fl
     common = {"device": model.device, "precision": precision, "batch_size": BATCH}
     settings = (RunSettings(workers=0, decode_threads=count, **common) if how == "threads"
                 else RunSettings(workers=count, **common))
-    ctx = EvalContext(model, settings, cache=None)
+    ctx = CachedEvalContext(model, settings, cache=None)
     start = time.perf_counter()
     ctx.embed_media(media)
     return len(media) / (time.perf_counter() - start)

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from negharness import diagnosis_file
-from negharness.fake_records import write_fake_record
-from negharness.leaderboard import build_tables, to_markdown
-from negharness.leaderboard_html import site_files
-from negharness.results import ModelConfig, iter_records
+from negharness.report import diagnosis_file
+from negharness.records.fake import write_fake_record
+from negharness.report.leaderboard import build_tables, to_markdown
+from negharness.report.page import site_files
+from negharness.records.results import ModelConfig, iter_records
 
 TASKS = ["bench_original", "bench_negated", "bench_composed", "bench_mcq"] + [f"bench_extra{i}" for i in range(6)]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.model import ModelOptions
-from negharness.plugin_manager import make_host
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.contracts.model import ModelOptions
+from negharness.discovery.manager import make_host
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.tasks.negbench.catalog import COCO_LAYOUT
 from negharness.tasks.negbench.data import read_mcq

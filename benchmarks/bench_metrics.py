@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from negharness.metrics import (Relevance, best_relevant_rank, negation_deltas, retrieval_metrics,
-                                several_relevant_metrics, source_rank)
+from negharness.scoring.metrics import (Relevance, best_relevant_rank, negation_deltas, retrieval_metrics,
+    several_relevant_metrics, source_rank)
 
 Q, N, COMPOSED = 59_800, 3_000, 18_157
 

@@ -65,8 +65,8 @@ def _rss_now_kib() -> int:
 
 def child(root: Path, out: Path) -> None:
     """One run in this process; prints JSON with the RSS figures (KiB)."""
-    from negharness.evaluate import RunRequest, run_evaluation
-    from negharness.plugin_manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.discovery.manager import make_host
     import negharness.tasks.nein.tasks  # noqa: F401  (imported before the baseline is taken)
     import negharness.plugins.shapes_detector  # noqa: F401
     import pyarrow.parquet  # noqa: F401

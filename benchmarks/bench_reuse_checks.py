@@ -1,7 +1,7 @@
 """What honest reuse and the data-root checks cost before any model loads (issue 13 items 2 and 7).
 
-Every run hashes the files its tasks read (`negharness.content`) and checks that every media path
-read from a data file stays under the data root (`negharness.paths.RootGuard`). Stand-in files are
+Every run hashes the files its tasks read (`negharness.store.content`) and checks that every media path
+read from a data file stays under the data root (`negharness.io.paths.RootGuard`). Stand-in files are
 written here: ``--images`` files of ``--image-kb`` KB (COCO val2017 JPEGs average ~160 KB) and
 ``--videos`` files of ``--video-kb`` KB (MSR-VTT clips average ~1.5 MB; the default writes less to
 spare the disk, and the cold rate in MB/s scales). Printed: the cold hash (first run: every byte
@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from negharness.content import FileHasher
-from negharness.paths import RootGuard
+from negharness.store.content import FileHasher
+from negharness.io.paths import RootGuard
 
 
 def _write(folder: Path, n: int, kb: int, ext: str) -> list[Path]:

@@ -16,11 +16,11 @@ import time
 
 import torch
 
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.model import ModelOptions
-from negharness.plugin_manager import make_host
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.contracts.model import ModelOptions
+from negharness.discovery.manager import make_host
 from negharness.plugins.shapes_clip import shapes_clip
-from negharness.paths import data_root
+from negharness.io.paths import data_root
 from negharness.world.media import load_world
 
 BATCH = 64

@@ -41,7 +41,7 @@ def make_model(folder: Path) -> tuple[Path, Path]:
     import torch
     from safetensors.torch import save_file
 
-    from negharness.model import ModelOptions
+    from negharness.contracts.model import ModelOptions
     from negharness.plugins.openclip_model import OpenClipModel
 
     cfg = folder / "bench_vit.json"

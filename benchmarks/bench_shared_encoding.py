@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.plugin_manager import make_host
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.discovery.manager import make_host
 
 TASKS = ["shapes_t2v_original", "shapes_t2v_negated", "shapes_t2v_composed"]
 VIT224 = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "layers": 4, "width": 256, "patch_size": 32},
@@ -23,7 +23,7 @@ VIT224 = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "lay
 
 
 def run(host, tasks, use_cache: bool, cache: str, out: str, model=("shapes_clip", None)) -> tuple[float, int, int]:
-    from negharness.model import ModelOptions
+    from negharness.contracts.model import ModelOptions
 
     req = RunRequest(model=model[0], model_options=ModelOptions(arch=model[1]), tasks=tasks, output_dir=out,
                      cache_dir=cache, use_cache=use_cache, overwrite=True, device="cpu")

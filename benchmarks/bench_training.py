@@ -79,15 +79,15 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("NEGHARNESS_CACHE", tempfile.mkdtemp())
 
-    from negharness.distributed import Dist
-    from negharness.model import ModelOptions
+    from negharness.engine.distributed import Dist
+    from negharness.contracts.model import ModelOptions
     from negharness.plugins.negation_data import SampleData, collate, sample_list
     from negharness.plugins.negation_training import Recipe, train
     from negharness.plugins.openclip_model import OpenClipModel
     from negharness.plugins.training_step import StepLoss
     from negharness.tasks.nt2vr.training import msrvtt10ktrain
     from negharness.testing import lookup
-    from negharness.train import TrainOptions, TrainSetOptions
+    from negharness.contracts.training import TrainOptions, TrainSetOptions
 
     tmp = Path(tempfile.mkdtemp())
     write_split(tmp / "data", args.videos, args.size)

@@ -64,9 +64,9 @@ def build(size: str, dtype: torch.dtype, device: str):
 
 
 def rate(model, choices, batch_size: int, precision: str) -> float:
-    from negharness.runner import EvalContext, RunSettings
+    from negharness.engine.runner import CachedEvalContext, RunSettings
 
-    ctx = EvalContext(model, RunSettings(model.device, precision, batch_size), None)
+    ctx = CachedEvalContext(model, RunSettings(model.device, precision, batch_size), None)
     model.score_choices(ctx, type(choices)(choices.media, choices.media_index[:2], choices.options[:2],
                                            choices.correct[:2]))  # warm-up
     if model.device.type == "cuda":
@@ -79,8 +79,8 @@ def rate(model, choices, batch_size: int, precision: str) -> float:
 
 
 def main() -> None:
-    from negharness.choices import ChoiceSet
-    from negharness.media import MediaSet
+    from negharness.scoring.choices import ChoiceSet
+    from negharness.io.media import MediaSet
     from negharness.plugins.hf_vlm import HFVLM
 
     p = argparse.ArgumentParser()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from negharness.cache import read_shard
+from negharness.store.cache import read_shard
 
 
 def make_model(folder: Path, name: str) -> list[str]:

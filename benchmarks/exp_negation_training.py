@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from negharness.context import PluginLookup
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.metrics import bootstrap_ci, paired_bootstrap, seed_means
-from negharness.model import ModelOptions
-from negharness.plugin_manager import make_host
-from negharness.train import TrainOptions
+from negharness.discovery.lookup import PluginLookup
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.scoring.metrics import bootstrap_ci, paired_bootstrap, seed_means
+from negharness.contracts.model import ModelOptions
+from negharness.discovery.manager import make_host
+from negharness.contracts.training import TrainOptions
 
 COMMON = {"lr": "1e-5", "epochs": "4", "patience": "2"}
 RECIPES = {
@@ -106,7 +106,7 @@ def write_table(args, results: dict[str, list[dict]]) -> None:
     table = report(results)
     print(table)
     if args.table:
-        from negharness.atomic import atomic_write_text
+        from negharness.store.atomic import atomic_write_text
 
         atomic_write_text(args.table, HEADER.format(seeds=len(args.seeds), items=TEST_ITEMS) + table)
 

@@ -9,9 +9,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from negharness.model import EmbeddingModel
-from negharness.runner import EvalContext, RunSettings
-from negharness.task import TaskOptions
+from negharness.contracts.model import EmbeddingModel
+from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.contracts.task import TaskOptions
 
 COLOUR_AXES = {"red": 0, "green": 1, "blue": 2}
 RGB = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
@@ -67,7 +67,7 @@ def evaluate(task_cls: type, root: Path, model: EmbeddingModel, **extra: Any):
     task = task_cls(TaskOptions(root, **extra))
     missing = [p for p in task.required_files() if not p.exists()]
     assert not missing, missing
-    return task.evaluate(EvalContext(model, RunSettings(), None, log_samples=True))
+    return task.evaluate(CachedEvalContext(model, RunSettings(), None, log_samples=True))
 
 
 # tiny random transformers models, built offline from configs -------------------------------------

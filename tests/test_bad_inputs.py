@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from negharness.results import record_files
+from negharness.records.results import record_files
 from PIL import Image
 
 
@@ -121,7 +121,7 @@ def test_model_that_raises_mid_run_is_named_and_finished_records_are_kept(cli, t
 
 # a full disk -----------------------------------------------------------------------------------------
 def _run_in_process(monkeypatch, capsys, tmp_path, argv):
-    from negharness.cli import main
+    from negharness.cli.main import main
 
     monkeypatch.setenv("COLUMNS", "300")
     code = main(argv)
@@ -129,7 +129,7 @@ def _run_in_process(monkeypatch, capsys, tmp_path, argv):
 
 
 def test_full_disk_under_the_output_folder_names_the_file_and_keeps_finished_records(monkeypatch, capsys, tmp_path):
-    import negharness.atomic as atomic
+    import negharness.store.atomic as atomic
 
     real = atomic.atomic_write
 
@@ -156,13 +156,13 @@ def test_full_disk_under_the_output_folder_names_the_file_and_keeps_finished_rec
 def test_full_disk_under_the_cache_is_one_line(monkeypatch, capsys, tmp_path):
     """Whatever writes the cache, a full disk there (an OSError without a path, or a library's own
     error that says so) is one line naming the cache folder, exit 2."""
-    from negharness.runner import EvalContext
+    from negharness.engine.runner import CachedEvalContext
 
     def full(self, *args, **kwargs):
         raise RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
                            "message: \"No space left on device\" })")
 
-    monkeypatch.setattr(EvalContext, "embed_texts", full)
+    monkeypatch.setattr(CachedEvalContext, "embed_texts", full)
     cache = tmp_path / "cache"
     code, err = _run_in_process(monkeypatch, capsys, tmp_path, [
         "run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--limit", "4",
@@ -172,7 +172,7 @@ def test_full_disk_under_the_cache_is_one_line(monkeypatch, capsys, tmp_path):
 
 # the leaderboard -------------------------------------------------------------------------------------
 def _record(**changes):
-    from negharness.results import SCHEMA_VERSION
+    from negharness.records.results import SCHEMA_VERSION
 
     rec = {"schema_version": SCHEMA_VERSION, "created_at": "2026-01-01T00:00:00Z",
            "model": {"label": "m", "name": "m"}, "task": {"name": "t", "family": "f", "leaderboard_metrics": ["R@1"]},

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from negharness import content
-from negharness.cache import EmbeddingCache, read_shard
-from negharness.media import MediaSet, frame_folders, image_files, video_files
-from negharness.model import ModelOptions
-from negharness.runner import EvalContext, RunSettings
+from negharness.store import content
+from negharness.store.cache import EmbeddingCache, read_shard
+from negharness.io.media import MediaSet, frame_folders, image_files, video_files
+from negharness.contracts.model import ModelOptions
+from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.testing import COLOURS, KeywordModel, solid_image
-from negharness.video import FrameSampling, available_decoders, decoder_identity, video_recipe
+from negharness.io.video import FrameSampling, available_decoders, decoder_identity, video_recipe
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
 COLOUR_NAMES = list(COLOURS)
@@ -40,8 +40,8 @@ def _jpegs(folder: Path, colours: list[str]) -> list[Path]:
     return paths
 
 
-def _ctx(cache_root: Path, model=None, **settings) -> EvalContext:
-    return EvalContext(model or KeywordModel(), RunSettings(batch_size=2, workers=0, **settings), EmbeddingCache(cache_root))
+def _ctx(cache_root: Path, model=None, **settings) -> CachedEvalContext:
+    return CachedEvalContext(model or KeywordModel(), RunSettings(batch_size=2, workers=0, **settings), EmbeddingCache(cache_root))
 
 
 def _images(paths: list[Path], key: str = "test/images") -> MediaSet:
@@ -56,7 +56,7 @@ def test_replaced_image_is_encoded_again(tmp_path):
     again = _ctx(tmp_path / "c")
     after = again.embed_media(_images(paths))
     assert again.counters.media_encoded == 1 and again.counters.media_cached == 3
-    fresh = EvalContext(KeywordModel(), RunSettings(workers=0)).embed_media(_images(paths))
+    fresh = CachedEvalContext(KeywordModel(), RunSettings(workers=0)).embed_media(_images(paths))
     assert torch.allclose(after, fresh, atol=1e-6) and not torch.allclose(after[1], before[1], atol=1e-3)
 
 
@@ -86,7 +86,7 @@ def test_two_roots_with_the_same_ids_do_not_share(tmp_path):
     ctx = _ctx(tmp_path / "c")
     got = ctx.embed_media(_images(b))
     assert ctx.counters.media_encoded == 2 and ctx.counters.media_cached == 1
-    fresh = EvalContext(KeywordModel(), RunSettings(workers=0)).embed_media(_images(b))
+    fresh = CachedEvalContext(KeywordModel(), RunSettings(workers=0)).embed_media(_images(b))
     assert torch.allclose(got, fresh, atol=1e-6)
 
 

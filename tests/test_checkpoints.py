@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.checkpoints import equals_base, read_checkpoint, strip_prefixes
-from negharness.errors import UserError
-from negharness.model import ModelOptions
+from negharness.io.checkpoints import equals_base, read_checkpoint, strip_prefixes
+from negharness.contracts.errors import UserError
+from negharness.contracts.model import ModelOptions
 from negharness.plugins import openclip_model
 from negharness.plugins.clip4clip import clip4clip
 from negharness.plugins.finetuned_clip import negclip
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.trained_model import FORMAT, clip_bnl
-from negharness.safe_unpickle import restricted_load
+from negharness.io.safe_unpickle import restricted_load
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,
                           "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
@@ -191,7 +191,7 @@ def test_released_file_equal_to_its_base_is_reported(source, tmp_path, monkeypat
 
 def test_trained_folder_equal_to_its_base_is_reported(tmp_path):
     """A `negharness train` folder whose weights are shapes_clip's unchanged."""
-    from negharness.checkpoints import save_safetensors
+    from negharness.io.checkpoints import save_safetensors
     from negharness.plugins.shapes_clip import WEIGHTS
 
     folder = tmp_path / "run"

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.choices import ChoiceSet
-from negharness.media import MediaSet
-from negharness.model import ModelOptions
-from negharness.runner import EvalContext, RunSettings
+from negharness.scoring.choices import ChoiceSet
+from negharness.io.media import MediaSet
+from negharness.contracts.model import ModelOptions
+from negharness.engine.runner import CachedEvalContext, RunSettings
 
 from choice_helpers import tiny_gpt2, tiny_llava, write_image
 
@@ -24,8 +24,8 @@ WORDS = CAPTIONS + ["Describe the image in one sentence.", "Which caption descri
                     "A.", "B.", "C."]
 
 
-def _ctx(model, batch_size: int = 64) -> EvalContext:
-    return EvalContext(model, RunSettings(batch_size=batch_size), None)
+def _ctx(model, batch_size: int = 64) -> CachedEvalContext:
+    return CachedEvalContext(model, RunSettings(batch_size=batch_size), None)
 
 
 def _images() -> MediaSet:
@@ -115,7 +115,7 @@ def test_hf_vlm_letter_scores_come_back_in_task_order(llava_dir):
 
 
 def test_embedding_calls_on_generative_models_are_a_clear_error(llava_dir):
-    from negharness.errors import UserError
+    from negharness.contracts.errors import UserError
     from negharness.plugins.hf_vlm import hf_vlm
 
     model = hf_vlm(ModelOptions(arch=str(llava_dir)))

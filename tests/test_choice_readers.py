@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from negharness.declarative import load_folder
-from negharness.errors import UserError
+from negharness.declarative.register import load_folder
+from negharness.contracts.errors import UserError
 from negharness.tasks.builtin import GENERATORS
 
 from choice_helpers import TableModel, evaluate, write_image
@@ -198,7 +198,7 @@ def test_ccneg_reads_the_torch_file_weights_only_and_drops_commas(tmp_path):
 def test_ccneg_refuses_a_pickle_of_arbitrary_objects(tmp_path):
     import argparse
 
-    from negharness.task import TaskOptions
+    from negharness.contracts.task import TaskOptions
 
     (tmp_path / "ccneg").mkdir()
     torch.save({"image_paths": [], "annotations": argparse.Namespace(x=1)}, tmp_path / "ccneg/ccneg_preprocessed.pt")
@@ -216,8 +216,8 @@ def _png_b64(colour: str) -> str:
 
 
 def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
-    from negharness.runner import EvalContext, RunSettings
-    from negharness.task import TaskOptions
+    from negharness.engine.runner import CachedEvalContext, RunSettings
+    from negharness.contracts.task import TaskOptions
 
     items = [{"index": 0, "image": _png_b64("red"), "original_question": "What colour is the ball?",
               "negated_question": "What colour is the ball not?", "A": "red", "B": "blue",
@@ -248,7 +248,7 @@ def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
     original = BUILTIN["negvqa_original"](TaskOptions(tmp_path))
     assert [r.correct for r in original.rows] == [0, 1] and original.rows[1].question == "Is it a cat?"
     with pytest.raises(UserError, match="questions"):  # a CLIP-like model would ignore the question
-        original.evaluate(EvalContext(TableModel({}), RunSettings(), None))
+        original.evaluate(CachedEvalContext(TableModel({}), RunSettings(), None))
 
 
 NEGBENCH_COCO = Path(__file__).resolve().parents[2] / "shared/data/negbench/negbench_eval_csvs/images"
@@ -292,7 +292,7 @@ def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
     yaml_task = load_folder(yaml_dir)[0]
     rng = random.Random(0)
     table = {}
-    from negharness.task import TaskOptions
+    from negharness.contracts.task import TaskOptions
 
     for i, ref in enumerate(yaml_task(TaskOptions(tmp_path)).rows):
         write_image(ref.media.path, ["red", "green", "blue"][i % 3])

@@ -12,7 +12,7 @@ import weakref
 
 import pytest
 
-from negharness.errors import UserError
+from negharness.contracts.errors import UserError
 
 BOM = "\ufeff"
 
@@ -155,9 +155,9 @@ def test_parquet_rows_read_in_small_batches(tmp_path, monkeypatch):
 def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tmp_path):
     """Every image a sample loads is tracked by a weak reference: at any load, the images still alive
     are at most what one edit batch needs, never one per sample (the gallery too is written at once)."""
-    from negharness.evaluate import RunRequest, run_evaluation
-    from negharness.hookspecs import hookimpl
-    from negharness.plugin_manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.discovery.hookspecs import hookimpl
+    from negharness.discovery.manager import make_host
     from negharness.tasks.nein.shapes import ShapesNeIn, editing_pairs
 
     live: list[weakref.ref] = []  # PIL images are unhashable: a list of weak references, not a WeakSet

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from negharness.diagnose import FAMILIES, TEMPLATES, captions, fill, load_templates
-from negharness.errors import UserError
+from negharness.report.diagnose import FAMILIES, TEMPLATES, captions, fill, load_templates
+from negharness.contracts.errors import UserError
 
 PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "seeds" / "003_8a649d9afd753fc6.txt"
 
@@ -71,7 +71,7 @@ def test_pca_axes_have_a_fixed_sign():
     embedding's dimensions: the largest loading of each axis is made positive."""
     import torch
 
-    from negharness.diagnose import pca_2d
+    from negharness.report.diagnose import pca_2d
 
     torch.manual_seed(0)
     emb = torch.randn(40, 16) @ torch.diag(torch.linspace(3, 0.5, 16))

@@ -6,12 +6,12 @@ import random
 import numpy as np
 import pytest
 
-from negharness import perquery
-from negharness.compare import compare, load_runs, to_markdown
-from negharness.fake_records import fake_record, write_fake_record
-from negharness.metrics import (binomial_two_sided, bootstrap_ci, bootstrap_intervals, mcnemar_exact, paired_test,
-                                resampled_means)
-from negharness.results import ModelConfig
+from negharness.scoring import perquery
+from negharness.records.compare import compare, load_runs, to_markdown
+from negharness.records.fake import fake_record, write_fake_record
+from negharness.scoring.metrics import (binomial_two_sided, bootstrap_ci, bootstrap_intervals, mcnemar_exact,
+    paired_test, resampled_means)
+from negharness.records.results import ModelConfig
 
 FIXED = np.array([100.0] * 130 + [0.0] * 270)  # 32.5% hits over 400 queries
 rng0 = np.random.default_rng(5)
@@ -44,7 +44,7 @@ def test_uncovered_queries_are_left_out_of_each_resample():
     a = bootstrap_intervals({"m": covered}, n=4000, seed=1)["m"]
     b = bootstrap_intervals({"m": with_gaps}, n=4000, seed=1)["m"]
     assert b[0] == pytest.approx(a[0], abs=2.0) and b[1] == pytest.approx(a[1], abs=2.0)
-    assert perquery.covered_mean(perquery.make(range(400), {"m": with_gaps})["values"]["m"]) == 75.0
+    assert perquery.covered_mean(perquery.per_query(range(400), {"m": with_gaps})["values"]["m"]) == 75.0
 
 
 def test_chunking_bounds_memory_and_never_changes_the_numbers():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from negharness.fake_records import write_fake_record
-from negharness.leaderboard_check import invalid_records
-from negharness.results import ModelConfig
+from negharness.records.fake import write_fake_record
+from negharness.report.check import invalid_records
+from negharness.records.results import ModelConfig
 
 
 def _hits(k: int, n: int = 300) -> list[float]:

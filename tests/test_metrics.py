@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics, source_rank
+from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics, source_rank
 
 
 def test_single_relevant_ranks_by_hand():
@@ -68,7 +68,7 @@ def test_average_precision_by_hand():
     sim = torch.tensor([[0.8, 0.9, 0.1, 0.5],
                         [0.1, 0.9, 0.3, 0.2]])  # second query: one relevant (item 2) at rank 2
     rel = Relevance.from_lists([[0, 2], [2]], 4)
-    from negharness.metrics import average_precision, several_relevant_metrics
+    from negharness.scoring.metrics import average_precision, several_relevant_metrics
     ap = average_precision(sim, rel)
     assert ap[0] == pytest.approx((1 / 2 + 2 / 4) / 2)  # precision at ranks 2 and 4
     assert ap[1] == pytest.approx(1 / 2)
@@ -79,7 +79,7 @@ def test_average_precision_by_hand():
 
 
 def test_negation_deltas_with_a_source_video_that_climbs():
-    from negharness.metrics import negation_deltas
+    from negharness.scoring.metrics import negation_deltas
     orig = torch.tensor([1, 4, 20])  # source video rank under each negated query's original
     neg = torch.tensor([3, 2, 20])   # under the negated query: down, *up* (the model got it backwards), same
     d = negation_deltas(orig, neg, ks=(1, 5))
@@ -100,7 +100,7 @@ def test_single_relevant_fast_path_matches_masked_path():
 
 
 def test_bootstrap_intervals():
-    from negharness.metrics import bootstrap_ci, paired_bootstrap
+    from negharness.scoring.metrics import bootstrap_ci, paired_bootstrap
     values = np.r_[np.zeros(500), np.ones(500)]
     lo, hi = bootstrap_ci(values, n=500)
     assert lo < 0.5 < hi and hi - lo < 0.1

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.errors import MissingDataError, UserError
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.mcq import mcq_choices, mcq_metrics
+from negharness.contracts.errors import MissingDataError, UserError
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.scoring.mcq import mcq_choices, mcq_metrics
 from negharness.tasks.negbench.catalog import COCO_LAYOUT, MCQ
 from negharness.tasks.negbench.data import map_media_path, read_mcq, read_retrieval, template_of_caption
 from negharness.testing import COLOURS, host_with_models, keyword_model
@@ -169,7 +169,7 @@ def test_shapes_mcq_ground_truth_is_exact():
 
 
 def test_published_numbers_match_a_run_of_the_same_weights():
-    from negharness.published import published_notes
+    from negharness.records.published import published_notes
 
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
     found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0})["published"]

@@ -3,9 +3,9 @@
 
 import pytest
 
-from negharness.editing import Editor
-from negharness.errors import UserError
-from negharness.evaluate import RunRequest, run_evaluation
+from negharness.contracts.editing import Editor
+from negharness.contracts.errors import UserError
+from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.plugins.reference_editors import negated_object
 from negharness.plugins.shapes_detector import ShapesDetector
 from negharness.tasks.nein.tasks import FORMATS
@@ -14,7 +14,7 @@ from negharness.testing import host_with_models
 
 
 def _run(tmp_path, editor, host=None, **kw):
-    from negharness.plugin_manager import make_host
+    from negharness.discovery.manager import make_host
 
     req = RunRequest(model=editor, tasks=["nein_shapes"], output_dir=str(tmp_path / "res"),
                      task_extra={"n_items": "40"}, **kw)
@@ -58,7 +58,7 @@ class _Broken(Editor):
 
 def test_an_output_that_is_not_an_image_is_named(tmp_path):
     host = host_with_models({})
-    from negharness.hookspecs import hookimpl
+    from negharness.discovery.hookspecs import hookimpl
     import types
 
     @hookimpl

@@ -8,8 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from negharness.errors import UserError
-from negharness.model import ModelOptions
+from negharness.contracts.errors import UserError
+from negharness.contracts.model import ModelOptions
 
 transformers = pytest.importorskip("transformers")
 diffusers = pytest.importorskip("diffusers")
@@ -137,8 +137,8 @@ def _nein_layout(root: Path, n: int = 4) -> list[dict]:
 @pytest.mark.needs_nltk
 def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_folder, dino_folder):
     from negharness.text.phrases import head_nouns
-    from negharness.evaluate import RunRequest, run_evaluation
-    from negharness.plugin_manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.discovery.manager import make_host
 
     assert head_nouns("A man with a dog is riding a bicycle on a road.") == ["man", "dog", "bicycle", "road"]
     root = tmp_path / "data"
@@ -172,8 +172,8 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
 
     import pyarrow.parquet as pq
 
-    from negharness.evaluate import RunRequest, run_evaluation
-    from negharness.plugin_manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.discovery.manager import make_host
 
     def png(seed):
         buf = io.BytesIO()

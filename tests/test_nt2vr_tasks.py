@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.errors import MissingDataError, UserError
-from negharness.evaluate import RunRequest, run_evaluation
+from negharness.contracts.errors import MissingDataError, UserError
+from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.text.nt2vr_files import read_caption_file, read_composed_file
 from negharness.testing import COLOURS, host_with_models, keyword_model
 
@@ -142,26 +142,26 @@ def test_builders_on_real_msrvtt_captions():
 
 
 def test_boolean_wrapper_scores_positive_minus_negative():
-    from negharness.media import MediaSet
-    from negharness.metrics import Relevance
+    from negharness.io.media import MediaSet
+    from negharness.scoring.metrics import Relevance
     from negharness.plugins.boolean_model import BooleanModel
-    from negharness.runner import EvalContext, RunSettings
+    from negharness.engine.runner import CachedEvalContext, RunSettings
     from negharness.testing import KeywordModel, solid_image
-    from negharness.retrieval import QuerySet, similarities
+    from negharness.scoring.retrieval import QuerySet, similarities
 
     base = KeywordModel()
     wrapped = BooleanModel(base, "kw")
     assert wrapped.fingerprint() == base.fingerprint()  # shares the base model's cached embeddings
     imgs = [solid_image(c) for c in ("red", "green")]
     media = MediaSet("t", "image", ["r", "g"], lambda i: imgs[i], cheap=True)
-    ctx = EvalContext(wrapped, RunSettings())
+    ctx = CachedEvalContext(wrapped, RunSettings())
     emb = ctx.embed_media(media)
     qs = QuerySet(["q"], ["red and not green"], Relevance.from_lists([[0]], 2), [("red", "green")])
     got = similarities(ctx, qs, emb)
     cos = lambda a, b: float(base.encode_text([a]) @ emb[b])  # noqa: E731
     assert got[0, 0].item() == pytest.approx((1 + cos("red", 0)) / 2 - (1 + cos("green", 0)) / 2)
     assert got[0, 1].item() == pytest.approx((1 + cos("red", 1)) / 2 - (1 + cos("green", 1)) / 2)
-    plain = EvalContext(base, RunSettings())
+    plain = CachedEvalContext(base, RunSettings())
     assert torch_equal(similarities(plain, qs, emb), base.encode_text(["red and not green"]) @ emb.t())
 
 
@@ -198,16 +198,16 @@ def test_boolean_baseline_reads_the_authors_neginfo_and_reports_its_parts(tmp_pa
 @pytest.mark.needs_nltk
 def test_boolean_baseline_scores_choices_as_positive_minus_negative():
     """MCQ rows go through the model's score_choices: each option by s(pos) - s(neg), ragged rows padded."""
-    from negharness.choices import ChoiceSet
-    from negharness.media import MediaSet
+    from negharness.scoring.choices import ChoiceSet
+    from negharness.io.media import MediaSet
     from negharness.plugins.boolean_model import BooleanModel
-    from negharness.runner import EvalContext, RunSettings
+    from negharness.engine.runner import CachedEvalContext, RunSettings
     from negharness.testing import KeywordModel, solid_image
 
     base = KeywordModel()
     imgs = [solid_image(c) for c in ("red", "green")]
     media = MediaSet("t", "image", ["r", "g"], lambda i: imgs[i], cheap=True)
-    ctx = EvalContext(BooleanModel(base, "kw"), RunSettings())
+    ctx = CachedEvalContext(BooleanModel(base, "kw"), RunSettings())
     emb = ctx.embed_media(media)
     options = [["red", "red but not green"], ["green", "red", "blue"]]
     got = ctx.model.score_choices(ctx, ChoiceSet(media, [0, 1], options, [0, 0]))

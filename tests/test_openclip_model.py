@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.errors import UserError
-from negharness.model import ModelOptions
+from negharness.contracts.errors import UserError
+from negharness.contracts.model import ModelOptions
 from negharness.plugins.openclip_model import OpenClipModel, clip
 from negharness.plugins.shapes_clip import CONFIG
 
@@ -119,7 +119,7 @@ def test_jpeg_draft_is_opt_in_fingerprinted_and_close(source, tmp_path):
     from PIL import Image
     from open_clip.transform import PreprocessCfg, image_transform_v2
 
-    from negharness.model import jpeg_draft
+    from negharness.contracts.model import jpeg_draft
 
     path = _smooth_jpeg(tmp_path / "photo.jpg")
     with Image.open(path) as im:

@@ -2,8 +2,8 @@
 
 import json
 
-from negharness.errors import DuplicateNameError, UnknownNameError
-from negharness.registry import Registry
+from negharness.contracts.errors import DuplicateNameError, UnknownNameError
+from negharness.discovery.registry import Registry
 
 import pytest
 
@@ -94,7 +94,7 @@ def test_list_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from negharness.cli import main; main(['list']); "
+    code = ("import sys; from negharness.cli.main import main; main(['list']); "
             "print('TORCH' if 'torch' in sys.modules else 'NO_TORCH')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -103,8 +103,8 @@ def test_list_does_not_import_torch():
 
 def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
     """--model boolean -M base=kw finds a model that only this run's host has (not a fresh host)."""
-    from negharness.evaluate import RunRequest, run_evaluation
-    from negharness.model import ModelOptions
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.contracts.model import ModelOptions
     from negharness.testing import host_with_models, keyword_model
 
     req = RunRequest(model="boolean", model_options=ModelOptions(extra={"base": "kw"}), tasks=["shapes_t2i_original"],

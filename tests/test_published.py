@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from negharness.published import (ModelIdentity, PublishedTableError, compare, load_table, published_notes,
-                                  published_rows, shipped_rows, shipped_table_files)
+from negharness.records.published import (ModelIdentity, PublishedTableError, compare, load_table, published_notes,
+    published_rows, shipped_rows, shipped_table_files)
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 REPO_MCQ = SHARED / "data" / "negbench" / "official_repo_results" / "mcq"
@@ -87,7 +87,7 @@ def test_official_repo_tables_are_complete_and_exact():
 
 
 def test_every_row_names_a_task_and_a_metric_that_task_emits():
-    from negharness.plugin_manager import make_host
+    from negharness.discovery.manager import make_host
 
     registry = make_host().registry
     for task, metrics in {(r.task, r.metric) for r in shipped_rows()}:
@@ -156,7 +156,7 @@ def test_scaled_columns_convert_to_task_units(tmp_path):
 
 def test_nt2vr_task_adds_published_notes(tmp_path, monkeypatch):
     """The call site: an nT2VR task's result carries the comparison under notes['published']."""
-    from negharness.task import TaskOptions, TaskResult
+    from negharness.contracts.task import TaskOptions, TaskResult
     from negharness.tasks.nt2vr.tasks import TASKS
 
     task = TASKS["msrvtt1k_composed"](TaskOptions(data_root=tmp_path))

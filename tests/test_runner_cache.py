@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.cache import EmbeddingCache
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.media import MediaSet
-from negharness.plugin_manager import PluginHost
-from negharness.runner import EvalContext, RunSettings
+from negharness.store.cache import EmbeddingCache
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.io.media import MediaSet
+from negharness.discovery.manager import PluginHost
+from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.testing import ColourRetrievalTask, KeywordModel, keyword_model, solid_image
-import negharness.hookspecs as hs
+import negharness.discovery.hookspecs as hs
 
 
 def _media(n=6):
@@ -26,10 +26,10 @@ def _media(n=6):
 def test_rerun_encodes_nothing_and_returns_the_same(tmp_path):
     cache = EmbeddingCache(tmp_path)
     model = KeywordModel()
-    first = EvalContext(model, RunSettings(batch_size=4), cache)
+    first = CachedEvalContext(model, RunSettings(batch_size=4), cache)
     a_img, a_txt = first.embed_media(_media()), first.embed_texts(["a red thing", "blue", "a red thing"])
     assert first.counters.media_encoded == 6 and first.counters.texts_encoded == 2  # duplicates once
-    again = EvalContext(model, RunSettings(batch_size=4), EmbeddingCache(tmp_path))  # a new process's view
+    again = CachedEvalContext(model, RunSettings(batch_size=4), EmbeddingCache(tmp_path))  # a new process's view
     b_img, b_txt = again.embed_media(_media()), again.embed_texts(["a red thing", "blue", "a red thing"])
     assert again.counters.media_encoded == 0 and again.counters.texts_encoded == 0
     assert again.counters.media_cached == 6 and again.counters.texts_cached == 2
@@ -58,20 +58,20 @@ class _CrashingModel(KeywordModel):
 def test_a_crash_halfway_keeps_finished_shards_and_resumes(tmp_path):
     cache = EmbeddingCache(tmp_path, flush_every=2)
     with pytest.raises(_Crash):
-        EvalContext(_CrashingModel(), RunSettings(batch_size=2), cache).embed_media(_media())
+        CachedEvalContext(_CrashingModel(), RunSettings(batch_size=2), cache).embed_media(_media())
     resumed_model = KeywordModel()
-    ctx = EvalContext(resumed_model, RunSettings(batch_size=2), EmbeddingCache(tmp_path))
+    ctx = CachedEvalContext(resumed_model, RunSettings(batch_size=2), EmbeddingCache(tmp_path))
     out = ctx.embed_media(_media())
     assert ctx.counters.media_cached == 4 and ctx.counters.media_encoded == 2
-    fresh = EvalContext(KeywordModel(), RunSettings(batch_size=2), None).embed_media(_media())
+    fresh = CachedEvalContext(KeywordModel(), RunSettings(batch_size=2), None).embed_media(_media())
     assert torch.allclose(out, fresh)
 
 
 def test_precision_and_fingerprint_separate_namespaces(tmp_path):
     model = KeywordModel()
-    fp32 = EvalContext(model, RunSettings(precision="fp32"), EmbeddingCache(tmp_path))
-    bf16 = EvalContext(model, RunSettings(precision="bf16"), EmbeddingCache(tmp_path))
-    other = EvalContext(KeywordModel(dim=16), RunSettings(precision="fp32"), EmbeddingCache(tmp_path))
+    fp32 = CachedEvalContext(model, RunSettings(precision="fp32"), EmbeddingCache(tmp_path))
+    bf16 = CachedEvalContext(model, RunSettings(precision="bf16"), EmbeddingCache(tmp_path))
+    other = CachedEvalContext(KeywordModel(dim=16), RunSettings(precision="fp32"), EmbeddingCache(tmp_path))
     assert len({fp32.namespace, bf16.namespace, other.namespace}) == 3
     fp32.embed_media(_media())
     bf16.embed_media(_media())
@@ -79,11 +79,11 @@ def test_precision_and_fingerprint_separate_namespaces(tmp_path):
 
 
 def test_damaged_shard_is_recomputed_not_trusted(tmp_path):
-    ctx = EvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
+    ctx = CachedEvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
     ctx.embed_media(_media())
     for shard in tmp_path.rglob("shard-*.safetensors"):
         shard.write_bytes(b"garbage")
-    again = EvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
+    again = CachedEvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
     again.embed_media(_media())
     assert again.counters.media_encoded == 6
 
@@ -156,7 +156,7 @@ def test_dataloader_path_pads_and_masks_videos_of_different_lengths(workers):
     clips = [rng.integers(0, 255, size=(t, 4, 4, 3), dtype=np.uint8) for t in (1, 3, 2, 4, 3)]
     media = MediaSet("test/clips", "video", [f"v{i}" for i in range(5)], lambda i: clips[i], cheap=False)
     model = _ClipLengths()
-    got = EvalContext(model, RunSettings(batch_size=2, workers=workers)).embed_media(media)
+    got = CachedEvalContext(model, RunSettings(batch_size=2, workers=workers)).embed_media(media)
     for i, clip in enumerate(clips):
         frames = model.preprocess_video(clip)[None]
         assert torch.allclose(got[i], model.encode_video(frames)[0], atol=1e-6)
@@ -172,7 +172,7 @@ def test_passive_openmp_waiting_is_chosen_before_torch_loads(preset, torch_first
     if preset:
         env["OMP_WAIT_POLICY"] = preset
     code = ("import os\n" + ("import torch\n" if torch_first else "")
-            + "from negharness.cpu_threads import prefer_passive_waiting\n"
+            + "from negharness.engine.cpu_threads import prefer_passive_waiting\n"
             "print(prefer_passive_waiting(), os.environ.get('OMP_WAIT_POLICY', 'unset'))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert tuple(out.stdout.split()) == expected
@@ -193,7 +193,7 @@ def test_decode_threads_yield_to_the_forward_pass_and_keep_the_order():
         return solid_image(colours[i])
 
     media = MediaSet("prio", "image", [str(i) for i in range(len(colours))], load)
-    ctx = EvalContext(KeywordModel(), RunSettings(batch_size=4, workers=0, decode_threads=3))
+    ctx = CachedEvalContext(KeywordModel(), RunSettings(batch_size=4, workers=0, decode_threads=3))
     emb = ctx.embed_media(media)
     assert all(name.startswith("negharness-decode") and nice == min(19, main_nice + 10) for name, nice in seen)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_nice
@@ -205,7 +205,7 @@ def test_an_unreadable_item_stops_decoding_without_draining_the_queue():
     """The error names the item at once; batches queued behind it are cancelled, not decoded."""
     import time
 
-    from negharness.errors import MediaError
+    from negharness.contracts.errors import MediaError
 
     loaded: list[int] = []
 
@@ -217,7 +217,7 @@ def test_an_unreadable_item_stops_decoding_without_draining_the_queue():
         return solid_image("red")
 
     media = MediaSet("broken", "image", [str(i) for i in range(200)], load)
-    ctx = EvalContext(KeywordModel(), RunSettings(batch_size=50, workers=0, decode_threads=2))
+    ctx = CachedEvalContext(KeywordModel(), RunSettings(batch_size=50, workers=0, decode_threads=2))
     with pytest.raises(MediaError, match="1.jpg"):
         ctx.embed_media(media)
     assert len(loaded) <= 10  # what the two threads had started, not the 99 items queued behind

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.metrics import bootstrap_ci, paired_bootstrap, seed_means
+from negharness.scoring.metrics import bootstrap_ci, paired_bootstrap, seed_means
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "exp_negation_training.py"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from negharness.cache import EmbeddingCache
-from negharness.media import MediaSet
-from negharness.runner import EvalContext, RunSettings
-from negharness.sharding import ShardEvalContext, media_subset, torchrun_env
+from negharness.store.cache import EmbeddingCache
+from negharness.io.media import MediaSet
+from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.engine.sharding import ShardEvalContext, media_subset, torchrun_env
 from negharness.testing import COLOURS, KeywordModel, solid_image
 
 COLOUR_NAMES = list(COLOURS)
@@ -39,7 +39,7 @@ def test_torchrun_env() -> None:
 
 
 def test_training_and_evaluation_read_torchrun_alike() -> None:
-    from negharness.distributed import Dist, from_env
+    from negharness.engine.distributed import Dist, from_env
 
     assert from_env({}) == Dist() and from_env({"RANK": "3"}) == Dist()  # a stray RANK is no distributed run
     assert from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"}) == Dist(3, 4, 1)
@@ -70,10 +70,10 @@ def test_two_simulated_ranks_fill_the_cache_once(tmp_path: Path) -> None:
     assert encoded == [{"image": 3, "text": 3}, {"image": 3, "text": 3}]  # 6 distinct texts, 3 each
 
     model = KeywordModel()
-    warm = EvalContext(model, settings, EmbeddingCache(tmp_path))
+    warm = CachedEvalContext(model, settings, EmbeddingCache(tmp_path))
     sims = warm.embed_texts(texts) @ warm.embed_media(media).t()
     assert model.encoded == {"image": 0, "text": 0}
-    cold = EvalContext(KeywordModel(), settings, None)
+    cold = CachedEvalContext(KeywordModel(), settings, None)
     assert torch.allclose(sims, cold.embed_texts(texts) @ cold.embed_media(media).t(), atol=1e-6)
 
 
@@ -95,8 +95,8 @@ def _fake_gather(monkeypatch: pytest.MonkeyPatch, others: list) -> None:
 
 
 def test_ranks_out_of_step_fail_naming_what_each_saw(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from negharness.errors import UserError
-    from negharness.sharding import ShardSession
+    from negharness.contracts.errors import UserError
+    from negharness.engine.sharding import ShardSession
 
     _fake_gather(monkeypatch, [("end of run", None)])
     with pytest.raises(UserError, match=r"rank 0: task shapes_mcq, rank 1: end of run.*share"):
@@ -104,8 +104,8 @@ def test_ranks_out_of_step_fail_naming_what_each_saw(monkeypatch: pytest.MonkeyP
 
 
 def test_cache_dir_not_shared_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from negharness.errors import UserError
-    from negharness.sharding import ShardSession
+    from negharness.contracts.errors import UserError
+    from negharness.engine.sharding import ShardSession
 
     answers = iter([[("cache probe", None)], [("cache probe written", None)],
                     [("cache probe read", (False, "node7"))], [("cache probe checked", None)]])
@@ -170,7 +170,7 @@ def _records(folder: Path) -> dict[str, dict]:
 
 def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     common = ["run", "--model", "shapes_clip", *TASKS, "--device", "cpu", "--limit", "41", "--batch-size", "16"]
-    from negharness.cli import main
+    from negharness.cli.main import main
 
     assert main([*common, "--cache-dir", str(tmp_path / "c1"), "--output-dir", str(tmp_path / "r1")]) == 0
     two = _run([*common, "--cache-dir", str(tmp_path / "c2"), "--output-dir", str(tmp_path / "r2")], tmp_path, 2)

@@ -6,9 +6,9 @@ import types
 
 import pytest
 
-from negharness.errors import UserError
-from negharness.options import OptionSpec, parse_bool, parse_options
-from negharness.task import MetricInfo, Task, TaskDefinitionError, TaskOptions, TaskResult
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import OptionSpec, parse_bool, parse_options
+from negharness.contracts.task import MetricInfo, Task, TaskDefinitionError, TaskOptions, TaskResult
 
 
 class _Good(Task):
@@ -57,7 +57,7 @@ def test_option_errors_name_flag_key_and_owner():
 
 
 def test_undeclared_metric_is_refused(tmp_path):
-    from negharness.task import check_result
+    from negharness.contracts.task import check_result
 
     task = _Good(TaskOptions(tmp_path))
     with pytest.raises(TaskDefinitionError, match="from plugin 'p' returned metric 'R@1'"):
@@ -71,7 +71,7 @@ def test_unknown_task_option_in_a_run_is_an_error(cli):
 
 
 def _host_with(plugin, name):
-    from negharness.plugin_manager import PluginHost
+    from negharness.discovery.manager import PluginHost
 
     host = PluginHost()
     host.register(plugin, name)
@@ -80,7 +80,7 @@ def _host_with(plugin, name):
 
 def test_hook_api_mismatch_and_misspelt_hooks_are_reported_by_plugin():
     from negharness import HOOK_API
-    from negharness.hookspecs import hookimpl
+    from negharness.discovery.hookspecs import hookimpl
 
     @hookimpl
     def negharness_register_models(registry):
@@ -107,11 +107,11 @@ def test_hook_api_mismatch_and_misspelt_hooks_are_reported_by_plugin():
 
 
 def test_factory_returning_the_wrong_type_names_plugin_and_entry(tmp_path):
-    from negharness.context import PluginLookup
-    from negharness.model import ModelOptions
-    from negharness.registry import Registry
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.contracts.model import ModelOptions
+    from negharness.discovery.registry import Registry
 
     reg = Registry()
     reg.add("model", "notamodel", lambda options: object(), "", "someplugin")
-    with pytest.raises(UserError, match="model 'notamodel' from plugin 'someplugin'.*not a negharness.model.EmbeddingModel"):
+    with pytest.raises(UserError, match="model 'notamodel' from plugin 'someplugin'.*not a negharness.contracts.model.EmbeddingModel"):
         PluginLookup(reg).create("model", "notamodel", ModelOptions())

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from negharness.checkpoints import load_state_dict
-from negharness.errors import UserError
-from negharness.model import ModelOptions
-from negharness.distributed import Dist
+from negharness.io.checkpoints import load_state_dict
+from negharness.contracts.errors import UserError
+from negharness.contracts.model import ModelOptions
+from negharness.engine.distributed import Dist
 from negharness.plugins.negation_data import SampleData, collate, sample_list
 from negharness.plugins.negation_training import Recipe, train
 from negharness.plugins.training_step import StepLoss
@@ -18,7 +18,7 @@ from negharness.plugins.shapes_clip import shapes_clip
 from negharness.plugins.trained_model import clip_bnl
 from negharness.tasks.shapes.training import build_stream, shapes
 from negharness.testing import lookup
-from negharness.train import TrainOptions
+from negharness.contracts.training import TrainOptions
 
 TINY = {"epochs": "2", "steps_per_epoch": "2", "n_train": "96", "n_val": "64", "batch_size": "16", "lr": "1e-4"}
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.errors import UserError
-from negharness.train import TrainSetOptions
-from negharness.video import FrameSampling
+from negharness.contracts.errors import UserError
+from negharness.contracts.training import TrainSetOptions
+from negharness.io.video import FrameSampling
 
 av = pytest.importorskip("av")
 

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.checkpoints import load_state_dict
-from negharness.model import ModelOptions
+from negharness.io.checkpoints import load_state_dict
+from negharness.contracts.model import ModelOptions
 from negharness.plugins.negation_data import EpochBatches
 from negharness.plugins.negation_training import train
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.tasks.shapes.training import shapes
 from negharness.testing import lookup
-from negharness.train import TrainOptions
+from negharness.contracts.training import TrainOptions
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16,
                                                            "head_width": 16},

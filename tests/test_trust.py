@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.errors import UserError
-from negharness.evaluate import RunRequest, run_evaluation
-from negharness.progress import LogProgress
+from negharness.contracts.errors import UserError
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.progress import LogProgress
 from negharness.testing import COLOURS, KeywordModel, host_with_models, keyword_model
 
 MCQ_CSV = "COCO_val_mcq_llama3.1_rephrased.csv"
@@ -148,10 +148,10 @@ def test_negated_deltas_leave_out_pairs_whose_video_is_unreadable(tmp_path):
 
 
 def test_nan_embeddings_from_the_model_are_an_error_not_a_skip():
-    from negharness.media import MediaSet
-    from negharness.retrieval import evaluate_text_to_media
-    from negharness.metrics import Relevance
-    from negharness.runner import EvalContext, RunSettings
+    from negharness.io.media import MediaSet
+    from negharness.scoring.retrieval import evaluate_text_to_media
+    from negharness.scoring.metrics import Relevance
+    from negharness.engine.runner import CachedEvalContext, RunSettings
 
     class NanModel(KeywordModel):
         def encode_image(self, pixels):
@@ -161,7 +161,7 @@ def test_nan_embeddings_from_the_model_are_an_error_not_a_skip():
 
     images = [np.full((8, 8, 3), COLOURS[c], dtype=np.uint8) for c in ("red", "blue")]
     media = MediaSet("t/nan", "image", ["r", "b"], lambda i: images[i], cheap=True)
-    ctx = EvalContext(NanModel(), RunSettings(skip_broken_media=True))
+    ctx = CachedEvalContext(NanModel(), RunSettings(skip_broken_media=True))
     with pytest.raises(UserError, match="non-finite embeddings.*r"):
         evaluate_text_to_media(ctx, ["q0", "q1"], ["red", "blue"], Relevance.from_lists([[0], [1]], 2), media)
 
@@ -251,7 +251,7 @@ def test_a_model_without_weight_files_is_loaded_and_its_fingerprint_compared(tmp
     host = host_with_models({"kw": keyword_model})
     req = RunRequest(model="kw", tasks=["colour_retrieval"], output_dir=str(tmp_path / "r"),
                      cache_dir=str(tmp_path / "c"))
-    from negharness.hookspecs import hookimpl
+    from negharness.discovery.hookspecs import hookimpl
     import types
 
     @hookimpl
@@ -349,10 +349,10 @@ def test_a_limit_run_goes_beside_the_default_record_and_stays_off_the_board(cli,
 def test_task_option_variants_get_their_own_records_and_columns(tmp_path):
     import types
 
-    from negharness.hookspecs import hookimpl
-    from negharness.leaderboard import build_tables, to_markdown
-    from negharness.options import OptionSpec
-    from negharness.results import iter_records
+    from negharness.discovery.hookspecs import hookimpl
+    from negharness.report.leaderboard import build_tables, to_markdown
+    from negharness.contracts.options import OptionSpec
+    from negharness.records.results import iter_records
     from negharness.testing import ColourRetrievalTask
 
     class Sized(ColourRetrievalTask):
@@ -382,8 +382,8 @@ def test_task_option_variants_get_their_own_records_and_columns(tmp_path):
 
 
 def test_leaderboard_keeps_two_configs_in_two_columns(tmp_path):
-    from negharness.leaderboard import build_tables, to_markdown
-    from negharness.results import ModelConfig, iter_records, record_path, write_record
+    from negharness.report.leaderboard import build_tables, to_markdown
+    from negharness.records.results import ModelConfig, iter_records, record_path, write_record
 
     def rec(model, n_items, value):
         variant = {"n_items": n_items} if n_items else {}

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.errors import UserError
-from negharness.media import MediaSet
-from negharness.runner import EvalContext, RunSettings
+from negharness.contracts.errors import UserError
+from negharness.io.media import MediaSet
+from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.testing import KeywordModel
-from negharness.errors import MediaError
+from negharness.contracts.errors import MediaError
 from negharness.tasks.nt2vr.frame_index import read_frame_index
-from negharness.video import FrameSampling, available_decoders, decode_video, load_frames
+from negharness.io.video import FrameSampling, available_decoders, decode_video, load_frames
 
 av = pytest.importorskip("av")
 
@@ -83,8 +83,8 @@ def test_skip_broken_media_counts_and_keeps_the_rest(tmp_path):
     model = KeywordModel()
     media = MediaSet("files", "video", ["a", "b", "c"], lambda i: decode_video(paths[i], sampling))
     with pytest.raises(MediaError, match="bad.mp4"):
-        EvalContext(model, RunSettings(workers=0)).embed_media(media)
-    ctx = EvalContext(model, RunSettings(workers=0, skip_broken_media=True))
+        CachedEvalContext(model, RunSettings(workers=0)).embed_media(media)
+    ctx = CachedEvalContext(model, RunSettings(workers=0, skip_broken_media=True))
     with pytest.warns(UserWarning, match="bad.mp4"):
         emb = ctx.embed_media(media)
     assert ctx.counters.media_skipped == 1 and ctx.broken == {"files": ["b"]}

@@ -2,10 +2,10 @@
 only texts (finishes) and one that needs images (fails), to test what the user sees and keeps."""
 import torch
 import torch.nn.functional as F
-from negharness.hookspecs import hookimpl
-from negharness.media import MediaSet
-from negharness.model import EmbeddingModel
-from negharness.task import MetricInfo, Task, TaskResult
+from negharness.discovery.hookspecs import hookimpl
+from negharness.io.media import MediaSet
+from negharness.contracts.model import EmbeddingModel
+from negharness.contracts.task import MetricInfo, Task, TaskResult
 
 
 class BoomModel(EmbeddingModel):

@@ -1,4 +1,4 @@
-from negharness.hookspecs import hookimpl
+from negharness.discovery.hookspecs import hookimpl
 
 
 @hookimpl

@@ -1,11 +1,11 @@
 import numpy as np
 import torch
 import torch.nn.functional as F
-from negharness.hookspecs import hookimpl
-from negharness.media import MediaSet
-from negharness.metrics import Relevance, best_relevant_rank, retrieval_metrics
-from negharness.model import EmbeddingModel
-from negharness.task import MetricInfo, Task, TaskResult
+from negharness.discovery.hookspecs import hookimpl
+from negharness.io.media import MediaSet
+from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
+from negharness.contracts.model import EmbeddingModel
+from negharness.contracts.task import MetricInfo, Task, TaskResult
 
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
 

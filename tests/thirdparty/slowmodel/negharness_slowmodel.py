@@ -7,7 +7,7 @@ can compare what was encoded before a kill -9 with what the cache kept.
 import os
 import time
 
-from negharness.hookspecs import hookimpl
+from negharness.discovery.hookspecs import hookimpl
 from negharness.plugins.shapes_clip import shapes_clip
 
 SLEEP = float(os.environ.get("NEGHARNESS_SLOW_SLEEP", "0.25"))

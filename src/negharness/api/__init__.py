@@ -1,0 +1,127 @@
+"""negharness.api: the one public face of the host, for model, task, trainer and editor plugins.
+
+Built-in and third-party plugins import this and nothing else of the host; everything outside
+``__all__`` is internal and may change between releases. It holds the contracts (what a plugin
+implements: `Task`, `EmbeddingModel`, `Editor`, `Detector`, training sets), the run context a task
+receives (`EvalContext`, `EditContext`), options, errors, result types, and the helpers a task
+scores with (`evaluate_text_to_media`, `evaluate_mcq`, `score_choices`, the metrics).
+
+Names resolve on first use (PEP 562), so a plugin's registration module that imports `hookimpl`
+and `Registrar` from here keeps `negharness list` free of torch; `_EXPORTS` is the whole contract.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from negharness import HOOK_API, __version__
+
+# public name -> the host module that defines it (the module itself where the name is a module)
+_EXPORTS: dict[str, str] = {
+    # plugin registration
+    "hookimpl": "negharness.discovery.hookspecs", "Registrar": "negharness.discovery.registry",
+    "register_yaml_folder": "negharness.declarative.register", "installed_plugins": "negharness.discovery.lookup",
+    # errors
+    "UserError": "negharness.contracts.errors", "MediaError": "negharness.contracts.errors",
+    "MissingDataError": "negharness.contracts.errors",
+    # options
+    "OptionSpec": "negharness.contracts.options", "parse_options": "negharness.contracts.options",
+    "PRECISIONS": "negharness.contracts.precision", "resolve_precision": "negharness.contracts.precision",
+    "autocast": "negharness.contracts.precision",
+    # tasks and results
+    "Task": "negharness.contracts.task", "TaskOptions": "negharness.contracts.task",
+    "TaskResult": "negharness.contracts.task", "MetricInfo": "negharness.contracts.task",
+    # models
+    "EmbeddingModel": "negharness.contracts.model", "ModelOptions": "negharness.contracts.model",
+    "hash_state_dict": "negharness.contracts.model", "array_to_tensor": "negharness.contracts.model",
+    "jpeg_draft": "negharness.contracts.model", "FrameSampling": "negharness.contracts.sampling",
+    "hash_json": "negharness.contracts.hashing",
+    # the run context
+    "EvalContext": "negharness.contracts.context", "RunContext": "negharness.contracts.context",
+    "PluginSource": "negharness.contracts.context", "EditContext": "negharness.engine.edit_context",
+    # editing
+    "Editor": "negharness.contracts.editing", "Detector": "negharness.contracts.editing",
+    "Detection": "negharness.contracts.editing",
+    # training
+    "TrainOptions": "negharness.contracts.training", "TrainSetOptions": "negharness.contracts.training",
+    "TrainStream": "negharness.contracts.training", "TrainingSet": "negharness.contracts.training",
+    "named_trainset": "negharness.contracts.training", "distributed": "negharness.engine.distributed",
+    "Dist": "negharness.engine.distributed", "gather_batch": "negharness.engine.distributed",
+    "resolve_device": "negharness.engine.runner", "lower_priority": "negharness.engine.runner",
+    # scoring helpers a task calls
+    "ChoiceSet": "negharness.contracts.choices", "pad_scores": "negharness.contracts.choices",
+    "score_choices": "negharness.scoring.choices", "choice_metrics": "negharness.scoring.choices",
+    "evaluate_mcq": "negharness.scoring.mcq", "MCQ_METRICS": "negharness.scoring.mcq",
+    "evaluate_text_to_media": "negharness.scoring.retrieval", "evaluate_negated": "negharness.scoring.retrieval",
+    "QuerySet": "negharness.scoring.retrieval", "similarities": "negharness.scoring.retrieval",
+    "drop_unreadable": "negharness.scoring.retrieval", "task_qrels": "negharness.scoring.retrieval",
+    "RETRIEVAL_METRICS": "negharness.scoring.retrieval", "NEGATED_METRICS": "negharness.scoring.retrieval",
+    "QRELS_OPTION": "negharness.scoring.retrieval",
+    "Relevance": "negharness.scoring.metrics", "best_relevant_rank": "negharness.scoring.metrics",
+    "retrieval_metrics": "negharness.scoring.metrics", "per_query": "negharness.scoring.perquery",
+    # media, files, checkpoints
+    "MediaSet": "negharness.io.media", "image_files": "negharness.io.media", "video_files": "negharness.io.media",
+    "frame_folders": "negharness.io.media", "decode_video": "negharness.io.video", "load_frames": "negharness.io.video",
+    "RootGuard": "negharness.io.paths", "data_root": "negharness.io.paths", "cache_root": "negharness.io.paths",
+    "require_regular": "negharness.io.paths", "load_or_explain": "negharness.io.hub",
+    "base_note": "negharness.io.checkpoints", "fit_state_dict": "negharness.io.checkpoints",
+    "load_state_dict": "negharness.io.checkpoints", "read_checkpoint": "negharness.io.checkpoints",
+    "save_safetensors": "negharness.io.checkpoints",
+    "atomic_write": "negharness.store.atomic", "atomic_write_bytes": "negharness.store.atomic",
+    "atomic_write_json": "negharness.store.atomic", "atomic_write_text": "negharness.store.atomic",
+    "cached_json": "negharness.store.atomic",
+    # published numbers
+    "published_notes": "negharness.records.published",
+}
+
+__all__ = sorted(["HOOK_API", "__version__", *_EXPORTS])
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'negharness.api' has no attribute {name!r}")
+    module = importlib.import_module(module_name)
+    value = module if module.__name__.rsplit(".", 1)[-1] == name else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
+    from negharness.contracts.choices import ChoiceSet, pad_scores
+    from negharness.contracts.context import EvalContext, PluginSource, RunContext
+    from negharness.contracts.editing import Detection, Detector, Editor
+    from negharness.contracts.errors import MediaError, MissingDataError, UserError
+    from negharness.contracts.hashing import hash_json
+    from negharness.contracts.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_state_dict, jpeg_draft
+    from negharness.contracts.options import OptionSpec, parse_options
+    from negharness.contracts.precision import PRECISIONS, autocast, resolve_precision
+    from negharness.contracts.sampling import FrameSampling
+    from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
+    from negharness.contracts.training import TrainingSet, TrainOptions, TrainSetOptions, TrainStream, named_trainset
+    from negharness.declarative.register import register_yaml_folder
+    from negharness.discovery.hookspecs import hookimpl
+    from negharness.discovery.lookup import installed_plugins
+    from negharness.discovery.registry import Registrar
+    from negharness.engine import distributed
+    from negharness.engine.distributed import Dist, gather_batch
+    from negharness.engine.edit_context import EditContext
+    from negharness.engine.runner import lower_priority, resolve_device
+    from negharness.io.checkpoints import base_note, fit_state_dict, load_state_dict, read_checkpoint, save_safetensors
+    from negharness.io.hub import load_or_explain
+    from negharness.io.media import MediaSet, frame_folders, image_files, video_files
+    from negharness.io.paths import RootGuard, cache_root, data_root, require_regular
+    from negharness.io.video import decode_video, load_frames
+    from negharness.records.published import published_notes
+    from negharness.scoring.choices import choice_metrics, score_choices
+    from negharness.scoring.mcq import MCQ_METRICS, evaluate_mcq
+    from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
+    from negharness.scoring.perquery import per_query
+    from negharness.scoring.retrieval import (NEGATED_METRICS, QRELS_OPTION, RETRIEVAL_METRICS, QuerySet, drop_unreadable,
+                                              evaluate_negated, evaluate_text_to_media, similarities, task_qrels)
+    from negharness.store.atomic import atomic_write, atomic_write_bytes, atomic_write_json, atomic_write_text, cached_json

@@ -1,0 +1,67 @@
+"""What every `negharness` command shares: KEY=VALUE pairs, consoles, progress, the plugin host.
+
+Kept apart from the commands so `cli` (run, train, list, the parser) and `cli_reports`
+(leaderboard, compare, fire, diagnose, build-queries) use one copy; nothing heavy is imported here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from negharness.contracts.errors import UserError
+
+
+def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{option} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _progress(console: Any, training: bool = False):
+    """A live bar in a terminal (with an ETA when training); elsewhere (a log file, CI, a pipe) a
+    line on stderr every few seconds."""
+    if not console.is_terminal:
+        from negharness.engine.progress import LogProgress
+
+        return LogProgress(sys.stderr)
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    eta = [TimeRemainingColumn()] if training else []
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), *eta,
+                    console=console, transient=True)
+
+
+def _host(args: argparse.Namespace):
+    from negharness.discovery.manager import make_host
+
+    blocked = [p[3:] for p in (args.plugin or []) if p.startswith("no:")]
+    bad = [p for p in (args.plugin or []) if not p.startswith("no:")]
+    if bad:
+        raise UserError(f"-p {bad[0]}: only -p no:NAME (block a plugin) is supported")
+    host = make_host(blocked=blocked, strict=True if args.strict_plugins else None)
+    includes = getattr(args, "include_path", None)
+    if includes:  # users' YAML tasks; parsed now, so an error in one is this command's error (exit 2)
+        from negharness.declarative.register import include_plugin
+
+        host.register(include_plugin(includes), "include_path")
+    if host.failures():
+        from rich.text import Text
+
+        err = _console(stderr=True)
+        for info in host.failures():
+            err.print(Text.assemble(("warning: ", "yellow"), f"plugin {info.name!r} ({info.module}) failed to load: {info.error}"),
+                      soft_wrap=True)
+    return host

@@ -1,0 +1,369 @@
+"""The `negharness` command: the parser, `main`, and the commands that run things (run, train, list);
+the reporting commands are in `cli_reports`.
+
+Heavy modules (torch, open_clip) are imported inside the commands that need them, so ``--help``
+and ``list`` answer at once. A `UserError` becomes one red line and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from negharness import __version__
+from negharness.cli.common import _console, _host, _pairs, _progress
+from negharness.cli.reports import cmd_build_queries, cmd_compare, cmd_diagnose, cmd_fire, cmd_leaderboard
+from negharness.contracts.errors import UserError
+
+EXAMPLES = """examples:
+  negharness run --model shapes_clip --task 'shapes_*'        # embedded default, no download
+  negharness run --model clip --task 'negbench_*' --device cuda --precision bf16
+  negharness run --model clip --arch ViT-B-32 --checkpoint negclip.pt -M quick_gelu=true --task msrvtt3k_composed
+  negharness run --model clip --task 'sugarcrepe_*' --task valse_existence
+  negharness run --model clip --include-path my_tasks/ --task my_choice_task
+  negharness leaderboard                                      # results/ -> results/README.md
+  negharness list
+"""
+
+
+# commands ------------------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    host = _host(args)
+    console = _console()
+    for kind in ("model", "task", "trainer", "trainset", "editor", "detector"):
+        entries = host.registry.entries(kind)
+        if not entries:
+            continue
+        table = Table(title=f"{kind}s", title_justify="left")
+        table.add_column("name", style="cyan", no_wrap=True, min_width=12)
+        table.add_column("plugin")
+        table.add_column("description")
+        clashes = host.registry.duplicates(kind)
+        for e in entries:
+            table.add_row(e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description)
+        console.print(table)
+        for name, plugins in clashes.items():
+            console.print(f"{kind} {name!r} is registered by {' and '.join(map(repr, plugins))}: commands that use "
+                          f"it fail until all but one are blocked, e.g. -p no:{plugins[-1]}", markup=False)
+    for info in sorted(host.plugins.values(), key=lambda p: p.name):
+        if info.status != "loaded":
+            console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
+    return 0
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """Numbers that argparse types as int but that make no sense below a bound."""
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit {args.limit}: must be at least 1 (leave --limit out to use every item)")
+    if args.workers is not None and args.workers < 0:
+        raise UserError(f"--workers {args.workers}: must be 0 (decode in this process) or more")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size {args.batch_size}: must be at least 1")
+
+
+def _check_cache_dir(explicit: str | None) -> None:
+    """The cache folder must be a folder we can write, found out before a model loads."""
+    import os
+
+    from negharness.io.paths import cache_root
+
+    root = cache_root(explicit)
+    option = "--cache-dir" if explicit else ("$NEGHARNESS_CACHE" if os.environ.get("NEGHARNESS_CACHE") else "cache folder")
+    existing = next((p for p in (root, *root.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(f"{option} {root}: {existing} is a file, not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".negharness-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{option} {root}: cannot write there ({exc.strerror or exc})") from exc
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.contracts.model import ModelOptions
+
+    _check_counts(args)
+    if not args.no_cache:
+        _check_cache_dir(args.cache_dir)
+    host = _host(args)
+    req = RunRequest(
+        model=args.model, tasks=args.task,
+        model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+        task_extra=_pairs(args.task_arg, "-T"), data_root=args.data_root, device=args.device,
+        precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
+        seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
+    from negharness.engine.sharding import quiet_stderr_for_followers, shard_session
+
+    with shard_session(req) as shards:  # None unless started by torchrun
+        quiet_stderr_for_followers(shards)
+        err = _console(stderr=True)
+        with _progress(err) as progress:
+            try:
+                outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards)
+            except (UserError, OSError, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                from negharness.engine.failures import PluginRunError, blame_run, debug_requested, os_error_in
+
+                if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
+                    raise
+                raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
+    if shards is None or shards.writes:
+        _print_run_summary(outcomes)
+    return 0
+
+
+def _print_run_summary(outcomes: list[Any]) -> None:
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title="negharness run", title_justify="left")
+    table.add_column("model", style="cyan", no_wrap=True)
+    table.add_column("task", no_wrap=True)
+    table.add_column("scores")
+    table.add_column("items", justify="right")
+    for o in outcomes:
+        rec = o.record or {}
+        info = rec.get("metric_info", {})
+        names = rec.get("task", {}).get("leaderboard_metrics") or list(rec.get("metrics", {}))
+        scores = "  ".join(f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
+                           for k in names if k in rec.get("metrics", {}))
+        items = ", ".join(f"{v} {k}" for k, v in rec.get("n_items", {}).items())
+        table.add_row(rec.get("model", {}).get("label", "?"), _task_cell(o, rec), scores, items)
+    console.print(table)
+    for o in outcomes:
+        rec = o.record or {}
+        if rec.get("n_skipped_media"):
+            first = [i for ids in rec.get("skipped_media", {}).values() for i in ids]
+            console.print(f"{o.task}: {rec['n_skipped_media']} unreadable media left out of scoring "
+                          f"(--skip-broken-media), e.g. {', '.join(first[:3])}", markup=False)
+    folders = sorted({str(o.path.parent) for o in outcomes})
+    console.print(f"records in {', '.join(folders)}; `negharness leaderboard` builds the leaderboard"
+                  + ("; --overwrite reruns cached records" if any(o.skipped for o in outcomes) else ""))
+
+
+def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
+    """The task, its variant (a --limit or -T run) and whether it was reused or why it reran."""
+    from rich.markup import escape
+
+    text = outcome.task + (f" [{rec['variant_label']}]" if rec.get("variant_label") else "")
+    if outcome.skipped:
+        text += " (cached)"
+    elif outcome.reason:
+        text += f" (rerun: {outcome.reason})"
+    return escape(text)  # "[limit=2]" is text, not a Rich style
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.contracts.model import ModelOptions
+    from negharness.contracts.training import TrainOptions
+
+    if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
+        import subprocess
+
+        from negharness.engine.distributed import torchrun_argv
+
+        return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
+    host = _host(args)
+    entry = host.registry.get("trainer", args.trainer)
+    if args.model:
+        host.registry.get("model", args.model)
+    err = _console(stderr=True)
+    log = None if err.is_terminal else (lambda line: err.print(line, soft_wrap=True))
+    with _progress(err, training=True) as progress:
+        opts = TrainOptions(
+            out=Path(args.out), model=args.model,
+            model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+            task=args.task, task_extra=_pairs(args.task_arg, "-T"), seed=args.seed, device=args.device,
+            cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+            data_root=Path(args.data_root) if args.data_root else None,
+            extra=_pairs(args.option, "-O"), progress=progress, plugins=PluginLookup(host.registry),
+            max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log)
+        path = entry.load()(opts)
+    from negharness.engine.distributed import from_env
+
+    if from_env().main:
+        _console().print(f"wrote {path}")
+    return 0
+
+
+# parser --------------------------------------------------------------------------------------------
+def _model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model options (shared by every model plugin)")
+    g.add_argument("--arch", help="architecture name or config file (e.g. ViT-B-32, path/to/config.json)")
+    g.add_argument("--pretrained", help="pretrained tag (e.g. openai, laion400m_e31)")
+    g.add_argument("--checkpoint", help="local checkpoint file (safetensors or weights-only torch file)")
+    g.add_argument("-M", "--model-arg", action="append", metavar="KEY=VALUE",
+                   help="plugin-specific model option, repeatable (e.g. -M quick_gelu=true)")
+
+
+def _include_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--include-path", action="append", metavar="DIR",
+                   help="folder of YAML task files (choice, retrieval or suite tasks) to add, repeatable")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="negharness", description="Measure and improve how vision-language models understand negation.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"negharness {__version__}")
+    parser.add_argument("-p", dest="plugin", action="append", metavar="no:NAME",
+                        help="block the plugin NAME (repeatable); also $NEGHARNESS_DISABLE_PLUGINS=a,b")
+    parser.add_argument("--strict-plugins", action="store_true",
+                        help="a plugin that fails to load is an error (default: a warning)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("list", help="every model, task and trainer, with the plugin that gave it")
+    _include_path(p)
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="evaluate a model on tasks", epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="model name (see `negharness list`)")
+    p.add_argument("--task", required=True, action="append", help="task name or glob, repeatable ('shapes_*')")
+    _model_options(p)
+    _include_path(p)
+    p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
+    p.add_argument("--data-root", help="where tasks read files (else $NEGHARNESS_DATA, else ~/.cache/negharness/data)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
+    p.add_argument("--workers", type=int, default=None, help="data-loading workers (default: automatic)")
+    p.add_argument("--limit", type=int, default=None, help="cut each task to N items for a quick check")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output-dir", default="results", help="where result records go (default results/)")
+    p.add_argument("--log-samples", action="store_true", help="write per-query outputs beside each record")
+    p.add_argument("--overwrite", action="store_true", help="rerun tasks whose record already exists")
+    p.add_argument("--cache-dir", help="embedding cache root (else $NEGHARNESS_CACHE, else ~/.cache/negharness)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the embedding cache")
+    p.add_argument("--skip-broken-media", action="store_true",
+                   help="skip and count images/videos that cannot be decoded (default: stop with an error)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("leaderboard", help="result records -> <results-dir>/README.md and a terminal table")
+    p.add_argument("--results-dir", default="results", help="folder of result records (default results/)")
+    p.add_argument("--out", help="Markdown to write (default: README.md in --results-dir, beside the records; "
+                                 "the committed board: --results-dir leaderboard/results --out leaderboard/README.md)")
+    p.add_argument("--html", metavar="DIR", help="also write the static web page (index.html) into DIR")
+    p.add_argument("--experiment", metavar="FILE",
+                   help="Markdown experiment table shown on the page (default: negation_training.md beside --out)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing: exit 1 when a record is invalid or the board (and page) is stale")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("build-queries", help="negated and composed query sets from a caption file (nT2VR formats)")
+    p.add_argument("--captions", required=True,
+                   help="nT2VR '<cap_id> <caption>' file, or a CSV / JSON of item ids and captions")
+    p.add_argument("--out", required=True, help="folder for <c>.negated.txt, <c>.composed.txt, ...")
+    p.add_argument("--name", help="collection name (default: from the file name)")
+    p.add_argument("--id-column", help="CSV column with item ids (default image_id)")
+    p.add_argument("--caption-column", help="CSV column with captions or a list literal of them (default captions)")
+    p.add_argument("--mode", choices=["one", "all"], default="one",
+                   help="one negated variant per caption, chosen with --seed (the paper), or all")
+    p.add_argument("--per-item", type=int, default=None,
+                   help="cap on composed queries from the phrase pairings found first in one item "
+                        "(default: no cap, as the paper's Table 1 counts)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=5, help="samples of each kind to print")
+    p.set_defaults(func=cmd_build_queries)
+
+    p = sub.add_parser("fire", help="FIRE's subsample bootstrap: the difference N queries of a task can detect")
+    p.add_argument("--model", required=True)
+    p.add_argument("--task", required=True, help="one retrieval task (-T qrels=FILE adds FIRE judgements)")
+    _model_options(p)
+    p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
+    p.add_argument("--sizes", default="500,1000,3000", help="query counts N to resample (default 500,1000,3000)")
+    p.add_argument("--resamples", type=int, default=10_000, help="resamples per N (default 10,000, as FIRE)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="fire.png", help="plot of the distributions (PNG or SVG)")
+    p.add_argument("--data-root")
+    p.add_argument("--cache-dir")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_fire)
+
+    p = sub.add_parser("compare", help="paired bootstrap and McNemar tests between two models' records")
+    p.add_argument("a", metavar="A", help="record folder, or a model label / folder name under --results-dir")
+    p.add_argument("b", metavar="B", help="the model compared with A (differences are B - A)")
+    p.add_argument("--task", help="compare this task only")
+    p.add_argument("--results-dir", default="results", help="where labels are looked up (default results/)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("diagnose", help="NegBench's PCA picture of how a model embeds negated captions")
+    p.add_argument("--model", required=True)
+    _model_options(p)
+    p.add_argument("--objects", help="comma-separated objects (default: ten COCO objects)")
+    p.add_argument("--out", default="diagnose.png", help="PNG to write (default diagnose.png)")
+    p.add_argument("--results-dir", default="results",
+                   help="the PCA data goes to <results-dir>/<model dir>/diagnose.diagnosis.json, beside the model's "
+                        "records, where `leaderboard --html` draws it (default results/)")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_diagnose)
+
+    p = sub.add_parser("train", help="train a model with a trainer plugin")
+    p.add_argument("--trainer", required=True)
+    p.add_argument("--model", help="model to start from (trainer-specific)")
+    p.add_argument("--task", help="training set (`negharness list` shows them: shapes, msrvtt10ktrain, "
+                                  "negbench_negfull, captions ...)")
+    p.add_argument("--out", required=True, help="output folder (checkpoints, model, training record)")
+    _model_options(p)
+    p.add_argument("-O", "--option", action="append", metavar="KEY=VALUE", help="trainer option, repeatable")
+    p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="training-set option, repeatable")
+    p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (resumable)")
+    p.add_argument("--limit", type=int, help="use only the first N items of each training set stream")
+    p.add_argument("--workers", type=int, help="DataLoader worker processes (default: min(8, CPUs - 1))")
+    p.add_argument("--nproc", type=int, help="train on N processes (DDP) by re-launching under torchrun")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--cache-dir")
+    p.add_argument("--data-root", help="where training data lives or is generated (as for run)")
+    p.set_defaults(func=cmd_train, argv=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from negharness.engine.cpu_threads import prefer_passive_waiting
+
+    prefer_passive_waiting()  # before any command imports torch
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if argv is not None and hasattr(args, "argv"):
+        args.argv = list(argv)  # what --nproc re-launches
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
+        return 130
+    except Exception as exc:
+        from negharness.engine.failures import debug_requested, one_line
+
+        if debug_requested() and not isinstance(exc, UserError):
+            raise
+        where = ", ".join(f"{flag} {value}" for flag, value in (
+            ("--cache-dir", getattr(args, "cache_dir", None) or "$NEGHARNESS_CACHE"),
+            ("--output-dir", getattr(args, "output_dir", None))) if value)
+        message, code = one_line(exc, where or "the current folder")
+        from rich.text import Text
+
+        from negharness.engine.sharding import rank_label
+
+        _console(stderr=True).print(Text.assemble((f"{rank_label()}error: ", "bold red"), message), soft_wrap=True)
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

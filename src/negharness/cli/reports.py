@@ -1,0 +1,193 @@
+"""The `negharness` commands that read records or probe a model rather than run tasks: leaderboard,
+compare, fire, diagnose, build-queries. Each imports what it needs when called, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from negharness.cli.common import _console, _host, _pairs
+from negharness.contracts.errors import UserError
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from negharness.store.atomic import atomic_write_text
+    from negharness.report.leaderboard import build_tables, to_markdown, to_rich
+    from negharness.report.diagnosis_file import load_all
+    from negharness.report.page import site_files
+    from negharness.records.check import checked_records
+
+    results = Path(args.results_dir)
+    if not results.is_dir():
+        raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
+    records = list(checked_records(results))  # a damaged record is reported, never skipped
+    diagnoses = load_all(results)  # likewise a damaged `negharness diagnose` result
+    tables = build_tables(records)
+    out = Path(args.out) if args.out else results / "README.md"
+    expected = {out: to_markdown(tables, out)}
+    if args.html:
+        experiment = Path(args.experiment) if args.experiment else out.parent / "negation_training.md"
+        site = Path(args.html)
+        expected.update({site / name: text for name, text in site_files(tables, records, site, experiment, diagnoses).items()})
+    console = _console()
+    if args.check:
+        from negharness.report.check import diagnosis_problems, invalid_records, stale_files  # numpy: only the check recomputes intervals
+
+        problems = invalid_records(results) + diagnosis_problems(results, records) + stale_files(expected)
+        for p in problems:
+            console.print(p, markup=False, highlight=False)
+        if problems:
+            console.print(f"leaderboard check failed ({len(problems)} problem(s)); regenerate with "
+                          f"`negharness leaderboard --results-dir {results} --out {out}"
+                          + (f" --html {args.html}`" if args.html else "`"), markup=False)
+            return 1
+        console.print(f"leaderboard check: {len(records)} record(s) valid"
+                      + (f", {len(diagnoses)} diagnosis file(s) valid" if diagnoses else "")
+                      + f", {len(expected)} file(s) up to date")
+        return 0
+    for path, text in expected.items():
+        try:
+            atomic_write_text(path, text)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    for table in to_rich(tables):
+        console.print(table)
+    console.print("wrote " + ", ".join(str(p) for p in expected))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from negharness.store.atomic import atomic_write_text
+    from negharness.records.compare import compare, load_runs, to_markdown, to_rich
+
+    if args.resamples < 1:
+        raise UserError("--resamples must be at least 1")
+    label_a, runs_a = load_runs(args.a, Path(args.results_dir), args.task)
+    label_b, runs_b = load_runs(args.b, Path(args.results_dir), args.task)
+    results = compare(runs_a, runs_b, args.resamples, args.seed)
+    console = _console()
+    for item in to_rich(label_a, label_b, results):
+        console.print(item)
+    if args.markdown:
+        try:
+            atomic_write_text(Path(args.markdown), to_markdown(label_a, label_b, results, args.resamples, args.seed))
+        except OSError as exc:
+            raise UserError(f"--markdown {args.markdown}: cannot write ({exc.strerror or exc})") from exc
+        console.print(f"wrote {args.markdown}")
+    return 0
+
+
+def cmd_build_queries(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from negharness.text.build_queries import build_from_file, summary
+
+    path = Path(args.captions)
+    if not path.is_file():
+        raise UserError(f"--captions {path}: no such file")
+    built, paths = build_from_file(path, Path(args.out), args.name, args.id_column, args.caption_column,
+                                   args.mode, args.seed, args.per_item)
+    console = _console()
+    table = Table(title="queries built (cf. nT2VR Table 1)", title_justify="left")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for key, value in summary(built).items():
+        table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+    import random
+
+    rng = random.Random(args.seed)
+    for label, rows in (("negated", [(i, n.text) for i, n in built.negated]),
+                        ("composed", [(f"{q.cap_id} [{len(q.video_ids)} videos]", q.caption) for q in built.composed])):
+        for ident, text in rng.sample(rows, min(args.samples, len(rows))):
+            console.print(f"  {label:8} {ident}: {text}", highlight=False, markup=False)
+    for p in paths:
+        console.print(f"wrote {p}")
+    return 0
+
+
+def cmd_fire(args: argparse.Namespace) -> int:
+    """FIRE's subsample bootstrap: how large a difference N queries of this task can detect."""
+    import json
+    import tempfile
+
+    from rich.table import Table
+
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.scoring.fire import detectable_differences, plot_deltas
+    from negharness.contracts.model import ModelOptions
+
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    if not sizes or min(sizes) < 1 or args.resamples < 1:
+        raise UserError("--sizes must be positive integers (e.g. 500,1000,3000) and --resamples at least 1")
+    host = _host(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        req = RunRequest(model=args.model, tasks=[args.task], data_root=args.data_root, device=args.device,
+                         model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+                         task_extra=_pairs(args.task_arg, "-T"), output_dir=tmp, log_samples=True, cache_dir=args.cache_dir)
+        outcomes = run_evaluation(host, req)
+        if len(outcomes) != 1:
+            raise UserError(f"--task {args.task}: name one retrieval task (it matched {len(outcomes)})")
+        samples_file = outcomes[0].path.with_suffix(".samples.jsonl")
+        samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    if not samples or "rank" not in samples[0]:
+        raise UserError(f"task {args.task}: has no per-query ranks (FIRE needs a retrieval task)")
+    table, dists = detectable_differences(samples, sizes, args.resamples, args.seed)
+    out = Table(title=f"{args.model} on {args.task}: smallest difference N queries detect (95%), "
+                      f"{len(samples)} queries, {args.resamples} resamples", title_justify="left")
+    out.add_column("metric")
+    for n in sizes:
+        out.add_column(f"N={n}", justify="right")
+    for metric, row in table.items():
+        out.add_row(metric, *(f"{row[n]:.3f}" for n in sizes))
+    console = _console()
+    console.print(out)
+    png = plot_deltas(dists, Path(args.out), f"{args.model} / {args.task}")
+    console.print(f"wrote {png}")
+    return 0
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from negharness.report.diagnose import DEFAULT_OBJECTS, diagnose
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.contracts.model import ModelOptions
+    from negharness.engine.runner import resolve_device
+
+    host = _host(args)
+    entry = host.registry.get("model", args.model)  # an unknown name fails before the options are read
+    objects = [o.strip() for o in args.objects.split(",") if o.strip()] if args.objects else list(DEFAULT_OBJECTS)
+    if len(objects) < 2:
+        raise UserError("--objects needs at least two objects, comma-separated")
+    device = resolve_device(args.device)
+    options = ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M"))
+    model = PluginLookup(host.registry, device).create("model", args.model, options)
+    result = diagnose(model, objects, Path(args.out))
+    saved = _save_diagnosis(args, host, entry.plugin, model, options, objects, result)
+    console = _console()
+    console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects")
+    console.print(f"  mean cos('X', 'not X')            {result.same_object_negation:.3f}")
+    console.print(f"  mean cos('X', 'Y'), different X,Y  {result.different_objects:.3f}")
+    console.print(f"  negation gap                       {result.negation_gap:+.3f}  "
+                  "(> 0: 'not X' sits closer to 'X' than another object does)")
+    console.print(f"wrote {result.png}, {saved}")
+    return 0
+
+
+def _save_diagnosis(args: argparse.Namespace, host, plugin: str, model, options, objects: list[str], result) -> Path:
+    """The PCA picture as data beside the model's records, for the leaderboard page."""
+    from negharness.report import diagnosis_file
+    from negharness.contracts.hashing import hash_json
+    from negharness.records.results import ModelConfig, environment_versions, now_iso
+
+    cfg = ModelConfig(args.model, options.as_dict())
+    fingerprint = model.fingerprint() if hasattr(model, "fingerprint") else hash_json(model.describe())
+    block = {"name": cfg.name, "label": cfg.label, "options": cfg.options, "plugin": plugin,
+             "fingerprint": fingerprint, "describe": model.describe()}
+    content = diagnosis_file.build(block, objects, result.rows, result.xy, result.explained, result.summary(),
+                                   now_iso(), environment_versions(host.distributions()))
+    path = diagnosis_file.diagnosis_path(Path(args.results_dir), cfg)
+    try:
+        return diagnosis_file.write(path, content)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from exc

@@ -1,0 +1,79 @@
+"""The run context protocol: what every protocol's context (embedding retrieval/MCQ, editing)
+shares — the model under test, other plugins by kind and name, counters, notes and the seed.
+
+The host builds the contexts (`negharness.engine`); plugins and tasks see them only through these
+types. ``plugins`` is any `PluginSource`: the run's lookup, or `negharness.api.installed_plugins()`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Protocol
+
+from negharness.contracts.errors import UserError
+
+
+class PluginSource(Protocol):
+    """Plugins by kind and name: the run's `negharness.discovery.lookup.PluginLookup`."""
+
+    def plugin(self, kind: str, name: str, options: Any = None) -> Any: ...
+
+    def create(self, kind: str, name: str, options: Any) -> Any: ...
+
+
+def require_plugins(plugins: PluginSource | None, who: str) -> PluginSource:
+    """The lookup a wrapper needs; outside a run the caller passes one explicitly (no hidden global host)."""
+    if plugins is None:
+        raise UserError(f"{who} needs the run's plugins: called outside `negharness run`, pass "
+                        "plugins=negharness.api.installed_plugins()")
+    return plugins
+
+
+class Counters(Counter):
+    """One tally type for every protocol: ``ctx.counters["edited"] += 1`` or ``ctx.counters.media_encoded``."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+
+class RunContext:
+    """What every protocol's context has: the model under test, other plugins, counters and notes."""
+
+    def __init__(self, model: Any, plugins: PluginSource | None = None, seed: int = 0) -> None:
+        self.model = model
+        self.seed = seed
+        self.counters = Counters()
+        self.notes: dict[str, Any] = {}
+        self._plugins = plugins
+
+    def plugin(self, kind: str, name: str, options: Any = None) -> Any:
+        """Another plugin of this run (a detector, a reference model), created once per run."""
+        return require_plugins(self._plugins, f"ctx.plugin({kind!r}, {name!r})").plugin(kind, name, options)
+
+
+class EvalContext(Protocol):
+    """What a retrieval or choice task receives: the model under test and its cached, batched
+    embeddings. The host's implementation (`negharness.engine.runner.CachedEvalContext`) serves what
+    the cache holds and encodes only the rest, under the run's device, precision and batch size."""
+
+    model: Any
+    seed: int
+    counters: Counters
+    notes: dict[str, Any]
+    log_samples: bool
+    broken: dict[str, list[str]]
+    batch_size: int
+    precision: str
+
+    def embed_texts(self, texts: Any) -> Any: ...
+
+    def embed_media(self, media: Any) -> Any: ...
+
+    def frame_sampling(self, task_default: Any) -> Any: ...
+
+    def plugin(self, kind: str, name: str, options: Any = None) -> Any: ...

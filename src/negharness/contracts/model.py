@@ -1,0 +1,215 @@
+"""What a retrieval model plugin gives the host: normalised embeddings, preprocessing, a fingerprint.
+
+A plugin subclasses `EmbeddingModel` and implements `encode_text`, `encode_image` and
+`preprocess_image`; video encoding, device placement and fingerprint hashing come for free and can
+be overridden (a temporal head such as CLIP4Clip's seqTransf overrides `encode_video`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from negharness.contracts.context import PluginSource, require_plugins
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.options import OptionSpec, parse_options
+from negharness.contracts.sampling import FrameSampling
+
+
+@dataclass
+class ModelOptions:
+    """Options every model plugin understands, plus free-form ``extra`` (``-M key=value``).
+
+    ``plugins`` is the run's plugin lookup (a `PluginSource`), set by the host before it calls a
+    factory, so a wrapper (the boolean baseline, a trained model) makes its base model the way the
+    run makes every plugin; it is not an option and never part of a fingerprint.
+    """
+
+    arch: str | None = None
+    pretrained: str | None = None
+    checkpoint: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    plugins: Any = field(default=None, compare=False, repr=False)
+
+    def parse(self, specs: "dict[str, OptionSpec]", model: str) -> dict[str, Any]:
+        """Typed ``-M`` values for the options ``model`` declares; unknown keys are an error naming it."""
+        return parse_options(self.extra, specs, "-M", f"model {model!r}")
+
+    def check_extra(self, allowed: set[str], model: str) -> None:
+        """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored."""
+        self.parse({k: OptionSpec() for k in allowed}, model)
+
+    def lookup(self) -> PluginSource:
+        """The run's plugin lookup (outside a run: ``ModelOptions(plugins=negharness.api.installed_plugins())``)."""
+        return require_plugins(self.plugins, "a wrapper model's factory")
+
+    def frame_sampling(self) -> "FrameSampling | None":
+        """``-M frames=segments:12`` or ``-M frames=fps:2``: how this model samples video frames."""
+        spec = self.extra.get("frames")
+        return FrameSampling.parse(spec) if spec else None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: v for k, v in (("arch", self.arch), ("pretrained", self.pretrained),
+                                                  ("checkpoint", self.checkpoint)) if v is not None}
+        out.update(self.extra)
+        return out
+
+
+def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
+    """Content hash of weights: two checkpoints with equal tensors share cached embeddings."""
+    h = hashlib.sha256()
+    for key in sorted(state):
+        t = state[key].detach().cpu().contiguous()
+        h.update(key.encode())
+        h.update(str(t.dtype).encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:16]
+
+
+class EmbeddingModel(ABC):
+    """Base of every retrieval model plugin. All ``encode_*`` outputs are L2-normalised float32."""
+
+    name: str = "model"
+    modalities: frozenset[str] = frozenset({"text", "image", "video"})
+    # set when the user chose a sampling for this model; tasks fall back to their own default
+    frame_sampling: FrameSampling | None = None
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+
+    # -- to implement -------------------------------------------------------------------------
+    @abstractmethod
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """(N, D) normalised text embeddings."""
+
+    @abstractmethod
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(N, D) normalised embeddings of preprocessed images (N, 3, H, W) on ``self.device``."""
+
+    @abstractmethod
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        """A PIL image or uint8 (H, W, 3) array -> (3, H, W) float tensor, the model's own transform."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Everything that changes an embedding: architecture, weights hash, activation, preprocessing."""
+
+    # -- provided -----------------------------------------------------------------------------
+    def modules(self) -> list[torch.nn.Module]:
+        """The torch modules to move between devices; override when there are several."""
+        return []
+
+    def to(self, device: torch.device | str) -> "EmbeddingModel":
+        self.device = torch.device(device)
+        for m in self.modules():
+            m.to(self.device)
+        return self
+
+    def eval_mode(self) -> "EmbeddingModel":
+        for m in self.modules():
+            m.eval()
+        return self
+
+    def preprocess_video(self, frames: Any) -> torch.Tensor:
+        """A sequence of frames (T, H, W, 3 uint8 array or list of images) -> (T, 3, H, W)."""
+        return torch.stack([self.preprocess_image(f) for f in frames])
+
+    def preprocess_batch(self, raw: Any, kind: str) -> torch.Tensor:
+        """A batch of raw items (e.g. one stacked array) -> (B, 3, H, W) or (B, T, 3, H, W).
+
+        Override with a vectorised path where the raw form allows it; this default goes item by item.
+        """
+        one = self.preprocess_video if kind == "video" else self.preprocess_image
+        return torch.stack([one(item) for item in raw])
+
+    def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Frames (B, T, 3, H, W) through the image tower; normalised mean of normalised frames.
+
+        ``mask`` (B, T) marks real frames, so a short video padded to T is not diluted.
+        """
+        b, t = frames.shape[:2]
+        per_frame = self.encode_image(frames.flatten(0, 1)).view(b, t, -1)
+        if mask is None:
+            mask = torch.ones(b, t, device=per_frame.device)
+        mask = mask.to(per_frame.dtype).unsqueeze(-1)
+        pooled = (per_frame * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+        return F.normalize(pooled, dim=-1)
+
+    def text_views(self, texts: Sequence[str], parts: Sequence[tuple[str, str] | None] | None = None
+                   ) -> dict[str, list[str | None]]:
+        """The texts the host embeds (cached, batched) to score these queries, by view name, each
+        aligned with ``texts``; None where a query has nothing in that view. Cosine needs the texts
+        themselves; the boolean baseline asks for positive and negative parts. ``parts``: per query
+        (positive, negative) where the data gives them."""
+        return {"text": list(texts)}
+
+    def combine(self, views: dict[str, list[str | None]], embedded: dict[str, torch.Tensor],
+                media: torch.Tensor, paired: bool = False) -> torch.Tensor:
+        """Scores from the embedded views (rows of None entries are zeros) and media embeddings:
+        (Q, N) against every medium, or with ``paired`` (Q,) against ``media[q]`` (MCQ rows).
+        Every retrieval and choice task scores through this, so a model that scores differently
+        (the boolean baseline) does so in every task, built-in or third-party; nothing here calls back
+        into the host."""
+        text = embedded["text"]
+        return (text * media).sum(-1) if paired else text @ media.t()
+
+    def scoring_notes(self, texts: Sequence[str], parts: Sequence[tuple[str, str] | None] | None = None) -> dict[str, Any]:
+        """What a record should say about how this model scored these queries ({} for cosine)."""
+        return {}
+
+    @torch.inference_mode()
+    def image_cosine(self, a: Any, b: Any) -> float:
+        """Cosine of two PIL images' embeddings (NeIn's CLIP-I and DINO scores)."""
+        x = torch.stack([self.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(self.device)
+        e = self.encode_image(x)
+        return float((e[0] * e[1]).sum())
+
+    scores_choices_itself: bool = False  # True: a generative/text model with `score_choices` (no embeddings)
+
+    def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
+        """(rows, options) scores of a `negharness.api.ChoiceSet`, for models that set
+        ``scores_choices_itself`` (likelihood of each option, a picked letter); embedding models are
+        scored by the host through `text_views`/`combine` and never need this."""
+        raise NotImplementedError(f"model {self.name} scores choices through its embeddings")
+
+    def fingerprint(self) -> str:
+        """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""
+        sampling = self.frame_sampling.key if self.frame_sampling else None
+        return hash_json({"name": self.name, **self.describe(), "frames": sampling})
+
+
+def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor | None:
+    """Fast exact path for uint8 (..., H, W, 3) arrays already at the model's size: scale and normalise.
+
+    ``mean``/``std`` are (3, 1, 1) tensors. Returns None when the input is not such an array, so
+    the caller falls back to its PIL transform (resize and crop would be identities here).
+    """
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim < 3 or image.shape[-1] != 3:
+        return None
+    arr = np.ascontiguousarray(image)
+    if not arr.flags.writeable:  # e.g. np.asarray(PIL image): torch wants memory it may write
+        arr = arr.copy()
+    t = torch.from_numpy(arr).movedim(-1, -3).float().div_(255.0)
+    return t.sub_(mean).div_(std)
+
+
+def jpeg_draft(image: Any, shorter_side: int) -> bool:
+    """Let libjpeg decode a not-yet-loaded JPEG at 1/2, 1/4 or 1/8 scale (in the DCT, so decoding
+    costs that much less) while its shorter side stays >= ``shorter_side``; the model's own resize
+    then finishes. Pixels differ slightly from a full decode (a box-like prefilter), so this is an
+    opt-in that models record in their fingerprint. Returns whether the image was reduced."""
+    if getattr(image, "format", None) != "JPEG" or not getattr(image, "tile", None):  # tile: not decoded yet
+        return False
+    w, h = image.size
+    scale = shorter_side / min(w, h)
+    if scale > 0.5:  # no DCT scale keeps the shorter side
+        return False
+    image.draft("RGB", (max(1, int(np.ceil(w * scale))), max(1, int(np.ceil(h * scale)))))
+    return image.size != (w, h)

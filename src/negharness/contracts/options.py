@@ -1,0 +1,89 @@
+"""One parser for every ``KEY=VALUE`` option a plugin takes (``-M`` models, ``-T`` tasks, ``-O`` trainers).
+
+A plugin declares its options as `OptionSpec`s (type, default, help); `parse_options` turns the
+raw strings into typed values, and an unknown key or a value of the wrong type is one error that
+names the flag, the key and the plugin, with what it accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from negharness.contracts.errors import UserError
+
+TRUE = frozenset({"1", "true", "yes", "on"})
+FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def parse_bool(value: str | bool, what: str = "value") -> bool:
+    """The one truthy vocabulary: 1/true/yes/on and 0/false/no/off, any case."""
+    if isinstance(value, bool):
+        return value
+    low = str(value).strip().lower()
+    if low in TRUE:
+        return True
+    if low in FALSE:
+        return False
+    raise UserError(f"{what}: expected true or false (1/0, yes/no, on/off), got {value!r}")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its type (str, int, float, bool, or a callable that parses a string), default, help."""
+
+    type: Callable[[str], Any] = str
+    default: Any = None
+    help: str = ""
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+    changes_numbers: bool = True  # False for speed knobs (a batch size): left out of configs and cache keys
+
+    def parse(self, raw: str, what: str) -> Any:
+        if self.type is bool:
+            value: Any = parse_bool(raw, what)
+        else:
+            try:
+                value = self.type(raw)
+            except (TypeError, ValueError) as exc:
+                name = getattr(self.type, "__name__", "value")
+                detail = f" ({exc})" if self.type not in (int, float) else ""
+                raise UserError(f"{what}: expected {name}, got {raw!r}{detail}") from None
+        if self.choices and value not in self.choices:
+            raise UserError(f"{what}: choose one of {', '.join(map(str, self.choices))}")
+        if self.minimum is not None and value < self.minimum:
+            raise UserError(f"{what}: must be at least {self.minimum:g}")
+        return value
+
+
+def parse_options(raw: Mapping[str, str], specs: Mapping[str, OptionSpec], flag: str, owner: str,
+                  ignore_unknown: bool = False) -> dict[str, Any]:
+    """Typed values for every declared option (defaults filled in); unknown keys are an error unless
+    ``ignore_unknown`` (a run's ``-T`` keys may belong to another of its tasks; the run checks that
+    each key belongs to at least one)."""
+    unknown = sorted(set(raw) - set(specs))
+    if unknown and not ignore_unknown:
+        accepted = ", ".join(sorted(specs)) or "none"
+        close = _close(unknown[0], specs)
+        raise UserError(f"{flag} {unknown[0]}: not an option of {owner}{close} (it takes: {accepted})")
+    out = {k: s.default for k, s in specs.items()}
+    for key, value in raw.items():
+        if key in specs:
+            out[key] = specs[key].parse(value, f"{flag} {key}={value} ({owner})")
+    return out
+
+
+def _close(key: str, specs: Mapping[str, OptionSpec]) -> str:
+    from difflib import get_close_matches
+
+    found = get_close_matches(key, list(specs), n=1, cutoff=0.6)
+    return f"; did you mean {found[0]}?" if found else ""
+
+
+def describe_options(specs: Mapping[str, OptionSpec]) -> str:
+    """``key (type, default X): help`` lines, for `negharness list` and error messages."""
+    lines = []
+    for key, s in sorted(specs.items()):
+        kind = getattr(s.type, "__name__", "value")
+        lines.append(f"{key} ({kind}, default {s.default!r}){': ' + s.help if s.help else ''}")
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""What a task plugin gives the host: validated metadata, a data check, and `evaluate` over a run context.
+
+A task's metadata is one `TaskMeta` (name, family, version, modalities, main score, metrics with
+direction and format, options with type and default, citation, where to get the data), read from
+the class attributes below and checked when the task is loaded: a metric without a direction, a
+main score that is not a metric, an unknown modality or a malformed option is an error naming the
+task and its plugin, before any model loads. Options (``-T key=value``) are parsed by the one
+option parser (`negharness.contracts.options`), typed, and only declared options enter the task's config.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import OptionSpec, parse_options
+
+if TYPE_CHECKING:
+    from negharness.contracts.context import RunContext
+
+MODALITIES = frozenset({"text", "image", "video", "edit"})
+
+
+@dataclass
+class TaskOptions:
+    """What every task factory receives."""
+
+    data_root: Path
+    data_root_source: str = "--data-root"
+    cache_dir: Path | None = None
+    seed: int = 0
+    limit: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    higher_is_better: bool = True
+    fmt: str = ".3f"
+
+
+@dataclass
+class TaskResult:
+    metrics: dict[str, float]
+    n_items: dict[str, int]
+    samples: list[dict[str, Any]] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+    # compact per-query values for bootstraps and paired tests (see negharness.scoring.perquery):
+    # {"ids": [query id, ...], "values": {metric: [value or None per id]}}, mean(values[m]) == metrics[m]
+    per_query: dict[str, Any] | None = None
+
+
+class TaskDefinitionError(UserError):
+    """A task plugin declared its metadata wrongly; the message names the task and what to fix."""
+
+
+@dataclass(frozen=True)
+class TaskMeta:
+    name: str
+    family: str
+    version: str
+    description: str
+    modalities: frozenset[str]
+    main_score: str
+    metrics: Mapping[str, MetricInfo]
+    leaderboard_metrics: tuple[str, ...]
+    options: Mapping[str, OptionSpec]
+    citation: str = ""
+    data_help: str = ""
+
+    def validate(self, where: str) -> "TaskMeta":
+        problems = []
+        if not self.name or any(c in self.name for c in "*?[] /"):
+            problems.append(f"name {self.name!r} is empty or has a glob character, space or slash")
+        if not self.family:
+            problems.append("family is empty")
+        if not isinstance(self.version, str) or not self.version:
+            problems.append(f"version {self.version!r} must be a non-empty string")
+        if not self.modalities or not set(self.modalities) <= MODALITIES:
+            problems.append(f"modalities {sorted(self.modalities)} must be among {sorted(MODALITIES)}")
+        bad = [k for k, v in self.metrics.items() if not isinstance(v, MetricInfo)]
+        if bad:
+            problems.append(f"metric_info[{bad[0]!r}] is not a MetricInfo (direction and format)")
+        if self.main_score not in self.metrics:
+            problems.append(f"main_score {self.main_score!r} is not in metric_info")
+        missing = [m for m in self.leaderboard_metrics if m not in self.metrics]
+        if missing:
+            problems.append(f"leaderboard metric {missing[0]!r} is not in metric_info")
+        bad = [k for k, v in self.options.items() if not isinstance(v, OptionSpec)]
+        if bad:
+            problems.append(f"task_options[{bad[0]!r}] is not an OptionSpec")
+        if problems:
+            raise TaskDefinitionError(f"{where}: " + "; ".join(problems))
+        return self
+
+
+class Task(ABC):
+    """Subclasses set the class attributes and implement `evaluate`.
+
+    ``modalities`` lists what the model must encode (the host checks before loading anything);
+    ``metric_info`` gives every metric the task returns its direction and format;
+    ``leaderboard_metrics`` are the columns this task contributes to its family's table;
+    ``task_options`` declares the ``-T`` options it takes (read them from ``self.opts``).
+    """
+
+    name: str = "task"
+    family: str = "misc"
+    version: str = "1"
+    description: str = ""
+    modalities: frozenset[str] = frozenset({"text"})
+    main_score: str = ""
+    metric_info: dict[str, MetricInfo] = {}
+    leaderboard_metrics: tuple[str, ...] = ()
+    task_options: dict[str, OptionSpec] = {}
+    citation: str = ""
+    data_help: str = ""
+
+    def __init__(self, options: TaskOptions) -> None:
+        self.options = options
+        bad = [k for k, v in self.task_options.items() if not isinstance(v, OptionSpec)]
+        if bad:
+            raise TaskDefinitionError(f"task {self.name!r}: task_options[{bad[0]!r}] is not an OptionSpec")
+        # -T keys of other tasks in the same run are theirs; the run checks each key has an owner
+        self.opts: dict[str, Any] = parse_options(options.extra, self.task_options, "-T", f"task {self.name!r}",
+                                                  ignore_unknown=True)
+
+    @property
+    def meta(self) -> TaskMeta:
+        help_text = self.data_help if isinstance(self.data_help, str) else ""
+        return TaskMeta(self.name, self.family, str(self.version), self.description, frozenset(self.modalities),
+                        self.main_score, dict(self.metric_info), tuple(self.leaderboard_metrics),
+                        dict(self.task_options), self.citation, help_text)
+
+    def required_files(self) -> list[Path]:
+        """Files that must exist under the data root before any model runs; [] for generated data."""
+        return []
+
+    def data_files(self) -> list[Path]:
+        """Every file whose content the task's numbers depend on (its data files and the media they
+        name); their content hashes go into the record, and a record is reused only while they
+        match. Defaults to `required_files`; override when a task reads more than it requires."""
+        return self.required_files()
+
+    def config(self) -> dict[str, Any]:
+        """Task settings that change its numbers (recorded and hashed into the result's config)."""
+        return {"name": self.name, "version": self.version, "seed": self.options.seed,
+                "limit": self.options.limit,
+                **{k: v for k, v in self.opts.items() if self.task_options[k].changes_numbers}}
+
+    @abstractmethod
+    def evaluate(self, ctx: "RunContext") -> TaskResult:
+        """Embed or edit through ``ctx`` (which caches) and score."""
+
+
+def check_result(task: Task, result: TaskResult, plugin: str) -> None:
+    """A metric the task did not declare would have no direction on the leaderboard: refuse it."""
+    undeclared = sorted(set(result.metrics) - set(task.metric_info))
+    if undeclared:
+        raise TaskDefinitionError(f"task {task.name!r} from plugin {plugin!r} returned metric {undeclared[0]!r}, "
+                                  "which its metric_info does not declare (direction and format)")

@@ -1,0 +1,145 @@
+"""What a trainer plugin receives, and what a training-set plugin gives.
+
+A trainer factory takes `TrainOptions` and returns the output folder. A training set ("trainset",
+registered like a task: ``msrvtt10ktrain``, ``negbench_negfull``, ``shapes``) is a factory taking
+`TrainSetOptions` and returning a `TrainingSet`: streams of media with captions and whatever the
+negation losses need (soft negatives, true negations, MCQs), plus an optional validation stream.
+Media are loaded lazily by index (``load(i)``), so decoding runs in DataLoader workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from negharness.contracts.context import PluginSource, require_plugins
+from negharness.contracts.errors import UnknownNameError, UserError
+from negharness.contracts.model import ModelOptions
+from negharness.contracts.options import OptionSpec, parse_options
+from negharness.contracts.sampling import FrameSampling
+
+Mcq = tuple[tuple[str, ...], int]  # (options, index of the correct one)
+
+
+@dataclass
+class TrainStream:
+    """One kind of media with its text. Lists are per item; ``None`` means "this stream has none".
+
+    ``groups``: items with equal group ids are indistinguishable (all positives of each other's
+    captions); default: every item its own group. ``negated``: per caption its soft negative q- or
+    None (nT2VR). ``true_negations``: captions that mention what is absent and stay true (NegBench's
+    CLIP positives). ``mcq``: per item an MCQ or None.
+    """
+
+    name: str
+    kind: str  # "image" | "video"
+    ids: list[str]
+    load: Callable[[int], Any]  # raw item: PIL image / uint8 (H, W, 3) or frames (T, H, W, 3)
+    captions: list[list[str]]
+    groups: list[str] | None = None
+    negated: list[list[str | None]] | None = None
+    true_negations: list[list[str]] | None = None
+    mcq: list[Mcq | None] | None = None
+    contrastive: bool = True  # False: MCQ rows only (NegBench's NegMCQ batches get only the MCQ loss)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("image", "video"):
+            raise ValueError(f"stream {self.name}: kind must be image or video")
+        n = len(self.ids)
+        for name in ("captions", "groups", "negated", "true_negations", "mcq"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"stream {self.name}: {name} has {len(value)} entries for {n} items")
+        if self.groups is None:
+            self.groups = list(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def subset(self, positions: Sequence[int]) -> "TrainStream":
+        """The first items only (``--limit``), loading through the original indices."""
+        pos = list(positions)
+        pick = (lambda xs: None if xs is None else [xs[i] for i in pos])
+        load = self.load
+        return TrainStream(self.name, self.kind, pick(self.ids), lambda i: load(pos[i]), pick(self.captions),
+                           pick(self.groups), pick(self.negated), pick(self.true_negations), pick(self.mcq),
+                           self.contrastive)
+
+
+@dataclass
+class TrainingSet:
+    name: str
+    streams: list[TrainStream]
+    val: TrainStream | None = None  # validation (original captions): MIR picks the epoch, stops early
+    data_hash: str = ""  # content hash of the text files read (and media listing), for the record
+    notes: list[str] = field(default_factory=list)
+    unit: str = "caption"  # what an epoch iterates by default: every (item, caption) pair, or every item
+
+
+@dataclass
+class TrainSetOptions:
+    data_root: Path
+    extra: dict[str, str] = field(default_factory=dict)  # -T key=value
+    seed: int = 0
+    sampling: FrameSampling | None = None  # the model's choice (-M frames=...), else the set's default
+    cache_dir: Path | None = None
+
+    def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
+        """A ``-T key=value`` option, parsed by the one option parser (`negharness.contracts.options`)."""
+        if key not in self.extra:
+            return default
+        return OptionSpec(cast, default).parse(self.extra[key], f"-T {key}={self.extra[key]}")
+
+    def check_extra(self, allowed: set[str], name: str) -> None:
+        parse_options(self.extra, {k: OptionSpec() for k in allowed}, "-T", f"training set {name!r}")
+
+
+def named_trainset(name: str, build: Callable[[str, TrainSetOptions], TrainingSet]
+                   ) -> Callable[[TrainSetOptions], TrainingSet]:
+    """The factory a training-set entry point names: one builder serves several sets by name."""
+    def factory(options: TrainSetOptions) -> TrainingSet:
+        return build(name, options)
+
+    factory.__name__ = name
+    return factory
+
+
+@dataclass
+class TrainOptions:
+    out: Path
+    model: str | None = None
+    model_options: ModelOptions = field(default_factory=ModelOptions)
+    task: str | None = None
+    task_extra: dict[str, str] = field(default_factory=dict)
+    seed: int = 0
+    device: str = "auto"
+    cache_dir: Path | None = None
+    data_root: Path | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    progress: Any = None
+    plugins: Any = None  # the run's plugin lookup (a PluginSource); the CLI always sets it
+    max_steps: int | None = None  # stop after this many optimizer steps in total (quick checks)
+    limit: int | None = None  # first N items of each training stream (and of validation)
+    workers: int | None = None  # DataLoader workers (default: min(8, CPUs - 1))
+    log: Callable[[str], None] | None = None  # a line every few seconds where no progress bar shows
+
+    def lookup(self) -> PluginSource:
+        return require_plugins(self.plugins, "a trainer")
+
+    def load_model(self, name: str, options: ModelOptions) -> Any:
+        """A fresh model to train, made through the run's plugin lookup like every other plugin."""
+        return self.lookup().create("model", name, options)
+
+    def load_trainset(self, name: str, options: "TrainSetOptions") -> "TrainingSet":
+        """A training set by name (kind ``trainset``), through the same lookup."""
+        try:
+            return self.lookup().create("trainset", name, options)
+        except UnknownNameError as exc:
+            raise UserError(f"--task {name}: not a training set ({exc}); `negharness list` shows the trainsets") from None
+
+    def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
+        """An ``-O key=value`` option, parsed by the one option parser (`negharness.contracts.options`)."""
+        if key not in self.extra:
+            return default
+        return OptionSpec(cast, default).parse(self.extra[key], f"-O {key}={self.extra[key]}")

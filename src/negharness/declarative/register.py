@@ -1,0 +1,276 @@
+"""Tasks declared in YAML: a choice task (a medium, one true caption, one or more false ones), a
+text-to-media retrieval task over a captions file, or a suite that averages choice tasks.
+
+Files are read with ``yaml.safe_load`` (a Python tag is refused) and checked key by key before any
+model loads; every error names the file and the key. A checked file becomes a `Task` subclass with
+the usual class attributes (name, family, version, modalities, main_score, metric_info, ...), so a
+declared task is listed, filtered by glob, cached and recorded exactly as a Python one.
+
+Users add folders with ``negharness run --include-path DIR``; a plugin package ships YAML and calls
+`register_yaml_folder` from its ``negharness_register_tasks`` hook. The keys are listed in
+the README's "Declarative tasks" section and checked by `parse_spec`.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from negharness.contracts.errors import UserError
+from negharness.declarative.annotations import FORMATS
+from negharness.contracts.task import MetricInfo
+from negharness.declarative.tasks import task_class
+from negharness.discovery.hookspecs import hookimpl
+
+KINDS = ("choice", "retrieval", "suite")
+CHOICE_METRICS = {"accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
+                  "macro_accuracy": MetricInfo(True, ".1f")}
+RETRIEVAL_METRICS = {"R@1": MetricInfo(True, ".1f"), "R@5": MetricInfo(True, ".1f"), "R@10": MetricInfo(True, ".1f"),
+                     "MdR": MetricInfo(False, ".1f"), "MnR": MetricInfo(False, ".1f"), "MIR": MetricInfo(True, ".3f")}
+TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
+            "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members"}
+
+
+class Checker:
+    """Typed access to one YAML mapping; every complaint names the file and the dotted key."""
+
+    def __init__(self, source: str, data: dict[str, Any], prefix: str = "") -> None:
+        self.source, self.data, self.prefix = source, data, prefix
+
+    def fail(self, key: str, message: str) -> UserError:
+        return UserError(f"{self.source}: key {self.prefix + key!r}: {message}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], required: bool = True, default: Any = None) -> Any:
+        if key not in self.data or self.data[key] is None:
+            if required:
+                raise self.fail(key, "missing")
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise self.fail(key, f"expected {_kind_name(kind)}, got a boolean")
+        if not isinstance(value, kind):
+            raise self.fail(key, f"expected {_kind_name(kind)}, got {type(value).__name__} {value!r}")
+        return value
+
+    def strings(self, key: str, required: bool = True) -> list[str] | None:
+        value = self.get(key, (str, list), required)
+        if value is None:
+            return None
+        value = [value] if isinstance(value, str) else value
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, "expected a non-empty string or list of non-empty strings")
+        return value
+
+    def sub(self, key: str, required: bool = True, allowed: set[str] | None = None) -> "Checker | None":
+        value = self.get(key, dict, required)
+        if value is None:
+            return None
+        if allowed is not None:
+            unknown = sorted(set(value) - allowed)
+            if unknown:
+                raise self.fail(f"{key}.{unknown[0]}", f"unknown key (known: {', '.join(sorted(allowed))})")
+        return Checker(self.source, value, f"{self.prefix}{key}.")
+
+    def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
+        value = self.get(key, str, default is None, default)
+        if value not in options:
+            raise self.fail(key, f"{value!r} is not one of {', '.join(options)}")
+        return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {str: "a string", int: "an integer", list: "a list", dict: "a mapping", float: "a number", bool: "true/false"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """``yaml.safe_load``: a Python tag (``!!python/object``) is an error naming the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{path}{where}: not a safe YAML task file ({problem})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of keys (name, kind, ...), found {type(data).__name__}")
+    return data
+
+
+def _caption_field(c: Checker, key: str, value: Any) -> dict[str, Any]:
+    """A caption source: a field name, or ``{field: NAME, replace: {old: new}}`` (CC-Neg drops commas)."""
+    if isinstance(value, str) and value:
+        return {"field": value, "replace": {}}
+    if isinstance(value, dict):
+        sub = Checker(c.source, value, f"{c.prefix}{key}.")
+        extra = sorted(set(value) - {"field", "replace"})
+        if extra:
+            raise sub.fail(extra[0], "unknown key (known: field, replace)")
+        replace = sub.get("replace", dict, False, {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in replace.items()):
+            raise sub.fail("replace", "expected a mapping of strings to strings")
+        return {"field": sub.get("field", str), "replace": replace}
+    raise c.fail(key, "expected a field name or {field: ..., replace: ...}")
+
+
+def _answer_base(cap: Checker) -> str:
+    """How the answer field names the true option: 0-based index, 1-based index, or a letter (A, B, ...)."""
+    value = str(cap.data.get("answer_base", 0))
+    if value not in ("0", "1", "letter"):
+        raise cap.fail("answer_base", f"{value!r} is not one of 0, 1, letter")
+    return value
+
+
+def _captions(c: Checker, kind: str, generators: dict[str, Any]) -> dict[str, Any]:
+    if kind == "retrieval":
+        cap = c.sub("captions", allowed={"field"})
+        return {"field": cap.get("field", str)}
+    raw = c.get("captions", dict)
+    # YAML 1.1 reads the bare keys true: / false: as booleans; they mean the field names here
+    c.data["captions"] = {("true" if k is True else "false" if k is False else k): v for k, v in raw.items()}
+    cap = c.sub("captions", allowed={"true", "false", "generate", "options", "answer", "answer_base"})
+    if "options" in cap.data:
+        options = cap.get("options", list)
+        if len(options) < 2:
+            raise cap.fail("options", "a choice needs at least two option fields")
+        return {"options": [_caption_field(cap, f"options.{i}", o) for i, o in enumerate(options)],
+                "answer": cap.get("answer", str),
+                "answer_base": _answer_base(cap)}
+    out: dict[str, Any] = {"true": _caption_field(cap, "true", cap.get("true", (str, dict)))}
+    if "generate" in cap.data:
+        name = cap.get("generate", str)
+        if name not in generators:
+            raise cap.fail("generate", f"unknown generator {name!r} (known: {', '.join(sorted(generators)) or 'none'})")
+        out["generate"] = generators[name]
+        return out
+    false = cap.get("false", (str, dict, list))
+    false = false if isinstance(false, list) else [false]
+    if not false:
+        raise cap.fail("false", "at least one false-caption field")
+    out["false"] = [_caption_field(cap, f"false.{i}", f) for i, f in enumerate(false)]
+    return out
+
+
+def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
+    known = RETRIEVAL_METRICS if kind == "retrieval" else CHOICE_METRICS
+    if kind == "suite":
+        spec["metric_info"] = {**{m: MetricInfo(True, ".1f") for m in spec["members"]}, "mean": MetricInfo(True, ".1f")}
+    else:
+        metrics = c.strings("metrics", required=False) or (["R@1", "R@5", "R@10", "MIR"] if kind == "retrieval"
+                                                           else ["accuracy", "tie_rate"])
+        for i, m in enumerate(metrics):
+            if m not in known:
+                raise c.fail(f"metrics.{i}", f"unknown metric {m!r} (known for {kind} tasks: {', '.join(known)})")
+        if "macro_accuracy" in metrics and not spec.get("group_by"):
+            raise c.fail("metrics", "macro_accuracy needs group_by (the field whose groups are averaged)")
+        spec["metric_info"] = {m: known[m] for m in metrics}
+    main = c.get("main_score", str)
+    if main not in spec["metric_info"]:
+        raise c.fail("main_score", f"{main!r} is not among this task's metrics ({', '.join(spec['metric_info'])})")
+    spec["main_score"] = main
+    board = c.strings("leaderboard_metrics", required=False) or ([main] if kind != "suite" else list(spec["metric_info"]))
+    for i, m in enumerate(board):
+        if m not in spec["metric_info"]:
+            raise c.fail(f"leaderboard_metrics.{i}", f"{m!r} is not among this task's metrics")
+    spec["leaderboard_metrics"] = tuple(board)
+
+
+def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A checked task specification (plain dict) from one YAML mapping; raises naming ``source`` and the key."""
+    c = Checker(source, data)
+    unknown = sorted(set(data) - TOP_KEYS)
+    if unknown:
+        raise c.fail(unknown[0], f"unknown key (known: {', '.join(sorted(TOP_KEYS))})")
+    kind = c.choice("kind", KINDS)
+    spec: dict[str, Any] = {"source": source, "kind": kind, "name": c.get("name", str), "family": c.get("family", str),
+                            "version": str(c.get("version", (str, int), False, "1")),
+                            "description": c.get("description", str), "citation": c.get("citation", str),
+                            "data_help": c.get("data_help", str), "licence": c.get("licence", str, False, "")}
+    if any(ch in spec["name"] for ch in "*?[] /"):
+        raise c.fail("name", f"{spec['name']!r}: no spaces, slashes or glob characters")
+    if kind == "suite":
+        members = c.get("members", dict)
+        if not members or not all(isinstance(k, str) and isinstance(v, str) for k, v in members.items()):
+            raise c.fail("members", "expected a mapping of metric name -> choice task name")
+        spec["members"] = dict(members)
+        _metrics(c, kind, spec)
+        return spec
+    d = c.sub("data", allowed={"file", "format", "records", "explode", "where", "slice"})
+    files = d.strings("file")
+    suffix = Path(files[0]).suffix.lstrip(".").lower()
+    spec["data"] = {"files": files, "format": d.choice("format", FORMATS, {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
+                                                     if suffix in FORMATS or suffix in ("pt", "pth") else None),
+                    "records": d.get("records", (str, dict), False), "explode": d.get("explode", str, False),
+                    "where": d.get("where", dict, False, {}), "slice": d.get("slice", list, False)}
+    if spec["data"]["slice"] is not None and (len(spec["data"]["slice"]) != 2 or not all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in spec["data"]["slice"])):
+        raise d.fail("slice", "expected [start, stop] (integers or null), as a Python slice")
+    m = c.sub("media", allowed={"kind", "path", "strip_prefix", "crop", "base64"})
+    spec["media"] = {"kind": m.choice("kind", ("image", "video"), "image"), "base64": m.get("base64", str, False),
+                     "path": m.strings("path", required="base64" not in m.data),
+                     "strip_prefix": m.strings("strip_prefix", required=False) or [],
+                     "crop": m.strings("crop", required=False)}
+    if spec["media"]["crop"] is not None and len(spec["media"]["crop"]) != 4:
+        raise m.fail("crop", "expected four field names: x, y, width, height")
+    spec["captions"] = _captions(c, kind, generators or {})
+    spec["question"] = c.get("question", str, False)
+    spec["group_by"] = c.strings("group_by", required=False)
+    spec["min_group"] = c.get("min_group", int, False, 1)
+    _metrics(c, kind, spec)
+    return spec
+
+
+def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[type]:
+    """Task classes of every ``*.yaml`` / ``*.yml`` in ``folder`` (sorted); suites resolve members among them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"--include-path {folder}: no such folder")
+    specs = [parse_spec(read_yaml(p), str(p), generators) for p in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])]
+    names: dict[str, str] = {}
+    for s in specs:
+        if s["name"] in names:
+            raise UserError(f"{s['source']}: key 'name': {s['name']!r} is also declared in {names[s['name']]}")
+        names[s["name"]] = s["source"]
+    by_name = {s["name"]: s for s in specs}
+    classes: dict[str, type] = {}
+    for s in specs:
+        if s["kind"] != "suite":
+            classes[s["name"]] = task_class(s)
+    for s in specs:
+        if s["kind"] == "suite":
+            for metric, member in s["members"].items():
+                if by_name.get(member, {}).get("kind") != "choice":
+                    raise UserError(f"{s['source']}: key 'members.{metric}': {member!r} is no choice task in {folder}")
+            classes[s["name"]] = task_class(s, {m: classes[t] for m, t in s["members"].items()})
+    return [classes[s["name"]] for s in specs]
+
+
+def register_yaml_folder(registry: Any, folder: Path | Any, generators: dict[str, Any] | None = None) -> list[str]:
+    """Register every YAML task in ``folder`` (a path or an ``importlib.resources`` traversable of a
+    plugin package) on a hook's registrar; returns the names. Call from ``negharness_register_tasks``."""
+    names = []
+    for cls in load_folder(Path(str(folder)), generators):
+        registry.add(cls.name, cls, cls.description, family=cls.family)
+        names.append(cls.name)
+    return names
+
+
+def include_plugin(folders: list[str]) -> Any:
+    """A plugin object registering the YAML tasks of ``--include-path`` folders, parsed now so that an
+    error in a user's file stops the command with its message (exit 2) instead of a plugin warning."""
+    classes = [cls for f in folders for cls in load_folder(Path(f))]
+
+    @hookimpl
+    def negharness_register_tasks(registry: Any) -> None:
+        for cls in classes:
+            registry.add(cls.name, cls, cls.description, family=cls.family)
+
+    return types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks)

@@ -1,0 +1,310 @@
+"""The `Task` classes a declarative specification becomes (see `negharness.declarative.register`).
+
+Rows are read once per task object and checked before a model loads: a choice row with an empty
+true caption or with no false caption is an error naming the file and the record. Media are
+identified by their path under the data root (plus the crop box, where one is given), so tasks over
+the same images (SugarCrepe's seven splits over COCO val2017) share cached embeddings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from negharness.contracts.errors import MediaError, UserError
+from negharness.declarative.annotations import Record, explode, fill, keep, read_records
+from negharness.contracts.choices import ChoiceSet
+from negharness.contracts.task import Task, TaskOptions, TaskResult
+from negharness.scoring.choices import choice_metrics, score_choices
+
+if TYPE_CHECKING:
+    from negharness.io.media import MediaSet
+    from negharness.contracts.context import EvalContext
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def resolve_generator(target: str | Callable[..., Any]) -> Callable[..., Any]:
+    """A built-in caption generator given lazily as ``"module:function"`` (no import at listing time)."""
+    if callable(target):
+        return target
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class MediaRef:
+    id: str
+    path: Path | None = None
+    crop: tuple[float, float, float, float] | None = None  # x, y, width, height (ARO, CREPE)
+    base64: str | None = None  # VLMEvalKit TSVs embed the image
+
+
+@dataclass(frozen=True)
+class ChoiceRow:
+    media: MediaRef
+    options: tuple[str, ...]
+    correct: int
+    where: str
+    group: str | None = None
+    question: str | None = None
+
+
+def _load_image(ref: MediaRef) -> Any:
+    from PIL import Image
+
+    try:
+        if ref.base64 is not None:
+            import base64
+            import io
+
+            image = Image.open(io.BytesIO(base64.b64decode(ref.base64)))
+        else:
+            image = Image.open(ref.path)
+        if ref.crop is not None:
+            x, y, w, h = ref.crop
+            image = image.convert("RGB").crop((x, y, x + w, y + h))
+        return image
+    except (OSError, ValueError) as exc:
+        raise MediaError(f"cannot read image {ref.path or ref.id}: {exc}") from exc
+
+
+class DeclarativeTask(Task):
+    """Common reading: the data file under the data root, its records, and each record's medium."""
+
+    spec: dict[str, Any] = {}
+    licence: str = ""
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.root = Path(options.data_root)
+
+    @property
+    def spec_files(self) -> list[Path]:
+        """The data files the YAML names (the media they point to come on top: `required_files`)."""
+        return [self.root / f for f in self.spec["data"]["files"]]
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "data_files": self.spec["data"]["files"]}
+
+    def records(self) -> list[Record]:
+        """Every file's records (a dict record gains ``_file``, its file's stem, to group by), exploded,
+        filtered and sliced as the specification says."""
+        d = self.spec["data"]
+        recs = []
+        for path in self.spec_files:
+            for r in read_records(path, d["format"], d["records"]):
+                recs.append(Record({**r.fields, "_file": path.stem}, r.where) if isinstance(r.fields, dict) else r)
+        if d["explode"]:
+            recs = explode(recs, d["explode"])
+        if d["where"]:
+            recs = [r for r in recs if keep(r, d["where"])]
+        if d["slice"]:
+            recs = recs[slice(*d["slice"])]
+        return recs
+
+    def media_ref(self, rec: Record) -> MediaRef:
+        m = self.spec["media"]
+        crop = None
+        if m["crop"]:
+            try:
+                crop = tuple(float(rec.get(f)) for f in m["crop"])
+            except (TypeError, ValueError):
+                raise UserError(f"{rec.where}: crop fields {m['crop']} must be numbers") from None
+        suffix = "" if crop is None else "#crop=" + ",".join(f"{v:g}" for v in crop)
+        if m["base64"]:
+            return MediaRef(f"{rec.where}{suffix}", None, crop, rec.text(m["base64"]))
+        candidates = [self.root / fill(t, rec, m["strip_prefix"]) for t in m["path"]]
+        path = next((p for p in candidates if p.exists()), candidates[0])
+        ident = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+        return MediaRef(ident + suffix, path, crop)
+
+    def media_set(self, ctx: "EvalContext", refs: list[MediaRef]) -> "MediaSet":
+        from negharness.io.media import MediaSet
+
+        kind = self.spec["media"]["kind"]
+        ids = [r.id for r in refs]
+        if refs and refs[0].base64 is not None:
+            return MediaSet(f"declarative/{self.name}/embedded", "image", ids, lambda i: _load_image(refs[i]))
+        if kind == "image":
+            return MediaSet("declarative/images", "image", ids, lambda i: _load_image(refs[i]))
+        from negharness.io.video import FrameSampling, decode_video
+
+        sampling = ctx.frame_sampling(FrameSampling("segments", 4))
+        return MediaSet(f"declarative/videos/{sampling.key}", "video", ids,
+                        lambda i: decode_video(refs[i].path, sampling))
+
+    def _media_paths(self) -> list[Path]:
+        raise NotImplementedError
+
+    def required_files(self) -> list[Path]:
+        if not all(p.is_file() for p in self.spec_files):
+            return self.spec_files
+        return self.spec_files + sorted(set(self._media_paths()))
+
+    def group(self, rec: Record) -> str | None:
+        fields = self.spec["group_by"]
+        return "_".join(str(rec.get(f)) for f in fields) if fields else None
+
+
+class ChoiceTask(DeclarativeTask):
+    """Right when the true caption scores strictly highest among the row's options."""
+
+    def generated(self, rec: Record, caption: str) -> tuple[str, list[str]]:
+        """(true, false captions) from a caption generator (ARO's order shuffles), seeded per record."""
+        rng = random.Random(f"{self.options.seed}|{rec.where}")
+        return resolve_generator(self.spec["captions"]["generate"])(caption, rng)
+
+    def _texts(self, rec: Record, source: dict[str, Any]) -> list[str]:
+        texts = rec.texts(source["field"])
+        for old, new in source["replace"].items():
+            texts = [t.replace(old, new).strip() for t in texts]
+        return [t for t in texts if t]
+
+    def row(self, rec: Record) -> ChoiceRow:
+        cap = self.spec["captions"]
+        if "options" in cap:
+            options = [t for src in cap["options"] for t in self._texts(rec, src)]
+            correct = self._answer(rec, cap, len(options))
+        else:
+            true = self._texts(rec, cap["true"])
+            if len(true) != 1:
+                raise UserError(f"{rec.where}: field {cap['true']['field']!r} must hold one non-empty true caption")
+            if "generate" in cap:
+                first, false = self.generated(rec, true[0])
+                true = [first]
+            else:
+                false = [t for src in cap["false"] for t in self._texts(rec, src)]
+            if not false:
+                fields = ", ".join(repr(src["field"]) for src in cap.get("false", [])) or "the generator"
+                raise UserError(f"{rec.where}: no false caption ({fields} empty); a choice row needs one or more")
+            options, correct = true + false, 0
+        group = self.group(rec)
+        question = rec.text(self.spec["question"]) if self.spec["question"] else None
+        return ChoiceRow(self.media_ref(rec), tuple(options), correct, rec.where, group, question)
+
+    def _answer(self, rec: Record, cap: dict[str, Any], n: int) -> int:
+        raw = rec.text(cap["answer"])
+        base = cap["answer_base"]
+        try:
+            index = LETTERS.index(raw.upper()) if base == "letter" else int(raw) - int(base)
+        except ValueError:
+            raise UserError(f"{rec.where}: answer {raw!r} in field {cap['answer']!r} is not "
+                            f"{'a letter' if base == 'letter' else 'an index'}") from None
+        if not 0 <= index < n or n < 2:
+            raise UserError(f"{rec.where}: answer {raw!r} names no option of {n}; a choice row needs two or more")
+        return index
+
+    @cached_property
+    def rows(self) -> list[ChoiceRow]:
+        rows = [self.row(r) for r in self.records()]
+        if not rows:
+            raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
+        return rows[: self.options.limit] if self.options.limit else rows
+
+    def _media_paths(self) -> list[Path]:
+        return [r.media.path for r in self.rows if r.media.path is not None]
+
+    def evaluate(self, ctx: "EvalContext") -> TaskResult:
+        rows = self.rows
+        refs = list(dict.fromkeys(r.media for r in rows))
+        where = {ref: i for i, ref in enumerate(refs)}
+        questions = [r.question for r in rows] if self.spec["question"] else None
+        choices = ChoiceSet(self.media_set(ctx, refs), [where[r.media] for r in rows], [r.options for r in rows],
+                            [r.correct for r in rows], questions)
+        scores = score_choices(ctx, choices)
+        groups = [r.group for r in rows] if self.spec["group_by"] else None
+        metrics, per_group, chosen, tie = choice_metrics(scores, choices.correct, groups, self.spec["min_group"])
+        samples = None
+        if ctx.log_samples:
+            samples = [{"row": r.where, "media": r.media.id, "correct": r.correct, "chosen": int(chosen[i]),
+                        "tie": bool(tie[i]), "scores": [round(float(x), 5) for x in scores[i][: len(r.options)]]}
+                       for i, r in enumerate(rows)]
+        notes: dict[str, Any] = {"ties": "a row whose best score is shared by several options counts as wrong"}
+        if per_group:
+            notes[f"accuracy_by_{'_'.join(self.spec['group_by'])}"] = per_group
+        return TaskResult({k: v for k, v in metrics.items() if k in self.metric_info},
+                          {"rows": len(rows), f"{self.spec['media']['kind']}s": len(refs)}, samples, notes)
+
+
+class RetrievalTask(DeclarativeTask):
+    """Text-to-media retrieval: each caption's one relevant item is its own record's medium."""
+
+    @cached_property
+    def pairs(self) -> list[tuple[MediaRef, list[str]]]:
+        out = []
+        for rec in self.records():
+            caps = rec.texts(self.spec["captions"]["field"])
+            if not caps:
+                raise UserError(f"{rec.where}: no caption in field {self.spec['captions']['field']!r}")
+            out.append((self.media_ref(rec), caps))
+        if not out:
+            raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
+        return out[: self.options.limit] if self.options.limit else out
+
+    def _media_paths(self) -> list[Path]:
+        return [m.path for m, _ in self.pairs if m.path is not None]
+
+    def evaluate(self, ctx: "EvalContext") -> TaskResult:
+        from negharness.scoring.metrics import Relevance
+        from negharness.scoring.retrieval import evaluate_text_to_media
+
+        refs = list(dict.fromkeys(m for m, _ in self.pairs))
+        where = {ref: i for i, ref in enumerate(refs)}
+        texts = [c for _, caps in self.pairs for c in caps]
+        ids = [f"{m.id}#{j}" for m, caps in self.pairs for j in range(len(caps))]
+        relevance = Relevance.from_lists([[where[m]] for m, caps in self.pairs for _ in caps], len(refs))
+        result = evaluate_text_to_media(ctx, ids, texts, relevance, self.media_set(ctx, refs))
+        result.metrics = {k: v for k, v in result.metrics.items() if k in self.metric_info}
+        if result.per_query is not None:  # the YAML's metrics only, per query too
+            result.per_query["values"] = {k: v for k, v in result.per_query["values"].items() if k in result.metrics}
+        return result
+
+
+class SuiteTask(Task):
+    """Each member choice task's accuracy and their unweighted (macro) mean, as SugarCrepe reports."""
+
+    members: dict[str, type] = {}
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.parts = {metric: cls(options) for metric, cls in self.members.items()}
+
+    def required_files(self) -> list[Path]:
+        return [p for part in self.parts.values() for p in part.required_files()]
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "members": {m: p.config() for m, p in self.parts.items()}}
+
+    def evaluate(self, ctx: "EvalContext") -> TaskResult:
+        metrics, n_items = {}, {}
+        for metric, part in self.parts.items():
+            result = part.evaluate(ctx)
+            metrics[metric] = result.metrics["accuracy"]
+            n_items[f"{metric}_rows"] = result.n_items["rows"]
+        metrics["mean"] = sum(metrics.values()) / len(self.parts)
+        return TaskResult(metrics, n_items, None, {"mean": "unweighted mean of the members' accuracies"})
+
+
+BASES = {"choice": ChoiceTask, "retrieval": RetrievalTask, "suite": SuiteTask}
+
+
+def task_class(spec: dict[str, Any], members: dict[str, type] | None = None, base: type | None = None) -> type:
+    """A `Task` subclass with today's class attributes, from a checked specification."""
+    if spec["kind"] == "suite":
+        kinds = {k for cls in (members or {}).values() for k in cls.modalities}
+        modalities = frozenset(kinds or {"text", "image"})
+    else:
+        modalities = frozenset({"text", spec["media"]["kind"]})
+    attrs = {"name": spec["name"], "family": spec["family"], "version": spec["version"],
+             "description": spec["description"], "modalities": modalities, "main_score": spec["main_score"],
+             "metric_info": dict(spec["metric_info"]), "leaderboard_metrics": tuple(spec["leaderboard_metrics"]),
+             "citation": spec["citation"], "data_help": spec["data_help"], "licence": spec["licence"], "spec": spec,
+             "__module__": __name__}
+    if members is not None:
+        attrs["members"] = dict(members)
+    return type(spec["name"], (base or BASES[spec["kind"]],), attrs)

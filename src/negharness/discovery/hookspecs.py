@@ -1,0 +1,64 @@
+"""The hook specifications every negharness plugin implements (pluggy, project name ``negharness``).
+
+Each hook receives a registrar bound to one kind (models, tasks, ...) and to the calling plugin, and
+adds named entries to it. A hook must stay cheap: it names a lazy ``"module:attribute"`` target
+instead of importing torch-heavy code, so that ``negharness list`` never loads a model.
+
+A third-party package exposes a module with ``@hookimpl`` functions under the entry-point group
+``negharness``, exactly as the built-in plugins do in negharness's own pyproject.toml::
+
+    [project.entry-points.negharness]
+    my_models = "my_package.negharness_plugin"
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from negharness.discovery.registry import Registrar
+
+PROJECT = "negharness"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def negharness_register_models(registry: "Registrar") -> None:
+    """Add retrieval models: ``registry.add(name, "pkg.mod:factory", "one-line description")``.
+
+    The factory takes a `negharness.contracts.model.ModelOptions` and returns a `negharness.contracts.model.EmbeddingModel`.
+    """
+
+
+@hookspec
+def negharness_register_tasks(registry: "Registrar") -> None:
+    """Add tasks; the factory takes `negharness.contracts.task.TaskOptions` and returns a `negharness.contracts.task.Task`.
+
+    The task class declares its family (the leaderboard groups by it); a ``family="..."`` given
+    here is checked against it when the task loads.
+    """
+
+
+@hookspec
+def negharness_register_trainers(registry: "Registrar") -> None:
+    """Add trainers; the factory takes `negharness.contracts.training.TrainOptions` and returns the checkpoint path."""
+
+
+@hookspec
+def negharness_register_editors(registry: "Registrar") -> None:
+    """Add image-editing models (``edit(image, instruction) -> image``) for editing tasks."""
+
+
+@hookspec
+def negharness_register_detectors(registry: "Registrar") -> None:
+    """Add object detectors that score object presence for editing tasks."""
+
+
+@hookspec
+def negharness_register_trainsets(registry: "Registrar") -> None:
+    """Add training sets, named like tasks (``msrvtt10ktrain``); the factory takes
+    `negharness.contracts.training.TrainSetOptions` and returns a `negharness.contracts.training.TrainingSet`. Trainers reach
+    them through the registry only, so a package can add its own data without touching a trainer."""

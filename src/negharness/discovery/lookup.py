@@ -1,0 +1,76 @@
+"""The one way a task or a wrapper plugin reaches other plugins of a run: `PluginLookup`.
+
+A task asks ``ctx.plugin("detector", "owlv2")``; a wrapper model's factory asks
+``options.lookup().plugin("model", base_name, ...)`` (the run sets ``options.plugins``). Both go
+through one lookup built from the run's host, so a plugin that only this run's host knows (a
+blocked, an extra or an inline plugin) resolves the same way everywhere, and each plugin is created
+once per run. There is no global "current host" and no flag read off a model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from negharness.contracts.editing import Detector, Editor
+from negharness.contracts.errors import UserError
+from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.discovery.manager import make_host
+from negharness.discovery.registry import Registry
+
+# What each kind's factory must return; checked where the plugin is made (names plugin and entry).
+_BASES: dict[str, type] = {"model": EmbeddingModel, "editor": Editor, "detector": Detector}
+
+
+def _options_key(options: Any) -> str:
+    as_dict = getattr(options, "as_dict", None)
+    return json.dumps(as_dict() if as_dict else repr(options), sort_keys=True, default=str)
+
+
+def check_kind(kind: str, made: Any, entry_label: str) -> Any:
+    """A factory that returns the wrong type fails here, naming the plugin, not deep in a run."""
+    base = _BASES.get(kind)
+    if base is not None and not isinstance(made, base):
+        raise UserError(f"{entry_label}: its factory returned {type(made).__name__}, not a "
+                        f"negharness.api.{base.__name__}")
+    return made
+
+
+class PluginLookup:
+    """Plugins by kind and name for one run, each created once per (kind, name, options)."""
+
+    def __init__(self, registry: Registry, device: Any = None) -> None:
+        self.registry = registry
+        self.device = device
+        self._made: dict[tuple[str, str, str], Any] = {}
+
+    @classmethod
+    def installed(cls, device: Any = None) -> "PluginLookup":
+        """The installed plugins, for library use outside `negharness run` (a fresh host)."""
+        return cls(make_host().registry, device)
+
+    def plugin(self, kind: str, name: str, options: Any = None) -> Any:
+        if options is None:
+            options = ModelOptions()
+        key = (kind, name, _options_key(options))
+        if key not in self._made:
+            self._made[key] = self.create(kind, name, options)
+        return self._made[key]
+
+    def create(self, kind: str, name: str, options: Any) -> Any:
+        """A new instance (not shared): the model under test, or a plugin a caller will change."""
+        entry = self.registry.get(kind, name)
+        if dataclasses.is_dataclass(options) and any(f.name == "plugins" for f in dataclasses.fields(options)):
+            options = dataclasses.replace(options, plugins=self)
+        made = check_kind(kind, entry.load()(options), f"{kind} {name!r} from plugin {entry.plugin!r}")
+        if self.device is not None and kind == "model":
+            made.to(self.device).eval_mode()
+        elif self.device is not None and hasattr(made, "to"):
+            made.to(self.device)
+        return made
+
+
+def installed_plugins(device: Any = None) -> PluginLookup:
+    """The installed plugins as a lookup: what a library caller passes as ``ModelOptions(plugins=...)``."""
+    return PluginLookup.installed(device)

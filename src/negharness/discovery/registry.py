@@ -1,0 +1,108 @@
+"""Name -> lazy factory, per kind (model, task, trainer, editor, detector, trainset), with the plugin that gave it."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from typing import Any, Callable
+
+from negharness.contracts.errors import DuplicateNameError, UnknownNameError, UserError
+
+KINDS = ("model", "task", "trainer", "editor", "detector", "trainset")
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    name: str
+    target: str | Callable[..., Any]
+    description: str
+    plugin: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def load(self) -> Callable[..., Any]:
+        """Import the target only now, so registration stays free of heavy imports."""
+        if callable(self.target):
+            return self.target
+        module_name, _, attr = self.target.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split(".") if attr else []:
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise UserError(f"{self.kind} {self.name!r} from plugin {self.plugin!r}: cannot load {self.target!r}: {exc}") from exc
+        return obj
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
+        self._clashes: dict[tuple[str, str], list[Entry]] = {}  # a name two plugins registered
+
+    def add(self, kind: str, name: str, target: str | Callable[..., Any], description: str, plugin: str,
+            **meta: Any) -> Entry:
+        if kind not in self._entries:
+            raise ValueError(f"unknown kind {kind!r}")
+        if not name or any(c in name for c in "*?[] "):
+            raise UserError(f"plugin {plugin!r}: invalid {kind} name {name!r}")
+        entry = Entry(kind, name, target, description, plugin, dict(meta))
+        if name in self._entries[kind]:  # kept aside: only a command that uses this name fails
+            self._clashes.setdefault((kind, name), [self._entries[kind][name]]).append(entry)
+        else:
+            self._entries[kind][name] = entry
+        return entry
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self._entries[kind])
+
+    def entries(self, kind: str) -> list[Entry]:
+        """Every entry, a duplicated name once per plugin that registered it (for `list`)."""
+        return [e for n in self.names(kind) for e in self._clashes.get((kind, n), [self._entries[kind][n]])]
+
+    def duplicates(self, kind: str) -> dict[str, list[str]]:
+        """Name -> the plugins that registered it, sorted, for each name registered more than once."""
+        return {n: sorted(e.plugin for e in found) for (k, n), found in sorted(self._clashes.items()) if k == kind}
+
+    def _duplicate_error(self, kind: str, name: str) -> DuplicateNameError:
+        plugins = self.duplicates(kind)[name]
+        listed = " and ".join(repr(p) for p in plugins)
+        return DuplicateNameError(
+            f"{kind} name {name!r} is registered by {len(plugins)} plugins: {listed}; install order must not "
+            f"choose: block all but one with -p no:PLUGIN (e.g. -p no:{plugins[-1]}) or uninstall one")
+
+    def get(self, kind: str, name: str) -> Entry:
+        if (kind, name) in self._clashes:
+            raise self._duplicate_error(kind, name)
+        try:
+            return self._entries[kind][name]
+        except KeyError:
+            close = get_close_matches(name, self.names(kind), n=4, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; `negharness list` shows the {kind}s"
+            raise UnknownNameError(f"unknown {kind} {name!r}{hint}") from None
+
+    def create(self, kind: str, name: str, options: Any) -> Any:
+        """Look ``name`` up and call its factory: what every caller of a plugin does."""
+        return self.get(kind, name).load()(options)
+
+    def match(self, kind: str, pattern: str) -> list[Entry]:
+        """A glob ('msrvtt3k_*') gives every match, sorted; a plain name gives itself or an error."""
+        if not any(c in pattern for c in "*?["):
+            return [self.get(kind, pattern)]
+        names = [n for n in self.names(kind) if fnmatch.fnmatchcase(n, pattern)]
+        if not names:
+            raise UnknownNameError(f"no {kind} matches {pattern!r}; `negharness list` shows the {kind}s")
+        return [self.get(kind, n) for n in names]
+
+
+@dataclass
+class Registrar:
+    """What a registration hook receives: `Registry.add` bound to one kind and the calling plugin."""
+
+    registry: Registry
+    kind: str
+    plugin: str
+
+    def add(self, name: str, target: str | Callable[..., Any], description: str = "", **meta: Any) -> Entry:
+        return self.registry.add(self.kind, name, target, description, self.plugin, **meta)

@@ -1,0 +1,281 @@
+"""`negharness run` as a library call: resolve names, check data, load the model once, give each task
+its protocol's context (`CachedEvalContext` or `EditContext`), build and write records. Orchestration
+only: embedding lives in the runner, editing in `negharness.contracts.editing`, records in `negharness.records.results`.
+
+Everything that can be checked before a model loads is checked first (names, device, output
+folder, data files), so a typo costs milliseconds, not a model load. Whether an existing record
+can stand in for a task is decided by `negharness.engine.reuse` (config, data hashes, model files, and
+the model's fingerprint once it is loaded); a variant of a task's config (--limit, -T, --seed)
+writes its own record beside the default one (`negharness.records.results.record_path`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from negharness.scoring import perquery
+from negharness.store.cache import EmbeddingCache
+from negharness.discovery.lookup import PluginLookup
+from negharness.engine.edit_context import EditContext
+from negharness.contracts.errors import MissingDataError, UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.io.paths import cache_root, data_root, require_regular
+from negharness.discovery.manager import PluginHost
+from negharness.discovery.registry import Entry
+from negharness.store.content import FileHasher
+from negharness.records.results import (ModelConfig, RunInfo, TaskRun, build_record, code_versions, read_record,
+    record_path, task_variant, write_record)
+from negharness.engine.reuse import data_hashes, fingerprint_reason, model_sources, stale_reason
+from negharness.contracts.precision import resolve_precision
+from negharness.engine.runner import CachedEvalContext, RunSettings, resolve_device
+from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions, check_result
+
+
+@dataclass
+class RunRequest:
+    model: str
+    tasks: list[str]
+    model_options: ModelOptions = field(default_factory=ModelOptions)
+    task_extra: dict[str, str] = field(default_factory=dict)
+    data_root: str | None = None
+    device: str = "auto"
+    precision: str = "fp32"
+    batch_size: int = 64
+    workers: int | None = None
+    limit: int | None = None
+    seed: int = 0
+    output_dir: str = "results"
+    log_samples: bool = False
+    overwrite: bool = False
+    cache_dir: str | None = None
+    use_cache: bool = True
+    skip_broken_media: bool = False
+
+
+@dataclass
+class RunOutcome:
+    task: str
+    path: Path
+    record: dict[str, Any] | None
+    skipped: bool = False  # an existing record was reused
+    reason: str | None = None  # why an existing record was not reused (None: first run or reused)
+
+
+@dataclass
+class _Planned:
+    """One task of a run, with what decides whether its existing record can be reused."""
+
+    entry: Entry
+    task: Task
+    path: Path
+    config_hash: str
+    task_run: TaskRun
+    old: dict[str, Any] | None
+
+
+def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
+    seen: dict[str, Entry] = {}
+    for pattern in patterns:
+        for entry in host.registry.match("task", pattern):
+            seen.setdefault(entry.name, entry)
+    return list(seen.values())
+
+
+def _check_output_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".negharness-write-test-{os.getpid()}"  # torchrun ranks probe at once
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"--output-dir {path}: cannot write there ({exc.strerror or exc})") from exc
+
+
+def _check_data(tasks: list[Task], root: Path, source: str) -> None:
+    needing = [t for t in tasks if t.required_files()]
+    if needing and not root.is_dir():
+        names = ", ".join(t.name for t in needing)
+        raise MissingDataError(f"data root {root} (from {source}) does not exist; tasks {names} read their files "
+                               "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
+    for task in needing:
+        files = task.required_files()
+        for p in files:  # a FIFO would hang the first read: refuse anything that is not a file
+            if p.exists() and not p.is_dir():
+                require_regular(p, f"task {task.name}")
+        missing = [p for p in files if not p.exists()]
+        if missing:
+            shown = "\n  ".join(str(p) for p in missing[:5])
+            more = f"\n  ... and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise MissingDataError(f"task {task.name}: {len(missing)} file(s) missing under {root}:\n  {shown}{more}"
+                                   + (f"\n{task.data_help}" if task.data_help else ""))
+
+
+def _protocol(entries: list[Entry]) -> str:
+    """"editing" when the tasks edit images, else "embedding"; one run speaks one protocol."""
+    editing = {e.name: "edit" in getattr(e.load(), "modalities", ()) for e in entries}
+    if len(set(editing.values())) > 1:
+        edit = ", ".join(n for n, v in editing.items() if v)
+        other = ", ".join(n for n, v in editing.items() if not v)
+        raise UserError(f"editing tasks ({edit}) and embedding tasks ({other}) take different models: "
+                        "run them separately")
+    return "editing" if any(editing.values()) else "embedding"
+
+
+def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shards: Any = None) -> list[RunOutcome]:
+    """``shards``: this rank's `negharness.engine.sharding.ShardSession` under torchrun, else None."""
+    entries = _task_entries(host, req.tasks)
+    protocol = _protocol(entries)
+    model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
+    device = resolve_device(req.device)
+    resolve_precision(req.precision)
+    if req.batch_size < 1:
+        raise UserError(f"--batch-size {req.batch_size}: must be at least 1")
+    out_dir = Path(req.output_dir)
+    _check_output_dir(out_dir)
+    root, source = data_root(req.data_root)
+    topts = TaskOptions(root, source, Path(req.cache_dir) if req.cache_dir else None, req.seed, req.limit,
+                        dict(req.task_extra))
+    tasks = [(e, _made_task(e, topts)) for e in entries]
+    _check_task_options(req.task_extra, [t for _, t in tasks])
+    _check_data([t for _, t in tasks], root, source)
+
+    model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
+    hasher = FileHasher(_memo_path(req.cache_dir))
+    sources = model_sources(req.model_options, hasher)
+    planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
+    hasher.save()
+    todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
+    if not todo and (sources or not maybe):
+        # the options name the weights and every record matches them: nothing to load
+        return [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe]
+    plugins = PluginLookup(host.registry, device)
+    model = plugins.create(model_entry.kind, req.model, req.model_options)
+    fingerprint = _fingerprint(model)
+    outcomes = []
+    for item in maybe:  # the model is loaded: its fingerprint is checked against every record
+        reason = fingerprint_reason(item.old, fingerprint)
+        if reason is None:
+            outcomes.append(RunOutcome(item.task.name, item.path, item.old, skipped=True))
+        else:
+            todo.append(_with_reason(item, reason))
+    if not todo:
+        return outcomes
+    if protocol == "embedding":
+        _check_modalities(model, req.model, [i.task for i in todo])
+    run = RunInfo(model_cfg, model_entry.plugin, fingerprint, model.describe(), host.distributions(),
+                  str(device), req.batch_size, req.seed, req.limit, sources)
+    cache = EmbeddingCache(cache_root(req.cache_dir)) if req.use_cache and protocol == "embedding" else None
+    settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
+    for item in todo:
+        entry, task, path = item.entry, item.task, item.path
+        if protocol == "editing":
+            ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device)
+        else:
+            ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed)
+        start = time.perf_counter()
+        if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
+            continue
+        result = task.evaluate(ctx)
+        check_result(task, result, entry.plugin)
+        if result.per_query is not None:
+            perquery.check(task.name, entry.plugin, result.per_query, result.metrics)
+        counts = dict(ctx.counters)
+        timings = {"total_s": round(time.perf_counter() - start, 3)}
+        if "encode_seconds" in counts:
+            timings["encode_s"] = round(counts.pop("encode_seconds"), 3)
+        rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
+                           item.task_run)
+        if result.per_query is not None:
+            rec.update(perquery.intervals(rec, result.per_query))
+        write_record(path, rec, result.samples if req.log_samples else None, result.per_query)
+        outcomes.append(RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason))
+    return outcomes
+
+
+def _memo_path(cache_dir: str | None) -> Path | None:
+    """The file-hash memo beside the embedding cache (None when that folder cannot be made)."""
+    root = cache_root(cache_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root / "content-hashes"  # shared with the embedding cache's media hashes
+
+
+def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path, root: Path,
+          hasher: FileHasher) -> _Planned:
+    """The task's variant (how its config differs from the task's default), record path, config
+    hash and data hashes: everything reuse is decided on, before any model loads."""
+    try:
+        default = _made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
+        default_config = default.config()
+    except UserError:  # a task that cannot be built without options has no default run to protect
+        default_config = {"name": task.name}
+    variant = task_variant(task.config(), default_config)
+    path = record_path(out_dir, model_cfg, task.name, variant)
+    chash = hash_json({"model": model_cfg.as_dict(), "task": task.config()})
+    data = data_hashes(task.data_files(), root, hasher, task.name)
+    return _Planned(entry, task, path, chash, TaskRun(variant, data), read_record(path))
+
+
+def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite: bool,
+                    code: dict[str, Any]) -> tuple[list, list]:
+    """(to run, each with why; reusable as far as is known before the model loads)."""
+    todo, maybe = [], []
+    for item in planned:
+        reason = stale_reason(item.old, item.config_hash, item.task.config(), item.task_run.data, sources, overwrite,
+                              code)
+        if reason is None:
+            maybe.append(item)
+        else:
+            todo.append(_with_reason(item, reason or None))
+    return todo, maybe
+
+
+def _with_reason(item: _Planned, reason: str | None) -> _Planned:
+    return dataclasses.replace(item, task_run=dataclasses.replace(item.task_run, rerun_reason=reason))
+
+
+def _made_task(entry: Entry, options: TaskOptions) -> Task:
+    """The task object, its metadata validated: a mistake names the task and its plugin."""
+    try:
+        task = entry.load()(options)
+    except TaskDefinitionError as exc:
+        raise TaskDefinitionError(f"{exc} (plugin {entry.plugin!r})") from None
+    if not isinstance(task, Task):
+        raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
+                        f"{type(task).__name__}, not a negharness.contracts.task.Task")
+    task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
+    registered = entry.meta.get("family")
+    if registered and registered != task.family:
+        raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r} was registered with family="
+                                  f"{registered!r} but declares family {task.family!r}")
+    return task
+
+
+def _check_task_options(raw: dict[str, str], tasks: list[Task]) -> None:
+    """Every -T key must be an option of at least one task of the run (a typo is never ignored)."""
+    for key in raw:
+        if not any(key in t.task_options for t in tasks):
+            takes = sorted({k for t in tasks for k in t.task_options})
+            names = ", ".join(t.name for t in tasks)
+            raise UserError(f"-T {key}: not an option of {'task ' if len(tasks) == 1 else 'tasks '}{names} "
+                            f"(they take: {', '.join(takes) or 'none'})")
+
+
+def _fingerprint(model: Any) -> str:
+    """Embedding models hash what changes an embedding; an editor, what changes an edit."""
+    return model.fingerprint() if hasattr(model, "fingerprint") else hash_json(model.describe())
+
+
+def _check_modalities(model: EmbeddingModel, name: str, tasks: list[Task]) -> None:
+    for task in tasks:
+        lacking = set(task.modalities) - set(model.modalities)
+        if lacking:
+            raise UserError(f"model {name} cannot encode {', '.join(sorted(lacking))}, which task {task.name} needs")

@@ -1,0 +1,123 @@
+"""Honest reuse: a finished record stands in for a run only when it measured the same thing.
+
+Four things decide it, each recorded: the config hash (model name and options, task config), the
+content hashes of the data files the task read (`Task.data_files`), the versions of the code that
+scored it (negharness and the plugin distributions: a release that fixes a metric reruns), and the
+model's fingerprint.
+The fingerprint is only known once the model is loaded, and loading costs seconds to minutes; so
+the decision is made in two steps:
+
+1. Before loading: config and data hashes, and the content hashes of every file the model options
+   name (``--checkpoint``, an ``--arch`` config file, a ``-M`` value that is a path). When the
+   options name the weights, this is the fingerprint's cheap stand-in: a stat per file on a warm run
+   (`negharness.store.content`), and a record can be reused without loading anything.
+2. When the options name no file (a pretrained tag, weights bundled with a plugin), nothing cheap
+   sees the weights: the model is loaded and its fingerprint compared with the record's. The same
+   check runs for every record whenever the model is loaded anyway (something else reran).
+
+A rerun says why, in the run summary and in the record (``rerun_reason``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from negharness.store.content import FileHasher, named_hash
+
+LISTED_FILES = 64  # files named one by one in a record (data files come first); the rest only in the digest
+
+
+def _name(path: Path, root: Path) -> str:
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def data_hashes(files: list[Path], root: Path, hasher: FileHasher, task: str) -> dict[str, Any]:
+    """What a record keeps of the task's data: a digest of every file, the first few by name."""
+    named = []
+    seen: set[Path] = set()
+    for p in files:
+        if p in seen:
+            continue
+        seen.add(p)
+        named.append((_name(p, root), hasher.tree(p, f"task {task}")))
+    return {"digest": named_hash(named), "n_files": len(named), "files": dict(named[:LISTED_FILES])}
+
+
+def model_sources(options: Any, hasher: FileHasher) -> dict[str, str]:
+    """Content hashes of the files and folders the model options name, keyed by option."""
+    named = [("--arch", options.arch), ("--checkpoint", options.checkpoint)]
+    named += [(f"-M {k}", v) for k, v in sorted(options.extra.items())]
+    out = {}
+    for option, value in named:
+        if not value or not isinstance(value, str):
+            continue
+        path = Path(os.path.expanduser(value))
+        if path.is_file() or path.is_dir():
+            out[option] = hasher.tree(path, option)
+    return out
+
+
+def _data_reason(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    if old.get("digest") == new["digest"]:
+        return None
+    before, after = old.get("files") or {}, new["files"]
+    for name, digest in after.items():
+        if name not in before and len(before) < LISTED_FILES:
+            return f"data file {name} added"
+        if name in before and before[name] != digest:
+            return f"data file {name} changed"
+    gone = [n for n in before if n not in after and len(after) < LISTED_FILES]
+    if gone:
+        return f"data file {gone[0]} no longer read"
+    return f"data files changed ({new['n_files']} read, was {old.get('n_files', '?')})"
+
+
+def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict[str, Any],
+                 data: dict[str, Any], sources: dict[str, str], overwrite: bool,
+                 code: dict[str, Any]) -> str | None:
+    """Why ``old`` cannot stand in for this run (None: it can, as far as is known without the model).
+    A missing record gives "" (a first run, nothing to explain)."""
+    if old is None:
+        return ""
+    if overwrite:
+        return "--overwrite"
+    if old.get("config_hash") != config_hash:
+        old_task = (old.get("config") or {}).get("task")
+        return "task config changed" if old_task != task_config else "model config changed"
+    if "data" not in old:
+        return "the record has no data hashes (written by an older negharness)"
+    reason = _data_reason(old["data"], data) or code_reason(old.get("versions"), code)
+    if reason:
+        return reason
+    old_sources = (old.get("model") or {}).get("sources")
+    if old_sources is None:
+        return "the record has no model file hashes (written by an older negharness)"
+    for option in sorted(set(old_sources) | set(sources)):
+        if old_sources.get(option) != sources.get(option):
+            what = "model weights" if option == "--checkpoint" else f"model file ({option})"
+            return f"{what} changed"
+    return None
+
+
+def code_reason(was: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
+    """Why code versions forbid reuse: negharness itself, or a plugin distribution both runs had,
+    at another version. A plugin installed since is no reason (it did not score the old record)."""
+    if not isinstance(was, dict):
+        return "the record has no code versions (written by an older negharness)"
+    if was.get("negharness") != now.get("negharness"):
+        return f"negharness {was.get('negharness')} -> {now.get('negharness')}"
+    old_plugins = was.get("plugins") or {}
+    for dist, version in sorted((now.get("plugins") or {}).items()):
+        if dist in old_plugins and old_plugins[dist] != version:
+            return f"plugin {dist} {old_plugins[dist]} -> {version}"
+    return None
+
+
+def fingerprint_reason(old: dict[str, Any], fingerprint: str) -> str | None:
+    was = (old.get("model") or {}).get("fingerprint")
+    return None if was == fingerprint else f"model weights changed (fingerprint {was} -> {fingerprint})"

@@ -1,0 +1,338 @@
+"""The runner: device, precision, batching, data-loading workers, progress, and the embedding cache.
+
+Tasks never call a model directly: they ask the `CachedEvalContext` for embeddings, which serves what
+the cache holds and encodes only the rest, in batches, under autocast and inference mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from negharness.store.cache import EmbeddingCache, text_key
+from negharness.store.content import hash_array
+from negharness.contracts.context import RunContext
+from negharness.discovery.lookup import PluginLookup
+from negharness.contracts.errors import UserError
+from negharness.contracts.precision import autocast
+from negharness.io.media import MediaSet, PreprocessedItems, collate_images, collate_videos
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.model import EmbeddingModel
+from negharness.contracts.sampling import FrameSampling
+
+CACHE_KEYS = 2  # 2: media keyed by content hash and decoding recipe, shards with checksums
+
+
+def resolve_device(spec: str) -> torch.device:
+    """``auto`` picks CUDA when present; an explicit CUDA device that is absent is a clear error."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(spec)
+    except RuntimeError as exc:
+        raise UserError(f"--device {spec}: not a device (use auto, cpu, cuda or cuda:N)") from exc
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {spec}: CUDA is not available on this machine (use --device cpu)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UserError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return device
+
+
+def default_workers(device: torch.device) -> int:
+    """Decoding workers when the user does not say: on a GPU, half the cores (the forward pass
+    needs few); on the CPU, only the cores torch's own threads leave free, since a worker that
+    competes with the forward pass for a core slows both (measured: benchmarks/bench_decode_throughput.py)."""
+    cores = os.cpu_count() or 1
+    if device.type == "cuda":
+        return min(8, max(1, cores // 2))
+    return min(4, max(0, cores - torch.get_num_threads()))
+
+
+DECODE_NICENESS = 10
+
+
+def lower_priority(_worker_id: int | None = None) -> None:
+    """Make the calling decode thread (a pool ``initializer``) or worker process (a DataLoader
+    ``worker_init_fn``, hence the unused id) yield to the forward pass: it then runs on the cycles the
+    model leaves idle, and on all of them while the model waits for a batch. On Linux the nice value
+    is per thread; where it is not (or not allowed) decoding keeps normal priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), DECODE_NICENESS)
+    except (AttributeError, OSError):
+        pass
+
+
+@contextlib.contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """While encoding, SIGTERM ends the run as Ctrl-C does (``finally`` blocks keep what was encoded)
+    instead of killing the process outright. Only in the main thread, and only over the default handler."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def _raise(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class RunSettings:
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    precision: str = "fp32"
+    batch_size: int = 64
+    workers: int | None = None  # None: automatic (0 for in-memory media)
+    skip_broken_media: bool = False  # count unreadable media instead of stopping the run
+    decode_threads: int | None = None  # without worker processes; None: one per core, at most 8
+
+
+class CachedEvalContext(RunContext):
+    """The embedding protocol's context (retrieval and multiple choice), peer of
+    `negharness.contracts.editing.EditContext`: cached, batched embedding of texts and media by one model."""
+
+    COUNTED = ("texts_encoded", "texts_cached", "media_encoded", "media_cached", "media_skipped")
+
+    def __init__(self, model: EmbeddingModel, settings: RunSettings, cache: EmbeddingCache | None = None,
+                 progress: Any = None, log_samples: bool = False, plugins: PluginLookup | None = None,
+                 seed: int = 0) -> None:
+        super().__init__(model, plugins, seed)
+        self.settings = settings
+        self.cache = cache
+        self.progress = progress
+        self.log_samples = log_samples
+        self.counters.update({k: 0 for k in self.COUNTED})
+        self.counters.encode_seconds = 0.0
+        self.broken: dict[str, list[str]] = {}  # media key -> ids skipped as unreadable, with --skip-broken-media
+        self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision, "keys": CACHE_KEYS})
+        self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
+                                "describe": model.describe(), "precision": settings.precision}
+
+    @property
+    def batch_size(self) -> int:
+        return self.settings.batch_size
+
+    @property
+    def precision(self) -> str:
+        return self.settings.precision
+
+    # encoding helpers ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _autocast(self) -> Iterator[None]:
+        with torch.inference_mode(), autocast(self.settings.device, self.settings.precision):
+            yield
+
+    def _collection(self, name: str):
+        return None if self.cache is None else self.cache.collection(self.namespace, name, self._namespace_info)
+
+    def media_keys(self, media: MediaSet) -> tuple[str, list[str | None]]:
+        """(collection, per-item cache key). File-backed sets: the content hash of each item's
+        file(s) under a collection named by the decoding recipe, so the same bytes reached through
+        any task or data root share one entry. In-memory sets: a hash of each item's array. Sets with
+        neither: the collection key and item id. A None key (a file that cannot be read) is never
+        looked up nor stored; its decoder reports it."""
+        if media.sources is not None:
+            assert self.cache is not None
+            threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
+            return f"{media.kind}|{media.recipe or 'file'}", self.cache.hasher.many(media.sources, threads)
+        if media.cheap:
+            return f"{media.kind}|memory", self._memory_keys(media)
+        return f"{media.kind}:{media.key}", list(media.ids)
+
+    def _memory_keys(self, media: MediaSet) -> list[str | None]:
+        if media.load_batch is None:
+            return [hash_array(media.load(i)) for i in range(len(media))]
+        keys: list[str | None] = []
+        for lo in range(0, len(media), 1024):
+            keys.extend(hash_array(item) for item in media.load_batch(list(range(lo, min(lo + 1024, len(media))))))
+        return keys
+
+    def _track(self, description: str, total: int):
+        if self.progress is None or total == 0:
+            return None
+        return self.progress.add_task(description, total=total)
+
+    def _advance(self, task_id: Any, n: int) -> None:
+        if task_id is not None:
+            self.progress.advance(task_id, n)
+
+    # public API ---------------------------------------------------------------------------------
+    def frame_sampling(self, task_default: "FrameSampling") -> "FrameSampling":
+        """The model's explicit sampling (``-M frames=...``) wins over the task's default."""
+        return self.model.frame_sampling or task_default
+
+    def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """(N, D) float32 on CPU, in the order given; each distinct text is encoded at most once."""
+        unique = list(dict.fromkeys(texts))
+        keys = [text_key(t) for t in unique]
+        store = self._collection("text")
+        emb: dict[int, torch.Tensor] = {}
+        if store is not None:
+            pos, vecs = store.lookup(keys)
+            emb.update(zip(pos, vecs))
+        todo = [i for i in range(len(unique)) if i not in emb]
+        self.counters.texts_cached += len(unique) - len(todo)
+        bar = self._track("encoding texts", len(todo))
+        start = time.perf_counter()
+        bs = self.settings.batch_size
+        try:
+            with _exit_on_sigterm():
+                for lo in range(0, len(todo), bs):
+                    idx = todo[lo:lo + bs]
+                    with self._autocast():
+                        out = self.model.encode_text([unique[i] for i in idx]).float().cpu()
+                    emb.update(zip(idx, out))
+                    if store is not None:
+                        store.add([keys[i] for i in idx], out)
+                    self.counters.texts_encoded += len(idx)
+                    self._advance(bar, len(idx))
+        finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept
+            if store is not None:
+                store.close()
+        self.counters.encode_seconds += time.perf_counter() - start
+        if not unique:
+            return torch.empty(0, 0)
+        table = torch.stack([emb[i] for i in range(len(unique))])
+        where = {t: i for i, t in enumerate(unique)}
+        return table[torch.tensor([where[t] for t in texts], dtype=torch.long)]
+
+    def embed_media(self, media: MediaSet) -> torch.Tensor:
+        """(len(media), D) float32 on CPU, in ``media.ids`` order; cached per (model, item content),
+        and items with equal content (see `media_keys`) are encoded once.
+
+        With ``skip_broken_media``, unreadable items get NaN rows and are listed in ``self.broken``;
+        tasks drop them (and queries left with no relevant item) before scoring.
+        """
+        store, keys = None, [None] * len(media)
+        if self.cache is not None:
+            collection, keys = self.media_keys(media)
+            store = self._collection(collection)
+        emb: dict[int, torch.Tensor] = {}
+        if store is not None:
+            known = [i for i, k in enumerate(keys) if k is not None]
+            pos, vecs = store.lookup([keys[i] for i in known])
+            emb.update((known[p], v) for p, v in zip(pos, vecs))
+        todo, same_as, first = [], {}, {}
+        for i in range(len(media)):
+            if i in emb:
+                continue
+            if keys[i] is not None and keys[i] in first:
+                same_as[i] = first[keys[i]]  # equal content: encoded once, served to both
+                continue
+            if keys[i] is not None:
+                first[keys[i]] = i
+            todo.append(i)
+        self.counters.media_cached += len(media) - len(todo) - len(same_as)
+        try:
+            if todo:
+                with _exit_on_sigterm():
+                    self._encode_media(media, todo, emb, store, keys)
+        finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept
+            if store is not None:
+                store.close()
+        self._serve_equal(media, emb, same_as)
+        if not len(media):
+            return torch.empty(0, 0)
+        dim = next(iter(emb.values())).shape[0] if emb else 1
+        missing = torch.full((dim,), float("nan"))
+        return torch.stack([emb.get(i, missing) for i in range(len(media))])
+
+    def _serve_equal(self, media: MediaSet, emb: dict[int, torch.Tensor], same_as: dict[int, int]) -> None:
+        """Items whose content equals an encoded one's get its embedding (or share its being broken)."""
+        for i, j in same_as.items():
+            if j in emb:
+                emb[i] = emb[j]
+                self.counters.media_cached += 1
+            else:
+                self.broken.setdefault(media.key, []).append(media.ids[i])
+                self.counters.media_skipped += 1
+
+    def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader:
+        workers = self.settings.workers
+        if workers is None:
+            workers = 0 if media.cheap else default_workers(self.settings.device)
+        collate = collate_videos if media.kind == "video" else collate_images
+        preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
+        return torch.utils.data.DataLoader(
+            PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media), batch_size=self.settings.batch_size,
+            num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
+            worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
+
+    def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+        """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers."""
+        if media.cheap and media.load_batch is not None:
+            bs = self.settings.batch_size
+            for lo in range(0, len(todo), bs):
+                positions = todo[lo:lo + bs]
+                yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
+        else:
+            for positions, pixels, mask, broken in self._loaded(media, todo):
+                for pos, message in broken:
+                    self.broken.setdefault(media.key, []).append(media.ids[pos])
+                    self.counters.media_skipped += 1
+                    warnings.warn(f"skipped unreadable media: {message}", stacklevel=2)
+                if positions:
+                    yield positions, pixels, mask
+
+    def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+        """Decoded batches: from worker processes when there are any, else from a pool of threads
+        (one per core) that decode the next two batches item by item while the model encodes this
+        one. Image and video decoders release the GIL, and with passive OpenMP waiting (see
+        cpu_threads) the forward pass and the decoders share the cores instead of fighting for them:
+        measured in benchmarks/bench_decode_throughput.py."""
+        loader = self._loader(media, todo)
+        if loader.num_workers > 0:
+            yield from loader
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        items, collate = loader.dataset, loader.collate_fn
+        bs = self.settings.batch_size
+        chunks = [range(lo, min(lo + bs, len(items))) for lo in range(0, len(items), bs)]
+        threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-decode",
+                                  initializer=lower_priority)
+        try:
+            ahead = [[pool.submit(items.__getitem__, i) for i in c] for c in chunks[:2]]
+            for k in range(len(chunks)):
+                batch = collate([f.result() for f in ahead[k]])
+                if k + 2 < len(chunks):
+                    ahead.append([pool.submit(items.__getitem__, i) for i in chunks[k + 2]])
+                ahead[k] = None  # free the finished batch
+                yield batch
+        finally:  # an error or Ctrl-C does not wait for the batches queued behind it
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any,
+                      keys: list[str | None]) -> None:
+        bar = self._track(f"encoding {media.kind}s", len(todo))
+        start = time.perf_counter()
+        device = self.settings.device
+        for positions, pixels, mask in self._batches(media, todo):
+            pixels = pixels.to(device, non_blocking=True)
+            with self._autocast():
+                if media.kind == "video":
+                    out = self.model.encode_video(pixels, None if mask is None else mask.to(device))
+                else:
+                    out = self.model.encode_image(pixels)
+            out = out.float().cpu()
+            emb.update(zip(positions, out))
+            if store is not None:
+                keep = [j for j, p in enumerate(positions) if keys[p] is not None]
+                store.add([keys[positions[j]] for j in keep], out[keep])
+            self.counters.media_encoded += len(positions)
+            self._advance(bar, len(positions))
+        self.counters.encode_seconds += time.perf_counter() - start

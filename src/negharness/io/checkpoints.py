@@ -1,0 +1,183 @@
+"""Safe checkpoint loading and saving: safetensors, torch.load(weights_only=True), or tensors only.
+
+Published checkpoints come wrapped in many ways; `read_checkpoint` unwraps the released layouts so
+every model plugin reads them the same way:
+
+- open_clip training / NegBench / NegCLIP: ``{"epoch", "name", "state_dict", "optimizer"}``, keys
+  under DistributedDataParallel's ``module.``;
+- nT2VR (CLIP*, CLIP-bnl ``.pth.tar``): ``{"epoch", "model", "best_perf", "config", "opt",
+  "optimizer"}`` with the CLIP under ``clip_model.ClipModel.``, ``config``/``opt`` pickled objects;
+- CLIP4Clip ``pytorch_model.bin.N``: a bare state dict, CLIP under ``clip.`` (its plugin splits it).
+
+Files that pickle foreign objects (nT2VR's ``opt``, ``config``), which weights_only refuses, are
+read by `negharness.io.safe_unpickle`: tensors only, the objects replaced by inert stand-ins and named.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from negharness.store.atomic import atomic_write
+from negharness.contracts.errors import UserError
+from negharness.io.safe_unpickle import InertObject, restricted_load
+
+_WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module")
+_PREFIXES = ("module.", "clip_model.ClipModel.")  # DDP / DataParallel; nT2VR's CLIPEncoder
+_OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # ints in OpenAI's JIT state dict
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint's tensors and what was learnt reading it (for warnings and describe())."""
+
+    path: Path
+    state: dict[str, torch.Tensor]
+    wrapper: str | None = None  # the key the state dict sat under
+    stripped: list[str] = field(default_factory=list)  # key prefixes removed
+    ignored: list[str] = field(default_factory=list)  # foreign pickled objects not built
+
+    def notes(self) -> dict[str, Any]:
+        """What describe() records about the file: only facts that follow from its content."""
+        return {"ignored_objects": list(self.ignored)} if self.ignored else {}
+
+
+def _weights_only_refused(exc: Exception) -> bool:
+    return isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower()
+
+
+def _read_raw(path: Path) -> tuple[Any, list[str]]:
+    """The file's object tree and the foreign objects ignored reading it."""
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path)), []
+        except Exception as exc:  # safetensors raises its own error types
+            raise UserError(f"{path}: not a readable safetensors file ({exc})") from exc
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True), []
+    except Exception as exc:
+        if not _weights_only_refused(exc):
+            raise UserError(f"{path}: not a readable torch checkpoint ({str(exc).splitlines()[0]})") from exc
+    try:  # weights_only refuses foreign objects; read the tensors alone
+        out = restricted_load(path)
+    except Exception as exc:
+        raise UserError(f"{path}: not a readable torch checkpoint ({type(exc).__name__}: {exc}); neither "
+                        "torch.load(weights_only=True) nor the tensors-only reader could read it") from exc
+    return out.obj, out.ignored
+
+
+def _is_state_dict(obj: Any) -> bool:
+    return isinstance(obj, dict) and bool(obj) and all(isinstance(v, torch.Tensor) for v in obj.values())
+
+
+def _drop_inert(obj: Any) -> Any:
+    """A tensor dict with foreign objects beside the tensors keeps the tensors (the objects are named
+    in the warning already)."""
+    if isinstance(obj, dict) and any(isinstance(v, torch.Tensor) for v in obj.values()):
+        return {k: v for k, v in obj.items() if not isinstance(v, InertObject)}
+    return obj
+
+
+def _find_state_dict(raw: Any, path: Path | str) -> tuple[dict[str, torch.Tensor], str | None]:
+    obj, wrapper = _drop_inert(raw), None
+    for _ in range(3):
+        if isinstance(obj, dict) and not any(isinstance(v, torch.Tensor) for v in obj.values()):
+            key = next((k for k in _WRAPPER_KEYS if isinstance(obj.get(k), dict)), None)
+            if key is None:
+                break
+            obj, wrapper = _drop_inert(obj[key]), key if wrapper is None else f"{wrapper}.{key}"
+    if not _is_state_dict(obj):
+        keys = list(raw)[:8] if isinstance(raw, dict) else type(raw).__name__
+        raise UserError(f"{path}: no tensor state dict found (top-level keys: {keys})")
+    return dict(obj), wrapper
+
+
+def strip_prefixes(state: dict[str, torch.Tensor], prefixes: tuple[str, ...] = _PREFIXES
+                   ) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Remove each known prefix that every key carries (in any order, repeatedly)."""
+    stripped: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for prefix in prefixes:
+            if state and all(k.startswith(prefix) for k in state):
+                state = {k[len(prefix):]: v for k, v in state.items()}
+                stripped.append(prefix)
+                changed = True
+    return state, stripped
+
+
+def unwrap_state_dict(raw: Any, path: Path | str = "<checkpoint>") -> dict[str, torch.Tensor]:
+    """Find the tensor dict inside the known wrappers and strip the known key prefixes."""
+    state, _ = _find_state_dict(raw, path)
+    return strip_prefixes(state)[0]
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """Tensors of a checkpoint file in any released layout above; warns about ignored objects."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint not found: {path}")
+    raw, ignored = _read_raw(path)
+    state, wrapper = _find_state_dict(raw, path)
+    state, stripped = strip_prefixes(state)
+    if ignored:
+        warnings.warn(f"{path}: ignored pickled objects that are not weights ({', '.join(ignored)}); "
+                      "only the tensors were read, nothing in the file was run", stacklevel=2)
+    return Checkpoint(path, state, wrapper, stripped, ignored)
+
+
+def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    return read_checkpoint(path).state
+
+
+def fit_state_dict(module: torch.nn.Module, state: dict[str, torch.Tensor], source: Any, what: str) -> None:
+    """Load ``state`` into ``module``; a mismatch is one error naming the file and the first keys."""
+    state = {k: v for k, v in state.items() if k not in _OPENAI_EXTRAS}
+    missing, unexpected = module.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise UserError(
+            f"{source}: does not fit {what} ({len(missing)} missing, e.g. {sorted(missing)[:5]}; "
+            f"{len(unexpected)} unexpected, e.g. {sorted(unexpected)[:5]})")
+
+
+def equals_base(state: dict[str, torch.Tensor], base: dict[str, torch.Tensor] | None) -> bool:
+    """True when every tensor equals the base model's at the checkpoint's precision: a
+    "fine-tuned" file that was never changed (or saved before the first step)."""
+    if not base:
+        return False
+    shared = [k for k in state if k in base and k not in _OPENAI_EXTRAS]
+    if not shared or len(shared) < len([k for k in state if k not in _OPENAI_EXTRAS]):
+        return False
+    for key in shared:
+        a, b = state[key], base[key]
+        if a.shape != b.shape or not torch.equal(a, b.to(a.dtype)):
+            return False
+    return True
+
+
+def base_note(state: dict[str, torch.Tensor], base: dict[str, torch.Tensor] | None, base_name: str,
+              path: Any) -> str | None:
+    """Warn and return a describe() note when the checkpoint is its base model unchanged."""
+    if not equals_base(state, base):
+        return None
+    note = f"weights equal the base model {base_name}: this checkpoint is not fine-tuned"
+    warnings.warn(f"{path}: {note}", stacklevel=2)
+    return note
+
+
+def save_safetensors(path: str | Path, state: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> Path:
+    """Atomic safetensors write; ``metadata`` values are JSON-encoded into the file header."""
+    from safetensors.torch import save_file
+
+    tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}
+    meta = {k: json.dumps(v) for k, v in (metadata or {}).items()}
+    return atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=meta))

@@ -1,0 +1,42 @@
+"""Opening image files for a `MediaSet`: every way a file can fail becomes a `MediaError` naming it.
+
+The image is opened lazily (header only), so a model may still ask a JPEG for a reduced-scale
+decode (`negharness.contracts.model.jpeg_draft`); a file whose pixels are damaged (a truncated JPEG) fails
+when it is decoded, and `PreprocessedItems` turns that failure into a `MediaError` naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from negharness.contracts.errors import MediaError
+
+# what PIL raises for a damaged file, header or pixels (a broken PNG chunk is a SyntaxError in PIL)
+DECODE_ERRORS = (OSError, SyntaxError)
+
+
+def open_image(path: str | Path) -> Any:
+    """A lazily opened PIL image; a missing file, a folder, or an unreadable header raise `MediaError`."""
+    from PIL import Image
+
+    path = Path(path)
+    try:
+        return Image.open(path)
+    except FileNotFoundError:
+        raise MediaError(f"image not found: {path}") from None
+    except IsADirectoryError:
+        raise MediaError(f"cannot read image {path}: a folder, not a file") from None
+    except (*DECODE_ERRORS, Image.DecompressionBombError) as exc:
+        raise MediaError(f"cannot read image {path}: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return "empty or not an image file" if text.startswith("cannot identify image file") else text or type(exc).__name__
+
+
+def decode_failure(item: Any, exc: BaseException, fallback: str) -> MediaError:
+    """The `MediaError` for an item whose decoding failed: named by its file where it has one."""
+    name = getattr(item, "filename", None) or fallback
+    return MediaError(f"cannot decode image {name}: {_reason(exc)}")

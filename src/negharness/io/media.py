@@ -1,0 +1,157 @@
+"""Media collections as tasks hand them to the runner, and their batching for a DataLoader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from negharness.contracts.errors import MediaError, UserError
+from negharness.io.image_files import DECODE_ERRORS, decode_failure
+
+
+@dataclass
+class MediaSet:
+    """A collection of images or videos with stable ids.
+
+    ``key`` identifies the collection *and* how its items are produced (e.g. frame sampling): two
+    tasks over the same key share cached embeddings. ``load(i)`` returns the raw item: an image
+    (PIL or uint8 HxWx3 array) or a video's frames (T x H x W x 3 array or list of images).
+    ``cheap`` marks in-memory items, where worker processes would cost more than they save.
+    ``load_batch(positions)``, where given, returns a whole batch at once as one array (equal-length
+    videos), so preprocessing runs vectorised instead of item by item.
+
+    The cache keys an item by its content: ``sources[i]`` is the file (or, for a pre-extracted
+    video, the sampled frame files in order) that item ``i`` is decoded from, and ``recipe`` says how
+    (frame source, decoder and version, frame sampling); build file-backed sets with `image_files`,
+    `video_files` or `frame_folders`, which fill both. In-memory (``cheap``) items are keyed by a
+    hash of their array. A set with neither is keyed by ``(key, id)`` only, as third-party tasks
+    built before content keys were.
+    """
+
+    key: str
+    kind: str  # "image" | "video"
+    ids: list[str]
+    load: Callable[[int], Any]
+    cheap: bool = False
+    load_batch: Callable[[list[int]], Any] | None = None
+    sources: Sequence[Any] | None = None
+    recipe: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("image", "video"):
+            raise ValueError(f"MediaSet kind must be image or video, not {self.kind!r}")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@lru_cache(maxsize=None)
+def image_decoder_identity() -> str:
+    """Pillow and its JPEG library's versions: part of the cache key of every file-backed image."""
+    import PIL
+    from PIL import features
+
+    return f"pillow-{PIL.__version__}+jpeg-{features.version('jpg')}"
+
+
+def regular_media(path: Path) -> Path:
+    """``path`` when it is a regular file; else a `MediaError` naming it (skippable with
+    --skip-broken-media), raised before anything opens it: opening a FIFO blocks forever."""
+    from negharness.io.paths import require_regular
+
+    try:
+        require_regular(path)
+    except UserError as exc:
+        raise MediaError(f"cannot read media: {exc}") from None
+    return path
+
+
+def open_image(path: Path) -> Any:
+    """A lazily opened PIL image of a regular file; any failure is a `MediaError` naming it."""
+    from negharness.io.image_files import open_image as open_file
+
+    return open_file(regular_media(path))
+
+
+def image_files(key: str, ids: list[str], paths: Sequence[Path], load: Callable[[int], Any] | None = None) -> MediaSet:
+    """Images read from files with Pillow, keyed in the cache by their content."""
+    paths = list(paths)
+    return MediaSet(key, "image", ids, load or (lambda i: open_image(paths[i])), sources=paths,
+                    recipe=f"image-file|{image_decoder_identity()}")
+
+
+def video_files(key: str, ids: list[str], paths: Sequence[Path], sampling: Any) -> MediaSet:
+    """MP4 (or any container) videos decoded by the first installed decoder, keyed by content."""
+    from negharness.io.video import decode_video, video_recipe
+
+    paths = list(paths)
+    return MediaSet(key, "video", ids, lambda i: decode_video(regular_media(paths[i]), sampling), sources=paths,
+                    recipe=video_recipe(sampling))
+
+
+def frame_folders(key: str, ids: list[str], frames: Sequence[Sequence[Path]], sampling: Any) -> MediaSet:
+    """Videos given as pre-extracted JPEG frames: keyed by the sampled frames' content, in order."""
+    from negharness.io.video import frames_recipe, load_frames, sampled_frame_paths
+
+    frames = list(frames)
+    return MediaSet(key, "video", ids, lambda i: load_frames([regular_media(f) for f in frames[i]], sampling),
+                    sources=[sampled_frame_paths(f, sampling) for f in frames], recipe=frames_recipe(sampling))
+
+
+class PreprocessedItems(torch.utils.data.Dataset):
+    """Items of a MediaSet at given positions, through the model's preprocessing (runs in workers).
+
+    With ``skip_broken``, an item whose file cannot be read comes back as (position, error message)
+    so the runner can count it; otherwise the `MediaError` naming the file propagates.
+    """
+
+    def __init__(self, media: MediaSet, positions: Sequence[int], preprocess: Callable[[Any], torch.Tensor],
+                 skip_broken: bool = False) -> None:
+        self.media, self.positions, self.preprocess = media, list(positions), preprocess
+        self.skip_broken = skip_broken
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | str]:
+        pos = self.positions[i]
+        try:
+            item = self.media.load(pos)
+            try:
+                return pos, self.preprocess(item)
+            except DECODE_ERRORS as exc:  # a lazily opened image with damaged pixels (truncated JPEG)
+                raise decode_failure(item, exc, f"{self.media.ids[pos]!r} of {self.media.key}") from exc
+        except MediaError as exc:
+            if not self.skip_broken:
+                raise
+            return pos, str(exc)
+
+
+def split_broken(batch: list[tuple[int, Any]]) -> tuple[list[tuple[int, torch.Tensor]], list[tuple[int, str]]]:
+    return [b for b in batch if not isinstance(b[1], str)], [b for b in batch if isinstance(b[1], str)]
+
+
+def collate_images(batch: list[tuple[int, Any]]) -> tuple:
+    good, broken = split_broken(batch)
+    if not good:
+        return [], None, None, broken
+    return [b[0] for b in good], torch.stack([b[1] for b in good]), None, broken
+
+
+def collate_videos(batch: list[tuple[int, Any]]) -> tuple:
+    """Pad to the longest clip; the mask keeps padding out of the pooled embedding."""
+    batch, broken = split_broken(batch)
+    if not batch:
+        return [], None, None, broken
+    t_max = max(b[1].shape[0] for b in batch)
+    first = batch[0][1]
+    frames = first.new_zeros((len(batch), t_max, *first.shape[1:]))
+    mask = torch.zeros(len(batch), t_max, dtype=torch.bool)
+    for j, (_, clip) in enumerate(batch):
+        frames[j, : clip.shape[0]] = clip
+        mask[j, : clip.shape[0]] = True
+    return [b[0] for b in batch], frames, mask, broken

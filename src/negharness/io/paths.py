@@ -1,0 +1,110 @@
+"""Where negharness keeps data and caches: explicit option, else environment variable, else a per-user folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _user_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "negharness"
+
+
+def cache_root(explicit: str | os.PathLike | None = None) -> Path:
+    """Embedding cache and generated media: --cache-dir, else $NEGHARNESS_CACHE, else ~/.cache/negharness."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("NEGHARNESS_CACHE")
+    return Path(env) if env else _user_cache()
+
+
+def data_root(explicit: str | os.PathLike | None = None) -> tuple[Path, str]:
+    """The folder tasks read their files from, and which rule chose it (for error messages)."""
+    if explicit:
+        return Path(explicit), "--data-root"
+    env = os.environ.get("NEGHARNESS_DATA")
+    if env:
+        return Path(env), "$NEGHARNESS_DATA"
+    return _user_cache() / "data", "the default data root"
+
+
+# Paths read from data files ------------------------------------------------------------------------
+ALLOW_LINKS_OUT_ENV = "NEGHARNESS_ALLOW_LINKS_OUT"
+
+
+def links_out_allowed() -> bool:
+    """``NEGHARNESS_ALLOW_LINKS_OUT=1``: symlinks under the data root may point outside it (a data
+    root assembled from links into a shared dataset store). ``../`` in a data file never may."""
+    return os.environ.get(ALLOW_LINKS_OUT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class RootGuard:
+    """Checks that paths read from data files stay under one data root (see `inside_root`);
+    remembers each folder's real path, so checking a file costs one ``lstat`` after the first
+    (string operations only: 90,000 frame paths of an nT2VR index must not cost seconds)."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self._lexical = os.path.normpath(os.path.abspath(root))
+        self._real_root = os.path.realpath(root)
+        self._allow_links = links_out_allowed()
+        self._dirs: dict[str, str] = {}
+
+    @staticmethod
+    def _under(path: str, root: str) -> bool:
+        return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+    def _real(self, path: str) -> str:
+        if os.path.islink(path):
+            return os.path.realpath(path)
+        parent, name = os.path.split(path)
+        real_parent = self._dirs.get(parent)
+        if real_parent is None:
+            real_parent = self._dirs[parent] = os.path.realpath(parent)
+        return os.path.join(real_parent, name)
+
+    def check(self, path: str | os.PathLike, where: str) -> Path:
+        from negharness.contracts.errors import UserError
+
+        raw = os.fspath(path)
+        written = os.path.normpath(os.path.abspath(raw))
+        if not self._under(written, self._lexical):
+            raise UserError(f"{where}: path {raw!r} leaves the data root {self.root} "
+                            "(through '..' or an absolute path)")
+        if not self._allow_links:
+            real = self._real(written)
+            if not self._under(real, self._real_root):
+                raise UserError(f"{where}: {raw} leads through a symlink to {real}, outside the data root "
+                                f"{self.root}; set {ALLOW_LINKS_OUT_ENV}=1 to allow links out of the data root")
+        return Path(os.path.normpath(raw))  # what is opened is what was checked ('a/link/..' folded)
+
+
+def inside_root(path: str | os.PathLike, root: str | os.PathLike, where: str) -> Path:
+    """``path`` (read from a data file at ``where``, e.g. ``file.csv:12``) if it stays under the data
+    root, else a `UserError` naming ``where``. Two checks: the path as written (``..`` components
+    folded) must be under the root, always; and after following symlinks it must still be, unless
+    links out are allowed (`links_out_allowed`). The path need not exist yet. For many paths under
+    one root, use one `RootGuard`."""
+    return RootGuard(root).check(path, where)
+
+
+def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
+    """The file's stat when it is a regular file (after symlinks); a FIFO, socket, device or folder is
+    a `UserError` naming it, checked before anything opens it (opening a FIFO blocks forever)."""
+    import stat as _stat
+
+    from negharness.contracts.errors import UserError
+
+    prefix = f"{where}: " if where else ""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{prefix}file not found: {path}") from None
+    except OSError as exc:
+        raise UserError(f"{prefix}{path}: cannot read ({exc.strerror or exc})") from exc
+    if not _stat.S_ISREG(st.st_mode):
+        kind = ("a folder" if _stat.S_ISDIR(st.st_mode) else "a FIFO" if _stat.S_ISFIFO(st.st_mode)
+                else "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device or special file")
+        raise UserError(f"{prefix}{path} is {kind}, not a regular file")
+    return st

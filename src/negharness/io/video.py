@@ -1,0 +1,200 @@
+"""Video frames: sampling rules, decoders chosen by what is installed, and pre-extracted frame folders.
+
+Sampling is part of what an embedding means, so `FrameSampling.key` goes into cache keys and
+fingerprints. A video that cannot be decoded raises `MediaError` naming the file; it is never
+replaced by black frames.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from negharness.contracts.errors import MediaError, UserError
+from negharness.contracts.sampling import FrameSampling
+
+DECODERS = ("av", "decord", "cv2")
+FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
+
+
+def available_decoders() -> list[str]:
+    return [name for name in DECODERS if importlib.util.find_spec(name) is not None]
+
+
+@lru_cache(maxsize=None)
+def decoder_identity(decoder: str | None = None) -> str:
+    """Which decoder `decode_video` runs and its versions (library and codec build): part of every
+    video embedding's cache key, since two decoders (or two FFmpeg builds) can give different pixels."""
+    names = [decoder] if decoder else available_decoders()
+    if not names:
+        return "none"
+    name = names[0]
+    if name == "av":
+        import av
+
+        codec = ".".join(str(v) for v in av.library_versions.get("libavcodec", ()))
+        return f"av-{av.__version__}+libavcodec-{codec}"
+    if name == "decord":
+        import decord
+
+        return f"decord-{decord.__version__}"
+    import cv2
+
+    return f"cv2-{cv2.__version__}"
+
+
+def video_recipe(sampling: "FrameSampling", decoder: str | None = None) -> str:
+    """How an MP4's pixels are made: frame source, decoder identity and frame sampling."""
+    return f"mp4|{decoder_identity(decoder)}|{sampling.key}"
+
+
+def frames_recipe(sampling: "FrameSampling") -> str:
+    """How a pre-extracted frame folder's pixels are made: JPEG frames through Pillow, then sampling."""
+    from negharness.io.media import image_decoder_identity
+
+    return f"jpeg-frames|{image_decoder_identity()}|{sampling.key}"
+
+
+def sampled_frame_paths(paths: Sequence[Path], sampling: "FrameSampling", native_fps: float = FRAME_INDEX_FPS) -> list[Path]:
+    """The frame files `load_frames` reads: a video's pixels depend on these alone, in this order."""
+    return [paths[int(i)] for i in sampling.indices(len(paths), native_fps)]
+
+
+def decode_video(path: str | Path, sampling: FrameSampling, decoder: str | None = None) -> np.ndarray:
+    """uint8 (T, H, W, 3) RGB frames chosen by ``sampling``, with the first installed decoder."""
+    path = Path(path)
+    if not path.is_file():
+        raise MediaError(f"video not found: {path}")
+    names = [decoder] if decoder else available_decoders()
+    if not names:
+        raise UserError("no video decoder installed: pip install av (or decord, or opencv-python-headless)")
+    try:
+        frames = {"av": _decode_av, "decord": _decode_decord, "cv2": _decode_cv2}[names[0]](path, sampling)
+    except MediaError:
+        raise
+    except Exception as exc:  # decoder libraries raise many types
+        raise MediaError(f"cannot decode video {path}: {type(exc).__name__}: {exc}") from exc
+    if len(frames) == 0:
+        raise MediaError(f"cannot decode video {path}: no frames")
+    return frames
+
+
+def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1  # the runner decodes videos in parallel; codec threads only add overhead
+        rate = float(stream.average_rate or stream.guessed_rate or 25)
+        n = stream.frames
+        if not n and stream.duration:
+            n = int(round(float(stream.duration * stream.time_base) * rate))
+        if not n:  # unknown length: decode once to count
+            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+            return np.stack(frames)[sampling.indices(len(frames), rate)] if frames else np.zeros((0,))
+        wanted = sampling.indices(n, rate)
+        if len(wanted) * 4 < n:
+            return _av_seek(container, stream, wanted, rate)
+        return _av_sequential(container, stream, wanted)
+
+
+def _av_sequential(container, stream, wanted: np.ndarray) -> np.ndarray:
+    """Decode in order and keep the wanted frames; stops after the last one."""
+    want = set(wanted.tolist())
+    out: dict[int, np.ndarray] = {}
+    last = None
+    for i, frame in enumerate(container.decode(stream)):
+        if i in want:
+            out[i] = frame.to_ndarray(format="rgb24")
+        last = frame
+        if i >= wanted[-1]:
+            break
+    if last is None:
+        return np.zeros((0,))
+    # containers can over-report their frame count: the last decoded frame stands in for the missing tail
+    tail = out[max(out)] if out else last.to_ndarray(format="rgb24")
+    return np.stack([out.get(int(i), tail) for i in wanted])
+
+
+def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> np.ndarray:
+    """Seek to the keyframe before each wanted time and decode only from there: sparse sampling of a
+    long video touches a fraction of it. Packets more than a frame before the target are decoded
+    with ``skip_frame=NONREF``: no other frame depends on a non-reference frame, so the frame kept
+    is bit-identical to a full decode's (tested), for less work."""
+    out = []
+    tb = float(stream.time_base)
+    start = float(stream.start_time or 0) * tb
+    for i in wanted:
+        target = start + float(i) / rate
+        container.seek(int(target / tb), stream=stream, backward=True, any_frame=False)
+        chosen = _decode_until(container, stream, target, tb, rate)
+        if chosen is not None:
+            out.append(chosen.to_ndarray(format="rgb24"))
+    return np.stack(out) if out else np.zeros((0,))
+
+
+def _decode_until(container, stream, target: float, tb: float, rate: float):
+    """The first frame shown at or after ``target`` (half a frame of slack), else the last one decoded."""
+    codec = stream.codec_context
+    chosen = None
+    try:
+        for packet in container.demux(stream):
+            far = packet.pts is not None and packet.pts * tb < target - 1.0 / rate
+            codec.skip_frame = "NONREF" if far else "DEFAULT"
+            for frame in codec.decode(packet):
+                chosen = frame
+                if frame.pts is not None and frame.pts * tb >= target - 0.5 / rate:
+                    return frame
+    finally:
+        codec.skip_frame = "DEFAULT"
+    return chosen
+
+
+def _decode_decord(path: Path, sampling: FrameSampling) -> np.ndarray:
+    import decord
+
+    reader = decord.VideoReader(str(path))
+    idx = sampling.indices(len(reader), float(reader.get_avg_fps()))
+    return reader.get_batch(idx.tolist()).asnumpy()
+
+
+def _decode_cv2(path: Path, sampling: FrameSampling) -> np.ndarray:
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            raise MediaError(f"cannot open video {path}")
+        n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        idx = sampling.indices(n, float(cap.get(cv2.CAP_PROP_FPS) or 25))
+        frames = []
+        for i in idx:
+            cap.set(cv2.CAP_PROP_POS_FRAMES, int(i))  # seek: no decoding of the frames in between
+            ok, frame = cap.read()
+            if ok:
+                frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+        return np.stack(frames) if frames else np.zeros((0,))
+    finally:
+        cap.release()
+
+
+# pre-extracted frames ----------------------------------------------------------------------
+def load_frames(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> np.ndarray:
+    """Sampled frames of a pre-extracted video as uint8 (T, H, W, 3)."""
+    from PIL import Image
+
+    out = []
+    for path in sampled_frame_paths(paths, sampling, native_fps):
+        try:
+            with Image.open(path) as im:
+                out.append(np.asarray(im.convert("RGB")))
+        except (OSError, ValueError) as exc:
+            raise MediaError(f"cannot read frame {path}: {exc}") from exc
+    if not out:
+        raise MediaError("video has no frames in the frame index")
+    return np.stack(out)

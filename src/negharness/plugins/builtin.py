@@ -1,0 +1,50 @@
+"""Built-in model plugin: registered through negharness's own entry points, like any third-party one."""
+
+from __future__ import annotations
+
+from negharness.api import Registrar, hookimpl
+
+
+@hookimpl
+def negharness_register_models(registry: Registrar) -> None:
+    registry.add("clip", "negharness.plugins.openclip_model:clip",
+                 "open_clip CLIP: ViT-B-32/openai by default; --arch, --pretrained or --checkpoint")
+    registry.add("negclip", "negharness.plugins.finetuned_clip:negclip",
+                 "NegCLIP ViT-B/32 from a local --checkpoint (QuickGELU by default)")
+    registry.add("conclip", "negharness.plugins.finetuned_clip:conclip",
+                 "ConCLIP ViT-B/32 from a local --checkpoint (QuickGELU by default)")
+    registry.add("clip4clip", "negharness.plugins.clip4clip:clip4clip",
+                 "CLIP4Clip checkpoint (meanP or seqTransf head, from its own layout)")
+    registry.add("hf_clip", "negharness.plugins.hf_clip:hf_clip",
+                 "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
+    registry.add("boolean", "negharness.plugins.boolean_model:boolean",
+                 "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
+    registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
+                 "a model fine-tuned by `negharness train` (--checkpoint DIR)")
+    registry.add("dino", "negharness.plugins.dino_similarity:dino",
+                 "DINO ViT-S/16 image embeddings (NeIn's DINO score): --arch ID_OR_FOLDER; images only")
+    registry.add("hf_vlm", "negharness.plugins.hf_vlm:hf_vlm",
+                 "generative VLM (LLaVA, Qwen-VL) through transformers, choice tasks only: --arch ID_OR_FOLDER, "
+                 "-M scoring=loglik|letter")
+    registry.add("text_only", "negharness.plugins.text_only:text_only",
+                 "blind baseline: a causal LM's caption likelihood without the image (--arch gpt2), choice tasks only")
+    registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
+                 "tiny CLIP trained on the embedded world (bundled weights, no download)")
+
+
+@hookimpl
+def negharness_register_editors(registry: Registrar) -> None:
+    registry.add("identity", "negharness.plugins.reference_editors:identity",
+                 "reference editor: returns its input (a floor for removal)")
+    registry.add("instruct_pix2pix", "negharness.plugins.instruct_pix2pix:instruct_pix2pix",
+                 "InstructPix2Pix / MagicBrush through diffusers (-M model=ID_OR_FOLDER)")
+    registry.add("detect_inpaint", "negharness.plugins.reference_editors:detect_inpaint",
+                 "reference editor: inpaints what a detector finds for the negated object (-M detector=NAME)")
+
+
+@hookimpl
+def negharness_register_detectors(registry: Registrar) -> None:
+    registry.add("shapes_exact", "negharness.plugins.shapes_detector:shapes_exact",
+                 "rule-based detector of the embedded world's coloured shapes")
+    registry.add("owlv2", "negharness.plugins.owlv2_detector:owlv2",
+                 "OWLv2 zero-shot detection through transformers (threshold 0.1, as NeIn)")

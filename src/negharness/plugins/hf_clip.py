@@ -1,0 +1,82 @@
+"""CLIP and SigLIP through transformers, by Hugging Face model id or local folder.
+
+Offline, ``from_pretrained`` on a folder without tokenizer files can hand back a near-empty
+tokenizer that turns every caption into the same few ids; that is detected and refused, since it
+would score every query identically.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from negharness.api import EmbeddingModel, ModelOptions, UserError, hash_state_dict, load_or_explain
+
+MIN_VOCAB = 1000
+
+
+def _features(out: Any) -> torch.Tensor:
+    """transformers 4 returns a tensor from get_*_features, 5 an output object holding it."""
+    return out if isinstance(out, torch.Tensor) else out.pooler_output
+
+
+class HFClipModel(EmbeddingModel):
+    def __init__(self, name_or_path: str, model: Any, tokenizer: Any, processor: Any) -> None:
+        super().__init__()
+        self.name = "hf_clip"
+        self.source = name_or_path
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.processor = processor
+        self.is_siglip = "siglip" in model.config.model_type
+        self._weights = hash_state_dict(model.state_dict())
+
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.model]
+
+    def describe(self) -> dict[str, Any]:
+        pp = {k: v for k, v in self.processor.to_dict().items() if k in (
+            "size", "crop_size", "image_mean", "image_std", "resample", "do_center_crop", "rescale_factor")}
+        return {"source": self.source, "class": type(self.model).__name__, "weights": self._weights,
+                "preprocess": pp}
+
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        if not hasattr(image, "convert"):
+            from PIL import Image
+
+            image = Image.fromarray(image)
+        return self.processor(images=image.convert("RGB"), return_tensors="pt")["pixel_values"][0]
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        max_len = self.model.config.text_config.max_position_embeddings
+        enc = self.tokenizer(list(texts), padding="max_length" if self.is_siglip else True, truncation=True,
+                             max_length=64 if self.is_siglip else max_len, return_tensors="pt").to(self.device)
+        kwargs = {"input_ids": enc["input_ids"]}
+        if "attention_mask" in enc and not self.is_siglip:
+            kwargs["attention_mask"] = enc["attention_mask"]
+        return F.normalize(_features(self.model.get_text_features(**kwargs)).float(), dim=-1)
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        out = self.model.get_image_features(pixel_values=pixels.to(self.device))
+        return F.normalize(_features(out).float(), dim=-1)
+
+
+def hf_clip(options: ModelOptions) -> HFClipModel:
+    """``--arch`` (or ``-M model=``) is a model id such as openai/clip-vit-base-patch32, or a folder."""
+    options.check_extra({"model", "frames"}, "hf_clip")
+    source = options.extra.get("model") or options.arch or options.checkpoint or "openai/clip-vit-base-patch32"
+    from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
+
+    model, tokenizer, processor = load_or_explain("hf_clip", str(source), lambda: (
+        AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source),
+        AutoImageProcessor.from_pretrained(source)), "--arch FOLDER")
+    if len(tokenizer) < MIN_VOCAB:
+        raise UserError(f"hf_clip: the tokenizer loaded from {source!r} has only {len(tokenizer)} tokens; its "
+                        "vocabulary files are missing (offline?). Put the model's tokenizer files in the folder.")
+    if not hasattr(model, "get_text_features") or not hasattr(model, "get_image_features"):
+        raise UserError(f"hf_clip: {source!r} is a {type(model).__name__}, not a CLIP-like dual encoder")
+    made = HFClipModel(str(source), model, tokenizer, processor)
+    made.frame_sampling = options.frame_sampling()
+    return made

@@ -1,0 +1,171 @@
+"""Generative vision-language models (LLaVA-style, Qwen-VL-style) through transformers, as a model
+kind that scores choice tasks: ``--model hf_vlm --arch MODEL_ID_OR_FOLDER``.
+
+Two ways to score, chosen with ``-M scoring=``:
+
+- ``loglik`` (default): each option's log-likelihood as the assistant's reply to the prompt and the
+  image, divided by its token count (``-M norm=sum`` for the plain sum). The prompt is the task's
+  question (NegVQA) or ``-M prompt=...`` (default "Describe the image in one sentence.").
+- ``letter``: NegBench's appendix A: the options are listed as "A. ... B. ..." and the model is
+  asked for the letter; each option scores the next-token logit of its letter. The order of the
+  options is shuffled per row (seeded by the row's content), so a model that always says "A"
+  gains nothing from files that put the true caption first; scores come back in the task's order.
+
+NegVQA's own protocol (VLMEvalKit) generates a reply and extracts the letter; reading the letter's
+logit picks the same letter whenever the reply starts with it, and never fails to parse.
+Batches follow ``--batch-size`` (sequences per forward pass), under autocast on a GPU; the weights
+load in ``-M dtype=`` (fp32 by default; bf16 for a 7B model on one GPU).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Sequence
+
+import torch
+
+from negharness.api import ModelOptions, UserError, hash_json, pad_scores, resolve_precision
+
+from .lm_scoring import ChoiceScoringModel, check_norm, inference, continuation_scores, kept_positions, pad_right
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+DEFAULT_PROMPT = "Describe the image in one sentence."
+LETTER_QUESTION = "Which caption describes the image?"
+LETTER_SUFFIX = "Answer with the option's letter from the given choices directly."
+
+
+class HFVLM(ChoiceScoringModel):
+    name = "hf_vlm"
+    modalities = frozenset({"text", "image"})
+
+    def __init__(self, processor: Any, vlm: torch.nn.Module, arch: str, scoring: str = "loglik", norm: str = "mean",
+                 prompt: str = DEFAULT_PROMPT, dtype: str = "fp32") -> None:
+        """From a loaded processor and model (`hf_vlm` loads them; benchmarks build them from configs)."""
+        super().__init__()
+        if scoring not in ("loglik", "letter"):
+            raise UserError(f"-M scoring={scoring}: choose loglik or letter")
+        self.processor, self.vlm = processor, vlm
+        self.arch, self.scoring, self.norm, self.prompt, self.dtype = arch, scoring, check_norm(norm), prompt, dtype
+        tok = self.processor.tokenizer
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.vlm]
+
+    def describe(self) -> dict[str, Any]:
+        return {"arch": self.arch, "scoring": self.scoring, "norm": self.norm, "prompt": self.prompt,
+                "dtype": self.dtype, "config": hash_json(self.vlm.config.to_dict()),
+                "parameters": sum(p.numel() for p in self.vlm.parameters())}
+
+
+    # prompts ------------------------------------------------------------------------------------
+    def chat(self, text: str) -> str:
+        """The model's own chat template around one image and ``text``, ending where the reply starts."""
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+        if getattr(self.processor, "chat_template", None):
+            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        image_token = getattr(self.processor, "image_token", "<image>")
+        return f"USER: {image_token}\n{text} ASSISTANT:"
+
+    @staticmethod
+    def letter_order(r: int, options: Sequence[str]) -> list[int]:
+        """The option shown as A, B, ... for row ``r``: a permutation seeded by the row's content."""
+        order = list(range(len(options)))
+        random.Random("|".join([str(r), *options])).shuffle(order)
+        return order
+
+    def letter_prompt(self, question: str | None, options: Sequence[str], order: Sequence[int]) -> str:
+        listed = "\n".join(f"{LETTERS[j]}. {options[k]}" for j, k in enumerate(order))
+        return f"{question or LETTER_QUESTION}\n{listed}\n{LETTER_SUFFIX}"
+
+    def letter_ids(self, n: int) -> list[list[int]]:
+        """Token ids a reply may start the letter with ("A" and " A" tokenise apart in most vocabularies)."""
+        tok = self.processor.tokenizer
+        out = []
+        for letter in LETTERS[:n]:
+            ids = {tok(v, add_special_tokens=False)["input_ids"][-1] for v in (letter, f" {letter}")}
+            out.append(sorted(ids))
+        return out
+
+    # scoring ------------------------------------------------------------------------------------
+    def _forward(self, prompts: list[str], images: list[Any], tails: list[list[int]]) -> tuple[Any, torch.Tensor, list[int], list[int]]:
+        """One batch: the processor expands image tokens in each prompt; ``tails`` (option tokens)
+        are appended after each prompt's real tokens. Returns logits, ids, tail starts and ends."""
+        enc = self.processor(text=prompts, images=images, return_tensors="pt", padding=True)
+        mask = enc["attention_mask"].bool()
+        heads = [enc["input_ids"][b][mask[b]].tolist() for b in range(len(prompts))]
+        seqs = [h + t for h, t in zip(heads, tails)]
+        ids, attn = pad_right(seqs, self.pad_id)
+        inputs = {k: v for k, v in enc.items() if k not in ("input_ids", "attention_mask")}
+        for k, v in list(inputs.items()):  # per-token side inputs (token types): realign like input_ids
+            if torch.is_tensor(v) and v.shape[:2] == enc["input_ids"].shape:
+                side = torch.zeros_like(ids)
+                for b in range(len(prompts)):
+                    side[b, : len(heads[b])] = v[b][mask[b]]
+                inputs[k] = side
+        inputs = {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in inputs.items()}
+        if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
+            inputs["pixel_values"] = inputs["pixel_values"].to(next(self.vlm.parameters()).dtype)
+        keep = kept_positions(self.vlm, ids.shape[1], [len(h) for h in heads])
+        logits = self.vlm(input_ids=ids.to(self.device), attention_mask=attn.to(self.device), **inputs, **keep).logits
+        return logits, ids, [len(h) for h in heads], [len(s) for s in seqs]
+
+    def _images(self, choices: Any) -> dict[int, Any]:
+        out = {}
+        for i in dict.fromkeys(choices.media_index):
+            image = choices.media.load(i)
+            out[i] = image.convert("RGB") if hasattr(image, "convert") else image
+        return out
+
+    def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
+        if choices.media.kind != "image":
+            raise UserError(f"model hf_vlm scores images; task media are {choices.media.kind}s")
+        images = self._images(choices)
+        bs = batch_size
+        with inference(self.device, precision):
+            if self.scoring == "letter":
+                return self._letters(choices, images, bs)
+            items = [(r, o) for r, row in enumerate(choices.options) for o in row]
+            tok = self.processor.tokenizer
+            flat = []
+            for lo in range(0, len(items), bs):
+                chunk = items[lo: lo + bs]
+                prompts = [self.chat(choices.question(r) or self.prompt) for r, _ in chunk]
+                tails = [tok(o, add_special_tokens=False)["input_ids"] for _, o in chunk]
+                logits, ids, starts, ends = self._forward(prompts, [images[choices.media_index[r]] for r, _ in chunk], tails)
+                flat.append(continuation_scores(logits, ids.to(logits.device), starts, ends, self.norm))
+        return pad_scores(torch.cat(flat), choices.options)
+
+    def _letters(self, choices: Any, images: dict[int, Any], bs: int) -> torch.Tensor:
+        out = torch.full((len(choices), choices.width()), float("-inf"))
+        for lo in range(0, len(choices), bs):
+            rows = list(range(lo, min(lo + bs, len(choices))))
+            orders = [self.letter_order(r, choices.options[r]) for r in rows]
+            prompts = [self.chat(self.letter_prompt(choices.question(r), choices.options[r], o)) for r, o in zip(rows, orders)]
+            logits, ids, _, ends = self._forward(prompts, [images[choices.media_index[r]] for r in rows], [[] for _ in rows])
+            for b, (r, order) in enumerate(zip(rows, orders)):
+                last = logits[b, ends[b] - 1 - (ids.shape[1] - logits.shape[1])].float().cpu()
+                for j, letter_tokens in enumerate(self.letter_ids(len(order))):
+                    out[r, order[j]] = last[letter_tokens].max()
+        return out
+
+
+def hf_vlm(options: ModelOptions) -> HFVLM:
+    options.check_extra({"scoring", "norm", "prompt", "dtype"}, "hf_vlm")
+    if not options.arch:
+        raise UserError("model hf_vlm needs --arch: a transformers image-text-to-text model id or folder "
+                        "(e.g. llava-hf/llava-1.5-7b-hf, Qwen/Qwen2-VL-2B-Instruct)")
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    e = options.extra
+    dtype = e.get("dtype", "fp32")
+    torch_dtype = resolve_precision(dtype, "-M dtype=")
+    if e.get("scoring", "loglik") not in ("loglik", "letter"):  # before a multi-gigabyte load
+        raise UserError(f"-M scoring={e['scoring']}: choose loglik or letter")
+    try:
+        processor = AutoProcessor.from_pretrained(options.arch)
+        vlm = AutoModelForImageTextToText.from_pretrained(options.arch, dtype=torch_dtype)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--arch {options.arch}: cannot load a vision-language model and its processor ({exc})") from exc
+    return HFVLM(processor, vlm, options.arch, e.get("scoring", "loglik"), e.get("norm", "mean"),
+                 e.get("prompt", DEFAULT_PROMPT), dtype)

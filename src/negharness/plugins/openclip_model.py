@@ -1,0 +1,259 @@
+"""CLIP-family models on open_clip: an architecture name or config file, a pretrained tag or a local checkpoint.
+
+Weights from a local file go through `negharness.io.checkpoints` (safetensors or weights-only
+torch.load), never through a pickle; a pretrained tag that cannot be fetched fails at once with
+what to download and where to put it. The activation (GELU or QuickGELU) comes from open_clip's
+pretrained config for the tag, for every tag (LAION-400M ViT-B/32 tags were trained with QuickGELU,
+like ``openai``); ``-M quick_gelu=true|false`` overrides it, with a warning when it contradicts the tag.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from negharness.api import (
+    EmbeddingModel, ModelOptions, UserError, array_to_tensor, base_note, fit_state_dict, hash_json, hash_state_dict,
+    jpeg_draft, load_state_dict, read_checkpoint)
+
+_TRUE = {"1", "true", "yes", "on"}
+OPTIONS = {"quick_gelu", "frames", "jpeg_draft"}
+
+
+def _flag(extra: dict[str, str], key: str) -> bool | None:
+    return None if key not in extra else str(extra[key]).lower() in _TRUE
+
+
+def _model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Module, Any, Any]:
+    """Build an open_clip CLIP from a local JSON config: open_clip's ``open_clip_config.json`` layout
+    (``model_cfg`` + ``preprocess_cfg``) or a bare model config. Returns (model, tokenizer, arch id)."""
+    import open_clip
+    from open_clip.transform import PreprocessCfg, merge_preprocess_dict
+
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"--arch {path}: not a readable open_clip JSON config ({exc})") from exc
+    model_cfg = dict(cfg.get("model_cfg", cfg))
+    model_cfg.pop("preprocess_cfg", None)
+    if quick_gelu:
+        model_cfg["quick_gelu"] = True
+    try:
+        model = open_clip.model.CLIP(**model_cfg)
+    except TypeError as exc:
+        raise UserError(f"--arch {path}: not an open_clip CLIP config ({exc})") from exc
+    pp = merge_preprocess_dict(PreprocessCfg(), cfg.get("preprocess_cfg", {}))
+    pp["size"] = model.visual.image_size
+    open_clip.model.set_model_preprocess_cfg(model, pp)
+    context = model_cfg.get("text_cfg", {}).get("context_length", 77)
+    tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=context)
+    return model, tokenizer, hash_json(cfg)
+
+
+def tag_quick_gelu(arch: str, pretrained: str | None) -> bool | None:
+    """Whether open_clip's pretrained registry says this tag was trained with QuickGELU (OpenAI and
+    LAION-400M ViT-B/32 tags, MetaCLIP, ...); None for no tag or a tag the registry does not know.
+    Reads the registry only: nothing is downloaded."""
+    if not pretrained:
+        return None
+    from open_clip.pretrained import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(arch, pretrained)
+    return bool(cfg.get("quick_gelu", False)) if cfg else None
+
+
+def arch_quick_gelu(arch: str) -> bool:
+    """An architecture whose own config sets QuickGELU (the ``-quickgelu`` variants)."""
+    import open_clip
+
+    return bool((open_clip.get_model_config(arch) or {}).get("quick_gelu", False))
+
+
+def resolve_quick_gelu(arch: str, pretrained: str | None, explicit: bool | None, default: bool | None) -> bool:
+    """The activation a named architecture runs with: an explicit ``-M quick_gelu`` wins (with a warning
+    when it contradicts the tag's training), else the tag's pretrained config, else the plugin default.
+    A ``-quickgelu`` architecture always runs QuickGELU: open_clip cannot switch it off."""
+    from_tag = tag_quick_gelu(arch, pretrained)
+    if explicit is not None:
+        if from_tag is not None and explicit != from_tag:
+            warnings.warn(f"-M quick_gelu={str(explicit).lower()} contradicts {arch}/{pretrained}, which was "
+                          f"trained with {'QuickGELU' if from_tag else 'GELU'}; running as asked", stacklevel=3)
+        chosen = explicit
+    else:
+        chosen = from_tag if from_tag is not None else bool(default)
+    if not chosen and arch_quick_gelu(arch):
+        if explicit is False:
+            warnings.warn(f"--arch {arch} sets QuickGELU in its own config; -M quick_gelu=false cannot turn it off",
+                          stacklevel=3)
+        return True
+    return chosen
+
+
+class OpenClipModel(EmbeddingModel):
+    """Any open_clip CLIP; videos are frames through the image tower, mean-pooled (base class)."""
+
+    def __init__(self, name: str, model: torch.nn.Module, tokenizer: Any, arch_id: Any,
+                 weights_id: str, quick_gelu: bool) -> None:
+        super().__init__()
+        self.name = name
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self._arch_id = arch_id
+        self._weights_id = weights_id
+        self._quick_gelu = quick_gelu
+        self.preprocess_cfg = dict(model.visual.preprocess_cfg)
+        size = self.preprocess_cfg["size"]
+        self._size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+        self._mean = torch.tensor(self.preprocess_cfg["mean"], dtype=torch.float32).view(3, 1, 1)
+        self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
+        self._transform = None
+        self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.contracts.model.jpeg_draft)
+        self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
+
+    # construction ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
+               default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None,
+               allowed: set[str] = OPTIONS, state: dict[str, torch.Tensor] | None = None,
+               base_pretrained: str | None = None) -> "OpenClipModel":
+        """Build from an architecture (name or JSON config) and weights: ``state`` if the caller already
+        unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag. A checkpoint is
+        compared with its base (``--pretrained``, else ``base_pretrained``, else the default tag) when
+        the base weights are in the local cache."""
+        import open_clip
+
+        options.check_extra(allowed, name)
+        arch = options.arch or default_arch
+        quick = _flag(options.extra, "quick_gelu")
+        if arch.endswith(".json"):
+            if not Path(arch).is_file():
+                raise UserError(f"--arch {arch}: config file not found")
+            quick_gelu = bool(quick if quick is not None else default_quick_gelu)
+            model, tokenizer, arch_id = _model_from_config_file(Path(arch), quick_gelu)
+            pretrained = None
+        else:
+            pretrained = None if (options.checkpoint or state is not None) else (options.pretrained or default_pretrained)
+            quick_gelu = resolve_quick_gelu(arch, pretrained, quick, default_quick_gelu)
+            model = cls._create_named(arch, pretrained, quick_gelu)
+            tokenizer, arch_id = open_clip.get_tokenizer(arch), arch
+        notes: dict[str, Any] = {}
+        if state is None and options.checkpoint:
+            ckpt = read_checkpoint(options.checkpoint)
+            state, notes = ckpt.state, ckpt.notes()
+        if state is not None:
+            fit_state_dict(model, state, options.checkpoint or "checkpoint", arch)
+            weights_id = hash_state_dict(state)
+            base_tag = options.pretrained or base_pretrained or default_pretrained
+            if base_tag:
+                note = base_note(state, cached_pretrained_state(arch, base_tag), f"{arch}/{base_tag}",
+                                 options.checkpoint or "checkpoint")
+                notes.update({"note": note} if note else {})
+        else:
+            weights_id = f"{pretrained}" if pretrained else "random:" + hash_state_dict(model.state_dict())
+        made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
+        made.frame_sampling = options.frame_sampling()
+        made.jpeg_draft = bool(_flag(options.extra, "jpeg_draft"))
+        made.checkpoint_notes = notes
+        return made
+
+    @staticmethod
+    def _create_named(arch: str, pretrained: str | None, quick_gelu: bool) -> torch.nn.Module:
+        import open_clip
+
+        if arch not in open_clip.list_models():
+            from difflib import get_close_matches
+
+            close = get_close_matches(arch, open_clip.list_models(), n=3)
+            raise UserError(f"--arch {arch}: not an open_clip architecture"
+                            + (f"; did you mean {', '.join(close)}?" if close else ""))
+        try:
+            return open_clip.create_model(arch, pretrained=pretrained, force_quick_gelu=quick_gelu)
+        except Exception as exc:
+            if pretrained is None:
+                raise
+            raise UserError(
+                f"could not load pretrained weights {arch}/{pretrained}: {str(exc).splitlines()[0]}. "
+                "On a connected machine open_clip downloads them into the Hugging Face cache "
+                "(~/.cache/huggingface); offline, download the checkpoint file and pass --checkpoint PATH."
+            ) from exc
+
+    # EmbeddingModel -------------------------------------------------------------------------
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.model]
+
+    def describe(self) -> dict[str, Any]:
+        out = {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
+               "preprocess": self.preprocess_cfg}
+        if self.jpeg_draft:  # only when on: fingerprints of existing caches stay as they were
+            out["jpeg_draft"] = True
+        if self.checkpoint_notes:
+            out["checkpoint_notes"] = self.checkpoint_notes
+        return out
+
+    def _at_size(self, frames: Any) -> torch.Tensor | None:
+        if getattr(frames, "shape", None) is not None and tuple(frames.shape[-3:-1]) == self._size:
+            return array_to_tensor(frames, self._mean, self._std)
+        return None
+
+    def preprocess_batch(self, raw: Any, kind: str) -> torch.Tensor:
+        fast = self._at_size(raw) if getattr(raw, "ndim", 0) == (5 if kind == "video" else 4) else None
+        return fast if fast is not None else super().preprocess_batch(raw, kind)
+
+    def preprocess_video(self, frames: Any) -> torch.Tensor:
+        fast = self._at_size(frames) if getattr(frames, "ndim", 0) == 4 else None
+        return fast if fast is not None else super().preprocess_video(frames)
+
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        fast = self._at_size(image) if getattr(image, "ndim", 0) == 3 else None
+        if fast is not None:  # already at size: resize and crop are identities
+            return fast
+        if self._transform is None:
+            from open_clip.transform import PreprocessCfg, image_transform_v2
+
+            self._transform = image_transform_v2(PreprocessCfg(**self.preprocess_cfg), is_train=False)
+        if not hasattr(image, "convert"):
+            from PIL import Image
+
+            image = Image.fromarray(image)
+        elif self.jpeg_draft:
+            jpeg_draft(image, min(self._size))
+        return self._transform(image.convert("RGB"))
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        tokens = self.tokenizer(list(texts)).to(self.device)
+        return F.normalize(self.model.encode_text(tokens).float(), dim=-1)
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.model.encode_image(pixels.to(self.device)).float(), dim=-1)
+
+
+def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | None:
+    """open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
+    import open_clip
+
+    hub = (open_clip.get_pretrained_cfg(arch, tag) or {}).get("hf_hub", "") if not arch.endswith(".json") else ""
+    if not hub:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+
+    parts = hub.split("/")
+    repo, filename = "/".join(parts[:2]), "/".join(parts[2:])
+    names = [filename] if filename else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]
+    for name in names:
+        found = try_to_load_from_cache(repo, name)
+        if isinstance(found, str) and Path(found).is_file():
+            return load_state_dict(found)
+    return None
+
+
+def clip(options: ModelOptions) -> OpenClipModel:
+    """open_clip CLIP: ViT-B-32/openai unless --arch/--pretrained/--checkpoint say otherwise."""
+    return OpenClipModel.create("clip", options)

@@ -1,0 +1,26 @@
+"""The tiny CLIP of the embedded world: an open_clip model from a bundled config and bundled weights.
+
+The weights are reproduced by ``negharness train --trainer shapes_pretrain`` (see README).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from negharness.api import ModelOptions, UserError
+
+from negharness.plugins.openclip_model import OpenClipModel
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+CONFIG = WEIGHTS_DIR / "shapes_clip.json"
+WEIGHTS = WEIGHTS_DIR / "shapes_clip.safetensors"
+REPRODUCE = "negharness train --trainer shapes_pretrain --out {}".format(WEIGHTS)
+
+
+def shapes_clip(options: ModelOptions) -> OpenClipModel:
+    """ModifiedResNet at 32 px + a 2-layer text transformer, trained on the embedded world."""
+    checkpoint = options.checkpoint or str(WEIGHTS)
+    if not Path(checkpoint).is_file():
+        raise UserError(f"shapes_clip weights not found at {checkpoint}; reproduce them with: {REPRODUCE}")
+    opts = ModelOptions(arch=options.arch or str(CONFIG), checkpoint=checkpoint, extra=dict(options.extra))
+    return OpenClipModel.create("shapes_clip", opts, default_pretrained=None)

@@ -1,0 +1,21 @@
+"""Built-in trainer plugin."""
+
+from __future__ import annotations
+
+from negharness.api import Registrar, hookimpl
+
+
+@hookimpl
+def negharness_register_trainers(registry: Registrar) -> None:
+    registry.add("shapes_pretrain", "negharness.plugins.shapes_pretrain:train",
+                 "train the embedded world's tiny CLIP from scratch (reproduces the bundled weights)")
+    registry.add("bnl", "negharness.plugins.negation_training:bnl",
+                 "nT2VR bidirectional negation learning: triplet + lambda (l_bcl(x,q,q-) + l_bcl(q,x,q-))")
+    registry.add("snl", "negharness.plugins.negation_training:snl",
+                 "nT2VR simple negation learning: triplet + lambda_1 l_tri(x,q,q-)")
+    registry.add("snl_query", "negharness.plugins.negation_training:snl_query",
+                 "nT2VR SNL with the query as pivot: triplet + lambda_1 l_tri(q,x,q-) (Table 5 row 3)")
+    registry.add("negbench", "negharness.plugins.negation_training:negbench",
+                 "NegBench fine-tuning: alpha L_CLIP (true negations) + (1 - alpha) L_MCQ")
+    registry.add("triplet", "negharness.plugins.negation_training:triplet",
+                 "CLIP*: plain triplet-loss fine-tuning (nT2VR Eq. 2), the baseline of the others")

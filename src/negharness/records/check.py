@@ -1,0 +1,80 @@
+"""Result records as the leaderboard reads them: every file is either used or reported, never
+silently skipped. A truncated file, a record of another schema version, a missing or mistyped field
+is an error naming the file and the field (the run that wrote it can be redone with --overwrite).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from negharness.contracts.errors import UserError
+from negharness.records.results import SCHEMA_VERSION, record_files
+
+FIX = "rerun that task with --overwrite, or move the file out of the results folder"
+# field path -> accepted types; a "?" suffix marks a field that may be absent
+FIELDS: dict[str, tuple[type, ...]] = {
+    "model": (dict,), "model.label": (str,), "task": (dict,), "task.name": (str,), "task.family?": (str,),
+    "task.leaderboard_metrics?": (list,), "metrics": (dict,), "main_score": (dict,), "main_score.name": (str,),
+    "metric_info?": (dict,), "limited?": (bool,), "created_at?": (str,),
+}
+
+
+class RecordError(UserError):
+    """A result record the leaderboard cannot use; the message names the file and the field."""
+
+
+def checked_records(results_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    for path in record_files(results_dir):
+        yield path, load_checked(path)
+
+
+def load_checked(path: Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path}: cannot read result record ({getattr(exc, 'strerror', None) or exc}); {FIX}") from None
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        cut = " (truncated?)" if not text.rstrip().endswith("}") else ""
+        raise RecordError(f"{path}:{exc.lineno}: not valid JSON{cut}: {exc.msg}; {FIX}") from None
+    if not isinstance(rec, dict):
+        raise RecordError(f"{path}: a result record is a JSON object, not {type(rec).__name__}; {FIX}")
+    version = rec.get("schema_version")
+    if version != SCHEMA_VERSION:
+        said = "no schema_version" if version is None else f"schema_version {version!r}"
+        raise RecordError(f"{path}: {said}; this negharness reads schema_version {SCHEMA_VERSION} ({FIX}, "
+                          "or use the negharness version that wrote it)")
+    check_fields(rec, str(path))
+    return rec
+
+
+def check_fields(rec: dict[str, Any], where: str) -> None:
+    for spec, types in FIELDS.items():
+        name = spec.rstrip("?")
+        value, present = _get(rec, name)
+        if not present:
+            if spec.endswith("?"):
+                continue
+            raise RecordError(f"{where}: field {name!r} is missing; {FIX}")
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise RecordError(f"{where}: field {name!r} must be {' or '.join(t.__name__ for t in types)}, "
+                              f"not {type(value).__name__} ({value!r:.40}); {FIX}")
+    for key, value in rec["metrics"].items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise RecordError(f"{where}: field 'metrics.{key}' must be a number, not {type(value).__name__} "
+                              f"({value!r:.40}); {FIX}")
+    for key, info in (rec.get("metric_info") or {}).items():
+        if not isinstance(info, dict):
+            raise RecordError(f"{where}: field 'metric_info.{key}' must be an object; {FIX}")
+
+
+def _get(rec: dict[str, Any], dotted: str) -> tuple[Any, bool]:
+    value: Any = rec
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None, False
+        value = value[part]
+    return value, True

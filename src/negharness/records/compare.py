@@ -1,0 +1,187 @@
+"""`negharness compare A B`: does model B really differ from model A on the same queries?
+
+For every task both runs have, and every metric both have per-query values for: the difference
+B - A, its 95% paired bootstrap interval (queries resampled jointly) and a two-sided p-value; for
+0/100 metrics (accuracies, R@K hits, removal) also McNemar's exact test on the discordant
+questions. Runs are only compared when their query id lists are identical (same queries in the
+same order): anything else would compare different questions, and the report says why it skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from negharness.contracts.errors import UserError
+from negharness.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, mcnemar_exact, paired_test
+from negharness.scoring.perquery import read_sidecar
+from negharness.records.results import SIDECAR_SUFFIXES, iter_records, read_record
+
+
+@dataclass
+class Run:
+    """One record with its per-query values."""
+
+    path: Path
+    record: dict[str, Any]
+    per_query: dict[str, Any] | None
+
+
+@dataclass
+class MetricComparison:
+    metric: str
+    a: float
+    b: float
+    diff: float
+    lo: float
+    hi: float
+    p_value: float
+    queries: int
+    higher_is_better: bool = True
+    fmt: str = ".3f"
+    mcnemar: tuple[int, int, float] | None = None  # (A right only, B right only, p)
+
+
+@dataclass
+class TaskComparison:
+    task: str
+    metrics: list[MetricComparison] = field(default_factory=list)
+    skipped: str | None = None  # why this task was not compared
+
+
+def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[str, dict[str, Run]]:
+    """(label, task -> newest run) for a record folder, or a model label / folder name under results_dir."""
+    folder = Path(spec)
+    if not folder.is_dir():
+        folder = _folder_for_label(spec, Path(results_dir))
+    runs: dict[str, Run] = {}
+    label = None
+    for path in sorted(folder.glob("*.json")):
+        if path.name.endswith(SIDECAR_SUFFIXES):
+            continue
+        rec = read_record(path)
+        if rec is None or rec.get("limited") or (task and rec["task"]["name"] != task):
+            continue
+        label = label or rec["model"]["label"]
+        old = runs.get(rec["task"]["name"])
+        if old is None or rec.get("created_at", "") > old.record.get("created_at", ""):
+            runs[rec["task"]["name"]] = Run(path, rec, read_sidecar(path, rec))
+    if not runs:
+        raise UserError(f"{spec}: no full (not --limit) result records{f' for task {task}' if task else ''} in {folder}")
+    return label or spec, runs
+
+
+def _folder_for_label(label: str, results_dir: Path) -> Path:
+    if not results_dir.is_dir():
+        raise UserError(f"{label}: not a record folder, and --results-dir {results_dir} does not exist")
+    direct = results_dir / label
+    if direct.is_dir():
+        return direct
+    folders = sorted({p.parent for p, rec in iter_records(results_dir) if rec["model"]["label"] == label})
+    if len(folders) != 1:
+        known = sorted({rec["model"]["label"] for _, rec in iter_records(results_dir)})
+        raise UserError(f"{label}: no record folder or model label under {results_dir} "
+                        f"(labels there: {', '.join(known) or 'none'})")
+    return folders[0]
+
+
+def _binary(values: np.ndarray) -> bool:
+    kept = values[~np.isnan(values)]
+    return kept.size > 0 and bool(np.isin(kept, (0.0, 100.0)).all())
+
+
+def _array(vals: list) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
+
+
+def compare_task(name: str, a: Run, b: Run, n: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> TaskComparison:
+    out = TaskComparison(name)
+    if a.per_query is None or b.per_query is None:
+        which = "A" if a.per_query is None else "B"
+        out.skipped = f"run {which} has no per-query values (a record made before they existed: rerun it)"
+        return out
+    ia, ib = a.per_query["ids"], b.per_query["ids"]
+    if ia != ib:
+        shared = len(set(ia) & set(ib))
+        out.skipped = (f"different queries: A has {len(ia)}, B has {len(ib)}, {shared} shared"
+                       + (" (same ids, another order)" if shared == len(ia) == len(ib) else ""))
+        return out
+    info = {**b.record.get("metric_info", {}), **a.record.get("metric_info", {})}
+    for metric in [m for m in a.per_query["values"] if m in b.per_query["values"]]:
+        va, vb = _array(a.per_query["values"][metric]), _array(b.per_query["values"][metric])
+        if not np.array_equal(np.isnan(va), np.isnan(vb)):
+            continue  # covered on different queries (another template split): not a paired comparison
+        res = paired_test(va, vb, n, seed)
+        mi = info.get(metric, {})
+        mc = None
+        if _binary(va) and _binary(vb):
+            keep = ~np.isnan(va)
+            mc = mcnemar_exact(va[keep] == 100.0, vb[keep] == 100.0)
+        out.metrics.append(MetricComparison(metric, float(a.record["metrics"][metric]), float(b.record["metrics"][metric]),
+                                            res.diff, res.lo, res.hi, res.p_value, res.n_queries,
+                                            bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), mc))
+    return out
+
+
+def compare(a: dict[str, Run], b: dict[str, Run], n: int = BOOTSTRAP_RESAMPLES,
+            seed: int = BOOTSTRAP_SEED) -> list[TaskComparison]:
+    """Every task either run has; a task only one of them has is listed as skipped."""
+    out = []
+    for name in sorted(set(a) | set(b)):
+        if name not in a or name not in b:
+            out.append(TaskComparison(name, skipped=f"only {'A' if name in a else 'B'} has a record"))
+        else:
+            out.append(compare_task(name, a[name], b[name], n, seed))
+    return out
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _cells(m: MetricComparison) -> list[str]:
+    f = m.fmt
+    mc = f"{m.mcnemar[0]}/{m.mcnemar[1]}, p={_p(m.mcnemar[2])}" if m.mcnemar else "–"
+    return [m.metric + (" ↑" if m.higher_is_better else " ↓"), format(m.a, f), format(m.b, f),
+            f"{m.diff:+{f}} [{m.lo:+{f}}, {m.hi:+{f}}]", _p(m.p_value), mc]
+
+
+HEADERS = ["metric", "A", "B", "B − A [95% CI]", "p (bootstrap)", "McNemar (A only/B only, p)"]
+
+
+def to_markdown(label_a: str, label_b: str, results: list[TaskComparison], n: int, seed: int) -> str:
+    parts = [f"# {label_b} (B) against {label_a} (A)\n\n",
+             f"Paired bootstrap over queries ({n} resamples, seed {seed}), two-sided p; McNemar's exact test "
+             "on the discordant queries for 0/100 metrics.\n"]
+    for t in results:
+        parts.append(f"\n## {t.task}\n\n")
+        if t.skipped:
+            parts.append(f"Not compared: {t.skipped}.\n")
+            continue
+        parts.append("| " + " | ".join(HEADERS) + " |\n|---|" + "---:|" * (len(HEADERS) - 1) + "\n")
+        for m in t.metrics:
+            parts.append("| " + " | ".join(_cells(m)) + " |\n")
+    return "".join(parts)
+
+
+def to_rich(label_a: str, label_b: str, results: list[TaskComparison]) -> list[Any]:
+    from rich.table import Table
+
+    out = []
+    for t in results:
+        if t.skipped:
+            out.append(f"[yellow]{t.task}: not compared: {t.skipped}[/]")
+            continue
+        table = Table(title=f"{t.task}: {label_b} (B) vs {label_a} (A)", title_justify="left")
+        for h in HEADERS:
+            table.add_column(h, justify="left" if h == "metric" else "right")
+        for m in t.metrics:
+            cells = _cells(m)
+            if m.p_value < 0.05:
+                cells[3] = f"[bold]{cells[3]}[/]"
+            table.add_row(*cells)
+        out.append(table)
+    return out

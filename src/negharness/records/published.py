@@ -1,0 +1,192 @@
+"""Published numbers as data: the papers' tables, typed and validated, and a run's difference to them.
+
+A table is a CSV file (``#`` lines are comments) with one line per (paper row, task)::
+
+    paper,table,row,model,arch,pretrained,task,note,<metric>,<metric>*100,<metric>/100,...
+
+``row`` is the paper's own label; ``model``/``arch``/``pretrained`` the negharness model it
+corresponds to (empty ``model``: no counterpart, the row is still shown beside measured ones;
+empty ``arch``/``pretrained``: any; ``a|b``: either). A metric column is named as the task emits
+the metric; ``name*k`` or ``name/k`` converts the printed number to the task's units, so the cells
+stay exactly as the paper prints them. An empty or ``-`` cell is a value the paper does not report.
+
+Tables ship with the task packages (``negharness/tasks/<benchmark>/published/*.csv``); they are
+read as data files, no task code is imported.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from negharness.contracts.errors import UserError
+
+FIXED = ("paper", "table", "row", "model", "arch", "pretrained", "task", "note")
+REQUIRED = ("paper", "table", "row", "task")
+MISSING = {"", "-", "–", "—", "_"}
+METRIC_HEADER = re.compile(r"^(?P<name>[^*/\s][^*/]*?)(?:(?P<op>[*/])(?P<k>\d+(?:\.\d+)?))?$")
+
+
+class PublishedTableError(UserError):
+    """A published table that cannot be read: the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What decides which published rows a run reproduces: plugin name, architecture, weights (tag or hash)."""
+
+    name: str
+    arch: str | None = None
+    weights: str | None = None
+
+    @classmethod
+    def of(cls, model: Any) -> "ModelIdentity":
+        """From a model or editor plugin: ``name`` and ``describe()`` (``arch``; ``weights`` or ``source``)."""
+        info = model.describe() if hasattr(model, "describe") else {}
+        weights = info.get("weights") or info.get("source")
+        return cls(str(getattr(model, "name", "")), info.get("arch"), None if weights is None else str(weights))
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One published number, in the task's units, with where it was printed."""
+
+    paper: str
+    table: str
+    row: str
+    model: str
+    arch: str
+    pretrained: tuple[str, ...]
+    task: str
+    metric: str
+    value: float
+    printed: str
+    note: str
+    file: str
+    line: int
+
+    @property
+    def source(self) -> str:
+        return f"{self.paper}, {self.table}, row {self.row!r}"
+
+    def matches(self, who: ModelIdentity) -> bool:
+        """Same model plugin, and the same architecture and weights where the row names them."""
+        if not self.model or self.model != who.name:
+            return False
+        if self.arch and self.arch != who.arch:
+            return False
+        return not self.pretrained or who.weights in self.pretrained
+
+
+def _metric_columns(path: Path, line: int, header: Sequence[str]) -> list[tuple[int, str, float]]:
+    """(column index, metric name, factor to the task's units) for every non-fixed column."""
+    out = []
+    for i, col in enumerate(header):
+        if col in FIXED:
+            continue
+        m = METRIC_HEADER.match(col.strip())
+        if not m:
+            raise PublishedTableError(f"{path}:{line}: column {col!r} is not a metric name, name*k or name/k")
+        k = float(m["k"]) if m["k"] else 1.0
+        if k == 0:
+            raise PublishedTableError(f"{path}:{line}: column {col!r} scales by zero")
+        out.append((i, m["name"].strip(), k if m["op"] != "/" else 1.0 / k))
+    if not out:
+        raise PublishedTableError(f"{path}:{line}: no metric columns")
+    return out
+
+
+def _lines(path: Path) -> Iterable[tuple[int, list[str]]]:
+    """(line number, cells) of the non-comment, non-blank lines."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PublishedTableError(f"{path}: cannot read ({exc})") from exc
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip() and not line.lstrip().startswith("#"):
+            yield lineno, next(csv.reader([line]))
+
+
+def load_table(path: Path | str) -> list[PublishedRow]:
+    """Every published number of one table file; any malformed line is an error naming file and line."""
+    path = Path(path)
+    lines = iter(_lines(path))
+    try:
+        header_line, header = next(lines)
+    except StopIteration:
+        raise PublishedTableError(f"{path}: empty table") from None
+    header = [h.strip() for h in header]
+    absent = [c for c in REQUIRED if c not in header]
+    if absent:
+        raise PublishedTableError(f"{path}:{header_line}: header lacks column(s) {', '.join(absent)}")
+    if len(set(header)) != len(header):
+        raise PublishedTableError(f"{path}:{header_line}: a column name appears twice")
+    metrics = _metric_columns(path, header_line, header)
+    at = {c: header.index(c) for c in FIXED if c in header}
+    out: list[PublishedRow] = []
+    for lineno, cells in lines:
+        if len(cells) != len(header):
+            raise PublishedTableError(f"{path}:{lineno}: {len(cells)} cells, the header has {len(header)}")
+        get = lambda c: cells[at[c]].strip() if c in at else ""  # noqa: E731
+        for c in REQUIRED:
+            if not get(c):
+                raise PublishedTableError(f"{path}:{lineno}: empty {c!r}")
+        reported = 0
+        for i, metric, factor in metrics:
+            printed = cells[i].strip()
+            if printed in MISSING:
+                continue
+            try:
+                value = float(printed)
+            except ValueError:
+                raise PublishedTableError(f"{path}:{lineno}: {header[i]} = {printed!r} is not a number") from None
+            reported += 1
+            out.append(PublishedRow(get("paper"), get("table"), get("row"), get("model"), get("arch"),
+                                    tuple(p for p in get("pretrained").split("|") if p), get("task"), metric,
+                                    value * factor, printed, get("note"), str(path), lineno))
+        if not reported:
+            raise PublishedTableError(f"{path}:{lineno}: no value on this line")
+    return out
+
+
+def shipped_table_files() -> list[Path]:
+    """The tables the installed task packages ship: ``negharness/tasks/*/published/*.csv``."""
+    spec = importlib.util.find_spec("negharness.tasks")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    return sorted(p for root in roots for p in Path(root).glob("*/published/*.csv"))
+
+
+@lru_cache(maxsize=1)
+def shipped_rows() -> tuple[PublishedRow, ...]:
+    return tuple(r for f in shipped_table_files() for r in load_table(f))
+
+
+def published_rows(task_name: str, rows: Iterable[PublishedRow] | None = None) -> list[PublishedRow]:
+    """Every published number for this task (all models, with or without a negharness counterpart),
+    in table order: what a leaderboard shows beside measured rows, marked as published."""
+    return [r for r in (shipped_rows() if rows is None else rows) if r.task == task_name]
+
+
+def compare(task_name: str, who: ModelIdentity, metrics: dict[str, float],
+            rows: Iterable[PublishedRow] | None = None) -> list[dict[str, Any]]:
+    """For each published number of a row this model reproduces: published, measured and the
+    difference (measured - published, in the task's units). Several rows may match (a table and
+    its erratum, two epochs of one tag); each says where it comes from."""
+    out = []
+    for r in published_rows(task_name, rows):
+        if r.matches(who) and r.metric in metrics:
+            measured = float(metrics[r.metric])
+            out.append({"metric": r.metric, "published": r.value, "measured": measured,
+                        "diff": measured - r.value, "source": r.source, **({"note": r.note} if r.note else {})})
+    return out
+
+
+def published_notes(task_name: str, model: Any, metrics: dict[str, float]) -> dict[str, Any]:
+    """What a task adds to ``TaskResult.notes``: ``{"published": [...]}`` when its model matches a row, else {}."""
+    found = compare(task_name, ModelIdentity.of(model), metrics)
+    return {"published": found} if found else {}

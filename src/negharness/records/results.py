@@ -1,0 +1,215 @@
+"""Result records: one JSON file per (model, task) run, written atomically, with what made it.
+
+``results/<model label dir>/<task>.json``, plus ``<task>.samples.jsonl`` when samples are logged,
+so a run can be re-scored without re-encoding.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from negharness.store.atomic import atomic_write_json, atomic_write_text
+from negharness.contracts.hashing import hash_json
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What defines a leaderboard row: the model name, its options, and the precision it ran in."""
+
+    name: str
+    options: dict[str, Any]
+    precision: str = "fp32"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "options": dict(sorted(self.options.items())), "precision": self.precision}
+
+    @property
+    def is_default(self) -> bool:
+        return not self.options and self.precision == "fp32"
+
+    @property
+    def label(self) -> str:
+        """Human-readable row label: ``clip`` or ``clip (arch=ViT-L-14, bf16)``."""
+        if self.is_default:
+            return self.name
+        parts = [f"{k}={v}" for k, v in sorted(self.options.items())]
+        if self.precision != "fp32":
+            parts.append(self.precision)
+        return f"{self.name} ({', '.join(parts)})"
+
+    @property
+    def dirname(self) -> str:
+        return self.name if self.is_default else f"{self.name}@{hash_json(self.as_dict(), 8)}"
+
+
+def task_variant(config: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
+    """The task settings of a run that differ from the task's default run (--limit, -T, --seed)."""
+    return {k: v for k, v in sorted(config.items()) if k not in default or default[k] != v}
+
+
+def variant_label(variant: dict[str, Any]) -> str:
+    """``limit=100, n_items=50``; "" for the default run."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(variant.items()))
+
+
+def variant_suffix(variant: dict[str, Any]) -> str:
+    """How a variant's record is named beside the default one: ``.limit100`` for a --limit run,
+    ``@<hash>`` of the other differing settings (``<task>.limit100@1a2b3c4d.json``)."""
+    rest = {k: v for k, v in variant.items() if k != "limit"}
+    limit = f".limit{variant['limit']}" if variant.get("limit") is not None else ""
+    return limit + (f"@{hash_json(rest, 8)}" if rest else "")
+
+
+def record_path(output_dir: Path, model: ModelConfig, task: str, variant: dict[str, Any] | None = None) -> Path:
+    """``<model dir>/<task>.json`` for the task's default config; a variant goes beside it, never over it."""
+    return Path(output_dir) / model.dirname / f"{task}{variant_suffix(variant or {})}.json"
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def code_versions(plugin_distributions: dict[str, str]) -> dict[str, Any]:
+    """The versions of the code that scores: what a record's reuse is checked against."""
+    return {"negharness": _version("negharness"), "plugins": dict(sorted(plugin_distributions.items()))}
+
+
+def environment_versions(plugin_distributions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "negharness": _version("negharness"),
+        "torch": _version("torch"),
+        "open_clip": _version("open_clip_torch"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "plugins": dict(sorted(plugin_distributions.items())),
+    }
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What every record says of its run, whatever the task's protocol."""
+
+    model: ModelConfig
+    model_plugin: str
+    fingerprint: str
+    describe: dict[str, Any]
+    plugin_versions: dict[str, str]
+    device: str
+    batch_size: int
+    seed: int
+    limit: int | None
+    model_sources: dict[str, str] | None = None  # content hashes of files the model options name
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """What a record says of the task side of one run: its variant, data hashes and why it (re)ran."""
+
+    variant: dict[str, Any]
+    data: dict[str, Any]
+    rerun_reason: str | None = None
+
+
+SKIPPED_LISTED = 5  # skipped media named in a record; the count covers all of them
+
+
+def skipped_media_summary(broken: dict[str, list[str]]) -> tuple[int, dict[str, list[str]]]:
+    """(how many distinct media were left out of scoring, the first few per collection)."""
+    distinct = {k: list(dict.fromkeys(v)) for k, v in broken.items() if v}
+    return sum(len(v) for v in distinct.values()), {k: v[:SKIPPED_LISTED] for k, v in sorted(distinct.items())}
+
+
+def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_hash: str,
+                 timings: dict[str, float], counts: dict[str, Any], skipped_media: dict[str, list[str]],
+                 task_run: TaskRun | None = None) -> dict[str, Any]:
+    """The one record layout for every protocol (embedding retrieval/MCQ and editing alike)."""
+    m = run.model
+    task_run = task_run or TaskRun({}, {})
+    n_skipped, skipped = skipped_media_summary(skipped_media)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "created_at": now_iso(),
+        "model": {"name": m.name, "label": m.label, "options": m.options, "plugin": run.model_plugin,
+                  "fingerprint": run.fingerprint, "describe": run.describe, "sources": run.model_sources or {}},
+        "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_plugin,
+                 "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
+                 "citation": task.citation},
+        "metrics": result.metrics,
+        "metric_info": {k: {"higher_is_better": v.higher_is_better, "fmt": v.fmt}
+                        for k, v in task.metric_info.items() if k in result.metrics},
+        "main_score": {"name": task.main_score, "value": result.metrics.get(task.main_score)},
+        "notes": result.notes,
+        "n_items": result.n_items,
+        "config": {"model": m.as_dict(), "task": task.config(), "batch_size": run.batch_size},
+        "config_hash": config_hash,
+        "seed": run.seed,
+        "limited": run.limit is not None,
+        "limit": run.limit,
+        "device": run.device,
+        "versions": environment_versions(run.plugin_versions),
+        "timings": timings,
+        "counts": counts,
+        "variant": task_run.variant,
+        "variant_label": variant_label(task_run.variant),
+        "data": task_run.data,
+        "rerun_reason": task_run.rerun_reason or None,
+        "n_skipped_media": n_skipped,
+        "skipped_media": skipped,
+    }
+
+
+def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any]] | None = None,
+                 per_query: dict[str, Any] | None = None) -> Path:
+    """Samples and per-query values first, record last: a record on disk always has its samples and
+    per-query files complete beside it."""
+    if per_query is not None:
+        from negharness.scoring.perquery import write_sidecar
+
+        record = {**record, "per_query_file": write_sidecar(path, per_query).name}
+    if samples is not None:
+        lines = "".join(json.dumps(s, sort_keys=True, ensure_ascii=False) + "\n" for s in samples)
+        atomic_write_text(path.with_suffix(".samples.jsonl"), lines)
+        record = {**record, "samples_file": path.with_suffix(".samples.jsonl").name}
+    return atomic_write_json(path, record)
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A record, or None when the file is unreadable or of another schema."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
+        return None
+    return rec
+
+
+SIDECAR_SUFFIXES = (".perquery.json", ".diagnosis.json")  # per-query values; `negharness diagnose` results
+
+
+def record_files(results_dir: Path) -> list[Path]:
+    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them."""
+    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(SIDECAR_SUFFIXES)]
+
+
+def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
+    for path in record_files(results_dir):
+        rec = read_record(path)
+        if rec is not None:
+            yield path, rec

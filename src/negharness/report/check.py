@@ -1,0 +1,114 @@
+"""`negharness leaderboard --check`: is the committed board what its records give, and is every
+record one the board may show? Used by CI and for community results sent as pull requests.
+
+A record passes when it is of the current schema, names its model's fingerprint, was not cut by
+``--limit``, and has its per-query sidecar beside it, consistent with its metrics (mean of the
+per-query values = the metric) and with its intervals (recomputed with the record's seed).
+A `negharness diagnose` result passes when it is of its schema and names the fingerprint the
+records beside it name (else the model changed since: it is stale).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from negharness.report import diagnosis_file
+from negharness.scoring import perquery
+from negharness.records.results import record_files
+from negharness.contracts.errors import UserError
+from negharness.records.results import SCHEMA_VERSION
+
+REQUIRED = ("created_at", "model", "task", "metrics", "main_score", "config_hash")
+
+
+def record_problems(path: Path, rec: Any) -> list[str]:
+    """Why this record may not enter the board (empty when it may)."""
+    if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
+        return [f"not a result record of schema {SCHEMA_VERSION}"]
+    out = [f"no {k!r}" for k in REQUIRED if k not in rec]
+    if out:
+        return out
+    if not (rec["model"].get("fingerprint") or "").strip():
+        out.append("no model fingerprint (model.fingerprint)")
+    if rec.get("limited") or rec.get("limit") is not None:
+        out.append(f"run with --limit {rec.get('limit')}: a partial run cannot enter the board")
+    try:
+        pq = perquery.read_sidecar(path, rec)
+    except UserError as exc:
+        return out + [str(exc)]
+    if pq is None:
+        return out + ["no per-query sidecar (per_query_file): rerun with a negharness that writes one"]
+    out += _interval_problems(rec, pq)
+    return out
+
+
+def _interval_problems(rec: dict[str, Any], pq: dict[str, Any]) -> list[str]:
+    method = rec.get("interval_method") or {}
+    try:
+        fresh = perquery.intervals(rec, pq, int(method.get("resamples", 0)), int(method.get("seed", 0)))
+    except (ValueError, TypeError):
+        return ["interval_method is missing or malformed"]
+    stored = rec.get("intervals") or {}
+    out = []
+    for metric, (lo, hi) in fresh["intervals"].items():
+        got = stored.get(metric)
+        if not isinstance(got, list) or len(got) != 2 or any(
+                g is None or abs(float(g) - float(w)) > 1e-9 * max(1.0, abs(float(w))) for g, w in zip(got, (lo, hi))):
+            out.append(f"interval of {metric!r} {got} is not what its per-query values give ({[lo, hi]})")
+    return out
+
+
+def invalid_records(results_dir: Path) -> list[str]:
+    """'path: problem' for every JSON file under results_dir that is not a valid board record."""
+    out = []
+    for path in record_files(results_dir):
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            out.append(f"{path}: not readable JSON ({exc})")
+            continue
+        out += [f"{path}: {p}" for p in record_problems(path, rec)]
+    return out
+
+
+def stale_files(expected: dict[Path, str]) -> list[str]:
+    """A short diff summary for every file whose content on disk differs from what it should be."""
+    out = []
+    for path, text in sorted(expected.items()):
+        try:
+            current = path.read_text(encoding="utf-8")
+        except OSError:
+            out.append(f"{path}: missing")
+            continue
+        if current == text:
+            continue
+        diff = [d for d in difflib.unified_diff(current.splitlines(), text.splitlines(), lineterm="", n=0)
+                if d[:1] in "+-" and not d.startswith(("+++", "---"))]
+        shown = "\n    ".join(d[:160] for d in diff[:6])
+        out.append(f"{path}: stale ({len(diff)} changed line(s)):\n    {shown}")
+    return out
+
+
+def diagnosis_problems(results_dir: Path, records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """For --check: a diagnosis that is invalid, or whose model fingerprint differs from the one its
+    folder's records name (the weights changed since it was made: rerun diagnose)."""
+    prints: dict[Path, set[str]] = {}
+    for path, rec in records:
+        fp = str((rec.get("model") or {}).get("fingerprint") or "")
+        if fp:
+            prints.setdefault(Path(path).parent, set()).add(fp)
+    out = []
+    for path in diagnosis_file.diagnosis_files(results_dir):
+        try:
+            data = diagnosis_file.load(path)
+        except diagnosis_file.DiagnosisError as exc:
+            out.append(str(exc))
+            continue
+        other = prints.get(path.parent, set()) - {data["model"]["fingerprint"]}
+        if other:
+            out.append(f"{path}: stale: made with model fingerprint {data['model']['fingerprint']}, but the records "
+                       f"beside it name {', '.join(sorted(other))} (rerun `negharness diagnose`)")
+    return out

@@ -1,0 +1,179 @@
+"""`negharness leaderboard --html DIR`: the board as a static page (one index.html, no server, no CDN).
+
+Sortable tables (a few lines of inline JS: click a header), every measured value linking to its
+record with its exact interval as a tooltip, and the plots inlined as SVG. `site_files` is a pure
+function of the records (byte-identical output), so `--check` can compare the page on disk too.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from negharness.report.leaderboard import Cell, Links, Row, TaskTable, summary_rows
+from negharness.report.plots import all_plots, pca_scatter
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f0f0f0;cursor:pointer;user-select:none}th:first-child,td:first-child{text-align:left}
+tr.published td{color:#666;font-style:italic}td.best{font-weight:bold}a{color:#1a55a0;text-decoration:none}
+.plot svg{max-width:100%;height:auto}.note{color:#555;font-size:.9em}"""
+
+SORT_JS = """document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',function(){
+var table=th.closest('table'),body=table.tBodies[0],col=th.cellIndex,asc=th.dataset.asc!=='1';
+table.querySelectorAll('th').forEach(function(h){h.dataset.asc=''});th.dataset.asc=asc?'1':'0';
+var key=function(tr){var c=tr.cells[col],v=c.dataset.value;return v===undefined||v===''?null:(isNaN(+v)?v:+v)};
+Array.from(body.rows).sort(function(a,b){var x=key(a),y=key(b);if(x===null)return 1;if(y===null)return -1;
+return (x<y?-1:x>y?1:0)*(asc?1:-1)}).forEach(function(tr){body.appendChild(tr)})})});"""
+
+
+def newest_records(records: Iterable[tuple[Path, dict[str, Any]]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(model label, task) -> the newest full (not --limit) record, as the tables choose them."""
+    out: dict[tuple[str, str], tuple[tuple[str, str], dict[str, Any]]] = {}
+    for path, rec in records:
+        if rec.get("limited"):
+            continue
+        key = (rec["model"]["label"], rec["task"]["name"])
+        order = (rec.get("created_at", ""), str(path))
+        if key not in out or order > out[key][0]:
+            out[key] = (order, rec)
+    return {k: v[1] for k, v in sorted(out.items())}
+
+
+def _td(cell: Cell | None, fmt: str, row: Row, links: Links, best: bool) -> str:
+    if row.blank or cell is None:
+        return "<td data-value=''>–</td>"
+    text = html.escape(cell.text(fmt))
+    title = ""
+    if cell.interval:
+        title = f" title='95% interval [{format(cell.interval[0], fmt)}, {format(cell.interval[1], fmt)}]'"
+    if row.measured:
+        link = links(cell.record)
+        text = f"<a href='{html.escape(link)}'{title}>{text}</a>"
+    return f"<td data-value='{cell.value!r}'{' class=best' if best else ''}>{text}</td>"
+
+
+def _row_label(row: Row) -> str:
+    if row.published:
+        return f"<td data-value='{html.escape(row.label)}'>published: {html.escape(row.label)} " \
+               f"<span class=note>({html.escape(row.published)})</span></td>"
+    mark = " †" if row.circular else ""
+    return f"<td data-value='{html.escape(row.label)}'>{html.escape(row.label)}{mark}</td>"
+
+
+def _summary_table(tables: list[TaskTable], links: Links) -> str:
+    head = "".join(f"<th>{html.escape(t.task)} {html.escape(t.column(t.main).title)}</th>" for t in tables)
+    body = []
+    for line in summary_rows(tables):
+        cells = ["<td data-value=''>–</td>" if row is None else
+                 _td(row.cells.get(t.main), t.column(t.main).fmt, row, links, bold) for t, row, bold in line.cells]
+        label = html.escape(line.label)
+        body.append(f"<tr><td data-value='{label}'>{label}</td>{''.join(cells)}</tr>")
+    return (f"<table class=sortable id=summary><thead><tr><th>model</th>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _task_table(t: TaskTable, links: Links) -> str:
+    head = "".join(f"<th>{html.escape(c.title)}</th>" for c in t.columns)
+    bold = {c.metric: t.bold(c) for c in t.columns}
+    body = []
+    for row in t.rows:
+        cells = "".join(_td(row.cells.get(c.metric), c.fmt, row, links, bold[c.metric] is row) for c in t.columns)
+        body.append(f"<tr{' class=published' if row.published else ''}>{_row_label(row)}{cells}</tr>")
+    notes = sorted({f"† {r.label}: {r.circular}" for r in t.rows if r.circular}
+                   | {f"– {r.label}: {r.blank}" for r in t.rows if r.blank})
+    note_html = "".join(f"<p class=note>{html.escape(n)}</p>" for n in notes)
+    return (f"<h3 id='task-{html.escape(t.task)}'>{html.escape(t.task)} <span class=note>({html.escape(t.family)}; "
+            f"main score {html.escape(t.main)})</span></h3><table class=sortable data-task='{html.escape(t.task)}'>"
+            f"<thead><tr><th>model</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note_html}")
+
+
+def markdown_to_html(text: str) -> str:
+    """Enough Markdown for the experiment table: headings, paragraphs, pipe tables, **bold**, `code`."""
+    out, para, rows = [], [], []
+
+    def inline(s: str) -> str:
+        s = html.escape(s)
+        s = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", s)
+        return re.sub(r"`(.+?)`", r"<code>\1</code>", s)
+
+    def flush() -> None:
+        if para:
+            out.append(f"<p>{inline(' '.join(para))}</p>")
+            para.clear()
+        if rows:
+            cells = [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows if not re.match(r"^\|[-:| ]+\|$", r.strip())]
+            head, *rest = cells
+            out.append("<table class=sortable><thead><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head)
+                       + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>"
+                                                         for r in rest) + "</tbody></table>")
+            rows.clear()
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if para:
+                flush()
+            rows.append(line)
+        elif not line.strip():
+            flush()
+        elif line.startswith("#"):
+            flush()
+            level = min(len(line) - len(line.lstrip("#")) + 1, 4)
+            out.append(f"<h{level}>{inline(line.lstrip('#').strip())}</h{level}>")
+        else:
+            if rows:
+                flush()
+            para.append(line.strip())
+    flush()
+    return "".join(out)
+
+
+def _diagnoses(diagnoses: list[tuple[Path, dict[str, Any]]], links: Links) -> str:
+    """One PCA scatter per diagnosed model (NegBench Fig. 6), with its summary numbers and a link to its file."""
+    figures = []
+    for path, d in diagnoses:
+        s = d["summary"]
+        note = (f"{s['n_captions']} captions over {len(d.get('objects') or [])} objects; mean cos('X', 'not X') "
+                f"{s['same_object_negation']:.3f}, mean cos('X', 'Y') {s['different_objects']:.3f}, "
+                f"negation gap {s['negation_gap']:+.3f}")
+        figures.append(f"<figure class=plot id='diagnosis-{html.escape(path.parent.name)}'><figcaption>"
+                       f"{html.escape(d['model']['label'])}: <a href='{html.escape(links(path))}'>{html.escape(note)}</a>"
+                       f"</figcaption>{pca_scatter(d)}</figure>")
+    return ("<section id=diagnoses><h2>Embedding diagnosis (NegBench Fig. 6)</h2><p class=note>Made by "
+            "<code>negharness diagnose</code>: captions of five template families over a set of objects, through the "
+            "model's text tower, projected on their first two principal components. A gap &gt; 0 means 'not X' sits "
+            "closer to 'X' than another object does: the model clusters by object and ignores the negation. "
+            f"Hover a point for its caption.</p>{''.join(figures)}</section>")
+
+
+def site_files(tables: list[TaskTable], records: list[tuple[Path, dict[str, Any]]], site_dir: Path,
+               experiment: Path | None = None, diagnoses: list[tuple[Path, dict[str, Any]]] = ()) -> dict[str, str]:
+    """{file name under site_dir: text}: today one self-contained index.html. ``diagnoses`` are
+    checked `negharness diagnose` results (`diagnosis_file.load_all`)."""
+    links = Links(Path(site_dir).resolve())
+    newest = newest_records(records)
+    parts = ["<!doctype html><html lang=en><head><meta charset='utf-8'><title>negharness leaderboard</title>",
+             f"<style>{STYLE}</style></head><body><h1>negharness leaderboard</h1>",
+             "<p class=note>Generated by <code>negharness leaderboard --html</code> from the result records. "
+             "Each value links to its record; <code>±h</code> is half the width of the 95% percentile bootstrap "
+             "interval over queries (hover for the exact bounds). Bold: best, with an interval that does not "
+             "overlap the runner-up's. † circular setup, never bold. Published rows are in italics. "
+             "Click a column header to sort.</p>"]
+    if not tables:
+        parts.append("<p>No result records yet: run <code>negharness run</code> first.</p>")
+    else:
+        parts.append("<h2 id=summary-title>Summary: main score per task</h2>" + _summary_table(tables, links))
+        plots = all_plots(newest)
+        if plots:
+            parts.append("<h2>Plots</h2>")
+            parts += [f"<figure class=plot id='{html.escape(pid)}'><figcaption>{html.escape(title)}</figcaption>"
+                      f"{svg}</figure>" for pid, title, svg in plots]
+        parts.append("<h2>Tasks</h2>" + "".join(_task_table(t, links) for t in tables))
+    if diagnoses:
+        parts.append(_diagnoses(list(diagnoses), links))
+    if experiment is not None and experiment.is_file():
+        parts.append(f"<section id=experiment><h2>Experiment: {html.escape(experiment.name)}</h2>"
+                     f"{markdown_to_html(experiment.read_text(encoding='utf-8'))}</section>")
+    parts.append(f"<script>{SORT_JS}</script></body></html>\n")
+    return {"index.html": "".join(parts)}

@@ -1,0 +1,95 @@
+"""Multiple-choice scoring shared by NegBench's MCQ-Neg and the embedded world's MCQ.
+
+Scores come from the model (`EmbeddingModel.score_choices`): for embedding models, media and
+options are L2-normalised (NegBench's first release forgot this and its numbers halved),
+scored by cosine, and the best option picked. Ties count as wrong: most files put the correct
+answer first, so a first-index argmax would reward a model that scores every option the same.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from negharness.contracts.choices import ChoiceSet
+from negharness.scoring.choices import mcq_choices, score_choices, scores_itself
+from negharness.scoring import perquery
+from negharness.io.media import MediaSet
+from negharness.contracts.context import EvalContext
+from negharness.contracts.task import MetricInfo, TaskResult
+from negharness.scoring.unreadable import nothing_left, skip_notes, unreadable_items
+
+TEMPLATES = ("positive", "negative", "hybrid")
+MCQ_METRICS = {
+    "accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
+    **{f"acc_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
+    **{f"chose_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
+}
+
+
+def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
+                option_templates: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Accuracy overall and per template of the correct answer (percent), how often each template
+    type was chosen (NegBench appendix B.1), and the tie rate. Ties are wrong and choose nothing."""
+    correct_t = torch.as_tensor(np.asarray(correct))
+    right = (chosen == correct_t) & ~tie
+    out = {"accuracy": float(right.double().mean() * 100), "tie_rate": float(tie.double().mean() * 100)}
+    tmpl = np.asarray(templates)
+    for t in TEMPLATES:
+        mask = torch.from_numpy(tmpl == t)
+        out[f"acc_{t}"] = float(right[mask].double().mean() * 100) if mask.any() else float("nan")
+    picked = Counter(option_templates[i][int(c)] for i, (c, t) in enumerate(zip(chosen, tie)) if not t)
+    for t in TEMPLATES:
+        out[f"chose_{t}"] = picked.get(t, 0) / len(chosen) * 100
+    return {k: v for k, v in out.items() if v == v}  # drop NaN (a template absent from the file)
+
+
+def mcq_values(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
+               option_templates: Sequence[Sequence[str]]) -> dict[str, list]:
+    """Per question, the terms `mcq_metrics` averages: 0/100 per question; acc_<t> covers only the
+    questions whose correct answer has template t (None elsewhere)."""
+    right = ((chosen == torch.as_tensor(np.asarray(correct))) & ~tie).numpy() * 100.0
+    ties = tie.numpy()
+    out: dict[str, list] = {"accuracy": right.tolist(), "tie_rate": (ties * 100.0).tolist()}
+    for t in TEMPLATES:
+        if t in templates:
+            out[f"acc_{t}"] = [float(r) if q == t else None for r, q in zip(right, templates)]
+        out[f"chose_{t}"] = [0.0 if bool(x) else 100.0 * (option_templates[i][int(c)] == t)
+                             for i, (c, x) in enumerate(zip(chosen, ties))]
+    return out
+
+
+def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], options: Sequence[Sequence[str]],
+                 correct: Sequence[int], templates: Sequence[str],
+                 option_templates: Sequence[Sequence[str]]) -> TaskResult:
+    """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once.
+    A question whose media could not be decoded is left out (`negharness.scoring.unreadable`)."""
+    if scores_itself(ctx):  # a generative model reads the media itself: nothing to embed first
+        bad = np.zeros(len(media), dtype=bool)
+    else:
+        bad = unreadable_items(ctx, media, ctx.embed_media(media))
+    asked = [r for r, m in enumerate(media_index) if not bad[m]]
+    dropped = len(media_index) - len(asked)
+    if not asked:
+        raise nothing_left(media, "question")
+    if dropped:
+        pick = lambda xs: [xs[r] for r in asked]  # noqa: E731
+        media_index, options, correct = pick(media_index), pick(options), pick(correct)
+        templates, option_templates = pick(templates), pick(option_templates)
+    flat = [o for row in options for o in row]
+    scores = score_choices(ctx, ChoiceSet(media, media_index, options, correct))
+    chosen, tie = mcq_choices(scores)
+    metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
+    values = mcq_values(chosen, tie, correct, templates, option_templates)
+    samples = None
+    if ctx.log_samples:  # "row": the question's position in the task's order, skipped ones included
+        samples = [{"row": asked[r], "media": media.ids[media_index[r]], "correct": int(correct[r]), "chosen": int(chosen[r]),
+                    "tie": bool(tie[r]), "scores": [round(float(x), 5) for x in scores[r]]} for r in range(len(options))]
+    return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media) - int(bad.sum()),
+                                "distinct_captions": len(set(flat))}, samples,
+                      {"ties": "a row whose best score is shared by several options counts as wrong",
+                       **skip_notes(bad, dropped, "questions")},
+                      perquery.per_query([f"{r}:{media.ids[media_index[r]]}" for r in range(len(options))], values))

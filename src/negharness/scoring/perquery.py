@@ -1,0 +1,123 @@
+"""Per-query values: what every record keeps so it can be bootstrapped and compared without re-encoding.
+
+A task returns ``TaskResult.per_query = {"ids": [...], "values": {metric: [...]}}``: one value per
+query id for each metric it lists (e.g. R@K as 0/100 per query, MIR as 1/rank, accuracy as 0/100
+per question). ``None`` marks an id a metric does not cover (acc_positive on a question whose
+correct answer is negative, retention on a sample with nothing to retain); the metric is then the
+mean over the ids it covers. The contract, checked for every run: that mean equals the task's
+metric to 1e-9. The values go to a compact sidecar ``<record>.perquery.json`` (no top-k lists:
+those stay behind ``--log-samples``); the record carries a 95% bootstrap interval per metric.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from negharness.store.atomic import atomic_write_text
+from negharness.contracts.errors import UserError
+from negharness.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_intervals
+
+SUFFIX = ".perquery.json"
+TOLERANCE = 1e-9
+LEVEL = 0.95
+
+
+class PerQueryError(UserError):
+    """Per-query values that do not add up to the metrics they claim to give."""
+
+
+def compact(value: Any) -> float | int | None:
+    """A JSON-friendly value: None for missing/NaN, ints for whole numbers, else 12 significant digits
+    (far inside the 1e-9 contract for metrics in [0, 100])."""
+    if value is None:
+        return None
+    v = float(value)
+    if v != v:
+        return None
+    if v.is_integer() and abs(v) < 2**53:
+        return int(v)
+    return float(f"{v:.12g}")
+
+
+def per_query(ids: Sequence[Any], values: dict[str, Sequence[Any]]) -> dict[str, Any]:
+    """The per-query block of a TaskResult, values compacted."""
+    return {"ids": [str(i) for i in ids],
+            "values": {k: [compact(x) for x in (v.tolist() if hasattr(v, "tolist") else v)] for k, v in values.items()}}
+
+
+def covered_mean(values: Sequence[float | None]) -> float:
+    kept = [float(x) for x in values if x is not None and x == x]
+    return math.fsum(kept) / len(kept) if kept else float("nan")
+
+
+def problems(per_query: Any, metrics: dict[str, float]) -> list[str]:
+    """What breaks the contract (empty when it holds)."""
+    if not isinstance(per_query, dict) or not isinstance(per_query.get("ids"), list) \
+            or not isinstance(per_query.get("values"), dict):
+        return ["per_query must be {'ids': [...], 'values': {metric: [...]}}"]
+    ids, out = per_query["ids"], []
+    if len(set(ids)) != len(ids):
+        out.append("query ids are not unique")
+    for name, vals in per_query["values"].items():
+        if name not in metrics:
+            out.append(f"{name!r} has per-query values but is not a metric of the run")
+        elif not isinstance(vals, list) or len(vals) != len(ids):
+            out.append(f"{name!r} has {len(vals) if isinstance(vals, list) else '?'} values for {len(ids)} ids")
+        elif not abs(covered_mean(vals) - float(metrics[name])) <= TOLERANCE * max(1.0, abs(float(metrics[name]))):
+            out.append(f"{name!r}: mean of per-query values {covered_mean(vals)!r} != metric {metrics[name]!r}")
+    return out
+
+
+def check(task_name: str, plugin: str, per_query: Any, metrics: dict[str, float]) -> None:
+    """Refuse a run whose per-query values disagree with its metrics: intervals would be wrong."""
+    found = problems(per_query, metrics)
+    if found:
+        raise PerQueryError(f"task {task_name!r} from plugin {plugin!r}: per-query values break the contract: "
+                            + "; ".join(found[:3]))
+
+
+def interval_metrics(record: dict[str, Any], per_query: dict[str, Any]) -> list[str]:
+    """Leaderboard metrics and the main score that have per-query values, in declared order."""
+    wanted = list(record["task"].get("leaderboard_metrics") or []) + [record["main_score"]["name"]]
+    return [m for m in dict.fromkeys(wanted) if m in per_query["values"]]
+
+
+def intervals(record: dict[str, Any], per_query: dict[str, Any], n: int = BOOTSTRAP_RESAMPLES,
+              seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """The record fields: ``intervals`` {metric: [lo, hi]} and how they were made."""
+    names = interval_metrics(record, per_query)
+    found = bootstrap_intervals({m: per_query["values"][m] for m in names}, n, seed, LEVEL)
+    return {"intervals": {m: [compact(lo), compact(hi)] for m, (lo, hi) in found.items()},
+            "interval_method": {"kind": "percentile bootstrap over queries", "level": LEVEL, "resamples": n,
+                                "seed": seed, "queries": len(per_query["ids"])}}
+
+
+def sidecar_path(record_path: Path) -> Path:
+    return Path(record_path).with_suffix(SUFFIX)
+
+
+def write_sidecar(record_path: Path, per_query: dict[str, Any]) -> Path:
+    """One line per metric keeps the file diff-friendly and small."""
+    path = sidecar_path(record_path)
+    body = {"ids": per_query["ids"], "values": per_query["values"]}
+    atomic_write_text(path, json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n")
+    return path
+
+
+def read_sidecar(record_path: Path, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The per-query values a record names, or None when it names none; a named but unreadable
+    file is an error naming it."""
+    name = record.get("per_query_file")
+    if not name:
+        return None
+    path = Path(record_path).parent / name
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PerQueryError(f"{path}: per-query file named by {Path(record_path).name} cannot be read ({exc})") from exc
+    if problems(data, {k: v for k, v in record.get("metrics", {}).items()}):
+        raise PerQueryError(f"{path}: " + "; ".join(problems(data, record.get("metrics", {}))[:3]))
+    return data

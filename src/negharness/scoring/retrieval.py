@@ -1,0 +1,215 @@
+"""Text-to-media retrieval shared by every retrieval task: original, negated and composed query sets.
+
+The media are embedded once per (model, collection) through the context's cache, so the three
+query sets of a collection share one pass over its videos. Scores come from the model's own
+`similarity` (cosine for embedding models; the boolean baseline overrides it), so every task scores
+every model the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from negharness.contracts.errors import UserError
+from negharness.scoring.fire import FIRE_METRICS, Qrels, augment, read_qrels
+from negharness.contracts.options import OptionSpec
+from negharness.io.media import MediaSet
+from negharness.scoring.metrics import (RETRIEVAL_METRIC_INFO, Relevance, average_precision, best_relevant_rank,
+    negation_deltas, retrieval_metrics, several_relevant_metrics, source_rank)
+from negharness.scoring import perquery
+from negharness.contracts.context import EvalContext
+from negharness.scoring.views import query_scores
+from negharness.contracts.task import MetricInfo, TaskResult
+from negharness.scoring.unreadable import kept_media, nothing_left, restrict_relevance, skip_notes, unreadable_items
+
+RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
+RETRIEVAL_METRICS.update({m: RETRIEVAL_METRICS[m[len("fire_"):]] for m in FIRE_METRICS})
+QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'")}
+
+
+def task_qrels(opts: dict) -> Qrels | None:
+    """The ``-T qrels=FILE`` judgements of a retrieval task, read once; None without the option."""
+    return read_qrels(opts["qrels"]) if opts.get("qrels") else None
+
+
+@dataclass
+class QuerySet:
+    ids: list[str]
+    texts: list[str]
+    relevance: Relevance
+    # per query (positive part, negative part) where the data gives them (composed files, the
+    # authors' neginfo); None for the whole set or for one query: the model splits it itself
+    parts: list[tuple[str, str] | None] | None = None
+    # the item each query was written for (its caption's video), where that differs from "all relevant"
+    source: list[int] | None = None
+
+    def sources(self) -> np.ndarray:
+        if self.source is not None:
+            return np.asarray(self.source)
+        if (self.relevance.counts() != 1).any():
+            raise ValueError("queries with several relevant items need an explicit source item")
+        return self.relevance.indices
+
+def relevance_notes(relevance: Relevance) -> dict[str, float]:
+    """How much several-relevant-items evaluation matters: with only the source item counted,
+    a perfect model could reach R@1 = mean(1/|relevant|) at best."""
+    counts = relevance.counts()
+    return {
+        "queries_with_several_relevant": int((counts > 1).sum()),
+        "mean_relevant_per_query": float(counts.mean()),
+        "source_only_R@1_ceiling": float((1.0 / counts).mean() * 100.0),
+    }
+
+
+def drop_unreadable(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, queries: QuerySet) -> tuple:
+    """`negharness.scoring.unreadable`'s rule for retrieval: unreadable items leave the candidates, and a
+    query left with no relevant item leaves the scoring. Returns (media, media_emb, queries, notes)."""
+    bad = unreadable_items(ctx, media, media_emb)
+    if not bad.any():
+        return media, media_emb, queries, {}
+    relevance, kept = restrict_relevance(queries.relevance, bad)
+    if not kept.any():
+        raise nothing_left(media, "query")
+    media, media_emb = kept_media(media, media_emb, bad)
+    keep = lambda xs: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
+    queries = QuerySet(keep(queries.ids), keep(queries.texts), relevance, keep(queries.parts))
+    return media, media_emb, queries, skip_notes(bad, int((~kept).sum()))
+
+
+def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -> torch.Tensor:
+    """(Q, N) scores by the model under test (its `text_views` and `combine`), texts through the cache."""
+    return query_scores(ctx, queries.texts, media_emb, queries.parts)
+
+
+def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch.Tensor, top_k: int = 10) -> list[dict]:
+    top = torch.topk(sim, min(top_k, sim.shape[1]), dim=1).indices.numpy()
+    rel = queries.relevance
+    return [{"id": queries.ids[q], "query": queries.texts[q], "rank": int(ranks[q]),
+             "relevant": [media.ids[i] for i in np.asarray(rel.indices[rel.indptr[q]:rel.indptr[q + 1]])],
+             "top": [media.ids[i] for i in top[q]]} for q in range(len(queries.texts))]
+
+
+def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
+                           relevance: Relevance, media: MediaSet, parts: list[tuple[str, str]] | None = None,
+                           several: bool = False, qrels: Qrels | None = None, limited: bool = False) -> TaskResult:
+    """Original or composed queries: R@K, MIR (best-placed relevant item), and with ``several``
+    Correct@K and mAP over all relevant items. With FIRE ``qrels``, the same metrics again over the
+    task's positives plus the judged ones (``fire_*``), beside the original ones."""
+    if not queries:
+        raise UserError(f"no queries to evaluate over {media.key}")
+    qs = QuerySet(list(query_ids), list(queries), relevance, parts)
+    media, media_emb, qs, notes = drop_unreadable(ctx, media, ctx.embed_media(media), qs)
+    sim = similarities(ctx, qs, media_emb)
+    notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
+    ranks = best_relevant_rank(sim, qs.relevance)
+    metrics = retrieval_metrics(ranks)
+    per_query = rank_values(ranks)
+    if several:
+        ap = average_precision(sim, qs.relevance)
+        metrics.update(several_relevant_metrics(sim, qs.relevance, ranks, ap=ap))
+        per_query.update({f"C@{k}": per_query[f"R@{k}"] for k in (1, 5, 10)}, mAP=ap.numpy())
+        notes["several_relevant"] = ("R@K counts a hit when any relevant item is in the top K (= C@K, FIRE's "
+                                     "Correct@K); MIR uses the best-ranked relevant item; mAP uses all of them")
+    samples = _samples(qs, media, sim, ranks) if ctx.log_samples else None
+    if qrels is not None:
+        fire_ranks = _add_fire(metrics, notes, sim, qs, media, qrels, limited)
+        for s, r in zip(samples or [], fire_ranks.tolist()):
+            s["fire_rank"] = r
+    return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
+                      {**relevance_notes(qs.relevance), **notes}, perquery.per_query(qs.ids, per_query))
+
+
+def rank_values(ranks: torch.Tensor, ks: Sequence[int] = (1, 5, 10), prefix: str = "") -> dict[str, np.ndarray]:
+    """Per-query values whose means are `retrieval_metrics`: R@K as 0/100 hits, MIR as 1/rank, MeanR as the rank."""
+    r = ranks.double().numpy()
+    out = {f"{prefix}R@{k}": (r <= k) * 100.0 for k in ks}
+    out[f"{prefix}MIR"] = 1.0 / r
+    out[f"{prefix}MeanR"] = r
+    return out
+
+
+def delta_values(orig_ranks: torch.Tensor, neg_ranks: torch.Tensor, ks: Sequence[int] = (1, 5, 10)) -> dict[str, np.ndarray]:
+    """Per negated query, the terms `negation_deltas` averages."""
+    o, n = orig_ranks.double().numpy(), neg_ranks.double().numpy()
+    out = {f"ΔR@{k}": ((o <= k) * 1.0 - (n <= k) * 1.0) * 100.0 for k in ks}
+    out.update({"ΔMIR": 1.0 / o - 1.0 / n, "SrcMeanR_orig": o, "SrcMeanR_neg": n})
+    return out
+
+
+def _add_fire(metrics: dict, notes: dict, sim: torch.Tensor, qs: QuerySet, media: MediaSet, qrels: Qrels,
+              limited: bool) -> torch.Tensor:
+    """FIRE's Table 1 for this run: metrics with the judged positives added, and "A (B + C)"."""
+    augmented, counts = augment(qs.relevance, qs.ids, media.ids, qrels, limited)
+    ranks = best_relevant_rank(sim, augmented)
+    fire = several_relevant_metrics(sim, augmented, ranks)
+    fire["MIR"] = retrieval_metrics(ranks)["MIR"]
+    original = several_relevant_metrics(sim, qs.relevance, best_relevant_rank(sim, qs.relevance))
+    original["MIR"] = metrics["MIR"]
+    metrics.update({f"fire_{k}": v for k, v in fire.items()})
+    notes["fire"] = {"qrels": str(qrels.path), **counts,
+                     "table": {k: f"{fire[k]:.3g} ({original[k]:.3g} + {fire[k] - original[k]:.3g})" for k in fire}}
+    return ranks
+
+
+def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, negated: QuerySet,
+                     original_of: Sequence[int]) -> TaskResult:
+    """ΔR@K and ΔMIR of each negated query against its own original (``original_of[j]`` indexes
+    ``originals``); the source video is the only item each relevance row names."""
+    media, media_emb, originals, negated, original_of, notes = _drop_unreadable_pairs(
+        ctx, media, ctx.embed_media(media), originals, negated, original_of)
+    orig_ranks = source_rank(similarities(ctx, originals, media_emb), originals.sources())
+    neg_sim = similarities(ctx, negated, media_emb)
+    scoring = ctx.model.scoring_notes(negated.texts, negated.parts)
+    neg_ranks = source_rank(neg_sim, negated.sources())
+    paired = orig_ranks[torch.as_tensor(np.asarray(original_of), dtype=torch.long)]
+    metrics = negation_deltas(paired, neg_ranks)
+    plain = retrieval_metrics(neg_ranks)
+    metrics.update({f"neg_{k}": v for k, v in plain.items() if k in ("R@1", "R@10", "MIR")})
+    samples = None
+    if ctx.log_samples:  # with the original's rank of the source video, so deltas can be re-scored
+        samples = _samples(negated, media, neg_sim, neg_ranks)
+        for s, r in zip(samples, paired.tolist()):
+            s["source_rank_original"] = r
+    values = {**delta_values(paired, neg_ranks),
+              **{k: v for k, v in rank_values(neg_ranks, prefix="neg_").items() if k[4:] in ("R@1", "R@10", "MIR")}}
+    return TaskResult(metrics, {"negated_queries": len(negated.texts), "original_queries": len(originals.texts),
+                                f"{media.kind}s": len(media)}, samples,
+                      {"deltas": "each negated query against its own original, mean over negated queries; "
+                                 "positive = the source video dropped under negation", **scoring, **notes},
+                      perquery.per_query(negated.ids, values))
+
+
+def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, originals: QuerySet,
+                           negated: QuerySet, original_of: Sequence[int]) -> tuple:
+    """The rule for negated deltas: an unreadable video leaves the candidates, and every original
+    and negated query whose source it is leaves the scoring (a delta needs both ranks)."""
+    bad = unreadable_items(ctx, media, media_emb)
+    if not bad.any():
+        return media, media_emb, originals, negated, original_of, {}
+    orig_rel, orig_kept = restrict_relevance(originals.relevance, bad)
+    _, neg_kept = restrict_relevance(negated.relevance, bad)
+    original_of = np.asarray(original_of)
+    neg_kept &= orig_kept[original_of]  # its original must still be scored
+    if not neg_kept.any():
+        raise nothing_left(media, "negated query")
+    renumber = np.cumsum(orig_kept) - 1
+    pick = lambda xs, kept: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
+    orig_src = np.asarray(originals.sources())[orig_kept]
+    neg_src = np.asarray(negated.sources())[neg_kept]
+    new_index = np.cumsum(~bad) - 1
+    originals = QuerySet(pick(originals.ids, orig_kept), pick(originals.texts, orig_kept), orig_rel,
+                         pick(originals.parts, orig_kept), list(new_index[orig_src]))
+    neg_rel = Relevance.from_lists([[int(new_index[s])] for s in neg_src], int((~bad).sum()))
+    negated = QuerySet(pick(negated.ids, neg_kept), pick(negated.texts, neg_kept), neg_rel,
+                       pick(negated.parts, neg_kept), list(new_index[neg_src]))
+    media, media_emb = kept_media(media, media_emb, bad)
+    return media, media_emb, originals, negated, list(renumber[original_of[neg_kept]]), \
+        skip_notes(bad, int((~neg_kept).sum()), "negated_queries")
+
+
+NEGATED_METRICS = {**RETRIEVAL_METRICS, "neg_R@1": MetricInfo(False, ".1f"), "neg_R@10": MetricInfo(False, ".1f"),
+                   "neg_MIR": MetricInfo(False, ".3f")}

@@ -1,0 +1,278 @@
+"""On-disk embedding cache: every text, image and video is encoded once per model fingerprint.
+
+Layout: ``<root>/embeddings/<namespace>/<collection>/shard-*.safetensors``. The namespace hashes
+everything about the model that changes an embedding (fingerprint, precision); the collection says
+how items become pixels (``text``; or a media kind with its frame source, decoder and sampling), and
+the ids inside are content hashes (see `negharness.store.content`), so one file reached through two tasks
+or two data roots is one entry and a replaced file is a new one.
+
+Nothing finished is lost: each encoded batch is written at once as its own shard (write and rename,
+so a kill -9 loses at most the batch being encoded), fsync'd at least every few seconds (a power cut
+loses at most those seconds). Every shard carries a checksum of its ids and embedding bytes, checked
+on read: a damaged shard is moved aside into ``damaged/`` with a warning naming it, and its items
+are encoded again. Many small shards are merged into one (atomically, by the process that wrote
+them when it finishes a collection, or on load when a folder holds more than `COMPACT_OVER`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from negharness.store.atomic import atomic_write, atomic_write_json
+
+FORMAT = "negharness-shard-v2"
+_HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
+COMPACT_OVER = 16  # shards in one collection folder before a load merges them
+SYNC_SECONDS = 2.0  # the longest a written shard waits for an fsync
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _safe_name(collection: str) -> str:
+    readable = "".join(c if c.isalnum() or c in "-_." else "_" for c in collection)[:60]
+    return f"{readable}-{hashlib.sha1(collection.encode()).hexdigest()[:10]}"
+
+
+def shard_checksum(ids_json: str, emb: torch.Tensor) -> str:
+    """SHA-256 of the ids, the shape and the float32 bytes: any flipped bit in a shard changes it."""
+    h = hashlib.sha256()
+    h.update(ids_json.encode("utf-8"))
+    h.update(str(tuple(emb.shape)).encode())
+    h.update(memoryview(emb.contiguous().numpy()).cast("B"))
+    return h.hexdigest()[:32]
+
+
+class DamagedShard(Exception):
+    """A shard whose bytes do not match its checksum (or cannot be parsed)."""
+
+
+def read_shard(path: Path) -> tuple[list[str], torch.Tensor]:
+    """(ids, embeddings) of a shard whose checksum matches; `DamagedShard` otherwise.
+    A shard that vanished (merged by another process) raises FileNotFoundError."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    data = path.read_bytes()
+    try:
+        header_len = int.from_bytes(data[:8], "little")
+        meta = json.loads(data[8:8 + header_len]).get("__metadata__") or {}
+        emb = load(data)["emb"]
+    except (SafetensorError, ValueError, KeyError, AttributeError) as exc:
+        raise DamagedShard(f"unreadable ({type(exc).__name__})") from exc
+    if meta.get("format") != FORMAT or "ids" not in meta or "checksum" not in meta:
+        raise DamagedShard("no checksum (not written by this version)")
+    if emb.dtype != torch.float32 or emb.ndim != 2:
+        raise DamagedShard("not a (N, D) float32 table")
+    if shard_checksum(meta["ids"], emb) != meta["checksum"]:
+        raise DamagedShard("checksum mismatch")
+    try:
+        ids = json.loads(meta["ids"])
+    except ValueError as exc:
+        raise DamagedShard("unreadable ids") from exc
+    if len(ids) != emb.shape[0]:
+        raise DamagedShard("ids and rows differ in number")
+    return ids, emb
+
+
+def write_shard(path: Path, ids: Sequence[str], emb: torch.Tensor, sync: bool) -> None:
+    """Atomically (temporary file, then rename); ``sync`` also fsyncs the file and its folder."""
+    from safetensors.torch import save
+
+    emb = emb.detach().float().cpu().contiguous()
+    ids_json = json.dumps(list(ids))
+    blob = save({"emb": emb}, metadata={"format": FORMAT, "ids": ids_json, "checksum": shard_checksum(ids_json, emb)})
+
+    def _write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(blob)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    atomic_write(path, _write)
+    if sync:
+        _fsync(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's or a folder's entries to disk (best effort: a failure only weakens durability)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _new_shard_name() -> str:
+    """Unique across the processes of one machine (pid) and of several nodes sharing a cache (host)."""
+    return f"shard-{time.time_ns()}-{_HOST}-{os.getpid()}.safetensors"
+
+
+class CollectionCache:
+    """The cached embeddings of one (namespace, collection).
+
+    ``flush_every``: items buffered before a shard is written; the default 1 writes every batch
+    as it is encoded (the runner adds one batch at a time).
+    """
+
+    def __init__(self, folder: Path, flush_every: int = 1, sync_seconds: float = SYNC_SECONDS,
+                 compact_over: int = COMPACT_OVER) -> None:
+        self.folder = folder
+        self.flush_every = flush_every
+        self.sync_seconds = sync_seconds
+        self.compact_over = compact_over
+        self._index: dict[str, torch.Tensor] | None = None
+        self._pending_ids: list[str] = []
+        self._pending: list[torch.Tensor] = []
+        self._written: list[tuple[Path, list[str], torch.Tensor]] = []  # this process's shards not yet merged
+        self._unsynced = False
+        self._last_sync = time.monotonic()
+        self.damaged: list[Path] = []
+
+    def _load(self) -> dict[str, torch.Tensor]:
+        if self._index is None:
+            index: dict[str, torch.Tensor] = {}
+            good: list[tuple[Path, list[str], torch.Tensor]] = []
+            for shard in sorted(self.folder.glob("shard-*.safetensors")):
+                try:
+                    ids, emb = read_shard(shard)
+                except FileNotFoundError:
+                    continue  # merged away by another process after we listed the folder
+                except (DamagedShard, OSError) as exc:
+                    self._set_aside(shard, str(exc))
+                    continue
+                good.append((shard, ids, emb))
+                for i, key in enumerate(ids):
+                    index[key] = emb[i]
+            self._index = index
+            if len(good) > self.compact_over:
+                self._merge(good)
+        return self._index
+
+    def _set_aside(self, shard: Path, why: str) -> None:
+        """Move a damaged shard into ``damaged/`` (delete it if that fails) and say so."""
+        self.damaged.append(shard)
+        target = self.folder / "damaged" / shard.name
+        try:
+            target.parent.mkdir(exist_ok=True)
+            os.replace(shard, target)
+            where = f"moved to {target}"
+        except OSError:
+            try:
+                shard.unlink()
+                where = "deleted"
+            except OSError:
+                where = "left in place"
+        warnings.warn(f"damaged cache shard {shard} ({why}): {where}; its embeddings will be encoded again",
+                      stacklevel=3)
+
+    def _merge(self, shards: list[tuple[Path, list[str], torch.Tensor]], force: bool = False) -> None:
+        """Write the shards' entries as one shard (fsync'd), then remove them. A crash in between
+        leaves duplicates, never a gap; a reader that listed a removed shard just skips it."""
+        if len(shards) < (1 if force else 2):
+            return
+        ids = [k for _, keys, _ in shards for k in keys]
+        emb = torch.cat([e for _, _, e in shards])
+        try:
+            write_shard(self.folder / _new_shard_name(), ids, emb, sync=True)
+        except OSError:
+            return
+        for path, _, _ in shards:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def lookup(self, keys: Sequence[str]) -> tuple[list[int], list[torch.Tensor]]:
+        """Positions of ``keys`` that are cached, and their embeddings."""
+        index = self._load()
+        found = [(i, index[k]) for i, k in enumerate(keys) if k in index]
+        return [i for i, _ in found], [e for _, e in found]
+
+    def add(self, keys: Sequence[str], emb: torch.Tensor) -> None:
+        emb = emb.detach().float().cpu()
+        index = self._load()
+        for i, k in enumerate(keys):
+            index[k] = emb[i]
+        self._pending_ids.extend(keys)
+        self._pending.append(emb)
+        if len(self._pending_ids) >= self.flush_every:
+            self.flush()
+
+    def flush(self, sync: bool = False) -> None:
+        """Write what is pending as a shard; fsync when asked or when the last fsync is
+        `sync_seconds` old (earlier unsynced shards are then synced with the folder)."""
+        if self._pending_ids:
+            emb = torch.cat(self._pending).contiguous()
+            ids, self._pending_ids, self._pending = self._pending_ids, [], []
+            due = sync or time.monotonic() - self._last_sync >= self.sync_seconds
+            path = self.folder / _new_shard_name()
+            write_shard(path, ids, emb, sync=due and not self._unsynced)
+            self._written.append((path, ids, emb))
+            self._unsynced = self._unsynced or not due
+            sync = due
+        if sync and self._unsynced:
+            for path, _, _ in self._written:
+                _fsync(path)
+            _fsync(self.folder)
+            self._unsynced = False
+        if sync:
+            self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        """End of a run's pass over this collection: what is pending and this process's shards
+        become one shard, fsync'd once (the small ones are then removed, so they need no fsync)."""
+        shards = [w for w in self._written if w[0].exists()]
+        if self._pending_ids:
+            shards.append((self.folder / "pending", self._pending_ids, torch.cat(self._pending)))
+        self._pending_ids, self._pending, self._written = [], [], []
+        if len(shards) == 1 and not self._unsynced and shards[0][0].exists():
+            return  # one shard, already durable
+        self._merge(shards, force=True)
+        self._unsynced = False
+        self._last_sync = time.monotonic()
+
+
+class EmbeddingCache:
+    """Root of the cache; `collection()` hands out per-(namespace, collection) stores, and
+    `hasher` the content hashes of media files (memoised under ``<root>/content-hashes``)."""
+
+    def __init__(self, root: str | Path, flush_every: int = 1) -> None:
+        from negharness.store.content import FileHasher
+
+        self.root = Path(root) / "embeddings"
+        self.flush_every = flush_every
+        self.hasher = FileHasher(Path(root) / "content-hashes")
+        self._open: dict[tuple[str, str], CollectionCache] = {}
+
+    def collection(self, namespace: str, collection: str, describe: dict[str, Any] | None = None) -> CollectionCache:
+        key = (namespace, collection)
+        if key not in self._open:
+            folder = self.root / namespace / _safe_name(collection)
+            folder.mkdir(parents=True, exist_ok=True)
+            info = self.root / namespace / "namespace.json"
+            if describe is not None and not info.exists():
+                atomic_write_json(info, describe)  # for humans: what this namespace holds
+            self._open[key] = CollectionCache(folder, self.flush_every)
+        return self._open[key]
+
+    def flush(self) -> None:
+        for c in self._open.values():
+            c.close()

@@ -1,0 +1,213 @@
+"""Content hashes of media, the part of an embedding's cache key that says *which* pixels went in.
+
+A file is hashed whole (SHA-256, which CPUs with SHA extensions run 2-3x faster than BLAKE2b:
+measured in benchmarks/bench_cache_integrity.py; 128 bits kept), so a replaced or edited file never matches an old
+entry, and the same bytes reached through two tasks or two data roots share one. Rehashing every
+file on every run would cost a full read, so a memo maps a file's stat identity (path, size,
+mtime_ns, ctime_ns, inode, device) to its hash. ctime cannot be set by a user, so an in-place edit,
+a copy over the file, a rename over it or a ``touch -d`` all miss the memo. Like git's index, a file
+changed within the last seconds is hashed but not memoised (timestamps have coarse ticks on some
+file systems). The memo is an append-only JSON-lines file; each line carries its own checksum and
+a damaged or half-written line is ignored, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+DIGEST_HEX = 32  # 128 bits of SHA-256: collisions out of reach for any dataset
+CHUNK = 1 << 20
+RACY_SECONDS = 2.0  # files changed more recently than this are not memoised
+
+
+def hash_bytes(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p)
+    return h.hexdigest()[:DIGEST_HEX]
+
+
+def hash_open_file(path: Path) -> str:
+    """SHA-256 of a regular file's bytes (hashlib releases the GIL, so threads hash in parallel)."""
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        while True:
+            n = fh.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+    return h.hexdigest()[:DIGEST_HEX]
+
+
+def hash_array(item: Any) -> str:
+    """Hash of an in-memory item (numpy array, PIL image or tensor): its bytes, dtype and shape."""
+    if hasattr(item, "tobytes") and hasattr(item, "mode") and hasattr(item, "size"):  # PIL image
+        return hash_bytes(f"pil:{item.mode}:{item.size}".encode(), item.tobytes())
+    if hasattr(item, "detach"):  # torch tensor
+        item = item.detach().cpu().numpy()
+    arr = np.ascontiguousarray(np.asarray(item))
+    return hash_bytes(f"nd:{arr.dtype.str}:{arr.shape}".encode(), memoryview(arr).cast("B"))
+
+
+class FileHasher:
+    """Content hashes of files with a stat-keyed memo under ``memo_dir`` (None: no memo)."""
+
+    def __init__(self, memo_dir: str | os.PathLike | None) -> None:
+        self.memo_path = None if memo_dir is None else Path(memo_dir) / "memo.jsonl"
+        self._memo: dict[tuple, str] | None = None
+        self._new: list[str] = []
+        self._lock = threading.Lock()
+        self.hashed = 0  # files read and hashed in this process (memo misses)
+        self.memo_hits = 0
+
+    # memo -----------------------------------------------------------------------------------
+    def _load_memo(self) -> dict[tuple, str]:
+        if self._memo is None:
+            memo: dict[tuple, str] = {}
+            if self.memo_path is not None and self.memo_path.is_file():
+                try:
+                    lines = self.memo_path.read_bytes().splitlines()
+                except OSError:
+                    lines = []
+                for line in lines:
+                    entry = _parse_line(line)
+                    if entry is not None:
+                        memo[entry[0]] = entry[1]
+            self._memo = memo
+        return self._memo
+
+    def save(self) -> None:
+        """Append the hashes learnt since the last save; one write, so concurrent runs do not interleave lines."""
+        with self._lock:
+            lines, self._new = self._new, []
+        if not lines or self.memo_path is None:
+            return
+        try:
+            self.memo_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.memo_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                os.write(fd, "".join(lines).encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # a memo that cannot be written only means files are hashed again next time
+
+    # hashing --------------------------------------------------------------------------------
+    def _stat_key(self, path: str) -> tuple | None:
+        """The memo key of a regular file, or None (missing, unreadable, or not a regular file:
+        a FIFO or a device is never opened, it could block the run)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+    def _read(self, path: str, key: tuple) -> str | None:
+        """Hash a file's bytes and memoise it unless it changed within the racy window."""
+        try:
+            digest = hash_open_file(Path(path))
+        except OSError:
+            return None
+        with self._lock:
+            self.hashed += 1
+            if time.time() - max(key[2], key[3]) / 1e9 > RACY_SECONDS:
+                self._load_memo()[key] = digest
+                self._new.append(_format_line(key, digest))
+        return digest
+
+    def file(self, path: str | os.PathLike) -> str | None:
+        """Content hash of one file, or None when it is not a readable regular file (its decoder
+        then reports it, naming the file; an unhashable item is never cached)."""
+        return self.many([path], threads=1)[0]
+
+    def required(self, path: str | os.PathLike, where: str = "") -> str:
+        """The hash of a file a record depends on: anything but a readable regular file is an
+        error naming it (and a FIFO is never opened)."""
+        from negharness.contracts.errors import UserError
+        from negharness.io.paths import require_regular
+
+        require_regular(path, where)
+        digest = self.file(path)
+        if digest is None:
+            raise UserError(f"{where + ': ' if where else ''}cannot read {path}")
+        return digest
+
+    def tree(self, path: str | os.PathLike, where: str = "") -> str:
+        """A file's hash, or a folder's: its regular files' relative names and hashes, hashed."""
+        path = Path(path)
+        if not path.is_dir():
+            return self.required(path, where)
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        return named_hash([(f.relative_to(path).as_posix(), self.required(f, where)) for f in files])
+
+    def many(self, sources: Sequence[Any], threads: int | None = None) -> list[str | None]:
+        """Hashes of many sources (a file, or a video's frame files: the hash of their hashes in
+        order), in order. Memo hits cost a stat; misses are read by a pool of threads."""
+        memo = self._load_memo()
+        flat = [[os.fspath(s)] if isinstance(s, (str, os.PathLike)) else [os.fspath(p) for p in s] for s in sources]
+        digests: dict[str, str | None] = {}
+        misses: dict[str, tuple] = {}
+        for files in flat:
+            for path in files:
+                if path in digests or path in misses:
+                    continue
+                key = self._stat_key(path)
+                if key is not None and key in memo:
+                    digests[path] = memo[key]
+                    self.memo_hits += 1
+                elif key is None:
+                    digests[path] = None
+                else:
+                    misses[path] = key
+        threads = threads or min(8, os.cpu_count() or 1)
+        if threads <= 1 or len(misses) < 16:
+            digests.update((p, self._read(p, k)) for p, k in misses.items())
+        else:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-hash") as pool:
+                digests.update(zip(misses, pool.map(self._read, misses, misses.values(), chunksize=8)))
+        self.save()
+        return [_combine([digests[p] for p in files], single=isinstance(s, (str, os.PathLike)))
+                for s, files in zip(sources, flat)]
+
+
+def named_hash(named: Sequence[tuple[str, str]]) -> str:
+    """One hash of (name, hash) pairs in the given order."""
+    return hash_bytes("\n".join(f"{n}\0{h}" for n, h in named).encode())
+
+
+def _combine(parts: list[str | None], single: bool) -> str | None:
+    if single:
+        return parts[0]
+    if not parts or any(p is None for p in parts):
+        return None
+    return hash_bytes(b"seq", *(p.encode() for p in parts))
+
+
+def _format_line(key: tuple, digest: str) -> str:
+    body = json.dumps([*key, digest], separators=(",", ":"))
+    return f"{hash_bytes(body.encode())[:12]} {body}\n"
+
+
+def _parse_line(line: bytes) -> tuple[tuple, str] | None:
+    try:
+        check, body = line.decode().split(" ", 1)
+        if hash_bytes(body.encode())[:12] != check:
+            return None
+        *key, digest = json.loads(body)
+        return tuple(key), digest
+    except (ValueError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,179 @@
+"""NegBench's evaluation CSVs: strict reading (errors name file and row) and one rule for media paths.
+
+Media path rule: the CSVs carry foreign prefixes (``data/coco/images/val2017/...``, the authors'
+``/data/healthy-ml/...`` cluster paths, bare ``videoNNNN.mp4``). The dataset anchor found in a path
+decides the folder under the data root; everything after the anchor is kept:
+
+    .../coco/images/val2017/X.jpg                    -> <data root>/coco/val2017/X.jpg
+    .../VOC2007/JPEGImages/X.jpg                     -> <data root>/voc2007/JPEGImages/X.jpg
+    .../synthetic_visual_negation/data/positive/X    -> <data root>/hardneg_syn/positive/X
+    [...]/videoNNNN.mp4                              -> <data root>/msrvtt/videos/videoNNNN.mp4
+    .../CheXpert.../(train|valid)/...                -> <data root>/chexpert/(train|valid)/...
+
+The CSVs themselves are looked up as ``<data root>/negbench/<name>.csv`` (or under ``images/`` or
+``videos/`` there, as the authors' folder has them).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from negharness.api import RootGuard, UserError, require_regular
+from negharness.text.nt2vr_files import check_caption, decoded_lines
+
+ANCHORS = [
+    (re.compile(r"(?:^|/)coco/images/val2017/(.+)$"), "coco/val2017/{0}"),
+    (re.compile(r"(?:^|/)VOC2007/JPEGImages/(.+)$"), "voc2007/JPEGImages/{0}"),
+    (re.compile(r"(?:^|/)synthetic_visual_negation/data/((?:positive|negative)/.+)$"), "hardneg_syn/{0}"),
+    (re.compile(r"(?:^|/)(video\d+\.(?:mp4|avi|webm|mkv))$"), "msrvtt/videos/{0}"),
+    (re.compile(r"(?:^|/)CheXpert[^/]*/((?:train|valid|test)/.+)$", re.IGNORECASE), "chexpert/{0}"),
+]
+TEMPLATES = ("positive", "negative", "hybrid")
+NEG_CUE = re.compile(r"\b(?:not|no|without|neither|nor|never|absent|missing|lacks?|lacking|free of)\b|n't\b|-free\b",
+                     re.IGNORECASE)
+AFFIRM_JOIN = re.compile(r"\bbut\b|\bwhile\b|\bwhereas\b|\bhowever\b|\balongside\b|\bwith no\b|, (?:and|with) no\b|;",
+                         re.IGNORECASE)
+
+
+def map_media_path(raw: str, root: Path, where: str = "", guard: RootGuard | None = None) -> Path:
+    """The one documented rule above; a path with no known anchor is taken relative to the root.
+    The result must stay under the data root, symlinks followed (`negharness.io.paths.inside_root`):
+    ``../`` in a CSV, or a link out of the root, is an error naming ``where`` (file:row)."""
+    where = where or f"media path {raw!r}"
+    guard = guard or RootGuard(root)
+    p = raw.strip().replace("\\", "/")
+    for pattern, dest in ANCHORS:
+        m = pattern.search(p)
+        if m:
+            return guard.check(root / dest.format(m.group(1)), where)
+    if p.startswith("/"):
+        raise UserError(f"{where}: media path {raw!r} is absolute, with no known dataset folder in it (coco, "
+                        "VOC2007, synthetic_visual_negation, videoNNNN, CheXpert)")
+    return guard.check(root / p, where)
+
+
+def template_of_caption(caption: str) -> str:
+    """NegBench's template types from the words alone: no cue -> positive (affirmation); a cue with
+    an affirmed part joined to it -> hybrid; a cue alone -> negative. Used where a file does not fix
+    the template by option position (the templated MSR-VTT file, CheXpert)."""
+    if not NEG_CUE.search(caption):
+        return "positive"
+    if re.search(r"\bneither\b", caption, re.IGNORECASE):
+        return "negative"
+    return "hybrid" if AFFIRM_JOIN.search(caption) else "negative"
+
+
+@dataclass(frozen=True)
+class McqRow:
+    media: Path
+    options: tuple[str, ...]
+    correct: int
+    template: str  # template of the correct answer
+    option_templates: tuple[str, ...]
+    where: str = ""  # "<csv>:<row>", for messages about this row's media
+
+
+def find_csv(root: Path, name: str) -> Path:
+    base = root / "negbench"
+    for candidate in (base / name, base / "images" / name, base / "videos" / name):
+        if candidate.is_file():
+            return candidate
+    return base / name
+
+
+def _open_rows(path: Path):
+    """A DictReader over a UTF-8 CSV: a BOM dropped, bytes that are not UTF-8 an error naming the line."""
+    require_regular(path)  # a FIFO would block open() forever
+    lines = decoded_lines(path)
+    return contextlib.closing(lines), csv.DictReader(line for _, line in lines)
+
+
+def _short_or_long(path: Path, rowno: int, row: dict, width: int) -> None:
+    """A row with fewer or more cells than the header is an error, not shifted columns."""
+    got = sum(1 for k, v in row.items() if k is not None and v is not None) + len(row.get(None) or [])
+    if got != width:
+        raise UserError(f"{path}:{rowno}: {got} cells where the header has {width} (an option missing or extra?)")
+
+
+def _mcq_header(path: Path, fields: list[str], binary: bool) -> tuple[list[str], str]:
+    """(option columns, media column) in the authors' schema: ``CsvBinaryMCQDataset`` reads
+    ``image_path, caption_0, caption_1, correct_answer``; ``CsvMCQDataset`` every ``caption_N`` and
+    ``correct_answer_template`` as well."""
+    cols = ["caption_0", "caption_1"] if binary else sorted(
+        (c for c in fields if re.fullmatch(r"caption_\d+", c)), key=lambda c: int(c[8:]))
+    needed = ["correct_answer", *cols] + ([] if binary else ["correct_answer_template"])
+    for need in needed:
+        if need not in fields:
+            raise UserError(f"{path}: no column {need!r}")
+    return cols, ("image_path" if "image_path" in fields else "filepath")
+
+
+def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: bool = False) -> list[McqRow]:
+    """Rows of an MCQ CSV. ``layout`` gives each option position's template where the file fixes
+    it (position 0 is the correct answer's own template, written as "*"); None derives templates
+    from the captions. ``binary``: the authors' 2-option schema, which has no template column (any
+    such column is ignored, as their loader does): every template comes from the captions' words."""
+    fh, reader = _open_rows(path)
+    with fh:
+        cols, media_col = _mcq_header(path, list(reader.fieldnames or []), binary)
+        guard = RootGuard(root)
+        out = []
+        for rowno, row in enumerate(reader, 2):
+            _short_or_long(path, rowno, row, len(reader.fieldnames))
+            options = tuple(check_caption((row[c] or "").strip(), f"{path}:{rowno}: {c}") for c in cols)
+            filled = sum(1 for o in options if o)
+            if filled != len(cols) or len(cols) < 2:
+                raise UserError(f"{path}:{rowno}: {filled} option(s); every row needs {len(cols)} (caption_0..caption_{len(cols) - 1})")
+            try:
+                correct = int(row["correct_answer"])
+            except ValueError:
+                raise UserError(f"{path}:{rowno}: correct_answer {row['correct_answer']!r} is not a number") from None
+            if not 0 <= correct < len(options):
+                raise UserError(f"{path}:{rowno}: correct_answer {correct} is not an option index")
+            template = template_of_caption(options[correct]) if binary else (row["correct_answer_template"] or "").strip()
+            if template not in TEMPLATES:
+                raise UserError(f"{path}:{rowno}: template {template!r} is not one of {', '.join(TEMPLATES)}")
+            if layout is not None:
+                option_templates = tuple(template if t == "*" else t for t in layout)
+            else:
+                option_templates = tuple(template if i == correct else template_of_caption(o) for i, o in enumerate(options))
+            out.append(McqRow(map_media_path(row[media_col] or "", root, f"{path}:{rowno}", guard), options, correct,
+                              template, option_templates, f"{path}:{rowno}"))
+    if not out:
+        raise UserError(f"{path}: no rows")
+    return out
+
+
+def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> list[tuple[Path, list[str]]]:
+    """(media, captions) per row; ``captions`` cells are Python list literals (ast.literal_eval).
+
+    An empty string inside a list (one in the published COCO Retrieval-Neg file, row 914) is left
+    out and noted in ``skipped`` as ``file:row``; anything else malformed is an error."""
+    fh, reader = _open_rows(path)
+    with fh:
+        media_col = "filepath" if "filepath" in (reader.fieldnames or []) else "image_path"
+        if "captions" not in (reader.fieldnames or []):
+            raise UserError(f"{path}: no column 'captions'")
+        guard = RootGuard(root)
+        out = []
+        for rowno, row in enumerate(reader, 2):
+            try:
+                caps = ast.literal_eval(row["captions"])
+            except (ValueError, SyntaxError) as exc:
+                raise UserError(f"{path}:{rowno}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
+            if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+                raise UserError(f"{path}:{rowno}: captions must be a list of strings")
+            kept = [check_caption(c.strip(), f"{path}:{rowno}") for c in caps if c.strip()]
+            if len(kept) < len(caps) and skipped is not None:
+                skipped.append(f"{path.name}:{rowno}")
+            if not kept:
+                raise UserError(f"{path}:{rowno}: no non-empty caption")
+            out.append((map_media_path(row[media_col] or "", root, f"{path}:{rowno}", guard), kept))
+    if not out:
+        raise UserError(f"{path}: no rows")
+    return out

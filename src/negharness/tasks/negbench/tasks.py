@@ -1,0 +1,221 @@
+"""NegBench tasks (Alhamoud et al., CVPR 2025): MCQ-Neg and Retrieval-Neg over the published CSVs.
+
+CSVs under ``<data root>/negbench/``; media mapped by the one rule of `negbench_data`. Every media
+file a task needs is checked before a model loads; a missing one is reported with the count and
+the first paths. Videos: 4 frames at the centres of 4 equal segments by default, as NegBench.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from negharness.api import (
+    EvalContext, FrameSampling, MCQ_METRICS, MediaSet, MetricInfo, MissingDataError, QuerySet, Relevance, Task,
+    TaskOptions, TaskResult, best_relevant_rank, drop_unreadable, evaluate_mcq, image_files, per_query,
+    published_notes, retrieval_metrics, similarities, video_files)
+
+
+from .catalog import BINARY, MCQ, RETRIEVAL
+from .data import find_csv, read_mcq, read_retrieval
+
+DEFAULT_SAMPLING = FrameSampling("segments", 4)
+CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, CVPR 2025"
+WHERE = ("NegBench CSVs: the Google Drive folder linked from github.com/m1k2zoo/negbench (datasets.md), into "
+         "{root}/negbench/. Media: COCO val2017 -> {root}/coco/val2017/, VOC2007 JPEGImages -> "
+         "{root}/voc2007/JPEGImages/, MSR-VTT videos -> {root}/msrvtt/videos/, HardNeg-Syn -> {root}/hardneg_syn/, "
+         "CheXpert (train|valid) -> {root}/chexpert/.")
+
+
+def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> MediaSet:
+    """Media identified by their path under the data root: tasks over the same files share the cache."""
+    ids = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in paths]
+    if kind == "image":
+        return image_files("negbench/images", ids, paths)
+    sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
+    return video_files(f"negbench/videos/{sampling.key}", ids, paths, sampling)
+
+
+class _NegBenchTask(Task):
+    family = "negbench"
+    version = "1"
+    citation = CITATION
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.root = options.data_root
+
+    @property
+    def data_help(self) -> str:  # type: ignore[override]
+        return WHERE.format(root=self.root)
+
+    def _media_paths(self) -> list[Path]:
+        raise NotImplementedError
+
+    def _csvs(self) -> list[Path]:
+        raise NotImplementedError
+
+    def required_files(self) -> list[Path]:
+        csvs = self._csvs()
+        if not all(p.is_file() for p in csvs):
+            return csvs
+        return csvs + sorted(set(self._media_paths()))
+
+
+class NegBenchMCQ(_NegBenchTask):
+    main_score = "accuracy"
+    metric_info = MCQ_METRICS
+    leaderboard_metrics = ("accuracy", "acc_positive", "acc_negative", "acc_hybrid")
+    csv_name, kind, layout, binary = "", "image", None, False
+
+    def _csvs(self) -> list[Path]:
+        return [find_csv(self.root, self.csv_name)]
+
+    @cached_property
+    def _parsed(self):
+        rows = read_mcq(self._csvs()[0], self.root, self.layout, self.binary)
+        return rows[: self.options.limit] if self.options.limit else rows
+
+    def _rows(self):
+        return self._parsed
+
+    def _media_paths(self) -> list[Path]:
+        return [r.media for r in self._rows()]
+
+    def required_files(self) -> list[Path]:
+        """As for every NegBench task, but a missing image is named with the CSV row that asks for it."""
+        needed = super().required_files()
+        if not all(p.is_file() for p in self._csvs()):
+            return needed
+        lacking = [r for r in self._rows() if not r.media.exists()]  # a FIFO exists: refused by name later
+        if lacking:
+            raise MissingDataError(f"{lacking[0].where}: {self.kind} {lacking[0].media} not found"
+                                   + (f" ({len(lacking)} rows of {len(self._rows())} lack their {self.kind})"
+                                      if len(lacking) > 1 else "") + f"\n{self.data_help}")
+        return needed
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        rows = self._rows()
+        paths = list(dict.fromkeys(r.media for r in rows))
+        where = {p: i for i, p in enumerate(paths)}
+        result = evaluate_mcq(ctx, media_set(ctx, self.root, paths, self.kind), [where[r.media] for r in rows],
+                              [r.options for r in rows], [r.correct for r in rows], [r.template for r in rows],
+                              [r.option_templates for r in rows])
+        if self.binary:
+            result.notes["templates"] = ("the binary files carry no template column (the authors' loader reads "
+                                         "caption_0, caption_1, correct_answer): acc_* use templates from the words")
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics))
+        return result
+
+
+RETRIEVAL_NEG_METRICS = {
+    **{f"{p}R@{k}": MetricInfo(p != "drop_", ".1f") for p in ("", "neg_", "drop_") for k in (1, 5, 10)},
+}
+
+
+class NegBenchRetrieval(_NegBenchTask):
+    """Text-to-media R@1/5/10 on the original and on the negated captions, side by side with the drop.
+    Each caption's one positive is its own row's media, matched by path, not by loader order."""
+
+    main_score = "neg_R@5"
+    metric_info = RETRIEVAL_NEG_METRICS
+    leaderboard_metrics = ("R@5", "neg_R@5", "drop_R@5")
+    original_csv, negated_csv, kind = "", "", "image"
+
+    def _csvs(self) -> list[Path]:
+        return [find_csv(self.root, self.original_csv), find_csv(self.root, self.negated_csv)]
+
+    @cached_property
+    def _parsed(self):
+        skipped: list[str] = []
+        sets = [read_retrieval(p, self.root, skipped) for p in self._csvs()]
+        return ([s[: self.options.limit] for s in sets] if self.options.limit else sets), skipped
+
+    def _sets(self):
+        return self._parsed[0]
+
+    def _media_paths(self) -> list[Path]:
+        return [m for s in self._sets() for m, _ in s]
+
+    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple:
+        """R@K of one caption file, the number of captions and media, notes, and per caption (its key,
+        its rank). An unreadable image leaves the candidates and its captions the scoring
+        (`negharness.scoring.unreadable`), so a NaN similarity never counts as a hit; scores come from the
+        model (`similarity`), as in every retrieval task."""
+        paths = list(dict.fromkeys(m for m, _ in rows))
+        where = {p: i for i, p in enumerate(paths)}
+        media = media_set(ctx, self.root, paths, self.kind)
+        texts = [c for _, caps in rows for c in caps]
+        keys = _unique([f"{media.ids[where[m]]}#{k}" for m, caps in rows for k in range(len(caps))])
+        relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
+        queries = QuerySet(keys, texts, relevance)
+        media, media_emb, queries, notes = drop_unreadable(ctx, media, ctx.embed_media(media), queries)
+        ranks = best_relevant_rank(similarities(ctx, queries, media_emb), queries.relevance)
+        m = retrieval_metrics(ranks)
+        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes, (queries.ids, ranks)
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        (original, negated), skipped = self._parsed
+        orig, n_orig, m_orig, orig_notes, orig_q = self._score(ctx, original)
+        neg, n_neg, m_neg, neg_notes, neg_q = self._score(ctx, negated)
+        metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
+                   **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
+        notes = {"empty_captions_skipped": skipped} if skipped else {}
+        notes.update({f"{k}_original": v for k, v in orig_notes.items()})
+        notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
+        notes.update(published_notes(self.name, ctx.model, metrics))
+        per_query, how = retrieval_neg_values(orig_q, neg_q)
+        notes["per_query"] = how
+        return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
+                                    f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes,
+                          per_query)
+
+
+def _unique(keys: list[str]) -> list[str]:
+    """A media file listed on two rows gives its second row's keys a ``~2`` suffix."""
+    seen: dict[str, int] = {}
+    out = []
+    for key in keys:
+        seen[key] = seen.get(key, 0) + 1
+        out.append(key if seen[key] == 1 else f"{key}~{seen[key]}")
+    return out
+
+
+def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]):
+    """Per-query values of Retrieval-Neg. When the negated file rewrites the original captions one
+    for one (same media, same number of captions: COCO, MSR-VTT), caption k of a media file is one
+    query with its original and negated hit, and drop_R@K is a per-query difference. Otherwise
+    (HardNeg-Syn's v1 and v2 differ) the two sets are listed side by side, each metric covering its
+    own captions, and drop_R@K has no per-query value."""
+    (okeys, oranks), (nkeys, nranks) = orig, neg
+    o = {f"R@{k}": (oranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
+    n = {f"R@{k}": (nranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
+    if sorted(okeys) == sorted(nkeys):
+        at = {key: i for i, key in enumerate(nkeys)}
+        order = [at[key] for key in okeys]
+        values = {**o, **{f"neg_{k}": v[order] for k, v in n.items()},
+                  **{f"drop_{k}": o[k] - n[k][order] for k in o}}
+        return per_query(okeys, values), "paired: each caption with its negated rewrite (media, position)"
+    none_o, none_n = [None] * len(okeys), [None] * len(nkeys)
+    values = {**{k: list(v) + none_n for k, v in o.items()}, **{f"neg_{k}": none_o + list(v) for k, v in n.items()}}
+    ids = [f"original/{k}" for k in okeys] + [f"negated/{k}" for k in nkeys]
+    return per_query(ids, values), "unpaired: original and negated captions listed side by side"
+
+
+def _make_mcq(name: str) -> type:
+    csv_name, kind, layout, description = MCQ[name]
+    return type(name, (NegBenchMCQ,), {"name": name, "csv_name": csv_name, "kind": kind, "layout": layout,
+                                       "binary": name in BINARY, "description": description,
+                                       "modalities": frozenset({"text", kind})})
+
+
+def _make_retrieval(name: str) -> type:
+    original, negated, kind, description = RETRIEVAL[name]
+    return type(name, (NegBenchRetrieval,), {"name": name, "original_csv": original, "negated_csv": negated,
+                                             "kind": kind, "description": description,
+                                             "modalities": frozenset({"text", kind})})
+
+
+globals().update({n: _make_mcq(n) for n in MCQ})  # registry targets: negharness.tasks.negbench.tasks:<task name>
+globals().update({n: _make_retrieval(n) for n in RETRIEVAL})

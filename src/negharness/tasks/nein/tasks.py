@@ -1,0 +1,315 @@
+"""NeIn (Bui et al.): image editing with negative instructions, scored by removal and retention.
+
+Each sample: an input image that shows an object S (the NeIn image: the ground truth with S added),
+a negative instruction about S (one of Table 2's 13 formats), and the ground truth (without S).
+The editor under test edits the input; a scoring detector then checks whether S is gone (removal,
+AUC-removal) and whether the caption's other objects are still there (retention); L1/L2 compare
+with the ground truth, CLIP-I with a CLIP image tower. Edited images are written per sample and
+reused on a rerun, so an interrupted run resumes; a gallery page shows a few samples.
+
+``nein_shapes`` builds the samples from the embedded world (a shape added to a test image) and
+scores them with the world's exact detector, so the task runs out of the box.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from negharness.api import (
+    EditContext, MediaError, MetricInfo, ModelOptions, OptionSpec, Task, TaskOptions, TaskResult, UserError,
+    atomic_write, atomic_write_text, per_query, published_notes)
+
+from .metrics import auc_removal, pixel_distances, removal, retention
+from .sources import iter_json_entries, iter_parquet_rows
+
+FORMATS = [
+    "The image doesn't have any {S}.", "{S} is not part of the scene.", "No {S} present in the image.",
+    "The image is without {S}.", "The image does not have any {S}.", "The image lacks {S}.",
+    "No {S} in the image.", "A scene without {S}.", "The image cannot have any {S}.",
+    "Not a single {S} in sight.", "{S} is missing from the image.", "The image lacks the presence of {S}.",
+    "{S} is nowhere to be seen in the image.",
+]
+NEIN_METRICS = {
+    "Removal": MetricInfo(True, ".1f"), "AUC-Removal": MetricInfo(True, ".1f"), "Retention": MetricInfo(True, ".1f"),
+    "L1": MetricInfo(False, ".4f"), "L2": MetricInfo(False, ".4f"), "CLIP-I": MetricInfo(True, ".4f"),
+    "DINO": MetricInfo(True, ".4f"),
+}
+GALLERY_SAMPLES = 12
+
+
+@dataclass
+class EditSample:
+    id: str
+    load_input: Callable[[], Any]
+    load_truth: Callable[[], Any]
+    instruction: str
+    target: str  # the object the instruction negates
+    objects: list[str]  # the caption's objects, for retention
+
+
+def instruction_for(target: str, k: int) -> str:
+    text = FORMATS[k % len(FORMATS)].format(S=target)
+    return text[0].upper() + text[1:]
+
+
+class NeInTask(Task):
+    family = "nein"
+    version = "1"
+    modalities = frozenset({"edit"})
+    main_score = "Removal"
+    metric_info = NEIN_METRICS
+    leaderboard_metrics = ("Removal", "AUC-Removal", "Retention", "L1", "CLIP-I")
+    citation = "Bui et al., NeIn: Telling What You Don't Want, CVPR Workshops 2025"
+    default_detector = "owlv2"
+    default_clip = "clip"
+    default_dino = "facebook/dino-vits16"
+    task_options = {
+        "detector": OptionSpec(str, None, "scoring detector (default: the task's)"),
+        "clip_model": OptionSpec(str, None, "model for CLIP-I, or none"),
+        "dino_model": OptionSpec(str, None, "DINO model id or folder for the DINO score, or none"),
+        "edit_batch": OptionSpec(int, 4, "images edited per call", minimum=1, changes_numbers=False),
+    }
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.detector_name = self.opts["detector"] or self.default_detector
+        self.clip_name = self.opts["clip_model"] or self.default_clip
+        self.dino_name = self.opts["dino_model"] or self.default_dino
+        self.batch = self.opts["edit_batch"]
+
+    def config(self) -> dict:
+        return {**super().config(), "detector": self.detector_name, "clip_model": self.clip_name,
+                "dino_model": self.dino_name}
+
+    def samples(self) -> Iterable[EditSample]:
+        """The samples in order, produced lazily: a sample's images are read only when it is edited."""
+        raise NotImplementedError
+
+    def evaluate(self, ctx: EditContext) -> TaskResult:
+        detector = ctx.plugin("detector", self.detector_name)
+        editor = ctx.model
+        if getattr(editor, "detector_used", None) == self.detector_name:
+            ctx.notes["circular"] = f"the editor used the scoring detector {self.detector_name} itself"
+        clip = ctx.plugin("model", self.clip_name) if self.clip_name != "none" else None
+        dino = ctx.plugin("model", "dino", ModelOptions(arch=self.dino_name)) if self.dino_name != "none" else None
+        out_dir = ctx.artifacts
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target_scores, before, after, l1s, l2s, clip_i, dino_s = [], [], [], [], [], [], []
+        missing = _Missing()
+        gallery: list[EditSample] = []  # the first GALLERY_SAMPLES samples: their images go to disk at once
+        ids: list[str] = []  # per-sample outputs are keyed by sample id (ids only: memory stays bounded)
+        for s, source, truth, edited in self._edits(editor, out_dir, ctx, missing):
+            ids.append(s.id)
+            target_scores.append(detector.max_scores(edited, [s.target])[s.target])
+            found_in = {o for o, v in detector.max_scores(source, s.objects).items() if v > 0} if s.objects else set()
+            found_out = {o for o, v in detector.max_scores(edited, sorted(found_in)).items() if v > 0} if found_in else set()
+            before.append(found_in)
+            after.append(found_out)
+            l1, l2 = pixel_distances(edited, truth)
+            l1s.append(l1)
+            l2s.append(l2)
+            if clip is not None:
+                clip_i.append(clip.image_cosine(edited, truth))
+            if dino is not None:
+                dino_s.append(dino.image_cosine(edited, truth))
+            if len(gallery) < GALLERY_SAMPLES:
+                gallery.append(s)
+                _gallery_images(out_dir, s, source, truth)
+        n_done = len(target_scores)
+        if not n_done:
+            raise UserError(f"task {self.name}: no sample could be evaluated ({missing.count} missing)")
+        kept, empty = retention(before, after)
+        values = {"Removal": [100.0 * (x == 0) for x in target_scores],
+                  "AUC-Removal": [100.0 * (1.0 - x) for x in target_scores],
+                  "Retention": [100.0 * len(b & a) / len(b) if b else None for b, a in zip(before, after)],
+                  "L1": l1s, "L2": l2s, **({"CLIP-I": clip_i} if clip_i else {}), **({"DINO": dino_s} if dino_s else {})}
+        metrics = {"Removal": removal(target_scores), "AUC-Removal": auc_removal(target_scores), "Retention": kept,
+                   "L1": float(np.mean(l1s)), "L2": float(np.mean(l2s))}
+        if clip_i:
+            metrics["CLIP-I"] = float(np.mean(clip_i))
+        if dino_s:
+            metrics["DINO"] = float(np.mean(dino_s))
+        _gallery_page(out_dir, gallery)
+        notes = {"per_sample_seed": "run seed * 1000003 + sample index", "scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
+                 "retention_empty_inputs": empty, "missing_samples": missing.count, "missing_first": missing.first,
+                 "edits": str(out_dir), **ctx.notes}
+        metrics = {k: v for k, v in metrics.items() if v == v}
+        notes.update(published_notes(self.name, editor, metrics))
+        values = {k: v for k, v in values.items() if k in metrics}
+        return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values))
+
+    def _edits(self, editor, out_dir: Path, ctx, missing: "_Missing"):
+        """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume);
+        the rest are made in batches and each written atomically as soon as it exists. A sample whose
+        images cannot be read is skipped and named; an output that is not an image is an error."""
+        from PIL import Image
+
+        pending: list[tuple[int, EditSample, Any, Any]] = []
+
+        def flush():
+            outs = editor.edit_batch([p[2] for p in pending], [p[1].instruction for p in pending],
+                                     [ctx.seed * 1_000_003 + p[0] for p in pending])
+            for (k, s, source, truth), out in zip(pending, outs):
+                if not hasattr(out, "save"):
+                    raise UserError(f"editor {editor.name} returned {type(out).__name__} for sample {s.id}, not an image")
+                atomic_write(out_dir / f"{_safe(s.id)}.png", lambda tmp, out=out: out.save(tmp, format="PNG"))
+                ctx.counters["edited"] += 1
+                yield s, source, truth, out
+            pending.clear()
+
+        for k, s in enumerate(self.samples()):
+            try:
+                source, truth = s.load_input(), s.load_truth()
+            except (MediaError, OSError) as exc:
+                missing.add(f"{s.id}: {exc}")
+                continue
+            path = out_dir / f"{_safe(s.id)}.png"
+            if path.is_file():
+                try:
+                    with Image.open(path) as im:
+                        done = im.convert("RGB")
+                    ctx.counters["reused"] += 1
+                    yield s, source, truth, done
+                    continue
+                except OSError:
+                    path.unlink()
+            pending.append((k, s, source, truth))
+            if len(pending) >= self.batch:
+                yield from flush()
+        if pending:
+            yield from flush()
+
+
+class _Missing:
+    """Samples whose images could not be read: a count and the first few, not an unbounded list."""
+
+    def __init__(self, keep: int = 5) -> None:
+        self.count, self.first, self.keep = 0, [], keep
+
+    def add(self, what: str) -> None:
+        self.count += 1
+        if len(self.first) < self.keep:
+            self.first.append(what)
+
+
+def _gallery_images(out_dir: Path, s: EditSample, source: Any, truth: Any) -> None:
+    """A gallery sample's input and ground truth, written when the sample is scored (never kept)."""
+    for tag, img in (("input", source), ("truth", truth)):
+        p = out_dir / f"{_safe(s.id)}.{tag}.png"
+        if not p.exists():
+            atomic_write(p, lambda tmp, img=img: img.save(tmp, format="PNG"))
+
+
+def _gallery_page(out_dir: Path, samples: list[EditSample]) -> None:
+    cells = []
+    for s in samples:
+        name = _safe(s.id)
+        cells.append(f"<tr><td>{html.escape(s.instruction)}</td><td><img src='{name}.input.png'></td>"
+                     f"<td><img src='{name}.png'></td><td><img src='{name}.truth.png'></td></tr>")
+    page = ("<!doctype html><meta charset='utf-8'><title>NeIn gallery</title><style>img{width:128px;"
+            "image-rendering:pixelated}</style><table><tr><th>instruction</th><th>input</th><th>edited</th>"
+            "<th>ground truth</th></tr>" + "".join(cells) + "</table>")
+    atomic_write_text(out_dir / "gallery.html", page)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+class NeInVal(NeInTask):
+    """The published NeIn evaluation set::
+
+        <data root>/nein/val.json                  entries: COCO, T_original, T_generated, T_negative, NeIn
+        <data root>/nein/images/<NeIn>.png|.jpg    the editing input (the object-added image)
+        <data root>/coco/val2017/<COCO>.jpg        the ground truth (shared with NegBench's COCO folder)
+
+    The object to remove is the text after "Add a/an" in T_generated; the caption's objects for
+    retention are the head nouns of T_original (`negharness.text.composer.head_nouns`)."""
+
+    name = "nein_val"
+    description = "NeIn validation set (24,182 samples): editing with negative instructions"
+    data_help = ("NeIn's val.json and images: the Hugging Face dataset nhatttanbui/NeIn or the Google Drive "
+                 "folder linked from github.com/tanbuinhat/NeIn; COCO val2017 images into <data root>/coco/val2017/")
+
+    def _json(self) -> Path:
+        return self.options.data_root / "nein" / "val.json"
+
+    def _parquet(self) -> list[Path]:
+        return sorted((self.options.data_root / "nein").glob("validation*.parquet"))
+
+    def required_files(self) -> list[Path]:
+        return [] if self._parquet() else [self._json()]
+
+    def samples(self) -> Iterator[EditSample]:
+        made = self._parquet_samples() if self._parquet() else self._json_samples()
+        return itertools.islice(made, self.options.limit) if self.options.limit else made
+
+    def _json_samples(self) -> Iterator[EditSample]:
+        root, path = self.options.data_root, self._json()
+        for n, e in enumerate(iter_json_entries(path)):
+            where = f"{path} entry {n} ({e.get('NeIn', '?') if isinstance(e, dict) else '?'})"
+            _check_entry(e, where)
+            source = next((p for p in (root / "nein" / "images" / f"{e['NeIn']}{x}" for x in (".png", ".jpg"))
+                           if p.exists()), root / "nein" / "images" / f"{e['NeIn']}.png")
+            truth = root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg"
+            yield _sample(str(e["NeIn"]), e, _opener(source, where), _opener(truth, where))
+
+    def _parquet_samples(self) -> Iterator[EditSample]:
+        """The published parquet files (images embedded as {bytes, path}), a few rows at a time."""
+        for path, n, row in iter_parquet_rows(self._parquet()):
+            where = f"{path} row {n}"
+            _check_entry(row, where)
+            ident = Path((row["NeIn"] or {}).get("path") or f"{path.stem}_{n}").stem
+            yield _sample(ident, row, _bytes_opener(row["NeIn"], where), _bytes_opener(row["COCO"], where))
+
+
+def _check_entry(e: Any, where: str) -> None:
+    for key in ("COCO", "T_original", "T_generated", "T_negative", "NeIn"):
+        if not isinstance(e, dict) or key not in e or e[key] is None:
+            raise UserError(f"{where}: no {key!r}")
+
+
+def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Callable[[], Any]) -> EditSample:
+    """The object to remove is the text after "Add a/an" in T_generated, without the final '.'."""
+    import re
+
+    from negharness.text.phrases import head_nouns
+
+    m = re.match(r"\s*add an? (.+?)\.?\s*$", e["T_generated"], re.IGNORECASE)
+    if not m:
+        raise UserError(f"sample {ident}: T_generated {e['T_generated']!r} is not 'Add a/an <object>.'")
+    return EditSample(ident, load_input, load_truth, e["T_negative"], m.group(1).strip().lower(),
+                      head_nouns(e["T_original"]))
+
+
+def _bytes_opener(cell: Any, where: str) -> Callable[[], Any]:
+    def load() -> Any:
+        import io
+
+        from PIL import Image
+
+        data = cell.get("bytes") if isinstance(cell, dict) else cell
+        try:
+            with Image.open(io.BytesIO(data)) as im:
+                return im.convert("RGB")
+        except (OSError, TypeError) as exc:
+            raise MediaError(f"{where}: embedded image cannot be read ({exc.__class__.__name__})") from exc
+    return load
+
+
+def _opener(path: Path, where: str) -> Callable[[], Any]:
+    def load() -> Any:
+        from PIL import Image
+
+        try:
+            with Image.open(path) as im:
+                return im.convert("RGB")
+        except OSError as exc:
+            raise MediaError(f"{where}: cannot read {path} ({exc.__class__.__name__})") from exc
+    return load

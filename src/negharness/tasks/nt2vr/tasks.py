@@ -1,0 +1,267 @@
+"""nT2VR tasks: MSR-VTT3k, MSR-VTT1k, VATEX (videos) and Flickr30k, MS-COCO (images), each with
+original, negated and composed query sets, read from the authors' layout under the data root::
+
+    <data root>/<collection>/TextData/<collection>.caption.txt | .negated.txt | .composed.txt
+    <data root>/<collection>/VideoSets/<collection>.txt
+    <data root>/<collection>/id.imagepath.txt     pre-extracted frames (every 0.5 s), or
+    <data root>/<collection>/videos/<video_id>.mp4 (.avi, .webm, .mkv), or, for images,
+    <data root>/<collection>/images/<image_id>.jpg (.png)
+
+Videos are sampled as the authors' code does at test time (``test_sample_frame=8``): 8 frames
+evenly spaced over the video's frames (``uniform:8``: over the pre-extracted 0.5 s frames when
+``id.imagepath.txt`` lists them, else over the decoded video), their embeddings mean-pooled;
+``-M frames=fps:2`` takes every 0.5 s frame instead. Negated and composed sets absent but captions
+present: the error names the ``negharness build-queries`` command, or ``-T build=true`` builds them in place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from negharness.api import (
+    EvalContext, FrameSampling, MediaSet, NEGATED_METRICS, OptionSpec, QRELS_OPTION, QuerySet, Relevance,
+    RETRIEVAL_METRICS, RootGuard, Task, TaskOptions, TaskResult, UserError, evaluate_negated, evaluate_text_to_media,
+    frame_folders, image_files, published_notes, require_regular, task_qrels, video_files)
+from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
+                                         read_neginfo, read_video_set, video_of)
+
+from .frame_index import read_frame_index
+
+from .collections import COLLECTIONS
+
+VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
+IMAGE_EXTS = (".jpg", ".jpeg", ".png")
+DEFAULT_SAMPLING = FrameSampling("uniform", 8)  # the authors' test_sample_frame = 8
+CITATION = "Wang et al., Learn to Understand Negation in Video Retrieval, ACM MM 2022"
+WHERE = ("nT2VR text data: the download linked from github.com/ruc-aimc-lab/nT2VR; videos from the MSR-VTT / "
+         "VATEX sites. Or build the query sets from captions with: negharness build-queries --captions {cap} "
+         "--out {text}  (or pass -T build=true)")
+
+
+class NT2VRTask(Task):
+    family = "nt2vr"
+    version = "2"  # 2: frames sampled uniform:8 by default (was fps:2), so version-1 records rerun
+    prefix = "msrvtt3k"
+    query_set = "original"
+    citation = CITATION
+    task_options = {"build": OptionSpec(bool, False, "build missing negated/composed query files from the captions")}
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.collection, self.kind, _ = COLLECTIONS[self.prefix]
+        self.folder = options.data_root / self.collection
+        self.text_dir = self.folder / "TextData"
+        self.modalities = frozenset({"text", self.kind})
+        self.build = self.opts["build"]
+
+    def _text(self, kind: str) -> Path:
+        return self.text_dir / f"{self.collection}.{kind}.txt"
+
+    @property
+    def data_help(self) -> str:  # type: ignore[override]
+        return WHERE.format(cap=self._text("caption"), text=self.text_dir)
+
+    # data checks ----------------------------------------------------------------------------------
+    def _video_set(self) -> Path:
+        return self.folder / "VideoSets" / f"{self.collection}.txt"
+
+    def _media_files(self, ids: list[str]) -> tuple[list[Path], list[Path]]:
+        """(present, missing) media files; a frame index counts as one file. Every path stays under
+        the data root (an id with '../', a symlink out: an error naming the video set and line)."""
+        index = self.folder / "id.imagepath.txt"
+        if self.kind == "video" and index.is_file():
+            return [index], []
+        sub, exts = ("videos", VIDEO_EXTS) if self.kind == "video" else ("images", IMAGE_EXTS)
+        guard = RootGuard(self.options.data_root)
+        lines = self._id_lines()
+        present, missing = [], []
+        for vid in ids:
+            candidates = [self.folder / sub / f"{vid}{e}" for e in exts]
+            found = next((c for c in candidates if c.exists()), None)
+            where = f"{self._video_set()}:{lines.get(vid, '?')}: video id {vid!r}"
+            checked = guard.check(found or candidates[0], where)
+            (present.append(checked) if found else missing.append(checked))
+        return present, missing
+
+    def _id_lines(self) -> dict[str, int]:
+        """Video id -> its line in the video set (for error messages)."""
+        try:
+            with open(self._video_set(), encoding="utf-8") as fh:
+                return {line.strip(): n for n, line in reversed(list(enumerate(fh, 1)))}
+        except (OSError, UnicodeDecodeError):
+            return {}
+
+    def _needed_text(self) -> list[Path]:
+        needed = [self._text("caption"), self._video_set()]
+        if self.query_set != "original" and not self.build:
+            needed.append(self._text(self.query_set))
+        return needed
+
+    def required_files(self) -> list[Path]:
+        needed = self._needed_text()
+        if any(not p.exists() for p in needed):
+            return needed
+        _, missing_media = self._media_files(self._ids())
+        return needed + missing_media
+
+    def data_files(self) -> list[Path]:
+        """The text files, and the media: each video or image, or the frame index and every frame it names."""
+        files = [p for p in self._needed_text() if p.exists()]
+        present, _ = self._media_files(self._ids())
+        index = self.folder / "id.imagepath.txt"
+        if present == [index]:
+            frames = self._frame_index()
+            wanted = set(self._ids())
+            present += [f for vid, paths in frames.items() if vid in wanted for f in paths]
+        return files + present
+
+    def _frame_index(self) -> dict[str, list[Path]]:
+        """The frame index, read (and every path checked) once per task object."""
+        if getattr(self, "_frames", None) is None:
+            self._frames = read_frame_index(self.folder / "id.imagepath.txt", self.folder, self.options.data_root)
+        return self._frames
+
+    def _ids(self) -> list[str]:
+        """The collection's video ids, cut by --limit."""
+        for p in self._needed_text():
+            if p.exists():
+                require_regular(p, f"task {self.name}")  # a FIFO would block the read forever
+        ids = read_video_set(self._video_set())
+        return ids[: self.options.limit] if self.options.limit else ids
+
+    # media ----------------------------------------------------------------------------------------
+    def media(self, ctx: EvalContext, ids: list[str]) -> MediaSet:
+        if self.kind == "image":
+            paths, _ = self._media_files(ids)
+            return image_files(f"nt2vr/{self.collection}/images", ids, paths)
+        sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
+        key = f"nt2vr/{self.collection}/{sampling.key}"
+        index_file = self.folder / "id.imagepath.txt"
+        if index_file.is_file():
+            index = self._frame_index()
+            lacking = [v for v in ids if v not in index]
+            if lacking:
+                raise UserError(f"{index_file}: no frames for {len(lacking)} video(s), e.g. {lacking[:3]}")
+            return frame_folders(key, ids, [index[v] for v in ids], sampling)
+        paths, _ = self._media_files(ids)
+        return video_files(key, ids, paths, sampling)
+
+    # queries --------------------------------------------------------------------------------------
+    def _originals(self, known: list[str]) -> QuerySet:
+        path = self._text("caption")
+        rows = read_caption_file(path)
+        position = {v: i for i, v in enumerate(known)}
+        if self.options.limit:
+            rows = [(c, t) for c, t in rows if video_of(c) in position]
+        check_known_videos(path, ((n, video_of(c)) for n, (c, _) in enumerate(rows, 1)), set(known))
+        return QuerySet([c for c, _ in rows], [t for _, t in rows],
+                        Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
+
+    def _built(self):
+        from negharness.text.build_queries import build, write
+
+        items: dict[str, list[str]] = {}
+        for cap_id, caption in read_caption_file(self._text("caption")):
+            items.setdefault(video_of(cap_id), []).append(caption)
+        built = build(list(items.items()), seed=self.options.seed)
+        try:
+            write(built, self.text_dir, self.collection, write_captions=False)
+        except OSError:
+            pass  # read-only data root: use them in memory
+        return built
+
+    def config(self) -> dict:
+        return {**super().config(), "collection": self.collection, "query_set": self.query_set}
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        """The query set's scores, with the paper's numbers for this model where it has a row (Tables 2-4, 9-10)."""
+        result = self._score(ctx)
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics))
+        return result
+
+    def _score(self, ctx: EvalContext) -> TaskResult:
+        raise NotImplementedError
+
+
+class NT2VROriginal(NT2VRTask):
+    main_score = "MIR"
+    metric_info = RETRIEVAL_METRICS
+    leaderboard_metrics = ("R@1", "R@10", "MIR")
+    task_options = {**NT2VRTask.task_options, **QRELS_OPTION}
+
+    def _score(self, ctx: EvalContext) -> TaskResult:
+        ids = self._ids()
+        qs = self._originals(ids)
+        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids),
+                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit))
+
+
+class NT2VRNegated(NT2VROriginal):
+    query_set = "negated"
+    main_score = "ΔMIR"
+    metric_info = NEGATED_METRICS
+    leaderboard_metrics = ("ΔR@1", "ΔMIR")
+    task_options = NT2VRTask.task_options  # deltas against one source video: no extra judgements
+
+    def _score(self, ctx: EvalContext) -> TaskResult:
+        ids = self._ids()
+        originals = self._originals(ids)
+        if self.build and not self._text("negated").exists():
+            rows = [(i, n.text) for i, n in self._built().negated]
+        else:
+            rows = read_caption_file(self._text("negated"))
+        where = {c: k for k, c in enumerate(originals.ids)}
+        path = self._text("negated")
+        kept = [(n, c, t) for n, (c, t) in enumerate(rows, 1) if not self.options.limit or original_of(c) in where]
+        for lineno, cap_id, _ in kept:
+            if original_of(cap_id) not in where:
+                raise UserError(f"{path}:{lineno}: negated query {cap_id!r} has no original caption "
+                                f"{original_of(cap_id)!r} in {self._text('caption').name}")
+        src = [originals.relevance.indices[where[original_of(c)]] for _, c, _ in kept]
+        neginfo = self._text("negated_neginfo")  # the authors' cue and scope, for the boolean baseline
+        info = read_neginfo(neginfo) if neginfo.is_file() else {}
+        negated = QuerySet([c for _, c, _ in kept], [t for _, _, t in kept],
+                           Relevance.from_lists([[int(s)] for s in src], len(ids)),
+                           [info.get(c) for _, c, _ in kept] if info else None)
+        return evaluate_negated(ctx, self.media(ctx, ids), originals, negated,
+                                [where[original_of(c)] for _, c, _ in kept])
+
+
+class NT2VRComposed(NT2VROriginal):
+    query_set = "composed"
+    main_score = "MIR"
+    metric_info = RETRIEVAL_METRICS
+    leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
+
+    def _score(self, ctx: EvalContext) -> TaskResult:
+        ids = self._ids()
+        position = {v: i for i, v in enumerate(ids)}
+        path = self._text("composed")
+        if self.build and not path.exists():
+            records = [q.as_record() for q in self._built().composed]
+        else:
+            records = read_composed_file(path)
+        if not self.options.limit:
+            check_known_videos(path, ((n, v) for n, r in enumerate(records, 1) for v in r["video_ids"]), set(ids))
+        lists = [[position[v] for v in r["video_ids"] if v in position] for r in records]
+        keep = [k for k, rel in enumerate(lists) if rel]
+        records = [records[k] for k in keep]
+        parts = None  # stored parts where every record has them; else the model splits (boolean)
+        if records and all("positive" in r for r in records):
+            parts = [(r["positive"], r["negative"]) for r in records]
+        return evaluate_text_to_media(ctx, [str(r["cap_id"]) for r in records], [r["caption"] for r in records],
+                                      Relevance.from_lists([lists[k] for k in keep], len(ids)), self.media(ctx, ids),
+                                      parts, several=True, qrels=task_qrels(self.opts), limited=bool(self.options.limit))
+
+
+def _make(prefix: str, base: type, query_set: str) -> type:
+    collection, kind, what = COLLECTIONS[prefix]
+    return type(f"{prefix}_{query_set}", (base,), {
+        "name": f"{prefix}_{query_set}", "prefix": prefix, "query_set": query_set,
+        "modalities": frozenset({"text", kind}),
+        "description": f"nT2VR {query_set} queries, text-to-{kind} retrieval on {what}"})
+
+
+TASKS = {f"{p}_{q}": _make(p, b, q) for p in COLLECTIONS
+         for q, b in (("original", NT2VROriginal), ("negated", NT2VRNegated), ("composed", NT2VRComposed))}
+globals().update(TASKS)  # registry targets: negharness.tasks.nt2vr.tasks:<task name>

@@ -1,0 +1,129 @@
+"""Tasks on the embedded world: text-to-video and text-to-image retrieval with original captions.
+
+No download: the world is generated from its seed (``-T world_seed=N``) on first use and kept
+under the data root. Items with identical scene facts are all relevant to each other's captions.
+"""
+
+from __future__ import annotations
+
+from negharness.api import (
+    EvalContext, MediaSet, NEGATED_METRICS, OptionSpec, QRELS_OPTION, QuerySet, Relevance, RETRIEVAL_METRICS, Task,
+    TaskOptions, TaskResult, evaluate_negated, evaluate_text_to_media, task_qrels)
+
+from negharness.world.media import WorldData, load_world
+from negharness.world.queries import load_world_queries
+from negharness.world.scenes import WORLD_VERSION
+
+TEST_ITEMS = 500
+
+
+class _ShapesRetrieval(Task):
+    family = "shapes"
+    version = "1"
+    kind = "video"
+    main_score = "MIR"
+    metric_info = RETRIEVAL_METRICS
+    leaderboard_metrics = ("R@1", "R@10", "MIR")
+    citation = "negharness embedded world (procedurally generated)"
+    task_options = {
+        "world_seed": OptionSpec(int, 0, "seed the world is generated from"),
+        "split": OptionSpec(str, "test", "which split of the world", choices=("train", "val", "test")),
+        "n_items": OptionSpec(int, TEST_ITEMS, "items of the split to evaluate on", minimum=1),
+    }
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.world_seed = self.opts["world_seed"]
+        self.split_name = self.opts["split"]
+        self.n_items = self.opts["n_items"]
+        if options.limit:
+            self.n_items = min(self.n_items, options.limit)
+
+    def config(self) -> dict:
+        return {**super().config(), "world_version": WORLD_VERSION, "world_seed": self.world_seed,
+                "split": self.split_name, "n_items": self.n_items}
+
+    def world(self) -> WorldData:
+        return load_world(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
+
+    def media(self, world: WorldData) -> MediaSet:
+        pixels = world.pixels
+        return MediaSet(
+            key=f"shapes/v{WORLD_VERSION}/s{self.world_seed}/{self.split_name}/{self.kind}",
+            kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
+            load_batch=lambda positions: pixels[positions])
+
+    def originals(self, world: WorldData) -> QuerySet:
+        """Every caption of every item; relevant = the items with identical scene facts."""
+        ids, texts, groups, source = [], [], [], []
+        for pos, (item_id, caps, group) in enumerate(zip(world.ids, world.captions, world.groups)):
+            for k, cap in enumerate(caps):
+                ids.append(f"{item_id}#enc#{k}")
+                texts.append(cap)
+                groups.append(group)
+                source.append(pos)
+        return QuerySet(ids, texts, Relevance.from_groups(groups, world.groups), source=source)
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        world = self.world()
+        qs = self.originals(world)
+        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world),
+                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit))
+
+
+class ShapesT2VOriginal(_ShapesRetrieval):
+    task_options = {**_ShapesRetrieval.task_options, **QRELS_OPTION}
+    name = "shapes_t2v_original"
+    kind = "video"
+    modalities = frozenset({"text", "video"})
+    description = "embedded world: text-to-video retrieval, original captions"
+
+
+class ShapesT2IOriginal(_ShapesRetrieval):
+    task_options = {**_ShapesRetrieval.task_options, **QRELS_OPTION}
+    name = "shapes_t2i_original"
+    kind = "image"
+    modalities = frozenset({"text", "image"})
+    description = "embedded world: text-to-image retrieval, original captions"
+
+
+class ShapesT2VNegated(ShapesT2VOriginal):
+    """Negated captions from the nT2VR negator; the source video is the one each must push down."""
+
+    name = "shapes_t2v_negated"
+    description = "embedded world: negated captions, ΔR@K / ΔMIR against their originals"
+    main_score = "ΔMIR"
+    metric_info = NEGATED_METRICS
+    leaderboard_metrics = ("ΔR@1", "ΔMIR")
+    task_options = _ShapesRetrieval.task_options  # deltas against one source video: no extra judgements
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        world = self.world()
+        originals = self.originals(world)
+        queries = load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
+                                     self.options.seed)
+        where = {c: k for k, c in enumerate(originals.ids)}
+        position = {v: i for i, v in enumerate(world.ids)}
+        negs = queries["negated"]
+        negated = QuerySet([n[0] for n in negs], [n[1] for n in negs],
+                           Relevance.from_lists([[position[n[2].split("#", 1)[0]]] for n in negs], len(world.ids)),
+                           [(n[3], n[4]) for n in negs])
+        return evaluate_negated(ctx, self.media(world), originals, negated, [where[n[2]] for n in negs])
+
+
+class ShapesT2VComposed(ShapesT2VOriginal):
+    """Composed "subject does A and not B" queries; matched videos found by the composer's text retrieval."""
+
+    name = "shapes_t2v_composed"
+    description = "embedded world: composed queries with several relevant videos"
+    leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
+
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
+        world = self.world()
+        records = load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
+                                     self.options.seed)["composed"]
+        position = {v: i for i, v in enumerate(world.ids)}
+        relevance = Relevance.from_lists([[position[v] for v in r["video_ids"]] for r in records], len(world.ids))
+        return evaluate_text_to_media(ctx, [r["cap_id"] for r in records], [r["caption"] for r in records],
+                                      relevance, self.media(world), [(r["positive"], r["negative"]) for r in records],
+                                      several=True, qrels=task_qrels(self.opts), limited=bool(self.options.limit))

@@ -1,0 +1,128 @@
+"""Helpers for plugin authors' tests (as pytest's ``pytester``): a fake model and a tiny task.
+
+`KeywordModel` embeds text as a sum of fixed random word vectors and images by their mean colour
+per quadrant, so similarities are predictable and no weights are needed; it counts what it encodes.
+`ColourRetrievalTask` is a six-item text-to-image task that such a model solves exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from negharness.io.media import MediaSet
+from negharness.scoring.metrics import Relevance
+from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
+
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255),
+           "yellow": (255, 255, 0), "cyan": (0, 255, 255), "magenta": (255, 0, 255)}
+
+
+def _word_vector(word: str, dim: int) -> torch.Tensor:
+    seed = int.from_bytes(hashlib.sha1(word.encode()).digest()[:4], "little")
+    return torch.from_numpy(np.random.default_rng(seed).standard_normal(dim).astype(np.float32))
+
+
+class KeywordModel(EmbeddingModel):
+    """Texts: colour words map onto the RGB axes, other words add small noise. Images: mean RGB."""
+
+    name = "keyword_model"
+
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.dim = dim
+        self.encoded = {"text": 0, "image": 0}
+
+    def describe(self) -> dict[str, Any]:
+        return {"arch": "keyword", "dim": self.dim}
+
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(image, dtype=np.float32)).permute(2, 0, 1) / 255.0
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        self.encoded["text"] += len(texts)
+        out = torch.zeros(len(texts), self.dim)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                if word in COLOURS:
+                    out[i, :3] += torch.tensor(COLOURS[word], dtype=torch.float32) / 255.0
+                else:
+                    out[i] += 0.01 * _word_vector(word, self.dim)
+        return F.normalize(out, dim=-1)
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        self.encoded["image"] += pixels.shape[0]
+        out = torch.zeros(pixels.shape[0], self.dim)
+        out[:, :3] = pixels.float().mean(dim=(2, 3))
+        return F.normalize(out + 1e-6, dim=-1)
+
+
+def keyword_model(options: ModelOptions) -> KeywordModel:
+    return KeywordModel(int(options.extra.get("dim", 8)))
+
+
+def solid_image(colour: str, size: int = 8) -> np.ndarray:
+    return np.broadcast_to(np.array(COLOURS[colour], dtype=np.uint8), (size, size, 3)).copy()
+
+
+class ColourRetrievalTask(Task):
+    """Six solid-colour images, one caption each ("a red picture"); R@1 is 100 for KeywordModel."""
+
+    name = "colour_retrieval"
+    family = "testing"
+    modalities = frozenset({"text", "image"})
+    main_score = "R@1"
+    metric_info = {"R@1": MetricInfo(True, ".1f"), "MIR": MetricInfo(True, ".3f")}
+    leaderboard_metrics = ("R@1", "MIR")
+    description = "six solid colours, one caption each"
+
+    def __init__(self, options: TaskOptions) -> None:
+        super().__init__(options)
+        self.colours = list(COLOURS)[: options.limit or None]
+
+    def evaluate(self, ctx: Any) -> TaskResult:
+        from negharness.scoring.metrics import best_relevant_rank, retrieval_metrics
+
+        images = [solid_image(c) for c in self.colours]
+        media = MediaSet("testing/colours", "image", list(self.colours), lambda i: images[i], cheap=True)
+        sim = ctx.embed_texts([f"a {c} picture" for c in self.colours]) @ ctx.embed_media(media).t()
+        ranks = best_relevant_rank(sim, Relevance.from_lists([[i] for i in range(len(images))], len(images)))
+        metrics = retrieval_metrics(ranks, ks=(1,))
+        return TaskResult({k: metrics[k] for k in ("R@1", "MIR")}, {"images": len(images)})
+
+
+def host_with_models(models: dict[str, Any], name: str = "inline"):
+    """The installed plugins plus ``models`` (name -> factory), registered as one more plugin would be."""
+    import types
+
+    from negharness.discovery.hookspecs import hookimpl
+    from negharness.discovery.manager import make_host
+
+    host = make_host()
+
+    @hookimpl
+    def negharness_register_models(registry):
+        for model_name, factory in models.items():
+            registry.add(model_name, factory, f"{model_name} (registered by {name})")
+
+    host.register(types.SimpleNamespace(negharness_register_models=negharness_register_models), name)
+    return host
+
+
+def lookup(**kinds: dict[str, Any]):
+    """A `negharness.contracts.context.PluginLookup` over only the given factories, by kind and name, e.g.
+    ``lookup(model={"clip": my_factory}, trainset={"shapes": shapes})``: a trainer or task under
+    test then makes exactly these plugins, the way a run makes installed ones."""
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.discovery.registry import Registry
+
+    registry = Registry()
+    for kind, factories in kinds.items():
+        for name, factory in factories.items():
+            registry.add(kind, name, factory, f"{name} (testing)", "testing")
+    return PluginLookup(registry)

@@ -1,0 +1,67 @@
+"""A world split as tasks and trainers use it: ids, captions, relevance groups and pixels.
+
+The split is a dataset like any other, so it lives under the data root
+(``<data root>/shapes_world/``), generated on first use and written atomically; later runs load it
+in milliseconds. Where the data root cannot be written, the split is generated in memory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from negharness.api import atomic_write_bytes
+
+from .render import render_image, render_video
+from .scenes import WORLD_VERSION, build_split
+
+
+@dataclass(frozen=True)
+class WorldData:
+    ids: list[str]
+    captions: list[list[str]]
+    groups: list[str]  # facts key per item: equal keys are indistinguishable items
+    pixels: np.ndarray  # uint8 (N, T, 32, 32, 3) for videos, (N, 32, 32, 3) for images
+
+
+def _generate(seed: int, split: str, kind: str, n: int) -> WorldData:
+    ws = build_split(seed, split, kind, n)
+    draw = render_video if kind == "video" else render_image
+    pixels = np.stack([draw(s) for s in ws.scenes])
+    return WorldData(ws.ids, ws.captions, ws.relevance_groups(), pixels)
+
+
+def _encode(data: WorldData) -> bytes:
+    meta = json.dumps({"ids": data.ids, "captions": data.captions, "groups": data.groups})
+    buf = io.BytesIO()
+    np.savez(buf, pixels=data.pixels, meta=np.array(meta))
+    return buf.getvalue()
+
+
+def _decode(path: Path) -> WorldData:
+    with np.load(path, allow_pickle=False) as npz:
+        meta = json.loads(str(npz["meta"]))
+        return WorldData(meta["ids"], meta["captions"], meta["groups"], npz["pixels"])
+
+
+@lru_cache(maxsize=16)
+def load_world(seed: int, split: str, kind: str, n: int, root: Path | None) -> WorldData:
+    if root is None:
+        return _generate(seed, split, kind, n)
+    path = Path(root) / "shapes_world" / f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{n}.npz"
+    if path.is_file():
+        try:
+            return _decode(path)
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged file is regenerated, never trusted
+    data = _generate(seed, split, kind, n)
+    try:
+        atomic_write_bytes(path, _encode(data))
+    except OSError:
+        pass  # read-only data root: the split still works, generated in memory
+    return data

@@ -1,0 +1,64 @@
+"""Negated and composed query sets of a world split, built by the nT2VR builders from its captions.
+
+The default test split's sets ship with the package (``world/packaged/``), so the embedded
+default runs with no NLTK data and no network; any other (seed, split, size) is built once with
+NLTK and kept beside the world's pixels under the data root. ``python -m negharness.world.queries``
+rebuilds the shipped files (a test checks they equal a fresh build wherever NLTK data is present).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from negharness.api import atomic_write_text, cached_json
+from negharness.text.build_queries import build
+
+from .media import load_world
+from .scenes import WORLD_VERSION
+
+BUILDER_VERSION = "2"  # 2: the authors' enumeration, every subject (a closed world of 4 verbs)
+PACKAGED = Path(__file__).parent / "packaged"
+SHIPPED = [(0, "test", 500, 0)]  # (world seed, split, items, query seed): the tasks' defaults
+
+
+def _name(seed: int, split: str, n: int, query_seed: int) -> str:
+    return f"v{WORLD_VERSION}-s{seed}-{split}-video-{n}.queries-b{BUILDER_VERSION}-q{query_seed}.json"
+
+
+def build_world_queries(seed: int, split: str, n: int, root: Path | None, query_seed: int = 0) -> dict:
+    """Run the builders (needs NLTK's tokenizer and tagger data) on the split's captions."""
+    world = load_world(seed, split, "video", n, root)
+    built = build(list(zip(world.ids, world.captions)), seed=query_seed, subjects=None)
+    return {
+        "negated": [[i, neg.text, i.rsplit("#", 1)[0], neg.remainder, neg.scope] for i, neg in built.negated],
+        "composed": [q.as_record() for q in built.composed],
+    }
+
+
+@lru_cache(maxsize=8)
+def load_world_queries(seed: int, split: str, n: int, root: Path | None, query_seed: int = 0) -> dict:
+    """{"negated": [(neg_id, text, original cap id, positive, negative)], "composed": [record, ...]}."""
+    name = _name(seed, split, n, query_seed)
+    shipped = PACKAGED / name
+    if shipped.is_file():
+        return json.loads(shipped.read_text(encoding="utf-8"))
+    return cached_json(None if root is None else Path(root) / "shapes_world" / name,
+                       lambda: build_world_queries(seed, split, n, root, query_seed))
+
+
+def write_packaged(root: Path | None = None) -> list[Path]:
+    """Rebuild the shipped query sets (the command that reproduces them)."""
+    paths = []
+    for seed, split, n, query_seed in SHIPPED:
+        data = build_world_queries(seed, split, n, root, query_seed)
+        path = PACKAGED / _name(seed, split, n, query_seed)
+        atomic_write_text(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    for written in write_packaged():
+        print(f"wrote {written}")
