@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from negharness.contracts.model import EmbeddingModel
-from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.contracts.task import TaskOptions
+from negharness.engine.runner import CachedEvalContext, RunSettings
 
 COLOUR_AXES = {"red": 0, "green": 1, "blue": 2}
 RGB = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
@@ -104,8 +104,14 @@ def tiny_gpt2(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
 
 def tiny_llava(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
     """LLaVA with a 1-layer CLIP vision tower (16 px, 8 px patches: 4 image tokens) and a 1-layer Llama."""
-    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     tok = word_tokenizer(words)
     processor = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 16},
@@ -128,8 +134,14 @@ def tiny_llava(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
 def tiny_qwen2vl(folder: Path, words: Sequence[str], seed: int = 0) -> Path:
     """Qwen2-VL (M-RoPE, patch-merged vision tokens, image_grid_thw) with one layer each side, 56 px images."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import (PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForConditionalGeneration,
-                              Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor)
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
 
     specials = ["<pad>", "<s>", "</s>", "<unk>", "<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>",
                 "USER", "ASSISTANT", "Question:", "Answer:"]

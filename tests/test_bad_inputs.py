@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from negharness.records.results import record_files
 from PIL import Image
+
+from negharness.records.results import record_files
 
 
 def _one_error_line(res, code: int, *needles: str) -> str:

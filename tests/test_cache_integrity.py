@@ -16,13 +16,18 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.store import content
-from negharness.store.cache import EmbeddingCache, read_shard
-from negharness.io.media import MediaSet, frame_folders, image_files, video_files
 from negharness.contracts.model import ModelOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.io.media import MediaSet, frame_folders, image_files, video_files
+from negharness.io.video import (
+    FrameSampling,
+    available_decoders,
+    decoder_identity,
+    video_recipe,
+)
+from negharness.store import content
+from negharness.store.cache import EmbeddingCache, read_shard
 from negharness.testing import COLOURS, KeywordModel, solid_image
-from negharness.io.video import FrameSampling, available_decoders, decoder_identity, video_recipe
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
 COLOUR_NAMES = list(COLOURS)

@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.io.checkpoints import equals_base, read_checkpoint, strip_prefixes
+from negharness.api import installed_plugins
 from negharness.contracts.errors import UserError
 from negharness.contracts.model import ModelOptions
+from negharness.io.checkpoints import equals_base, read_checkpoint, strip_prefixes
+from negharness.io.safe_unpickle import restricted_load
 from negharness.plugins import openclip_model
 from negharness.plugins.clip4clip import clip4clip
 from negharness.plugins.finetuned_clip import negclip
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.trained_model import FORMAT, clip_bnl
-from negharness.io.safe_unpickle import restricted_load
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,
                           "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
@@ -200,8 +201,8 @@ def test_trained_folder_equal_to_its_base_is_reported(tmp_path):
     state = read_checkpoint(WEIGHTS).state
     save_safetensors(folder / "model.safetensors", state)
     with pytest.warns(UserWarning, match="equal the base model shapes_clip"):
-        model = clip_bnl(ModelOptions(checkpoint=str(folder)))
+        model = clip_bnl(ModelOptions(checkpoint=str(folder), plugins=installed_plugins()))
     assert "not fine-tuned" in model.describe()["checkpoint_notes"]["note"]
     key = next(k for k, v in state.items() if v.is_floating_point())
     save_safetensors(folder / "model.safetensors", {**state, key: state[key] + 0.5})
-    assert "checkpoint_notes" not in clip_bnl(ModelOptions(checkpoint=str(folder))).describe()
+    assert "checkpoint_notes" not in clip_bnl(ModelOptions(checkpoint=str(folder), plugins=installed_plugins())).describe()

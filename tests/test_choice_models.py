@@ -10,22 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from negharness.scoring.choices import ChoiceSet
-from negharness.io.media import MediaSet
-from negharness.contracts.model import ModelOptions
-from negharness.engine.runner import CachedEvalContext, RunSettings
-
 from choice_helpers import tiny_gpt2, tiny_llava, write_image
+
+from negharness.contracts.model import ModelOptions
+from negharness.io.media import MediaSet
+from negharness.scoring.choices import ChoiceSet
 
 CAPTIONS = ["a dog on grass", "a dog not on grass", "there is no cat", "there is a cat", "a cat", "a cat"]
 WORDS = CAPTIONS + ["Describe the image in one sentence.", "Which caption describes the image?",
                     "Answer with the option's letter from the given choices directly.", "Is it red?", "yes", "no",
                     "A.", "B.", "C."]
-
-
-def _ctx(model, batch_size: int = 64) -> CachedEvalContext:
-    return CachedEvalContext(model, RunSettings(batch_size=batch_size), None)
 
 
 def _images() -> MediaSet:
@@ -57,7 +51,7 @@ def test_text_only_scores_are_caption_logliks_batched_or_not(gpt2_dir):
     from negharness.plugins.text_only import text_only
 
     model = text_only(ModelOptions(arch=str(gpt2_dir))).eval_mode()
-    scores = model.score_choices(_ctx(model, batch_size=4), _choices())
+    scores = model.score_choices(_choices(), 4, "fp32")
     tok = model.tokenizer
     with torch.inference_mode():
         for r, row in enumerate([CAPTIONS[0:2], CAPTIONS[2:4], CAPTIONS[4:6]]):
@@ -65,9 +59,9 @@ def test_text_only_scores_are_caption_logliks_batched_or_not(gpt2_dir):
                 ids = [tok.bos_token_id] + tok(cap, add_special_tokens=False)["input_ids"]
                 assert float(scores[r, k]) == pytest.approx(_loglik(model.lm, ids, 1), abs=1e-5)
     assert scores[2, 0] == scores[2, 1]  # the same caption twice: an exact tie, counted wrong
-    again = model.score_choices(_ctx(model, batch_size=1), _choices())
+    again = model.score_choices(_choices(), 1, "fp32")
     assert torch.allclose(scores, again, atol=1e-5)
-    asked = model.score_choices(_ctx(model), _choices(["Is it red?"] * 3))
+    asked = model.score_choices(_choices(["Is it red?"] * 3), 64, "fp32")
     ids = [tok.bos_token_id] + tok("Question: Is it red?\nAnswer: a dog on grass", add_special_tokens=False)["input_ids"]
     start = 1 + len(tok("Question: Is it red?\nAnswer:", add_special_tokens=False)["input_ids"])
     with torch.inference_mode():
@@ -79,7 +73,7 @@ def test_hf_vlm_loglik_equals_one_sequence_at_a_time(llava_dir):
 
     model = hf_vlm(ModelOptions(arch=str(llava_dir))).eval_mode()
     choices = _choices()
-    scores = model.score_choices(_ctx(model, batch_size=3), choices)
+    scores = model.score_choices(choices, 3, "fp32")
     proc, tok = model.processor, model.processor.tokenizer
     with torch.inference_mode():
         for r, row in enumerate(choices.options):
@@ -101,7 +95,7 @@ def test_hf_vlm_letter_scores_come_back_in_task_order(llava_dir):
 
     model = hf_vlm(ModelOptions(arch=str(llava_dir), extra={"scoring": "letter"})).eval_mode()
     choices = ChoiceSet(_images(), [0, 1], [CAPTIONS[0:3], CAPTIONS[2:4]], [0, 0], None)
-    scores = model.score_choices(_ctx(model), choices)
+    scores = model.score_choices(choices, 64, "fp32")
     proc, tok = model.processor, model.processor.tokenizer
     with torch.inference_mode():
         for r, row in enumerate(choices.options):
@@ -154,9 +148,9 @@ def test_generative_and_blind_models_run_a_choice_task_from_the_cli(cli, tmp_pat
 def test_hf_vlm_runs_qwen2_vl_with_padding_that_changes_nothing(tmp_path):
     """Qwen2-VL's M-RoPE positions and image_grid_thw survive the re-padding: a batch of three equals
     one sequence at a time, in both scoring modes."""
-    from negharness.plugins.hf_vlm import hf_vlm
-
     from choice_helpers import tiny_qwen2vl
+
+    from negharness.plugins.hf_vlm import hf_vlm
 
     folder = tiny_qwen2vl(tmp_path / "qwen", WORDS)
     imgs = [np.full((56, 56, 3), c, dtype=np.uint8) for c in ((255, 0, 0), (0, 0, 255))]
@@ -164,6 +158,6 @@ def test_hf_vlm_runs_qwen2_vl_with_padding_that_changes_nothing(tmp_path):
     choices = ChoiceSet(media, [0, 1, 1], [CAPTIONS[0:2], CAPTIONS[2:4], CAPTIONS[0:3]], [0, 0, 0], None)
     for scoring in ("loglik", "letter"):
         model = hf_vlm(ModelOptions(arch=str(folder), extra={"scoring": scoring})).eval_mode()
-        batched = model.score_choices(_ctx(model, batch_size=3), choices)
-        single = model.score_choices(_ctx(model, batch_size=1), choices)
+        batched = model.score_choices(choices, 3, "fp32")
+        single = model.score_choices(choices, 1, "fp32")
         assert torch.isfinite(batched[:, :2]).all() and torch.allclose(batched, single, atol=1e-4), scoring

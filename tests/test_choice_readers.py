@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from negharness.declarative.register import load_folder
-from negharness.contracts.errors import UserError
-from negharness.tasks.builtin import GENERATORS
-
 from choice_helpers import TableModel, evaluate, write_image
+
+from negharness.contracts.errors import UserError
+from negharness.declarative.register import load_folder
+from negharness.tasks.builtin import GENERATORS
 
 BUILTIN = {c.name: c for c in load_folder(Path(str(files("negharness.tasks.choice"))), GENERATORS)}
 
@@ -106,8 +105,9 @@ def test_aro_vg_attribution_keeps_pairs_with_25_cases(tmp_path):
 
 
 def test_aro_order_shuffles_are_permutations_and_scored_against_the_normalised_caption(tmp_path):
-    from negharness.tasks.choice.aro_order import order_shuffles, pre_caption
     import random
+
+    from negharness.tasks.choice.aro_order import order_shuffles, pre_caption
 
     write_image(tmp_path / "coco/val2014/COCO_val2014_000000391895.jpg", "red")
     caps = ["A man with a red helmet on a small moped on a dirt road.", "Dog."]
@@ -216,8 +216,8 @@ def _png_b64(colour: str) -> str:
 
 
 def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
-    from negharness.engine.runner import CachedEvalContext, RunSettings
     from negharness.contracts.task import TaskOptions
+    from negharness.engine.runner import CachedEvalContext, RunSettings
 
     items = [{"index": 0, "image": _png_b64("red"), "original_question": "What colour is the ball?",
               "negated_question": "What colour is the ball not?", "A": "red", "B": "blue",
@@ -231,7 +231,9 @@ def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
     class Asker(TableModel):
         """Scores an option by (question, option, dominant colour of the decoded image)."""
 
-        def score_choices(self, ctx, choices):
+        scores_choices_itself = True
+
+        def score_choices(self, choices, batch_size, precision):
             out = torch.zeros(len(choices), 2)
             for r in range(len(choices)):
                 image = choices.media.load(choices.media_index[r])

@@ -19,7 +19,11 @@ BOM = "\ufeff"
 
 # BOM -------------------------------------------------------------------------------------------------
 def test_bom_in_nt2vr_text_files(tmp_path):
-    from negharness.text.nt2vr_files import read_caption_file, read_composed_file, read_video_set
+    from negharness.text.nt2vr_files import (
+        read_caption_file,
+        read_composed_file,
+        read_video_set,
+    )
 
     cap = tmp_path / "c.caption.txt"
     cap.write_text(BOM + "video1#enc#0 a dog\nvideo2#enc#0 a cat\n", encoding="utf-8")
@@ -80,7 +84,11 @@ def test_bom_in_nein_json(tmp_path):
 
 # long lines and bad bytes ----------------------------------------------------------------------------
 def test_caption_longer_than_the_cap_is_named_by_file_and_line(tmp_path):
-    from negharness.text.nt2vr_files import MAX_CAPTION_CHARS, read_caption_file, read_caption_table
+    from negharness.text.nt2vr_files import (
+        MAX_CAPTION_CHARS,
+        read_caption_file,
+        read_caption_table,
+    )
 
     cap = tmp_path / "c.caption.txt"
     cap.write_text("v1#enc#0 a dog\nv2#enc#0 " + "x" * (MAX_CAPTION_CHARS + 1) + "\n")
@@ -155,9 +163,9 @@ def test_parquet_rows_read_in_small_batches(tmp_path, monkeypatch):
 def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tmp_path):
     """Every image a sample loads is tracked by a weak reference: at any load, the images still alive
     are at most what one edit batch needs, never one per sample (the gallery too is written at once)."""
-    from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.discovery.hookspecs import hookimpl
     from negharness.discovery.manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.tasks.nein.shapes import ShapesNeIn, editing_pairs
 
     live: list[weakref.ref] = []  # PIL images are unhashable: a list of weak references, not a WeakSet

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.declarative.register import load_folder
 from negharness.contracts.errors import UserError
+from negharness.declarative.register import load_folder
 
 CHOICE = """\
 name: my_colours

@@ -5,8 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from negharness.report.diagnose import FAMILIES, TEMPLATES, captions, fill, load_templates
 from negharness.contracts.errors import UserError
+from negharness.report.diagnose import (
+    FAMILIES,
+    TEMPLATES,
+    captions,
+    fill,
+    load_templates,
+)
 
 PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "seeds" / "003_8a649d9afd753fc6.txt"
 

@@ -6,11 +6,18 @@ import re
 
 import pytest
 
-from negharness.report.diagnose import captions
-from negharness.report.diagnosis_file import FILE_NAME
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig
-from negharness.report.svg_charts import Point, Series, bar_chart, nice_ticks, scatter, tick_text
+from negharness.report.diagnose import captions
+from negharness.report.diagnosis_file import FILE_NAME
+from negharness.report.svg_charts import (
+    Point,
+    Series,
+    bar_chart,
+    nice_ticks,
+    scatter,
+    tick_text,
+)
 
 TINY_CLIP = {"model_cfg": {"embed_dim": 16, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16,
                                                            "head_width": 16},

@@ -9,9 +9,14 @@ import pytest
 import torch
 
 from negharness.contracts.errors import UserError
-from negharness.scoring.fire import augment, detectable_differences, read_qrels, subsample_deltas
-from negharness.scoring.metrics import Relevance
 from negharness.records.results import record_files
+from negharness.scoring.fire import (
+    augment,
+    detectable_differences,
+    read_qrels,
+    subsample_deltas,
+)
+from negharness.scoring.metrics import Relevance
 
 
 def test_qrels_formats_and_augmented_relevance(tmp_path):
@@ -43,8 +48,8 @@ def test_bad_qrels_lines_name_file_and_line(tmp_path):
 def test_fire_metrics_by_hand(tmp_path):
     """Two queries over three items. q0's source v0 ranks 2nd (v1 first); q1's source v2 ranks 1st.
     Judging v1 relevant to q0 makes q0 a hit at 1: C@1 50 -> 100, MIR 0.75 -> 1."""
-    from negharness.scoring.retrieval import QuerySet, _add_fire
     from negharness.io.media import MediaSet
+    from negharness.scoring.retrieval import QuerySet, _add_fire
 
     sim = torch.tensor([[0.5, 0.9, 0.1], [0.2, 0.3, 0.8]])
     qs = QuerySet(["q0", "q1"], ["a", "b"], Relevance.from_lists([[0], [2]], 3))

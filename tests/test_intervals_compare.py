@@ -6,12 +6,18 @@ import random
 import numpy as np
 import pytest
 
-from negharness.scoring import perquery
 from negharness.records.compare import compare, load_runs, to_markdown
 from negharness.records.fake import fake_record, write_fake_record
-from negharness.scoring.metrics import (binomial_two_sided, bootstrap_ci, bootstrap_intervals, mcnemar_exact,
-    paired_test, resampled_means)
 from negharness.records.results import ModelConfig
+from negharness.scoring import perquery
+from negharness.scoring.bootstrap import (
+    binomial_two_sided,
+    bootstrap_ci,
+    bootstrap_intervals,
+    mcnemar_exact,
+    paired_test,
+    resampled_means,
+)
 
 FIXED = np.array([100.0] * 130 + [0.0] * 270)  # 32.5% hits over 400 queries
 rng0 = np.random.default_rng(5)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from negharness.records.fake import write_fake_record
-from negharness.report.check import invalid_records
 from negharness.records.results import ModelConfig
+from negharness.report.check import invalid_records
 
 
 def _hits(k: int, n: int = 300) -> list[float]:

@@ -4,7 +4,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negharness.plugins.losses import bcl, mcq_cross_entropy, multi_positive_infonce, soft_triplet, triplet_hardest
+from negharness.plugins.losses import (
+    bcl,
+    mcq_cross_entropy,
+    multi_positive_infonce,
+    soft_triplet,
+    triplet_hardest,
+)
 
 
 def test_triplet_uses_the_hardest_negative_and_skips_twins():

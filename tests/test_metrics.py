@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics, source_rank
+from negharness.scoring.metrics import (
+    Relevance,
+    best_relevant_rank,
+    retrieval_metrics,
+    source_rank,
+)
 
 
 def test_single_relevant_ranks_by_hand():
@@ -100,7 +105,7 @@ def test_single_relevant_fast_path_matches_masked_path():
 
 
 def test_bootstrap_intervals():
-    from negharness.scoring.metrics import bootstrap_ci, paired_bootstrap
+    from negharness.scoring.bootstrap import bootstrap_ci, paired_bootstrap
     values = np.r_[np.zeros(500), np.ones(500)]
     lo, hi = bootstrap_ci(values, n=500)
     assert lo < 0.5 < hi and hi - lo < 0.1

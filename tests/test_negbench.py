@@ -8,15 +8,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import SHARED
 
 from negharness.contracts.errors import MissingDataError, UserError
 from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.scoring.mcq import mcq_choices, mcq_metrics
 from negharness.tasks.negbench.catalog import COCO_LAYOUT, MCQ
-from negharness.tasks.negbench.data import map_media_path, read_mcq, read_retrieval, template_of_caption
+from negharness.tasks.negbench.data import (
+    map_media_path,
+    read_mcq,
+    read_retrieval,
+    template_of_caption,
+)
 from negharness.testing import COLOURS, host_with_models, keyword_model
-
-from conftest import SHARED
 
 CSVS = SHARED / "data/negbench/negbench_eval_csvs"
 needs_shared = pytest.mark.skipif(not CSVS.is_dir(), reason="shared NegBench CSVs not present")
@@ -152,8 +156,8 @@ def test_retrieval_neg_side_by_side_and_unparseable_cell(tmp_path):
 
 
 def test_shapes_mcq_ground_truth_is_exact():
-    from negharness.world.media import load_world
     from negharness.tasks.shapes.mcq import questions
+    from negharness.world.media import load_world
 
     world = load_world(0, "test", "image", 60, None)
     for (options, template), facts in zip(questions(world, 0), world.groups):
@@ -170,16 +174,17 @@ def test_shapes_mcq_ground_truth_is_exact():
 
 def test_published_numbers_match_a_run_of_the_same_weights():
     from negharness.records.published import published_notes
+    from negharness.tasks.negbench import PUBLISHED
 
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
-    found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0})["published"]
+    found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0}, PUBLISHED)["published"]
     repo = {(f["metric"], f["source"]): f for f in found if f["source"].startswith("NegBench repo")}
     total = repo[("accuracy", "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-OpenAI'")]
     assert total["diff"] == pytest.approx(40.0 - 39.296584376056815, abs=1e-9)
     neg = repo[("acc_negative", "NegBench repo, results/mcq/1_baseline_breakdown.csv, row 'CLIP-OpenAI'")]
     assert neg["diff"] == pytest.approx(7.0 - 6.844919786096257, abs=1e-9)
     other = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-L-14", "weights": "openai"})
-    assert published_notes("negbench_mcq_coco", other, {"accuracy": 40.0}) == {}
+    assert published_notes("negbench_mcq_coco", other, {"accuracy": 40.0}, PUBLISHED) == {}
 
 
 def test_diagnose_end_to_end(cli, tmp_path):

@@ -8,8 +8,8 @@ from negharness.contracts.errors import UserError
 from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.plugins.reference_editors import negated_object
 from negharness.plugins.shapes_detector import ShapesDetector
-from negharness.tasks.nein.tasks import FORMATS
 from negharness.tasks.nein.shapes import editing_pairs
+from negharness.tasks.nein.tasks import FORMATS
 from negharness.testing import host_with_models
 
 
@@ -58,8 +58,9 @@ class _Broken(Editor):
 
 def test_an_output_that_is_not_an_image_is_named(tmp_path):
     host = host_with_models({})
-    from negharness.discovery.hookspecs import hookimpl
     import types
+
+    from negharness.discovery.hookspecs import hookimpl
 
     @hookimpl
     def negharness_register_editors(registry):

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from negharness.tasks.nein.metrics import auc_removal, pixel_distances, removal, retention
+from negharness.tasks.nein.metrics import (
+    auc_removal,
+    pixel_distances,
+    removal,
+    retention,
+)
 
 
 def test_removal_and_auc_by_hand():

@@ -27,7 +27,12 @@ def _tokenizer(folder: Path, max_length: int = 77):
 
 @pytest.fixture(scope="module")
 def owl_folder(tmp_path_factory):
-    from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor
+    from transformers import (
+        Owlv2Config,
+        Owlv2ForObjectDetection,
+        Owlv2ImageProcessor,
+        Owlv2Processor,
+    )
 
     d = tmp_path_factory.mktemp("owl")
     cfg = Owlv2Config(text_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 1,
@@ -55,7 +60,12 @@ def dino_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ip2p_folder(tmp_path_factory):
-    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionInstructPix2PixPipeline, UNet2DConditionModel
+    from diffusers import (
+        AutoencoderKL,
+        PNDMScheduler,
+        StableDiffusionInstructPix2PixPipeline,
+        UNet2DConditionModel,
+    )
     from transformers import CLIPTextConfig, CLIPTextModel
 
     d = tmp_path_factory.mktemp("ip2p")
@@ -136,9 +146,9 @@ def _nein_layout(root: Path, n: int = 4) -> list[dict]:
 
 @pytest.mark.needs_nltk
 def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_folder, dino_folder):
-    from negharness.text.phrases import head_nouns
-    from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.discovery.manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.text.phrases import head_nouns
 
     assert head_nouns("A man with a dog is riding a bicycle on a road.") == ["man", "dog", "bicycle", "road"]
     root = tmp_path / "data"
@@ -172,8 +182,8 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
 
     import pyarrow.parquet as pq
 
-    from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.discovery.manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
 
     def png(seed):
         buf = io.BytesIO()

@@ -2,7 +2,14 @@
 
 import pytest
 
-from negharness.text.composer import CaptionIndex, Subject, VerbPhrase, compose, extract_pairs, render
+from negharness.text.composer import (
+    CaptionIndex,
+    Subject,
+    VerbPhrase,
+    compose,
+    extract_pairs,
+    render,
+)
 from negharness.text.negator import expand_contractions, negate, split_negated
 
 pytestmark = pytest.mark.needs_nltk  # the builders tag real captions with NLTK

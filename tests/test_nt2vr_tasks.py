@@ -9,8 +9,8 @@ import pytest
 
 from negharness.contracts.errors import MissingDataError, UserError
 from negharness.engine.evaluate import RunRequest, run_evaluation
-from negharness.text.nt2vr_files import read_caption_file, read_composed_file
 from negharness.testing import COLOURS, host_with_models, keyword_model
+from negharness.text.nt2vr_files import read_caption_file, read_composed_file
 
 COLL = "msrvtt1kAtest"
 VIDEOS = {"video0": "red", "video1": "green", "video2": "blue", "video3": "yellow", "video4": "cyan"}
@@ -124,10 +124,10 @@ def test_build_queries_cli_on_plain_captions(cli, tmp_path):
 
 @pytest.mark.needs_nltk
 def test_builders_on_real_msrvtt_captions():
+    from conftest import SHARED
+
     from negharness.text.build_queries import build, summary
     from negharness.text.nt2vr_files import read_caption_table
-
-    from conftest import SHARED
 
     csv_path = SHARED / "data/negbench/negbench_eval_csvs/videos/msr_vtt_retrieval.csv"
     if not csv_path.is_file():
@@ -142,12 +142,12 @@ def test_builders_on_real_msrvtt_captions():
 
 
 def test_boolean_wrapper_scores_positive_minus_negative():
-    from negharness.io.media import MediaSet
-    from negharness.scoring.metrics import Relevance
-    from negharness.plugins.boolean_model import BooleanModel
     from negharness.engine.runner import CachedEvalContext, RunSettings
-    from negharness.testing import KeywordModel, solid_image
+    from negharness.io.media import MediaSet
+    from negharness.plugins.boolean_model import BooleanModel
+    from negharness.scoring.metrics import Relevance
     from negharness.scoring.retrieval import QuerySet, similarities
+    from negharness.testing import KeywordModel, solid_image
 
     base = KeywordModel()
     wrapped = BooleanModel(base, "kw")
@@ -188,20 +188,18 @@ def test_boolean_baseline_reads_the_authors_neginfo_and_reports_its_parts(tmp_pa
                                 [parts["v1#enc#0#0"], parts["v2#enc#0#0"], None])
     assert notes["boolean"] == {"queries": 3, "with_negative_part": 2, "parts_from_data": 2, "parts_from_negator": 1}
     # the data's positive part is what is scored: "blue", not the caption's "red"
-    import torch
-    seen = []
-    model.similarity(lambda texts: seen.extend(texts) or torch.zeros(len(texts), 8), ["a red car not green"],
-                     torch.zeros(1, 8), [parts["v1#enc#0#0"]])
-    assert seen == ["a blue car", "green"]
+    views = model.text_views(["a red car not green"], [parts["v1#enc#0#0"]])
+    assert views == {"positive": ["a blue car"], "negative": ["green"]}
 
 
 @pytest.mark.needs_nltk
 def test_boolean_baseline_scores_choices_as_positive_minus_negative():
-    """MCQ rows go through the model's score_choices: each option by s(pos) - s(neg), ragged rows padded."""
-    from negharness.scoring.choices import ChoiceSet
+    """MCQ rows are scored through the model's text views: each option by s(pos) - s(neg), ragged rows padded."""
+    from negharness.contracts.choices import ChoiceSet
+    from negharness.engine.runner import CachedEvalContext, RunSettings
     from negharness.io.media import MediaSet
     from negharness.plugins.boolean_model import BooleanModel
-    from negharness.engine.runner import CachedEvalContext, RunSettings
+    from negharness.scoring.choices import score_choices
     from negharness.testing import KeywordModel, solid_image
 
     base = KeywordModel()
@@ -210,7 +208,7 @@ def test_boolean_baseline_scores_choices_as_positive_minus_negative():
     ctx = CachedEvalContext(BooleanModel(base, "kw"), RunSettings())
     emb = ctx.embed_media(media)
     options = [["red", "red but not green"], ["green", "red", "blue"]]
-    got = ctx.model.score_choices(ctx, ChoiceSet(media, [0, 1], options, [0, 0]))
+    got = score_choices(ctx, ChoiceSet(media, [0, 1], options, [0, 0]))
     cos = lambda t, m: float(base.encode_text([t]) @ emb[m])  # noqa: E731
     assert got.shape == (2, 3) and got[0, 2] == float("-inf")
     assert got[0, 0].item() == pytest.approx((1 + cos("red", 0)) / 2)

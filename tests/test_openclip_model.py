@@ -116,8 +116,8 @@ def _smooth_jpeg(path, size=(256, 192)):
 def test_jpeg_draft_is_opt_in_fingerprinted_and_close(source, tmp_path):
     """-M jpeg_draft=true decodes a large JPEG at a DCT scale that keeps the shorter side >= the model's
     input; off by default (the model's own preprocessing, exactly), and a separate cache namespace."""
-    from PIL import Image
     from open_clip.transform import PreprocessCfg, image_transform_v2
+    from PIL import Image
 
     from negharness.contracts.model import jpeg_draft
 

@@ -2,10 +2,10 @@
 
 import json
 
+import pytest
+
 from negharness.contracts.errors import DuplicateNameError, UnknownNameError
 from negharness.discovery.registry import Registry
-
-import pytest
 
 
 def test_third_party_plugin_is_listed_and_runs(cli, tmp_path):
@@ -103,18 +103,21 @@ def test_list_does_not_import_torch():
 
 def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
     """--model boolean -M base=kw finds a model that only this run's host has (not a fresh host)."""
-    from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.contracts.model import ModelOptions
+    from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.testing import host_with_models, keyword_model
 
     req = RunRequest(model="boolean", model_options=ModelOptions(extra={"base": "kw"}), tasks=["shapes_t2i_original"],
                      limit=5, output_dir=str(tmp_path / "res"), use_cache=False)
     record = run_evaluation(host_with_models({"kw": keyword_model}), req)[0].record
     assert record["model"]["label"] == "boolean (base=kw)"
-    with pytest.raises(UnknownNameError, match="kw"):
-        from negharness.plugins.boolean_model import boolean
+    from negharness.api import UserError, installed_plugins
+    from negharness.plugins.boolean_model import boolean
 
-        boolean(ModelOptions(extra={"base": "kw"}))  # outside a run: only installed plugins
+    with pytest.raises(UnknownNameError, match="kw"):  # outside a run: the installed plugins, given
+        boolean(ModelOptions(extra={"base": "kw"}, plugins=installed_plugins()))
+    with pytest.raises(UserError, match="installed_plugins"):  # and never a silent fallback to them
+        boolean(ModelOptions(extra={"base": "kw"}))
 
 
 def test_readme_plugin_example_is_the_tested_plugin_and_installs_as_written(tmp_path):
@@ -133,6 +136,7 @@ def test_readme_plugin_example_is_the_tested_plugin_and_installs_as_written(tmp_
     toml_block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
     good = THIRDPARTY / "good"
     assert python_block == (good / "negharness_example.py").read_text()
+    assert set(re.findall(r"^(?:from|import) (negharness[\w.]*)", python_block, re.M)) == {"negharness.api"}
     assert toml_block == (good / "pyproject.toml").read_text()
     model_lines = python_block[python_block.index("class MeanColourModel"):python_block.index("class ExampleColours")]
     task_lines = python_block[python_block.index("class ExampleColours"):python_block.index("@hookimpl")]

@@ -7,8 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from negharness.records.published import (ModelIdentity, PublishedTableError, compare, load_table, published_notes,
-    published_rows, shipped_rows, shipped_table_files)
+from negharness.records.published import (
+    ModelIdentity,
+    PublishedTableError,
+    compare,
+    load_table,
+    published_notes,
+    published_rows,
+    registered_rows,
+    table_rows,
+)
+from negharness.tasks import negbench, nein, nt2vr
+
+SHIPPED = (*nt2vr.PUBLISHED, *negbench.PUBLISHED, *nein.PUBLISHED)  # the tables the built-in tasks own
+
+
+def shipped_rows():
+    return table_rows(SHIPPED)
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 REPO_MCQ = SHARED / "data" / "negbench" / "official_repo_results" / "mcq"
@@ -30,9 +45,9 @@ def _value(paper, table, row, task, metric):
 
 
 def test_every_shipped_table_loads():
-    names = {p.name for p in shipped_table_files()}
+    names = {p.name for p in SHIPPED}
     assert names == {"nt2vr_tables.csv", "official_mcq.csv", "negbench_paper.csv", "nein_table3.csv"}
-    assert all(load_table(p) for p in shipped_table_files())
+    assert all(load_table(p) for p in SHIPPED)
 
 
 def test_nt2vr_tables_have_the_papers_rows_and_values():
@@ -47,8 +62,8 @@ def test_nt2vr_tables_have_the_papers_rows_and_values():
     assert _value("nT2VR", "Table 9", "CLIP-bnl", "flickr30k_negated", "ΔR@1") == 18.5
     assert _value("nT2VR", "Table 10", "CLIP*(boolean)", "mscoco_negated", "ΔMIR") == 0.467
     # the boolean operation is not applicable to original queries: no published number there
-    assert not [r for r in published_rows("msrvtt3k_original") if r.model.startswith("boolean")]
-    original = published_rows("msrvtt3k_original")
+    assert not [r for r in published_rows("msrvtt3k_original", shipped_rows()) if r.model.startswith("boolean")]
+    original = published_rows("msrvtt3k_original", shipped_rows())
     assert len(original) == 24 and len({r.row for r in original}) == 6  # 6 rows x R@1, R@5, R@10, MIR
 
 
@@ -63,7 +78,7 @@ def test_negbench_paper_and_nein_rows():
     assert _rows_per_table("NeIn") == {"Table 3": 5}
     assert _value("NeIn", "Table 3", "MagicBrush (NeurIPS’23) [29]", "nein_val", "Retention") == 89.79
     assert _value("NeIn", "Table 3", "MagicBrush (NeurIPS’23) [29]", "nein_val", "L1") == pytest.approx(0.0932)
-    l1 = next(r for r in published_rows("nein_val") if r.row.startswith("HQ-Edit") and r.metric == "L1")
+    l1 = next(r for r in published_rows("nein_val", shipped_rows()) if r.row.startswith("HQ-Edit") and r.metric == "L1")
     assert l1.printed == "23.54" and l1.value == pytest.approx(0.2354)
 
 
@@ -99,7 +114,7 @@ def test_a_matching_record_shows_its_difference():
     """A fake clip/openai run on MSR-VTT3k negated queries, differences worked out by hand."""
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
     measured = {"ΔR@1": 2.0, "ΔR@5": 2.5, "ΔR@10": 1.9, "ΔMIR": 0.025, "neg_R@1": 19.0}
-    found = published_notes("msrvtt3k_negated", model, measured)["published"]
+    found = published_notes("msrvtt3k_negated", model, measured, SHIPPED)["published"]
     by = {f["metric"]: f for f in found}
     assert set(by) == {"ΔR@1", "ΔR@5", "ΔR@10", "ΔMIR"}  # Table 2, row CLIP: 1.5 2.5 2.9 0.020
     assert by["ΔR@1"]["diff"] == pytest.approx(0.5) and by["ΔR@5"]["diff"] == pytest.approx(0.0)
@@ -108,20 +123,20 @@ def test_a_matching_record_shows_its_difference():
     assert by["ΔMIR"]["source"] == "nT2VR, Table 2, row 'CLIP [28]'"
     # the boolean wrapper around the same CLIP is a different row; another architecture matches none
     boolean = types.SimpleNamespace(name="boolean(clip)", describe=model.describe)
-    assert {f["published"] for f in compare("msrvtt3k_negated", ModelIdentity.of(boolean), measured)} == {
+    assert {f["published"] for f in compare("msrvtt3k_negated", ModelIdentity.of(boolean), measured, shipped_rows())} == {
         18.8, 37.5, 46.2, 0.278}
     vit_l = ModelIdentity("clip", "ViT-L-14", "openai")
-    assert compare("msrvtt3k_negated", vit_l, measured) == []
+    assert compare("msrvtt3k_negated", vit_l, measured, shipped_rows()) == []
 
 
 def test_either_tag_and_editor_source_match():
     laion = ModelIdentity("clip", "ViT-B-32", "laion400m_e31")
-    rows = {f["source"] for f in compare("negbench_mcq_coco", laion, {"accuracy": 30.0})}
+    rows = {f["source"] for f in compare("negbench_mcq_coco", laion, {"accuracy": 30.0}, shipped_rows())}
     assert "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-Laion400M'" in rows
     assert "NegBench repo, results/mcq/2_scaling_clip_total.csv, row 'CLIP-Laion400M-Base'" in rows
     editor = types.SimpleNamespace(name="instruct_pix2pix",
                                    describe=lambda: {"name": "instruct_pix2pix", "source": "vinesmsuic/magicbrush-jul7"})
-    found = {f["metric"]: f for f in published_notes("nein_val", editor, {"Removal": 20.0, "L1": 0.1})["published"]}
+    found = {f["metric"]: f for f in published_notes("nein_val", editor, {"Removal": 20.0, "L1": 0.1}, SHIPPED)["published"]}
     assert found["Removal"]["diff"] == pytest.approx(20.0 - 14.96)
     assert found["L1"]["diff"] == pytest.approx(0.1 - 0.0932)
 
@@ -165,3 +180,20 @@ def test_nt2vr_task_adds_published_notes(tmp_path, monkeypatch):
         name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"}))
     notes = task.evaluate(ctx).notes["published"]
     assert {(n["metric"], round(n["diff"], 6)) for n in notes} == {("R@1", 1.0), ("MIR", -0.037)}  # Table 3: 12.9, 0.237
+
+
+def test_the_leaderboard_finds_a_tasks_tables_through_its_registration(tmp_path):
+    """Published rows come from the files a task names when it registers, for built-in and
+    third-party tasks alike; a task that names none has none."""
+    from negharness.discovery.manager import make_host
+    from negharness.discovery.registry import Registry
+
+    installed = make_host().registry
+    assert len(registered_rows("msrvtt3k_original", installed)) == 24
+    assert registered_rows("shapes_mcq", installed) == [] and registered_rows("no_such_task", installed) == []
+    table = tmp_path / "published" / "mine.csv"
+    table.parent.mkdir()
+    table.write_text("paper,table,row,model,arch,pretrained,task,note,acc\nMine,T1,A,clip,,,my_task,,0.5\n")
+    registry = Registry()
+    registry.add("task", "my_task", "mine:Task", "", "third_party", published=(table,))
+    assert [(r.row, r.value) for r in registered_rows("my_task", registry)] == [("A", 0.5)]

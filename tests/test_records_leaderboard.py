@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from negharness.store.atomic import atomic_write, atomic_write_json
-from negharness.report.leaderboard import build_tables, to_markdown
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig, iter_records
+from negharness.report.leaderboard import build_tables, to_markdown
+from negharness.store.atomic import atomic_write, atomic_write_json
 
 
 def test_failed_write_leaves_old_file_and_no_temp(tmp_path):
@@ -124,8 +124,8 @@ def test_the_committed_leaderboard_matches_its_records():
     """leaderboard/README.md and leaderboard/site are generated: a record added or changed without
     refreshing the board fails CI (see the regenerate command in leaderboard/README.md's section of
     the project README)."""
-    from negharness.report.diagnosis_file import load_all
     from negharness.report.check import diagnosis_problems, invalid_records, stale_files
+    from negharness.report.diagnosis_file import load_all
     from negharness.report.page import site_files
 
     board = Path(__file__).resolve().parents[1] / "leaderboard"

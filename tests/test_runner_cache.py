@@ -8,13 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.store.cache import EmbeddingCache
-from negharness.engine.evaluate import RunRequest, run_evaluation
-from negharness.io.media import MediaSet
-from negharness.discovery.manager import PluginHost
-from negharness.engine.runner import CachedEvalContext, RunSettings
-from negharness.testing import ColourRetrievalTask, KeywordModel, keyword_model, solid_image
 import negharness.discovery.hookspecs as hs
+from negharness.discovery.manager import PluginHost
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.io.media import MediaSet
+from negharness.store.cache import EmbeddingCache
+from negharness.testing import (
+    ColourRetrievalTask,
+    KeywordModel,
+    keyword_model,
+    solid_image,
+)
 
 
 def _media(n=6):

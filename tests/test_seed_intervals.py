@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.scoring.metrics import bootstrap_ci, paired_bootstrap, seed_means
+from negharness.scoring.bootstrap import bootstrap_ci, paired_bootstrap, seed_means
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "exp_negation_training.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "perf" / "exp_negation_training.py"
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from negharness.store.cache import EmbeddingCache
-from negharness.io.media import MediaSet
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.engine.sharding import ShardEvalContext, media_subset, torchrun_env
+from negharness.io.media import MediaSet
+from negharness.store.cache import EmbeddingCache
 from negharness.testing import COLOURS, KeywordModel, solid_image
 
 COLOUR_NAMES = list(COLOURS)

@@ -8,7 +8,13 @@ import pytest
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.options import OptionSpec, parse_bool, parse_options
-from negharness.contracts.task import MetricInfo, Task, TaskDefinitionError, TaskOptions, TaskResult
+from negharness.contracts.task import (
+    MetricInfo,
+    Task,
+    TaskDefinitionError,
+    TaskOptions,
+    TaskResult,
+)
 
 
 class _Good(Task):
@@ -107,11 +113,11 @@ def test_hook_api_mismatch_and_misspelt_hooks_are_reported_by_plugin():
 
 
 def test_factory_returning_the_wrong_type_names_plugin_and_entry(tmp_path):
-    from negharness.discovery.lookup import PluginLookup
     from negharness.contracts.model import ModelOptions
+    from negharness.discovery.lookup import PluginLookup
     from negharness.discovery.registry import Registry
 
     reg = Registry()
     reg.add("model", "notamodel", lambda options: object(), "", "someplugin")
-    with pytest.raises(UserError, match="model 'notamodel' from plugin 'someplugin'.*not a negharness.contracts.model.EmbeddingModel"):
+    with pytest.raises(UserError, match="model 'notamodel' from plugin 'someplugin'.*not a negharness.api.EmbeddingModel"):
         PluginLookup(reg).create("model", "notamodel", ModelOptions())

@@ -7,23 +7,26 @@ from pathlib import Path
 import pytest
 import torch
 
-from negharness.io.checkpoints import load_state_dict
+from negharness.api import installed_plugins
 from negharness.contracts.errors import UserError
 from negharness.contracts.model import ModelOptions
+from negharness.contracts.training import TrainOptions
 from negharness.engine.distributed import Dist
+from negharness.io.checkpoints import load_state_dict
 from negharness.plugins.negation_data import SampleData, collate, sample_list
-from negharness.plugins.negation_training import Recipe, train
-from negharness.plugins.training_step import StepLoss
+from negharness.plugins.negation_training import Recipe
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.plugins.trained_model import clip_bnl
+from negharness.plugins.training_run import train
+from negharness.plugins.training_step import StepLoss
 from negharness.tasks.shapes.training import build_stream, shapes
 from negharness.testing import lookup
-from negharness.contracts.training import TrainOptions
 
-TINY = {"epochs": "2", "steps_per_epoch": "2", "n_train": "96", "n_val": "64", "batch_size": "16", "lr": "1e-4"}
+TINY = {"epochs": "2", "steps_per_epoch": "2", "n_train": "96", "n_val": "64", "lr": "1e-4"}
 
 
 def _opts(out, trainer_extra=None, **kw):
+    kw.setdefault("batch_size", 16)
     return TrainOptions(out=Path(out), model="shapes_clip", task="shapes", device="cpu", workers=0,
                         extra={**TINY, **(trainer_extra or {})},
                         plugins=lookup(model={"shapes_clip": shapes_clip}, trainset={"shapes": shapes}), **kw)
@@ -62,6 +65,14 @@ def test_paper_defaults():
     assert snl.snl and snl.pivot == "query" and snl.lambda_1 == 1e-3
     bnl = Recipe.from_options("bnl", TrainOptions(out=Path(".")))
     assert (bnl.lr, bnl.lr_decay, bnl.batch_size, bnl.patience, bnl.optimizer) == (1e-6, 0.99, 64, 2, "rmsprop")
+    # --precision / --batch-size are spelled as for `run`; the -O spelling says which flag to give
+    flagged = Recipe.from_options("bnl", TrainOptions(out=Path("."), precision="bf16", batch_size=8))
+    assert (flagged.precision, flagged.batch_size) == ("bf16", 8)
+    for key, flag in (("batch_size", "--batch-size"), ("precision", "--precision")):
+        with pytest.raises(UserError, match=flag):
+            Recipe.from_options("bnl", TrainOptions(out=Path("."), extra={key: "8"}))
+    with pytest.raises(UserError, match="--batch-size 0: must be at least 1"):
+        Recipe.from_options("bnl", TrainOptions(out=Path("."), batch_size=0))
     with pytest.raises(UserError, match="-O pivot"):
         Recipe.from_options("snl", TrainOptions(out=Path("."), extra={"pivot": "text"}))
 
@@ -84,7 +95,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
 @pytest.mark.needs_nltk
 def test_trained_folder_round_trips_and_bad_checkpoints_are_refused(tmp_path):
     out = train(_opts(tmp_path / "run"), "triplet")
-    model = clip_bnl(ModelOptions(checkpoint=str(out)))
+    model = clip_bnl(ModelOptions(checkpoint=str(out), plugins=installed_plugins()))
     saved = load_state_dict(out / "model.safetensors")
     state = model.model.state_dict()
     assert all(torch.equal(state[k].to(saved[k].dtype), saved[k]) for k in saved)
@@ -97,7 +108,7 @@ def test_trained_folder_round_trips_and_bad_checkpoints_are_refused(tmp_path):
         clip_bnl(ModelOptions(checkpoint=str(tmp_path / "junk")))
     (out / "model.safetensors").write_bytes(b"corrupt")
     with pytest.raises(UserError, match="safetensors"):
-        clip_bnl(ModelOptions(checkpoint=str(out)))
+        clip_bnl(ModelOptions(checkpoint=str(out), plugins=installed_plugins()))
     with pytest.raises(UserError, match="-O colour"):
         train(_opts(tmp_path / "x", {"colour": "red"}), "bnl")
 

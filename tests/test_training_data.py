@@ -164,7 +164,7 @@ def test_cli_trains_a_few_steps_on_msrvtt_and_negbench_layouts(cli, msrvtt_root,
     write_negbench(msrvtt_root)
     arch = str(tiny_vit(tmp_path))
     common = ["--model", "clip", "--arch", arch, "--data-root", str(msrvtt_root), "--device", "cpu", "--workers", "1",
-              "-O", "batch_size=4", "-O", "epochs=1", "-O", "lr=1e-5"]
+              "--batch-size", "4", "-O", "epochs=1", "-O", "lr=1e-5"]
     res = cli("train", "--trainer", "bnl", "--task", "msrvtt10ktrain", "--out", str(tmp_path / "bnl"), *common,
               "--max-steps", "2")
     assert res.returncode == 0, res.stderr

@@ -11,20 +11,20 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.io.checkpoints import load_state_dict
 from negharness.contracts.model import ModelOptions
+from negharness.contracts.training import TrainOptions
+from negharness.io.checkpoints import load_state_dict
 from negharness.plugins.negation_data import EpochBatches
-from negharness.plugins.negation_training import train
 from negharness.plugins.openclip_model import OpenClipModel
+from negharness.plugins.training_run import train
 from negharness.tasks.shapes.training import shapes
 from negharness.testing import lookup
-from negharness.contracts.training import TrainOptions
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16,
                                                            "head_width": 16},
                           "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}},
             "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}
-RECIPE = {"epochs": "2", "steps_per_epoch": "4", "batch_size": "8", "lr": "1e-5", "checkpoint_every": "1",
+RECIPE = {"epochs": "2", "steps_per_epoch": "4", "lr": "1e-5", "checkpoint_every": "1",
           "lambda_v": "1", "lambda_q": "1", "accumulate": "2"}
 DATA = {"n_train": "48", "n_val": "24"}
 
@@ -39,6 +39,7 @@ def _opts(tmp_path: Path, out: str, **kw) -> TrainOptions:
     arch = _arch(tmp_path)
     return TrainOptions(out=tmp_path / out, model="clip", model_options=ModelOptions(arch=arch), task="shapes",
                         task_extra=dict(DATA), device="cpu", extra=dict(RECIPE), workers=0,
+                        batch_size=kw.pop("batch_size", 8),
                         plugins=lookup(model={"clip": lambda o: OpenClipModel.create("clip", o, default_pretrained=None)},
                                        trainset={"shapes": shapes}), **kw)
 
@@ -72,8 +73,7 @@ def test_bf16_autocast_and_gradient_checkpointing_train(tmp_path):
     ckpt = _opts(tmp_path, "ckpt", max_steps=1)
     ckpt.extra["grad_checkpointing"] = "true"
     _close(plain, train(ckpt, "bnl"), 1e-6)
-    half = _opts(tmp_path, "bf16", max_steps=1)
-    half.extra["precision"] = "bf16"
+    half = _opts(tmp_path, "bf16", max_steps=1, precision="bf16")
     out = train(half, "bnl")
     rec = json.loads((out / "training.json").read_text())
     assert rec["recipe"]["precision"] == "bf16" and rec["optimizer_steps"] == 1
@@ -101,7 +101,7 @@ def test_ranks_shares_concatenate_to_the_one_process_batch():
 def test_ddp_two_gloo_processes_equal_one_and_resume_on_another_world_size(cli, tmp_path):
     arch = _arch(tmp_path)
     args = ["train", "--trainer", "bnl", "--model", "clip", "--arch", arch, "--task", "shapes", "--device", "cpu",
-            "--workers", "0", "-T", "n_train=48", "-T", "n_val=24", "-O", "batch_size=8", "-O", "epochs=1",
+            "--workers", "0", "-T", "n_train=48", "-T", "n_val=24", "--batch-size", "8", "-O", "epochs=1",
             "-O", "lr=1e-5", "-O", "lambda_v=1", "-O", "lambda_q=1", "-O", "checkpoint_every=1"]
     env = {"OMP_NUM_THREADS": "1"}
     one = cli(*args, "--out", str(tmp_path / "one"), "--max-steps", "3", env=env)

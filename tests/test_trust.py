@@ -148,10 +148,10 @@ def test_negated_deltas_leave_out_pairs_whose_video_is_unreadable(tmp_path):
 
 
 def test_nan_embeddings_from_the_model_are_an_error_not_a_skip():
-    from negharness.io.media import MediaSet
-    from negharness.scoring.retrieval import evaluate_text_to_media
-    from negharness.scoring.metrics import Relevance
     from negharness.engine.runner import CachedEvalContext, RunSettings
+    from negharness.io.media import MediaSet
+    from negharness.scoring.metrics import Relevance
+    from negharness.scoring.retrieval import evaluate_text_to_media
 
     class NanModel(KeywordModel):
         def encode_image(self, pixels):
@@ -251,8 +251,9 @@ def test_a_model_without_weight_files_is_loaded_and_its_fingerprint_compared(tmp
     host = host_with_models({"kw": keyword_model})
     req = RunRequest(model="kw", tasks=["colour_retrieval"], output_dir=str(tmp_path / "r"),
                      cache_dir=str(tmp_path / "c"))
-    from negharness.discovery.hookspecs import hookimpl
     import types
+
+    from negharness.discovery.hookspecs import hookimpl
 
     @hookimpl
     def negharness_register_tasks(registry):
@@ -349,10 +350,10 @@ def test_a_limit_run_goes_beside_the_default_record_and_stays_off_the_board(cli,
 def test_task_option_variants_get_their_own_records_and_columns(tmp_path):
     import types
 
-    from negharness.discovery.hookspecs import hookimpl
-    from negharness.report.leaderboard import build_tables, to_markdown
     from negharness.contracts.options import OptionSpec
+    from negharness.discovery.hookspecs import hookimpl
     from negharness.records.results import iter_records
+    from negharness.report.leaderboard import build_tables, to_markdown
     from negharness.testing import ColourRetrievalTask
 
     class Sized(ColourRetrievalTask):
@@ -382,8 +383,13 @@ def test_task_option_variants_get_their_own_records_and_columns(tmp_path):
 
 
 def test_leaderboard_keeps_two_configs_in_two_columns(tmp_path):
+    from negharness.records.results import (
+        ModelConfig,
+        iter_records,
+        record_path,
+        write_record,
+    )
     from negharness.report.leaderboard import build_tables, to_markdown
-    from negharness.records.results import ModelConfig, iter_records, record_path, write_record
 
     def rec(model, n_items, value):
         variant = {"n_items": n_items} if n_items else {}

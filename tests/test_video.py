@@ -4,13 +4,17 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.contracts.errors import UserError
-from negharness.io.media import MediaSet
+from negharness.contracts.errors import MediaError, UserError
 from negharness.engine.runner import CachedEvalContext, RunSettings
-from negharness.testing import KeywordModel
-from negharness.contracts.errors import MediaError
+from negharness.io.media import MediaSet
+from negharness.io.video import (
+    FrameSampling,
+    available_decoders,
+    decode_video,
+    load_frames,
+)
 from negharness.tasks.nt2vr.frame_index import read_frame_index
-from negharness.io.video import FrameSampling, available_decoders, decode_video, load_frames
+from negharness.testing import KeywordModel
 
 av = pytest.importorskip("av")
 

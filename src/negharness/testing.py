@@ -14,10 +14,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.io.media import MediaSet
-from negharness.scoring.metrics import Relevance
 from negharness.contracts.model import EmbeddingModel, ModelOptions
 from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.discovery.hookspecs import hookimpl
+from negharness.discovery.lookup import PluginLookup
+from negharness.discovery.manager import make_host
+from negharness.discovery.registry import Registry
+from negharness.io.media import MediaSet
+from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
 
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255),
            "yellow": (255, 255, 0), "cyan": (0, 255, 255), "magenta": (255, 0, 255)}
@@ -86,7 +90,6 @@ class ColourRetrievalTask(Task):
         self.colours = list(COLOURS)[: options.limit or None]
 
     def evaluate(self, ctx: Any) -> TaskResult:
-        from negharness.scoring.metrics import best_relevant_rank, retrieval_metrics
 
         images = [solid_image(c) for c in self.colours]
         media = MediaSet("testing/colours", "image", list(self.colours), lambda i: images[i], cheap=True)
@@ -100,8 +103,6 @@ def host_with_models(models: dict[str, Any], name: str = "inline"):
     """The installed plugins plus ``models`` (name -> factory), registered as one more plugin would be."""
     import types
 
-    from negharness.discovery.hookspecs import hookimpl
-    from negharness.discovery.manager import make_host
 
     host = make_host()
 
@@ -118,8 +119,6 @@ def lookup(**kinds: dict[str, Any]):
     """A `negharness.contracts.context.PluginLookup` over only the given factories, by kind and name, e.g.
     ``lookup(model={"clip": my_factory}, trainset={"shapes": shapes})``: a trainer or task under
     test then makes exactly these plugins, the way a run makes installed ones."""
-    from negharness.discovery.lookup import PluginLookup
-    from negharness.discovery.registry import Registry
 
     registry = Registry()
     for kind, factories in kinds.items():

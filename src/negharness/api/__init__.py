@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "MissingDataError": "negharness.contracts.errors",
     # options
     "OptionSpec": "negharness.contracts.options", "parse_options": "negharness.contracts.options",
+    "check_batch_size": "negharness.contracts.options",
     "PRECISIONS": "negharness.contracts.precision", "resolve_precision": "negharness.contracts.precision",
     "autocast": "negharness.contracts.precision",
     # tasks and results
@@ -55,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate_mcq": "negharness.scoring.mcq", "MCQ_METRICS": "negharness.scoring.mcq",
     "evaluate_text_to_media": "negharness.scoring.retrieval", "evaluate_negated": "negharness.scoring.retrieval",
     "QuerySet": "negharness.scoring.retrieval", "similarities": "negharness.scoring.retrieval",
+    "query_scores": "negharness.scoring.views", "pair_scores": "negharness.scoring.views",
     "drop_unreadable": "negharness.scoring.retrieval", "task_qrels": "negharness.scoring.retrieval",
     "RETRIEVAL_METRICS": "negharness.scoring.retrieval", "NEGATED_METRICS": "negharness.scoring.retrieval",
     "QRELS_OPTION": "negharness.scoring.retrieval",
@@ -73,6 +75,9 @@ _EXPORTS: dict[str, str] = {
     "cached_json": "negharness.store.atomic",
     # published numbers
     "published_notes": "negharness.records.published",
+    "QueryBuild": "negharness.contracts.queries",
+    "QueryBuildOptions": "negharness.contracts.queries",
+    "tables_beside": "negharness.records.published",
 }
 
 __all__ = sorted(["HOOK_API", "__version__", *_EXPORTS])
@@ -98,12 +103,25 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     from negharness.contracts.editing import Detection, Detector, Editor
     from negharness.contracts.errors import MediaError, MissingDataError, UserError
     from negharness.contracts.hashing import hash_json
-    from negharness.contracts.model import EmbeddingModel, ModelOptions, array_to_tensor, hash_state_dict, jpeg_draft
-    from negharness.contracts.options import OptionSpec, parse_options
+    from negharness.contracts.model import (
+        EmbeddingModel,
+        ModelOptions,
+        array_to_tensor,
+        hash_state_dict,
+        jpeg_draft,
+    )
+    from negharness.contracts.options import OptionSpec, check_batch_size, parse_options
     from negharness.contracts.precision import PRECISIONS, autocast, resolve_precision
+    from negharness.contracts.queries import QueryBuild, QueryBuildOptions
     from negharness.contracts.sampling import FrameSampling
     from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
-    from negharness.contracts.training import TrainingSet, TrainOptions, TrainSetOptions, TrainStream, named_trainset
+    from negharness.contracts.training import (
+        TrainingSet,
+        TrainOptions,
+        TrainSetOptions,
+        TrainStream,
+        named_trainset,
+    )
     from negharness.declarative.register import register_yaml_folder
     from negharness.discovery.hookspecs import hookimpl
     from negharness.discovery.lookup import installed_plugins
@@ -112,16 +130,42 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     from negharness.engine.distributed import Dist, gather_batch
     from negharness.engine.edit_context import EditContext
     from negharness.engine.runner import lower_priority, resolve_device
-    from negharness.io.checkpoints import base_note, fit_state_dict, load_state_dict, read_checkpoint, save_safetensors
+    from negharness.io.checkpoints import (
+        base_note,
+        fit_state_dict,
+        load_state_dict,
+        read_checkpoint,
+        save_safetensors,
+    )
     from negharness.io.hub import load_or_explain
     from negharness.io.media import MediaSet, frame_folders, image_files, video_files
     from negharness.io.paths import RootGuard, cache_root, data_root, require_regular
     from negharness.io.video import decode_video, load_frames
-    from negharness.records.published import published_notes
+    from negharness.records.published import published_notes, tables_beside
     from negharness.scoring.choices import choice_metrics, score_choices
     from negharness.scoring.mcq import MCQ_METRICS, evaluate_mcq
-    from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
+    from negharness.scoring.metrics import (
+        Relevance,
+        best_relevant_rank,
+        retrieval_metrics,
+    )
     from negharness.scoring.perquery import per_query
-    from negharness.scoring.retrieval import (NEGATED_METRICS, QRELS_OPTION, RETRIEVAL_METRICS, QuerySet, drop_unreadable,
-                                              evaluate_negated, evaluate_text_to_media, similarities, task_qrels)
-    from negharness.store.atomic import atomic_write, atomic_write_bytes, atomic_write_json, atomic_write_text, cached_json
+    from negharness.scoring.views import pair_scores, query_scores
+    from negharness.scoring.retrieval import (
+        NEGATED_METRICS,
+        QRELS_OPTION,
+        RETRIEVAL_METRICS,
+        QuerySet,
+        drop_unreadable,
+        evaluate_negated,
+        evaluate_text_to_media,
+        similarities,
+        task_qrels,
+    )
+    from negharness.store.atomic import (
+        atomic_write,
+        atomic_write_bytes,
+        atomic_write_json,
+        atomic_write_text,
+        cached_json,
+    )

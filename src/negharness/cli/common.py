@@ -33,11 +33,17 @@ def _progress(console: Any, training: bool = False):
     """A live bar in a terminal (with an ETA when training); elsewhere (a log file, CI, a pipe) a
     line on stderr every few seconds."""
     if not console.is_terminal:
-        from negharness.engine.progress import LogProgress
+        from negharness.engine.progress import LogProgress  # lazy: start-up time
 
         return LogProgress(sys.stderr)
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     eta = [TimeRemainingColumn()] if training else []
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), *eta,
@@ -45,7 +51,7 @@ def _progress(console: Any, training: bool = False):
 
 
 def _host(args: argparse.Namespace):
-    from negharness.discovery.manager import make_host
+    from negharness.discovery.manager import make_host  # lazy: start-up time
 
     blocked = [p[3:] for p in (args.plugin or []) if p.startswith("no:")]
     bad = [p for p in (args.plugin or []) if not p.startswith("no:")]
@@ -54,7 +60,9 @@ def _host(args: argparse.Namespace):
     host = make_host(blocked=blocked, strict=True if args.strict_plugins else None)
     includes = getattr(args, "include_path", None)
     if includes:  # users' YAML tasks; parsed now, so an error in one is this command's error (exit 2)
-        from negharness.declarative.register import include_plugin
+        from negharness.declarative.register import (
+            include_plugin,  # lazy: start-up time
+        )
 
         host.register(include_plugin(includes), "include_path")
     if host.failures():

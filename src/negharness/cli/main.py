@@ -14,7 +14,13 @@ from typing import Any, Sequence
 
 from negharness import __version__
 from negharness.cli.common import _console, _host, _pairs, _progress
-from negharness.cli.reports import cmd_build_queries, cmd_compare, cmd_diagnose, cmd_fire, cmd_leaderboard
+from negharness.cli.reports import (
+    cmd_build_queries,
+    cmd_compare,
+    cmd_diagnose,
+    cmd_fire,
+    cmd_leaderboard,
+)
 from negharness.contracts.errors import UserError
 
 EXAMPLES = """examples:
@@ -61,33 +67,24 @@ def _check_counts(args: argparse.Namespace) -> None:
         raise UserError(f"--limit {args.limit}: must be at least 1 (leave --limit out to use every item)")
     if args.workers is not None and args.workers < 0:
         raise UserError(f"--workers {args.workers}: must be 0 (decode in this process) or more")
-    if args.batch_size < 1:
-        raise UserError(f"--batch-size {args.batch_size}: must be at least 1")
 
 
 def _check_cache_dir(explicit: str | None) -> None:
     """The cache folder must be a folder we can write, found out before a model loads."""
     import os
 
-    from negharness.io.paths import cache_root
+    from negharness.io.paths import cache_root, writable_folder  # lazy: start-up time
 
-    root = cache_root(explicit)
     option = "--cache-dir" if explicit else ("$NEGHARNESS_CACHE" if os.environ.get("NEGHARNESS_CACHE") else "cache folder")
-    existing = next((p for p in (root, *root.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise UserError(f"{option} {root}: {existing} is a file, not a folder")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".negharness-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"{option} {root}: cannot write there ({exc.strerror or exc})") from exc
+    writable_folder(cache_root(explicit), option)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from negharness.engine.evaluate import RunRequest, run_evaluation
-    from negharness.contracts.model import ModelOptions
+    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.engine.evaluate import (  # lazy: start-up time
+        RunRequest,
+        run_evaluation,
+    )
 
     _check_counts(args)
     if not args.no_cache:
@@ -100,7 +97,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
-    from negharness.engine.sharding import quiet_stderr_for_followers, shard_session
+    from negharness.engine.sharding import (  # lazy: start-up time
+        quiet_stderr_for_followers,
+        shard_session,
+    )
 
     with shard_session(req) as shards:  # None unless started by torchrun
         quiet_stderr_for_followers(shards)
@@ -111,7 +111,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             except (UserError, OSError, KeyboardInterrupt):
                 raise
             except Exception as exc:
-                from negharness.engine.failures import PluginRunError, blame_run, debug_requested, os_error_in
+                from negharness.engine.failures import (  # lazy: start-up time
+                    PluginRunError,
+                    blame_run,
+                    debug_requested,
+                    os_error_in,
+                )
 
                 if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
                     raise
@@ -163,14 +168,14 @@ def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from negharness.discovery.lookup import PluginLookup
-    from negharness.contracts.model import ModelOptions
-    from negharness.contracts.training import TrainOptions
+    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.contracts.training import TrainOptions  # lazy: start-up time
+    from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
 
     if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
         import subprocess
 
-        from negharness.engine.distributed import torchrun_argv
+        from negharness.engine.distributed import torchrun_argv  # lazy: start-up time
 
         return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
     host = _host(args)
@@ -187,9 +192,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             cache_dir=Path(args.cache_dir) if args.cache_dir else None,
             data_root=Path(args.data_root) if args.data_root else None,
             extra=_pairs(args.option, "-O"), progress=progress, plugins=PluginLookup(host.registry),
-            max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log)
+            max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
+            precision=args.precision, batch_size=args.batch_size)
         path = entry.load()(opts)
-    from negharness.engine.distributed import from_env
+    from negharness.engine.distributed import from_env  # lazy: start-up time
 
     if from_env().main:
         _console().print(f"wrote {path}")
@@ -274,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: no cap, as the paper's Table 1 counts)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=5, help="samples of each kind to print")
+    p.add_argument("--builder", default="nt2vr", help="the query-builder plugin (negharness list shows them)")
     p.set_defaults(func=cmd_build_queries)
 
     p = sub.add_parser("fire", help="FIRE's subsample bootstrap: the difference N queries of a task can detect")
@@ -320,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p)
     p.add_argument("-O", "--option", action="append", metavar="KEY=VALUE", help="trainer option, repeatable")
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="training-set option, repeatable")
+    p.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"],
+                   help="as for run (default: the trainer's, auto: bf16 on GPUs, fp32 on CPUs)")
+    p.add_argument("--batch-size", type=int, help="training batch size, as for run (default: the trainer's, 64)")
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (resumable)")
     p.add_argument("--limit", type=int, help="use only the first N items of each training set stream")
     p.add_argument("--workers", type=int, help="DataLoader worker processes (default: min(8, CPUs - 1))")
@@ -333,7 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from negharness.engine.cpu_threads import prefer_passive_waiting
+    from negharness.engine.cpu_threads import (
+        prefer_passive_waiting,  # lazy: start-up time
+    )
 
     prefer_passive_waiting()  # before any command imports torch
     parser = build_parser()
@@ -349,7 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
         return 130
     except Exception as exc:
-        from negharness.engine.failures import debug_requested, one_line
+        from negharness.engine.failures import (  # lazy: start-up time
+            debug_requested,
+            one_line,
+        )
 
         if debug_requested() and not isinstance(exc, UserError):
             raise
@@ -359,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = one_line(exc, where or "the current folder")
         from rich.text import Text
 
-        from negharness.engine.sharding import rank_label
+        from negharness.engine.sharding import rank_label  # lazy: start-up time
 
         _console(stderr=True).print(Text.assemble((f"{rank_label()}error: ", "bold red"), message), soft_wrap=True)
         return code

@@ -12,11 +12,15 @@ from negharness.contracts.errors import UserError
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from negharness.store.atomic import atomic_write_text
-    from negharness.report.leaderboard import build_tables, to_markdown, to_rich
-    from negharness.report.diagnosis_file import load_all
-    from negharness.report.page import site_files
-    from negharness.records.check import checked_records
+    from negharness.records.check import checked_records  # lazy: start-up time
+    from negharness.report.diagnosis_file import load_all  # lazy: start-up time
+    from negharness.report.leaderboard import (  # lazy: start-up time
+        build_tables,
+        to_markdown,
+        to_rich,
+    )
+    from negharness.report.page import site_files  # lazy: start-up time
+    from negharness.store.atomic import atomic_write_text  # lazy: start-up time
 
     results = Path(args.results_dir)
     if not results.is_dir():
@@ -32,7 +36,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         expected.update({site / name: text for name, text in site_files(tables, records, site, experiment, diagnoses).items()})
     console = _console()
     if args.check:
-        from negharness.report.check import diagnosis_problems, invalid_records, stale_files  # numpy: only the check recomputes intervals
+        from negharness.report.check import (  # numpy: only the check recomputes intervals  # lazy: start-up time
+            diagnosis_problems,
+            invalid_records,
+            stale_files,
+        )
 
         problems = invalid_records(results) + diagnosis_problems(results, records) + stale_files(expected)
         for p in problems:
@@ -58,8 +66,13 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from negharness.store.atomic import atomic_write_text
-    from negharness.records.compare import compare, load_runs, to_markdown, to_rich
+    from negharness.records.compare import (  # lazy: start-up time
+        compare,
+        load_runs,
+        to_markdown,
+        to_rich,
+    )
+    from negharness.store.atomic import atomic_write_text  # lazy: start-up time
 
     if args.resamples < 1:
         raise UserError("--resamples must be at least 1")
@@ -79,30 +92,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_build_queries(args: argparse.Namespace) -> int:
+    import random
+
     from rich.table import Table
 
-    from negharness.text.build_queries import build_from_file, summary
+    from negharness.contracts.queries import QueryBuildOptions  # lazy: start-up time
 
     path = Path(args.captions)
     if not path.is_file():
         raise UserError(f"--captions {path}: no such file")
-    built, paths = build_from_file(path, Path(args.out), args.name, args.id_column, args.caption_column,
-                                   args.mode, args.seed, args.per_item)
+    builder = _host(args).registry.get("query_builder", args.builder).load()
+    built = builder(QueryBuildOptions(path, Path(args.out), args.name, args.id_column, args.caption_column,
+                                      args.mode, args.seed, args.per_item))
     console = _console()
     table = Table(title="queries built (cf. nT2VR Table 1)", title_justify="left")
     table.add_column("what")
     table.add_column("count", justify="right")
-    for key, value in summary(built).items():
+    for key, value in built.counts.items():
         table.add_row(key.replace("_", " "), str(value))
     console.print(table)
-    import random
-
     rng = random.Random(args.seed)
-    for label, rows in (("negated", [(i, n.text) for i, n in built.negated]),
-                        ("composed", [(f"{q.cap_id} [{len(q.video_ids)} videos]", q.caption) for q in built.composed])):
+    for label, rows in built.examples.items():
         for ident, text in rng.sample(rows, min(args.samples, len(rows))):
             console.print(f"  {label:8} {ident}: {text}", highlight=False, markup=False)
-    for p in paths:
+    for p in built.paths:
         console.print(f"wrote {p}")
     return 0
 
@@ -114,9 +127,15 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from negharness.engine.evaluate import RunRequest, run_evaluation
-    from negharness.scoring.fire import detectable_differences, plot_deltas
-    from negharness.contracts.model import ModelOptions
+    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.engine.evaluate import (  # lazy: start-up time
+        RunRequest,
+        run_evaluation,
+    )
+    from negharness.scoring.fire import (  # lazy: start-up time
+        detectable_differences,
+        plot_deltas,
+    )
 
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
     if not sizes or min(sizes) < 1 or args.resamples < 1:
@@ -149,10 +168,13 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    from negharness.report.diagnose import DEFAULT_OBJECTS, diagnose
-    from negharness.discovery.lookup import PluginLookup
-    from negharness.contracts.model import ModelOptions
-    from negharness.engine.runner import resolve_device
+    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
+    from negharness.engine.runner import resolve_device  # lazy: start-up time
+    from negharness.report.diagnose import (  # lazy: start-up time
+        DEFAULT_OBJECTS,
+        diagnose,
+    )
 
     host = _host(args)
     entry = host.registry.get("model", args.model)  # an unknown name fails before the options are read
@@ -176,9 +198,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 def _save_diagnosis(args: argparse.Namespace, host, plugin: str, model, options, objects: list[str], result) -> Path:
     """The PCA picture as data beside the model's records, for the leaderboard page."""
-    from negharness.report import diagnosis_file
-    from negharness.contracts.hashing import hash_json
-    from negharness.records.results import ModelConfig, environment_versions, now_iso
+    from negharness.contracts.hashing import hash_json  # lazy: start-up time
+    from negharness.records.results import (  # lazy: start-up time
+        ModelConfig,
+        environment_versions,
+        now_iso,
+    )
+    from negharness.report import diagnosis_file  # lazy: start-up time
 
     cfg = ModelConfig(args.model, options.as_dict())
     fingerprint = model.fingerprint() if hasattr(model, "fingerprint") else hash_json(model.describe())

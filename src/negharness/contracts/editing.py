@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 
-
 @dataclass(frozen=True)
 class Detection:
     label: str

@@ -87,3 +87,10 @@ def describe_options(specs: Mapping[str, OptionSpec]) -> str:
         kind = getattr(s.type, "__name__", "value")
         lines.append(f"{key} ({kind}, default {s.default!r}){': ' + s.help if s.help else ''}")
     return "\n".join(lines)
+
+
+def check_batch_size(value: int, option: str = "--batch-size") -> int:
+    """The one batch-size rule, for `run` and `train` alike."""
+    if value < 1:
+        raise UserError(f"{option} {value}: must be at least 1")
+    return value

@@ -123,6 +123,8 @@ class TrainOptions:
     limit: int | None = None  # first N items of each training stream (and of validation)
     workers: int | None = None  # DataLoader workers (default: min(8, CPUs - 1))
     log: Callable[[str], None] | None = None  # a line every few seconds where no progress bar shows
+    precision: str | None = None  # --precision, spelled as for `run` (None: the trainer's default)
+    batch_size: int | None = None  # --batch-size, spelled as for `run` (None: the trainer's default)
 
     def lookup(self) -> PluginSource:
         return require_plugins(self.plugins, "a trainer")

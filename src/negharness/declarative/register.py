@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from negharness.contracts.errors import UserError
-from negharness.declarative.annotations import FORMATS
 from negharness.contracts.task import MetricInfo
+from negharness.declarative.annotations import FORMATS
 from negharness.declarative.tasks import task_class
 from negharness.discovery.hookspecs import hookimpl
 

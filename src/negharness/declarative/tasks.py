@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from negharness.contracts.errors import MediaError, UserError
-from negharness.declarative.annotations import Record, explode, fill, keep, read_records
-from negharness.contracts.choices import ChoiceSet
 from negharness.contracts.task import Task, TaskOptions, TaskResult
-from negharness.scoring.choices import choice_metrics, score_choices
+from negharness.declarative.annotations import Record, explode, fill, keep, read_records
 
 if TYPE_CHECKING:
-    from negharness.io.media import MediaSet
     from negharness.contracts.context import EvalContext
+    from negharness.io.media import MediaSet
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -124,7 +122,7 @@ class DeclarativeTask(Task):
         return MediaRef(ident + suffix, path, crop)
 
     def media_set(self, ctx: "EvalContext", refs: list[MediaRef]) -> "MediaSet":
-        from negharness.io.media import MediaSet
+        from negharness.io.media import MediaSet  # lazy: start-up time
 
         kind = self.spec["media"]["kind"]
         ids = [r.id for r in refs]
@@ -132,7 +130,10 @@ class DeclarativeTask(Task):
             return MediaSet(f"declarative/{self.name}/embedded", "image", ids, lambda i: _load_image(refs[i]))
         if kind == "image":
             return MediaSet("declarative/images", "image", ids, lambda i: _load_image(refs[i]))
-        from negharness.io.video import FrameSampling, decode_video
+        from negharness.io.video import (  # lazy: start-up time
+            FrameSampling,
+            decode_video,
+        )
 
         sampling = ctx.frame_sampling(FrameSampling("segments", 4))
         return MediaSet(f"declarative/videos/{sampling.key}", "video", ids,
@@ -210,6 +211,9 @@ class ChoiceTask(DeclarativeTask):
         return [r.media.path for r in self.rows if r.media.path is not None]
 
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
+        from negharness.contracts.choices import ChoiceSet  # lazy: start-up time (torch)
+        from negharness.scoring.choices import choice_metrics, score_choices  # lazy: start-up time (torch)
+
         rows = self.rows
         refs = list(dict.fromkeys(r.media for r in rows))
         where = {ref: i for i, ref in enumerate(refs)}
@@ -250,8 +254,10 @@ class RetrievalTask(DeclarativeTask):
         return [m.path for m, _ in self.pairs if m.path is not None]
 
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
-        from negharness.scoring.metrics import Relevance
-        from negharness.scoring.retrieval import evaluate_text_to_media
+        from negharness.scoring.metrics import Relevance  # lazy: start-up time
+        from negharness.scoring.retrieval import (
+            evaluate_text_to_media,  # lazy: start-up time
+        )
 
         refs = list(dict.fromkeys(m for m, _ in self.pairs))
         where = {ref: i for i, ref in enumerate(refs)}

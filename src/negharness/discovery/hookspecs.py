@@ -62,3 +62,9 @@ def negharness_register_trainsets(registry: "Registrar") -> None:
     """Add training sets, named like tasks (``msrvtt10ktrain``); the factory takes
     `negharness.contracts.training.TrainSetOptions` and returns a `negharness.contracts.training.TrainingSet`. Trainers reach
     them through the registry only, so a package can add its own data without touching a trainer."""
+
+
+@hookspec
+def negharness_register_query_builders(registry: "Registrar") -> None:
+    """Add query builders for ``negharness build-queries --builder NAME``; the factory takes a
+    `negharness.api.QueryBuildOptions` and returns a `negharness.api.QueryBuild` (files written)."""

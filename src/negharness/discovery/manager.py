@@ -16,8 +16,9 @@ from typing import Any, Iterable
 
 import pluggy
 
-from negharness.discovery import hookspecs
+from negharness import HOOK_API
 from negharness.contracts.errors import DuplicateNameError, PluginLoadError
+from negharness.discovery import hookspecs
 from negharness.discovery.registry import Registrar, Registry
 
 ENTRY_POINT_GROUP = "negharness"
@@ -28,6 +29,7 @@ _HOOK_KINDS = {
     "negharness_register_editors": "editor",
     "negharness_register_detectors": "detector",
     "negharness_register_trainsets": "trainset",
+    "negharness_register_query_builders": "query_builder",
 }
 
 
@@ -140,7 +142,6 @@ class PluginHost:
 
 
 def _check_hook_api(plugin: ModuleType | object) -> None:
-    from negharness import HOOK_API
 
     wanted = getattr(plugin, "NEGHARNESS_HOOK_API", None)
     if wanted is not None and wanted != HOOK_API:

@@ -1,4 +1,5 @@
-"""Name -> lazy factory, per kind (model, task, trainer, editor, detector, trainset), with the plugin that gave it."""
+"""Name -> lazy factory, per kind (model, task, trainer, editor, detector, trainset, query_builder),
+with the plugin that gave it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Callable
 
 from negharness.contracts.errors import DuplicateNameError, UnknownNameError, UserError
 
-KINDS = ("model", "task", "trainer", "editor", "detector", "trainset")
+KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Between parallel regions, torch's OpenMP threads spin for a while before sleeping; while the runner's
 decode thread wants the same cores, that spinning takes CPU from it. Passive waiting returned a
 measured 5-10 points of decode-in-the-loop throughput on 2 cores with no clear change to the pure
-forward (benchmarks/bench_decode_throughput.py). OpenMP reads the setting once, when torch loads, so
+forward (perf/bench_decode_throughput.py). OpenMP reads the setting once, when torch loads, so
 it must be chosen before the first ``import torch``; a value the user set always wins.
 """
 

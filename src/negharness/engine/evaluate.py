@@ -12,29 +12,48 @@ writes its own record beside the default one (`negharness.records.results.record
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from negharness.scoring import perquery
-from negharness.store.cache import EmbeddingCache
-from negharness.discovery.lookup import PluginLookup
-from negharness.engine.edit_context import EditContext
 from negharness.contracts.errors import MissingDataError, UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.model import EmbeddingModel, ModelOptions
-from negharness.io.paths import cache_root, data_root, require_regular
+from negharness.contracts.options import check_batch_size
+from negharness.contracts.precision import resolve_precision
+from negharness.contracts.task import (
+    Task,
+    TaskDefinitionError,
+    TaskOptions,
+    check_result,
+)
+from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
-from negharness.store.content import FileHasher
-from negharness.records.results import (ModelConfig, RunInfo, TaskRun, build_record, code_versions, read_record,
-    record_path, task_variant, write_record)
-from negharness.engine.reuse import data_hashes, fingerprint_reason, model_sources, stale_reason
-from negharness.contracts.precision import resolve_precision
+from negharness.engine.edit_context import EditContext
+from negharness.engine.reuse import (
+    data_hashes,
+    fingerprint_reason,
+    model_sources,
+    stale_reason,
+)
 from negharness.engine.runner import CachedEvalContext, RunSettings, resolve_device
-from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions, check_result
+from negharness.io.paths import cache_root, data_root, require_regular, writable_folder
+from negharness.records.results import (
+    ModelConfig,
+    RunInfo,
+    TaskRun,
+    build_record,
+    code_versions,
+    read_record,
+    record_path,
+    task_variant,
+    write_record,
+)
+from negharness.scoring import perquery
+from negharness.store.cache import EmbeddingCache
+from negharness.store.content import FileHasher
 
 
 @dataclass
@@ -87,16 +106,6 @@ def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
     return list(seen.values())
 
 
-def _check_output_dir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".negharness-write-test-{os.getpid()}"  # torchrun ranks probe at once
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"--output-dir {path}: cannot write there ({exc.strerror or exc})") from exc
-
-
 def _check_data(tasks: list[Task], root: Path, source: str) -> None:
     needing = [t for t in tasks if t.required_files()]
     if needing and not root.is_dir():
@@ -134,19 +143,17 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
     device = resolve_device(req.device)
     resolve_precision(req.precision)
-    if req.batch_size < 1:
-        raise UserError(f"--batch-size {req.batch_size}: must be at least 1")
-    out_dir = Path(req.output_dir)
-    _check_output_dir(out_dir)
+    check_batch_size(req.batch_size)
+    out_dir = writable_folder(req.output_dir, "--output-dir")
+    cache_dir = cache_root(req.cache_dir)  # resolved once: the memo, the embeddings and the tasks share it
     root, source = data_root(req.data_root)
-    topts = TaskOptions(root, source, Path(req.cache_dir) if req.cache_dir else None, req.seed, req.limit,
-                        dict(req.task_extra))
+    topts = TaskOptions(root, source, cache_dir, req.seed, req.limit, dict(req.task_extra))
     tasks = [(e, _made_task(e, topts)) for e in entries]
     _check_task_options(req.task_extra, [t for _, t in tasks])
     _check_data([t for _, t in tasks], root, source)
 
     model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
-    hasher = FileHasher(_memo_path(req.cache_dir))
+    hasher = FileHasher(_memo_path(cache_dir))
     sources = model_sources(req.model_options, hasher)
     planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
     hasher.save()
@@ -170,7 +177,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         _check_modalities(model, req.model, [i.task for i in todo])
     run = RunInfo(model_cfg, model_entry.plugin, fingerprint, model.describe(), host.distributions(),
                   str(device), req.batch_size, req.seed, req.limit, sources)
-    cache = EmbeddingCache(cache_root(req.cache_dir)) if req.use_cache and protocol == "embedding" else None
+    cache = EmbeddingCache(cache_dir, hasher=hasher) if req.use_cache and protocol == "embedding" else None
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
     for item in todo:
         entry, task, path = item.entry, item.task, item.path
@@ -198,9 +205,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     return outcomes
 
 
-def _memo_path(cache_dir: str | None) -> Path | None:
+def _memo_path(root: Path) -> Path | None:
     """The file-hash memo beside the embedding cache (None when that folder cannot be made)."""
-    root = cache_root(cache_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError:

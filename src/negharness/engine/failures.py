@@ -14,7 +14,10 @@ import os
 from types import TracebackType
 from typing import Any, Iterator
 
+from negharness.contracts.editing import Editor
 from negharness.contracts.errors import UserError
+from negharness.contracts.model import EmbeddingModel
+from negharness.contracts.task import Task
 
 DEBUG_ENV = "NEGHARNESS_DEBUG"
 DEBUG_HINT = f"rerun with {DEBUG_ENV}=1 for the traceback"
@@ -92,9 +95,6 @@ def plugin_frames(tb: TracebackType | None, kinds: dict[str, Any]) -> list[tuple
 def blame_run(exc: BaseException, host: Any, model_name: str, output_dir: str) -> str:
     """"model 'm' (plugin 'p') failed on task 't' (plugin 'q'): Error: message; ... kept; hint":
     the culprit is the innermost plugin object on the traceback (the model, or the task itself)."""
-    from negharness.contracts.editing import Editor
-    from negharness.contracts.model import EmbeddingModel
-    from negharness.contracts.task import Task
 
     frames = plugin_frames(exc.__traceback__, {"task": Task, "model": (EmbeddingModel, Editor)})
     tasks = [obj for label, obj in frames if label == "task"]

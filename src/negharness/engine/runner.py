@@ -16,16 +16,21 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from negharness.store.cache import EmbeddingCache, text_key
-from negharness.store.content import hash_array
 from negharness.contracts.context import RunContext
-from negharness.discovery.lookup import PluginLookup
 from negharness.contracts.errors import UserError
-from negharness.contracts.precision import autocast
-from negharness.io.media import MediaSet, PreprocessedItems, collate_images, collate_videos
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.model import EmbeddingModel
+from negharness.contracts.precision import autocast
 from negharness.contracts.sampling import FrameSampling
+from negharness.discovery.lookup import PluginLookup
+from negharness.io.media import (
+    MediaSet,
+    PreprocessedItems,
+    collate_images,
+    collate_videos,
+)
+from negharness.store.cache import EmbeddingCache, text_key
+from negharness.store.content import hash_array
 
 CACHE_KEYS = 2  # 2: media keyed by content hash and decoding recipe, shards with checksums
 
@@ -49,7 +54,7 @@ def resolve_device(spec: str) -> torch.device:
 def default_workers(device: torch.device) -> int:
     """Decoding workers when the user does not say: on a GPU, half the cores (the forward pass
     needs few); on the CPU, only the cores torch's own threads leave free, since a worker that
-    competes with the forward pass for a core slows both (measured: benchmarks/bench_decode_throughput.py)."""
+    competes with the forward pass for a core slows both (measured: perf/bench_decode_throughput.py)."""
     cores = os.cpu_count() or 1
     if device.type == "cuda":
         return min(8, max(1, cores // 2))
@@ -292,7 +297,7 @@ class CachedEvalContext(RunContext):
         (one per core) that decode the next two batches item by item while the model encodes this
         one. Image and video decoders release the GIL, and with passive OpenMP waiting (see
         cpu_threads) the forward pass and the decoders share the cores instead of fighting for them:
-        measured in benchmarks/bench_decode_throughput.py."""
+        measured in perf/bench_decode_throughput.py."""
         loader = self._loader(media, todo)
         if loader.num_workers > 0:
             yield from loader

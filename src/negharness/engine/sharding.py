@@ -27,10 +27,12 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from negharness.engine.distributed import from_env
 from negharness.contracts.errors import UserError
-from negharness.io.media import MediaSet
+from negharness.engine.distributed import from_env
 from negharness.engine.runner import CachedEvalContext
+from negharness.io.media import MediaSet
+from negharness.io.paths import cache_root
+from negharness.store.cache import EmbeddingCache
 
 ENCODED = ("media_encoded", "texts_encoded")
 CACHED = {"media_encoded": "media_cached", "texts_encoded": "texts_cached"}
@@ -200,7 +202,6 @@ class ShardSession:
         return self.writes
 
     def _fresh_cache(self) -> Any:
-        from negharness.store.cache import EmbeddingCache
 
         return EmbeddingCache(self.cache_root)
 
@@ -242,7 +243,6 @@ def shard_session(req: Any) -> Iterator[ShardSession | None]:
     if not req.use_cache:
         raise UserError("--no-cache: under torchrun the ranks hand their embeddings to rank 0 through the "
                         "embedding cache; drop --no-cache (use --cache-dir DIR for a fresh cache)")
-    from negharness.io.paths import cache_root
 
     backend, req.device = _backend_and_device(req.device, local_rank)
     session = ShardSession(world, rank, local_rank, Path(cache_root(req.cache_dir)))

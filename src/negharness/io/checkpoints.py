@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from negharness.store.atomic import atomic_write
 from negharness.contracts.errors import UserError
 from negharness.io.safe_unpickle import InertObject, restricted_load
+from negharness.store.atomic import atomic_write
 
 _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module")
 _PREFIXES = ("module.", "clip_model.ClipModel.")  # DDP / DataParallel; nT2VR's CLIPEncoder

@@ -7,8 +7,12 @@ when it is decoded, and `PreprocessedItems` turns that failure into a `MediaErro
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import PIL
+from PIL import features
 
 from negharness.contracts.errors import MediaError
 
@@ -40,3 +44,9 @@ def decode_failure(item: Any, exc: BaseException, fallback: str) -> MediaError:
     """The `MediaError` for an item whose decoding failed: named by its file where it has one."""
     name = getattr(item, "filename", None) or fallback
     return MediaError(f"cannot decode image {name}: {_reason(exc)}")
+
+
+@lru_cache(maxsize=None)
+def image_decoder_identity() -> str:
+    """Pillow and its JPEG library's versions: part of the cache key of every file-backed image."""
+    return f"pillow-{PIL.__version__}+jpeg-{features.version('jpg')}"

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
 
 from negharness.contracts.errors import MediaError, UserError
-from negharness.io.image_files import DECODE_ERRORS, decode_failure
+from negharness.io.image_files import (
+    DECODE_ERRORS,
+    decode_failure,
+    image_decoder_identity,
+)
+from negharness.io.image_files import open_image as open_file
+from negharness.io.paths import require_regular
+from negharness.io.video import (
+    decode_video,
+    frames_recipe,
+    load_frames,
+    sampled_frame_paths,
+    video_recipe,
+)
 
 
 @dataclass
@@ -49,19 +61,9 @@ class MediaSet:
         return len(self.ids)
 
 
-@lru_cache(maxsize=None)
-def image_decoder_identity() -> str:
-    """Pillow and its JPEG library's versions: part of the cache key of every file-backed image."""
-    import PIL
-    from PIL import features
-
-    return f"pillow-{PIL.__version__}+jpeg-{features.version('jpg')}"
-
-
 def regular_media(path: Path) -> Path:
     """``path`` when it is a regular file; else a `MediaError` naming it (skippable with
     --skip-broken-media), raised before anything opens it: opening a FIFO blocks forever."""
-    from negharness.io.paths import require_regular
 
     try:
         require_regular(path)
@@ -72,7 +74,6 @@ def regular_media(path: Path) -> Path:
 
 def open_image(path: Path) -> Any:
     """A lazily opened PIL image of a regular file; any failure is a `MediaError` naming it."""
-    from negharness.io.image_files import open_image as open_file
 
     return open_file(regular_media(path))
 
@@ -86,7 +87,6 @@ def image_files(key: str, ids: list[str], paths: Sequence[Path], load: Callable[
 
 def video_files(key: str, ids: list[str], paths: Sequence[Path], sampling: Any) -> MediaSet:
     """MP4 (or any container) videos decoded by the first installed decoder, keyed by content."""
-    from negharness.io.video import decode_video, video_recipe
 
     paths = list(paths)
     return MediaSet(key, "video", ids, lambda i: decode_video(regular_media(paths[i]), sampling), sources=paths,
@@ -95,7 +95,6 @@ def video_files(key: str, ids: list[str], paths: Sequence[Path], sampling: Any) 
 
 def frame_folders(key: str, ids: list[str], frames: Sequence[Sequence[Path]], sampling: Any) -> MediaSet:
     """Videos given as pre-extracted JPEG frames: keyed by the sampled frames' content, in order."""
-    from negharness.io.video import frames_recipe, load_frames, sampled_frame_paths
 
     frames = list(frames)
     return MediaSet(key, "video", ids, lambda i: load_frames([regular_media(f) for f in frames[i]], sampling),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from negharness.contracts.errors import UserError
+
 
 def _user_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -65,7 +67,6 @@ class RootGuard:
         return os.path.join(real_parent, name)
 
     def check(self, path: str | os.PathLike, where: str) -> Path:
-        from negharness.contracts.errors import UserError
 
         raw = os.fspath(path)
         written = os.path.normpath(os.path.abspath(raw))
@@ -94,7 +95,6 @@ def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
     a `UserError` naming it, checked before anything opens it (opening a FIFO blocks forever)."""
     import stat as _stat
 
-    from negharness.contracts.errors import UserError
 
     prefix = f"{where}: " if where else ""
     try:
@@ -108,3 +108,20 @@ def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
                 else "a socket" if _stat.S_ISSOCK(st.st_mode) else "a device or special file")
         raise UserError(f"{prefix}{path} is {kind}, not a regular file")
     return st
+
+
+def writable_folder(path: str | os.PathLike, option: str) -> Path:
+    """``path`` made and written once (a probe file), before any work: an error names ``option``.
+    Probe names carry the pid, since torchrun ranks probe one folder at once."""
+    path = Path(path)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(f"{option} {path}: {existing} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".negharness-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from exc
+    return path

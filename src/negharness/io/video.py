@@ -8,7 +8,6 @@ replaced by black frames.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -17,6 +16,7 @@ import numpy as np
 
 from negharness.contracts.errors import MediaError, UserError
 from negharness.contracts.sampling import FrameSampling
+from negharness.io.image_files import image_decoder_identity
 
 DECODERS = ("av", "decord", "cv2")
 FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
@@ -55,8 +55,6 @@ def video_recipe(sampling: "FrameSampling", decoder: str | None = None) -> str:
 
 def frames_recipe(sampling: "FrameSampling") -> str:
     """How a pre-extracted frame folder's pixels are made: JPEG frames through Pillow, then sampling."""
-    from negharness.io.media import image_decoder_identity
-
     return f"jpeg-frames|{image_decoder_identity()}|{sampling.key}"
 
 

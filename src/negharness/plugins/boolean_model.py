@@ -14,12 +14,12 @@ from typing import Any, Sequence
 import torch
 
 from negharness.api import EmbeddingModel, ModelOptions, UserError
+from negharness.text.negator import CUE_WORDS, expand_contractions, split_negated
 
 
 def query_parts(text: str) -> tuple[str, str]:
     """(positive, negative) of a query by the negator's rule-based scope; the tagger runs only
     when the text has a negation cue, so plain captions cost nothing."""
-    from negharness.text.negator import CUE_WORDS, expand_contractions, split_negated
 
     if not any(w.strip(".,;!?").lower() in CUE_WORDS for w in expand_contractions(text).split()):
         return text, ""

@@ -23,8 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from negharness.api import ModelOptions, UserError, read_checkpoint
-
+from negharness.api import ModelOptions, UserError, hash_state_dict, read_checkpoint
 from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
 
 HEADS = ("meanP", "seqTransf")
@@ -130,7 +129,6 @@ def clip4clip(options: ModelOptions) -> Clip4ClipModel:
 
 
 def _hash_head(state: dict[str, torch.Tensor]) -> str:
-    from negharness.api import hash_state_dict
 
     return hash_state_dict(state)
 

@@ -13,7 +13,6 @@ NegBench's own fine-tunes (``NegCLIP_CC12M_NegFull_ViT-B-32_lr1e-8_clw0.99_mlw0.
 from __future__ import annotations
 
 from negharness.api import ModelOptions, UserError
-
 from negharness.plugins.openclip_model import OpenClipModel
 
 WHERE = {

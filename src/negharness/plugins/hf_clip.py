@@ -12,7 +12,13 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from negharness.api import EmbeddingModel, ModelOptions, UserError, hash_state_dict, load_or_explain
+from negharness.api import (
+    EmbeddingModel,
+    ModelOptions,
+    UserError,
+    hash_state_dict,
+    load_or_explain,
+)
 
 MIN_VOCAB = 1000
 

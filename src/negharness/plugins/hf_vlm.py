@@ -24,9 +24,22 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import ModelOptions, UserError, hash_json, pad_scores, resolve_precision
+from negharness.api import (
+    ModelOptions,
+    UserError,
+    hash_json,
+    pad_scores,
+    resolve_precision,
+)
 
-from .lm_scoring import ChoiceScoringModel, check_norm, inference, continuation_scores, kept_positions, pad_right
+from .lm_scoring import (
+    ChoiceScoringModel,
+    check_norm,
+    continuation_scores,
+    inference,
+    kept_positions,
+    pad_right,
+)
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_PROMPT = "Describe the image in one sentence."
@@ -40,7 +53,7 @@ class HFVLM(ChoiceScoringModel):
 
     def __init__(self, processor: Any, vlm: torch.nn.Module, arch: str, scoring: str = "loglik", norm: str = "mean",
                  prompt: str = DEFAULT_PROMPT, dtype: str = "fp32") -> None:
-        """From a loaded processor and model (`hf_vlm` loads them; benchmarks build them from configs)."""
+        """From a loaded processor and model (`hf_vlm` loads them; perf scripts build them from configs)."""
         super().__init__()
         if scoring not in ("loglik", "letter"):
             raise UserError(f"-M scoring={scoring}: choose loglik or letter")

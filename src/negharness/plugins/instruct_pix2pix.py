@@ -13,7 +13,13 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import Editor, ModelOptions, OptionSpec, load_or_explain, resolve_precision
+from negharness.api import (
+    Editor,
+    ModelOptions,
+    OptionSpec,
+    load_or_explain,
+    resolve_precision,
+)
 
 DEFAULT = "timbrooks/instruct-pix2pix"
 OPTIONS = {

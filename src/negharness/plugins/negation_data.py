@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from negharness.api import TrainStream
+from negharness.api import TrainStream, lower_priority
 
 
 def sample_list(stream: TrainStream, unit: str) -> np.ndarray:
@@ -114,7 +114,6 @@ def loader(data: SampleData, batches: EpochBatches, workers: int) -> torch.utils
     """Decoding and preprocessing in ``workers`` processes (0: in this process), batches prefetched."""
     kw: dict[str, Any] = {"num_workers": workers, "collate_fn": collate, "batch_sampler": batches}
     if workers > 0:
-        from negharness.api import lower_priority
 
         kw.update(prefetch_factor=4, worker_init_fn=lower_priority)
     return torch.utils.data.DataLoader(data, **kw)

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
-from negharness.api import OptionSpec, TrainOptions, UserError, parse_options
+from negharness.api import OptionSpec, TrainOptions, UserError, check_batch_size, parse_options
 
 FORMAT = "negharness-trained-v1"
 TRAINSET_KEYS = ("n_train", "n_val", "world_seed")  # the shapes set's sizes, still accepted as -O (moved to -T)
@@ -81,33 +80,14 @@ class Recipe:
         specs = {f.name: OptionSpec(type(getattr(base, f.name)), getattr(base, f.name), choices=CHOICES.get(f.name, ()))
                  for f in dataclasses.fields(cls) if f.name != "trainer"}
         raw = {k: v for k, v in opts.extra.items() if k not in TRAINSET_KEYS}
-        recipe = dataclasses.replace(base, **parse_options(raw, specs, "-O", f"trainer {trainer!r}"))
-        if recipe.batch_size < 1 or recipe.accumulate < 1:
-            raise UserError("-O batch_size and -O accumulate must be >= 1")
+        for key, flag in (("precision", "--precision"), ("batch_size", "--batch-size")):
+            if key in raw:
+                raise UserError(f"-O {key}: give {flag} (the spelling `run` uses)")
+        flags = {k: v for k, v in (("precision", opts.precision), ("batch_size", opts.batch_size)) if v is not None}
+        recipe = dataclasses.replace(base, **{**parse_options(raw, specs, "-O", f"trainer {trainer!r}"), **flags})
+        if recipe.precision not in CHOICES["precision"]:
+            raise UserError(f"--precision {recipe.precision}: choose one of {', '.join(CHOICES['precision'])}")
+        check_batch_size(recipe.batch_size)
+        if recipe.accumulate < 1:
+            raise UserError("-O accumulate: must be at least 1")
         return recipe
-
-
-def train(opts: TrainOptions, trainer: str) -> Any:
-    from negharness.plugins.training_run import run
-
-    return run(opts, Recipe.from_options(trainer, opts))
-
-
-def bnl(opts: TrainOptions) -> Any:
-    return train(opts, "bnl")
-
-
-def snl(opts: TrainOptions) -> Any:
-    return train(opts, "snl")
-
-
-def snl_query(opts: TrainOptions) -> Any:
-    return train(opts, "snl_query")
-
-
-def negbench(opts: TrainOptions) -> Any:
-    return train(opts, "negbench")
-
-
-def triplet(opts: TrainOptions) -> Any:
-    return train(opts, "triplet")

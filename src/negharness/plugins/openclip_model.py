@@ -18,8 +18,18 @@ import torch
 import torch.nn.functional as F
 
 from negharness.api import (
-    EmbeddingModel, ModelOptions, UserError, array_to_tensor, base_note, fit_state_dict, hash_json, hash_state_dict,
-    jpeg_draft, load_state_dict, read_checkpoint)
+    EmbeddingModel,
+    ModelOptions,
+    UserError,
+    array_to_tensor,
+    base_note,
+    fit_state_dict,
+    hash_json,
+    hash_state_dict,
+    jpeg_draft,
+    load_state_dict,
+    read_checkpoint,
+)
 
 _TRUE = {"1", "true", "yes", "on"}
 OPTIONS = {"quick_gelu", "frames", "jpeg_draft"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from negharness.api import ModelOptions, UserError
-
 from negharness.plugins.openclip_model import OpenClipModel
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"

@@ -13,12 +13,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from negharness.api import ModelOptions, TrainOptions, atomic_write_json, data_root, resolve_device, save_safetensors
-from negharness.world.media import load_world
-
+from negharness.api import (
+    ModelOptions,
+    TrainOptions,
+    atomic_write_json,
+    data_root,
+    resolve_device,
+    save_safetensors,
+)
 from negharness.plugins.losses import multi_positive_infonce
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.shapes_clip import CONFIG
+from negharness.world.media import load_world
 
 
 def _recipe(opts: TrainOptions) -> dict:

@@ -15,7 +15,14 @@ import torch
 
 from negharness.api import ModelOptions, UserError, hash_json, pad_scores
 
-from .lm_scoring import ChoiceScoringModel, check_norm, inference, continuation_scores, kept_positions, pad_right
+from .lm_scoring import (
+    ChoiceScoringModel,
+    check_norm,
+    continuation_scores,
+    inference,
+    kept_positions,
+    pad_right,
+)
 
 
 class TextOnlyLM(ChoiceScoringModel):

@@ -13,7 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from negharness.api import EmbeddingModel, ModelOptions, UserError, base_note, load_state_dict
+from negharness.api import (
+    EmbeddingModel,
+    ModelOptions,
+    UserError,
+    base_note,
+    load_state_dict,
+)
 
 FORMAT = "negharness-trained-v1"
 
@@ -50,7 +56,7 @@ def clip_bnl(options: ModelOptions) -> EmbeddingModel:
 
 def _released(options: ModelOptions) -> EmbeddingModel:
     """A CLIP-bnl / CLIP* file from the nT2VR authors: OpenAI ViT-B/32 fine-tuned, so QuickGELU."""
-    from negharness.plugins.openclip_model import OpenClipModel
+    from negharness.plugins.openclip_model import OpenClipModel  # lazy: start-up time
 
     return OpenClipModel.create("clip_bnl", options, default_arch="ViT-B-32", default_pretrained=None,
                                 default_quick_gelu=True, base_pretrained="openai")

@@ -9,13 +9,13 @@ from negharness.api import Registrar, hookimpl
 def negharness_register_trainers(registry: Registrar) -> None:
     registry.add("shapes_pretrain", "negharness.plugins.shapes_pretrain:train",
                  "train the embedded world's tiny CLIP from scratch (reproduces the bundled weights)")
-    registry.add("bnl", "negharness.plugins.negation_training:bnl",
+    registry.add("bnl", "negharness.plugins.training_run:bnl",
                  "nT2VR bidirectional negation learning: triplet + lambda (l_bcl(x,q,q-) + l_bcl(q,x,q-))")
-    registry.add("snl", "negharness.plugins.negation_training:snl",
+    registry.add("snl", "negharness.plugins.training_run:snl",
                  "nT2VR simple negation learning: triplet + lambda_1 l_tri(x,q,q-)")
-    registry.add("snl_query", "negharness.plugins.negation_training:snl_query",
+    registry.add("snl_query", "negharness.plugins.training_run:snl_query",
                  "nT2VR SNL with the query as pivot: triplet + lambda_1 l_tri(q,x,q-) (Table 5 row 3)")
-    registry.add("negbench", "negharness.plugins.negation_training:negbench",
+    registry.add("negbench", "negharness.plugins.training_run:negbench",
                  "NegBench fine-tuning: alpha L_CLIP (true negations) + (1 - alpha) L_MCQ")
-    registry.add("triplet", "negharness.plugins.negation_training:triplet",
+    registry.add("triplet", "negharness.plugins.training_run:triplet",
                  "CLIP*: plain triplet-loss fine-tuning (nT2VR Eq. 2), the baseline of the others")

@@ -3,7 +3,6 @@ checkpoints, validation and early stopping, progress, and the outputs (model + t
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import platform
@@ -15,11 +14,29 @@ import numpy as np
 import torch
 
 from negharness.api import (
-    TrainingSet, TrainOptions, TrainSetOptions, UserError, atomic_write_json, autocast, data_root, distributed,
-    hash_json, load_state_dict, resolve_device, save_safetensors)
-
+    TrainingSet,
+    TrainOptions,
+    TrainSetOptions,
+    UserError,
+    __version__,
+    atomic_write_json,
+    autocast,
+    data_root,
+    distributed,
+    hash_json,
+    load_state_dict,
+    resolve_device,
+    save_safetensors,
+)
 from negharness.plugins import training_state
-from negharness.plugins.negation_data import EpochBatches, ItemData, SampleData, collate, loader, sample_list
+from negharness.plugins.negation_data import (
+    EpochBatches,
+    ItemData,
+    SampleData,
+    collate,
+    loader,
+    sample_list,
+)
 from negharness.plugins.negation_training import FORMAT, TRAINSET_KEYS, Recipe
 from negharness.plugins.training_step import StepLoss, validation_mir
 
@@ -64,7 +81,6 @@ def _workers(opts: TrainOptions, d: distributed.Dist) -> int:
 
 
 def _versions() -> dict[str, str]:
-    from negharness.api import __version__
 
     out = {"negharness": __version__, "torch": torch.__version__, "python": platform.python_version()}
     try:
@@ -276,3 +292,27 @@ class Run:
                 "samples_per_second_this_run": round(self.report.rate, 2)})
         distributed.barrier(self.d)
         return out
+
+
+def train(opts: TrainOptions, trainer: str) -> Any:
+    return run(opts, Recipe.from_options(trainer, opts))
+
+
+def bnl(opts: TrainOptions) -> Any:
+    return train(opts, "bnl")
+
+
+def snl(opts: TrainOptions) -> Any:
+    return train(opts, "snl")
+
+
+def snl_query(opts: TrainOptions) -> Any:
+    return train(opts, "snl_query")
+
+
+def negbench(opts: TrainOptions) -> Any:
+    return train(opts, "negbench")
+
+
+def triplet(opts: TrainOptions) -> Any:
+    return train(opts, "triplet")

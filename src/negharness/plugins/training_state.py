@@ -15,7 +15,12 @@ from typing import Any
 
 import torch
 
-from negharness.api import UserError, atomic_write_json, load_state_dict, save_safetensors
+from negharness.api import (
+    UserError,
+    atomic_write_json,
+    load_state_dict,
+    save_safetensors,
+)
 
 
 def _flat_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

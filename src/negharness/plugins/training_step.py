@@ -13,9 +13,21 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from negharness.api import Dist, Relevance, TrainStream, best_relevant_rank, gather_batch, retrieval_metrics
-
-from negharness.plugins.losses import bcl, mcq_cross_entropy, multi_positive_infonce, soft_triplet, triplet_hardest
+from negharness.api import (
+    Dist,
+    Relevance,
+    TrainStream,
+    best_relevant_rank,
+    gather_batch,
+    retrieval_metrics,
+)
+from negharness.plugins.losses import (
+    bcl,
+    mcq_cross_entropy,
+    multi_positive_infonce,
+    soft_triplet,
+    triplet_hardest,
+)
 
 
 def pool_frames(per_frame: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -16,9 +16,14 @@ from typing import Any
 import numpy as np
 
 from negharness.contracts.errors import UserError
-from negharness.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, mcnemar_exact, paired_test
-from negharness.scoring.perquery import read_sidecar
 from negharness.records.results import SIDECAR_SUFFIXES, iter_records, read_record
+from negharness.scoring.bootstrap import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    mcnemar_exact,
+    paired_test,
+)
+from negharness.scoring.perquery import read_sidecar
 
 
 @dataclass

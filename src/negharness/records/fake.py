@@ -6,8 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from negharness.records.results import (
+    SCHEMA_VERSION,
+    ModelConfig,
+    record_path,
+    write_record,
+)
 from negharness.scoring import perquery
-from negharness.records.results import SCHEMA_VERSION, ModelConfig, record_path, write_record
 
 
 def fake_record(model: ModelConfig, task: str, values: dict[str, Sequence[float | None]], ids: Sequence[str] | None = None,

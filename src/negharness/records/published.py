@@ -10,14 +10,14 @@ empty ``arch``/``pretrained``: any; ``a|b``: either). A metric column is named a
 the metric; ``name*k`` or ``name/k`` converts the printed number to the task's units, so the cells
 stay exactly as the paper prints them. An empty or ``-`` cell is a value the paper does not report.
 
-Tables ship with the task packages (``negharness/tasks/<benchmark>/published/*.csv``); they are
-read as data files, no task code is imported.
+A task owns its tables: it names the files when it registers (``registry.add(..., published=files)``)
+and passes them to `published_notes`; the leaderboard reads them from the registration, so it
+imports no task code and globs no package folder.
 """
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -154,26 +154,39 @@ def load_table(path: Path | str) -> list[PublishedRow]:
     return out
 
 
-def shipped_table_files() -> list[Path]:
-    """The tables the installed task packages ship: ``negharness/tasks/*/published/*.csv``."""
-    spec = importlib.util.find_spec("negharness.tasks")
-    roots = list(spec.submodule_search_locations or []) if spec else []
-    return sorted(p for root in roots for p in Path(root).glob("*/published/*.csv"))
+def tables_beside(module_file: str | Path) -> tuple[Path, ...]:
+    """The ``published/*.csv`` files in the folder of ``module_file``: what a task package passes as
+    its tables (``tables_beside(__file__)`` in its ``__init__``)."""
+    return tuple(sorted((Path(module_file).parent / "published").glob("*.csv")))
 
 
-@lru_cache(maxsize=1)
-def shipped_rows() -> tuple[PublishedRow, ...]:
-    return tuple(r for f in shipped_table_files() for r in load_table(f))
+@lru_cache(maxsize=None)
+def _cached_rows(files: tuple[str, ...]) -> tuple[PublishedRow, ...]:
+    return tuple(r for f in files for r in load_table(f))
 
 
-def published_rows(task_name: str, rows: Iterable[PublishedRow] | None = None) -> list[PublishedRow]:
+def table_rows(files: Iterable[Path | str]) -> tuple[PublishedRow, ...]:
+    """Every published number of these table files, read once per process."""
+    return _cached_rows(tuple(str(f) for f in files))
+
+
+def registered_rows(task_name: str, registry: Any) -> list[PublishedRow]:
+    """The published numbers of a task, from the tables its registration names (none for a task
+    the registry does not know or that names no tables)."""
+    entries = {e.name: e for e in registry.entries("task")}
+    entry = entries.get(task_name)
+    files = entry.meta.get("published", ()) if entry is not None else ()
+    return published_rows(task_name, table_rows(files))
+
+
+def published_rows(task_name: str, rows: Iterable[PublishedRow]) -> list[PublishedRow]:
     """Every published number for this task (all models, with or without a negharness counterpart),
     in table order: what a leaderboard shows beside measured rows, marked as published."""
-    return [r for r in (shipped_rows() if rows is None else rows) if r.task == task_name]
+    return [r for r in rows if r.task == task_name]
 
 
 def compare(task_name: str, who: ModelIdentity, metrics: dict[str, float],
-            rows: Iterable[PublishedRow] | None = None) -> list[dict[str, Any]]:
+            rows: Iterable[PublishedRow]) -> list[dict[str, Any]]:
     """For each published number of a row this model reproduces: published, measured and the
     difference (measured - published, in the task's units). Several rows may match (a table and
     its erratum, two epochs of one tag); each says where it comes from."""
@@ -186,7 +199,9 @@ def compare(task_name: str, who: ModelIdentity, metrics: dict[str, float],
     return out
 
 
-def published_notes(task_name: str, model: Any, metrics: dict[str, float]) -> dict[str, Any]:
-    """What a task adds to ``TaskResult.notes``: ``{"published": [...]}`` when its model matches a row, else {}."""
-    found = compare(task_name, ModelIdentity.of(model), metrics)
+def published_notes(task_name: str, model: Any, metrics: dict[str, float],
+                    tables: Iterable[Path | str]) -> dict[str, Any]:
+    """What a task adds to ``TaskResult.notes``: ``{"published": [...]}`` when its model matches a
+    row of its own ``tables``, else {}."""
+    found = compare(task_name, ModelIdentity.of(model), metrics, table_rows(tables))
     return {"published": found} if found else {}

@@ -15,8 +15,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from negharness.store.atomic import atomic_write_json, atomic_write_text
 from negharness.contracts.hashing import hash_json
+from negharness.scoring.perquery import write_sidecar
+from negharness.store.atomic import atomic_write_json, atomic_write_text
 
 SCHEMA_VERSION = 1
 
@@ -179,7 +180,6 @@ def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any
     """Samples and per-query values first, record last: a record on disk always has its samples and
     per-query files complete beside it."""
     if per_query is not None:
-        from negharness.scoring.perquery import write_sidecar
 
         record = {**record, "per_query_file": write_sidecar(path, per_query).name}
     if samples is not None:

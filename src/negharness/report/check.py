@@ -15,11 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from negharness.contracts.errors import UserError
+from negharness.records.results import SCHEMA_VERSION, record_files
 from negharness.report import diagnosis_file
 from negharness.scoring import perquery
-from negharness.records.results import record_files
-from negharness.contracts.errors import UserError
-from negharness.records.results import SCHEMA_VERSION
 
 REQUIRED = ("created_at", "model", "task", "metrics", "main_score", "config_hash")
 

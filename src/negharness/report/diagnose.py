@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from negharness.contracts.errors import UserError
+from negharness.store.atomic import atomic_write
 
 TEMPLATE_FILE = Path(__file__).with_name("diagnose_templates.yaml")
 FAMILIES = ("affirmation", "negation", "two_objects", "hybrid", "double_negation")
@@ -149,7 +150,6 @@ def plot(xy: list[tuple[float, float]], explained: tuple[float, float], rows: li
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    from negharness.store.atomic import atomic_write
 
     atomic_write(out, lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)

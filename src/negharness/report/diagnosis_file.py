@@ -15,9 +15,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from negharness.store.atomic import atomic_write_text
 from negharness.contracts.errors import UserError
 from negharness.records.results import ModelConfig
+from negharness.store.atomic import atomic_write_text
 
 KIND = "negharness.diagnosis"
 SCHEMA_VERSION = 1

@@ -15,11 +15,11 @@ import numpy as np
 import torch
 
 from negharness.contracts.choices import ChoiceSet
-from negharness.scoring.choices import mcq_choices, score_choices, scores_itself
-from negharness.scoring import perquery
-from negharness.io.media import MediaSet
 from negharness.contracts.context import EvalContext
 from negharness.contracts.task import MetricInfo, TaskResult
+from negharness.io.media import MediaSet
+from negharness.scoring import perquery
+from negharness.scoring.choices import mcq_choices, score_choices, scores_itself
 from negharness.scoring.unreadable import nothing_left, skip_notes, unreadable_items
 
 TEMPLATES = ("positive", "negative", "hybrid")

@@ -15,10 +15,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-# the bootstrap statistics live in a torch-free module (the leaderboard imports them); re-exported here
-from negharness.scoring.bootstrap import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedResult, binomial_two_sided,
-    bootstrap_ci, bootstrap_intervals, mcnemar_exact, paired_bootstrap, paired_test, resampled_means, seed_means)
-
 
 @dataclass(frozen=True)
 class Relevance:

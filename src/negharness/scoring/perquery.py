@@ -16,9 +16,13 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from negharness.store.atomic import atomic_write_text
 from negharness.contracts.errors import UserError
-from negharness.scoring.bootstrap import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, bootstrap_intervals
+from negharness.scoring.bootstrap import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    bootstrap_intervals,
+)
+from negharness.store.atomic import atomic_write_text
 
 SUFFIX = ".perquery.json"
 TOLERANCE = 1e-9

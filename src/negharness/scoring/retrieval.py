@@ -14,17 +14,31 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from negharness.contracts.errors import UserError
-from negharness.scoring.fire import FIRE_METRICS, Qrels, augment, read_qrels
-from negharness.contracts.options import OptionSpec
-from negharness.io.media import MediaSet
-from negharness.scoring.metrics import (RETRIEVAL_METRIC_INFO, Relevance, average_precision, best_relevant_rank,
-    negation_deltas, retrieval_metrics, several_relevant_metrics, source_rank)
-from negharness.scoring import perquery
 from negharness.contracts.context import EvalContext
-from negharness.scoring.views import query_scores
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import OptionSpec
 from negharness.contracts.task import MetricInfo, TaskResult
-from negharness.scoring.unreadable import kept_media, nothing_left, restrict_relevance, skip_notes, unreadable_items
+from negharness.io.media import MediaSet
+from negharness.scoring import perquery
+from negharness.scoring.fire import FIRE_METRICS, Qrels, augment, read_qrels
+from negharness.scoring.metrics import (
+    RETRIEVAL_METRIC_INFO,
+    Relevance,
+    average_precision,
+    best_relevant_rank,
+    negation_deltas,
+    retrieval_metrics,
+    several_relevant_metrics,
+    source_rank,
+)
+from negharness.scoring.unreadable import (
+    kept_media,
+    nothing_left,
+    restrict_relevance,
+    skip_notes,
+    unreadable_items,
+)
+from negharness.scoring.views import query_scores
 
 RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
 RETRIEVAL_METRICS.update({m: RETRIEVAL_METRICS[m[len("fire_"):]] for m in FIRE_METRICS})

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import torch
 
 from negharness.store.atomic import atomic_write, atomic_write_json
+from negharness.store.content import FileHasher
 
 FORMAT = "negharness-shard-v2"
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
@@ -254,12 +255,11 @@ class EmbeddingCache:
     """Root of the cache; `collection()` hands out per-(namespace, collection) stores, and
     `hasher` the content hashes of media files (memoised under ``<root>/content-hashes``)."""
 
-    def __init__(self, root: str | Path, flush_every: int = 1) -> None:
-        from negharness.store.content import FileHasher
-
+    def __init__(self, root: str | Path, flush_every: int = 1, hasher: FileHasher | None = None) -> None:
+        """``hasher``: the run's one `FileHasher` (its memo is this root's ``content-hashes``)."""
         self.root = Path(root) / "embeddings"
         self.flush_every = flush_every
-        self.hasher = FileHasher(Path(root) / "content-hashes")
+        self.hasher = hasher if hasher is not None else FileHasher(Path(root) / "content-hashes")
         self._open: dict[tuple[str, str], CollectionCache] = {}
 
     def collection(self, namespace: str, collection: str, describe: dict[str, Any] | None = None) -> CollectionCache:

@@ -1,7 +1,7 @@
 """Content hashes of media, the part of an embedding's cache key that says *which* pixels went in.
 
 A file is hashed whole (SHA-256, which CPUs with SHA extensions run 2-3x faster than BLAKE2b:
-measured in benchmarks/bench_cache_integrity.py; 128 bits kept), so a replaced or edited file never matches an old
+measured in perf/bench_cache_integrity.py; 128 bits kept), so a replaced or edited file never matches an old
 entry, and the same bytes reached through two tasks or two data roots share one. Rehashing every
 file on every run would cost a full read, so a memo maps a file's stat identity (path, size,
 mtime_ns, ctime_ns, inode, device) to its hash. ctime cannot be set by a user, so an in-place edit,
@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from negharness.contracts.errors import UserError
+from negharness.io.paths import require_regular
 
 DIGEST_HEX = 32  # 128 bits of SHA-256: collisions out of reach for any dataset
 CHUNK = 1 << 20
@@ -137,8 +140,6 @@ class FileHasher:
     def required(self, path: str | os.PathLike, where: str = "") -> str:
         """The hash of a file a record depends on: anything but a readable regular file is an
         error naming it (and a FIFO is never opened)."""
-        from negharness.contracts.errors import UserError
-        from negharness.io.paths import require_regular
 
         require_regular(path, where)
         digest = self.file(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from negharness.api import Registrar, hookimpl, register_yaml_folder
-
+from negharness.tasks import negbench, nein, nt2vr
 from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
 from negharness.tasks.nt2vr.collections import COLLECTIONS, QUERY_SETS
 
@@ -28,6 +28,12 @@ TRAINSETS = {
 
 
 @hookimpl
+def negharness_register_query_builders(registry: Registrar) -> None:
+    registry.add("nt2vr", "negharness.text.build_queries:nt2vr_builder",
+                 "nT2VR's negator (negated queries) and composer ('A and not B' composed queries)")
+
+
+@hookimpl
 def negharness_register_trainsets(registry: Registrar) -> None:
     for name, (target, what) in TRAINSETS.items():
         registry.add(name, target, what)
@@ -48,9 +54,11 @@ def negharness_register_tasks(registry: Registrar) -> None:
     for prefix, (collection, kind, what) in COLLECTIONS.items():
         for query_set in QUERY_SETS:
             registry.add(f"{prefix}_{query_set}", f"negharness.tasks.nt2vr.tasks:{prefix}_{query_set}",
-                         f"nT2VR {query_set} queries, text-to-{kind}, {what}", family="nt2vr")
+                         f"nT2VR {query_set} queries, text-to-{kind}, {what}", family="nt2vr",
+                         published=nt2vr.PUBLISHED)
     for name, spec in {**MCQ, **RETRIEVAL}.items():
-        registry.add(name, f"negharness.tasks.negbench.tasks:{name}", spec[-1], family="negbench")
+        registry.add(name, f"negharness.tasks.negbench.tasks:{name}", spec[-1], family="negbench",
+                     published=negbench.PUBLISHED)
     registry.add("shapes_mcq", "negharness.tasks.shapes.mcq:ShapesMCQ",
                  "embedded world: NegBench-style MCQ with exact ground truth (which shapes are present)",
                  family="shapes")
@@ -59,7 +67,7 @@ def negharness_register_tasks(registry: Registrar) -> None:
                  family="nein")
     registry.add("nein_val", "negharness.tasks.nein.tasks:NeInVal",
                  "NeIn validation set: editing with negative instructions, OWLv2 removal / retention",
-                 family="nein")
+                 family="nein", published=nein.PUBLISHED)
     # the hard-negative choice suites (SugarCrepe, ARO, VALSE, CREPE, CC-Neg, NegVQA): YAML in tasks/choice/
     from importlib.resources import files
 

@@ -12,9 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, median
 
+from negharness.api import QueryBuild, QueryBuildOptions
+
 from .composer import ComposedQuery, compose_captions
 from .negator import Negation, negate
-from .nt2vr_files import caption_rows, read_caption_table, write_caption_file, write_dict_lines
+from .nt2vr_files import (
+    caption_rows,
+    read_caption_table,
+    write_caption_file,
+    write_dict_lines,
+)
 
 
 @dataclass
@@ -78,3 +85,12 @@ def build_from_file(path: Path, out_dir: Path, name: str | None = None, id_colum
     built = build(items, mode, seed, per_item)
     collection, need_captions = input_name(Path(path), name)
     return built, write(built, out_dir, collection, need_captions)
+
+
+def nt2vr_builder(options: QueryBuildOptions) -> QueryBuild:
+    """The built-in query builder (kind ``query_builder``, name ``nt2vr``): nT2VR's negator and composer."""
+    built, paths = build_from_file(options.captions, options.out, options.name, options.id_column,
+                                   options.caption_column, options.mode, options.seed, options.per_item)
+    examples = {"negated": [(i, n.text) for i, n in built.negated],
+                "composed": [(f"{q.cap_id} [{len(q.video_ids)} videos]", q.caption) for q in built.composed]}
+    return QueryBuild(summary(built), examples, paths)

@@ -33,8 +33,17 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .nltk_resources import tag
-from .phrases import (INDEFINITE, STOP_WORDS, Subject, VerbPhrase, extract_pairs, head_nouns, lemma,  # noqa: F401 (re-exported)
-                      normalise, token_lemma)
+from .phrases import (  # noqa: F401 (re-exported)
+    INDEFINITE,
+    STOP_WORDS,
+    Subject,
+    VerbPhrase,
+    extract_pairs,
+    head_nouns,
+    lemma,
+    normalise,
+    token_lemma,
+)
 
 
 @dataclass

@@ -2,10 +2,11 @@
 only texts (finishes) and one that needs images (fails), to test what the user sees and keeps."""
 import torch
 import torch.nn.functional as F
-from negharness.discovery.hookspecs import hookimpl
-from negharness.io.media import MediaSet
+
 from negharness.contracts.model import EmbeddingModel
 from negharness.contracts.task import MetricInfo, Task, TaskResult
+from negharness.discovery.hookspecs import hookimpl
+from negharness.io.media import MediaSet
 
 
 class BoomModel(EmbeddingModel):

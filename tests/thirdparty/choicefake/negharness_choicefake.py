@@ -6,9 +6,10 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from negharness.contracts.model import EmbeddingModel
 from negharness.declarative.register import register_yaml_folder
 from negharness.discovery.hookspecs import hookimpl
-from negharness.contracts.model import EmbeddingModel
 from negharness.testing import COLOURS
 
 

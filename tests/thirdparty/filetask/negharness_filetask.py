@@ -1,6 +1,6 @@
 """A task that reads files from the data root, to exercise the host's missing-data checks."""
-from negharness.discovery.hookspecs import hookimpl
 from negharness.contracts.task import MetricInfo, Task, TaskResult
+from negharness.discovery.hookspecs import hookimpl
 
 
 class CaptionFileTask(Task):

@@ -1,11 +1,19 @@
 import numpy as np
 import torch
 import torch.nn.functional as F
-from negharness.discovery.hookspecs import hookimpl
-from negharness.io.media import MediaSet
-from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
-from negharness.contracts.model import EmbeddingModel
-from negharness.contracts.task import MetricInfo, Task, TaskResult
+
+from negharness.api import (
+    EmbeddingModel,
+    MediaSet,
+    MetricInfo,
+    Relevance,
+    Task,
+    TaskResult,
+    best_relevant_rank,
+    hookimpl,
+    query_scores,
+    retrieval_metrics,
+)
 
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
 
@@ -42,7 +50,7 @@ class ExampleColours(Task):
         images = [np.full((8, 8, 3), COLOURS[c], dtype=np.uint8) for c in names]
         media = MediaSet("example/colours", "image", names, lambda i: images[i], cheap=True)
         captions = [f"a {c} picture" for c in names]
-        sim = ctx.model.similarity(ctx.embed_texts, captions, ctx.embed_media(media))  # cached, batched
+        sim = query_scores(ctx, captions, ctx.embed_media(media))  # the model's scores, cached, batched
         ranks = best_relevant_rank(sim, Relevance.from_lists([[i] for i in range(len(names))], len(names)))
         metrics = retrieval_metrics(ranks, ks=(1,))
         return TaskResult({k: metrics[k] for k in ("R@1", "MIR")}, {"images": len(names)})

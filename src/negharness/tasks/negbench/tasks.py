@@ -12,10 +12,28 @@ from pathlib import Path
 from typing import Any
 
 from negharness.api import (
-    EvalContext, FrameSampling, MCQ_METRICS, MediaSet, MetricInfo, MissingDataError, QuerySet, Relevance, Task,
-    TaskOptions, TaskResult, best_relevant_rank, drop_unreadable, evaluate_mcq, image_files, per_query,
-    published_notes, retrieval_metrics, similarities, video_files)
-
+    MCQ_METRICS,
+    EvalContext,
+    FrameSampling,
+    MediaSet,
+    MetricInfo,
+    MissingDataError,
+    QuerySet,
+    Relevance,
+    Task,
+    TaskOptions,
+    TaskResult,
+    best_relevant_rank,
+    drop_unreadable,
+    evaluate_mcq,
+    image_files,
+    per_query,
+    published_notes,
+    retrieval_metrics,
+    similarities,
+    video_files,
+)
+from negharness.tasks.negbench import PUBLISHED
 
 from .catalog import BINARY, MCQ, RETRIEVAL
 from .data import find_csv, read_mcq, read_retrieval
@@ -105,7 +123,7 @@ class NegBenchMCQ(_NegBenchTask):
         if self.binary:
             result.notes["templates"] = ("the binary files carry no template column (the authors' loader reads "
                                          "caption_0, caption_1, correct_answer): acc_* use templates from the words")
-        result.notes.update(published_notes(self.name, ctx.model, result.metrics))
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED))
         return result
 
 
@@ -164,7 +182,7 @@ class NegBenchRetrieval(_NegBenchTask):
         notes = {"empty_captions_skipped": skipped} if skipped else {}
         notes.update({f"{k}_original": v for k, v in orig_notes.items()})
         notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
-        notes.update(published_notes(self.name, ctx.model, metrics))
+        notes.update(published_notes(self.name, ctx.model, metrics, PUBLISHED))
         per_query, how = retrieval_neg_values(orig_q, neg_q)
         notes["per_query"] = how
         return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,

@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from negharness.api import (
-    FrameSampling, MediaError, TrainingSet, TrainSetOptions, TrainStream, UserError, decode_video, named_trainset)
+    FrameSampling,
+    MediaError,
+    TrainingSet,
+    TrainSetOptions,
+    TrainStream,
+    UserError,
+    decode_video,
+    named_trainset,
+)
+from negharness.tasks.nt2vr.training import file_digest
 
 from .data import map_media_path, read_mcq, read_retrieval
 
@@ -113,7 +122,6 @@ def _ids(paths: list[Path], root: Path) -> list[str]:
 
 
 def negbench_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
-    from negharness.tasks.nt2vr.training import file_digest
 
     options.check_extra(OPTIONS, name)
     cap_name, mcq_name, _ = SETS[name]

@@ -120,7 +120,7 @@ def iter_parquet_rows(paths: list[Path]) -> Iterator[tuple[Path, int, dict[str, 
     for path in paths:
         try:
             # pre_buffer (pyarrow's default) caches every range read until the file is closed: memory
-            # then grows with the file (measured: benchmarks/bench_nein_memory.py); a buffered stream
+            # then grows with the file (measured: perf/bench_nein_memory.py); a buffered stream
             # holds one row group at a time
             pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
         except Exception as exc:  # pyarrow raises ArrowInvalid (a ValueError) or OSError on a damaged file

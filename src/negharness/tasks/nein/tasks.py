@@ -22,8 +22,22 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from negharness.api import (
-    EditContext, MediaError, MetricInfo, ModelOptions, OptionSpec, Task, TaskOptions, TaskResult, UserError,
-    atomic_write, atomic_write_text, per_query, published_notes)
+    EditContext,
+    MediaError,
+    MetricInfo,
+    ModelOptions,
+    OptionSpec,
+    Task,
+    TaskOptions,
+    TaskResult,
+    UserError,
+    atomic_write,
+    atomic_write_text,
+    per_query,
+    published_notes,
+)
+from negharness.tasks.nein import PUBLISHED
+from negharness.text.phrases import head_nouns
 
 from .metrics import auc_removal, pixel_distances, removal, retention
 from .sources import iter_json_entries, iter_parquet_rows
@@ -140,7 +154,7 @@ class NeInTask(Task):
                  "retention_empty_inputs": empty, "missing_samples": missing.count, "missing_first": missing.first,
                  "edits": str(out_dir), **ctx.notes}
         metrics = {k: v for k, v in metrics.items() if v == v}
-        notes.update(published_notes(self.name, editor, metrics))
+        notes.update(published_notes(self.name, editor, metrics, PUBLISHED))
         values = {k: v for k, v in values.items() if k in metrics}
         return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values))
 
@@ -279,7 +293,6 @@ def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Call
     """The object to remove is the text after "Add a/an" in T_generated, without the final '.'."""
     import re
 
-    from negharness.text.phrases import head_nouns
 
     m = re.match(r"\s*add an? (.+?)\.?\s*$", e["T_generated"], re.IGNORECASE)
     if not m:

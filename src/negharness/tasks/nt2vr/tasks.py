@@ -19,15 +19,43 @@ from __future__ import annotations
 from pathlib import Path
 
 from negharness.api import (
-    EvalContext, FrameSampling, MediaSet, NEGATED_METRICS, OptionSpec, QRELS_OPTION, QuerySet, Relevance,
-    RETRIEVAL_METRICS, RootGuard, Task, TaskOptions, TaskResult, UserError, evaluate_negated, evaluate_text_to_media,
-    frame_folders, image_files, published_notes, require_regular, task_qrels, video_files)
-from negharness.text.nt2vr_files import (check_known_videos, original_of, read_caption_file, read_composed_file,
-                                         read_neginfo, read_video_set, video_of)
-
-from .frame_index import read_frame_index
+    NEGATED_METRICS,
+    QRELS_OPTION,
+    RETRIEVAL_METRICS,
+    EvalContext,
+    FrameSampling,
+    MediaSet,
+    OptionSpec,
+    QuerySet,
+    Relevance,
+    RootGuard,
+    Task,
+    TaskOptions,
+    TaskResult,
+    UserError,
+    evaluate_negated,
+    evaluate_text_to_media,
+    frame_folders,
+    image_files,
+    published_notes,
+    require_regular,
+    task_qrels,
+    video_files,
+)
+from negharness.tasks.nt2vr import PUBLISHED
+from negharness.text.build_queries import build, write
+from negharness.text.nt2vr_files import (
+    check_known_videos,
+    original_of,
+    read_caption_file,
+    read_composed_file,
+    read_neginfo,
+    read_video_set,
+    video_of,
+)
 
 from .collections import COLLECTIONS
+from .frame_index import read_frame_index
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
@@ -158,7 +186,6 @@ class NT2VRTask(Task):
                         Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
 
     def _built(self):
-        from negharness.text.build_queries import build, write
 
         items: dict[str, list[str]] = {}
         for cap_id, caption in read_caption_file(self._text("caption")):
@@ -176,7 +203,7 @@ class NT2VRTask(Task):
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         """The query set's scores, with the paper's numbers for this model where it has a row (Tables 2-4, 9-10)."""
         result = self._score(ctx)
-        result.notes.update(published_notes(self.name, ctx.model, result.metrics))
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED))
         return result
 
     def _score(self, ctx: EvalContext) -> TaskResult:

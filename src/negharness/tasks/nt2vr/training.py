@@ -23,9 +23,25 @@ from pathlib import Path
 from typing import Any, Callable
 
 from negharness.api import (
-    FrameSampling, MediaError, TrainingSet, TrainSetOptions, TrainStream, UserError, cache_root, cached_json,
-    decode_video, load_frames, named_trainset)
-from negharness.text.nt2vr_files import read_caption_file, read_caption_table, read_video_set, video_of
+    FrameSampling,
+    MediaError,
+    TrainingSet,
+    TrainSetOptions,
+    TrainStream,
+    UserError,
+    cache_root,
+    cached_json,
+    decode_video,
+    load_frames,
+    named_trainset,
+)
+from negharness.text.negator import negate
+from negharness.text.nt2vr_files import (
+    read_caption_file,
+    read_caption_table,
+    read_video_set,
+    video_of,
+)
 
 from .frame_index import read_frame_index
 
@@ -115,7 +131,6 @@ def read_negation_file(path: Path) -> dict[str, list[str]]:
 
 def negator_negatives(captions: list[tuple[str, str]], digest: str, seed: int, cache_dir: Path | None) -> dict[str, list[str]]:
     """The negator's soft negative per caption (nT2VR section 3.1 rule), built once and cached."""
-    from negharness.text.negator import negate
 
     def build() -> dict[str, list[str]]:
         out = {}

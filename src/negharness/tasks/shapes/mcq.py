@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import random
 
-from negharness.api import EvalContext, MCQ_METRICS, TaskResult, evaluate_mcq
-
+from negharness.api import MCQ_METRICS, EvalContext, TaskResult, evaluate_mcq
 from negharness.world.media import WorldData
-from .retrieval import _ShapesRetrieval
 from negharness.world.scenes import COLOURS, SHAPES
+
+from .retrieval import _ShapesRetrieval
 
 LAYOUT = ("*", "hybrid", "positive", "negative")
 

@@ -7,9 +7,21 @@ under the data root. Items with identical scene facts are all relevant to each o
 from __future__ import annotations
 
 from negharness.api import (
-    EvalContext, MediaSet, NEGATED_METRICS, OptionSpec, QRELS_OPTION, QuerySet, Relevance, RETRIEVAL_METRICS, Task,
-    TaskOptions, TaskResult, evaluate_negated, evaluate_text_to_media, task_qrels)
-
+    NEGATED_METRICS,
+    QRELS_OPTION,
+    RETRIEVAL_METRICS,
+    EvalContext,
+    MediaSet,
+    OptionSpec,
+    QuerySet,
+    Relevance,
+    Task,
+    TaskOptions,
+    TaskResult,
+    evaluate_negated,
+    evaluate_text_to_media,
+    task_qrels,
+)
 from negharness.world.media import WorldData, load_world
 from negharness.world.queries import load_world_queries
 from negharness.world.scenes import WORLD_VERSION

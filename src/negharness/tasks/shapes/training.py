@@ -12,7 +12,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from negharness.api import TrainingSet, TrainSetOptions, TrainStream, cached_json, hash_json
+from negharness.api import (
+    TrainingSet,
+    TrainSetOptions,
+    TrainStream,
+    cached_json,
+    hash_json,
+)
 from negharness.text.negator import negate
 from negharness.world.media import WorldData, load_world
 from negharness.world.scenes import ACTIONS, COLOURS, SHAPES, WORLD_VERSION

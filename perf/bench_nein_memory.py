@@ -8,7 +8,7 @@ CLIP-I and DINO off; the process prints its peak RSS (ru_maxrss) and its RSS jus
 run, and the ratio of the 2,000-sample peak to the 200-sample peak (1.0 = independent of the
 number of samples; holding every image, as before, grows ~10x with 10x the samples).
 
-Run: python benchmarks/bench_nein_memory.py [--sizes 200 2000] [--side 256]
+Run: python perf/bench_nein_memory.py [--sizes 200 2000] [--side 256]
 """
 
 from __future__ import annotations
@@ -65,11 +65,12 @@ def _rss_now_kib() -> int:
 
 def child(root: Path, out: Path) -> None:
     """One run in this process; prints JSON with the RSS figures (KiB)."""
-    from negharness.engine.evaluate import RunRequest, run_evaluation
-    from negharness.discovery.manager import make_host
-    import negharness.tasks.nein.tasks  # noqa: F401  (imported before the baseline is taken)
-    import negharness.plugins.shapes_detector  # noqa: F401
     import pyarrow.parquet  # noqa: F401
+
+    import negharness.plugins.shapes_detector  # noqa: F401
+    import negharness.tasks.nein.tasks  # noqa: F401  (imported before the baseline is taken)
+    from negharness.discovery.manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
 
     host = make_host()
     before = _rss_now_kib()

@@ -9,7 +9,7 @@ read, page cache warm, so this is the CPU cost, not the disk's), the warm hash (
 per file, the memo loaded from and saved to disk), and the root check per path; each with its
 ratio to a plain ``os.stat`` of every file measured in the same run.
 
-Run: python benchmarks/bench_reuse_checks.py [--images 5000] [--videos 3000] [--image-kb 160] [--video-kb 256]
+Run: python perf/bench_reuse_checks.py [--images 5000] [--videos 3000] [--image-kb 160] [--video-kb 256]
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from negharness.store.content import FileHasher
 from negharness.io.paths import RootGuard
+from negharness.store.content import FileHasher
 
 
 def _write(folder: Path, n: int, kb: int, ext: str) -> list[Path]:

@@ -2,7 +2,7 @@
 
 Counts the encodes (each distinct caption once: the file repeats captions across rows) and times
 the task against the model's pure forward passes over the same distinct captions and images.
-Run: python benchmarks/bench_mcq.py [path/to/negbench_eval_csvs]
+Run: python perf/bench_mcq.py [path/to/negbench_eval_csvs]
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.contracts.model import ModelOptions
 from negharness.discovery.manager import make_host
+from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.tasks.negbench.catalog import COCO_LAYOUT
 from negharness.tasks.negbench.data import read_mcq

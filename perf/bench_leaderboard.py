@@ -10,7 +10,7 @@ as for its ten default objects), then times, best of --rounds:
   html     read + tables + Markdown + the static page with its plots and PCA scatters (`leaderboard --html`)
   cli      `negharness leaderboard --html` end to end in a fresh process (imports included)
 
-Run: python benchmarks/bench_leaderboard.py [--models 100] [--diagnosed 10] [--rounds 3]
+Run: python perf/bench_leaderboard.py [--models 100] [--diagnosed 10] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from negharness.report import diagnosis_file
 from negharness.records.fake import write_fake_record
+from negharness.records.results import ModelConfig, iter_records
+from negharness.report import diagnosis_file
 from negharness.report.leaderboard import build_tables, to_markdown
 from negharness.report.page import site_files
-from negharness.records.results import ModelConfig, iter_records
 
 TASKS = ["bench_original", "bench_negated", "bench_composed", "bench_mcq"] + [f"bench_extra{i}" for i in range(6)]
 

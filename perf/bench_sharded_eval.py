@@ -8,7 +8,7 @@ cache. Torch threads: the single process gets every core, each rank cores / rank
 
 Reported per launch: the command's wall time (process start, imports and model load in), and the
 evaluation time the records give (sum of ``timings.total_s``: both passes for the sharded run).
-The metrics of the two launches are compared too. Run: python benchmarks/bench_sharded_eval.py
+The metrics of the two launches are compared too. Run: python perf/bench_sharded_eval.py
 (``--repeats N``, ``--ranks R``).
 """
 

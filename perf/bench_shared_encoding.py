@@ -4,7 +4,7 @@ another with re-encoding (no cache), on the embedded world's 500 test videos.
 Goals (issue #5): >= 2.9x fewer video encodes and >= 2.5x less wall time.
 Two models: the tiny shapes_clip, where encoding the 2-4k texts costs more than the 500 videos,
 and a random ViT at 224 px (frames upsampled from 32 px), where videos dominate as they do on real
-collections. Run: python benchmarks/bench_shared_encoding.py
+collections. Run: python perf/bench_shared_encoding.py
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.discovery.manager import make_host
+from negharness.engine.evaluate import RunRequest, run_evaluation
 
 TASKS = ["shapes_t2v_original", "shapes_t2v_negated", "shapes_t2v_composed"]
 VIT224 = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "layers": 4, "width": 256, "patch_size": 32},

@@ -12,7 +12,7 @@ pipeline beats ``C / (F + D)`` items per second, F and D being the forward's (on
 decoder's CPU seconds per item (measured here): ``ceiling`` is that rate over the pure one, and
 ``efficiency`` = ratio / ceiling says what the pipeline itself wastes.
 
-Run: python benchmarks/bench_decode_throughput.py [--models micro ViT-S-32 ViT-B-32]
+Run: python perf/bench_decode_throughput.py [--models micro ViT-S-32 ViT-B-32]
      [--setups threads:1 threads:auto processes:1] [--rounds 3]
 """
 
@@ -32,11 +32,16 @@ from negharness.engine.cpu_threads import prefer_passive_waiting
 PASSIVE = prefer_passive_waiting()  # as the CLI does; before torch loads (OMP_WAIT_POLICY=ACTIVE to compare)
 import torch  # noqa: E402
 
-from negharness.io.media import MediaSet  # noqa: E402
 from negharness.contracts.model import ModelOptions  # noqa: E402
-from negharness.plugins.openclip_model import OpenClipModel  # noqa: E402
-from negharness.engine.runner import PRECISIONS, CachedEvalContext, RunSettings, resolve_device  # noqa: E402
+from negharness.contracts.precision import PRECISIONS  # noqa: E402
+from negharness.engine.runner import (  # noqa: E402
+    CachedEvalContext,
+    RunSettings,
+    resolve_device,
+)
+from negharness.io.media import MediaSet  # noqa: E402
 from negharness.io.video import FrameSampling, decode_video  # noqa: E402
+from negharness.plugins.openclip_model import OpenClipModel  # noqa: E402
 
 MICRO_VIT = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "layers": 4, "width": 256,
                                                             "patch_size": 32},

@@ -8,7 +8,7 @@ shapes_t2i_original (500 images, 1,500 captions) at the CLI's default settings. 
 with SIGKILL once the cache holds the given number of items of one kind; the rerun's counts say how
 many items were kept and how many encoded again, and its metrics are compared with the clean run's.
 
-Run: python benchmarks/exp_kill_resume.py [--task shapes_t2i_original] [--config ViT-S-32]
+Run: python perf/exp_kill_resume.py [--task shapes_t2i_original] [--config ViT-S-32]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Goal (issue #5): <= 1 s on 2 cores for R@1/5/10, MIR, MedR/MeanR, ΔR@K/ΔMIR (negated against
 original), and Correct@K/mAP on 18,157 composed queries with several relevant videos each.
 Baseline in the same run: a per-query Python loop over the same single-relevant ranking.
-Run: python benchmarks/bench_metrics.py
+Run: python perf/bench_metrics.py
 """
 
 from __future__ import annotations
@@ -13,8 +13,14 @@ import time
 import numpy as np
 import torch
 
-from negharness.scoring.metrics import (Relevance, best_relevant_rank, negation_deltas, retrieval_metrics,
-    several_relevant_metrics, source_rank)
+from negharness.scoring.metrics import (
+    Relevance,
+    best_relevant_rank,
+    negation_deltas,
+    retrieval_metrics,
+    several_relevant_metrics,
+    source_rank,
+)
 
 Q, N, COMPOSED = 59_800, 3_000, 18_157
 

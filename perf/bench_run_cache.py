@@ -5,7 +5,7 @@ Goals (issue #3): cold <= 1.10x the model's pure forward time over the same inpu
 Pure forward = the same texts, videos and images, already decoded and preprocessed into tensors,
 through encode_text / encode_video / encode_image in the same batch size, nothing else.
 Cold/warm = the tasks' evaluate time as recorded (world loading, caching, ranking and metrics in),
-plus the whole `run_evaluation` wall time (model load in). Run: python benchmarks/bench_run_cache.py
+plus the whole `run_evaluation` wall time (model load in). Run: python perf/bench_run_cache.py
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import time
 
 import torch
 
-from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.contracts.model import ModelOptions
 from negharness.discovery.manager import make_host
-from negharness.plugins.shapes_clip import shapes_clip
+from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.io.paths import data_root
+from negharness.plugins.shapes_clip import shapes_clip
 from negharness.world.media import load_world
 
 BATCH = 64

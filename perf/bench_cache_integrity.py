@@ -12,7 +12,7 @@ embedded world's original-caption tasks (model load, world, ranking and metrics 
 The model is the embedded world's tiny CLIP, so cache overheads are as visible as they can be.
 Goals (issue 13): cold <= 1.05x, warm <= 1.2x the baseline.
 
-Run: python benchmarks/bench_cache_integrity.py [--skip-hashing] [--repeats 3]
+Run: python perf/bench_cache_integrity.py [--skip-hashing] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -29,20 +29,19 @@ from unittest import mock
 import numpy as np
 import torch
 
+from negharness.contracts.model import ModelOptions
+from negharness.discovery.manager import make_host
 from negharness.engine import evaluate as evaluate_module
+from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.io.media import MediaSet, image_files, video_files
+from negharness.io.paths import data_root
+from negharness.io.video import FrameSampling
+from negharness.plugins.shapes_clip import shapes_clip
 from negharness.store.atomic import atomic_write
 from negharness.store.cache import EmbeddingCache
 from negharness.store.content import FileHasher
-from negharness.engine.evaluate import RunRequest, run_evaluation
-from negharness.io.media import MediaSet, image_files, video_files
-from negharness.contracts.model import ModelOptions
-from negharness.io.paths import data_root
-from negharness.discovery.manager import make_host
-from negharness.plugins.shapes_clip import shapes_clip
-from negharness.engine.runner import CachedEvalContext, RunSettings
-from negharness.io.video import FrameSampling
 from negharness.world.media import load_world
-
 
 N_JPEGS, N_VIDEOS = 300, 80
 

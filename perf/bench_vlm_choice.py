@@ -6,7 +6,7 @@ a 1-layer stand-in for a CPU check of the script itself. Throughput depends on s
 values, so a random 7B model times what a real one would. ``loglik`` runs one sequence per option
 (two per question); ``letter`` one per question. Baseline in the same run: ``loglik`` at batch 1.
 
-Run: python benchmarks/bench_vlm_choice.py --size 7b --device cuda --precision bf16 [--questions 64]
+Run: python perf/bench_vlm_choice.py --size 7b --device cuda --precision bf16 [--questions 64]
 """
 
 from __future__ import annotations
@@ -39,8 +39,14 @@ CAPTIONS = [("a man riding a red bike on a city street", "a man riding a blue bi
 def build(size: str, dtype: torch.dtype, device: str):
     """(processor, model) of the given shape: a word-level tokenizer padded to the vocabulary size."""
     from choice_helpers import CHAT, word_tokenizer
-    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     s = SHAPES[size]
     words = [c for pair in CAPTIONS for c in pair] + ["Describe the image in one sentence."]
@@ -79,9 +85,9 @@ def rate(model, choices, batch_size: int, precision: str) -> float:
 
 
 def main() -> None:
-    from negharness.scoring.choices import ChoiceSet
     from negharness.io.media import MediaSet
     from negharness.plugins.hf_vlm import HFVLM
+    from negharness.scoring.choices import ChoiceSet
 
     p = argparse.ArgumentParser()
     p.add_argument("--size", choices=list(SHAPES), default="tiny")

@@ -13,7 +13,7 @@ On a CPU, workers and the model share the cores, so the loop cannot reach the ba
 printed ceiling assumes decoding and compute share ``cores`` cores without overlap loss:
 1 / (1 + bare/(decode x cores)) . On a GPU the model runs on the device and the goal is >= 0.9.
 
-    python benchmarks/bench_training.py [--videos 48] [--steps 12] [--batch 8] [--arch tiny|ViT-B-32]
+    python perf/bench_training.py [--videos 48] [--steps 12] [--batch 8] [--arch tiny|ViT-B-32]
                                         [--device cpu|cuda] [--precision fp32|bf16] [--workers N]
 """
 
@@ -79,15 +79,16 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("NEGHARNESS_CACHE", tempfile.mkdtemp())
 
-    from negharness.engine.distributed import Dist
     from negharness.contracts.model import ModelOptions
+    from negharness.contracts.training import TrainOptions, TrainSetOptions
+    from negharness.engine.distributed import Dist
     from negharness.plugins.negation_data import SampleData, collate, sample_list
-    from negharness.plugins.negation_training import Recipe, train
+    from negharness.plugins.negation_training import Recipe
     from negharness.plugins.openclip_model import OpenClipModel
+    from negharness.plugins.training_run import train
     from negharness.plugins.training_step import StepLoss
     from negharness.tasks.nt2vr.training import msrvtt10ktrain
     from negharness.testing import lookup
-    from negharness.contracts.training import TrainOptions, TrainSetOptions
 
     tmp = Path(tempfile.mkdtemp())
     write_split(tmp / "data", args.videos, args.size)
@@ -100,11 +101,11 @@ def main() -> None:
     def load_model(_n, o):
         return OpenClipModel.create("clip", o, default_pretrained=None)
 
-    recipe_opts = {"batch_size": str(args.batch), "epochs": "1000", "checkpoint_every": "0", "lr": "1e-6",
-                   "precision": args.precision, "unit": "item"}
+    recipe_opts = {"epochs": "1000", "checkpoint_every": "0", "lr": "1e-6", "unit": "item"}
     # the loop: one warm-up step in its own run (worker start, first batch), then the timed run
     opts = TrainOptions(out=tmp / "loop", model="clip", model_options=mopts, task="msrvtt10ktrain",
                         task_extra={"val": "none"}, device=args.device, data_root=tmp / "data", extra=recipe_opts,
+                        precision=args.precision, batch_size=args.batch,
                         plugins=lookup(model={"clip": lambda o: load_model("clip", o)}, trainset={"msrvtt10ktrain": msrvtt10ktrain}),
                         max_steps=args.steps,
                         workers=args.workers)
@@ -119,7 +120,8 @@ def main() -> None:
     device = torch.device(args.device)
     model.to(device)
     net = model.modules()[0].train()
-    recipe = Recipe.from_options("bnl", TrainOptions(out=tmp, extra=recipe_opts))
+    recipe = Recipe.from_options("bnl", TrainOptions(out=tmp, extra=recipe_opts, precision=args.precision,
+                                                     batch_size=args.batch))
     ts = msrvtt10ktrain(TrainSetOptions(tmp / "data", {"val": "none"}, cache_dir=tmp / "c"))
     stream = ts.streams[0]
     data = SampleData(stream, sample_list(stream, "item"), model.preprocess_video, 0, 0)
