@@ -90,11 +90,19 @@ def test_unknown_names_suggest_close_matches_and_globs_match():
         reg.match("task", "coco_*")
 
 
-def test_list_does_not_import_torch():
+def test_list_shows_each_plugins_options(cli):
+    """-M options of models, -T of tasks, -O of trainers, read from what each declares."""
+    out = cli("list").stdout
+    assert "-M options" in out and "quick_gelu=bool" in out and "base=str" in out
+    assert "-T options" in out and "n_items=int" in out and "build=bool" in out
+    assert "-O options" in out and "lambda_v=float" in out
+
+
+def test_list_brief_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from negharness.cli.main import main; main(['list']); "
+    code = ("import sys; from negharness.cli.main import main; main(['list', '--brief']); "
             "print('TORCH' if 'torch' in sys.modules else 'NO_TORCH')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "MissingDataError": "negharness.contracts.errors",
     # options
     "OptionSpec": "negharness.contracts.options", "parse_options": "negharness.contracts.options",
+    "takes_options": "negharness.contracts.options",
     "check_batch_size": "negharness.contracts.options",
     "PRECISIONS": "negharness.contracts.precision", "resolve_precision": "negharness.contracts.precision",
     "autocast": "negharness.contracts.precision",
@@ -110,7 +111,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         hash_state_dict,
         jpeg_draft,
     )
-    from negharness.contracts.options import OptionSpec, check_batch_size, parse_options
+    from negharness.contracts.options import OptionSpec, check_batch_size, parse_options, takes_options
     from negharness.contracts.precision import PRECISIONS, autocast, resolve_precision
     from negharness.contracts.queries import QueryBuild, QueryBuildOptions
     from negharness.contracts.sampling import FrameSampling

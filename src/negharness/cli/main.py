@@ -40,7 +40,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     host = _host(args)
     console = _console()
-    for kind in ("model", "task", "trainer", "trainset", "editor", "detector"):
+    for kind in ("model", "task", "trainer", "trainset", "editor", "detector", "query_builder"):
         entries = host.registry.entries(kind)
         if not entries:
             continue
@@ -48,9 +48,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_column("name", style="cyan", no_wrap=True, min_width=12)
         table.add_column("plugin")
         table.add_column("description")
+        flag = OPTION_FLAGS.get(kind)
+        if flag and not args.brief:
+            table.add_column(f"{flag} options")
         clashes = host.registry.duplicates(kind)
         for e in entries:
-            table.add_row(e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description)
+            row = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
+            table.add_row(*row, *([_options_cell(e, flag)] if flag and not args.brief else []))
         console.print(table)
         for name, plugins in clashes.items():
             console.print(f"{kind} {name!r} is registered by {' and '.join(map(repr, plugins))}: commands that use "
@@ -59,6 +63,25 @@ def cmd_list(args: argparse.Namespace) -> int:
         if info.status != "loaded":
             console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
     return 0
+
+
+OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "trainer": "-O"}
+
+
+def _options_cell(entry: Any, flag: str) -> str:
+    """The options an entry declares, one per line (loads its module, not its weights)."""
+    from negharness.contracts.options import (  # lazy: start-up time
+        declared_options,
+        describe_options,
+    )
+
+    try:
+        specs = declared_options(entry.load())
+    except Exception as exc:  # a broken plugin still lists; the cell says why
+        return f"(cannot load: {str(exc).splitlines()[0][:60]})"
+    if specs is None:
+        return "(see its description)"
+    return describe_options(specs, with_help=False) or "none"
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -228,8 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a plugin that fails to load is an error (default: a warning)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("list", help="every model, task and trainer, with the plugin that gave it")
+    p = sub.add_parser("list", help="every model, task and trainer, with the plugin that gave it and its options")
     _include_path(p)
+    p.add_argument("--brief", action="store_true",
+                   help="names and descriptions only: no plugin module is imported (instant, no torch)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="evaluate a model on tasks", epilog=EXAMPLES,

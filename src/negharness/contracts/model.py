@@ -41,7 +41,7 @@ class ModelOptions:
         """Typed ``-M`` values for the options ``model`` declares; unknown keys are an error naming it."""
         return parse_options(self.extra, specs, "-M", f"model {model!r}")
 
-    def check_extra(self, allowed: set[str], model: str) -> None:
+    def check_extra(self, allowed: "set[str] | dict[str, OptionSpec]", model: str) -> None:
         """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored."""
         self.parse({k: OptionSpec() for k in allowed}, model)
 

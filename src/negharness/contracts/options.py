@@ -8,7 +8,7 @@ names the flag, the key and the plugin, with what it accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from negharness.contracts.errors import UserError
 
@@ -80,12 +80,14 @@ def _close(key: str, specs: Mapping[str, OptionSpec]) -> str:
     return f"; did you mean {found[0]}?" if found else ""
 
 
-def describe_options(specs: Mapping[str, OptionSpec]) -> str:
-    """``key (type, default X): help`` lines, for `negharness list` and error messages."""
+def describe_options(specs: Mapping[str, OptionSpec], flag: str = "", with_help: bool = True) -> str:
+    """``-T key=type (default X): help`` lines, for `negharness list` and error messages."""
     lines = []
     for key, s in sorted(specs.items()):
-        kind = getattr(s.type, "__name__", "value")
-        lines.append(f"{key} ({kind}, default {s.default!r}){': ' + s.help if s.help else ''}")
+        kind = "|".join(map(str, s.choices)) if s.choices else getattr(s.type, "__name__", "value")
+        default = "" if s.default is None else f" (default {s.default})"
+        about = f": {s.help}" if s.help and with_help else ""
+        lines.append(f"{flag + ' ' if flag else ''}{key}={kind}{default}{about}")
     return "\n".join(lines)
 
 
@@ -94,3 +96,24 @@ def check_batch_size(value: int, option: str = "--batch-size") -> int:
     if value < 1:
         raise UserError(f"{option} {value}: must be at least 1")
     return value
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes_options(specs: Mapping[str, OptionSpec]) -> Callable[[F], F]:
+    """Marks a plugin factory with the ``-M`` options it accepts (the same mapping it checks them
+    against), so `negharness list` shows them without building anything."""
+    def mark(factory: F) -> F:
+        factory.options = dict(specs)  # type: ignore[attr-defined]
+        return factory
+    return mark
+
+
+def declared_options(target: Any) -> Mapping[str, OptionSpec] | None:
+    """The options a registered target declares: a task class's ``task_options``, a factory's
+    ``options`` (`takes_options`); None when it declares none."""
+    specs = getattr(target, "task_options", None)
+    if specs is None:
+        specs = getattr(target, "options", None)
+    return specs if isinstance(specs, Mapping) else None

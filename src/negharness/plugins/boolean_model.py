@@ -13,7 +13,13 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import EmbeddingModel, ModelOptions, UserError
+from negharness.api import (
+    EmbeddingModel,
+    ModelOptions,
+    OptionSpec,
+    UserError,
+    takes_options,
+)
 from negharness.text.negator import CUE_WORDS, expand_contractions, split_negated
 
 
@@ -107,6 +113,7 @@ class BooleanModel(EmbeddingModel):
         return scores
 
 
+@takes_options({"base": OptionSpec(str, None, "the retrieval model to wrap (every other -M goes to it)")})
 def boolean(options: ModelOptions) -> BooleanModel:
     """``-M base=NAME``: the model to wrap; every other option goes to it."""
     base_name = options.extra.get("base")

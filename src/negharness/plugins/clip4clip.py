@@ -23,7 +23,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from negharness.api import ModelOptions, UserError, hash_state_dict, read_checkpoint
+from negharness.api import (
+    ModelOptions,
+    OptionSpec,
+    UserError,
+    hash_state_dict,
+    read_checkpoint,
+    takes_options,
+)
 from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
 
 HEADS = ("meanP", "seqTransf")
@@ -105,12 +112,16 @@ def _split(state: dict[str, torch.Tensor], path: str) -> tuple[dict[str, torch.T
     return clip, head
 
 
+C4C_OPTIONS = {**OPTIONS, "head": OptionSpec(str, None, "similarity head: meanP | seqTransf (default: the checkpoint's)")}
+
+
+@takes_options(C4C_OPTIONS)
 def clip4clip(options: ModelOptions) -> Clip4ClipModel:
     """CLIP4Clip: ``--checkpoint pytorch_model.bin`` (head from the checkpoint, or ``-M head=meanP``)."""
     if not options.checkpoint:
         raise UserError("model clip4clip needs --checkpoint PATH to a CLIP4Clip checkpoint (pytorch_model.bin.N "
                         "from github.com/ArrowLuo/CLIP4Clip training, or a published one)")
-    options.check_extra(OPTIONS | {"head"}, "clip4clip")
+    options.check_extra(C4C_OPTIONS, "clip4clip")
     ckpt = read_checkpoint(options.checkpoint)
     clip_state, head_state = _split(ckpt.state, options.checkpoint)
     head_name = options.extra.get("head") or ("seqTransf" if head_state else "meanP")

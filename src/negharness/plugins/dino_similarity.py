@@ -13,7 +13,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api import EmbeddingModel, ModelOptions, UserError, load_or_explain
+from negharness.api import (
+    EmbeddingModel,
+    ModelOptions,
+    UserError,
+    load_or_explain,
+    takes_options,
+)
 
 DEFAULT = "facebook/dino-vits16"
 
@@ -62,6 +68,7 @@ def load_dino(source: str = DEFAULT) -> DinoModel:
     return DinoModel(str(source), model, size=size, resize=int(round(size * 256 / 224)))
 
 
+@takes_options({})
 def dino(options: ModelOptions) -> DinoModel:
     """``--arch ID_OR_FOLDER`` (default facebook/dino-vits16)."""
     options.check_extra(set(), "dino")

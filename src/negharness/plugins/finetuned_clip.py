@@ -12,8 +12,8 @@ NegBench's own fine-tunes (``NegCLIP_CC12M_NegFull_ViT-B-32_lr1e-8_clw0.99_mlw0.
 
 from __future__ import annotations
 
-from negharness.api import ModelOptions, UserError
-from negharness.plugins.openclip_model import OpenClipModel
+from negharness.api import ModelOptions, UserError, takes_options
+from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
 
 WHERE = {
     "negclip": "NegCLIP (Yuksekgonul et al., ICLR 2023): the fine-tuned ViT-B/32 checkpoint linked from "
@@ -30,9 +30,11 @@ def _finetuned(name: str, options: ModelOptions) -> OpenClipModel:
                                 default_quick_gelu=True, base_pretrained="openai")
 
 
+@takes_options(OPTIONS)
 def negclip(options: ModelOptions) -> OpenClipModel:
     return _finetuned("negclip", options)
 
 
+@takes_options(OPTIONS)
 def conclip(options: ModelOptions) -> OpenClipModel:
     return _finetuned("conclip", options)

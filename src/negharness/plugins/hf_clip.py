@@ -15,9 +15,11 @@ import torch.nn.functional as F
 from negharness.api import (
     EmbeddingModel,
     ModelOptions,
+    OptionSpec,
     UserError,
     hash_state_dict,
     load_or_explain,
+    takes_options,
 )
 
 MIN_VOCAB = 1000
@@ -69,9 +71,14 @@ class HFClipModel(EmbeddingModel):
         return F.normalize(_features(out).float(), dim=-1)
 
 
+HF_CLIP_OPTIONS = {"model": OptionSpec(str, None, "Hugging Face model id or folder (else --arch / --checkpoint)"),
+                   "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R")}
+
+
+@takes_options(HF_CLIP_OPTIONS)
 def hf_clip(options: ModelOptions) -> HFClipModel:
     """``--arch`` (or ``-M model=``) is a model id such as openai/clip-vit-base-patch32, or a folder."""
-    options.check_extra({"model", "frames"}, "hf_clip")
+    options.check_extra(HF_CLIP_OPTIONS, "hf_clip")
     source = options.extra.get("model") or options.arch or options.checkpoint or "openai/clip-vit-base-patch32"
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 

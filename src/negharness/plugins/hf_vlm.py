@@ -26,10 +26,12 @@ import torch
 
 from negharness.api import (
     ModelOptions,
+    OptionSpec,
     UserError,
     hash_json,
     pad_scores,
     resolve_precision,
+    takes_options,
 )
 
 from .lm_scoring import (
@@ -163,8 +165,18 @@ class HFVLM(ChoiceScoringModel):
         return out
 
 
+HF_VLM_OPTIONS = {
+    "scoring": OptionSpec(str, "loglik", "loglik (each option's likelihood) or letter (the letter it picks)",
+                          choices=("loglik", "letter")),
+    "norm": OptionSpec(str, "mean", "loglik per token (mean) or summed (sum)"),
+    "prompt": OptionSpec(str, None, "prompt where the task has no question"),
+    "dtype": OptionSpec(str, "fp32", "weights' dtype", choices=("fp32", "fp16", "bf16")),
+}
+
+
+@takes_options(HF_VLM_OPTIONS)
 def hf_vlm(options: ModelOptions) -> HFVLM:
-    options.check_extra({"scoring", "norm", "prompt", "dtype"}, "hf_vlm")
+    options.check_extra(HF_VLM_OPTIONS, "hf_vlm")
     if not options.arch:
         raise UserError("model hf_vlm needs --arch: a transformers image-text-to-text model id or folder "
                         "(e.g. llava-hf/llava-1.5-7b-hf, Qwen/Qwen2-VL-2B-Instruct)")

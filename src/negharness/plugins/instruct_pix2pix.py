@@ -19,6 +19,7 @@ from negharness.api import (
     OptionSpec,
     load_or_explain,
     resolve_precision,
+    takes_options,
 )
 
 DEFAULT = "timbrooks/instruct-pix2pix"
@@ -78,6 +79,7 @@ class InstructPix2PixEditor(Editor):
         return out
 
 
+@takes_options(OPTIONS)
 def instruct_pix2pix(options: ModelOptions) -> InstructPix2PixEditor:
     opts = options.parse(OPTIONS, "instruct_pix2pix")
     source = opts["model"] or options.arch or options.checkpoint or DEFAULT

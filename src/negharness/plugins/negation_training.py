@@ -23,7 +23,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from negharness.api import OptionSpec, TrainOptions, UserError, check_batch_size, parse_options
+from negharness.api import (
+    OptionSpec,
+    TrainOptions,
+    UserError,
+    check_batch_size,
+    parse_options,
+)
 
 FORMAT = "negharness-trained-v1"
 TRAINSET_KEYS = ("n_train", "n_val", "world_seed")  # the shapes set's sizes, still accepted as -O (moved to -T)
@@ -70,15 +76,19 @@ class Recipe:
     seed: int = 0
 
     @classmethod
-    def from_options(cls, trainer: str, opts: TrainOptions) -> "Recipe":
+    def defaults(cls, trainer: str, seed: int = 0) -> "Recipe":
+        """The papers' recipe for ``trainer`` before any option."""
         base = cls(trainer=trainer, bnl=trainer == "bnl", snl=trainer in ("snl", "snl_query"),
-                   negbench=trainer == "negbench", triplet=trainer != "negbench", seed=opts.seed,
+                   negbench=trainer == "negbench", triplet=trainer != "negbench", seed=seed,
                    pivot="query" if trainer == "snl_query" else "video")
         if trainer == "negbench":
             base = dataclasses.replace(base, lr=1e-8, optimizer="adamw", lr_decay=1.0)
-        # every recipe field is an -O option, typed by its default, through the one option parser
-        specs = {f.name: OptionSpec(type(getattr(base, f.name)), getattr(base, f.name), choices=CHOICES.get(f.name, ()))
-                 for f in dataclasses.fields(cls) if f.name != "trainer"}
+        return base
+
+    @classmethod
+    def from_options(cls, trainer: str, opts: TrainOptions) -> "Recipe":
+        base = cls.defaults(trainer, opts.seed)
+        specs = recipe_options(trainer, base)
         raw = {k: v for k, v in opts.extra.items() if k not in TRAINSET_KEYS}
         for key, flag in (("precision", "--precision"), ("batch_size", "--batch-size")):
             if key in raw:
@@ -91,3 +101,11 @@ class Recipe:
         if recipe.accumulate < 1:
             raise UserError("-O accumulate: must be at least 1")
         return recipe
+
+
+def recipe_options(trainer: str, base: Recipe | None = None) -> dict[str, OptionSpec]:
+    """Every recipe field is an ``-O`` option, typed by its default, through the one option parser;
+    precision and batch size are flags (``--precision``, ``--batch-size``), spelled as for `run`."""
+    base = base or Recipe.defaults(trainer)
+    return {f.name: OptionSpec(type(getattr(base, f.name)), getattr(base, f.name), choices=CHOICES.get(f.name, ()))
+            for f in dataclasses.fields(Recipe) if f.name not in ("trainer", "precision", "batch_size")}

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from negharness.api import (
     EmbeddingModel,
     ModelOptions,
+    OptionSpec,
     UserError,
     array_to_tensor,
     base_note,
@@ -29,10 +30,15 @@ from negharness.api import (
     jpeg_draft,
     load_state_dict,
     read_checkpoint,
+    takes_options,
 )
 
 _TRUE = {"1", "true", "yes", "on"}
-OPTIONS = {"quick_gelu", "frames", "jpeg_draft"}
+OPTIONS = {  # -M options of every open_clip model
+    "quick_gelu": OptionSpec(bool, None, "QuickGELU activations (default: as the weights were trained)"),
+    "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
+    "jpeg_draft": OptionSpec(bool, False, "decode JPEGs at reduced scale before resizing (faster)"),
+}
 
 
 def _flag(extra: dict[str, str], key: str) -> bool | None:
@@ -129,7 +135,7 @@ class OpenClipModel(EmbeddingModel):
     @classmethod
     def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
                default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None,
-               allowed: set[str] = OPTIONS, state: dict[str, torch.Tensor] | None = None,
+               allowed: dict[str, OptionSpec] = OPTIONS, state: dict[str, torch.Tensor] | None = None,
                base_pretrained: str | None = None) -> "OpenClipModel":
         """Build from an architecture (name or JSON config) and weights: ``state`` if the caller already
         unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag. A checkpoint is
@@ -264,6 +270,7 @@ def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | No
     return None
 
 
+@takes_options(OPTIONS)
 def clip(options: ModelOptions) -> OpenClipModel:
     """open_clip CLIP: ViT-B-32/openai unless --arch/--pretrained/--checkpoint say otherwise."""
     return OpenClipModel.create("clip", options)

@@ -12,7 +12,15 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import Detection, Detector, ModelOptions, UserError, load_or_explain
+from negharness.api import (
+    Detection,
+    Detector,
+    ModelOptions,
+    OptionSpec,
+    UserError,
+    load_or_explain,
+    takes_options,
+)
 
 DEFAULT = "google/owlv2-large-patch14-ensemble"
 
@@ -43,8 +51,14 @@ class Owlv2Detector(Detector):
                 for s, i, b in zip(result["scores"], result["labels"], result["boxes"])]
 
 
+OWL_OPTIONS = {"model": OptionSpec(str, None, "OWLv2 model id or folder"),
+               "threshold": OptionSpec(float, 0.1, "detection score that counts as present"),
+               "prompt": OptionSpec(str, "{}", "text query template, {} the object")}
+
+
+@takes_options(OWL_OPTIONS)
 def owlv2(options: ModelOptions) -> Owlv2Detector:
-    options.check_extra({"model", "threshold", "prompt"}, "owlv2")
+    options.check_extra(OWL_OPTIONS, "owlv2")
     source = options.extra.get("model") or options.arch or options.checkpoint or DEFAULT
     from transformers import Owlv2ForObjectDetection, Owlv2Processor
 

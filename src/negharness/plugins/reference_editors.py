@@ -16,7 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from negharness.api import Detector, Editor, ModelOptions, UserError
+from negharness.api import (
+    Detector,
+    Editor,
+    ModelOptions,
+    OptionSpec,
+    UserError,
+    takes_options,
+)
 
 # NeIn's Table 2 formats name the object as {S}; read it back from any of them
 _OBJECT_PATTERNS = [
@@ -69,13 +76,18 @@ class DetectInpaintEditor(Editor):
         return Image.fromarray(cv2.inpaint(rgb, mask, 3, cv2.INPAINT_TELEA))
 
 
+@takes_options({})
 def identity(options: ModelOptions) -> IdentityEditor:
     options.check_extra(set(), "identity")
     return IdentityEditor()
 
 
+INPAINT_OPTIONS = {"detector": OptionSpec(str, "shapes_exact", "detector that finds what to paint over")}
+
+
+@takes_options(INPAINT_OPTIONS)
 def detect_inpaint(options: ModelOptions) -> DetectInpaintEditor:
-    options.check_extra({"detector"}, "detect_inpaint")
+    options.check_extra(INPAINT_OPTIONS, "detect_inpaint")
     name = options.extra.get("detector", "shapes_exact")
     detector = options.lookup().plugin("detector", name)
     return DetectInpaintEditor(detector, name)

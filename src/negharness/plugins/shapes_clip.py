@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from negharness.api import ModelOptions, UserError
-from negharness.plugins.openclip_model import OpenClipModel
+from negharness.api import ModelOptions, UserError, takes_options
+from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 CONFIG = WEIGHTS_DIR / "shapes_clip.json"
@@ -16,6 +16,7 @@ WEIGHTS = WEIGHTS_DIR / "shapes_clip.safetensors"
 REPRODUCE = "negharness train --trainer shapes_pretrain --out {}".format(WEIGHTS)
 
 
+@takes_options(OPTIONS)
 def shapes_clip(options: ModelOptions) -> OpenClipModel:
     """ModifiedResNet at 32 px + a 2-layer text transformer, trained on the embedded world."""
     checkpoint = options.checkpoint or str(WEIGHTS)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from negharness.api import Detection, Detector, ModelOptions
+from negharness.api import Detection, Detector, ModelOptions, takes_options
 from negharness.world.scenes import COLOURS
 
 MAX_COLOUR_DISTANCE = 70.0
@@ -78,6 +78,7 @@ class ShapesDetector(Detector):
         return found
 
 
+@takes_options({})
 def shapes_exact(options: ModelOptions) -> ShapesDetector:
     """Detector factory (no options)."""
     options.check_extra(set(), "shapes_exact")

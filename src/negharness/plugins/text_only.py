@@ -13,7 +13,14 @@ from typing import Any
 
 import torch
 
-from negharness.api import ModelOptions, UserError, hash_json, pad_scores
+from negharness.api import (
+    ModelOptions,
+    OptionSpec,
+    UserError,
+    hash_json,
+    pad_scores,
+    takes_options,
+)
 
 from .lm_scoring import (
     ChoiceScoringModel,
@@ -82,8 +89,12 @@ class TextOnlyLM(ChoiceScoringModel):
         return pad_scores(torch.cat(flat), choices.options)
 
 
+TEXT_ONLY_OPTIONS = {"norm": OptionSpec(str, "mean", "caption loglik per token (mean) or summed (sum)")}
+
+
+@takes_options(TEXT_ONLY_OPTIONS)
 def text_only(options: ModelOptions) -> TextOnlyLM:
-    options.check_extra({"norm"}, "text_only")
+    options.check_extra(TEXT_ONLY_OPTIONS, "text_only")
     if not options.arch:
         raise UserError("model text_only needs --arch: a transformers causal LM id or folder (e.g. gpt2)")
     return TextOnlyLM(options.arch, options.extra.get("norm", "mean"))

@@ -27,6 +27,7 @@ from negharness.api import (
     load_state_dict,
     resolve_device,
     save_safetensors,
+    takes_options,
 )
 from negharness.plugins import training_state
 from negharness.plugins.negation_data import (
@@ -37,7 +38,12 @@ from negharness.plugins.negation_data import (
     loader,
     sample_list,
 )
-from negharness.plugins.negation_training import FORMAT, TRAINSET_KEYS, Recipe
+from negharness.plugins.negation_training import (
+    FORMAT,
+    TRAINSET_KEYS,
+    Recipe,
+    recipe_options,
+)
 from negharness.plugins.training_step import StepLoss, validation_mir
 
 UNHASHED = ("epochs", "patience", "checkpoint_every", "log_every")  # how long / how often: not what is trained
@@ -298,21 +304,26 @@ def train(opts: TrainOptions, trainer: str) -> Any:
     return run(opts, Recipe.from_options(trainer, opts))
 
 
+@takes_options(recipe_options("bnl"))
 def bnl(opts: TrainOptions) -> Any:
     return train(opts, "bnl")
 
 
+@takes_options(recipe_options("snl"))
 def snl(opts: TrainOptions) -> Any:
     return train(opts, "snl")
 
 
+@takes_options(recipe_options("snl_query"))
 def snl_query(opts: TrainOptions) -> Any:
     return train(opts, "snl_query")
 
 
+@takes_options(recipe_options("negbench"))
 def negbench(opts: TrainOptions) -> Any:
     return train(opts, "negbench")
 
 
+@takes_options(recipe_options("triplet"))
 def triplet(opts: TrainOptions) -> Any:
     return train(opts, "triplet")
