@@ -69,3 +69,17 @@ def test_bad_options(cli):
     _clean_error(cli("run", "--model", "mean_colour", "--task", "example_colours", "--device", "cuda:7",
                      plugins=("good",)), "--device")
     _clean_error(cli("leaderboard", "--results-dir", "does-not-exist"), "--results-dir")
+
+
+def test_output_dir_that_is_a_file_says_so(cli, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    _clean_error(cli("run", "--model", "mean_colour", "--task", "example_colours", "--output-dir", str(blocker),
+                     plugins=("good",)), "--output-dir", "is a file, not a folder")
+
+
+def test_reduced_precision_on_the_cpu_warns_once(cli, tmp_path):
+    res = cli("run", "--model", "mean_colour", "--task", "example_colours", "--precision", "bf16",
+              "--output-dir", str(tmp_path / "res"), plugins=("good",))
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("--precision bf16 on the CPU") == 1

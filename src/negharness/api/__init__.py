@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {
     "takes_options": "negharness.contracts.options",
     "check_batch_size": "negharness.contracts.options",
     "PRECISIONS": "negharness.contracts.precision", "resolve_precision": "negharness.contracts.precision",
-    "autocast": "negharness.contracts.precision",
+    "autocast": "negharness.contracts.precision", "cpu_autocast_warning": "negharness.contracts.precision",
     # tasks and results
     "Task": "negharness.contracts.task", "TaskOptions": "negharness.contracts.task",
     "TaskResult": "negharness.contracts.task", "MetricInfo": "negharness.contracts.task",
@@ -111,8 +111,18 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         hash_state_dict,
         jpeg_draft,
     )
-    from negharness.contracts.options import OptionSpec, check_batch_size, parse_options, takes_options
-    from negharness.contracts.precision import PRECISIONS, autocast, resolve_precision
+    from negharness.contracts.options import (
+        OptionSpec,
+        check_batch_size,
+        parse_options,
+        takes_options,
+    )
+    from negharness.contracts.precision import (
+        PRECISIONS,
+        autocast,
+        cpu_autocast_warning,
+        resolve_precision,
+    )
     from negharness.contracts.queries import QueryBuild, QueryBuildOptions
     from negharness.contracts.sampling import FrameSampling
     from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
@@ -151,7 +161,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         retrieval_metrics,
     )
     from negharness.scoring.perquery import per_query
-    from negharness.scoring.views import pair_scores, query_scores
     from negharness.scoring.retrieval import (
         NEGATED_METRICS,
         QRELS_OPTION,
@@ -163,6 +172,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         similarities,
         task_qrels,
     )
+    from negharness.scoring.views import pair_scores, query_scores
     from negharness.store.atomic import (
         atomic_write,
         atomic_write_bytes,

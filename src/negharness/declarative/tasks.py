@@ -211,8 +211,13 @@ class ChoiceTask(DeclarativeTask):
         return [r.media.path for r in self.rows if r.media.path is not None]
 
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
-        from negharness.contracts.choices import ChoiceSet  # lazy: start-up time (torch)
-        from negharness.scoring.choices import choice_metrics, score_choices  # lazy: start-up time (torch)
+        from negharness.contracts.choices import (
+            ChoiceSet,  # lazy: start-up time (torch)
+        )
+        from negharness.scoring.choices import (  # lazy: start-up time (torch)
+            choice_metrics,
+            score_choices,
+        )
 
         rows = self.rows
         refs = list(dict.fromkeys(r.media for r in rows))

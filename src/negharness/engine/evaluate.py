@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from negharness.contracts.errors import MissingDataError, UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.model import EmbeddingModel, ModelOptions
 from negharness.contracts.options import check_batch_size
-from negharness.contracts.precision import resolve_precision
+from negharness.contracts.precision import cpu_autocast_warning, resolve_precision
 from negharness.contracts.task import (
     Task,
     TaskDefinitionError,
@@ -143,6 +144,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
     device = resolve_device(req.device)
     resolve_precision(req.precision)
+    if note := cpu_autocast_warning(device, req.precision):
+        warnings.warn(note, UserWarning, stacklevel=2)
     check_batch_size(req.batch_size)
     out_dir = writable_folder(req.output_dir, "--output-dir")
     cache_dir = cache_root(req.cache_dir)  # resolved once: the memo, the embeddings and the tasks share it

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import platform
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from negharness.api import (
     __version__,
     atomic_write_json,
     autocast,
+    cpu_autocast_warning,
     data_root,
     distributed,
     hash_json,
@@ -53,6 +55,8 @@ def _autocast(device: torch.device, precision: str):
     """bf16/fp16 autocast where asked (auto: bf16 on a GPU, as the papers train in mixed precision)."""
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
+    if note := cpu_autocast_warning(device, precision):
+        warnings.warn(note, UserWarning, stacklevel=2)
     return lambda: autocast(device, precision)
 
 
