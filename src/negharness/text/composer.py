@@ -8,19 +8,27 @@
    (a corpus count this project cannot ship); here the share comes from the collection itself, and
    verbs that need a complement, or nouns the tagger reads as verbs, are listed in ``NEVER_BARE``.
    Their generator also keeps only negatives of two or more content words; this one keeps bare
-   negatives ("not dancing") too (`min_negative_words=2` reproduces theirs). A wording with a plural noun in its PP ("in chairs")
+   negatives ("not dancing") too (``min_negative_words=2`` reproduces theirs). A wording with a plural noun in its PP ("in chairs")
    is used only for subjects of the number the collection said it of.
 2. Which queries, as the authors' generator (their ``generate_composed.py``) enumerates them: for
    every two phrases A, B said in one caption (different verbs, as the authors pair them), the 5 subjects
-   most often doing A, each with the 2 most frequent wordings of A and of B. This sets the count
-   (3,174 on MSR-VTT 1k-A's 19,998 captions; Table 1: 3,697, -14.1%: the stricter phrase rules
-   drop some of what the authors' looser grammar kept); ``per_item`` is an optional cap.
+   most often doing A, each with the most frequent wording of A and of B: one query per distinct
+   (subject, A, B), where the authors write the 2 x 2 most frequent wordings (near-duplicates of one
+   query; ``forms=2``). Phrase keys keep particles and companions ("lie down" is not "lie", "dance
+   with others" is not "dance"). ``AUTHORS_RULE`` reproduces their filters (negatives of two or more
+   words, no person/someone/guy subjects, rare bare wordings dropped, 2 x 2 wordings).
+   On MSR-VTT 1k-A's 19,998 captions (``perf/text_builders_counts.py``): 1,831 queries by default,
+   1,135 (615 distinct) by the authors' rule; Table 1: 3,697. The stricter phrase rules and target
+   rules below drop what the authors' looser ones kept. ``per_item`` is an optional cap.
 3. A query is (subject, A, B) put through one of the appendix's six templates, chosen with a seed:
    with a pronoun ("they", "he", "she") when the subject tells, else the "while" forms.
-4. Matched items = items with a caption whose parsed (subject, VP) pair has the subject's content
-   words and a VP starting with A's content lemmas (phrase level), minus items with a caption
-   holding the subject's content words and any content word of B (word level, stop words
-   excluded). Queries with no match are discarded.
+4. Matched items = items with a caption whose parsed (subject, VP) pair covers the subject (its
+   content words, its number and its numeral: "two men" never matches "a man") and has a VP starting
+   with A's content lemmas (phrase level), minus items where ANY caption may state B: one holding the
+   subject's content words and any content word of B (word level, stop words excluded), and, for a
+   person, animal or vehicle, one with B's verb used as a verb (and another word of B, if B has one),
+   whoever its subject ("a band is playing" + "the singer sings" is no target of "a band ... not
+   singing"). Queries with no match are discarded.
 
 Every query stores its subject, positive and negative parts explicitly.
 """
@@ -38,6 +46,7 @@ from .phrases import (  # noqa: F401 (re-exported)
     STOP_WORDS,
     Subject,
     VerbPhrase,
+    _repair_tags,
     extract_pairs,
     head_nouns,
     lemma,
@@ -103,13 +112,18 @@ class CaptionIndex:
         self.captions: list[tuple[int, tuple[str, ...]]] = []  # (item position, lemmas)
         self.texts: list[str] = []  # the captions as given
         self.by_lemma: dict[str, set[int]] = defaultdict(set)  # lemma -> caption numbers
+        self.by_verb: dict[str, set[int]] = defaultdict(set)  # verb lemma (tagged as a verb) -> caption numbers
         self.pairs: list[tuple[int, Subject, VerbPhrase]] = []
         self.caption_pairs: list[list[tuple[Subject, VerbPhrase]]] = []  # per caption, in caption order
         self._pairs_by_head: dict[str, list[tuple[int, Subject, VerbPhrase]]] = defaultdict(list)
         for pos, caps in enumerate(captions):
             for cap in caps:
-                lemmas = tuple(token_lemma(w, t) for w, t in tag(normalise(cap)))
+                tagged = _repair_tags(tag(normalise(cap)))  # "the singer sings/NNS", "and singing/NN": verbs
+                lemmas = tuple(token_lemma(w, t) for w, t in tagged)
                 cid = len(self.captions)
+                for (w, t), lem in zip(tagged, lemmas):
+                    if t.startswith("VB"):
+                        self.by_verb[lem].add(cid)
                 self.captions.append((pos, lemmas))
                 self.texts.append(cap)
                 for lem in set(lemmas):
@@ -125,14 +139,29 @@ class CaptionIndex:
         the caption's subject has every content word of ours, its VP starts with our VP's content lemmas."""
         key = vp.key
         return {pos for pos, s, v in self._pairs_by_head.get(subject.head, ())
-                if subject.content <= s.content and v.key[:len(key)] == key}
+                if subject.covers(s) and v.key[:len(key)] == key}
 
     def negative_items(self, subject: Subject, vp: VerbPhrase) -> set[int]:
-        """Items with a caption holding the subject's words and any content word of the VP (word
-        level): possibly doing B, so not safely a match for "... and not B"."""
+        """Items where any caption may state B, so not safely a match for "... and not B":
+        - a caption holding the subject's words and any content word of the VP (word level);
+        - for a person, animal or vehicle subject, a caption of the video with B's verb (tagged as a
+          verb) and, when B has more, one of its other content words, whoever the caption's subject
+          is ("a band is playing" + "a man is singing" are no target of "a band ... not singing");
+        - for any other subject (a shape), a parsed pair whose subject has the subject's words and
+          whose VP starts with B's verb."""
         with_subject = set.intersection(*(self.by_lemma.get(w, set()) for w in subject.content))
         hits = set().union(*(self.by_lemma.get(w, set()) for w in vp.content)) if vp.content else set()
-        return {self.captions[cid][0] for cid in with_subject & hits}
+        out = {self.captions[cid][0] for cid in with_subject & hits}
+        if subject.agent_class in ("person", "animal", "vehicle"):
+            said = set(self.by_verb.get(vp.verb, ()))
+            others = vp.content - {vp.verb}
+            if others:
+                said &= set().union(*(self.by_lemma.get(w, set()) for w in others))
+            out |= {self.captions[cid][0] for cid in said}
+        else:
+            out |= {pos for pos, s, v in self._pairs_by_head.get(subject.head, ())
+                    if subject.content <= s.content and v.verb == vp.verb}
+        return out
 
 
 @dataclass
@@ -162,7 +191,9 @@ NEVER_BARE = frozenset("look hold take give put use bring carry find get open pl
                         "observe pop hurt move act step stop cast pass pick finish excite freak".split()) \
     | frozenset(  # nouns the tagger reads as bare verbs ("flooring", "tailing")
         "floor tail part number product skill voice doll boat craft ball bar bin button cake garden gear letter "
-        "mill nail phone picture time tip toy war window light".split())
+        "mill nail phone picture time tip toy war window light outfit".split()) \
+    | frozenset(  # unclear without their particle or object ("splitting" from "splitting up", "circling" from "circles them")
+        "split circle".split())
 PREPOSITIONS = frozenset("""in on at with to into onto from for about over under through around across along down up
 out off away back by near behind inside outside toward towards together against past beside like after before""".split())
 
@@ -235,14 +266,18 @@ def _subject_form(counter: Counter) -> Subject:
     return (with_det or ranked)[0]
 
 
-def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b_key: tuple, forms: int):
+def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b_key: tuple, forms: int,
+             min_bare_uses: int = 1):
     """(subject, wordings of A, wordings of B, positive items, matched items) for one subject doing
     A, or None when the query would be absurd or match nothing."""
     subj = _subject_form(voc.subjects[skey])
     if subj.agent_class not in voc.done_by[b_key]:
         return None  # "a car ... not holding a sledgehammer": B is something no such subject does
-    a_forms = _surface(voc.phrases[a_key], forms, lambda v: v.fits(subj) and voc.agrees(v, subj))
-    b_forms = _surface(voc.phrases[b_key], forms, lambda v: v.fits(subj) and voc.agrees(v, subj))
+
+    def keep(counts: Counter):
+        return lambda v: v.fits(subj) and voc.agrees(v, subj) and (bool(v.rest) or counts[v] >= min_bare_uses)
+    a_forms = _surface(voc.phrases[a_key], forms, keep(voc.phrases[a_key]))
+    b_forms = _surface(voc.phrases[b_key], forms, keep(voc.phrases[b_key]))
     if not a_forms or not b_forms:
         return None
     positive = index.positive_items(subj, a_forms[0])
@@ -250,13 +285,28 @@ def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b
     return (subj, a_forms, b_forms, positive, matched) if matched else None
 
 
+# the authors' generator's filters (generate_composed.py / count_coexsit.py): negatives of two or more
+# content words, no queries for person/someone/guy subjects (their loop stops at one), a bare
+# one-word wording only when used >= 100 times (their MSR-VTT 1k-A / VATEX threshold), and the 2 x 2
+# most frequent wordings of A and B per (subject, A, B), near-duplicates included; no negative with
+# "instruction" or "watch" in it
+AUTHORS_RULE = {"min_negative_words": 2, "skip_subjects": ("person", "someone", "guy"), "min_bare_uses": 100,
+                "forms": 2, "skip_negative_words": ("instruction", "watch")}
+
+
 def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, subjects: int | None = 5,
-            forms: int = 2, min_negative_words: int = 1, min_intransitive: float = 0.6,
-            min_bare_count: int = 1) -> list[ComposedQuery]:
+            forms: int = 1, min_negative_words: int = 1, min_intransitive: float = 0.6,
+            min_bare_count: int = 1, skip_subjects: Sequence[str] = (), min_bare_uses: int = 1,
+            skip_negative_words: Sequence[str] = ()) -> list[ComposedQuery]:
     """Composed queries over a collection, as the authors' generator enumerates them: for every two
     phrases A, B said in one caption, the ``subjects`` most frequent subjects doing A, each with the
     ``forms`` most frequent wordings of A and of B (``subjects=None``: every subject); a query is
-    kept when some item matches. Optional ``per_item`` caps the queries from the pairings found first in one item (the paper has no cap)."""
+    kept when some item matches. ``forms=1`` (default) gives one query per distinct (subject, A, B):
+    the authors' 2 x 2 wordings are near-duplicates of one query. ``skip_subjects`` stops the subjects
+    of a pairing at the first with one of these heads (the authors' "person", "someone", "guy");
+    ``min_bare_uses`` drops one-word wordings used fewer times; ``skip_negative_words`` drops negatives
+    with one of these lemmas (``AUTHORS_RULE`` has all of theirs).
+    Optional ``per_item`` caps the queries from the pairings found first in one item (the paper has no cap)."""
     rng = random.Random(seed)
     usable = _complete_phrases(index.pairs, min_intransitive, min_bare_count)
     voc = _vocabulary(index, usable, min_negative_words)
@@ -264,12 +314,16 @@ def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, sub
     seen: set[str] = set()
     from_item: Counter = Counter()
     for (a_key, b_key), cid in sorted(voc.together.items(), key=lambda kv: (kv[1], kv[0])):
+        if set(b_key) & set(skip_negative_words):
+            continue
         origin = index.captions[cid][0]
         done = 0
         for skey, _ in sorted(voc.doers[a_key].items(), key=lambda kv: (-len(kv[1]), kv[0])):
             if done == subjects:
                 break
-            found = _triplet(index, voc, skey, a_key, b_key, forms)
+            if skey[0] in skip_subjects:
+                break
+            found = _triplet(index, voc, skey, a_key, b_key, forms, min_bare_uses)
             if found is None:
                 continue
             done += 1
@@ -287,7 +341,8 @@ def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, sub
                     out.append(ComposedQuery(
                         f"s{len(out)}", text, [index.item_ids[i] for i in sorted(matched)], neg_first, subj.text,
                         f"{subj.text} {a.form('VBG')}", b.form("VBG"), len(positive),
-                        len(positive) - len(matched), template, {"said_together": index.texts[cid]}))
+                        len(positive) - len(matched), template,
+                        {"said_together": index.texts[cid], "a_key": " ".join(a_key), "b_key": " ".join(b_key)}))
     return out
 
 

@@ -109,6 +109,73 @@ NOT_BEFORE_FINITE_VERB = {"DT", "PRP$", "POS", "JJ", "IN", "CD"}  # "each others
 
 
 PREMODIFIER_BEFORE = {"", "DT", "JJ", "CD", "PRP$", "POS", "IN"}
+# nouns the tagger reads as finite verbs in captions ("sports vine/VBP clips", "became king/VBP"):
+# never negated as verbs
+NOUNS_READ_AS_VERBS = frozenset("vine vines king".split())
+# verbs of naming after a noun are a reduced relative ("the website called/VBD eharmony"), not the
+# clause's verb: "the website did not call eharmony" says something else
+NAMING_VERBS = frozenset("called named titled entitled labeled labelled dubbed".split())
+# second halves of compound adjectives ("multi colored horses", "a computer generated figure",
+# "a foul mouthed chef"): no verb at all
+COMPOUND_PARTICIPLES = frozenset("""colored coloured haired eyed mouthed shaped themed sized generated skinned
+legged sleeved based animated""".split())
+
+
+def _noun_read_as_verb(tagged: list[tuple[str, str]], i: int) -> bool:
+    """A finite "verb" that is no verb of the clause: a listed noun; a base form right after another
+    verb ("performing live/VBP", "became king/VBP"); a noun-or-verb base form between a noun and a
+    participle ("city limits photograph/VBP taken from ...": a noun compound with its reduced
+    relative); a naming verb after a noun; a compound adjective's participle before a noun."""
+    from lemminflect import getAllLemmas
+
+    word, penn = tagged[i][0].lower(), tagged[i][1]
+    if word in NOUNS_READ_AS_VERBS:
+        return True
+    prev = tagged[i - 1][1] if i else ""
+    nxt = tagged[i + 1][1] if i + 1 < len(tagged) else ""
+    if penn in ("VBP", "VB") and prev.startswith("VB"):
+        return True
+    if penn in ("VBP", "VB") and prev.startswith("NN") and nxt == "VBN" and getAllLemmas(word, upos="NOUN"):
+        return True
+    if penn == "VB" and _after_causative(tagged, i):
+        return True
+    if word in NAMING_VERBS and prev.startswith("NN"):
+        return True
+    return word in COMPOUND_PARTICIPLES and prev in ("NN", "JJ", "RB", "CD") and nxt.startswith(("NN", "JJ"))
+
+
+CAUSATIVE_VERBS = frozenset("let make help watch see hear feel notice have bid".split())
+
+
+def _after_causative(tagged: list[tuple[str, str]], i: int) -> bool:
+    """A base form that is a bare infinitive: "help people [find]", "watch him [fall]" (a causative or
+    perception verb earlier in the clause), not a finite verb ("people find")."""
+    for j in range(i - 1, max(-1, i - 5), -1):
+        w, t = tagged[j][0].lower(), tagged[j][1]
+        if w in CLAUSE_END:
+            return False
+        if t.startswith("VB") and _lemma(w) in CAUSATIVE_VERBS:
+            return True
+    return False
+
+
+def _singular_subject(tagged: list[tuple[str, str]], i: int) -> bool:
+    """The subject before the verb at ``i`` is singular ("a girl sing/VBP"): the nearest noun or
+    pronoun before it in its clause."""
+    for j in range(i - 1, -1, -1):
+        w, t = tagged[j][0].lower(), tagged[j][1]
+        if w in CLAUSE_END:
+            return False
+        if t == "PRP" or w in ("i", "you", "we", "they"):  # lower-case "i" is tagged NN
+            return w in ("he", "she", "it")
+        if t.startswith("NN"):
+            k = j
+            while k > 0 and tagged[k - 1][1] in ("DT", "JJ", "CD", "PRP$", "NN", "NNS", "NNP", "NNPS", "POS"):
+                k -= 1
+            if k > 0 and tagged[k - 1][1] in ("IN", "TO"):
+                continue  # a noun inside a PP ("cabins on a sandy beach have"): not the subject
+            return t in ("NN", "NNP") and w not in ("people", "police", "crowd", "audience", "team", "group", "family")
+    return False
 
 
 def _participle_blocked(tagged: list[tuple[str, str]], i: int) -> bool:
@@ -137,14 +204,14 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
         elif w in HAVE and _is_aux_have(tagged, i):
             out.append((i, "AUX-have"))
         elif penn in ("VBZ", "VBD", "VBP") and w not in DO | {"be"}:
-            if prev_tag not in NOT_BEFORE_FINITE_VERB and is_known_verb(w):
+            if prev_tag not in NOT_BEFORE_FINITE_VERB and is_known_verb(w) and not _noun_read_as_verb(tagged, i):
                 out.append((i, penn))
         elif (penn == "VB" and prev_tag not in ("MD", "TO") or penn == "VBG" and _lemma(w) == w) \
                 and is_known_verb(w):  # "young men discuss and demonstrate", "pirates sing/VBG": finite
-            if prev_tag not in NOT_BEFORE_FINITE_VERB:
+            if prev_tag not in NOT_BEFORE_FINITE_VERB and not _noun_read_as_verb(tagged, i):
                 out.append((i, "VBP"))
         elif (penn in ("VBG", "VBN") or penn == "VB" and prev_tag == "TO") and is_known_verb(w):
-            if not _participle_blocked(tagged, i):
+            if not _participle_blocked(tagged, i) and not _noun_read_as_verb(tagged, i):
                 out.append((i, penn))  # "is not running", "to not play"; after a modal the MD rule covers it
         elif w == "with" and penn == "IN":
             out.append((i, "ADP"))
@@ -165,6 +232,8 @@ def _apply(tokens: list[str], tagged: list[tuple[str, str]], i: int, rule: str) 
         return tokens[:i + 1] + ["not"] + tokens[i + 1:], i + 1, "not"
     if rule in ("VBZ", "VBD", "VBP"):
         do = {"VBZ": "does", "VBD": "did", "VBP": "do"}[rule]
+        if rule == "VBP" and _singular_subject(tagged, i):
+            do = "does"  # "a girl sing/VBP" -> "a girl does not sing", never "a girl do not sing"
         return tokens[:i] + [do, "not", _lemma(w)] + tokens[i + 1:], i + 1, "not"
     if rule in ("VBG", "VBN", "VB"):
         return tokens[:i] + ["not"] + tokens[i:], i, "not"

@@ -31,7 +31,7 @@ from .nltk_resources import tag
 GRAMMAR = r"""
 NP: {<DT|JJ|CD|PRP\$|NN.*>*<NN.*>}
 PP: {<IN|RP><NP>}
-VP: {<VB.*><NP|PP|CLAUSE>*}
+VP: {<VB.*><RP>?<NP|PP|CLAUSE>*}
 CLAUSE: {<NP><VP>}
 """
 STOP_WORDS = frozenset("""
@@ -60,6 +60,8 @@ VEHICLES = frozenset("car truck bus train plane airplane jet helicopter boat shi
                      "van suv tractor racecar kart scooter".split())
 PLURAL_NOUNS = frozenset("clothes glasses pants shorts jeans news sports goggles scissors trousers stairs lyrics "
                          "graphics things others people headphones".split())
+NUMERALS = {w: w for w in "two three four five six seven eight nine ten twelve".split()} | {
+    str(i): w for i, w in enumerate("zero one two three four five six seven eight nine ten".split()) if i >= 2}
 COLOURS = frozenset("red blue green yellow black white purple pink orange brown grey gray gold silver".split())
 BE_LEMMAS = {"be"}
 AUX_VERBS = {"be", "do", "have", "will", "can", "get"}
@@ -72,6 +74,8 @@ NOT_AGENTS = frozenset("video clip scene footage film movie trailer picture imag
                        "audio voice sound background camera clips videos thing something graphic graphics logo "
                        "text words website page map diagram chart slide pop game match event competition tournament "
                         "concert performance debate ceremony".split())
+# nouns that, before a subject's head, say where it was filmed rather than what it is ("a movie scene girl")
+RECORDING_MODIFIERS = frozenset("scene scenes clip footage screen".split())
 INDEFINITE = frozenset("someone somebody everyone everybody anyone anybody nobody something".split())
 # a VBG that with the next noun is a noun compound, not a verb phrase ("and he cutting board")
 VBG_COMPOUNDS = frozenset(("cutting board", "swimming pool", "living room", "dining table", "dining room",
@@ -90,7 +94,15 @@ argue talk discuss mention happen know think understand believe like love hate w
 # people named plainly: after another noun they start a new clause ("play guitar | women sing")
 PLAIN_PEOPLE = frozenset("man woman girl boy people person kid guy child lady".split())
 # plural nouns the tagger's repair must never read as a verb ("on the voice kids")
-NEVER_VERBS = frozenset("kids games video videos".split())
+NEVER_VERBS = frozenset("kids games video videos outfit outfits".split())
+# particles and adverbs that complete a verb ("lying down", "splitting up", "dancing together"): kept
+# in the phrase (tagged RP) when no noun phrase follows them
+PARTICLES = frozenset("up down out off away back around over together apart along aside forward backward "
+                      "backwards inside outside".split())
+# function words that change what a phrase says, so its key keeps them: "lie down" is not "lie",
+# "dance with each other" / "with others" is not "dance"
+KEY_FUNCTION_WORDS = frozenset("up down out off over other".split())
+OBJECT_PRONOUNS = frozenset("them him her it me us you".split())
 # -ing words that are nouns first ("designer clothing"), never retagged as participles
 ING_NOUNS = frozenset("""clothing building painting ceiling wedding evening morning meeting drawing ring king thing
 string wing spring swing offering ending opening beginning feeling recording setting""".split())
@@ -147,8 +159,10 @@ class VerbPhrase:
 
     @cached_property
     def key(self) -> tuple[str, ...]:
-        """Content lemmas in order ("plays the guitar" -> (play, guitar)): surface variants share it."""
-        return tuple(dict.fromkeys(w for w in self.lemmas if w not in STOP_WORDS and w.isalpha()))
+        """Content lemmas in order ("plays the guitar" -> (play, guitar)): surface variants share it.
+        Particles and companions stay ("lie down" -> (lie, down), "with others" -> (..., other))."""
+        return tuple(dict.fromkeys(w for w in self.lemmas
+                                   if (w not in STOP_WORDS or w in KEY_FUNCTION_WORDS) and w.isalpha()))
 
     def fits(self, subject: "Subject") -> bool:
         """No pronoun in the phrase that clashes with the subject ("a woman ... his own shadow")."""
@@ -168,6 +182,21 @@ class Subject:
     text: str  # as in the caption: "a man", "two kids"
     head: str  # head noun lemma
     plural: bool
+
+    @cached_property
+    def number(self) -> str | None:
+        """The numeral the noun phrase counts with ("two men" -> "two"), digits spelled out."""
+        for w in self.text.split():
+            if w in NUMERALS:
+                return NUMERALS[w]
+        return None
+
+    def covers(self, other: "Subject") -> bool:
+        """A caption's subject ``other`` says at least this subject: every content word, the same
+        number (singular or plural) and the same numeral, if this one has one ("two men" never matches
+        "a man" or "three men")."""
+        return self.content <= other.content and self.plural == other.plural and \
+            (self.number is None or self.number == other.number)
 
     @cached_property
     def content(self) -> frozenset[str]:
@@ -362,6 +391,8 @@ def _subject(items: list[Item], k: int) -> Subject | None:
         return None  # "three woman"
     if any(t in ("NNS", "NNPS") and w not in PLURAL_NOUNS - {"people"} for w, t in leaves[:-1]):
         return None  # "people kids": two heads run together
+    if any(w in RECORDING_MODIFIERS for w, _ in leaves[:-1]):
+        return None  # "a movie scene girl": the caption names the recording, not a kind of girl
     if head not in PEOPLE | ANIMALS and any(w in PEOPLE | ANIMALS for w, _ in leaves[:-1]):
         return None  # "a boy beat [boxing]": the doer is a premodifier, the head something else
     return Subject(" ".join(w for w, _ in leaves), head, plural)
@@ -458,6 +489,9 @@ def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
         return None
     if len(rest) == len(leaves) - 1 and k + 1 < len(items) and items[k + 1][1][0][1] == "POS":
         return None  # cut at a possessive: "modeling a fashion designer | 's line"
+    if len(rest) == len(leaves) - 1 and k + 1 < len(items) and items[k + 1][0] == "TOK" \
+            and items[k + 1][1][0][1] == "PRP" and items[k + 1][1][0][0] in OBJECT_PRONOUNS:
+        return None  # object pronoun left out of the chunk: "a boat circles | them" is no bare "circle"
     return VerbPhrase(verb, tuple(w for w, _ in rest), _plural_in_pp(rest))
 
 
@@ -485,7 +519,12 @@ def _repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
         word, penn = out[i]
         nxt = out[i + 1][1] if i + 1 < len(out) else "."
         prev = out[i - 1][1] if i else "."
-        if penn.startswith("VB") and word in NEVER_VERBS:
+        if word in PARTICLES and i and (prev.startswith("VB") or prev == "RP" and out[i - 2][1].startswith("VB")) \
+                and penn in ("RB", "RP", "IN") and nxt not in ("DT", "NN", "NNS", "JJ", "PRP$", "CD", "PRP"):
+            out[i] = (word, "RP")  # "lying down/RB on the bed", "dancing together/RB with her friends"
+        elif word in ("other", "others") and i and out[i - 1][0] in ("each", "one", "the") and not nxt.startswith("NN"):
+            out[i] = (word, "NNS" if word == "others" else "NN")  # "dancing with each other/JJ"
+        elif penn.startswith("VB") and word in NEVER_VERBS:
             out[i] = (word, "NNS" if word.endswith("s") else "NN")  # "the sims video/VBP game"
         elif penn == "VBN" and prev in (".", "DT", "JJ", "CD", "PRP$") and nxt in ("NN", "NNS"):
             out[i] = (word, "JJ")  # "animated/VBN characters are swearing"
@@ -503,7 +542,27 @@ def _repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
                 and word not in ING_NOUNS and not _after_preposition_or_verb(out, i - 1) \
                 and is_known_verb(word) and lemma(word, "VERB") != word:
             out[i] = (word, "VBG")  # "a big audience jumping/NN and waving"
+        elif _coordinated_verb(out, i):
+            out[i] = (word, "VBG" if word.endswith("ing") else "VBZ")  # "playing a guitar and singing/NN"
     return out
+
+
+def _coordinated_verb(tagged: list[tuple[str, str]], i: int) -> bool:
+    """A verb after "and" read as a noun, when the caption has a verb of its form before: "is playing
+    a guitar and singing/NN", "plays a guitar and sings/NNS". An -s word only when it is no noun
+    ("and drums" stays a noun)."""
+    from lemminflect import getAllLemmas
+
+    word, penn = tagged[i]
+    if tagged[i - 1][0] not in ("and", "or") or word in ING_NOUNS | NEVER_VERBS | PLURAL_NOUNS:
+        return False
+    if not is_known_verb(word) or lemma(word, "VERB") == word:
+        return False
+    if penn == "NN" and word.endswith("ing"):
+        return any(t == "VBG" for _, t in tagged[:i - 1])
+    if penn == "NNS" and not getAllLemmas(word, upos="NOUN"):
+        return any(t == "VBZ" and lemma(w, "VERB") not in AUX_VERBS for w, t in tagged[:i - 1])
+    return False
 
 
 def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:
