@@ -120,12 +120,20 @@ def test_aro_order_shuffles_are_permutations_and_scored_against_the_normalised_c
     assert pre_caption('Two "dogs" (big); one cat!') == "two dogs big one cat"
     model = TableModel({pre_caption(c): {"red": 0.5} for c in caps})
     res = evaluate(BUILTIN["aro_coco_order"], tmp_path, model)
-    # one-word "dog": every shuffle is "dog" again, a five-way tie (ARO's argmax would count it right)
+    # one-word "dog": every shuffle is "dog" again: no test of the model, left out of accuracy and
+    # counted; ARO's argmax (index 0 wins a tie) counts it right, which accuracy_authors_rule keeps
     by_row = {s["row"].split("[")[1]: s for s in res.samples}
-    assert by_row["caption 1]"]["tie"] and len(by_row["caption 1]"]["scores"]) == 5
-    first = by_row["caption 0]"]
-    expected_right = not first["tie"]  # a shuffle equal to the caption would tie it
-    assert res.metrics["accuracy"] == pytest.approx(50.0 if expected_right else 0.0)
+    assert by_row["caption 1]"]["identical"] and len(by_row["caption 1]"]["scores"]) == 5
+    assert not by_row["caption 0]"]["identical"] and not by_row["caption 0]"]["tie"]  # shuffles score 0 < 0.5
+    assert res.n_items == {"rows": 2, "images": 1, "rows_identical": 1, "rows_scored": 1}
+    assert res.notes["identical"]["rows"] == 1
+    assert res.metrics["accuracy"] == pytest.approx(100.0) and res.metrics["tie_rate"] == 0
+    assert res.metrics["accuracy_authors_rule"] == pytest.approx(100.0)
+    assert res.per_query["values"]["accuracy"] == [100, None]
+    assert res.per_query["values"]["accuracy_authors_rule"] == [100, 100]
+    # a constant model: every row ties; the safe rule gives 0, ARO's rule 100
+    flat = evaluate(BUILTIN["aro_coco_order"], tmp_path, TableModel({}))
+    assert flat.metrics["accuracy"] == 0 and flat.metrics["accuracy_authors_rule"] == 100
 
 
 def test_valse_existence_keeps_the_annotator_validated_items(tmp_path):
