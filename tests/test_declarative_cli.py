@@ -160,3 +160,60 @@ def test_suite_members_must_be_choice_tasks_of_the_folder(tmp_path):
         """))
     with pytest.raises(UserError, match=r"suite.yaml: key 'members.other': 'not_there'"):
         load_folder(folder)
+
+
+ORDER = """\
+name: my_order
+kind: choice
+family: mine
+description: "caption vs ARO's four word-order shuffles, from a user's folder"
+citation: "me, 2026"
+data_help: "write order.json under the data root"
+data:
+  file: mine/order.json
+  explode: caption
+media:
+  path: "mine/{image}"
+captions:
+  true: caption
+  generate: aro_order_shuffles     # a built-in generator, named from --include-path
+authors: {ties: first, note: "ARO's argmax: index 0 wins a tie"}
+metrics: [accuracy, tie_rate]
+main_score: accuracy
+"""
+
+EXCLUDING = CHOICE.replace("name: my_colours", "name: my_colours_not_blue").replace(
+    "  file: mine/colours.jsonl\n", "  file: mine/colours.jsonl\n  where:\n    file:\n      not in: [blue.png]\n"
+    "      reason: \"the blue image is a stand-in\"\n")
+
+
+def test_user_yaml_has_generators_exclusions_authors_rule_and_paired_per_query(cli, tmp_path):
+    tasks = tmp_path / "my_tasks"
+    tasks.mkdir()
+    (tasks / "order.yaml").write_text(ORDER)
+    (tasks / "excluding.yaml").write_text(EXCLUDING)
+    _data(tmp_path / "data", ROWS)
+    (tmp_path / "data/mine/order.json").write_text(json.dumps(
+        [{"image": "red.png", "caption": ["a red photo of a big red barn", "red"]}]))
+    for out in ("r1", "r2"):
+        ran = cli("run", "--model", "pil_colour", "--include-path", str(tasks), "--task", "my_*",
+                  "--data-root", str(tmp_path / "data"), "--output-dir", out, plugins=("choicefake",))
+        assert ran.returncode == 0, ran.stderr
+    order = json.loads((tmp_path / "r1/pil_colour/my_order.json").read_text())
+    # pil_colour embeds any text with "red" as red: every option ties. "red" alone shuffles to itself
+    # (left out, counted); ARO's argmax counts both rows right, the safe rule neither
+    assert order["n_items"]["rows_identical"] == 1 and order["n_items"]["rows"] == 2
+    assert order["metrics"]["accuracy"] == 0 and order["metrics"]["accuracy_authors_rule"] == 100
+    assert "ARO's argmax" in order["notes"]["authors_rule"]
+    excl = json.loads((tmp_path / "r1/pil_colour/my_colours_not_blue.json").read_text())
+    assert excl["n_items"]["rows"] == 2 and excl["n_items"]["rows_filtered"] == 1
+    assert excl["notes"]["filtered"] == [{"filter": "file not in 1 values", "rows": 1,
+                                          "reason": "the blue image is a stand-in"}]
+    assert excl["metrics"]["accuracy"] == 100
+    for rec in (order, excl):
+        assert rec["per_query_file"] and "accuracy" in rec["intervals"]
+    sidecar = json.loads((tmp_path / "r1/pil_colour" / excl["per_query_file"]).read_text())
+    assert sidecar["ids"] == ["mine/colours.jsonl:line 1", "mine/colours.jsonl:line 2"]  # relative to the data root
+    cmp = cli("compare", "r1/pil_colour", "r2/pil_colour", "--resamples", "200")
+    assert cmp.returncode == 0, cmp.stderr
+    assert "my_colours_not_blue" in cmp.stdout and "no per-query" not in cmp.stdout
