@@ -217,3 +217,21 @@ def test_user_yaml_has_generators_exclusions_authors_rule_and_paired_per_query(c
     cmp = cli("compare", "r1/pil_colour", "r2/pil_colour", "--resamples", "200")
     assert cmp.returncode == 0, cmp.stderr
     assert "my_colours_not_blue" in cmp.stdout and "no per-query" not in cmp.stdout
+
+
+def test_readme_documents_every_key_a_yaml_task_may_use():
+    import re
+
+    from negharness.declarative import register
+    from negharness.declarative.annotations import FILTER_KEYS
+    from negharness.tasks.builtin import GENERATORS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Declarative tasks", 1)[1].split("\n## ", 1)[0]
+    keys = (register.TOP_KEYS | register.DATA_KEYS | register.MEDIA_KEYS | register.CAPTION_KEYS
+            | register.AUTHORS_KEYS | set(FILTER_KEYS) | {"field", "replace"})
+    missing = [k for k in sorted(keys) if not re.search(rf"(^|[\s{{#`]){re.escape(k)}:", section, re.M)]
+    assert missing == []
+    for ties in register.AUTHORS_TIES:
+        assert f"ties: {ties}" in section or f"{ties}:" in section
+    assert all(f"`{g}`" in section for g in GENERATORS)

@@ -34,6 +34,10 @@ RETRIEVAL_METRICS = {"R@1": MetricInfo(True, ".1f"), "R@5": MetricInfo(True, ".1
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
             "authors"}
+DATA_KEYS = {"file", "format", "records", "explode", "where", "slice"}
+MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"}
+CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
+AUTHORS_KEYS = {"ties", "note"}
 AUTHORS_TIES = ("first", "wrong")  # as `negharness.scoring.choices.choice_scoring` reads them
 
 
@@ -140,7 +144,7 @@ def _captions(c: Checker, kind: str, generators: dict[str, Any] | None) -> dict[
     raw = c.get("captions", dict)
     # YAML 1.1 reads the bare keys true: / false: as booleans; they mean the field names here
     c.data["captions"] = {("true" if k is True else "false" if k is False else k): v for k, v in raw.items()}
-    cap = c.sub("captions", allowed={"true", "false", "generate", "options", "answer", "answer_base"})
+    cap = c.sub("captions", allowed=CAPTION_KEYS)
     if "options" in cap.data:
         options = cap.get("options", list)
         if len(options) < 2:
@@ -195,7 +199,7 @@ def _where(d: Checker) -> dict[str, Any]:
 def _authors(c: Checker) -> dict[str, str] | None:
     """How the benchmark's authors score (``ties: first`` or ``wrong``, and a ``note`` saying where
     that rule is read from); their number is then kept beside the safe one as ``<metric>_authors_rule``."""
-    a = c.sub("authors", required=False, allowed={"ties", "note"})
+    a = c.sub("authors", required=False, allowed=AUTHORS_KEYS)
     if a is None:
         return None
     return {"ties": a.choice("ties", AUTHORS_TIES), "note": a.get("note", str)}
@@ -252,7 +256,7 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
         spec["members"] = dict(members)
         _metrics(c, kind, spec)
         return spec
-    d = c.sub("data", allowed={"file", "format", "records", "explode", "where", "slice"})
+    d = c.sub("data", allowed=DATA_KEYS)
     files = d.strings("file")
     suffix = Path(files[0]).suffix.lstrip(".").lower()
     spec["data"] = {"files": files, "format": d.choice("format", FORMATS, {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
@@ -262,7 +266,7 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     if spec["data"]["slice"] is not None and (len(spec["data"]["slice"]) != 2 or not all(
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in spec["data"]["slice"])):
         raise d.fail("slice", "expected [start, stop] (integers or null), as a Python slice")
-    m = c.sub("media", allowed={"kind", "path", "strip_prefix", "crop", "base64"})
+    m = c.sub("media", allowed=MEDIA_KEYS)
     spec["media"] = {"kind": m.choice("kind", ("image", "video"), "image"), "base64": m.get("base64", str, False),
                      "path": m.strings("path", required="base64" not in m.data),
                      "strip_prefix": m.strings("strip_prefix", required=False) or [],
