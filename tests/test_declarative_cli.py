@@ -194,14 +194,15 @@ def test_user_yaml_has_generators_exclusions_authors_rule_and_paired_per_query(c
     (tasks / "excluding.yaml").write_text(EXCLUDING)
     _data(tmp_path / "data", ROWS)
     (tmp_path / "data/mine/order.json").write_text(json.dumps(
-        [{"image": "red.png", "caption": ["a red photo of a big red barn", "red"]}]))
+        [{"image": "red.png", "caption": ["the red dog chases one small cat across some green field", "red"]}]))
     for out in ("r1", "r2"):
         ran = cli("run", "--model", "pil_colour", "--include-path", str(tasks), "--task", "my_*",
                   "--data-root", str(tmp_path / "data"), "--output-dir", out, plugins=("choicefake",))
         assert ran.returncode == 0, ran.stderr
     order = json.loads((tmp_path / "r1/pil_colour/my_order.json").read_text())
-    # pil_colour embeds any text with "red" as red: every option ties. "red" alone shuffles to itself
-    # (left out, counted); ARO's argmax counts both rows right, the safe rule neither
+    # pil_colour embeds a text by its first colour word: on the red image, row 0's caption ties the
+    # shuffles that keep "red" first (wrong, safe rule). "red" alone shuffles to itself (left out,
+    # counted). ARO's argmax (index 0 wins a tie) counts both rows right
     assert order["n_items"]["rows_identical"] == 1 and order["n_items"]["rows"] == 2
     assert order["metrics"]["accuracy"] == 0 and order["metrics"]["accuracy_authors_rule"] == 100
     assert "ARO's argmax" in order["notes"]["authors_rule"]

@@ -193,8 +193,9 @@ class ChoiceTask(DeclarativeTask):
     """Right when the true caption scores strictly highest among the row's options."""
 
     def generated(self, rec: Record, caption: str) -> tuple[str, list[str]]:
-        """(true, false captions) from a caption generator (ARO's order shuffles), seeded per record."""
-        rng = random.Random(f"{self.options.seed}|{rec.where}")
+        """(true, false captions) from a caption generator (ARO's order shuffles), seeded per record by
+        where it is read relative to the data root, so the shuffles do not depend on where the data lie."""
+        rng = random.Random(f"{self.options.seed}|{self.query_id(rec.where)}")
         return resolve_generator(self.spec["captions"]["generate"])(caption, rng)
 
     def _texts(self, rec: Record, source: dict[str, Any]) -> list[str]:
