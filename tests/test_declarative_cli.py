@@ -116,6 +116,13 @@ def _bad(tmp_path: Path, text: str) -> str:
     (lambda t: t + "colour: red\n", "key 'colour': unknown key"),
     (lambda t: t.replace("  path: \"mine/{file}\"", "  path: \"mine/{file}\"\n  crop: [x, y]"), "key 'media.crop'"),
     (lambda t: t.replace("name: my_colours", "name: !!python/object:os.system ls"), "not a safe YAML task file"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {file: [a, b]}"),
+     "key 'data.where.file': a list: write {in: [...]} or {not in: [...]}"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {file: {notin: [a]}}"),
+     "key 'data.where.file.notin': unknown key"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {v: {min: two}}"),
+     "key 'data.where.v.min': expected a number"),
+    (lambda t: t + "authors: {ties: last, note: x}\n", "key 'authors.ties': 'last' is not one of first, wrong"),
 ])
 def test_bad_yaml_names_file_and_key(tmp_path, edit, expected):
     assert expected in _bad(tmp_path, edit(CHOICE))
@@ -236,3 +243,17 @@ def test_readme_documents_every_key_a_yaml_task_may_use():
     for ties in register.AUTHORS_TIES:
         assert f"ties: {ties}" in section or f"{ties}:" in section
     assert all(f"`{g}`" in section for g in GENERATORS)
+
+
+def test_an_unknown_generator_in_a_users_file_is_named_before_any_model(tmp_path):
+    from negharness.contracts.task import TaskOptions
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "g.yaml").write_text(CHOICE.replace("  false: [wrong, also_wrong]", "  generate: nope"))
+    [cls] = load_folder(folder)  # --include-path: plugins' generators are known once their hooks ran
+    _data(tmp_path / "data", ROWS)
+    with pytest.raises(UserError, match=r"g.yaml: key 'captions.generate': unknown generator 'nope'"):
+        cls(TaskOptions(tmp_path / "data")).required_files()
+    with pytest.raises(UserError, match=r"key 'captions.generate': unknown generator 'nope'"):
+        load_folder(folder, {})  # a plugin's own folder: checked at once
