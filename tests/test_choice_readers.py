@@ -15,6 +15,7 @@ from choice_helpers import TableModel, evaluate, write_image
 
 from negharness.contracts.errors import UserError
 from negharness.declarative.register import load_folder
+from negharness.scoring import perquery
 from negharness.tasks.builtin import GENERATORS
 
 BUILTIN = {c.name: c for c in load_folder(Path(str(files("negharness.tasks.choice"))), GENERATORS)}
@@ -80,11 +81,23 @@ def test_aro_vg_relation_crops_and_macro_over_relations(tmp_path):
                         "the hat is on the man": {"green": 0.9, "red": 0.1},  # crop is red: 0.1 < 0.3, wrong
                         "the man is on the hat": {"red": 0.3},
                         "the dog is under the table": {"green": 0.5}, "the table is under the dog": {"green": 0.4}})
+    # ARO's notebook drops "with" (its list of excluded relations); a row whose swap reads the same
+    # ("the dog is near the dog": "near" is excluded too, so use "under") tests nothing
+    rows += [{**rows[0], "relation_name": "with", "true_caption": "the cup with the table", "false_caption": "x"},
+             {**rows[2], "true_caption": "the dog is under the dog", "false_caption": "the dog is under the dog"}]
+    (tmp_path / "aro/visual_genome_relation.json").write_text(json.dumps(rows))
     res = evaluate(BUILTIN["aro_vg_relation"], tmp_path, model)
     assert res.metrics["accuracy"] == pytest.approx(200 / 3)
     assert res.metrics["macro_accuracy"] == pytest.approx((50 + 100) / 2)
     assert res.notes["accuracy_by_relation_name"]["on"] == {"accuracy": 50.0, "rows": 2}
-    assert res.n_items["images"] == 2  # one file, two crops: two media items
+    assert res.n_items == {"rows": 4, "images": 2, "rows_filtered": 1, "rows_identical": 1, "rows_scored": 3}
+    [dropped] = res.notes["filtered"]
+    assert dropped["rows"] == 1 and dropped["filter"] == "relation_name not in 157 values"
+    # ARO's rule scores the identical row (a tie: argmax picks the false caption, wrong): under 1 of 2
+    assert res.metrics["macro_accuracy_authors_rule"] == pytest.approx((50 + 50) / 2)
+    assert res.metrics["accuracy_authors_rule"] == pytest.approx(50.0)
+    assert perquery.problems(res.per_query, res.metrics) == []
+    assert sum(v is not None for v in res.per_query["values"]["macro_accuracy"]) == 3
 
 
 def test_aro_vg_attribution_keeps_pairs_with_25_cases(tmp_path):
@@ -120,12 +133,20 @@ def test_aro_order_shuffles_are_permutations_and_scored_against_the_normalised_c
     assert pre_caption('Two "dogs" (big); one cat!') == "two dogs big one cat"
     model = TableModel({pre_caption(c): {"red": 0.5} for c in caps})
     res = evaluate(BUILTIN["aro_coco_order"], tmp_path, model)
-    # one-word "dog": every shuffle is "dog" again, a five-way tie (ARO's argmax would count it right)
+    # one-word "dog": every shuffle is "dog" again: no test of the model, left out of accuracy and
+    # counted; ARO's argmax (index 0 wins a tie) counts it right, which accuracy_authors_rule keeps
     by_row = {s["row"].split("[")[1]: s for s in res.samples}
-    assert by_row["caption 1]"]["tie"] and len(by_row["caption 1]"]["scores"]) == 5
-    first = by_row["caption 0]"]
-    expected_right = not first["tie"]  # a shuffle equal to the caption would tie it
-    assert res.metrics["accuracy"] == pytest.approx(50.0 if expected_right else 0.0)
+    assert by_row["caption 1]"]["identical"] and len(by_row["caption 1]"]["scores"]) == 5
+    assert not by_row["caption 0]"]["identical"] and not by_row["caption 0]"]["tie"]  # shuffles score 0 < 0.5
+    assert res.n_items == {"rows": 2, "images": 1, "rows_identical": 1, "rows_scored": 1}
+    assert res.notes["identical"]["rows"] == 1
+    assert res.metrics["accuracy"] == pytest.approx(100.0) and res.metrics["tie_rate"] == 0
+    assert res.metrics["accuracy_authors_rule"] == pytest.approx(100.0)
+    assert res.per_query["values"]["accuracy"] == [100, None]
+    assert res.per_query["values"]["accuracy_authors_rule"] == [100, 100]
+    # a constant model: every row ties; the safe rule gives 0, ARO's rule 100
+    flat = evaluate(BUILTIN["aro_coco_order"], tmp_path, TableModel({}))
+    assert flat.metrics["accuracy"] == 0 and flat.metrics["accuracy_authors_rule"] == 100
 
 
 def test_valse_existence_keeps_the_annotator_validated_items(tmp_path):
@@ -191,6 +212,9 @@ def test_ccneg_reads_the_torch_file_weights_only_and_drops_commas(tmp_path):
                         "a blue car": {"blue": 0.6}, "a car that is not blue": {"blue": 0.2}})
     res = evaluate(BUILTIN["ccneg"], tmp_path, model)
     assert res.metrics["accuracy"] == pytest.approx(50.0)  # the negated text wins on a.jpg
+    assert res.metrics["accuracy_authors_rule"] == pytest.approx(50.0)  # no tie: CoN-CLIP's argmax agrees
+    flat = evaluate(BUILTIN["ccneg"], tmp_path, TableModel({}))  # a constant model: every row a tie
+    assert flat.metrics["accuracy"] == 0 and flat.metrics["accuracy_authors_rule"] == 100
     assert [s["media"] for s in res.samples] == ["ccneg/cc3m_subset_images_extracted_final/a.jpg",
                                                   "ccneg/cc3m_subset_images_extracted_final/b.jpg"]
 

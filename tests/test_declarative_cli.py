@@ -116,6 +116,13 @@ def _bad(tmp_path: Path, text: str) -> str:
     (lambda t: t + "colour: red\n", "key 'colour': unknown key"),
     (lambda t: t.replace("  path: \"mine/{file}\"", "  path: \"mine/{file}\"\n  crop: [x, y]"), "key 'media.crop'"),
     (lambda t: t.replace("name: my_colours", "name: !!python/object:os.system ls"), "not a safe YAML task file"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {file: [a, b]}"),
+     "key 'data.where.file': a list: write {in: [...]} or {not in: [...]}"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {file: {notin: [a]}}"),
+     "key 'data.where.file.notin': unknown key"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {v: {min: two}}"),
+     "key 'data.where.v.min': expected a number"),
+    (lambda t: t + "authors: {ties: last, note: x}\n", "key 'authors.ties': 'last' is not one of first, wrong"),
 ])
 def test_bad_yaml_names_file_and_key(tmp_path, edit, expected):
     assert expected in _bad(tmp_path, edit(CHOICE))
@@ -160,3 +167,93 @@ def test_suite_members_must_be_choice_tasks_of_the_folder(tmp_path):
         """))
     with pytest.raises(UserError, match=r"suite.yaml: key 'members.other': 'not_there'"):
         load_folder(folder)
+
+
+ORDER = """\
+name: my_order
+kind: choice
+family: mine
+description: "caption vs ARO's four word-order shuffles, from a user's folder"
+citation: "me, 2026"
+data_help: "write order.json under the data root"
+data:
+  file: mine/order.json
+  explode: caption
+media:
+  path: "mine/{image}"
+captions:
+  true: caption
+  generate: aro_order_shuffles     # a built-in generator, named from --include-path
+authors: {ties: first, note: "ARO's argmax: index 0 wins a tie"}
+metrics: [accuracy, tie_rate]
+main_score: accuracy
+"""
+
+EXCLUDING = CHOICE.replace("name: my_colours", "name: my_colours_not_blue").replace(
+    "  file: mine/colours.jsonl\n", "  file: mine/colours.jsonl\n  where:\n    file:\n      not in: [blue.png]\n"
+    "      reason: \"the blue image is a stand-in\"\n")
+
+
+def test_user_yaml_has_generators_exclusions_authors_rule_and_paired_per_query(cli, tmp_path):
+    tasks = tmp_path / "my_tasks"
+    tasks.mkdir()
+    (tasks / "order.yaml").write_text(ORDER)
+    (tasks / "excluding.yaml").write_text(EXCLUDING)
+    _data(tmp_path / "data", ROWS)
+    (tmp_path / "data/mine/order.json").write_text(json.dumps(
+        [{"image": "red.png", "caption": ["the red dog chases one small cat across some green field", "red"]}]))
+    for out in ("r1", "r2"):
+        ran = cli("run", "--model", "pil_colour", "--include-path", str(tasks), "--task", "my_*",
+                  "--data-root", str(tmp_path / "data"), "--output-dir", out, plugins=("choicefake",))
+        assert ran.returncode == 0, ran.stderr
+    order = json.loads((tmp_path / "r1/pil_colour/my_order.json").read_text())
+    # pil_colour embeds a text by its first colour word: on the red image, row 0's caption ties the
+    # shuffles that keep "red" first (wrong, safe rule). "red" alone shuffles to itself (left out,
+    # counted). ARO's argmax (index 0 wins a tie) counts both rows right
+    assert order["n_items"]["rows_identical"] == 1 and order["n_items"]["rows"] == 2
+    assert order["metrics"]["accuracy"] == 0 and order["metrics"]["accuracy_authors_rule"] == 100
+    assert "ARO's argmax" in order["notes"]["authors_rule"]
+    excl = json.loads((tmp_path / "r1/pil_colour/my_colours_not_blue.json").read_text())
+    assert excl["n_items"]["rows"] == 2 and excl["n_items"]["rows_filtered"] == 1
+    assert excl["notes"]["filtered"] == [{"filter": "file not in 1 values", "rows": 1,
+                                          "reason": "the blue image is a stand-in"}]
+    assert excl["metrics"]["accuracy"] == 100
+    for rec in (order, excl):
+        assert rec["per_query_file"] and "accuracy" in rec["intervals"]
+    sidecar = json.loads((tmp_path / "r1/pil_colour" / excl["per_query_file"]).read_text())
+    assert sidecar["ids"] == ["mine/colours.jsonl:line 1", "mine/colours.jsonl:line 2"]  # relative to the data root
+    cmp = cli("compare", "r1/pil_colour", "r2/pil_colour", "--resamples", "200")
+    assert cmp.returncode == 0, cmp.stderr
+    assert "my_colours_not_blue" in cmp.stdout and "no per-query" not in cmp.stdout
+
+
+def test_readme_documents_every_key_a_yaml_task_may_use():
+    import re
+
+    from negharness.declarative import register
+    from negharness.declarative.annotations import FILTER_KEYS
+    from negharness.tasks.builtin import GENERATORS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Declarative tasks", 1)[1].split("\n## ", 1)[0]
+    keys = (register.TOP_KEYS | register.DATA_KEYS | register.MEDIA_KEYS | register.CAPTION_KEYS
+            | register.AUTHORS_KEYS | set(FILTER_KEYS) | {"field", "replace"})
+    missing = [k for k in sorted(keys) if not re.search(rf"(^|[\s{{#`]){re.escape(k)}:", section, re.M)]
+    assert missing == []
+    for ties in register.AUTHORS_TIES:
+        assert f"ties: {ties}" in section or f"{ties}:" in section
+    assert all(f"`{g}`" in section for g in GENERATORS)
+
+
+def test_an_unknown_generator_in_a_users_file_is_named_before_any_model(tmp_path):
+    from negharness.contracts.task import TaskOptions
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "g.yaml").write_text(CHOICE.replace("  false: [wrong, also_wrong]", "  generate: nope"))
+    [cls] = load_folder(folder)  # --include-path: plugins' generators are known once their hooks ran
+    _data(tmp_path / "data", ROWS)
+    with pytest.raises(UserError, match=r"g.yaml: key 'captions.generate': unknown generator 'nope'"):
+        cls(TaskOptions(tmp_path / "data")).required_files()
+    with pytest.raises(UserError, match=r"key 'captions.generate': unknown generator 'nope'"):
+        load_folder(folder, {})  # a plugin's own folder: checked at once

@@ -77,6 +77,8 @@ def test_mcq_ties_count_as_wrong_and_templates_are_counted():
     assert m["accuracy"] == 25.0 and m["tie_rate"] == 50.0
     assert m["acc_positive"] == 100.0 and m["acc_negative"] == 0.0 and m["acc_hybrid"] == 0.0
     assert m["chose_positive"] == 50.0 and m["chose_negative"] == 0.0  # 2 of 4 rows chose a positive option
+    # NegBench's own argmax: a tie goes to the first option, here the correct one (rows 0, 1 and 3)
+    assert m["accuracy_authors_rule"] == 75.0
 
 
 # a tiny NegBench layout the tests write ----------------------------------------------------------------

@@ -21,17 +21,25 @@ import yaml
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.task import MetricInfo
-from negharness.declarative.annotations import FORMATS
-from negharness.declarative.tasks import task_class
+from negharness.declarative.annotations import FILTER_KEYS, FORMATS
+from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl
 
 KINDS = ("choice", "retrieval", "suite")
 CHOICE_METRICS = {"accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
                   "macro_accuracy": MetricInfo(True, ".1f")}
+AUTHORS_METRICS = {f"{m}_authors_rule": MetricInfo(True, ".1f") for m in ("accuracy", "macro_accuracy")}
 RETRIEVAL_METRICS = {"R@1": MetricInfo(True, ".1f"), "R@5": MetricInfo(True, ".1f"), "R@10": MetricInfo(True, ".1f"),
                      "MdR": MetricInfo(False, ".1f"), "MnR": MetricInfo(False, ".1f"), "MIR": MetricInfo(True, ".3f")}
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
-            "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members"}
+            "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
+            "authors"}
+DATA_KEYS = {"file", "format", "records", "explode", "where", "slice"}
+MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"}
+CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
+AUTHORS_KEYS = {"ties", "note"}
+AUTHORS_TIES = ("first", "wrong")  # as `negharness.scoring.choices.choice_scoring` reads them
+
 
 
 class Checker:
@@ -129,14 +137,14 @@ def _answer_base(cap: Checker) -> str:
     return value
 
 
-def _captions(c: Checker, kind: str, generators: dict[str, Any]) -> dict[str, Any]:
+def _captions(c: Checker, kind: str, generators: dict[str, Any] | None) -> dict[str, Any]:
     if kind == "retrieval":
         cap = c.sub("captions", allowed={"field"})
         return {"field": cap.get("field", str)}
     raw = c.get("captions", dict)
     # YAML 1.1 reads the bare keys true: / false: as booleans; they mean the field names here
     c.data["captions"] = {("true" if k is True else "false" if k is False else k): v for k, v in raw.items()}
-    cap = c.sub("captions", allowed={"true", "false", "generate", "options", "answer", "answer_base"})
+    cap = c.sub("captions", allowed=CAPTION_KEYS)
     if "options" in cap.data:
         options = cap.get("options", list)
         if len(options) < 2:
@@ -147,9 +155,13 @@ def _captions(c: Checker, kind: str, generators: dict[str, Any]) -> dict[str, An
     out: dict[str, Any] = {"true": _caption_field(cap, "true", cap.get("true", (str, dict)))}
     if "generate" in cap.data:
         name = cap.get("generate", str)
-        if name not in generators:
-            raise cap.fail("generate", f"unknown generator {name!r} (known: {', '.join(sorted(generators)) or 'none'})")
-        out["generate"] = generators[name]
+        known = {**KNOWN_GENERATORS, **(generators or {})}
+        if name in known:
+            out["generate"] = known[name]
+        elif generators is not None:
+            raise cap.fail("generate", f"unknown generator {name!r} (known: {', '.join(sorted(known)) or 'none'})")
+        else:  # --include-path: the plugins' generators are known once their hooks have run
+            out["generate"] = GeneratorName(name, c.source)
         return out
     false = cap.get("false", (str, dict, list))
     false = false if isinstance(false, list) else [false]
@@ -159,8 +171,44 @@ def _captions(c: Checker, kind: str, generators: dict[str, Any]) -> dict[str, An
     return out
 
 
+def _where(d: Checker) -> dict[str, Any]:
+    """Row filters: ``field: value``, or a mapping of ``min``/``max`` (numbers), ``in``/``not in``
+    (lists of values) and ``reason`` (why, recorded with the count of rows the filter dropped)."""
+    where = d.get("where", dict, False, {})
+    for field, cond in where.items():
+        if not isinstance(cond, dict):
+            if isinstance(cond, list):
+                raise d.fail(f"where.{field}", "a list: write {in: [...]} or {not in: [...]}")
+            continue
+        unknown = sorted(set(cond) - set(FILTER_KEYS))
+        if unknown:
+            raise d.fail(f"where.{field}.{unknown[0]}", f"unknown key (known: {', '.join(FILTER_KEYS)})")
+        if set(cond) <= {"reason"}:
+            raise d.fail(f"where.{field}", "a filter needs min, max, in or not in")
+        for key in ("min", "max"):
+            if key in cond and (isinstance(cond[key], bool) or not isinstance(cond[key], (int, float))):
+                raise d.fail(f"where.{field}.{key}", f"expected a number, got {cond[key]!r}")
+        for key in ("in", "not in"):
+            if key in cond and (not isinstance(cond[key], list) or not cond[key]):
+                raise d.fail(f"where.{field}.{key}", "expected a non-empty list of values")
+        if "reason" in cond and not (isinstance(cond["reason"], str) and cond["reason"]):
+            raise d.fail(f"where.{field}.reason", "expected a non-empty string")
+    return where
+
+
+def _authors(c: Checker) -> dict[str, str] | None:
+    """How the benchmark's authors score (``ties: first`` or ``wrong``, and a ``note`` saying where
+    that rule is read from); their number is then kept beside the safe one as ``<metric>_authors_rule``."""
+    a = c.sub("authors", required=False, allowed=AUTHORS_KEYS)
+    if a is None:
+        return None
+    return {"ties": a.choice("ties", AUTHORS_TIES), "note": a.get("note", str)}
+
+
 def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
     known = RETRIEVAL_METRICS if kind == "retrieval" else CHOICE_METRICS
+    if kind != "choice" and "authors" in c.data:
+        raise c.fail("authors", "only choice tasks have an authors' tie rule")
     if kind == "suite":
         spec["metric_info"] = {**{m: MetricInfo(True, ".1f") for m in spec["members"]}, "mean": MetricInfo(True, ".1f")}
     else:
@@ -172,6 +220,9 @@ def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
         if "macro_accuracy" in metrics and not spec.get("group_by"):
             raise c.fail("metrics", "macro_accuracy needs group_by (the field whose groups are averaged)")
         spec["metric_info"] = {m: known[m] for m in metrics}
+        if spec.get("authors"):  # the authors' number beside each accuracy the task reports
+            spec["metric_info"].update({f"{m}_authors_rule": AUTHORS_METRICS[f"{m}_authors_rule"]
+                                        for m in metrics if f"{m}_authors_rule" in AUTHORS_METRICS})
     main = c.get("main_score", str)
     if main not in spec["metric_info"]:
         raise c.fail("main_score", f"{main!r} is not among this task's metrics ({', '.join(spec['metric_info'])})")
@@ -184,7 +235,9 @@ def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
 
 
 def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A checked task specification (plain dict) from one YAML mapping; raises naming ``source`` and the key."""
+    """A checked task specification (plain dict) from one YAML mapping; raises naming ``source`` and the key.
+    ``generators`` (name -> function or "module:function") are those the file may name on top of the
+    ones plugins registered; None (``--include-path``) defers an unknown name to the task's first row."""
     c = Checker(source, data)
     unknown = sorted(set(data) - TOP_KEYS)
     if unknown:
@@ -203,27 +256,28 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
         spec["members"] = dict(members)
         _metrics(c, kind, spec)
         return spec
-    d = c.sub("data", allowed={"file", "format", "records", "explode", "where", "slice"})
+    d = c.sub("data", allowed=DATA_KEYS)
     files = d.strings("file")
     suffix = Path(files[0]).suffix.lstrip(".").lower()
     spec["data"] = {"files": files, "format": d.choice("format", FORMATS, {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
                                                      if suffix in FORMATS or suffix in ("pt", "pth") else None),
                     "records": d.get("records", (str, dict), False), "explode": d.get("explode", str, False),
-                    "where": d.get("where", dict, False, {}), "slice": d.get("slice", list, False)}
+                    "where": _where(d), "slice": d.get("slice", list, False)}
     if spec["data"]["slice"] is not None and (len(spec["data"]["slice"]) != 2 or not all(
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in spec["data"]["slice"])):
         raise d.fail("slice", "expected [start, stop] (integers or null), as a Python slice")
-    m = c.sub("media", allowed={"kind", "path", "strip_prefix", "crop", "base64"})
+    m = c.sub("media", allowed=MEDIA_KEYS)
     spec["media"] = {"kind": m.choice("kind", ("image", "video"), "image"), "base64": m.get("base64", str, False),
                      "path": m.strings("path", required="base64" not in m.data),
                      "strip_prefix": m.strings("strip_prefix", required=False) or [],
                      "crop": m.strings("crop", required=False)}
     if spec["media"]["crop"] is not None and len(spec["media"]["crop"]) != 4:
         raise m.fail("crop", "expected four field names: x, y, width, height")
-    spec["captions"] = _captions(c, kind, generators or {})
+    spec["captions"] = _captions(c, kind, generators)
     spec["question"] = c.get("question", str, False)
     spec["group_by"] = c.strings("group_by", required=False)
     spec["min_group"] = c.get("min_group", int, False, 1)
+    spec["authors"] = _authors(c) if kind == "choice" else None
     _metrics(c, kind, spec)
     return spec
 
@@ -256,8 +310,9 @@ def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[
 def register_yaml_folder(registry: Any, folder: Path | Any, generators: dict[str, Any] | None = None) -> list[str]:
     """Register every YAML task in ``folder`` (a path or an ``importlib.resources`` traversable of a
     plugin package) on a hook's registrar; returns the names. Call from ``negharness_register_tasks``."""
+    KNOWN_GENERATORS.update(generators or {})
     names = []
-    for cls in load_folder(Path(str(folder)), generators):
+    for cls in load_folder(Path(str(folder)), generators or {}):
         registry.add(cls.name, cls, cls.description, family=cls.family)
         names.append(cls.name)
     return names

@@ -17,17 +17,42 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from negharness.contracts.errors import MediaError, UserError
 from negharness.contracts.task import Task, TaskOptions, TaskResult
-from negharness.declarative.annotations import Record, explode, fill, keep, read_records
+from negharness.declarative.annotations import (
+    Record,
+    explode,
+    fill,
+    filter_counts,
+    read_records,
+)
 
 if TYPE_CHECKING:
     from negharness.contracts.context import EvalContext
     from negharness.io.media import MediaSet
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+IDENTICAL = ("a false option equals the true one, so no model can tell them apart: left out of the safe "
+             "metrics (accuracy, tie_rate, macro_accuracy); the *_authors_rule metrics score it")
+# caption generators named by any plugin's `register_yaml_folder` call (ARO's aro_order_shuffles):
+# --include-path YAML may name them too
+KNOWN_GENERATORS: dict[str, Any] = {}
 
 
-def resolve_generator(target: str | Callable[..., Any]) -> Callable[..., Any]:
-    """A built-in caption generator given lazily as ``"module:function"`` (no import at listing time)."""
+@dataclass(frozen=True)
+class GeneratorName:
+    """A generator an ``--include-path`` file names, looked up when its first row is made (the
+    plugins that register generators have run their hooks by then)."""
+
+    name: str
+    source: str
+
+
+def resolve_generator(target: "str | GeneratorName | Callable[..., Any]") -> Callable[..., Any]:
+    """A caption generator given lazily as ``"module:function"`` (no import at listing time)."""
+    if isinstance(target, GeneratorName):
+        if target.name not in KNOWN_GENERATORS:
+            raise UserError(f"{target.source}: key 'captions.generate': unknown generator {target.name!r} "
+                            f"(known: {', '.join(sorted(KNOWN_GENERATORS)) or 'none'})")
+        target = KNOWN_GENERATORS[target.name]
     if callable(target):
         return target
     module, _, attr = target.partition(":")
@@ -50,6 +75,7 @@ class ChoiceRow:
     where: str
     group: str | None = None
     question: str | None = None
+    identical: bool = False  # a false option equals the true one: no test of the model
 
 
 def _load_image(ref: MediaRef) -> Any:
@@ -89,9 +115,12 @@ class DeclarativeTask(Task):
     def config(self) -> dict[str, Any]:
         return {**super().config(), "data_files": self.spec["data"]["files"]}
 
+    filtered: list[dict[str, Any]] = []
+
     def records(self) -> list[Record]:
         """Every file's records (a dict record gains ``_file``, its file's stem, to group by), exploded,
-        filtered and sliced as the specification says."""
+        sliced and filtered as the specification says; `filtered` keeps what each filter dropped.
+        The slice comes first: CC-Neg's evaluation split is the file's last 40,000 items."""
         d = self.spec["data"]
         recs = []
         for path in self.spec_files:
@@ -99,11 +128,19 @@ class DeclarativeTask(Task):
                 recs.append(Record({**r.fields, "_file": path.stem}, r.where) if isinstance(r.fields, dict) else r)
         if d["explode"]:
             recs = explode(recs, d["explode"])
-        if d["where"]:
-            recs = [r for r in recs if keep(r, d["where"])]
         if d["slice"]:
             recs = recs[slice(*d["slice"])]
+        recs, self.filtered = filter_counts(recs, d["where"])
         return recs
+
+    def query_id(self, where: str) -> str:
+        """A row's id in the per-query values: where it was read, relative to the data root, so two
+        runs on different machines pair row by row in `negharness compare`."""
+        root = str(self.root).rstrip("/") + "/"
+        return where[len(root):] if where.startswith(root) else where
+
+    def filter_notes(self) -> dict[str, Any]:
+        return {"filtered": self.filtered} if any(f["rows"] for f in self.filtered) else {}
 
     def media_ref(self, rec: Record) -> MediaRef:
         m = self.spec["media"]
@@ -156,8 +193,9 @@ class ChoiceTask(DeclarativeTask):
     """Right when the true caption scores strictly highest among the row's options."""
 
     def generated(self, rec: Record, caption: str) -> tuple[str, list[str]]:
-        """(true, false captions) from a caption generator (ARO's order shuffles), seeded per record."""
-        rng = random.Random(f"{self.options.seed}|{rec.where}")
+        """(true, false captions) from a caption generator (ARO's order shuffles), seeded per record by
+        where it is read relative to the data root, so the shuffles do not depend on where the data lie."""
+        rng = random.Random(f"{self.options.seed}|{self.query_id(rec.where)}")
         return resolve_generator(self.spec["captions"]["generate"])(caption, rng)
 
     def _texts(self, rec: Record, source: dict[str, Any]) -> list[str]:
@@ -186,7 +224,8 @@ class ChoiceTask(DeclarativeTask):
             options, correct = true + false, 0
         group = self.group(rec)
         question = rec.text(self.spec["question"]) if self.spec["question"] else None
-        return ChoiceRow(self.media_ref(rec), tuple(options), correct, rec.where, group, question)
+        identical = options[correct] in options[:correct] + options[correct + 1:]
+        return ChoiceRow(self.media_ref(rec), tuple(options), correct, rec.where, group, question, identical)
 
     def _answer(self, rec: Record, cap: dict[str, Any], n: int) -> int:
         raw = rec.text(cap["answer"])
@@ -215,9 +254,10 @@ class ChoiceTask(DeclarativeTask):
             ChoiceSet,  # lazy: start-up time (torch)
         )
         from negharness.scoring.choices import (  # lazy: start-up time (torch)
-            choice_metrics,
+            choice_scoring,
             score_choices,
         )
+        from negharness.scoring.perquery import per_query  # lazy: start-up time (torch)
 
         rows = self.rows
         refs = list(dict.fromkeys(r.media for r in rows))
@@ -227,17 +267,49 @@ class ChoiceTask(DeclarativeTask):
                             [r.correct for r in rows], questions)
         scores = score_choices(ctx, choices)
         groups = [r.group for r in rows] if self.spec["group_by"] else None
-        metrics, per_group, chosen, tie = choice_metrics(scores, choices.correct, groups, self.spec["min_group"])
+        authors = self.spec.get("authors")
+        out = choice_scoring(scores, choices.correct, groups, self.spec["min_group"], [not r.identical for r in rows],
+                             authors["ties"] if authors else None)
         samples = None
         if ctx.log_samples:
-            samples = [{"row": r.where, "media": r.media.id, "correct": r.correct, "chosen": int(chosen[i]),
-                        "tie": bool(tie[i]), "scores": [round(float(x), 5) for x in scores[i][: len(r.options)]]}
-                       for i, r in enumerate(rows)]
+            samples = [{"row": r.where, "media": r.media.id, "correct": r.correct, "chosen": int(out.chosen[i]),
+                        "tie": bool(out.tie[i]), "identical": r.identical,
+                        "scores": [round(float(x), 5) for x in scores[i][: len(r.options)]]} for i, r in enumerate(rows)]
+        metrics = {k: v for k, v in out.metrics.items() if k in self.metric_info}
+        values = {k: v for k, v in out.values.items() if k in metrics}
+        return TaskResult(metrics, self.counts(rows, refs), samples, self.notes(rows, out.per_group),
+                          per_query([self.query_id(r.where) for r in rows], values))
+
+    def counts(self, rows: list[ChoiceRow], refs: list[MediaRef]) -> dict[str, int]:
+        """Rows (after filters) and media; where rows were left out, how many and which were scored."""
+        identical = sum(r.identical for r in rows)
+        out = {"rows": len(rows), f"{self.spec['media']['kind']}s": len(refs)}
+        if identical:
+            out.update(rows_identical=identical, rows_scored=len(rows) - identical)
+        if any(f["rows"] for f in self.filtered):
+            out["rows_filtered"] = sum(f["rows"] for f in self.filtered)
+        return out
+
+    def notes(self, rows: list[ChoiceRow], per_group: dict[str, Any]) -> dict[str, Any]:
+        """How ties, identical options, filters and the authors' rule were handled, in words."""
         notes: dict[str, Any] = {"ties": "a row whose best score is shared by several options counts as wrong"}
+        identical = sum(r.identical for r in rows)
+        if identical:
+            notes["identical"] = {"rows": identical, "reason": IDENTICAL}
+        notes.update(self.filter_notes())
+        authors = self.spec.get("authors")
+        if authors:
+            rule = ("a first-index argmax over the options in file order (the true one first: a tie with it counts "
+                    "right, so a model scoring every option the same gets 100)" if authors["ties"] == "first"
+                    else "a strict comparison (a tie counts wrong)")
+            notes["authors_rule"] = (f"*_authors_rule: the authors' scoring, {rule}, over every row "
+                                     f"(identical ones included); {authors['note']}")
         if per_group:
             notes[f"accuracy_by_{'_'.join(self.spec['group_by'])}"] = per_group
-        return TaskResult({k: v for k, v in metrics.items() if k in self.metric_info},
-                          {"rows": len(rows), f"{self.spec['media']['kind']}s": len(refs)}, samples, notes)
+        if "macro_accuracy" in self.metric_info:
+            notes["per_query"] = ("macro_accuracy per row: its 0/100 times n/(G*n_g), so the rows' mean is the "
+                                  "mean over the G groups")
+        return notes
 
 
 class RetrievalTask(DeclarativeTask):
@@ -271,6 +343,7 @@ class RetrievalTask(DeclarativeTask):
         relevance = Relevance.from_lists([[where[m]] for m, caps in self.pairs for _ in caps], len(refs))
         result = evaluate_text_to_media(ctx, ids, texts, relevance, self.media_set(ctx, refs))
         result.metrics = {k: v for k, v in result.metrics.items() if k in self.metric_info}
+        result.notes = {**(result.notes or {}), **self.filter_notes()}
         if result.per_query is not None:  # the YAML's metrics only, per query too
             result.per_query["values"] = {k: v for k, v in result.per_query["values"].items() if k in result.metrics}
         return result
@@ -292,13 +365,31 @@ class SuiteTask(Task):
         return {**super().config(), "members": {m: p.config() for m, p in self.parts.items()}}
 
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
-        metrics, n_items = {}, {}
+        """Per query: each member's rows under ``member/row`` ids; a member's metric covers its own
+        rows, and ``mean`` every row weighted by n/(M*n_m), so the rows' mean is the members' mean."""
+        from negharness.scoring.perquery import per_query  # lazy: start-up time
+
+        metrics, n_items, notes, parts = {}, {}, {}, {}
         for metric, part in self.parts.items():
             result = part.evaluate(ctx)
             metrics[metric] = result.metrics["accuracy"]
             n_items[f"{metric}_rows"] = result.n_items["rows"]
+            if result.notes.get("identical") or result.notes.get("filtered"):
+                notes[metric] = {k: result.notes[k] for k in ("identical", "filtered") if k in result.notes}
+            parts[metric] = result.per_query
         metrics["mean"] = sum(metrics.values()) / len(self.parts)
-        return TaskResult(metrics, n_items, None, {"mean": "unweighted mean of the members' accuracies"})
+        ids: list[str] = []
+        values: dict[str, list[float | None]] = {m: [] for m in [*self.parts, "mean"]}
+        n = sum(sum(v is not None for v in pq["values"]["accuracy"]) for pq in parts.values())
+        for metric, pq in parts.items():
+            acc = pq["values"]["accuracy"]
+            n_m = sum(v is not None for v in acc)
+            ids += [f"{metric}/{i}" for i in pq["ids"]]
+            for other in self.parts:
+                values[other] += acc if other == metric else [None] * len(acc)
+            values["mean"] += [None if v is None else v * n / (len(parts) * n_m) for v in acc]
+        return TaskResult(metrics, n_items, None, {"mean": "unweighted mean of the members' accuracies", **notes},
+                          per_query(ids, values))
 
 
 BASES = {"choice": ChoiceTask, "retrieval": RetrievalTask, "suite": SuiteTask}

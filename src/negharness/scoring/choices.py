@@ -4,12 +4,14 @@ An embedding model is scored through the run's cached embeddings and its own `co
 boolean baseline scores s(positive) - s(negative) here too); a model that scores choices itself
 (``scores_choices_itself``: a generative VLM, a text-only LM) is asked directly and no medium is
 embedded. The true caption is scored against the rest and, as NegBench MCQ here, a tie at the top
-counts as wrong (`mcq_choices`).
+counts as wrong (`mcq_choices`); where a benchmark's authors count it right, their number is kept
+beside the safe one (`choice_scoring`'s ``authors_ties``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,7 +22,7 @@ from negharness.contracts.context import EvalContext
 from negharness.contracts.errors import UserError
 from negharness.scoring.views import pair_scores, rows_of
 
-CHOICE_METRIC_NAMES = ("accuracy", "tie_rate", "macro_accuracy")
+CHOICE_METRIC_NAMES = ("accuracy", "tie_rate", "macro_accuracy", "accuracy_authors_rule", "macro_accuracy_authors_rule")
 
 
 def scores_itself(ctx: EvalContext) -> bool:
@@ -47,21 +49,89 @@ def mcq_choices(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return scores.argmax(1), tie
 
 
-def choice_metrics(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str] | None = None,
-                   min_group: int = 1) -> tuple[dict[str, float], dict[str, Any], torch.Tensor, torch.Tensor]:
+AUTHORS_TIES = ("first", "wrong")
+
+
+@dataclass
+class ChoiceOutcome:
+    """What a choice task records: metrics, per-group accuracies, per-row pick and tie, and the
+    per-query values whose (covered) means are the metrics (`negharness.scoring.perquery`)."""
+
+    metrics: dict[str, float]
+    per_group: dict[str, Any]
+    chosen: torch.Tensor
+    tie: torch.Tensor
+    values: dict[str, list[float | None]] = field(default_factory=dict)
+
+
+def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str], min_group: int
+           ) -> tuple[float | None, dict[str, Any], list[float | None]]:
+    """Macro mean over groups of at least ``min_group`` covered rows, and per row its 0/100 weighted
+    by n / (G * n_g) (n covered rows in kept groups, G kept groups), so that the mean of the
+    per-row values is the macro mean and a paired comparison or bootstrap sees every row."""
+    rows: dict[str, list[int]] = defaultdict(list)
+    for r, g in enumerate(groups):
+        if covered[r]:
+            rows[str(g)].append(r)
+    kept = {g: rs for g, rs in sorted(rows.items()) if len(rs) >= min_group}
+    values: list[float | None] = [None] * len(right)
+    if not kept:
+        return None, {}, values
+    n = sum(len(rs) for rs in kept.values())
+    per_group = {g: {"accuracy": round(float(right[rs].mean() * 100), 3), "rows": len(rs)} for g, rs in kept.items()}
+    for rs in kept.values():
+        weight = n / (len(kept) * len(rs))
+        for r in rs:
+            values[r] = float(right[r]) * 100.0 * weight
+    macro = float(np.mean([right[rs].mean() * 100 for rs in kept.values()]))
+    return macro, per_group, values
+
+
+def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str] | None = None,
+                   min_group: int = 1, scored: Sequence[bool] | None = None,
+                   authors_ties: str | None = None) -> ChoiceOutcome:
     """Accuracy (percent; a tie at the top is wrong), tie rate, and with ``groups`` the macro mean of
     per-group accuracies over groups of at least ``min_group`` rows (ARO's VG-Attribution keeps
-    attribute pairs with 25 or more). Returns (metrics, per-group accuracies, chosen, tie)."""
+    attribute pairs with 25 or more), over the rows marked ``scored`` (a row whose false option
+    equals its true one tests nothing and is left out). With ``authors_ties`` the same metrics as
+    the benchmark's authors compute them, named ``<metric>_authors_rule``, over every row:
+    ``first``: a first-index argmax over the options in file order (ARO's Order tasks, CC-Neg, CREPE,
+    NegBench: the true caption first, so a tie with it counts right and a constant model scores
+    100); ``wrong``: a strict comparison (SugarCrepe, VALSE, ARO's VG tasks)."""
+    if authors_ties not in (None, *AUTHORS_TIES):
+        raise ValueError(f"authors_ties {authors_ties!r}: expected one of {AUTHORS_TIES}")
     chosen, tie = mcq_choices(scores)
-    right = (chosen == torch.as_tensor(np.asarray(correct))) & ~tie
-    metrics = {"accuracy": float(right.double().mean() * 100), "tie_rate": float(tie.double().mean() * 100)}
+    hit = (chosen == torch.as_tensor(np.asarray(correct))).numpy()
+    ties = tie.numpy()
+    right = hit & ~ties
+    covered = np.ones(len(right), dtype=bool) if scored is None else np.asarray(scored, dtype=bool)
+    if not covered.any():
+        raise UserError("no row left to score: every row's false option equals its true one")
+    metrics = {"accuracy": float(right[covered].mean() * 100), "tie_rate": float(ties[covered].mean() * 100)}
+    values: dict[str, list[float | None]] = {
+        "accuracy": [float(x) * 100.0 if c else None for x, c in zip(right, covered)],
+        "tie_rate": [float(x) * 100.0 if c else None for x, c in zip(ties, covered)]}
     per_group: dict[str, Any] = {}
+    authors = None if authors_ties is None else (hit if authors_ties == "first" else right)
+    if authors is not None:
+        metrics["accuracy_authors_rule"] = float(authors.mean() * 100)
+        values["accuracy_authors_rule"] = [float(x) * 100.0 for x in authors]
     if groups is not None:
-        rows: dict[str, list[int]] = defaultdict(list)
-        for r, g in enumerate(groups):
-            rows[str(g)].append(r)
-        accs = {g: float(right[rows[g]].double().mean() * 100) for g in sorted(rows) if len(rows[g]) >= min_group}
-        per_group = {g: {"accuracy": round(a, 3), "rows": len(rows[g])} for g, a in accs.items()}
-        if accs:
-            metrics["macro_accuracy"] = float(np.mean(list(accs.values())))
-    return metrics, per_group, chosen, tie
+        macro, per_group, values["macro_accuracy"] = _macro(right, covered, groups, min_group)
+        if macro is not None:
+            metrics["macro_accuracy"] = macro
+        else:
+            del values["macro_accuracy"]
+        if authors is not None:
+            macro, _, authors_values = _macro(authors, np.ones(len(right), dtype=bool), groups, min_group)
+            if macro is not None:
+                metrics["macro_accuracy_authors_rule"] = macro
+                values["macro_accuracy_authors_rule"] = authors_values
+    return ChoiceOutcome(metrics, per_group, chosen, tie, values)
+
+
+def choice_metrics(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str] | None = None,
+                   min_group: int = 1) -> tuple[dict[str, float], dict[str, Any], torch.Tensor, torch.Tensor]:
+    """`choice_scoring` over every row, as (metrics, per-group accuracies, chosen, tie)."""
+    out = choice_scoring(scores, correct, groups, min_group)
+    return out.metrics, out.per_group, out.chosen, out.tie

@@ -4,6 +4,7 @@ Scores come from the model (`EmbeddingModel.score_choices`): for embedding model
 options are L2-normalised (NegBench's first release forgot this and its numbers halved),
 scored by cosine, and the best option picked. Ties count as wrong: most files put the correct
 answer first, so a first-index argmax would reward a model that scores every option the same.
+That argmax is NegBench's own scoring: its number is kept beside as ``accuracy_authors_rule``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ from negharness.scoring.choices import mcq_choices, score_choices, scores_itself
 from negharness.scoring.unreadable import nothing_left, skip_notes, unreadable_items
 
 TEMPLATES = ("positive", "negative", "hybrid")
+AUTHORS_NOTE = ("accuracy_authors_rule: NegBench's scoring, a first-index argmax over the options in file order, "
+                "so a tie goes to the first option (most often the correct one: a model scoring every option the "
+                "same gets near 100); accuracy counts a tie wrong and is the main score")
 MCQ_METRICS = {
     "accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
+    "accuracy_authors_rule": MetricInfo(True, ".1f"),
     **{f"acc_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
     **{f"chose_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
 }
@@ -33,10 +38,12 @@ MCQ_METRICS = {
 def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
                 option_templates: Sequence[Sequence[str]]) -> dict[str, float]:
     """Accuracy overall and per template of the correct answer (percent), how often each template
-    type was chosen (NegBench appendix B.1), and the tie rate. Ties are wrong and choose nothing."""
+    type was chosen (NegBench appendix B.1), and the tie rate. Ties are wrong and choose nothing.
+    ``accuracy_authors_rule``: NegBench's first-index argmax, a tie going to the first option."""
     correct_t = torch.as_tensor(np.asarray(correct))
     right = (chosen == correct_t) & ~tie
-    out = {"accuracy": float(right.double().mean() * 100), "tie_rate": float(tie.double().mean() * 100)}
+    out = {"accuracy": float(right.double().mean() * 100), "tie_rate": float(tie.double().mean() * 100),
+           "accuracy_authors_rule": float((chosen == correct_t).double().mean() * 100)}
     tmpl = np.asarray(templates)
     for t in TEMPLATES:
         mask = torch.from_numpy(tmpl == t)
@@ -51,9 +58,11 @@ def mcq_values(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], 
                option_templates: Sequence[Sequence[str]]) -> dict[str, list]:
     """Per question, the terms `mcq_metrics` averages: 0/100 per question; acc_<t> covers only the
     questions whose correct answer has template t (None elsewhere)."""
-    right = ((chosen == torch.as_tensor(np.asarray(correct))) & ~tie).numpy() * 100.0
+    hit = (chosen == torch.as_tensor(np.asarray(correct))).numpy()
+    right = (hit & ~tie.numpy()) * 100.0
     ties = tie.numpy()
-    out: dict[str, list] = {"accuracy": right.tolist(), "tie_rate": (ties * 100.0).tolist()}
+    out: dict[str, list] = {"accuracy": right.tolist(), "tie_rate": (ties * 100.0).tolist(),
+                            "accuracy_authors_rule": (hit * 100.0).tolist()}
     for t in TEMPLATES:
         if t in templates:
             out[f"acc_{t}"] = [float(r) if q == t else None for r, q in zip(right, templates)]
@@ -91,5 +100,5 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
     return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media) - int(bad.sum()),
                                 "distinct_captions": len(set(flat))}, samples,
                       {"ties": "a row whose best score is shared by several options counts as wrong",
-                       **skip_notes(bad, dropped, "questions")},
+                       "authors_rule": AUTHORS_NOTE, **skip_notes(bad, dropped, "questions")},
                       perquery.per_query([f"{r}:{media.ids[media_index[r]]}" for r in range(len(options))], values))
