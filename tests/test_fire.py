@@ -12,6 +12,7 @@ from negharness.contracts.errors import UserError
 from negharness.records.results import record_files
 from negharness.scoring.fire import (
     augment,
+    check_sizes,
     detectable_differences,
     read_qrels,
     subsample_deltas,
@@ -90,4 +91,52 @@ def test_qrels_option_on_a_world_task_and_fire_command(cli, tmp_path):
     fire = cli("fire", "--model", "shapes_clip", "--task", "shapes_t2i_original", "-T", "n_items=60",
                "--sizes", "10,30", "--resamples", "500", "--out", str(tmp_path / "fire.svg"))
     assert fire.returncode == 0, fire.stderr
-    assert "N=10" in fire.stdout and "MIR" in fire.stdout and (tmp_path / "fire.svg").stat().st_size > 1000
+    assert "N=10" in fire.stdout and "MIR" in fire.stdout and "mAP" in fire.stdout
+    assert (tmp_path / "fire.svg").stat().st_size > 1000
+    big = cli("fire", "--model", "shapes_clip", "--task", "shapes_t2i_original", "-T", "n_items=60",
+              "--sizes", "10,181", "--resamples", "50", "--out", str(tmp_path / "big.svg"))
+    # 60 images, 3 captions each: 180 queries
+    assert big.returncode != 0 and "--sizes 181: task shapes_t2i_original has only 180 queries" in big.stderr
+    assert len(big.stderr.strip().splitlines()) == 1 and not (tmp_path / "big.svg").exists()
+
+
+def _fire_ap(scores: list[float], relevant: set[int]) -> float:
+    """FIRE's Eq. 2 written out: walk the ranked list, average precision@i at each relevant video
+    (ties broken against the relevant ones, as the harness ranks pessimistically)."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i in relevant))
+    hits, total = 0, 0.0
+    for position, item in enumerate(order, 1):
+        if item in relevant:
+            hits += 1
+            total += hits / position
+    return total / len(relevant)
+
+
+def test_fire_average_precision_per_query_against_eq2(tmp_path):
+    """q0 ranks v1, v3, v0, v2; its source v0 is 3rd and the judged v2 4th: AP (1/3 + 2/4) / 2.
+    q1's source v3 is 2nd (AP 1/2), the judged v0 1st: AP (1/1 + 2/2) / 2 = 1."""
+    from negharness.io.media import MediaSet
+    from negharness.scoring.retrieval import QuerySet, _add_fire
+
+    rows = [[0.5, 0.9, 0.1, 0.7], [0.8, 0.2, 0.3, 0.6]]
+    qs = QuerySet(["q0", "q1"], ["a", "b"], Relevance.from_lists([[0], [3]], 4))
+    media = MediaSet("m", "image", ["v0", "v1", "v2", "v3"], lambda i: None)
+    path = tmp_path / "q.txt"
+    path.write_text("q0 v2 1\nq1 v0 1\n")
+    metrics, notes = {"MIR": 0.0}, {}
+    ranks, ap = _add_fire(metrics, notes, torch.tensor(rows), qs, media, read_qrels(path), False)
+    want = [_fire_ap(rows[0], {0, 2}), _fire_ap(rows[1], {3, 0})]
+    assert want == pytest.approx([(1 / 3 + 2 / 4) / 2, 1.0])
+    assert ap.tolist() == pytest.approx(want) and ranks.tolist() == [3, 1]
+    assert metrics["fire_mAP"] == pytest.approx(sum(want) / 2)
+    table, _ = detectable_differences([{"rank": 3, "ap": want[0]}, {"rank": 1, "ap": want[1]}], [2],
+                                      resamples=100, seed=3)
+    draws = np.random.default_rng(3).integers(0, 2, size=(100, 2))
+    deltas = np.abs(np.array(want)[draws].mean(1) - np.mean(want))
+    assert table["mAP"][2] == pytest.approx(np.quantile(deltas, 0.95))
+
+
+def test_sizes_above_the_query_count_are_refused():
+    check_sizes([10, 60], 60, "t")
+    with pytest.raises(UserError, match=r"^--sizes 61,500: task t has only 60 queries \(give N of at most 60\)$"):
+        check_sizes([10, 61, 500], 60, "t")

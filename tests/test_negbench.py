@@ -179,14 +179,15 @@ def test_published_numbers_match_a_run_of_the_same_weights():
     from negharness.tasks.negbench import PUBLISHED
 
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
-    found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0}, PUBLISHED)["published"]
+    coco = {"questions": 5914, "images": 3926}  # the authors' COCO MCQ file
+    found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0}, PUBLISHED, coco)["published"]
     repo = {(f["metric"], f["source"]): f for f in found if f["source"].startswith("NegBench repo")}
     total = repo[("accuracy", "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-OpenAI'")]
     assert total["diff"] == pytest.approx(40.0 - 39.296584376056815, abs=1e-9)
     neg = repo[("acc_negative", "NegBench repo, results/mcq/1_baseline_breakdown.csv, row 'CLIP-OpenAI'")]
     assert neg["diff"] == pytest.approx(7.0 - 6.844919786096257, abs=1e-9)
     other = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-L-14", "weights": "openai"})
-    assert published_notes("negbench_mcq_coco", other, {"accuracy": 40.0}, PUBLISHED) == {}
+    assert published_notes("negbench_mcq_coco", other, {"accuracy": 40.0}, PUBLISHED, coco) == {}
 
 
 def test_diagnose_end_to_end(cli, tmp_path):

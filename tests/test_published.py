@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from negharness.records.published import (
+    COLLECTIONS_FILE,
     ModelIdentity,
     PublishedTableError,
+    collections_beside,
     compare,
+    load_collections,
     load_table,
     published_notes,
     published_rows,
@@ -27,6 +30,28 @@ def shipped_rows():
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 REPO_MCQ = SHARED / "data" / "negbench" / "official_repo_results" / "mcq"
+NT2VR_SEED = sorted((SHARED / "seeds").glob("000_*.txt"))
+NEGBENCH_CSVS = SHARED / "data" / "negbench" / "negbench_eval_csvs"
+
+
+def _seed_table(caption: str) -> dict[str, list[str]]:
+    """Row label -> its printed cells, for the Markdown table under ``caption`` in the nT2VR seed,
+    read line by line (so a last line without its newline counts). Header and rule lines carry no
+    number and are left out."""
+    lines = NT2VR_SEED[0].read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(caption))
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 1:]:
+        if not line.strip():
+            if rows:
+                break
+            continue
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if any(c.replace(".", "", 1).lstrip("-").isdigit() for c in cells[1:]):
+            rows[cells[0]] = cells[1:]
+    return rows
 
 
 def _rows_per_table(paper: str) -> dict[str, int]:
@@ -51,8 +76,8 @@ def test_every_shipped_table_loads():
 
 
 def test_nt2vr_tables_have_the_papers_rows_and_values():
-    # Tables 2-4: 5 models, 5 boolean rows, CLIP-bnl; Table 9: 5 rows; Table 10 as printed in our copy: 4 rows
-    assert _rows_per_table("nT2VR") == {"Table 2": 11, "Table 3": 11, "Table 4": 11, "Table 9": 5, "Table 10": 4}
+    # Tables 2-4: 5 models, 5 boolean rows, CLIP-bnl; Tables 9 and 10: 5 rows each
+    assert _rows_per_table("nT2VR") == {"Table 2": 11, "Table 3": 11, "Table 4": 11, "Table 9": 5, "Table 10": 5}
     assert _value("nT2VR", "Table 2", "CLIP [28]", "msrvtt3k_original", "MIR") == 0.309
     assert _value("nT2VR", "Table 2", "CLIP [28]", "msrvtt3k_negated", "ΔMIR") == 0.020
     assert _value("nT2VR", "Table 2", "CLIP-bnl (this paper)", "msrvtt3k_composed", "R@1") == 15.3
@@ -65,6 +90,102 @@ def test_nt2vr_tables_have_the_papers_rows_and_values():
     assert not [r for r in published_rows("msrvtt3k_original", shipped_rows()) if r.model.startswith("boolean")]
     original = published_rows("msrvtt3k_original", shipped_rows())
     assert len(original) == 24 and len({r.row for r in original}) == 6  # 6 rows x R@1, R@5, R@10, MIR
+
+
+@pytest.mark.skipif(not NT2VR_SEED, reason="needs ../shared/seeds/000_*.txt (the nT2VR paper)")
+@pytest.mark.parametrize("table,dataset", [("Table 9", "flickr30k"), ("Table 10", "mscoco")])
+def test_image_tables_equal_the_seed_row_for_row(table, dataset):
+    """Every row the seed prints under Tables 9 and 10 (its last line included), every number."""
+    seed = _seed_table(f"{table}:")
+    assert _rows_per_table("nT2VR")[table] == len(seed)
+    columns = [("original", m) for m in ("R@1", "R@5", "R@10", "MIR")] + \
+              [("negated", m) for m in ("ΔR@1", "ΔR@5", "ΔR@10", "ΔMIR")] + \
+              [("composed", m) for m in ("R@1", "R@5", "R@10", "MIR")]
+    for row, cells in seed.items():
+        for (query_set, metric), printed in zip(columns, cells):
+            task = f"{dataset}_{query_set}"
+            found = [r for r in shipped_rows() if (r.table, r.row, r.task, r.metric) == (table, row, task, metric)]
+            if printed == "-":
+                assert found == [], (row, task, metric)
+            else:
+                assert [r.printed for r in found] == [printed], (row, task, metric)
+
+
+def test_every_published_task_names_its_papers_collection():
+    """Each task with a published row that a negharness model can match has the size of the collection
+    the paper measured, with a source for every count."""
+    collections = collections_beside(SHIPPED)
+    matchable = {r.task for r in shipped_rows() if r.model}
+    assert matchable <= set(collections), matchable - set(collections)
+    assert all(c.sources[k] for c in collections.values() for k in c.counts)
+    assert collections["msrvtt3k_original"].counts == {"videos": 2990, "queries": 59800}
+    assert collections["msrvtt1k_composed"].counts == {"videos": 1000, "queries": 3697}
+    assert collections["vatex_negated"].counts == {"videos": 1398, "negated_queries": 7339}
+    assert collections["nein_val"].counts == {"samples": 35000}
+
+
+@pytest.mark.skipif(not NEGBENCH_CSVS.is_dir(), reason="needs ../shared/data/negbench/negbench_eval_csvs")
+def test_negbench_collections_are_the_authors_files_as_the_tasks_count_them(tmp_path):
+    from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
+    from negharness.tasks.negbench.data import find_csv, read_mcq, read_retrieval
+
+    (tmp_path / "negbench").symlink_to(NEGBENCH_CSVS.resolve())
+    collections = collections_beside(negbench.PUBLISHED)
+    for task, c in collections.items():
+        if task in MCQ:
+            name, kind, layout, _ = MCQ[task]
+            rows = read_mcq(find_csv(tmp_path, name), tmp_path, layout)
+            counted = {"questions": len(rows), f"{kind}s": len({r.media for r in rows})}
+        else:
+            original, negated, kind, _ = RETRIEVAL[task]
+            counted = {}
+            for which, name in (("original", original), ("negated", negated)):
+                rows = read_retrieval(find_csv(tmp_path, name), tmp_path, [])
+                counted[f"{which}_captions"] = sum(len(caps) for _, caps in rows)
+                counted[f"{kind}s_{which}"] = len({m for m, _ in rows})
+        assert c.counts == counted, task
+
+
+def test_published_numbers_only_beside_the_papers_collection():
+    """A run of a matching model on a 30-video stand-in gets no differences, and a note saying why."""
+    model = types.SimpleNamespace(name="clip_bnl", describe=lambda: {"arch": "ViT-B-32", "weights": "x.pth"})
+    measured = {"R@1": 20.0, "R@5": 40.0, "R@10": 50.0, "MIR": 0.3}
+    stand_in = published_notes("msrvtt3k_original", model, measured, SHIPPED, {"queries": 600, "videos": 30})
+    assert stand_in == {"published_not_shown": (
+        "published numbers not shown: 30 videos measured, the paper's MSR-VTT3k test (nT2VR Table 1; 2,990 x 20 "
+        "queries) has 2,990; 600 queries measured, the paper's MSR-VTT3k test (nT2VR Table 1) has 59,800")}
+    full = published_notes("msrvtt3k_original", model, measured, SHIPPED, {"queries": 59800, "videos": 2990})
+    assert {f["metric"]: round(f["diff"], 6) for f in full["published"]} == {
+        "R@1": -8.4, "R@5": -13.7, "R@10": -14.6, "MIR": -0.104}  # Table 2, CLIP-bnl: 28.4 53.7 64.6 0.404
+    uncounted = published_notes("msrvtt3k_original", model, measured, SHIPPED, {"videos": 2990})
+    assert uncounted["published_not_shown"].endswith("the record gives no queries count, "
+                                                     "the paper's MSR-VTT3k test (nT2VR Table 1) has 59,800")
+    nobody = types.SimpleNamespace(name="shapes_clip", describe=lambda: {})
+    assert published_notes("msrvtt3k_original", nobody, measured, SHIPPED, {"videos": 30}) == {}
+
+
+def test_a_task_without_a_collection_line_shows_no_published_numbers(tmp_path):
+    table = tmp_path / "published" / "mine.csv"
+    table.parent.mkdir()
+    table.write_text("paper,table,row,model,arch,pretrained,task,note,acc\nMine,T1,A,clip,,,my_task,,0.5\n")
+    clip = types.SimpleNamespace(name="clip", describe=lambda: {})
+    why = published_notes("my_task", clip, {"acc": 0.7}, [table], {"questions": 10})["published_not_shown"]
+    assert "collection the paper measured my_task on is not recorded" in why
+    (table.parent / COLLECTIONS_FILE).write_text("task,count,value,source\nmy_task,questions,10,Mine's test set\n")
+    assert load_collections(table.parent / COLLECTIONS_FILE)["my_task"].counts == {"questions": 10}
+
+
+@pytest.mark.parametrize("body,message", [
+    ("task,count,value\nt,n,1\n", r"collections\.csv:1: the header must be task,count,value,source"),
+    ("task,count,value,source\nt,n,1.5,s\n", r"collections\.csv:2: n = '1\.5' is not a whole number"),
+    ("task,count,value,source\nt,n,1,s\nt,n,2,s\n", r"collections\.csv:3: t n given twice"),
+    ("task,count,value,source\nt,n,1\n", r"collections\.csv:2: 3 cells, the header has 4"),
+])
+def test_a_bad_collections_file_names_file_and_line(tmp_path, body, message):
+    path = tmp_path / "collections.csv"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(PublishedTableError, match=message):
+        load_collections(path)
 
 
 def test_negbench_paper_and_nein_rows():
@@ -114,7 +235,8 @@ def test_a_matching_record_shows_its_difference():
     """A fake clip/openai run on MSR-VTT3k negated queries, differences worked out by hand."""
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
     measured = {"ΔR@1": 2.0, "ΔR@5": 2.5, "ΔR@10": 1.9, "ΔMIR": 0.025, "neg_R@1": 19.0}
-    found = published_notes("msrvtt3k_negated", model, measured, SHIPPED)["published"]
+    paper = {"negated_queries": 59668, "videos": 2990}  # nT2VR Table 1, MSR-VTT3k
+    found = published_notes("msrvtt3k_negated", model, measured, SHIPPED, paper)["published"]
     by = {f["metric"]: f for f in found}
     assert set(by) == {"ΔR@1", "ΔR@5", "ΔR@10", "ΔMIR"}  # Table 2, row CLIP: 1.5 2.5 2.9 0.020
     assert by["ΔR@1"]["diff"] == pytest.approx(0.5) and by["ΔR@5"]["diff"] == pytest.approx(0.0)
@@ -136,7 +258,8 @@ def test_either_tag_and_editor_source_match():
     assert "NegBench repo, results/mcq/2_scaling_clip_total.csv, row 'CLIP-Laion400M-Base'" in rows
     editor = types.SimpleNamespace(name="instruct_pix2pix",
                                    describe=lambda: {"name": "instruct_pix2pix", "source": "vinesmsuic/magicbrush-jul7"})
-    found = {f["metric"]: f for f in published_notes("nein_val", editor, {"Removal": 20.0, "L1": 0.1}, SHIPPED)["published"]}
+    found = {f["metric"]: f for f in published_notes("nein_val", editor, {"Removal": 20.0, "L1": 0.1}, SHIPPED,
+                                                           {"samples": 35000})["published"]}
     assert found["Removal"]["diff"] == pytest.approx(20.0 - 14.96)
     assert found["L1"]["diff"] == pytest.approx(0.1 - 0.0932)
 
@@ -175,11 +298,16 @@ def test_nt2vr_task_adds_published_notes(tmp_path, monkeypatch):
     from negharness.tasks.nt2vr.tasks import TASKS
 
     task = TASKS["msrvtt1k_composed"](TaskOptions(data_root=tmp_path))
-    monkeypatch.setattr(task, "_score", lambda ctx: TaskResult({"R@1": 13.9, "MIR": 0.2}, {"queries": 1}))
+    counts = {"queries": 3697, "videos": 1000}  # nT2VR Table 1, MSR-VTT1k composed
+    monkeypatch.setattr(task, "_score", lambda ctx: TaskResult({"R@1": 13.9, "MIR": 0.2}, dict(counts)))
     ctx = types.SimpleNamespace(model=types.SimpleNamespace(
         name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"}))
     notes = task.evaluate(ctx).notes["published"]
     assert {(n["metric"], round(n["diff"], 6)) for n in notes} == {("R@1", 1.0), ("MIR", -0.037)}  # Table 3: 12.9, 0.237
+    counts["videos"] = 30  # a stand-in: the record says why it has no differences
+    notes = task.evaluate(ctx).notes
+    assert "published" not in notes and notes["published_not_shown"] == (
+        "published numbers not shown: 30 videos measured, the paper's MSR-VTT1k test (nT2VR Table 1) has 1,000")
 
 
 def test_the_leaderboard_finds_a_tasks_tables_through_its_registration(tmp_path):

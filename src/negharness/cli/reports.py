@@ -133,6 +133,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
         run_evaluation,
     )
     from negharness.scoring.fire import (  # lazy: start-up time
+        check_sizes,
         detectable_differences,
         plot_deltas,
     )
@@ -148,10 +149,12 @@ def cmd_fire(args: argparse.Namespace) -> int:
         outcomes = run_evaluation(host, req)
         if len(outcomes) != 1:
             raise UserError(f"--task {args.task}: name one retrieval task (it matched {len(outcomes)})")
+        task = outcomes[0].task
         samples_file = outcomes[0].path.with_suffix(".samples.jsonl")
         samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
     if not samples or "rank" not in samples[0]:
         raise UserError(f"task {args.task}: has no per-query ranks (FIRE needs a retrieval task)")
+    check_sizes(sizes, len(samples), task)
     table, dists = detectable_differences(samples, sizes, args.resamples, args.seed)
     out = Table(title=f"{args.model} on {args.task}: smallest difference N queries detect (95%), "
                       f"{len(samples)} queries, {args.resamples} resamples", title_justify="left")

@@ -13,6 +13,17 @@ stay exactly as the paper prints them. An empty or ``-`` cell is a value the pap
 A task owns its tables: it names the files when it registers (``registry.add(..., published=files)``)
 and passes them to `published_notes`; the leaderboard reads them from the registration, so it
 imports no task code and globs no package folder.
+
+A published number is only comparable with one measured on the collection the paper measured. The
+folder of the tables holds ``collections.csv`` (not a table), one line per count a task's record
+gives (its ``n_items``)::
+
+    task,count,value,source
+    msrvtt3k_original,videos,2990,"nT2VR Table 1, MSR-VTT3k test"
+
+`published_notes` shows the differences only when every listed count of the task equals the run's;
+otherwise (a stand-in collection, a --limit run, or a task with no line there) the record's notes
+say why no published numbers are shown.
 """
 
 from __future__ import annotations
@@ -154,10 +165,83 @@ def load_table(path: Path | str) -> list[PublishedRow]:
     return out
 
 
+COLLECTIONS_FILE = "collections.csv"
+COLLECTION_COLUMNS = ("task", "count", "value", "source")
+
+
 def tables_beside(module_file: str | Path) -> tuple[Path, ...]:
-    """The ``published/*.csv`` files in the folder of ``module_file``: what a task package passes as
-    its tables (``tables_beside(__file__)`` in its ``__init__``)."""
-    return tuple(sorted((Path(module_file).parent / "published").glob("*.csv")))
+    """The ``published/*.csv`` table files in the folder of ``module_file`` (not its
+    ``collections.csv``): what a task package passes as its tables (``tables_beside(__file__)`` in
+    its ``__init__``)."""
+    return tuple(sorted(p for p in (Path(module_file).parent / "published").glob("*.csv") if p.name != COLLECTIONS_FILE))
+
+
+@dataclass(frozen=True)
+class Collection:
+    """The size of the collection a paper measured one task on: count name (as the task's record
+    names it in ``n_items``) -> value, and where each number comes from."""
+
+    task: str
+    counts: dict[str, int]
+    sources: dict[str, str]
+
+
+def load_collections(path: Path | str) -> dict[str, Collection]:
+    """Task -> its paper's collection, from one ``collections.csv``; a malformed line is an error
+    naming file and line."""
+    path = Path(path)
+    lines = iter(_lines(path))
+    try:
+        header_line, header = next(lines)
+    except StopIteration:
+        raise PublishedTableError(f"{path}: empty collections table") from None
+    if tuple(h.strip() for h in header) != COLLECTION_COLUMNS:
+        raise PublishedTableError(f"{path}:{header_line}: the header must be {','.join(COLLECTION_COLUMNS)}")
+    out: dict[str, Collection] = {}
+    for lineno, cells in lines:
+        if len(cells) != len(COLLECTION_COLUMNS):
+            raise PublishedTableError(f"{path}:{lineno}: {len(cells)} cells, the header has {len(COLLECTION_COLUMNS)}")
+        task, count, value, source = (c.strip() for c in cells)
+        if not (task and count and source):
+            raise PublishedTableError(f"{path}:{lineno}: task, count and source must all be given")
+        if not value.isdigit():
+            raise PublishedTableError(f"{path}:{lineno}: {count} = {value!r} is not a whole number")
+        entry = out.setdefault(task, Collection(task, {}, {}))
+        if count in entry.counts:
+            raise PublishedTableError(f"{path}:{lineno}: {task} {count} given twice")
+        entry.counts[count] = int(value)
+        entry.sources[count] = source
+    return out
+
+
+@lru_cache(maxsize=None)
+def _cached_collections(folders: tuple[str, ...]) -> dict[str, Collection]:
+    out: dict[str, Collection] = {}
+    for folder in folders:
+        path = Path(folder) / COLLECTIONS_FILE
+        if path.is_file():
+            out.update(load_collections(path))
+    return out
+
+
+def collections_beside(tables: Iterable[Path | str]) -> dict[str, Collection]:
+    """The papers' collections named in the folders of these table files, read once per process."""
+    return _cached_collections(tuple(sorted({str(Path(t).parent) for t in tables})))
+
+
+def collection_mismatch(task_name: str, counts: dict[str, Any], expected: Collection | None) -> str | None:
+    """Why a run did not measure the paper's collection (None when every count matches)."""
+    if expected is None:
+        return (f"published numbers not shown: the size of the collection the paper measured {task_name} on "
+                f"is not recorded (no {COLLECTIONS_FILE} line), so this run cannot be shown to match it")
+    why = []
+    for name, want in expected.counts.items():
+        got = counts.get(name)
+        if got is None:
+            why.append(f"the record gives no {name} count, {expected.sources[name]} has {want:,}")
+        elif int(got) != want:
+            why.append(f"{int(got):,} {name} measured, {expected.sources[name]} has {want:,}")
+    return "published numbers not shown: " + "; ".join(why) if why else None
 
 
 @lru_cache(maxsize=None)
@@ -200,8 +284,14 @@ def compare(task_name: str, who: ModelIdentity, metrics: dict[str, float],
 
 
 def published_notes(task_name: str, model: Any, metrics: dict[str, float],
-                    tables: Iterable[Path | str]) -> dict[str, Any]:
+                    tables: Iterable[Path | str], counts: dict[str, Any]) -> dict[str, Any]:
     """What a task adds to ``TaskResult.notes``: ``{"published": [...]}`` when its model matches a
-    row of its own ``tables``, else {}."""
+    row of its own ``tables`` and ``counts`` (the run's ``n_items``) equal those of the collection
+    the paper measured (``collections.csv`` beside the tables); ``{"published_not_shown": why}``
+    when a row matches but the collection does not; else {}."""
+    tables = tuple(tables)
     found = compare(task_name, ModelIdentity.of(model), metrics, table_rows(tables))
-    return {"published": found} if found else {}
+    if not found:
+        return {}
+    why = collection_mismatch(task_name, counts, collections_beside(tables).get(task_name))
+    return {"published_not_shown": why} if why else {"published": found}

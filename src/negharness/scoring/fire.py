@@ -13,7 +13,9 @@ judged 0 stays positive, since FIRE only adds).
 
 `subsample_deltas` is FIRE's section 4.3 experiment: for N queries resampled 10,000 times, the
 distribution of |mean on the resample - mean on all queries|, whose 95th percentile is the score
-difference an N-query evaluation can tell apart at the 95% level.
+difference an N-query evaluation can tell apart at the 95% level, for Correct@K, MIR and mAP (FIRE's
+Eq. 2: per query, the mean of precision at the rank of each relevant video). N is a number of the
+task's own queries, so an N above the task's query count is refused (`check_sizes`).
 """
 
 from __future__ import annotations
@@ -115,18 +117,29 @@ def per_query_values(ranks: np.ndarray, average_precisions: np.ndarray | None = 
     return out
 
 
+def check_sizes(sizes: Sequence[int], n_queries: int, task: str) -> None:
+    """Refuse an N the task cannot supply: FIRE samples N of the evaluation's own examples, so
+    resampling more than there are would claim a precision the task does not have."""
+    over = [n for n in sizes if n > n_queries]
+    if over:
+        raise UserError(f"--sizes {','.join(map(str, over))}: task {task} has only {n_queries} queries "
+                        f"(give N of at most {n_queries})")
+
+
 def detectable_differences(samples: list[dict], sizes: Sequence[int], resamples: int = 10_000,
                            seed: int = 0) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, np.ndarray]]]:
     """Per metric and N: the 95th percentile of `subsample_deltas` (the smallest difference an
     N-query evaluation detects at the 95% level), and the distributions behind it, from a run's
-    per-query samples (``rank`` and, with qrels, ``fire_rank``)."""
-    columns = {"": "rank", "fire_": "fire_rank"}
+    per-query samples (``rank`` and ``ap``; with qrels also ``fire_rank`` and ``fire_ap``). mAP is
+    left out only for samples logged without their AP."""
+    columns = {"": ("rank", "ap"), "fire_": ("fire_rank", "fire_ap")}
     table: dict[str, dict[int, float]] = {}
     dists: dict[str, dict[int, np.ndarray]] = {}
-    for prefix, key in columns.items():
+    for prefix, (key, ap_key) in columns.items():
         if not samples or key not in samples[0]:
             continue
-        values = per_query_values(np.array([s[key] for s in samples]))
+        aps = np.array([s[ap_key] for s in samples]) if ap_key in samples[0] else None
+        values = per_query_values(np.array([s[key] for s in samples]), aps)
         for name, v in values.items():
             metric = prefix + name
             for n in sizes:

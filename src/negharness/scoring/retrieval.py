@@ -129,10 +129,13 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         notes["several_relevant"] = ("R@K counts a hit when any relevant item is in the top K (= C@K, FIRE's "
                                      "Correct@K); MIR uses the best-ranked relevant item; mAP uses all of them")
     samples = _samples(qs, media, sim, ranks) if ctx.log_samples else None
+    if samples is not None:  # each query's AP, so `negharness fire` can resample mAP as FIRE reports it
+        for s, a in zip(samples, (ap if several else average_precision(sim, qs.relevance)).tolist()):
+            s["ap"] = a
     if qrels is not None:
-        fire_ranks = _add_fire(metrics, notes, sim, qs, media, qrels, limited)
-        for s, r in zip(samples or [], fire_ranks.tolist()):
-            s["fire_rank"] = r
+        fire_ranks, fire_ap = _add_fire(metrics, notes, sim, qs, media, qrels, limited)
+        for s, r, a in zip(samples or [], fire_ranks.tolist(), fire_ap.tolist()):
+            s["fire_rank"], s["fire_ap"] = r, a
     return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
                       {**relevance_notes(qs.relevance), **notes}, perquery.per_query(qs.ids, per_query))
 
@@ -155,18 +158,20 @@ def delta_values(orig_ranks: torch.Tensor, neg_ranks: torch.Tensor, ks: Sequence
 
 
 def _add_fire(metrics: dict, notes: dict, sim: torch.Tensor, qs: QuerySet, media: MediaSet, qrels: Qrels,
-              limited: bool) -> torch.Tensor:
-    """FIRE's Table 1 for this run: metrics with the judged positives added, and "A (B + C)"."""
+              limited: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """FIRE's Table 1 for this run: metrics with the judged positives added, and "A (B + C)".
+    Returns each query's best rank and AP under the augmented judgements."""
     augmented, counts = augment(qs.relevance, qs.ids, media.ids, qrels, limited)
     ranks = best_relevant_rank(sim, augmented)
-    fire = several_relevant_metrics(sim, augmented, ranks)
+    ap = average_precision(sim, augmented)
+    fire = several_relevant_metrics(sim, augmented, ranks, ap=ap)
     fire["MIR"] = retrieval_metrics(ranks)["MIR"]
     original = several_relevant_metrics(sim, qs.relevance, best_relevant_rank(sim, qs.relevance))
     original["MIR"] = metrics["MIR"]
     metrics.update({f"fire_{k}": v for k, v in fire.items()})
     notes["fire"] = {"qrels": str(qrels.path), **counts,
                      "table": {k: f"{fire[k]:.3g} ({original[k]:.3g} + {fire[k] - original[k]:.3g})" for k in fire}}
-    return ranks
+    return ranks, ap
 
 
 def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, negated: QuerySet,

@@ -13,7 +13,7 @@ from .scenes import COLOURS, Scene, ShapeObject
 CANVAS = 32
 FRAMES = 4
 _SS = 2  # supersampling factor
-_BACKGROUND = np.array([24.0, 24.0, 28.0])
+BACKGROUND = np.array([24.0, 24.0, 28.0])  # the canvas colour; the exact detector reads pixels against it
 _TRAIL = (0.45, 0.2)  # opacity of the copies one and two steps behind a moving shape
 _STEP = 2.2  # pixels per frame for sliding and bouncing
 
@@ -34,6 +34,12 @@ def _mask(shape: str, cx: float, cy: float, r: float) -> np.ndarray:
         arm = r * 0.36
         return ((np.abs(dx) <= arm) & (np.abs(dy) <= r)) | ((np.abs(dy) <= arm) & (np.abs(dx) <= r))
     raise ValueError(f"unknown shape {shape!r}")
+
+
+def coverage(shape: str, cx: float, cy: float, r: float) -> np.ndarray:
+    """(32, 32) float: the fraction of each pixel the shape covers, as `render_frame` draws it (the
+    supersampled mask, 2x2 averaged). A pixel of an opaque shape is background * (1 - c) + colour * c."""
+    return _mask(shape, cx, cy, r).reshape(CANVAS, _SS, CANVAS, _SS).mean(axis=(1, 3))
 
 
 def _position(o: ShapeObject, t: float) -> tuple[float, float]:
@@ -64,7 +70,7 @@ def _layers(o: ShapeObject, frame: int, frames: int) -> list[tuple[np.ndarray, f
 
 def render_frame(scene: Scene, frame: int = 0, frames: int = 1) -> np.ndarray:
     """One uint8 frame, (32, 32, 3)."""
-    img = np.broadcast_to(_BACKGROUND, (CANVAS * _SS, CANVAS * _SS, 3)).copy()
+    img = np.broadcast_to(BACKGROUND, (CANVAS * _SS, CANVAS * _SS, 3)).copy()
     for o in scene.objects:
         colour = np.clip(np.array(COLOURS[o.colour], dtype=np.float64) + o.tint, 0, 255)
         for mask, alpha in _layers(o, frame, frames):

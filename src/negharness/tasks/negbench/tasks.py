@@ -123,7 +123,7 @@ class NegBenchMCQ(_NegBenchTask):
         if self.binary:
             result.notes["templates"] = ("the binary files carry no template column (the authors' loader reads "
                                          "caption_0, caption_1, correct_answer): acc_* use templates from the words")
-        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED))
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED, result.n_items))
         return result
 
 
@@ -182,12 +182,12 @@ class NegBenchRetrieval(_NegBenchTask):
         notes = {"empty_captions_skipped": skipped} if skipped else {}
         notes.update({f"{k}_original": v for k, v in orig_notes.items()})
         notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
-        notes.update(published_notes(self.name, ctx.model, metrics, PUBLISHED))
+        counts = {"original_captions": n_orig, "negated_captions": n_neg,
+                  f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}
+        notes.update(published_notes(self.name, ctx.model, metrics, PUBLISHED, counts))
         per_query, how = retrieval_neg_values(orig_q, neg_q)
         notes["per_query"] = how
-        return TaskResult(metrics, {"original_captions": n_orig, "negated_captions": n_neg,
-                                    f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}, None, notes,
-                          per_query)
+        return TaskResult(metrics, counts, None, notes, per_query)
 
 
 def _unique(keys: list[str]) -> list[str]:

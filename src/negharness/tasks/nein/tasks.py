@@ -154,7 +154,7 @@ class NeInTask(Task):
                  "retention_empty_inputs": empty, "missing_samples": missing.count, "missing_first": missing.first,
                  "edits": str(out_dir), **ctx.notes}
         metrics = {k: v for k, v in metrics.items() if v == v}
-        notes.update(published_notes(self.name, editor, metrics, PUBLISHED))
+        notes.update(published_notes(self.name, editor, metrics, PUBLISHED, {"samples": n_done}))
         values = {k: v for k, v in values.items() if k in metrics}
         return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values))
 

@@ -203,7 +203,7 @@ class NT2VRTask(Task):
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         """The query set's scores, with the paper's numbers for this model where it has a row (Tables 2-4, 9-10)."""
         result = self._score(ctx)
-        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED))
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED, result.n_items))
         return result
 
     def _score(self, ctx: EvalContext) -> TaskResult:
