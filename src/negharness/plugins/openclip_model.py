@@ -38,8 +38,10 @@ OPTIONS = {"quick_gelu", "frames", "jpeg_draft"}
 TEXT_ENCODER = "lengths-v1"
 POOL_AT_TOKEN = ("argmax", "eos", "first")  # pooling at one token: positions after it change nothing
 # Cost of one more forward pass, in token positions, when splitting a batch into length buckets:
-# small on CPU (compute dominates), large on accelerators (launches and a small batch's low use).
-BUCKET_OVERHEAD = {"cpu": 16}
+# smaller on CPU (compute dominates, but small matrix products run below peak), large on accelerators
+# (launches and a small batch's low use). A guess: only speed depends on it, never a value beyond rounding;
+# on the shared 2-core machine the measurements (perf/bench_text_lengths.py) were too noisy to tune it.
+BUCKET_OVERHEAD = {"cpu": 128}
 BUCKET_OVERHEAD_DEFAULT = 1024
 
 
