@@ -13,6 +13,7 @@ The model is the embedded world's tiny CLIP, so cache overheads are as visible a
 Goals (issue 13): cold <= 1.05x, warm <= 1.2x the baseline.
 
 Run: python perf/bench_cache_integrity.py [--skip-hashing] [--repeats 3]
+     [--tiny: 4 JPEGs, 2 MP4s, 16 world items, one repeat, no hashing part: a check of the script only]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from negharness.store.content import FileHasher
 from negharness.world.media import load_world
 
 N_JPEGS, N_VIDEOS = 300, 80
+LIMIT: int | None = None  # --tiny: world items per task
 
 
 # the previous cache, as it was before content keys (baseline only) ----------------------------
@@ -204,8 +206,8 @@ def _media_inputs(tmp: Path) -> tuple[list[MediaSet], list[str]]:
     pixels = world.pixels
     return [image_files("bench/jpgs", [p.name for p in jpgs], jpgs),
             video_files("bench/vids", [p.name for p in vids], vids, FrameSampling("segments", 4)),
-            MediaSet("bench/world", "image", world.ids, lambda i: pixels[i], cheap=True,
-                     load_batch=lambda pos: pixels[pos])], [c for caps in world.captions for c in caps]
+            MediaSet("bench/world", "image", world.ids[:LIMIT], lambda i: pixels[i], cheap=True,
+                     load_batch=lambda pos: pixels[pos])], [c for caps in world.captions[:LIMIT] for c in caps]
 
 
 def _embed_all(context_cls, cache_cls, model, cache_dir: Path, media: list[MediaSet], texts: list[str]) -> tuple:
@@ -220,7 +222,7 @@ def _embed_all(context_cls, cache_cls, model, cache_dir: Path, media: list[Media
 
 def _whole_run(host, legacy: bool, cache_dir: str, out_dir: str) -> tuple:
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2v_original", "shapes_t2i_original"], batch_size=64,
-                     output_dir=out_dir, cache_dir=cache_dir, overwrite=True, device="cpu")
+                     output_dir=out_dir, cache_dir=cache_dir, overwrite=True, device="cpu", limit=LIMIT)
     patches = ([mock.patch.object(evaluate_module, "EmbeddingCache", LegacyCache),
                 mock.patch.object(evaluate_module, "CachedEvalContext", LegacyContext)] if legacy else [])
     for p in patches:
@@ -265,11 +267,15 @@ def runs(tmp: Path, repeats: int) -> None:
         print(f"{phase:9s} {what}: {'; '.join(cells)} (goal <= {goal})")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global N_JPEGS, N_VIDEOS, LIMIT
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-hashing", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        N_JPEGS, N_VIDEOS, LIMIT, args.repeats, args.skip_hashing = 4, 2, 16, 1, True
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_hashing:
             hashing_cost(Path(tmp) / "hash")

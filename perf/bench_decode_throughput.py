@@ -202,7 +202,8 @@ def photo_report(model, draft_model, photos: list[Path], setups: list[str], roun
         report(m, label, tensors, media, decode_s, setups, rounds, precision)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global N_IMAGES, N_VIDEOS, VIDEO_ITEMS
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", nargs="+", default=["micro", "ViT-S-32"])
     parser.add_argument("--setups", nargs="+", default=["threads:1", "threads:auto"],
@@ -213,7 +214,12 @@ def main() -> None:
     parser.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
     parser.add_argument("--kinds", nargs="+", default=["image", "video"],
                         help="image, video, photo (640x480 JPEGs, also with -M jpeg_draft=true)")
-    args = parser.parse_args()
+    parser.add_argument("--tiny", action="store_true", help="8 images, 2 videos, the micro model, one round, one "
+                        "setup: a check of the script only")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        N_IMAGES, N_VIDEOS, VIDEO_ITEMS = 8, 2, 4
+        args.models, args.setups, args.rounds = ["micro"], args.setups[:1], 1
     device = resolve_device(args.device)
     from PIL import Image
 

@@ -2,12 +2,14 @@
 
 Counts the encodes (each distinct caption once: the file repeats captions across rows) and times
 the task against the model's pure forward passes over the same distinct captions and images.
-Run: python perf/bench_mcq.py [path/to/negbench_eval_csvs]
+Run: python perf/bench_mcq.py [path/to/negbench_eval_csvs] [--rows N: the file's first N rows]
+[--tiny: 12 rows, generated ones when the CSV is absent: a check of the script only]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import csv
 import tempfile
 import time
 from pathlib import Path
@@ -25,14 +27,43 @@ from negharness.tasks.negbench.data import read_mcq
 CSV = "COCO_val_mcq_llama3.1_rephrased.csv"
 
 
-def main() -> None:
-    csvs = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared/data/negbench/negbench_eval_csvs"
+HEADER = ["image_path", "correct_answer", "caption_0", "caption_1", "caption_2", "caption_3", "correct_answer_template"]
+
+
+def write_rows(source: Path, target: Path, rows: int | None) -> None:
+    """The data file the task reads: the real CSV (its first ``rows`` rows when given), or, when it is
+    absent and ``rows`` is given, generated rows in its layout (correct first; hybrid, positive, negative)."""
+    if rows is None:
+        target.symlink_to(source)
+        return
+    if source.is_file():
+        with source.open(newline="") as f:
+            reader = csv.reader(f)
+            lines = [next(reader)] + [r for _, r in zip(range(rows), reader)]
+    else:
+        things = ["dog", "cat", "car", "chair", "cup", "bowl"]
+        lines = [HEADER] + [[f"data/coco/images/val2017/{i // 2:012d}.jpg", "0", f"A {a} is not in this image.",
+                             f"This image shows a {b}, but no {a} is present.", f"A {a} is present in this image.",
+                             f"A {b} is not in this image.", "negative"]
+                            for i, (a, b) in enumerate(zip(things * rows, things[1:] * rows)) if i < rows]
+    with target.open("w", newline="") as f:
+        csv.writer(f).writerows(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csvs", nargs="?", type=Path,
+                    default=Path(__file__).resolve().parents[2] / "shared/data/negbench/negbench_eval_csvs")
+    ap.add_argument("--rows", type=int, help="the file's first N rows only")
+    ap.add_argument("--tiny", action="store_true", help="12 rows (generated when the CSV is absent)")
+    opts = ap.parse_args(argv)
+    rows_wanted = 12 if opts.tiny else opts.rows
     from PIL import Image
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "negbench").mkdir()
-        (root / "negbench" / CSV).symlink_to(csvs / "images" / CSV)
+        write_rows(opts.csvs / "images" / CSV, root / "negbench" / CSV, rows_wanted)
         rows = read_mcq(root / "negbench" / CSV, root, COCO_LAYOUT)
         paths = list(dict.fromkeys(r.media for r in rows))
         rng = np.random.default_rng(0)

@@ -3,11 +3,12 @@
 Goal (issue #5): <= 1 s on 2 cores for R@1/5/10, MIR, MedR/MeanR, ΔR@K/ΔMIR (negated against
 original), and Correct@K/mAP on 18,157 composed queries with several relevant videos each.
 Baseline in the same run: a per-query Python loop over the same single-relevant ranking.
-Run: python perf/bench_metrics.py
+Run: python perf/bench_metrics.py [--tiny: 600 x 100, a check of the script only]
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -22,10 +23,14 @@ from negharness.scoring.metrics import (
     source_rank,
 )
 
-Q, N, COMPOSED = 59_800, 3_000, 18_157
+QUERIES, ITEMS, COMPOSED_QUERIES = 59_800, 3_000, 18_157
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true", help="600 x 100 matrices, 180 composed queries, a 50-query loop")
+    opts = ap.parse_args(argv)
+    Q, N, COMPOSED = (600, 100, 180) if opts.tiny else (QUERIES, ITEMS, COMPOSED_QUERIES)
     g = torch.Generator().manual_seed(0)
     sim = torch.rand(Q, N, generator=g)
     neg_sim = torch.rand(Q, N, generator=g)
@@ -50,7 +55,7 @@ def main() -> None:
         times.append(time.perf_counter() - start)
     vectorised = min(times)
 
-    loop_n = 2000  # the obvious per-query loop, timed on a sample of each set and extrapolated
+    loop_n = 50 if opts.tiny else 2000  # the obvious per-query loop, timed on a sample of each set and extrapolated
     start = time.perf_counter()
     loop = [int((sim[q] >= sim[q, src[q]]).sum()) for q in range(loop_n)]
     [int((neg_sim[q] >= neg_sim[q, src[q]]).sum()) for q in range(loop_n)]

@@ -84,12 +84,12 @@ def child(root: Path, out: Path) -> None:
                       "seconds": round(seconds, 1)}))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[200, 2000])
     ap.add_argument("--side", type=int, default=256, help="image side in pixels (default 256)")
     ap.add_argument("--child", nargs=2, metavar=("ROOT", "OUT"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(Path(args.child[0]), Path(args.child[1]))
         return

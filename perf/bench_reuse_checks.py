@@ -66,13 +66,13 @@ def bench(paths: list[Path], root: Path, memo: Path, label: str) -> None:
     print(f"  root check        {guard_s * 1e3:8.1f} ms  ({guard_s / stat_s:.1f}x stat)")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", type=int, default=5000)
     ap.add_argument("--videos", type=int, default=3000)
     ap.add_argument("--image-kb", type=int, default=160)
     ap.add_argument("--video-kb", type=int, default=256)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         images = _write(root / "images", args.images, args.image_kb, ".jpg")

@@ -6,10 +6,12 @@ Pure forward = the same texts, videos and images, already decoded and preprocess
 through encode_text / encode_video / encode_image in the same batch size, nothing else.
 Cold/warm = the tasks' evaluate time as recorded (world loading, caching, ranking and metrics in),
 plus the whole `run_evaluation` wall time (model load in). Run: python perf/bench_run_cache.py
+(``--tiny``: 16 items per task, one repeat, a check of the script only)
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import tempfile
 import time
@@ -27,14 +29,14 @@ BATCH = 64
 REPEATS = 3
 
 
-def pure_forward_seconds(model) -> float:
+def pure_forward_seconds(model, limit: int | None = None) -> float:
     inputs = []
     for kind in ("video", "image"):
         world = load_world(0, "test", kind, 500, data_root()[0])
         pre = model.preprocess_video if kind == "video" else model.preprocess_image
-        tensors = torch.stack([pre(p) for p in world.pixels])
+        tensors = torch.stack([pre(p) for p in world.pixels[:limit]])
         # distinct texts only: the same work the run must do at the least
-        inputs.append((kind, tensors, list(dict.fromkeys(c for caps in world.captions for c in caps))))
+        inputs.append((kind, tensors, list(dict.fromkeys(c for caps in world.captions[:limit] for c in caps))))
     start = time.perf_counter()
     with torch.inference_mode():
         for kind, tensors, texts in inputs:
@@ -46,9 +48,9 @@ def pure_forward_seconds(model) -> float:
     return time.perf_counter() - start
 
 
-def timed_run(host, cache_dir: str, out_dir: str) -> tuple[float, float, dict]:
+def timed_run(host, cache_dir: str, out_dir: str, limit: int | None = None) -> tuple[float, float, dict]:
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2v_original", "shapes_t2i_original"], batch_size=BATCH, output_dir=out_dir,
-                     cache_dir=cache_dir, overwrite=True, device="cpu")
+                     cache_dir=cache_dir, overwrite=True, device="cpu", limit=limit)
     start = time.perf_counter()
     outcomes = run_evaluation(host, req)
     wall = time.perf_counter() - start
@@ -57,16 +59,20 @@ def timed_run(host, cache_dir: str, out_dir: str) -> tuple[float, float, dict]:
     return evaluate, wall, counts
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true", help="16 items per task, one repeat")
+    opts = ap.parse_args(argv)
+    limit, repeats = (16, 1) if opts.tiny else (None, REPEATS)
     host = make_host()
     model = shapes_clip(ModelOptions()).eval_mode()
-    pure_forward_seconds(model)  # warm-up: threads, allocator, world pixels on disk
-    pure = [pure_forward_seconds(model) for _ in range(REPEATS)]
+    pure_forward_seconds(model, limit)  # warm-up: threads, allocator, world pixels on disk
+    pure = [pure_forward_seconds(model, limit) for _ in range(repeats)]
     cold, warm = [], []
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
-            cold.append(timed_run(host, cache, out))
-            warm.append(timed_run(host, cache, out))
+            cold.append(timed_run(host, cache, out, limit))
+            warm.append(timed_run(host, cache, out, limit))
     p = statistics.median(pure)
     c_eval = statistics.median(x[0] for x in cold)
     w_eval = statistics.median(x[0] for x in warm)

@@ -9,7 +9,8 @@ cache. Torch threads: the single process gets every core, each rank cores / rank
 Reported per launch: the command's wall time (process start, imports and model load in), and the
 evaluation time the records give (sum of ``timings.total_s``: both passes for the sharded run).
 The metrics of the two launches are compared too. Run: python perf/bench_sharded_eval.py
-(``--repeats N``, ``--ranks R``).
+(``--repeats N``, ``--ranks R``, ``--limit N`` items per task; ``--tiny``: one repeat, 8 items, a check
+of the script only).
 """
 
 from __future__ import annotations
@@ -73,25 +74,39 @@ def _children_cpu() -> float:
 
 
 def records(folder: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in folder.rglob("*.json")}
+    """The run's records by task, read as `negharness leaderboard` reads them (sidecars such as
+    ``*.perquery.json`` are not records)."""
+    from negharness.records.results import iter_records
+
+    found = {path.stem: rec for path, rec in iter_records(folder)}
+    if not found:
+        sys.exit(f"no records under {folder}")
+    return found
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
-    opts = parser.parse_args()
+    parser.add_argument("--limit", type=int, help="cut each task to N items")
+    parser.add_argument("--tiny", action="store_true", help="one repeat, 8 items per task, no warm-up launch")
+    parser.add_argument("--data-root", help="where the embedded world is kept (default: a new temporary folder)")
+    opts = parser.parse_args(argv)
+    if opts.tiny:
+        opts.repeats, opts.limit = 1, opts.limit or 8
     cores = os.cpu_count() or 1
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cfg, weights = make_model(root)
-        env["NEGHARNESS_DATA"] = str(root / "data")
+        env["NEGHARNESS_DATA"] = opts.data_root or str(root / "data")
         base = ["run", "--model", "clip", "--arch", str(cfg), "--checkpoint", str(weights), "--device", "cpu",
                 "--batch-size", str(opts.batch_size)] + [a for t in TASKS for a in ("--task", t)]
+        base += ["--limit", str(opts.limit)] if opts.limit else []
         # the world is generated (and the model's files hashed) once, outside the timings
-        launch(1, [*base, "--cache-dir", str(root / "warm"), "--output-dir", str(root / "warm-out")], cores, env)
+        if not opts.tiny:
+            launch(1, [*base, "--cache-dir", str(root / "warm"), "--output-dir", str(root / "warm-out")], cores, env)
         walls: dict[int, list[float]] = {1: [], opts.ranks: []}
         cpus: dict[int, list[float]] = {1: [], opts.ranks: []}
         evals: dict[int, list[float]] = {1: [], opts.ranks: []}

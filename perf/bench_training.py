@@ -66,7 +66,7 @@ def write_split(root: Path, n: int, size: int) -> None:
     (folder / "VideoSets" / "msrvtt10ktrain.txt").write_text("".join(f"video{i}\n" for i in range(n)))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--videos", type=int, default=48)
     ap.add_argument("--steps", type=int, default=12)
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--size", type=int, default=128, help="video side in pixels")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     os.environ.setdefault("NEGHARNESS_CACHE", tempfile.mkdtemp())
 
     from negharness.contracts.model import ModelOptions

@@ -70,21 +70,18 @@ def build(size: str, dtype: torch.dtype, device: str):
 
 
 def rate(model, choices, batch_size: int, precision: str) -> float:
-    from negharness.engine.runner import CachedEvalContext, RunSettings
-
-    ctx = CachedEvalContext(model, RunSettings(model.device, precision, batch_size), None)
-    model.score_choices(ctx, type(choices)(choices.media, choices.media_index[:2], choices.options[:2],
-                                           choices.correct[:2]))  # warm-up
+    model.score_choices(type(choices)(choices.media, choices.media_index[:2], choices.options[:2],
+                                      choices.correct[:2]), batch_size, precision)  # warm-up
     if model.device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
-    model.score_choices(ctx, choices)
+    model.score_choices(choices, batch_size, precision)
     if model.device.type == "cuda":
         torch.cuda.synchronize()
     return len(choices) / (time.perf_counter() - start)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from negharness.io.media import MediaSet
     from negharness.plugins.hf_vlm import HFVLM
     from negharness.scoring.choices import ChoiceSet
@@ -95,7 +92,7 @@ def main() -> None:
     p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     p.add_argument("--questions", type=int, default=16)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 16])
-    args = p.parse_args()
+    args = p.parse_args(argv)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
     processor, vlm = build(args.size, dtype, args.device)
     rng = np.random.default_rng(0)

@@ -56,7 +56,13 @@ def run(model: list[str], task: str, cache: Path, out: Path) -> subprocess.Popen
 
 
 def record(out: Path, task: str) -> dict:
-    return json.loads(next(out.rglob(f"{task}.json")).read_text())
+    """The task's record under ``out`` (its file is named by the task, plus the variant, e.g. a limit)."""
+    from negharness.records.results import iter_records
+
+    found = [rec for path, rec in iter_records(out) if path.stem.split(".")[0] == task]
+    if len(found) != 1:
+        sys.exit(f"{len(found)} records of {task} under {out}")
+    return found[0]
 
 
 def main() -> None:

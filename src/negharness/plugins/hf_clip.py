@@ -21,6 +21,12 @@ from negharness.api import (
     load_or_explain,
     takes_options,
 )
+from negharness.plugins.openclip_model import (
+    BUCKET_OVERHEAD,
+    BUCKET_OVERHEAD_DEFAULT,
+    TEXT_ENCODER,
+    length_buckets,
+)
 
 MIN_VOCAB = 1000
 
@@ -47,8 +53,10 @@ class HFClipModel(EmbeddingModel):
     def describe(self) -> dict[str, Any]:
         pp = {k: v for k, v in self.processor.to_dict().items() if k in (
             "size", "crop_size", "image_mean", "image_std", "resample", "do_center_crop", "rescale_factor")}
-        return {"source": self.source, "class": type(self.model).__name__, "weights": self._weights,
-                "preprocess": pp}
+        out = {"source": self.source, "class": type(self.model).__name__, "weights": self._weights, "preprocess": pp}
+        if not self.is_siglip:  # CLIP texts run in length buckets (see encode_text): a cache of their own
+            out["text_encoder"] = TEXT_ENCODER
+        return out
 
     def preprocess_image(self, image: Any) -> torch.Tensor:
         if not hasattr(image, "convert"):
@@ -58,13 +66,26 @@ class HFClipModel(EmbeddingModel):
         return self.processor(images=image.convert("RGB"), return_tensors="pt")["pixel_values"][0]
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        max_len = self.model.config.text_config.max_position_embeddings
-        enc = self.tokenizer(list(texts), padding="max_length" if self.is_siglip else True, truncation=True,
-                             max_length=64 if self.is_siglip else max_len, return_tensors="pt").to(self.device)
-        kwargs = {"input_ids": enc["input_ids"]}
-        if "attention_mask" in enc and not self.is_siglip:
-            kwargs["attention_mask"] = enc["attention_mask"]
-        return F.normalize(_features(self.model.get_text_features(**kwargs)).float(), dim=-1)
+        """SigLIP: padded to 64 tokens with no mask, as it was trained. CLIP (causal, pooled at the
+        end-of-text token): texts of similar length run together, each bucket padded to its longest
+        with an attention mask, back in the order given; equal to the full context up to rounding."""
+        if self.is_siglip:
+            enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=64,
+                                 return_tensors="pt").to(self.device)
+            return F.normalize(_features(self.model.get_text_features(input_ids=enc["input_ids"])).float(), dim=-1)
+        ids = self.tokenizer(list(texts), truncation=True,
+                             max_length=self.model.config.text_config.max_position_embeddings)["input_ids"]
+        out: torch.Tensor | None = None
+        for rows in length_buckets([len(i) for i in ids], BUCKET_OVERHEAD.get(self.device.type, BUCKET_OVERHEAD_DEFAULT)):
+            enc = self.tokenizer.pad({"input_ids": [ids[i] for i in rows]}, return_tensors="pt").to(self.device)
+            emb = _features(self.model.get_text_features(input_ids=enc["input_ids"],
+                                                         attention_mask=enc["attention_mask"])).float()
+            if out is None:
+                out = emb.new_empty((len(texts), emb.shape[1]))
+            out[torch.tensor(rows, dtype=torch.long, device=emb.device)] = emb
+        if out is None:  # no texts
+            return torch.empty(0, self.model.config.projection_dim, device=self.device)
+        return F.normalize(out, dim=-1)
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         out = self.model.get_image_features(pixel_values=pixels.to(self.device))

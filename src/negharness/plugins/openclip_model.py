@@ -39,6 +39,16 @@ OPTIONS = {  # -M options of every open_clip model
     "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
     "jpeg_draft": OptionSpec(bool, False, "decode JPEGs at reduced scale before resizing (faster)"),
 }
+# How texts become embeddings, in describe() (so in the cache key) for models on the length path:
+# an embedding of it differs from a full-context one by float rounding only, never mixed in a cache.
+TEXT_ENCODER = "lengths-v1"
+POOL_AT_TOKEN = ("argmax", "eos", "first")  # pooling at one token: positions after it change nothing
+# Cost of one more forward pass, in token positions, when splitting a batch into length buckets:
+# smaller on CPU (compute dominates, but small matrix products run below peak), large on accelerators
+# (launches and a small batch's low use). A guess: only speed depends on it, never a value beyond rounding;
+# on the shared 2-core machine the measurements (perf/bench_text_lengths.py) were too noisy to tune it.
+BUCKET_OVERHEAD = {"cpu": 128}
+BUCKET_OVERHEAD_DEFAULT = 1024
 
 
 def _flag(extra: dict[str, str], key: str) -> bool | None:
@@ -110,6 +120,69 @@ def resolve_quick_gelu(arch: str, pretrained: str | None, explicit: bool | None,
     return chosen
 
 
+def causal_text_tower(model: torch.nn.Module) -> bool:
+    """Whether this model's text goes through open_clip's own ``CLIP.encode_text`` with a causal mask and
+    pooling at one token: then positions after that token change nothing, and the tower may run on a
+    batch cut to its longest text exactly. Anything else (CustomTextCLIP, a Hugging Face text tower,
+    no causal mask, 'last' pooling, a subclass's own encode_text) keeps the full context."""
+    import open_clip
+    from open_clip.transformer import Transformer
+
+    if not isinstance(model, open_clip.model.CLIP) or type(model).encode_text is not open_clip.model.CLIP.encode_text:
+        return False
+    mask = getattr(model, "attn_mask", None)
+    if (mask is None or mask.ndim != 2 or getattr(model, "text_pool_type", None) not in POOL_AT_TOKEN
+            or not isinstance(model.transformer, Transformer) or model.positional_embedding.shape[0] != mask.shape[0]):
+        return False
+    upper = torch.ones(mask.shape, dtype=torch.bool, device=mask.device).triu(1)
+    return bool(torch.all(mask[upper] == float("-inf")) and torch.all(mask[~upper] == 0))
+
+
+def pool_positions(tokens: torch.Tensor, pool_type: str, eos_id: int | None) -> torch.Tensor:
+    """(B,) the position each row is pooled at, by open_clip's ``text_global_pool`` rule."""
+    if pool_type == "argmax":
+        return tokens.argmax(dim=-1)
+    if pool_type == "eos":
+        return (tokens == eos_id).int().argmax(dim=-1)
+    return torch.zeros(tokens.shape[0], dtype=torch.long)
+
+
+def length_buckets(lengths: Sequence[int], overhead: int) -> list[list[int]]:
+    """Row indices grouped into buckets of similar length, shortest first, minimising the token
+    positions computed (each bucket runs at its longest length) plus ``overhead`` per bucket.
+    Exact dynamic programme over the distinct lengths (at most the context length of them)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    distinct = sorted(set(lengths))
+    upto = [sum(1 for v in lengths if v <= d) for d in distinct]  # rows with length <= distinct[k]
+    best, cut = [0.0] + [float("inf")] * len(distinct), [0] * (len(distinct) + 1)
+    for j in range(1, len(distinct) + 1):
+        for i in range(j):
+            cost = best[i] + overhead + (upto[j - 1] - (upto[i - 1] if i else 0)) * distinct[j - 1]
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    bounds, j = [], len(distinct)
+    while j > 0:
+        bounds.append((upto[cut[j] - 1] if cut[j] else 0, upto[j - 1]))
+        j = cut[j]
+    return [order[lo:hi] for lo, hi in reversed(bounds)]
+
+
+def encode_cut_tokens(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """open_clip's ``CLIP.encode_text`` on tokens cut to (B, L): the positional embedding and the causal
+    mask cut to L as well (only for models `causal_text_tower` accepts)."""
+    from open_clip.transformer import text_global_pool
+
+    n = tokens.shape[1]
+    cast = model.transformer.get_cast_dtype()
+    x = model.token_embedding(tokens).to(cast) + model.positional_embedding[:n].to(cast)
+    x = model.ln_final(model.transformer(x, attn_mask=model.attn_mask[:n, :n].contiguous()))
+    x = text_global_pool(x, tokens, model.text_pool_type, eos_token_id=getattr(model, "text_eos_id", None))
+    proj = model.text_projection
+    if proj is None:
+        return x
+    return proj(x) if isinstance(proj, torch.nn.Linear) else x @ proj
+
+
 class OpenClipModel(EmbeddingModel):
     """Any open_clip CLIP; videos are frames through the image tower, mean-pooled (base class)."""
 
@@ -130,6 +203,7 @@ class OpenClipModel(EmbeddingModel):
         self._transform = None
         self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.contracts.model.jpeg_draft)
         self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
+        self.text_on_lengths = causal_text_tower(model)  # see encode_text
 
     # construction ---------------------------------------------------------------------------
     @classmethod
@@ -205,6 +279,8 @@ class OpenClipModel(EmbeddingModel):
     def describe(self) -> dict[str, Any]:
         out = {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
                "preprocess": self.preprocess_cfg}
+        if self.text_on_lengths:  # the cache never mixes these embeddings with full-context ones
+            out["text_encoder"] = TEXT_ENCODER
         if self.jpeg_draft:  # only when on: fingerprints of existing caches stay as they were
             out["jpeg_draft"] = True
         if self.checkpoint_notes:
@@ -241,8 +317,22 @@ class OpenClipModel(EmbeddingModel):
         return self._transform(image.convert("RGB"))
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        tokens = self.tokenizer(list(texts)).to(self.device)
-        return F.normalize(self.model.encode_text(tokens).float(), dim=-1)
+        """Texts of similar token length run together, each bucket cut to its longest text, and come
+        back in the order given (equal to the full 77-token context up to float rounding). With
+        gradients on (training) or a text tower where cutting is not exact, the full context."""
+        tokens = self.tokenizer(list(texts))
+        if not self.text_on_lengths or torch.is_grad_enabled() or not len(texts):
+            return F.normalize(self.model.encode_text(tokens.to(self.device)).float(), dim=-1)
+        lengths = pool_positions(tokens, self.model.text_pool_type, getattr(self.model, "text_eos_id", None)) + 1
+        out: torch.Tensor | None = None
+        for rows in length_buckets(lengths.tolist(), BUCKET_OVERHEAD.get(self.device.type, BUCKET_OVERHEAD_DEFAULT)):
+            idx = torch.tensor(rows, dtype=torch.long)
+            emb = encode_cut_tokens(self.model, tokens[idx, :int(lengths[idx].max())].to(self.device)).float()
+            if out is None:
+                out = emb.new_empty((len(texts), emb.shape[1]))
+            out[idx.to(emb.device)] = emb
+        assert out is not None
+        return F.normalize(out, dim=-1)
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.model.encode_image(pixels.to(self.device)).float(), dim=-1)

@@ -1,0 +1,129 @@
+"""Text encoding on real token lengths (issue 25, item 1) against the full 77-token context.
+
+Same texts, same random-weight model, same process, interleaved rounds (full, cut, buckets, then the
+next round), fp32 under inference mode, in the runner's batches of ``--batch-size``:
+
+  full     open_clip's own ``CLIP.encode_text`` on the whole context (the path before)
+  cut      each batch cut to its longest text (positional embedding and causal mask too), one pass
+  buckets  what `OpenClipModel.encode_text` does now: each batch split into length buckets, each cut
+           to its longest text, put back in order
+
+Texts: real COCO captions from NegBench's ``COCO_val_retrieval.csv`` (``--csv``, default the shared
+data beside the repository), else generated captions of 8-20 words (said in the output). Printed per
+round: texts/s of each path, the ratios, the load average; then the max abs difference of the
+embeddings against the full context.
+
+Run: python perf/bench_text_lengths.py [--csv PATH] [--texts 256] [--rounds 3] [--arch ViT-B-32] [--tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import json
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from negharness.contracts.model import ModelOptions
+from negharness.plugins.openclip_model import (
+    OpenClipModel,
+    encode_cut_tokens,
+    pool_positions,
+)
+
+CSV = Path(__file__).resolve().parents[1] / ".." / "shared/data/negbench/negbench_eval_csvs/images/COCO_val_retrieval.csv"
+TINY = {"model_cfg": {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16,
+                                       "head_width": 16},
+                      "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}}
+
+
+def load_texts(path: Path, n: int) -> tuple[list[str], str]:
+    """(n texts, where they came from): the CSV's captions in file order, else generated ones."""
+    if path.is_file():
+        with path.open(newline="") as f:
+            caps = [c for row in csv.DictReader(f) for c in ast.literal_eval(row["captions"])]
+        return caps[:n], f"real COCO captions from {path.name}"
+    rng = random.Random(0)
+    words = "a the man woman dog cat red blue sofa kitchen table street car standing on near with".split()
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(8, 20))) for _ in range(n)], "generated captions"
+
+
+def make_model(arch: str, tiny: bool, folder: Path) -> OpenClipModel:
+    torch.manual_seed(0)
+    if tiny:
+        cfg = folder / "tiny.json"
+        cfg.write_text(json.dumps(TINY))
+        arch = str(cfg)
+    return OpenClipModel.create("clip", ModelOptions(arch=arch), default_pretrained=None)
+
+
+def full(model: OpenClipModel, texts: list[str]) -> torch.Tensor:
+    return F.normalize(model.model.encode_text(model.tokenizer(texts)).float(), dim=-1)
+
+
+def cut(model: OpenClipModel, texts: list[str]) -> torch.Tensor:
+    tokens = model.tokenizer(texts)
+    longest = int(pool_positions(tokens, model.model.text_pool_type, getattr(model.model, "text_eos_id", None)).max()) + 1
+    return F.normalize(encode_cut_tokens(model.model, tokens[:, :longest]).float(), dim=-1)
+
+
+def buckets(model: OpenClipModel, texts: list[str]) -> torch.Tensor:
+    return model.encode_text(texts)
+
+
+PATHS = {"full": full, "cut": cut, "buckets": buckets}
+
+
+def timed(fn, model: OpenClipModel, texts: list[str], bs: int) -> tuple[float, torch.Tensor]:
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = torch.cat([fn(model, texts[lo:lo + bs]) for lo in range(0, len(texts), bs)])
+    return time.perf_counter() - start, out
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=CSV)
+    ap.add_argument("--texts", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--arch", default="ViT-B-32")
+    ap.add_argument("--tiny", action="store_true", help="a 1-layer width-32 model, 16 texts, 1 round (a check of the script)")
+    opts = ap.parse_args(argv)
+    if opts.tiny:
+        opts.texts, opts.rounds = min(opts.texts, 16), 1
+    texts, source = load_texts(opts.csv, opts.texts)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_model(opts.arch, opts.tiny, Path(tmp))
+    assert model.text_on_lengths, "this model's text tower is not on the length path"
+    lengths = (pool_positions(model.tokenizer(texts), model.model.text_pool_type, None) + 1).tolist()
+    print(f"{len(texts)} {source}; tokens min {min(lengths)} mean {sum(lengths) / len(lengths):.1f} max {max(lengths)}; "
+          f"{'tiny model' if opts.tiny else opts.arch + ' (random weights)'}, fp32, batch {opts.batch_size}, "
+          f"{torch.get_num_threads()} threads, {os.cpu_count()} cores")
+    rates: dict[str, list[float]] = {k: [] for k in PATHS}
+    outs: dict[str, torch.Tensor] = {}
+    for r in range(opts.rounds):
+        for name, fn in PATHS.items():
+            seconds, outs[name] = timed(fn, model, texts, opts.batch_size)
+            rates[name].append(len(texts) / seconds)
+        load = os.getloadavg()[0]
+        print(f"round {r}: full {rates['full'][-1]:.1f} texts/s, cut {rates['cut'][-1]:.1f}, buckets "
+              f"{rates['buckets'][-1]:.1f}; buckets/full {rates['buckets'][-1] / rates['full'][-1]:.2f}x, "
+              f"cut/full {rates['cut'][-1] / rates['full'][-1]:.2f}x; load average {load:.2f}")
+    diff = {k: float((outs[k] - outs["full"]).abs().max()) for k in ("cut", "buckets")}
+    cosine = float((outs["buckets"] * outs["full"]).sum(-1).min())
+    print(f"max abs difference against the full context: cut {diff['cut']:.2e}, buckets {diff['buckets']:.2e}; "
+          f"min cosine {cosine:.7f}")
+    return {"speedup": sorted(rates["buckets"])[len(rates["buckets"]) // 2] / sorted(rates["full"])[len(rates["full"]) // 2],
+            "max_abs_diff": max(diff.values())}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Every script in perf/ runs on the current record format: each is imported and run on tiny inputs
+(its ``--tiny`` or smallest options), so a moved record field fails here, not for a user.
+
+The two experiments (``exp_*``) take minutes by nature (kill -9 at three moments; training several
+recipes): they are imported and their helpers that read records, shards and samples are run on a
+tiny real run instead."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from negharness.discovery.manager import make_host
+from negharness.engine.evaluate import RunRequest, run_evaluation
+
+PERF = Path(__file__).resolve().parents[1] / "perf"
+
+TINY: dict[str, list[str]] = {
+    "bench_cache_integrity.py": ["--tiny"],
+    "bench_decode_throughput.py": ["--tiny"],
+    "bench_leaderboard.py": ["--models", "2", "--diagnosed", "1", "--rounds", "1"],
+    "bench_mcq.py": ["--tiny"],  # with a folder that has no CSV: generated rows in NegBench's layout
+    "bench_metrics.py": ["--tiny"],
+    "bench_nein_memory.py": ["--sizes", "4", "--side", "32"],
+    "bench_reuse_checks.py": ["--images", "5", "--videos", "3", "--image-kb", "1", "--video-kb", "1"],
+    "bench_run_cache.py": ["--tiny"],
+    "bench_sharded_eval.py": ["--tiny"],
+    "bench_shared_encoding.py": ["--tiny"],
+    "bench_text_lengths.py": ["--tiny"],
+    "bench_training.py": ["--videos", "4", "--steps", "1", "--batch", "2", "--size", "32", "--workers", "0"],
+    "bench_vlm_choice.py": ["--questions", "2", "--batch-sizes", "1"],
+}
+HELPERS_ONLY = {"exp_kill_resume.py", "exp_negation_training.py"}
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"perf_{Path(name).stem}", PERF / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_perf_script_is_covered():
+    assert {p.name for p in PERF.glob("*.py")} == set(TINY) | HELPERS_ONLY
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_script_runs_on_tiny_inputs(name, tmp_path, capsys):
+    argv = list(TINY[name])
+    if name == "bench_mcq.py":
+        argv = [str(tmp_path / "no-csvs"), *argv]
+    if name == "bench_sharded_eval.py":  # the session's world, generated once for every test
+        argv += ["--data-root", os.environ["NEGHARNESS_DATA"]]
+    load(name).main(argv)
+    assert capsys.readouterr().out.strip()
+
+
+@pytest.fixture
+def tiny_run(tmp_path):
+    """A real run of the embedded world's t2i task, 8 items, with samples logged."""
+    req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], limit=8, device="cpu", log_samples=True,
+                     output_dir=str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"))
+    return tmp_path, run_evaluation(make_host(), req)[0]
+
+
+def test_kill_resume_helpers_read_records_and_shards(tiny_run):
+    root, outcome = tiny_run
+    mod = load("exp_kill_resume.py")
+    rec = mod.record(root / "out", "shapes_t2i_original")
+    assert set(rec["metrics"]) >= {"R@1", "MIR"} and rec["counts"]["media_encoded"] == 8
+    assert mod.stored(root / "cache", "image") == 8 and mod.stored(root / "cache", "text") > 0
+
+
+def test_negation_training_helpers_read_samples(tiny_run, monkeypatch):
+    root, outcome = tiny_run
+    mod = load("exp_negation_training.py")
+    values = mod.per_query(outcome.path.with_suffix(".samples.jsonl"), "shapes_t2i_original")
+    assert len(values["query"]) == len(values["MIR"]) > 0
+    monkeypatch.setattr(mod, "TEST_ITEMS", "24")
+    monkeypatch.setattr(mod, "TASKS", ["shapes_t2v_negated", "shapes_mcq"])
+    got = mod.evaluate(make_host(), "shapes_clip", None, root / "exp")
+    assert set(got["shapes_t2v_negated"]) == {"query", "ΔMIR"} and set(got["shapes_mcq"]) == {"query", "accuracy"}
+
+
+def test_sharded_eval_reads_records_not_sidecars(tiny_run):
+    root, _ = tiny_run
+    found = load("bench_sharded_eval.py").records(root / "out")
+    (stem, rec), = found.items()
+    assert stem.startswith("shapes_t2i_original") and "total_s" in rec["timings"]
