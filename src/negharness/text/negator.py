@@ -23,7 +23,7 @@ import random
 import re
 from dataclasses import asdict, dataclass
 
-from .nltk_resources import tag
+from .nltk_resources import tag, tokenize
 
 
 def is_known_verb(word: str) -> bool:
@@ -303,7 +303,7 @@ def negate(caption: str, mode: str = "one", seed: int | str = 0) -> list[Negatio
 def split_negated(text: str) -> tuple[str, str]:
     """(positive part, negative part) of any negated query, by the same rule-based scope: the
     negative part runs from after the first cue to the end of its clause. No cue: (text, "")."""
-    tokens = [w for w, _ in tag(expand_contractions(text))]
+    tokens = tokenize(expand_contractions(text))
     for i, w in enumerate(tokens):
         if w.lower() in CUE_WORDS:
             inside, outside = _scope(tokens, i + 1)

@@ -6,7 +6,9 @@ instead of NLTK's long LookupError from deep inside a tagger.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
+from typing import Callable
 
 from negharness.api import UserError
 
@@ -40,9 +42,37 @@ def ensure_nltk() -> None:
             f"`python -m nltk.downloader {names}`, or point NLTK_DATA at a folder that has them.")
 
 
-def tag(text: str) -> list[tuple[str, str]]:
-    """Penn Treebank tokens and POS tags."""
+SIMPLE_TEXT = re.compile(r"[a-z]+(?:,? [a-z]+)*")  # lowercase words, single spaces, commas after words
+_CLOSED_TAGGERS: list[Callable[[list[str]], "list[str] | None"]] = []
+
+
+def tokenize(text: str) -> list[str]:
+    """NLTK's word tokens. Lowercase words separated by spaces and commas split the same way without
+    NLTK's data (no sentence break, contraction or quote for its tokenizer to find)."""
+    if SIMPLE_TEXT.fullmatch(text):
+        return text.replace(",", " ,").split()
     import nltk
 
     ensure_nltk()
-    return nltk.pos_tag(nltk.word_tokenize(text))
+    return nltk.word_tokenize(text)
+
+
+def add_closed_tagger(tagger: Callable[[list[str]], "list[str] | None"]) -> None:
+    """Register a tagger for a closed language (the embedded world's): it returns NLTK's tags for a
+    text of its language and None for any other text, so `tag` is exact either way."""
+    if tagger not in _CLOSED_TAGGERS:
+        _CLOSED_TAGGERS.append(tagger)
+
+
+def tag(text: str) -> list[tuple[str, str]]:
+    """Penn Treebank tokens and POS tags: from a closed language's tagger where it knows the text,
+    else from NLTK's perceptron tagger."""
+    tokens = tokenize(text)
+    for tagger in _CLOSED_TAGGERS:
+        tags = tagger(tokens)
+        if tags is not None:
+            return list(zip(tokens, tags))
+    import nltk
+
+    ensure_nltk()
+    return nltk.pos_tag(tokens)

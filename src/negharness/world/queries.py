@@ -1,22 +1,26 @@
 """Negated and composed query sets of a world split, built by the nT2VR builders from its captions.
 
 The default test split's sets ship with the package (``world/packaged/``), so the embedded
-default runs with no NLTK data and no network; any other (seed, split, size) is built once with
-NLTK and kept beside the world's pixels under the data root. ``python -m negharness.world.queries``
-rebuilds the shipped files (a test checks they equal a fresh build wherever NLTK data is present).
+default runs with no NLTK data and no network; any other (seed, split, size) is built once and
+kept beside the world's pixels under the data root. ``python -m negharness.world.queries``
+rebuilds the shipped files and the tag table (tests check both against fresh builds wherever NLTK
+data is present). Any other set is built without NLTK data too: the world tags its own captions
+(`negharness.world.tagger`).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from functools import lru_cache
 from pathlib import Path
 
-from negharness.api import atomic_write_text, cached_json
+from negharness.api import UserError, atomic_write_text, cached_json
 from negharness.text.build_queries import build
 
 from .media import load_world
 from .scenes import WORLD_VERSION
+from .tagger import write_table
 
 BUILDER_VERSION = "2"  # 2: the authors' enumeration, every subject (a closed world of 4 verbs)
 PACKAGED = Path(__file__).parent / "packaged"
@@ -59,6 +63,16 @@ def write_packaged(root: Path | None = None) -> list[Path]:
     return paths
 
 
+def main() -> int:
+    """Rebuild what ships: the world's tag table, then its default query sets (needs NLTK data)."""
+    try:
+        for written in [write_table(), *write_packaged()]:
+            print(f"wrote {written}")
+    except UserError as exc:  # no traceback from an entry point: one line, exit 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    for written in write_packaged():
-        print(f"wrote {written}")
+    sys.exit(main())

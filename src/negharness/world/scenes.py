@@ -115,26 +115,33 @@ def make_scene(seed: int, split: str, kind: str, index: int) -> Scene:
     return Scene(tuple(objects))
 
 
+def video_caption_forms(acting: Sequence[tuple[str, str]]) -> list[str]:
+    """Every wording of a video with these (noun phrase, action) objects, in this order: the
+    world's whole caption language (`negharness.world.tagger` enumerates it)."""
+    nps = [np_ for np_, _ in acting]
+    third, prog, part = zip(*(ACTIONS[a] for _, a in acting))
+    if len(acting) == 1:
+        return [f"{nps[0]} {prog[0]}", f"{nps[0]} {third[0]}", f"there is {nps[0]} {part[0]}"]
+    return [
+        f"{nps[0]} {prog[0]} and {nps[1]} {prog[1]}",
+        f"{nps[0]} {third[0]} while {nps[1]} {third[1]}",
+        f"there is {nps[0]} {part[0]} and {nps[1]} {part[1]}",
+    ]
+
+
+def image_caption_forms(nps: Sequence[str]) -> list[str]:
+    """Every wording of an image with these noun phrases, in this order."""
+    listed = nps[0] if len(nps) == 1 else ", ".join(nps[:-1]) + " and " + nps[-1]
+    return [listed, f"there is {listed}", f"an image of {listed}"]
+
+
 def _video_caption(rng: np.random.Generator, objs: Sequence[ShapeObject]) -> str:
-    third = [ACTIONS[o.action][0] for o in objs]  # type: ignore[index]
-    prog = [ACTIONS[o.action][1] for o in objs]  # type: ignore[index]
-    part = [ACTIONS[o.action][2] for o in objs]  # type: ignore[index]
-    nps = [o.noun_phrase for o in objs]
-    if len(objs) == 1:
-        forms = [f"{nps[0]} {prog[0]}", f"{nps[0]} {third[0]}", f"there is {nps[0]} {part[0]}"]
-    else:
-        forms = [
-            f"{nps[0]} {prog[0]} and {nps[1]} {prog[1]}",
-            f"{nps[0]} {third[0]} while {nps[1]} {third[1]}",
-            f"there is {nps[0]} {part[0]} and {nps[1]} {part[1]}",
-        ]
+    forms = video_caption_forms([(o.noun_phrase, str(o.action)) for o in objs])
     return str(forms[int(rng.integers(len(forms)))])
 
 
 def _image_caption(rng: np.random.Generator, objs: Sequence[ShapeObject]) -> str:
-    nps = [o.noun_phrase for o in objs]
-    listed = nps[0] if len(nps) == 1 else ", ".join(nps[:-1]) + " and " + nps[-1]
-    forms = [listed, f"there is {listed}", f"an image of {listed}"]
+    forms = image_caption_forms([o.noun_phrase for o in objs])
     return str(forms[int(rng.integers(len(forms)))])
 
 

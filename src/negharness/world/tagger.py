@@ -1,0 +1,82 @@
+"""The world's own part-of-speech tagger: its caption language is closed, so NLTK's tags for every
+caption it can write are data shipped with the package, and no world task, option or training set
+needs NLTK's tagger data or a network.
+
+The table maps each token's five-token window (two words either side) to the tag NLTK's perceptron
+tagger gives it in every world caption containing that window; over the whole language (71,208
+video and image captions) no window has two tags, so the lookup reproduces NLTK exactly.
+``python -m negharness.world.queries`` rebuilds the table (needs NLTK data); a test checks it
+against NLTK on a sample of captions wherever NLTK data is present. A text with any window the
+table lacks is not the world's: the lookup returns None and the caller tags it with NLTK.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from negharness.api import atomic_write_text
+from negharness.text.nltk_resources import add_closed_tagger, ensure_nltk, tokenize
+
+from .scenes import ACTIONS, COLOURS, SHAPES, image_caption_forms, video_caption_forms
+
+WINDOW = 2  # words either side
+PACKAGED = Path(__file__).parent / "packaged" / "pos_tags.json"
+MAX_OBJECTS = {"video": 2, "image": 3}
+
+
+def world_captions() -> Iterator[str]:
+    """Every caption the world can write (objects may repeat: a superset of what scenes draw)."""
+    nps = [f"a {c} {s}" for c in COLOURS for s in SHAPES]
+    for n in range(1, MAX_OBJECTS["video"] + 1):
+        for combo in itertools.product(itertools.product(nps, ACTIONS), repeat=n):
+            yield from video_caption_forms(combo)
+    for n in range(1, MAX_OBJECTS["image"] + 1):
+        for combo in itertools.product(nps, repeat=n):
+            yield from image_caption_forms(combo)
+
+
+def windows(tokens: Sequence[str]) -> list[str]:
+    padded = ["<s>"] * WINDOW + list(tokens) + ["</s>"] * WINDOW
+    return [" ".join(padded[i: i + 2 * WINDOW + 1]) for i in range(len(tokens))]
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, str]:
+    return json.loads(PACKAGED.read_text(encoding="utf-8"))
+
+
+def world_tags(tokens: Sequence[str]) -> list[str] | None:
+    """NLTK's tags for a world caption's tokens, or None when the text is not the world's."""
+    table = _table()
+    tags = [table.get(w) for w in windows(tokens)]
+    return None if any(t is None for t in tags) else tags  # type: ignore[return-value]
+
+
+def build_table() -> dict[str, str]:
+    """Tag every world caption with NLTK (about 100 s) and keep each window's tag; a window with
+    two tags would make the lookup inexact, so it is an error."""
+    import nltk
+
+    ensure_nltk()
+    table: dict[str, str] = {}
+    for caption in world_captions():
+        tokens = tokenize(caption)
+        for window, (_, tag) in zip(windows(tokens), nltk.pos_tag(tokens)):
+            if table.setdefault(window, tag) != tag:
+                raise ValueError(f"window {window!r} has tags {table[window]} and {tag}: widen WINDOW")
+    return dict(sorted(table.items()))
+
+
+def write_table() -> Path:
+    """Rebuild the shipped table (`python -m negharness.world.queries` does, before the query sets)."""
+    table = build_table()
+    atomic_write_text(PACKAGED, json.dumps(table, separators=(",", ":")) + "\n")
+    _table.cache_clear()
+    return PACKAGED
+
+
+add_closed_tagger(world_tags)  # the text builders consult it before NLTK: world text needs no NLTK data

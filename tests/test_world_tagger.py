@@ -1,0 +1,73 @@
+"""The world tags its own captions: NLTK's tags exactly, with no NLTK data, for every option of
+every world task and training set; any other text still goes to NLTK (or one clear error offline)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from negharness.api import UserError
+from negharness.text import nltk_resources
+from negharness.world.tagger import windows, world_captions, world_tags
+
+
+@pytest.fixture
+def no_nltk(monkeypatch):
+    """NLTK's data as absent as on a fresh offline machine: any use of it is the offline error."""
+    def missing() -> None:
+        raise UserError("NLTK data missing and could not be downloaded (offline?)")
+
+    monkeypatch.setattr(nltk_resources, "ensure_nltk", missing)
+
+
+def test_the_language_is_closed_and_every_caption_is_tagged():
+    captions = list(world_captions())
+    assert len(captions) == 71_208  # 24 noun phrases x 4 actions: 1-2 objects x 3 wordings; images 1-3 x 3
+    assert all(world_tags(nltk_resources.tokenize(c)) is not None for c in captions[::97])
+    assert world_tags(nltk_resources.tokenize("a man is riding a horse")) is None  # not the world's
+
+
+@pytest.mark.needs_nltk
+def test_table_equals_nltk_on_a_sample():
+    import nltk
+
+    captions = list(world_captions())
+    for caption in random.Random(20261124).sample(captions, 1500):
+        tokens = nltk.word_tokenize(caption)
+        assert nltk_resources.tokenize(caption) == tokens
+        assert world_tags(tokens) == [t for _, t in nltk.pos_tag(tokens)], caption
+
+
+@pytest.mark.needs_nltk
+def test_window_table_is_the_fresh_build():
+    """The shipped table is what `python -m negharness.world.queries` writes (windows never collide)."""
+    from negharness.world.tagger import _table, build_table
+
+    assert build_table() == _table()
+
+
+def test_non_default_world_queries_build_without_nltk(no_nltk, tmp_path):
+    from negharness.world.queries import build_world_queries
+
+    built = build_world_queries(3, "test", 40, tmp_path, query_seed=1)
+    assert built["negated"] and built["composed"]
+    assert all(" not " in n[1] or "n't" in n[1] for n in built["negated"])
+
+
+@pytest.mark.needs_nltk
+def test_world_queries_equal_an_nltk_build(tmp_path, monkeypatch):
+    from negharness.world.queries import build_world_queries
+
+    ours = build_world_queries(5, "val", 60, tmp_path, query_seed=2)
+    monkeypatch.setattr(nltk_resources, "_CLOSED_TAGGERS", [])
+    assert build_world_queries(5, "val", 60, tmp_path, query_seed=2) == ours
+
+
+def test_other_text_still_needs_nltk(no_nltk):
+    with pytest.raises(UserError, match="NLTK data missing"):
+        nltk_resources.tag("A man rides a horse.")
+
+
+def test_windows_pad_both_ends():
+    assert windows(["a", "red"]) == ["<s> <s> a red </s>", "<s> a red </s> </s>"]
