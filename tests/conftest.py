@@ -12,7 +12,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 THIRDPARTY = Path(__file__).parent / "thirdparty"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# the benchmarks' real files beside the checkout (CI has them; a newcomer's clone does not)
+SHARED = Path(os.environ.get("NEGHARNESS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 if (SHARED / "nltk_data").is_dir() and "NLTK_DATA" not in os.environ:
     os.environ["NLTK_DATA"] = str(SHARED / "nltk_data")
 
@@ -61,15 +62,31 @@ def _nltk_data_present() -> bool:
         return False
 
 
+NLTK_REASON = ("NLTK tokenizer/tagger data absent: set NLTK_DATA to a folder with punkt_tab and "
+               "averaged_perceptron_tagger_eng (CI points it at ../shared/nltk_data)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs_nltk: needs NLTK's tokenizer and tagger data (skipped without it)")
+    config.addinivalue_line("markers", "needs(*what): outside data the test reads: 'nltk' (NLTK's tokenizer and "
+                            "tagger data) or a path under ../shared; the test is skipped, with the reason, without it")
+
+
+def _missing(what: str) -> str | None:
+    """Why an outside resource is absent (None when present)."""
+    if what == "nltk":
+        return None if _nltk_data_present() else NLTK_REASON
+    path = SHARED / what
+    return None if path.exists() else (f"needs ../shared/{what} (the benchmarks' real files, beside the checkout "
+                                       f"in CI; set NEGHARNESS_SHARED to use another folder)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _nltk_data_present():
-        return
-    skip = pytest.mark.skip(reason="NLTK tokenizer/tagger data absent: set NLTK_DATA to a folder with punkt_tab and "
-                                   "averaged_perceptron_tagger_eng (CI points it at ../shared/nltk_data)")
+    """The one rule for outside data: a test marked `needs(...)` skips, naming what is missing."""
+    cache: dict[str, str | None] = {}
     for item in items:
-        if "needs_nltk" in item.keywords:
-            item.add_marker(skip)
+        for mark in item.iter_markers("needs"):
+            reasons = [cache.setdefault(w, _missing(w)) for w in mark.args]
+            reason = next((r for r in reasons if r), None)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+                break

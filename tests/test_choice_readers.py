@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from choice_helpers import TableModel, evaluate, write_image
+from conftest import SHARED
 
 from negharness.contracts.errors import UserError
 from negharness.declarative.register import load_folder
@@ -277,7 +278,7 @@ def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
         original.evaluate(CachedEvalContext(TableModel({}), RunSettings(), None))
 
 
-NEGBENCH_COCO = Path(__file__).resolve().parents[2] / "shared/data/negbench/negbench_eval_csvs/images"
+NEGBENCH_COCO = SHARED / "data/negbench/negbench_eval_csvs/images"
 
 NEGBENCH_YAML = """\
 name: negbench_coco_as_yaml
@@ -300,8 +301,7 @@ main_score: accuracy
 """
 
 
-@pytest.mark.skipif(not (NEGBENCH_COCO / "COCO_val_mcq_llama3.1_rephrased.csv").is_file(),
-                    reason="needs ../shared/data/negbench (the real NegBench CSVs)")
+@pytest.mark.needs("data/negbench/negbench_eval_csvs/images/COCO_val_mcq_llama3.1_rephrased.csv")
 def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
     """The first 60 rows of the real COCO MCQ file, read by the YAML kind and by negbench_mcq_coco,
     through one model with seeded similarities (and planted ties): same accuracy, ties and per-template accuracies."""

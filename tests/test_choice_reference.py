@@ -22,23 +22,21 @@ import numpy as np
 import pytest
 import torch
 from choice_helpers import evaluate
+from conftest import SHARED
 
 from negharness.contracts.model import EmbeddingModel
 from negharness.declarative.register import load_folder
 from negharness.scoring import perquery
 from negharness.tasks.builtin import GENERATORS
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-SUGARCREPE = SHARED / "sugarcrepe"
-VALSE = SHARED / "valse"
+SUGARCREPE = SHARED / "data" / "sugarcrepe"
+VALSE = SHARED / "data" / "valse"
 SPLITS = ("add_obj", "add_att", "replace_obj", "replace_att", "replace_rel", "swap_obj", "swap_att")
 BUILTIN = {c.name: c for c in load_folder(Path(str(files("negharness.tasks.choice"))), GENERATORS)}
 DIM, BLOCK = 16, 8  # a 32x32 stand-in image: 4x4 blocks of 8x8 pixels, one per embedding entry
 
-needs_sugarcrepe = pytest.mark.skipif(not (SUGARCREPE / "swap_obj.json").is_file(),
-                                      reason=f"needs {SUGARCREPE} (SugarCrepe's published files; see SOURCE.md)")
-needs_valse = pytest.mark.skipif(not (VALSE / "existence.json").is_file(),
-                                 reason=f"needs {VALSE} (VALSE's existence.json; see SOURCE.md)")
+needs_sugarcrepe = pytest.mark.needs("data/sugarcrepe/swap_obj.json")  # SugarCrepe's files; see SOURCE.md
+needs_valse = pytest.mark.needs("data/valse/existence.json")  # VALSE's existence.json; see SOURCE.md
 
 
 def _bits(text: str) -> np.ndarray:

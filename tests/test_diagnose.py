@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import SHARED  # noqa: E402
 
 from negharness.contracts.errors import UserError
 from negharness.report.diagnose import (
@@ -14,7 +15,7 @@ from negharness.report.diagnose import (
     load_templates,
 )
 
-PAPER = Path(__file__).resolve().parents[1] / ".." / "shared" / "seeds" / "003_8a649d9afd753fc6.txt"
+PAPER = SHARED / "seeds" / "003_8a649d9afd753fc6.txt"
 
 
 def test_family_sizes_are_the_papers():
@@ -34,7 +35,7 @@ def test_the_papers_examples_come_first_verbatim():
     assert all(len(f.paper) == 5 for f in fams.values())
 
 
-@pytest.mark.skipif(not PAPER.is_file(), reason="needs ../shared/seeds (the NegBench paper text)")
+@pytest.mark.needs("seeds/003_8a649d9afd753fc6.txt")  # the NegBench paper text
 def test_examples_equal_the_appendix_text():
     """Every family's `paper` list is exactly the examples printed in appendix B.2, in order."""
     text = PAPER.read_text(encoding="utf-8")

@@ -5,11 +5,10 @@ code says why. Each rule is also shown failing on a small tree written here."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
-
+import tomllib
 from layout_rules import (
     SRC,
     builtin_violations,

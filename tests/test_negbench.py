@@ -23,7 +23,7 @@ from negharness.tasks.negbench.data import (
 from negharness.testing import COLOURS, host_with_models, keyword_model
 
 CSVS = SHARED / "data/negbench/negbench_eval_csvs"
-needs_shared = pytest.mark.skipif(not CSVS.is_dir(), reason="shared NegBench CSVs not present")
+needs_shared = pytest.mark.needs("data/negbench/negbench_eval_csvs")
 
 
 @needs_shared

@@ -144,7 +144,7 @@ def _nein_layout(root: Path, n: int = 4) -> list[dict]:
     return entries
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_folder, dino_folder):
     from negharness.discovery.manager import make_host
     from negharness.engine.evaluate import RunRequest, run_evaluation
@@ -175,7 +175,7 @@ def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_
         owl_mod.DEFAULT = default
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
     pa = pytest.importorskip("pyarrow")
     import io

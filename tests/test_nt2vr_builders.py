@@ -12,7 +12,7 @@ from negharness.text.composer import (
 )
 from negharness.text.negator import expand_contractions, negate, split_negated
 
-pytestmark = pytest.mark.needs_nltk  # the builders tag real captions with NLTK
+pytestmark = pytest.mark.needs("nltk")  # the builders tag real captions with NLTK
 
 
 def _find(caption, rule, word):

@@ -53,7 +53,7 @@ def _run(tmp_path, tasks, **kw):
     return {o.task: o for o in run_evaluation(_host(), req)}
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_original_negated_composed_share_one_pass_over_the_videos(tmp_path):
     write_layout(tmp_path / "data")
     with pytest.raises(MissingDataError, match="build-queries"):
@@ -74,7 +74,7 @@ def test_original_negated_composed_share_one_pass_over_the_videos(tmp_path):
     assert "C@1" in comp["metrics"] and "several_relevant" in comp["notes"]
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_query_naming_an_unknown_video_is_an_error_with_file_and_line(tmp_path):
     folder = write_layout(tmp_path / "data")
     cap = folder / "TextData" / f"{COLL}.caption.txt"
@@ -103,7 +103,7 @@ def test_caption_line_without_an_id_and_empty_collection(tmp_path):
         read_caption_file(path)
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_build_queries_cli_on_plain_captions(cli, tmp_path):
     folder = write_layout(tmp_path / "data")
     res = cli("build-queries", "--captions", str(folder / "TextData" / f"{COLL}.caption.txt"),
@@ -122,7 +122,7 @@ def test_build_queries_cli_on_plain_captions(cli, tmp_path):
     assert bad.returncode == 2 and "--captions" in bad.stderr
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk", "data/negbench/negbench_eval_csvs/videos/msr_vtt_retrieval.csv")
 def test_builders_on_real_msrvtt_captions():
     from conftest import SHARED
 
@@ -130,8 +130,6 @@ def test_builders_on_real_msrvtt_captions():
     from negharness.text.nt2vr_files import read_caption_table
 
     csv_path = SHARED / "data/negbench/negbench_eval_csvs/videos/msr_vtt_retrieval.csv"
-    if not csv_path.is_file():
-        pytest.skip("shared MSR-VTT captions not present")
     items = read_caption_table(csv_path, "image_id", "all_captions")
     assert len(items) == 1000 and sum(len(c) for _, c in items) == 19998
     built = build(items[:60], seed=0)
@@ -192,7 +190,7 @@ def test_boolean_baseline_reads_the_authors_neginfo_and_reports_its_parts(tmp_pa
     assert views == {"positive": ["a blue car"], "negative": ["green"]}
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_boolean_baseline_scores_choices_as_positive_minus_negative():
     """MCQ rows are scored through the model's text views: each option by s(pos) - s(neg), ragged rows padded."""
     from negharness.contracts.choices import ChoiceSet

@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
 from negharness.records.published import (
     COLLECTIONS_FILE,
@@ -28,7 +29,6 @@ SHIPPED = (*nt2vr.PUBLISHED, *negbench.PUBLISHED, *nein.PUBLISHED)  # the tables
 def shipped_rows():
     return table_rows(SHIPPED)
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 REPO_MCQ = SHARED / "data" / "negbench" / "official_repo_results" / "mcq"
 NT2VR_SEED = sorted((SHARED / "seeds").glob("000_*.txt"))
 NEGBENCH_CSVS = SHARED / "data" / "negbench" / "negbench_eval_csvs"
@@ -92,7 +92,7 @@ def test_nt2vr_tables_have_the_papers_rows_and_values():
     assert len(original) == 24 and len({r.row for r in original}) == 6  # 6 rows x R@1, R@5, R@10, MIR
 
 
-@pytest.mark.skipif(not NT2VR_SEED, reason="needs ../shared/seeds/000_*.txt (the nT2VR paper)")
+@pytest.mark.needs("seeds/000_86ebe5282b06d19f.txt")  # the nT2VR paper
 @pytest.mark.parametrize("table,dataset", [("Table 9", "flickr30k"), ("Table 10", "mscoco")])
 def test_image_tables_equal_the_seed_row_for_row(table, dataset):
     """Every row the seed prints under Tables 9 and 10 (its last line included), every number."""
@@ -124,7 +124,7 @@ def test_every_published_task_names_its_papers_collection():
     assert collections["nein_val"].counts == {"samples": 35000}
 
 
-@pytest.mark.skipif(not NEGBENCH_CSVS.is_dir(), reason="needs ../shared/data/negbench/negbench_eval_csvs")
+@pytest.mark.needs("data/negbench/negbench_eval_csvs")
 def test_negbench_collections_are_the_authors_files_as_the_tasks_count_them(tmp_path):
     from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
     from negharness.tasks.negbench.data import find_csv, read_mcq, read_retrieval
@@ -203,7 +203,7 @@ def test_negbench_paper_and_nein_rows():
     assert l1.printed == "23.54" and l1.value == pytest.approx(0.2354)
 
 
-@pytest.mark.skipif(not REPO_MCQ.is_dir(), reason="needs ../shared/data/negbench/official_repo_results")
+@pytest.mark.needs("data/negbench/official_repo_results/mcq")
 def test_official_repo_tables_are_complete_and_exact():
     """Every number of every CSV in the authors' results/mcq/ is shipped, times 100, nothing else."""
     shipped = {(r.table, r.row, r.task, r.metric): r.value for r in shipped_rows() if r.paper == "NegBench repo"}

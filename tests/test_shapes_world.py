@@ -71,7 +71,7 @@ def test_embedded_default_runs_far_above_chance(cli, tmp_path):
     assert board.returncode == 0 and "shapes_t2v_original" in (tmp_path / "results" / "README.md").read_text()
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_shipped_world_queries_equal_a_fresh_build(tmp_path):
     """The query sets shipped for the default tasks are what the builders make today: a change to
     the builders without `python -m negharness.world.queries` fails here, not on users' machines."""

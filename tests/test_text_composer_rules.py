@@ -15,7 +15,7 @@ from negharness.text.composer import AUTHORS_RULE, CaptionIndex, compose, extrac
 from negharness.text.negator import negate
 from negharness.text.phrases import Subject, VerbPhrase
 
-pytestmark = pytest.mark.needs_nltk  # the builders tag captions with NLTK
+pytestmark = pytest.mark.needs("nltk")  # the builders tag captions with NLTK
 
 
 def _subject(index: CaptionIndex, text: str) -> Subject:

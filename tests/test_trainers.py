@@ -32,7 +32,7 @@ def _opts(out, trainer_extra=None, **kw):
                         plugins=lookup(model={"shapes_clip": shapes_clip}, trainset={"shapes": shapes}), **kw)
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 @pytest.mark.parametrize("trainer", ["triplet", "bnl", "snl", "snl_query", "negbench"])
 def test_one_optimizer_step_lowers_the_loss_on_a_fixed_batch(trainer, tmp_path):
     torch.manual_seed(0)
@@ -77,7 +77,7 @@ def test_paper_defaults():
         Recipe.from_options("snl", TrainOptions(out=Path("."), extra={"pivot": "text"}))
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_resume_equals_an_uninterrupted_run(tmp_path):
     straight = train(_opts(tmp_path / "a"), "bnl")
     first = train(_opts(tmp_path / "b", {"epochs": "1"}), "bnl")  # "interrupted" after one epoch
@@ -92,7 +92,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
         train(_opts(tmp_path / "b", {"m2": "0.5"}), "bnl")
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_trained_folder_round_trips_and_bad_checkpoints_are_refused(tmp_path):
     out = train(_opts(tmp_path / "run"), "triplet")
     model = clip_bnl(ModelOptions(checkpoint=str(out), plugins=installed_plugins()))
@@ -113,7 +113,7 @@ def test_trained_folder_round_trips_and_bad_checkpoints_are_refused(tmp_path):
         train(_opts(tmp_path / "x", {"colour": "red"}), "bnl")
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_train_then_run_from_the_cli(cli, tmp_path):
     args = ["train", "--trainer", "bnl", "--model", "shapes_clip", "--task", "shapes", "--out", str(tmp_path / "clip_bnl")]
     for k, v in TINY.items():

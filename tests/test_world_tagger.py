@@ -28,7 +28,7 @@ def test_the_language_is_closed_and_every_caption_is_tagged():
     assert world_tags(nltk_resources.tokenize("a man is riding a horse")) is None  # not the world's
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_table_equals_nltk_on_a_sample():
     import nltk
 
@@ -39,7 +39,7 @@ def test_table_equals_nltk_on_a_sample():
         assert world_tags(tokens) == [t for _, t in nltk.pos_tag(tokens)], caption
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_window_table_is_the_fresh_build():
     """The shipped table is what `python -m negharness.world.queries` writes (windows never collide)."""
     from negharness.world.tagger import _table, build_table
@@ -55,7 +55,7 @@ def test_non_default_world_queries_build_without_nltk(no_nltk, tmp_path):
     assert all(" not " in n[1] or "n't" in n[1] for n in built["negated"])
 
 
-@pytest.mark.needs_nltk
+@pytest.mark.needs("nltk")
 def test_world_queries_equal_an_nltk_build(tmp_path, monkeypatch):
     from negharness.world.queries import build_world_queries
 
