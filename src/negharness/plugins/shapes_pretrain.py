@@ -16,7 +16,9 @@ import torch
 from negharness.api import (
     ModelOptions,
     TrainOptions,
+    UserError,
     atomic_write_json,
+    check_batch_size,
     data_root,
     resolve_device,
     save_safetensors,
@@ -28,9 +30,11 @@ from negharness.world.media import load_world
 
 
 def _recipe(opts: TrainOptions) -> dict:
+    if "batch_size" in opts.extra:
+        raise UserError("-O batch_size: give --batch-size (the spelling `run` uses)")
     return {
         "trainer": "shapes_pretrain", "seed": opts.seed,
-        "steps": opts.get("steps", 300, int), "batch_size": opts.get("batch_size", 128, int),
+        "steps": opts.get("steps", 300, int), "batch_size": check_batch_size(opts.batch_size or 128),
         "lr": opts.get("lr", 2e-3, float), "weight_decay": opts.get("weight_decay", 0.1, float),
         "n_train": opts.get("n_train", 6000, int), "world_seed": opts.get("world_seed", 0, int),
     }
