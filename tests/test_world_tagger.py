@@ -71,3 +71,22 @@ def test_other_text_still_needs_nltk(no_nltk):
 
 def test_windows_pad_both_ends():
     assert windows(["a", "red"]) == ["<s> <s> a red </s>", "<s> a red </s> </s>"]
+
+
+def test_offline_nltk_fetch_is_one_error_and_no_downloader_lines(monkeypatch, capsys):
+    """NLTK's downloader prints '[nltk_data] Error loading ...' even when quiet: none of it reaches
+    the terminal, only the one error."""
+    import nltk
+
+    def offline_download(name, quiet=False, raise_on_error=False, print_error_to=None, **_):
+        print(f"[nltk_data] Error loading {name}: <urlopen error>", file=print_error_to)
+        raise ValueError("offline")
+
+    monkeypatch.setattr(nltk.data, "find", lambda path: (_ for _ in ()).throw(LookupError(path)))
+    monkeypatch.setattr(nltk, "download", offline_download)
+    nltk_resources.ensure_nltk.cache_clear()
+    with pytest.raises(UserError, match="NLTK data missing"):
+        nltk_resources.ensure_nltk()
+    nltk_resources.ensure_nltk.cache_clear()
+    captured = capsys.readouterr()
+    assert "[nltk_data]" not in captured.out + captured.err

@@ -150,22 +150,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_run_summary(outcomes: list[Any]) -> None:
+    """One row per task, one line per score and per count, so the table reads at 80 columns; the
+    model is named once in the title (one run, one model)."""
     from rich.table import Table
 
     console = _console()
-    table = Table(title="negharness run", title_justify="left")
-    table.add_column("model", style="cyan", no_wrap=True)
-    table.add_column("task", no_wrap=True)
-    table.add_column("scores")
-    table.add_column("items", justify="right")
+    labels = sorted({(o.record or {}).get("model", {}).get("label", "?") for o in outcomes})
+    table = Table(title=f"negharness run: {', '.join(labels)}", title_justify="left")
+    table.add_column("task")  # a rerun's reason may wrap; names and numbers never do
+    table.add_column("scores", no_wrap=True)
+    table.add_column("items", justify="right", no_wrap=True)
     for o in outcomes:
         rec = o.record or {}
         info = rec.get("metric_info", {})
         names = rec.get("task", {}).get("leaderboard_metrics") or list(rec.get("metrics", {}))
-        scores = "  ".join(f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
+        scores = "\n".join(f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
                            for k in names if k in rec.get("metrics", {}))
-        items = ", ".join(f"{v} {k}" for k, v in rec.get("n_items", {}).items())
-        table.add_row(rec.get("model", {}).get("label", "?"), _task_cell(o, rec), scores, items)
+        items = "\n".join(f"{v} {k.replace('_', ' ')}" for k, v in rec.get("n_items", {}).items())
+        table.add_row(_task_cell(o, rec), scores, items)
     console.print(table)
     for o in outcomes:
         rec = o.record or {}

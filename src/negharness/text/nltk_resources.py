@@ -6,6 +6,7 @@ instead of NLTK's long LookupError from deep inside a tagger.
 
 from __future__ import annotations
 
+import io
 import re
 from functools import lru_cache
 from typing import Callable
@@ -30,8 +31,8 @@ def ensure_nltk() -> None:
         except LookupError:
             missing.append(name)
     for name in list(missing):
-        try:
-            if nltk.download(name, quiet=True, raise_on_error=True):
+        try:  # the downloader prints "[nltk_data] Error loading ..." even when quiet: keep it off the terminal
+            if nltk.download(name, quiet=True, raise_on_error=True, print_error_to=io.StringIO()):
                 missing.remove(name)
         except Exception:  # offline: ValueError / URLError / OSError from the downloader
             pass
