@@ -225,3 +225,17 @@ def test_default_frames_are_the_authors_test_sampling():
     for n in (8, 20, 61):
         assert list(DEFAULT_SAMPLING.indices(n, 2.0)) == list(np.linspace(0, n - 1, 8, dtype=int))
     assert DEFAULT_SAMPLING.key == "uniform:8"
+
+
+def test_missing_data_lists_every_file_at_once_with_where_each_comes_from(cli, tmp_path):
+    """An empty data root: the text files, the video set and the videos folder in one message,
+    then the layout as a tree with each file's source (and the build-queries alternative)."""
+    res = cli("run", "--model", "clip", "--task", "msrvtt3k_composed", "--data-root", str(tmp_path / "data"))
+    assert res.returncode == 2
+    err = res.stderr
+    assert "4 file(s) missing" in err
+    for name in ("msrvtt10ktest.caption.txt", "VideoSets/msrvtt10ktest.txt", "msrvtt10ktest.composed.txt",
+                 "msrvtt10ktest/videos"):
+        assert name in err
+    assert "expected layout under" in err and "github.com/ruc-aimc-lab/nT2VR" in err and "MSR-VTT site" in err
+    assert "negharness build-queries --captions" in err and "-T build=true" in err

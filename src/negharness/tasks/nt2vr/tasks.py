@@ -61,9 +61,25 @@ VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
 DEFAULT_SAMPLING = FrameSampling("uniform", 8)  # the authors' test_sample_frame = 8
 CITATION = "Wang et al., Learn to Understand Negation in Video Retrieval, ACM MM 2022"
-WHERE = ("nT2VR text data: the download linked from github.com/ruc-aimc-lab/nT2VR; videos from the MSR-VTT / "
-         "VATEX sites. Or build the query sets from captions with: negharness build-queries --captions {cap} "
-         "--out {text}  (or pass -T build=true)")
+TEXT_SOURCE = "nT2VR text data (the download linked from github.com/ruc-aimc-lab/nT2VR)"
+MEDIA_SOURCE = {"msrvtt10ktest": "the MSR-VTT site", "msrvtt1kAtest": "the MSR-VTT site",
+                "vatex_test1k5": "the VATEX site (HGR split)", "flickr30ktest": "the Flickr30k site",
+                "mscoco5ktest": "the MS-COCO site (val2014 / test images)"}
+
+
+def layout(root: Path, collection: str, kind: str) -> str:
+    """The collection's files under the data root as a tree, each with where it comes from."""
+    c = collection
+    media = ("videos/<video id>.mp4 (or id.imagepath.txt + its frames)" if kind == "video"
+             else "images/<image id>.jpg")
+    build = f"same download, or: negharness build-queries --captions {root / c / 'TextData' / f'{c}.caption.txt'} " \
+            f"--out {root / c / 'TextData'}  (or -T build=true)"
+    rows = [(f"TextData/{c}.caption.txt", f"original queries: {TEXT_SOURCE}"),
+            (f"TextData/{c}.negated.txt", f"negated queries: {build}"),
+            (f"TextData/{c}.composed.txt", "composed queries: same as negated"),
+            (f"VideoSets/{c}.txt", "the collection's ids, one per line: nT2VR text data"),
+            (media, f"the {kind}s: {MEDIA_SOURCE.get(c, 'the dataset site')}")]
+    return f"expected layout under {root}:\n  {c}/\n" + "\n".join(f"    {p}\n        {w}" for p, w in rows)
 
 
 class NT2VRTask(Task):
@@ -87,7 +103,7 @@ class NT2VRTask(Task):
 
     @property
     def data_help(self) -> str:  # type: ignore[override]
-        return WHERE.format(cap=self._text("caption"), text=self.text_dir)
+        return layout(self.options.data_root, self.collection, self.kind)
 
     # data checks ----------------------------------------------------------------------------------
     def _video_set(self) -> Path:
@@ -126,9 +142,13 @@ class NT2VRTask(Task):
         return needed
 
     def required_files(self) -> list[Path]:
+        """The text files, and the media the video set names; before the video set exists, the
+        media folder stands for them, so one message lists everything missing at once."""
         needed = self._needed_text()
         if any(not p.exists() for p in needed):
-            return needed
+            media = self.folder / ("videos" if self.kind == "video" else "images")
+            frames = self.folder / "id.imagepath.txt"
+            return needed + ([] if media.exists() or frames.exists() else [media])
         _, missing_media = self._media_files(self._ids())
         return needed + missing_media
 
