@@ -230,6 +230,7 @@ def test_default_frames_are_the_authors_test_sampling():
 def test_missing_data_lists_every_file_at_once_with_where_each_comes_from(cli, tmp_path):
     """An empty data root: the text files, the video set and the videos folder in one message,
     then the layout as a tree with each file's source (and the build-queries alternative)."""
+    (tmp_path / "data").mkdir()
     res = cli("run", "--model", "clip", "--task", "msrvtt3k_composed", "--data-root", str(tmp_path / "data"))
     assert res.returncode == 2
     err = res.stderr
