@@ -135,6 +135,8 @@ def _noun_read_as_verb(tagged: list[tuple[str, str]], i: int) -> bool:
     nxt = tagged[i + 1][1] if i + 1 < len(tagged) else ""
     if penn in ("VBP", "VB") and prev.startswith("VB"):
         return True
+    if penn == "VBD" and prev in ("VBZ", "VBP") and tagged[i - 1][0].lower() not in ("is", "are", "has", "have", "does", "do"):
+        return True  # "screams shut/VBD up": a quote or an object, not a second finite verb
     if penn in ("VBP", "VB") and prev.startswith("NN") and nxt == "VBN" and getAllLemmas(word, upos="NOUN"):
         return True
     if penn == "VB" and _after_causative(tagged, i):

@@ -174,6 +174,10 @@ class VerbPhrase:
             clash = {"they", "it"}  # "a person ... his phone" reads fine
         else:
             clash = {"they", "he", "she"}  # "a crowd ... his foot" does not
+        text = " ".join(self.rest)
+        if ("each other" in text or "one another" in text) and not subject.plural \
+                and subject.head not in QUANTITIES | {"crowd", "audience", "band", "family"}:
+            return False  # "a man ... shooting guns at each other"
         return not any(PRONOUNS.get(w) in clash for w in self.rest)
 
 
@@ -504,7 +508,6 @@ def _cut_before_next(items: list[Item], k: int) -> bool:
     read as a verb that ends the clause ("giving volume | to radio", a PP whose noun was read as a verb)."""
     if k + 1 >= len(items):
         return False
-    word = items[k][1][0][0]
     nxt_label, nxt_leaves = items[k + 1]
     if len(items[k][1]) > 1 and nxt_label == "TOK" and nxt_leaves[0][1] in ("JJ", "NN", "NNS", "NNP") \
             and nxt_leaves[0][0] not in CLAUSE_BOUNDARY:
