@@ -135,6 +135,8 @@ def _noun_read_as_verb(tagged: list[tuple[str, str]], i: int) -> bool:
     nxt = tagged[i + 1][1] if i + 1 < len(tagged) else ""
     if penn in ("VBP", "VB") and prev.startswith("VB"):
         return True
+    if penn == "VBD" and prev in ("VBZ", "VBP") and tagged[i - 1][0].lower() not in ("is", "are", "has", "have", "does", "do"):
+        return True  # "screams shut/VBD up": a quote or an object, not a second finite verb
     if penn in ("VBP", "VB") and prev.startswith("NN") and nxt == "VBN" and getAllLemmas(word, upos="NOUN"):
         return True
     if penn == "VB" and _after_causative(tagged, i):
@@ -191,12 +193,66 @@ def _participle_blocked(tagged: list[tuple[str, str]], i: int) -> bool:
         not (prev_tag == "IN" and tagged[i - 1][0].lower() in ("while", "after", "before", "by", "without"))
 
 
+# words that make a caption negative without a cue to remove ("nobody is dancing"): left alone
+NEGATIVE_WORDS = frozenset("nobody nothing none noone neither nor nowhere".split())
+# prepositions after which an -ing form is a gerund, a noun ("styles of dressing", "tips for cooking")
+GERUND_PREPOSITIONS = frozenset("of for about at in on from into to than like".split())
+AUX_WORDS = frozenset("is are was were be been being am has have had do does did get gets got getting".split())
+
+
+def _in_title(tagged: list[tuple[str, str]], i: int) -> bool:
+    """A verb whose subject is an existential "there" right after a noun or preposition: a name, not
+    a clause of the caption ("the movie there will be blood")."""
+    j = i - 1
+    while j >= 0 and tagged[j][1] in ("MD", "RB"):
+        j -= 1
+    return j >= 1 and tagged[j][1] == "EX" and (tagged[j - 1][1].startswith("NN") or tagged[j - 1][1] == "IN")
+
+
+def _finite_verb_follows(tagged: list[tuple[str, str]], i: int) -> bool:
+    """Another finite verb later in the clause of ``i``: the word at ``i`` is inside the subject ("a
+    tv shows review program hosts discuss", "the weight lifting photo is illustrated")."""
+    for w, t in tagged[i + 1:]:
+        if w.lower() in CLAUSE_END:
+            return False
+        if t in ("VBZ", "VBP", "VBD", "MD") and is_known_verb(w):
+            return True
+    return False
+
+
+def _compound_noun_part(tagged: list[tuple[str, str]], i: int) -> bool:
+    """A word between nouns that a later finite verb shows is part of the subject's noun phrase:
+    "a tv [shows] review program hosts discuss" (a plural noun read as a verb), "the weight
+    [lifting] photo is illustrated" (a compound's -ing noun)."""
+    from lemminflect import getAllLemmas
+
+    word, penn = tagged[i][0].lower(), tagged[i][1]
+    prev = tagged[i - 1][1] if i else ""
+    nxt = tagged[i + 1][1] if i + 1 < len(tagged) else ""
+    if not prev.startswith("NN") or not nxt.startswith(("NN", "VB")):
+        return False
+    noun_too = penn == "VBG" or (penn == "VBZ" and bool(getAllLemmas(word, upos="NOUN")))
+    return noun_too and _finite_verb_follows(tagged, i)
+
+
 def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
     """(token index, rule) for every place a negation cue can go."""
     out = []
     for i, (word, penn) in enumerate(tagged):
         w = word.lower()
         prev_tag = tagged[i - 1][1] if i else ""
+        prev_word = tagged[i - 1][0].lower() if i else ""
+        if _in_title(tagged, i) or _compound_noun_part(tagged, i):
+            continue
+        if penn == "VBG" and (prev_word in GERUND_PREPOSITIONS and prev_tag in ("IN", "TO")
+                              or prev_tag.startswith("VB") and _lemma(prev_word) not in ("be", "get", "have")
+                              and prev_word not in AUX_WORDS):
+            continue  # a gerund: "styles of dressing", "enjoy boating", "keeps running" (negate the verb before)
+        if penn == "VBN" and w == _lemma(w) and prev_word not in AUX_WORDS and is_known_verb(w) \
+                and (prev_tag.startswith(("NN", "PRP")) or prev_tag == "VBZ" and prev_word.endswith("s")):
+            if not _noun_read_as_verb(tagged, i):
+                out.append((i, "VBP"))  # "two boys come/VBN": a present verb whose participle is its base
+            continue
         if w in BE_NEG or w == "am":
             out.append((i, "AUX"))
         elif penn == "MD":
@@ -213,8 +269,9 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
         elif (penn in ("VBG", "VBN") or penn == "VB" and prev_tag == "TO") and is_known_verb(w):
             if not _participle_blocked(tagged, i) and not _noun_read_as_verb(tagged, i):
                 out.append((i, penn))  # "is not running", "to not play"; after a modal the MD rule covers it
-        elif w == "with" and penn == "IN":
-            out.append((i, "ADP"))
+        elif w == "with" and penn == "IN" and not (prev_tag.startswith("VB") or prev_word.endswith("ing")
+                                                    and is_known_verb(prev_word)):
+            out.append((i, "ADP"))  # not a verb's own "with" ("meeting with", "comes with it")
     return out
 
 
@@ -234,6 +291,9 @@ def _apply(tokens: list[str], tagged: list[tuple[str, str]], i: int, rule: str) 
         do = {"VBZ": "does", "VBD": "did", "VBP": "do"}[rule]
         if rule == "VBP" and _singular_subject(tagged, i):
             do = "does"  # "a girl sing/VBP" -> "a girl does not sing", never "a girl do not sing"
+        elif rule == "VBD" and low != _lemma(low) and low == _inflect(_lemma(low), "VBZ") \
+                and low != _inflect(_lemma(low), "VBD"):
+            do = "does"  # "shoots/VBD" is present: "does not shoot"
         return tokens[:i] + [do, "not", _lemma(w)] + tokens[i + 1:], i + 1, "not"
     if rule in ("VBG", "VBN", "VB"):
         return tokens[:i] + ["not"] + tokens[i:], i, "not"
@@ -282,6 +342,8 @@ def negate(caption: str, mode: str = "one", seed: int | str = 0) -> list[Negatio
     text = expand_contractions(caption.strip())
     tagged = tag(text)
     tokens = [w for w, _ in tagged]
+    if any(w.lower() in NEGATIVE_WORDS for w in tokens):
+        return []  # "nobody is dancing": negating it again would make a double negative
     if any(w.lower() in CUE_WORDS for w in tokens):
         removed = _remove_cue(tokens, tagged)
         if removed is None:

@@ -30,7 +30,7 @@ from .nltk_resources import tag
 
 GRAMMAR = r"""
 NP: {<DT|JJ|CD|PRP\$|NN.*>*<NN.*>}
-PP: {<IN|RP><NP>}
+PP: {<IN|RP|TO><NP>}
 VP: {<VB.*><RP>?<NP|PP|CLAUSE>*}
 CLAUSE: {<NP><VP>}
 """
@@ -174,6 +174,10 @@ class VerbPhrase:
             clash = {"they", "it"}  # "a person ... his phone" reads fine
         else:
             clash = {"they", "he", "she"}  # "a crowd ... his foot" does not
+        text = " ".join(self.rest)
+        if ("each other" in text or "one another" in text) and not subject.plural \
+                and subject.head not in QUANTITIES | {"crowd", "audience", "band", "family"}:
+            return False  # "a man ... shooting guns at each other"
         return not any(PRONOUNS.get(w) in clash for w in self.rest)
 
 
@@ -330,6 +334,8 @@ def _continued_vp(items: list[Item], k: int) -> int | None:
     if len(items[k][1]) == 1 and lemma(word, "VERB") in LEAD_VERBS and nxt < len(items) and items[nxt][0] == "VP" \
             and items[nxt][1][0][1] == "VBG":
         return nxt  # "starts choking"
+    if _participle_follows(items, k) and _ends_in_doer(items[k][1]):
+        return None  # "laughing at [a man] | dancing": the participle is the man's
     if penn in ("VBG", "VBN") and not _runs_into_participle(items, k) and not _with_participle(items, k) \
             and not (lemma(word, "VERB") in PERCEPTION_VERBS and _participle_follows(items, k)):
         j = _next_vp(items, k, pp=False, relative=False)
@@ -358,6 +364,22 @@ def _with_participle(items: list[Item], k: int) -> bool:
         return False
     return leaves[-2][0] == "with" or (lemma(leaves[-1][0], "NOUN") in PLAIN_PEOPLE
                                         and leaves[-2][1] not in ("DT", "PRP$", "CD"))
+
+
+def _ends_in_doer(leaves: list[tuple[str, str]]) -> bool:
+    """The phrase ends in a noun for a person or an animal, who can do what a participle after it says."""
+    word, penn = leaves[-1]
+    return len(leaves) > 1 and penn.startswith("NN") and lemma(word, "NOUN") in PEOPLE | ANIMALS
+
+
+def _number_clash(items: list[Item], k: int, j: int, subject: Subject) -> bool:
+    """An auxiliary between the VP at ``k`` and the VP at ``j`` whose number is not the subject's: a
+    new clause whose subject is the end of ``k``'s phrase ("a man is singing [a group of people] are sitting")."""
+    for label, leaves in items[k + 1:j]:
+        word = leaves[0][0]
+        if word in ("are", "were") and not subject.plural or word in ("is", "was") and subject.plural:
+            return True
+    return False
 
 
 def _is_word(item: Item, words: set[str]) -> bool:
@@ -461,6 +483,51 @@ def _vague(rest: list[tuple[str, str]]) -> bool:
     return any(w == "lot" and (i == 0 or words[i - 1] not in ("a", "the", "whole")) for i, w in enumerate(words))
 
 
+# adverbs that complete a verb as an adjective would ("falling asleep", "staying home")
+PREDICATIVE_ADVERBS = frozenset("asleep awake alone aboard ahead home upstairs downstairs abroad ashore".split())
+
+
+def _predicative(items: list[Item], k: int) -> tuple[str, str] | None:
+    """The adjective right after a bare verb that completes it ("falling asleep", "getting ready",
+    "looks happy"), when it ends the clause or a PP follows; else None."""
+    if k + 1 >= len(items) or items[k + 1][0] != "TOK":
+        return None
+    word, penn = items[k + 1][1][0]
+    if not (penn == "JJ" or penn == "RB" and word in PREDICATIVE_ADVERBS) or not word.isalpha():
+        return None
+    after = items[k + 2] if k + 2 < len(items) else None
+    if after is None or after[0] == "PP" or (after[0] == "TOK" and after[1][0][0] in CLAUSE_BOUNDARY):
+        return (word, penn)
+    return None
+
+
+def _cut_before_next(items: list[Item], k: int) -> bool:
+    """The VP at ``k`` is cut before what completes it: a bare verb followed straight by a word
+    tagged as a verb that is none ("falling | asleeping", a misspelt complement); a phrase followed
+    by an adjective or noun its chunk left out ("dancing in times | square"); or a phrase followed by "to" and a word the tagger
+    read as a verb that ends the clause ("giving volume | to radio", a PP whose noun was read as a verb)."""
+    if k + 1 >= len(items):
+        return False
+    nxt_label, nxt_leaves = items[k + 1]
+    if len(items[k][1]) > 1 and nxt_label == "TOK" and nxt_leaves[0][1] in ("JJ", "NN", "NNS", "NNP") \
+            and nxt_leaves[0][0] not in CLAUSE_BOUNDARY:
+        return True  # "dancing in times | square": the chunk stopped inside a name or compound
+    if len(items[k][1]) == 1 and nxt_label == "VP" and not is_known_verb(nxt_leaves[0][0]):
+        return True
+    if nxt_label == "TOK" and nxt_leaves[0][1] == "TO" and k + 2 < len(items):
+        label, leaves = items[k + 2]
+        ends = k + 3 >= len(items) or (items[k + 3][0] == "TOK" and items[k + 3][1][0][0] in CLAUSE_BOUNDARY)
+        if label == "VP" and len(leaves) == 1 and ends and _is_noun(leaves[0][0]):
+            return True
+    return False
+
+
+def _is_noun(word: str) -> bool:
+    from lemminflect import getAllLemmas
+
+    return bool(getAllLemmas(word, upos="NOUN"))
+
+
 def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
     """The VP at ``k`` as a phrase a query can use, or None."""
     leaves = items[k][1]
@@ -478,6 +545,11 @@ def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
             break
         rest.append((w, t))
     if len(rest) == len(leaves) - 1 and _noun_coordination_follows(items, k):
+        return None
+    whole = len(rest) == len(leaves) - 1  # nothing of the chunk left out: what follows may belong to it
+    if whole and not rest and (adj := _predicative(items, k)) is not None:
+        rest.append(adj)  # "falling asleep", "getting ready": the adjective completes the verb
+    elif whole and _cut_before_next(items, k):
         return None
     if rest and (rest[-1][1] in INCOMPLETE_END_TAGS or rest[-1][0] in COLOURS):
         return None  # "packing cotton into some sort of purple", "a pyramid of yellow"
@@ -583,9 +655,11 @@ def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:
         elif label == "VP" and owner.get(k) is not None:
             subject = owner[k]
             vp = _verb_phrase(items, k)
+            j = _continued_vp(items, k)
+            if j is not None and _number_clash(items, k, j, subject):
+                continue  # run-on clauses: the VP's "object" is the next clause's subject, neither pair stands
             if vp is not None and (vp.rest or vp.verb not in AUX_VERBS):
                 pairs.append((subject, vp))
-            j = _continued_vp(items, k)
             if j is not None:
                 owner.setdefault(j, subject)
     return pairs
