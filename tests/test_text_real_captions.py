@@ -9,34 +9,15 @@ from __future__ import annotations
 
 import ast
 import csv
-import os
 import re
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
-SHARED = Path(os.environ.get("NEGHARNESS_SHARED", Path(__file__).resolve().parents[1] / ".." / "shared"))
 MSRVTT = SHARED / "data" / "negbench" / "negbench_eval_csvs" / "videos" / "msr_vtt_retrieval.csv"
 
-
-def _nltk_ready() -> bool:
-    import nltk
-
-    if (SHARED / "nltk_data").is_dir() and str(SHARED / "nltk_data") not in nltk.data.path:
-        nltk.data.path.append(str(SHARED / "nltk_data"))
-    try:
-        nltk.data.find("taggers/averaged_perceptron_tagger_eng/")
-        nltk.data.find("tokenizers/punkt_tab/english/")
-    except LookupError:
-        return False
-    return True
-
-
-pytestmark = [
-    pytest.mark.skipif(not MSRVTT.is_file(), reason=f"real MSR-VTT captions absent ({MSRVTT})"),
-    pytest.mark.skipif(not _nltk_ready(), reason="NLTK tagger data absent (set NLTK_DATA)"),
-]
+pytestmark = pytest.mark.needs("nltk", "data/negbench/negbench_eval_csvs/videos/msr_vtt_retrieval.csv")
 
 
 @lru_cache(maxsize=1)
