@@ -83,3 +83,18 @@ def test_shipped_world_queries_equal_a_fresh_build(tmp_path):
         shipped = json.loads((PACKAGED / _name(seed, split, n, query_seed)).read_text())
         fresh = json.loads(json.dumps(build_world_queries(seed, split, n, tmp_path, query_seed)))
         assert shipped == fresh
+
+
+def test_a_builder_change_changes_the_world_tasks_config(monkeypatch, tmp_path):
+    """The negated / composed world tasks' config holds their query set's content: new wording from
+    the text builders reruns their records instead of reusing them."""
+    from negharness.contracts.task import TaskOptions
+    from negharness.tasks.shapes import retrieval
+
+    task = retrieval.ShapesT2VComposed(TaskOptions(tmp_path))
+    before = task.config()
+    shipped = task.queries()
+    reworded = {**shipped, "composed": [{**q, "caption": q["caption"] + "!"} for q in shipped["composed"]]}
+    monkeypatch.setattr(retrieval.ShapesT2VComposed, "queries", lambda self: reworded)
+    assert task.config()["queries"] != before["queries"]
+    assert retrieval.ShapesT2VOriginal(TaskOptions(tmp_path)).config().get("queries") is None

@@ -20,6 +20,7 @@ from negharness.api import (
     TaskResult,
     evaluate_negated,
     evaluate_text_to_media,
+    hash_json,
     task_qrels,
 )
 from negharness.world.media import WorldData, load_world
@@ -58,6 +59,11 @@ class _ShapesRetrieval(Task):
     def world(self) -> WorldData:
         return load_world(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
 
+    def queries(self) -> dict:
+        """The split's negated and composed query sets (shipped for the default, else built once)."""
+        return load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
+                                  self.options.seed)
+
     def media(self, world: WorldData) -> MediaSet:
         pixels = world.pixels
         return MediaSet(
@@ -83,6 +89,14 @@ class _ShapesRetrieval(Task):
                                       qrels=task_qrels(self.opts), limited=bool(self.options.limit))
 
 
+class _BuiltQueries:
+    """World tasks whose queries the text builders make: the query set's content is part of the
+    config, so a builder change (new wording, other targets) reruns their records, never reuses them."""
+
+    def config(self) -> dict:
+        return {**super().config(), "queries": hash_json(self.queries())}  # type: ignore[misc]
+
+
 class ShapesT2VOriginal(_ShapesRetrieval):
     task_options = {**_ShapesRetrieval.task_options, **QRELS_OPTION}
     name = "shapes_t2v_original"
@@ -99,7 +113,7 @@ class ShapesT2IOriginal(_ShapesRetrieval):
     description = "embedded world: text-to-image retrieval, original captions"
 
 
-class ShapesT2VNegated(ShapesT2VOriginal):
+class ShapesT2VNegated(_BuiltQueries, ShapesT2VOriginal):
     """Negated captions from the nT2VR negator; the source video is the one each must push down."""
 
     name = "shapes_t2v_negated"
@@ -112,8 +126,7 @@ class ShapesT2VNegated(ShapesT2VOriginal):
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
         originals = self.originals(world)
-        queries = load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
-                                     self.options.seed)
+        queries = self.queries()
         where = {c: k for k, c in enumerate(originals.ids)}
         position = {v: i for i, v in enumerate(world.ids)}
         negs = queries["negated"]
@@ -123,7 +136,7 @@ class ShapesT2VNegated(ShapesT2VOriginal):
         return evaluate_negated(ctx, self.media(world), originals, negated, [where[n[2]] for n in negs])
 
 
-class ShapesT2VComposed(ShapesT2VOriginal):
+class ShapesT2VComposed(_BuiltQueries, ShapesT2VOriginal):
     """Composed "subject does A and not B" queries; matched videos found by the composer's text retrieval."""
 
     name = "shapes_t2v_composed"
@@ -132,8 +145,7 @@ class ShapesT2VComposed(ShapesT2VOriginal):
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
-        records = load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
-                                     self.options.seed)["composed"]
+        records = self.queries()["composed"]
         position = {v: i for i, v in enumerate(world.ids)}
         relevance = Relevance.from_lists([[position[v] for v in r["video_ids"]] for r in records], len(world.ids))
         return evaluate_text_to_media(ctx, [r["cap_id"] for r in records], [r["caption"] for r in records],
