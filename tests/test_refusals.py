@@ -109,3 +109,92 @@ def test_data_objects_in_a_pickle_are_read_as_stand_ins(tmp_path, tiny):
                                      "numpy.dtype", "torch.device"}, protocol
         assert ckpt.skipped == [] and ckpt.state.keys() == state.keys(), protocol
         assert all(torch.equal(ckpt.state[k], v) for k, v in state.items())
+
+
+# item 4: NegBench MCQ files --------------------------------------------------------------------------
+SHARED_CSVS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "negbench" / "negbench_eval_csvs"
+COCO_MCQ = "COCO_val_mcq_llama3.1_rephrased.csv"
+IMAGE = "data/coco/images/val2017/000000000001.jpg"
+
+
+def _mcq_file(root: Path, header: list[str], rows: list[list]) -> Path:
+    """A COCO MCQ CSV as a user would drop it under the data root, with the one image it names."""
+    import csv
+
+    import numpy as np
+    from PIL import Image
+
+    (root / "negbench").mkdir(parents=True, exist_ok=True)
+    (root / "coco" / "val2017").mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.full((8, 8, 3), (255, 0, 0), np.uint8)).save(root / "coco" / "val2017" / "000000000001.jpg")
+    path = root / "negbench" / COCO_MCQ
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    return path
+
+
+FOUR = ["image_path", "correct_answer", "caption_0", "caption_1", "caption_2", "caption_3", "correct_answer_template"]
+GOOD_ROW = [IMAGE, 0, "a red picture", "a red picture but no dog", "a dog", "no dog", "positive"]
+
+
+def _run_mcq(cli, root: Path):
+    return cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(root),
+               plugins=("good",))
+
+
+def test_mcq_file_with_fewer_options_than_the_layout_is_refused_at_its_header(cli, tmp_path):
+    three = [c for c in FOUR if c != "caption_3"]
+    _mcq_file(tmp_path / "data", three, [[IMAGE, 0, "a red picture", "a dog", "no dog", "positive"]] * 2)
+    one_error_line(_run_mcq(cli, tmp_path / "data"), 2, f"{COCO_MCQ}:1", "header has 3 option column(s)",
+                   "caption_0, caption_1, caption_2", "layout has 4")
+    assert not list(tmp_path.rglob("negbench_mcq_coco*.json"))
+
+
+@pytest.mark.parametrize("bad, needle", [("a red\x00 picture", "U+0000 (NUL)"), ("a red \x1b[31mpicture", "U+001B (ESC)"),
+                                         ("a red\x85picture", "U+0085")])
+def test_mcq_caption_with_a_control_character_is_refused_by_row(cli, tmp_path, bad, needle):
+    row = list(GOOD_ROW)
+    row[4] = bad  # caption_2 of the second data row
+    _mcq_file(tmp_path / "data", FOUR, [GOOD_ROW, row])
+    one_error_line(_run_mcq(cli, tmp_path / "data"), 2, f"{COCO_MCQ}:3: caption_2", needle, "control character")
+
+
+@pytest.mark.parametrize("copy", ["a red picture", "A red  picture "])
+def test_mcq_row_repeating_the_correct_caption_as_a_distractor_is_refused(cli, tmp_path, copy):
+    row = [IMAGE, 1, "a dog", "a red picture", copy, "no dog", "hybrid"]
+    _mcq_file(tmp_path / "data", FOUR, [GOOD_ROW, GOOD_ROW, row])
+    one_error_line(_run_mcq(cli, tmp_path / "data"), 2, f"{COCO_MCQ}:4: caption_2 repeats the correct caption",
+                   "caption_1")
+
+
+@pytest.mark.skipif(not SHARED_CSVS.is_dir(), reason="../shared NegBench CSVs absent")
+def test_no_published_negbench_file_trips_the_new_checks():
+    """Every MCQ file under its task's layout and every retrieval file read whole: no header of
+    another option count, no control character, no copy of the correct caption."""
+    from negharness.tasks.negbench.catalog import BINARY, MCQ, RETRIEVAL
+    from negharness.tasks.negbench.data import read_mcq, read_retrieval
+
+    root, seen = Path("/R"), 0
+    for task, (csv_name, _kind, layout, _desc) in MCQ.items():
+        for path in SHARED_CSVS.glob(f"*/{csv_name}"):
+            rows = read_mcq(path, root, layout, task in BINARY)
+            seen += len(rows)
+            assert all(len(set(r.options)) == len(r.options) for r in rows)
+    assert seen == 5914 + 5031 + 5031 + 1000 + 1000 + 9997
+    for originals, negated, *_ in RETRIEVAL.values():
+        for name in (originals, negated):
+            (path,) = SHARED_CSVS.glob(f"*/{name}")
+            assert read_retrieval(path, root, [])
+
+
+def test_retrieval_caption_keeps_coco_newlines_but_not_nul(tmp_path):
+    """COCO's own captions carry a newline (COCO_val_retrieval.csv:3185 writes it as \\n): kept; a NUL is refused."""
+    from negharness.contracts.errors import UserError
+    from negharness.tasks.negbench.data import read_retrieval
+
+    path = tmp_path / "r.csv"
+    path.write_text("filepath,captions\n" f"{IMAGE},\"['a dog\\non grass']\"\n")
+    assert read_retrieval(path, tmp_path, [])[0][1] == ["a dog\non grass"]
+    path.write_text("filepath,captions\n" f"{IMAGE},\"['a dog']\"\n" f"{IMAGE},\"['a\\x00 dog']\"\n")
+    with pytest.raises(UserError, match=r"r.csv:3: control character U\+0000 \(NUL\)"):
+        read_retrieval(path, tmp_path, [])
