@@ -198,3 +198,81 @@ def test_retrieval_caption_keeps_coco_newlines_but_not_nul(tmp_path):
     path.write_text("filepath,captions\n" f"{IMAGE},\"['a dog']\"\n" f"{IMAGE},\"['a\\x00 dog']\"\n")
     with pytest.raises(UserError, match=r"r.csv:3: control character U\+0000 \(NUL\)"):
         read_retrieval(path, tmp_path, [])
+
+
+# item 5: records with NaN/inf, and what --check recomputes ------------------------------------------
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    """One real run's results folder (shapes_clip on the embedded world's image retrieval), board made."""
+    from conftest import run_cli
+
+    folder = tmp_path_factory.mktemp("scored")
+    env = {"NEGHARNESS_DATA": str(tmp_path_factory.getbasetemp() / "data-root"),
+           "NEGHARNESS_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    for args in (["run", "--model", "shapes_clip", "--task", "shapes_t2i_original"], ["leaderboard"]):
+        res = run_cli(args, folder, env=env)
+        assert res.returncode == 0, res.stderr
+    return folder / "results"
+
+
+def _results(scored: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    shutil.copytree(scored, tmp_path / "results")
+    return tmp_path / "results" / "shapes_clip" / "shapes_t2i_original.json"
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data, indent=2))  # Python writes NaN and Infinity as JSON would not
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: r["metrics"].__setitem__("MIR", float("nan")), "metrics.MIR = nan"),
+    (lambda r: r["metrics"].__setitem__("R@1", float("-inf")), "metrics.R@1 = -inf"),
+    (lambda r: r["intervals"].__setitem__("MIR", [0.9, float("inf")]), "intervals.MIR = [0.9, inf]"),
+])
+def test_record_with_nan_or_inf_is_refused_by_board_check_and_compare(cli, tmp_path, scored, edit, field):
+    record = _results(scored, tmp_path)
+    _edit_json(record, edit)
+    for args in (["leaderboard"], ["leaderboard", "--check"], ["compare", "shapes_clip", "shapes_clip"]):
+        one_error_line(cli(*args), 2, str(Path("results", "shapes_clip", "shapes_t2i_original.json")), field,
+                       "not a finite number")
+
+
+def test_nan_in_per_query_values_is_refused(cli, tmp_path, scored):
+    record = _results(scored, tmp_path)
+    _edit_json(record.with_suffix(".perquery.json"), lambda pq: pq["values"]["MIR"].__setitem__(3, float("nan")))
+    one_error_line(cli("compare", "shapes_clip", "shapes_clip"), 2, "shapes_t2i_original.perquery.json",
+                   "'MIR': per-query value nan", "not a finite number")
+    res = cli("leaderboard", "--check")
+    assert res.returncode == 1 and "'MIR': per-query value nan" in res.stdout.replace("\n", " "), res.stdout
+
+
+def test_check_recomputes_medr_from_the_ranks(cli, tmp_path, scored):
+    """MedR is no mean: --check takes it as the median of the ranks kept per query for MeanR."""
+    record = _results(scored, tmp_path)
+    assert cli("leaderboard", "--check").returncode == 0
+    _edit_json(record, lambda r: r["metrics"].__setitem__("MedR", r["metrics"]["MedR"] + 1))
+    res = cli("leaderboard", "--check")
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 1 and "'MedR': lower median of the 'MeanR' per-query values" in out, res.stdout
+
+
+def test_check_lists_what_it_cannot_verify(cli, tmp_path, scored):
+    record = _results(scored, tmp_path)
+    fresh = cli("leaderboard", "--check")
+    assert fresh.returncode == 0 and "not verifiable" not in fresh.stdout, fresh.stdout  # every metric recomputed
+    _edit_json(record.with_suffix(".perquery.json"), lambda pq: pq["values"].pop("R@5"))
+    res = cli("leaderboard", "--check")
+    out = " ".join(res.stdout.split())
+    assert res.returncode == 0 and "not verifiable" in out and "shapes_t2i_original: R@5 (1 record)" in out, out
+
+
+def test_lower_median_is_torch_median():
+    from negharness.scoring import perquery
+
+    for values in ([3.0, 1.0, 4.0, 2.0], [5.0], [2.0, 2.0, 9.0], [1.0, 7.0]):
+        assert perquery.lower_median(values + [None]) == float(torch.tensor(values).median())
+    assert perquery.unverifiable({"ids": ["a"], "values": {"MeanR": [1]}}, {"MeanR": 1, "MedR": 1, "mAP": 0.5}) == ["mAP"]
