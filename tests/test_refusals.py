@@ -276,3 +276,111 @@ def test_lower_median_is_torch_median():
     for values in ([3.0, 1.0, 4.0, 2.0], [5.0], [2.0, 2.0, 9.0], [1.0, 7.0]):
         assert perquery.lower_median(values + [None]) == float(torch.tensor(values).median())
     assert perquery.unverifiable({"ids": ["a"], "values": {"MeanR": [1]}}, {"MeanR": 1, "MedR": 1, "mAP": 0.5}) == ["mAP"]
+
+
+# item 6: causes in messages; warnings on one line ----------------------------------------------------
+def _flickr(root: Path, n: int = 4) -> Path:
+    """An nT2VR-style image collection (flickr30k) of solid-colour JPEGs and one caption each."""
+    import numpy as np
+    from PIL import Image
+
+    folder = root / "flickr30ktest"
+    for sub in ("TextData", "VideoSets", "images"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    colours = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
+    names = [list(colours)[i % 3] for i in range(n)]
+    for i, c in enumerate(names):
+        Image.fromarray(np.full((16, 16, 3), colours[c], np.uint8)).save(folder / "images" / f"im{i}.jpg")
+    (folder / "VideoSets" / "flickr30ktest.txt").write_text("".join(f"im{i}\n" for i in range(n)))
+    (folder / "TextData" / "flickr30ktest.caption.txt").write_text(
+        "".join(f"im{i}#enc#0 a {c} picture\n" for i, c in enumerate(names)))
+    return folder
+
+
+def _run_flickr(cli, root: Path, *extra: str):
+    return cli("run", "--model", "mean_colour", "--task", "flickr30k_original", "--data-root", str(root),
+               *extra, plugins=("good",))
+
+
+def _audio_only_mp4(path: Path) -> None:
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("aac", rate=16000)
+        for i in range(8):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 16000, i * 1024
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def test_audio_only_mp4_says_no_video_stream(cli, tmp_path):
+    pytest.importorskip("av")
+    folder = tmp_path / "data" / "msrvtt10ktest"
+    for sub in ("TextData", "VideoSets", "videos"):
+        (folder / sub).mkdir(parents=True)
+    (folder / "VideoSets" / "msrvtt10ktest.txt").write_text("video0\n")
+    (folder / "TextData" / "msrvtt10ktest.caption.txt").write_text("video0#enc#0 a red circle\n")
+    _audio_only_mp4(folder / "videos" / "video0.mp4")
+    res = cli("run", "--model", "shapes_clip", "--task", "msrvtt3k_original", "--data-root", str(tmp_path / "data"),
+              "--workers", "0")
+    line = one_error_line(res, 2, "video0.mp4", "no video stream (1 audio stream)")
+    assert "IndexError" not in line and "tuple index" not in line
+
+
+@pytest.mark.parametrize("which", ["images/im2.jpg", "TextData/flickr30ktest.caption.txt"])
+def test_symlink_loop_is_named_as_such_not_missing(cli, tmp_path, which):
+    folder = _flickr(tmp_path / "data")
+    target = folder / which
+    target.unlink()
+    (target.parent / "b").symlink_to(target.name)
+    target.symlink_to("b")  # target -> b -> target
+    line = one_error_line(_run_flickr(cli, tmp_path / "data"), 2, Path(which).name, "symlink loop")
+    assert "missing" not in line and "not found" not in line
+
+
+def test_symlink_loop_in_a_negbench_csv_row(cli, tmp_path):
+    path = _mcq_file(tmp_path / "data", FOUR, [GOOD_ROW, [IMAGE.replace("01.jpg", "02.jpg"), *GOOD_ROW[1:]]])
+    loop = path.parents[1] / "coco" / "val2017" / "000000000002.jpg"
+    loop.symlink_to(loop.name)
+    one_error_line(_run_mcq(cli, tmp_path / "data"), 2, f"{COCO_MCQ}:3", "000000000002.jpg", "symlink loop")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_caption_file_says_utf16(cli, tmp_path, encoding):
+    folder = _flickr(tmp_path / "data")
+    cap = folder / "TextData" / "flickr30ktest.caption.txt"
+    cap.write_bytes(cap.read_text().encode(encoding))  # Notepad's "Unicode"; -le/-be: no BOM
+    one_error_line(_run_flickr(cli, tmp_path / "data"), 2, "flickr30ktest.caption.txt", "UTF-16 text (expected UTF-8)")
+    caps = tmp_path / "caps.txt"
+    caps.write_bytes("v1#enc#0 a dog runs on the grass\n".encode(encoding))
+    one_error_line(cli("build-queries", "--captions", str(caps), "--out", str(tmp_path / "out")), 2,
+                   "caps.txt", "UTF-16 text (expected UTF-8)")
+
+
+def _warning_lines(stderr: str) -> list[str]:
+    assert "warnings.warn(" not in stderr and "UserWarning" not in stderr and ".py:" not in stderr, stderr
+    return [line for line in stderr.splitlines() if line.startswith("warning:")]
+
+
+def test_warnings_are_one_line_without_the_source_line(cli, tmp_path):
+    folder = _flickr(tmp_path / "data")
+    (folder / "images" / "im2.jpg").write_bytes(b"")
+    res = _run_flickr(cli, tmp_path / "data", "--skip-broken-media", "--workers", "0")
+    assert res.returncode == 0, res.stderr
+    assert "warning: skipped unreadable media: cannot read image" in "\n".join(_warning_lines(res.stderr))
+    (folder / "images" / "im2.jpg").unlink()
+    _flickr(tmp_path / "data")  # whole again
+    cache = tmp_path / "fresh-cache"
+    assert _run_flickr(cli, tmp_path / "data", "--overwrite", "--cache-dir", str(cache)).returncode == 0
+    (shard,) = cache.rglob("image*/shard-*.safetensors")
+    data = bytearray(shard.read_bytes())
+    data[-3] ^= 0x10  # inside the embedding bytes: the header still parses
+    shard.write_bytes(bytes(data))
+    res = _run_flickr(cli, tmp_path / "data", "--overwrite", "--cache-dir", str(cache))
+    assert res.returncode == 0, res.stderr
+    (line,) = [w for w in _warning_lines(res.stderr) if "damaged cache shard" in w]
+    assert shard.name in line and "checksum mismatch" in line, line
