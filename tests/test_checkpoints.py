@@ -1,7 +1,8 @@
 """Released checkpoint layouts load their tensors safely: nT2VR's .pth.tar (pickled opt/config beside
 the weights), NegBench's open_clip training files, CLIP4Clip's state dicts, zip and legacy formats.
-A pickled reduction that would run a command is never run; ignored objects are named; a "fine-tuned"
-file equal to its base model is reported."""
+A pickled reduction that would run a command is never run: refused by default, skipped and named with
+NEGHARNESS_SKIP_PICKLE_CALLS=1; ignored objects are named; a "fine-tuned" file equal to its base model
+is reported."""
 
 import argparse
 import json
@@ -15,7 +16,7 @@ from negharness.api import installed_plugins
 from negharness.contracts.errors import UserError
 from negharness.contracts.model import ModelOptions
 from negharness.io.checkpoints import equals_base, read_checkpoint, strip_prefixes
-from negharness.io.safe_unpickle import restricted_load
+from negharness.io.safe_unpickle import CallRefused, restricted_load
 from negharness.plugins import openclip_model
 from negharness.plugins.clip4clip import clip4clip
 from negharness.plugins.finetuned_clip import negclip
@@ -60,10 +61,11 @@ def _embeddings(model):
         return model.encode_text(["a dog", "no cat in the room"]), model.encode_image(pixels)
 
 
-def _nt2vr_file(path, state, marker, legacy=False, dtype=None):
-    """As nT2VR's trainer.save_checkpoint writes it: torch.save of this dict."""
+def _nt2vr_file(path, state, marker=None, legacy=False, dtype=None):
+    """As nT2VR's trainer.save_checkpoint writes it: torch.save of this dict (with ``marker``, a nested
+    object whose unpickling would run a command)."""
     model = {f"clip_model.ClipModel.{k}": (v.to(dtype) if dtype else v) for k, v in state.items()}
-    opt = argparse.Namespace(lr=1e-5, num_epochs=20, runner=RunsACommand(marker))
+    opt = argparse.Namespace(lr=1e-5, num_epochs=20, **({"runner": RunsACommand(marker)} if marker else {}))
     torch.save({"epoch": 4, "model": model, "best_perf": 0.404, "config": config(), "opt": opt,
                 "optimizer": {"state": {}, "param_groups": [{"lr": 1e-5, "params": [0, 1]}]}},
                path, _use_new_zipfile_serialization=not legacy)
@@ -71,16 +73,23 @@ def _nt2vr_file(path, state, marker, legacy=False, dtype=None):
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
-def test_nt2vr_pth_tar_tensors_load_and_nothing_runs(source, tmp_path, legacy):
+def test_nt2vr_pth_tar_tensors_load_and_nothing_runs(source, tmp_path, legacy, monkeypatch):
     _, src = source
     marker = tmp_path / "MARKER"
     path = tmp_path / "model_best.pth.tar"
     written = _nt2vr_file(path, src.model.state_dict(), marker, legacy=legacy, dtype=torch.float16)
+    with pytest.raises(UserError, match=f"would call {os.system.__module__}.system") as refused:
+        read_checkpoint(path)
+    assert str(path) in str(refused.value) and "NEGHARNESS_SKIP_PICKLE_CALLS=1" in str(refused.value)
+    assert not marker.exists()
+    monkeypatch.setenv("NEGHARNESS_SKIP_PICKLE_CALLS", "1")
     with pytest.warns(UserWarning, match="argparse.Namespace"):
         ckpt = read_checkpoint(path)
     assert not marker.exists()
     assert ckpt.wrapper == "model" and ckpt.stripped == ["clip_model.ClipModel."]
     assert set(ckpt.ignored) == {"argparse.Namespace", f"{__name__}.config", f"{os.system.__module__}.system"}
+    assert ckpt.skipped == [f"{os.system.__module__}.system"]
+    assert ckpt.notes()["skipped_calls"] == [f"{os.system.__module__}.system"]
     for key, value in written.items():
         got = ckpt.state[key[len("clip_model.ClipModel."):]]
         assert got.dtype == torch.float16 and torch.equal(got, value)
@@ -91,8 +100,10 @@ def test_restricted_reader_builds_stand_ins_only(tmp_path):
     path = tmp_path / "f.pt"
     torch.save({"w": torch.arange(6.0).view(2, 3).t(), "p": torch.nn.Parameter(torch.ones(2)),
                 "boom": RunsACommand(marker), "b": b"\x00\xff", "s": {1, 2}}, path)
-    out = restricted_load(path)
-    assert not marker.exists()
+    with pytest.raises(CallRefused, match="system"):
+        restricted_load(path)
+    out = restricted_load(path, skip_calls=True)
+    assert not marker.exists() and out.skipped == [f"{os.system.__module__}.system"]
     assert torch.equal(out.obj["w"], torch.arange(6.0).view(2, 3).t()) and out.obj["w"].stride() == (1, 3)
     assert type(out.obj["p"]) is torch.Tensor and torch.equal(out.obj["p"], torch.ones(2))
     assert out.obj["b"] == b"\x00\xff" and out.obj["s"] == {1, 2}
@@ -101,16 +112,13 @@ def test_restricted_reader_builds_stand_ins_only(tmp_path):
 
 def test_clip_bnl_loads_a_released_nt2vr_file(source, tmp_path):
     cfg, src = source
-    marker = tmp_path / "MARKER"
     path = tmp_path / "model_best.pth.tar"
-    _nt2vr_file(path, src.model.state_dict(), marker)
+    _nt2vr_file(path, src.model.state_dict())
     with pytest.warns(UserWarning, match="ignored pickled objects"):
         model = clip_bnl(ModelOptions(arch=str(cfg), checkpoint=str(path)))
-    assert not marker.exists()
     for a, b in zip(_embeddings(src), _embeddings(model)):
         assert torch.equal(a, b)
-    ignored = model.describe()["checkpoint_notes"]["ignored_objects"]
-    assert "argparse.Namespace" in ignored and f"{os.system.__module__}.system" in ignored
+    assert set(model.describe()["checkpoint_notes"]["ignored_objects"]) == {"argparse.Namespace", f"{__name__}.config"}
     assert model.name == "clip_bnl"
 
 
@@ -147,7 +155,7 @@ def test_mismatch_names_file_and_keys(source, tmp_path):
     state.pop("text_projection")
     state["visual.extra.weight"] = torch.zeros(1)
     path = tmp_path / "ckpt.pth.tar"
-    _nt2vr_file(path, state, tmp_path / "MARKER")
+    _nt2vr_file(path, state)
     with pytest.warns(UserWarning), pytest.raises(UserError) as exc:
         clip_bnl(ModelOptions(arch=str(cfg), checkpoint=str(path)))
     msg = str(exc.value)
@@ -174,7 +182,7 @@ def test_equals_base_at_the_checkpoint_precision():
 def test_released_file_equal_to_its_base_is_reported(source, tmp_path, monkeypatch):
     cfg, src = source
     path = tmp_path / "model_best.pth.tar"
-    _nt2vr_file(path, src.model.state_dict(), tmp_path / "MARKER")
+    _nt2vr_file(path, src.model.state_dict())
     seen = []
     monkeypatch.setattr(openclip_model, "cached_pretrained_state",
                         lambda arch, tag: seen.append(tag) or {k: v.clone() for k, v in src.model.state_dict().items()})
@@ -184,7 +192,7 @@ def test_released_file_equal_to_its_base_is_reported(source, tmp_path, monkeypat
     assert seen == ["openai"]
     assert "not fine-tuned" in model.describe()["checkpoint_notes"]["note"]
     tuned = {k: v + 0.01 for k, v in src.model.state_dict().items()}
-    _nt2vr_file(path, tuned, tmp_path / "MARKER")
+    _nt2vr_file(path, tuned)
     with pytest.warns(UserWarning, match="ignored pickled objects"):
         model = clip_bnl(ModelOptions(arch=str(cfg), checkpoint=str(path)))
     assert "note" not in model.describe()["checkpoint_notes"]

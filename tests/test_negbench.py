@@ -112,16 +112,16 @@ def test_mcq_task_end_to_end_and_bad_rows(tmp_path):
     _mcq_csv(csv_path, [  # the keyword model embeds a bag of words: reordered words tie exactly
         [p1, 0, "a red picture", "a green picture", "a blue picture", "a yellow picture", "positive"],
         [p2, 0, "a blue picture", "picture a blue", "a yellow picture", "a green picture", "positive"],
-        [p1, 0, "a picture", "picture a", "a picture", "picture a", "negative"],
+        [p1, 0, "a picture", "picture a", "a photo", "photo a", "negative"],  # two reordered pairs: top score shared
     ])
     req = RunRequest(model="kw", tasks=["negbench_mcq_coco"], data_root=str(root), output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "c"), log_samples=True)
     rec = run_evaluation(_host(), req)[0].record
     # row 1 right; row 2: the correct answer ties with its own reordering -> wrong;
-    # row 3: every option scores the same -> wrong (a first-index argmax would have called both right)
+    # row 3: the best option ties with its reordering -> wrong (no tie is broken by option order)
     assert rec["metrics"]["accuracy"] == pytest.approx(100 / 3)
     assert rec["metrics"]["tie_rate"] == pytest.approx(200 / 3)
-    assert rec["n_items"] == {"questions": 3, "images": 2, "distinct_captions": 7}
+    assert rec["n_items"] == {"questions": 3, "images": 2, "distinct_captions": 9}
     assert "published" not in rec["notes"]  # no published row for this model
     (root / "coco" / "val2017" / "000000000002.jpg").unlink()
     with pytest.raises(MissingDataError, match=r"COCO_val_mcq_llama3.1_rephrased.csv:3: image \S*000000000002.jpg not found"):

@@ -97,13 +97,14 @@ def test_mcq_with_unreadable_images_scores_only_the_readable_questions(cli, tmp_
 
 
 def test_mcq_with_half_the_images_unreadable_is_not_100(tmp_path):
-    """The issue's case: 2 of 4 images unreadable, every readable answer wrong -> 0, not 100."""
+    """The issue's case: 2 of 4 images unreadable, every readable answer wrong -> 0, not 100 (the
+    green image's correct answer says red; it has a green option to pick instead)."""
     root = tmp_path / "data"
     _image(root / "coco/val2017/blue.jpg", "blue")
     _image(root / "coco/val2017/green.jpg", "green")
     for k in range(2):
         _truncated_jpeg(root / f"coco/val2017/bad{k}.jpg")
-    _mcq_csv(root / "negbench" / MCQ_CSV, [[_p("blue.jpg"), 0, *WRONG], [_p("green.jpg"), 0, *RIGHT[:1], *WRONG[1:]],
+    _mcq_csv(root / "negbench" / MCQ_CSV, [[_p("blue.jpg"), 0, *WRONG], [_p("green.jpg"), 0, *RIGHT],
                                            [_p("bad0.jpg"), 0, *RIGHT], [_p("bad1.jpg"), 0, *RIGHT]])
     req = RunRequest(model="kw", tasks=["negbench_mcq_coco"], data_root=str(root), output_dir=str(tmp_path / "r"),
                      cache_dir=str(tmp_path / "c"), skip_broken_media=True, workers=0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -369,12 +370,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: str | None = None) -> None:
+    """Warnings as ``warning: <message>`` on one line: Python's default adds the file, line number
+    and the source line that warned (``index = self._load()``), which tell a user nothing."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    kind = "" if issubclass(category, UserWarning) else f"{category.__name__}: "
+    try:
+        (file or sys.stderr).write(f"warning: {kind}{text}\n")
+    except (OSError, ValueError):  # a closed or broken stderr: nothing to tell
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from negharness.engine.cpu_threads import (
         prefer_passive_waiting,  # lazy: start-up time
     )
 
     prefer_passive_waiting()  # before any command imports torch
+    warnings.showwarning = _one_line_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is not None and hasattr(args, "argv"):

@@ -40,9 +40,16 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             diagnosis_problems,
             invalid_records,
             stale_files,
+            unverifiable_metrics,
         )
 
         problems = invalid_records(results) + diagnosis_problems(results, records) + stale_files(expected)
+        unchecked = unverifiable_metrics(records)
+        if unchecked:
+            console.print("not verifiable (no per-query values to recompute them from; the record's number is "
+                          "taken as written):", markup=False, highlight=False)
+            for line in unchecked:
+                console.print(f"  {line}", markup=False, highlight=False)
         for p in problems:
             console.print(p, markup=False, highlight=False)
         if problems:

@@ -40,7 +40,13 @@ from negharness.engine.reuse import (
     stale_reason,
 )
 from negharness.engine.runner import CachedEvalContext, RunSettings, resolve_device
-from negharness.io.paths import cache_root, data_root, require_regular, writable_folder
+from negharness.io.paths import (
+    cache_root,
+    data_root,
+    is_symlink_loop,
+    require_regular,
+    writable_folder,
+)
 from negharness.records.results import (
     ModelConfig,
     RunInfo,
@@ -115,8 +121,8 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
                                "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
     for task in needing:
         files = task.required_files()
-        for p in files:  # a FIFO would hang the first read: refuse anything that is not a file
-            if p.exists() and not p.is_dir():
+        for p in files:  # a FIFO would hang the first read, a symlink loop "exists" not: refuse by cause
+            if (p.exists() or is_symlink_loop(p)) and not p.is_dir():
                 require_regular(p, f"task {task.name}")
         missing = [p for p in files if not p.exists()]
         if missing:

@@ -11,11 +11,15 @@ every model plugin reads them the same way:
 
 Files that pickle foreign objects (nT2VR's ``opt``, ``config``), which weights_only refuses, are
 read by `negharness.io.safe_unpickle`: tensors only, the objects replaced by inert stand-ins and named.
+A file that would *call* something other than a known data constructor (``os.system`` in a nested
+object) is refused naming the global; ``NEGHARNESS_SKIP_PICKLE_CALLS=1`` reads it with the calls
+skipped (named in a warning and the record's ``checkpoint_notes``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import warnings
 from dataclasses import dataclass, field
@@ -25,12 +29,20 @@ from typing import Any
 import torch
 
 from negharness.contracts.errors import UserError
-from negharness.io.safe_unpickle import InertObject, restricted_load
+from negharness.io.safe_unpickle import CallRefused, InertObject, restricted_load
 from negharness.store.atomic import atomic_write
 
 _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module")
 _PREFIXES = ("module.", "clip_model.ClipModel.")  # DDP / DataParallel; nT2VR's CLIPEncoder
 _OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # ints in OpenAI's JIT state dict
+SKIP_CALLS_ENV = "NEGHARNESS_SKIP_PICKLE_CALLS"
+_SHOWN_SHAPES = 3  # mismatching tensors named in the one-line error
+
+
+def pickle_calls_skipped() -> bool:
+    """``NEGHARNESS_SKIP_PICKLE_CALLS=1``: read a pickle that would call a foreign global (the call
+    skipped, a stand-in in its place) instead of refusing it. Off by default: such a file is refused."""
+    return os.environ.get(SKIP_CALLS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass
@@ -42,36 +54,42 @@ class Checkpoint:
     wrapper: str | None = None  # the key the state dict sat under
     stripped: list[str] = field(default_factory=list)  # key prefixes removed
     ignored: list[str] = field(default_factory=list)  # foreign pickled objects not built
+    skipped: list[str] = field(default_factory=list)  # calls not made (NEGHARNESS_SKIP_PICKLE_CALLS=1)
 
     def notes(self) -> dict[str, Any]:
         """What describe() records about the file: only facts that follow from its content."""
-        return {"ignored_objects": list(self.ignored)} if self.ignored else {}
+        out: dict[str, Any] = {"ignored_objects": list(self.ignored)} if self.ignored else {}
+        return {**out, "skipped_calls": list(self.skipped)} if self.skipped else out
 
 
 def _weights_only_refused(exc: Exception) -> bool:
     return isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower()
 
 
-def _read_raw(path: Path) -> tuple[Any, list[str]]:
-    """The file's object tree and the foreign objects ignored reading it."""
+def _read_raw(path: Path) -> tuple[Any, list[str], list[str]]:
+    """The file's object tree, the foreign objects ignored reading it and the calls skipped."""
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
         try:
-            return load_file(str(path)), []
+            return load_file(str(path)), [], []
         except Exception as exc:  # safetensors raises its own error types
             raise UserError(f"{path}: not a readable safetensors file ({exc})") from exc
     try:
-        return torch.load(str(path), map_location="cpu", weights_only=True), []
+        return torch.load(str(path), map_location="cpu", weights_only=True), [], []
     except Exception as exc:
         if not _weights_only_refused(exc):
             raise UserError(f"{path}: not a readable torch checkpoint ({str(exc).splitlines()[0]})") from exc
     try:  # weights_only refuses foreign objects; read the tensors alone
-        out = restricted_load(path)
+        out = restricted_load(path, skip_calls=pickle_calls_skipped())
+    except CallRefused as exc:
+        raise UserError(f"{path}: refused: the pickle would call {exc.name}, which is not a data constructor "
+                        f"(nothing was run); to read its tensors with such calls skipped, set "
+                        f"{SKIP_CALLS_ENV}=1") from None
     except Exception as exc:
         raise UserError(f"{path}: not a readable torch checkpoint ({type(exc).__name__}: {exc}); neither "
                         "torch.load(weights_only=True) nor the tensors-only reader could read it") from exc
-    return out.obj, out.ignored
+    return out.obj, out.ignored, out.skipped
 
 
 def _is_state_dict(obj: Any) -> bool:
@@ -126,22 +144,43 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
-    raw, ignored = _read_raw(path)
+    raw, ignored, skipped = _read_raw(path)
     state, wrapper = _find_state_dict(raw, path)
     state, stripped = strip_prefixes(state)
+    if skipped:
+        warnings.warn(f"{path}: skipped calls to {', '.join(skipped)} ({SKIP_CALLS_ENV}=1); only the tensors "
+                      "were read, nothing in the file was run", stacklevel=2)
     if ignored:
         warnings.warn(f"{path}: ignored pickled objects that are not weights ({', '.join(ignored)}); "
                       "only the tensors were read, nothing in the file was run", stacklevel=2)
-    return Checkpoint(path, state, wrapper, stripped, ignored)
+    return Checkpoint(path, state, wrapper, stripped, ignored, skipped)
 
 
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     return read_checkpoint(path).state
 
 
+def shape_mismatches(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[tuple[str, tuple, tuple]]:
+    """(key, checkpoint shape, model shape) for each tensor both have with other shapes, in the
+    model's order (torch would raise a multi-line error for these, even with strict=False)."""
+    own = module.state_dict()
+    return [(k, tuple(state[k].shape), tuple(v.shape)) for k, v in own.items()
+            if k in state and isinstance(state[k], torch.Tensor) and tuple(state[k].shape) != tuple(v.shape)]
+
+
+def _shape(shape: tuple) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
 def fit_state_dict(module: torch.nn.Module, state: dict[str, torch.Tensor], source: Any, what: str) -> None:
-    """Load ``state`` into ``module``; a mismatch is one error naming the file and the first keys."""
+    """Load ``state`` into ``module``; a mismatch (keys or shapes) is one error naming the file and
+    the first keys, with both shapes for a tensor of another shape."""
     state = {k: v for k, v in state.items() if k not in _OPENAI_EXTRAS}
+    bad = shape_mismatches(module, state)
+    if bad:
+        shown = "; ".join(f"{k}: checkpoint {_shape(a)}, model {_shape(b)}" for k, a, b in bad[:_SHOWN_SHAPES])
+        more = f" (and {len(bad) - _SHOWN_SHAPES} more)" if len(bad) > _SHOWN_SHAPES else ""
+        raise UserError(f"{source}: does not fit {what}: {len(bad)} tensor(s) of another shape, {shown}{more}")
     missing, unexpected = module.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise UserError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -41,6 +42,36 @@ def links_out_allowed() -> bool:
     return os.environ.get(ALLOW_LINKS_OUT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def symlink_loop_error(path: str | os.PathLike, where: str = "") -> UserError:
+    """The error for a path whose symlinks lead back to themselves (ELOOP)."""
+    prefix = f"{where}: " if where else ""
+    try:
+        target = f" (it points to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return UserError(f"{prefix}{os.fspath(path)}: symlink loop{target}: following its links never reaches a file")
+
+
+def is_symlink_loop(path: str | os.PathLike) -> bool:
+    """True for a path that ``exists()`` calls absent because its symlinks lead back to themselves."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def _resolved_link(path: str, where: str = "") -> str:
+    """The real path of a symlink; a loop is a `UserError` (a broken link resolves as far as it goes:
+    the file need not exist yet)."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise symlink_loop_error(path, where) from None
+        return os.path.realpath(path)
+
+
 class RootGuard:
     """Checks that paths read from data files stay under one data root (see `inside_root`);
     remembers each folder's real path, so checking a file costs one ``lstat`` after the first
@@ -57,9 +88,9 @@ class RootGuard:
     def _under(path: str, root: str) -> bool:
         return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
-    def _real(self, path: str) -> str:
+    def _real(self, path: str, where: str = "") -> str:
         if os.path.islink(path):
-            return os.path.realpath(path)
+            return _resolved_link(path, where)
         parent, name = os.path.split(path)
         real_parent = self._dirs.get(parent)
         if real_parent is None:
@@ -67,14 +98,17 @@ class RootGuard:
         return os.path.join(real_parent, name)
 
     def check(self, path: str | os.PathLike, where: str) -> Path:
-
+        """``path`` as it will be opened, or a `UserError` naming ``where``: outside the root, or a
+        symlink loop (which every later ``exists()`` would call "missing")."""
         raw = os.fspath(path)
         written = os.path.normpath(os.path.abspath(raw))
         if not self._under(written, self._lexical):
             raise UserError(f"{where}: path {raw!r} leaves the data root {self.root} "
                             "(through '..' or an absolute path)")
+        if self._allow_links and os.path.islink(written):
+            _resolved_link(written, where)  # a loop is refused even where links may leave the root
         if not self._allow_links:
-            real = self._real(written)
+            real = self._real(written, where)
             if not self._under(real, self._real_root):
                 raise UserError(f"{where}: {raw} leads through a symlink to {real}, outside the data root "
                                 f"{self.root}; set {ALLOW_LINKS_OUT_ENV}=1 to allow links out of the data root")
@@ -91,8 +125,9 @@ def inside_root(path: str | os.PathLike, root: str | os.PathLike, where: str) ->
 
 
 def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
-    """The file's stat when it is a regular file (after symlinks); a FIFO, socket, device or folder is
-    a `UserError` naming it, checked before anything opens it (opening a FIFO blocks forever)."""
+    """The file's stat when it is a regular file (after symlinks); a FIFO, socket, device or folder,
+    a symlink loop or a broken symlink is a `UserError` naming it and the cause, checked before
+    anything opens it (opening a FIFO blocks forever)."""
     import stat as _stat
 
 
@@ -100,8 +135,13 @@ def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if os.path.islink(path):
+            raise UserError(f"{prefix}{path}: broken symlink (it points to {os.readlink(path)}, which does not "
+                            "exist)") from None
         raise UserError(f"{prefix}file not found: {path}") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise symlink_loop_error(path, where) from None
         raise UserError(f"{prefix}{path}: cannot read ({exc.strerror or exc})") from exc
     if not _stat.S_ISREG(st.st_mode):
         kind = ("a folder" if _stat.S_ISDIR(st.st_mode) else "a FIFO" if _stat.S_ISFIFO(st.st_mode)

@@ -86,6 +86,8 @@ def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
     import av
 
     with av.open(str(path)) as container:
+        if not container.streams.video:
+            raise MediaError(f"cannot decode video {path}: no video stream ({_streams_in(container)})")
         stream = container.streams.video[0]
         stream.codec_context.thread_count = 1  # the runner decodes videos in parallel; codec threads only add overhead
         rate = float(stream.average_rate or stream.guessed_rate or 25)
@@ -99,6 +101,14 @@ def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
         if len(wanted) * 4 < n:
             return _av_seek(container, stream, wanted, rate)
         return _av_sequential(container, stream, wanted)
+
+
+def _streams_in(container) -> str:
+    """What the file holds instead: "1 audio stream", "no streams"."""
+    kinds: dict[str, int] = {}
+    for s in container.streams:
+        kinds[s.type] = kinds.get(s.type, 0) + 1
+    return ", ".join(f"{n} {k} stream{'s' if n > 1 else ''}" for k, n in kinds.items()) or "no streams"
 
 
 def _av_sequential(container, stream, wanted: np.ndarray) -> np.ndarray:

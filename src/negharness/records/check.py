@@ -1,6 +1,6 @@
 """Result records as the leaderboard reads them: every file is either used or reported, never
-silently skipped. A truncated file, a record of another schema version, a missing or mistyped field
-is an error naming the file and the field (the run that wrote it can be redone with --overwrite).
+silently skipped. A truncated file, a record of another schema version, a missing or mistyped field,
+a NaN or infinite metric, main score or interval is an error naming the file and the field (the run that wrote it can be redone with --overwrite).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from negharness.contracts.errors import UserError
-from negharness.records.results import SCHEMA_VERSION, record_files
+from negharness.records.results import SCHEMA_VERSION, nonfinite_fields, record_files
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"
 # field path -> accepted types; a "?" suffix marks a field that may be absent
@@ -66,6 +66,10 @@ def check_fields(rec: dict[str, Any], where: str) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise RecordError(f"{where}: field 'metrics.{key}' must be a number, not {type(value).__name__} "
                               f"({value!r:.40}); {FIX}")
+    bad = nonfinite_fields(rec)
+    if bad:
+        raise RecordError(f"{where}: {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''}: not a finite number "
+                          f"(NaN or infinity); {FIX}")
     for key, info in (rec.get("metric_info") or {}).items():
         if not isinstance(info, dict):
             raise RecordError(f"{where}: field 'metric_info.{key}' must be an object; {FIX}")

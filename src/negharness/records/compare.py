@@ -5,6 +5,7 @@ B - A, its 95% paired bootstrap interval (queries resampled jointly) and a two-s
 0/100 metrics (accuracies, R@K hits, removal) also McNemar's exact test on the discordant
 questions. Runs are only compared when their query id lists are identical (same queries in the
 same order): anything else would compare different questions, and the report says why it skipped.
+A record that cannot be used (truncated, another schema, NaN metrics) is an error naming the file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from negharness.contracts.errors import UserError
-from negharness.records.results import SIDECAR_SUFFIXES, iter_records, read_record
+from negharness.records.check import load_checked
+from negharness.records.results import SIDECAR_SUFFIXES, iter_records
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -67,8 +69,8 @@ def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[st
     for path in sorted(folder.glob("*.json")):
         if path.name.endswith(SIDECAR_SUFFIXES):
             continue
-        rec = read_record(path)
-        if rec is None or rec.get("limited") or (task and rec["task"]["name"] != task):
+        rec = load_checked(path)  # a damaged record (NaN metrics included) is an error naming it, not skipped
+        if rec.get("limited") or (task and rec["task"]["name"] != task):
             continue
         label = label or rec["model"]["label"]
         old = runs.get(rec["task"]["name"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import platform
 import sys
 from dataclasses import dataclass
@@ -189,13 +190,34 @@ def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any
     return atomic_write_json(path, record)
 
 
+def _bad_number(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def nonfinite_fields(rec: dict[str, Any]) -> list[str]:
+    """``metrics.MIR = nan``-style names of the numbers a record must not hold: NaN or infinity
+    (JSON's NaN/Infinity, or 1e999) in its metrics, main score or intervals. Python's json reads
+    them without complaint; a board would show "nan ±0.250"."""
+    out = [f"metrics.{k} = {v!r}" for k, v in (rec.get("metrics") or {}).items() if _bad_number(v)] \
+        if isinstance(rec.get("metrics"), dict) else []
+    main = rec.get("main_score")
+    if isinstance(main, dict) and _bad_number(main.get("value")):
+        out.append(f"main_score.value = {main['value']!r}")
+    intervals = rec.get("intervals")
+    for k, iv in (intervals.items() if isinstance(intervals, dict) else ()):
+        if isinstance(iv, list) and any(_bad_number(v) for v in iv):
+            out.append(f"intervals.{k} = {iv!r}")
+    return out
+
+
 def read_record(path: Path) -> dict[str, Any] | None:
-    """A record, or None when the file is unreadable or of another schema."""
+    """A record, or None when the file is unreadable, of another schema, or holds NaN/inf numbers
+    (`nonfinite_fields`; readers that report rather than skip use `negharness.records.check`)."""
     try:
         rec = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION or nonfinite_fields(rec):
         return None
     return rec
 

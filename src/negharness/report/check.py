@@ -1,9 +1,11 @@
 """`negharness leaderboard --check`: is the committed board what its records give, and is every
 record one the board may show? Used by CI and for community results sent as pull requests.
 
-A record passes when it is of the current schema, names its model's fingerprint, was not cut by
-``--limit``, and has its per-query sidecar beside it, consistent with its metrics (mean of the
-per-query values = the metric) and with its intervals (recomputed with the record's seed).
+A record passes when it is of the current schema, holds no NaN or infinite number, names its model's
+fingerprint, was not cut by ``--limit``, and has its per-query sidecar beside it, consistent with its
+metrics (mean of the per-query values = the metric; ``MedR`` = the median of the ranks kept for
+``MeanR``) and with its intervals (recomputed with the record's seed). Metrics that nothing kept
+lets the check recompute are listed (`unverifiable_metrics`), never passed over in silence.
 A `negharness diagnose` result passes when it is of its schema and names the fingerprint the
 records beside it name (else the model changed since: it is stale).
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.contracts.errors import UserError
-from negharness.records.results import SCHEMA_VERSION, record_files
+from negharness.records.results import SCHEMA_VERSION, nonfinite_fields, record_files
 from negharness.report import diagnosis_file
 from negharness.scoring import perquery
 
@@ -30,6 +32,7 @@ def record_problems(path: Path, rec: Any) -> list[str]:
     out = [f"no {k!r}" for k in REQUIRED if k not in rec]
     if out:
         return out
+    out += [f"{field}: not a finite number (NaN or infinity)" for field in nonfinite_fields(rec)]
     if not (rec["model"].get("fingerprint") or "").strip():
         out.append("no model fingerprint (model.fingerprint)")
     if rec.get("limited") or rec.get("limit") is not None:
@@ -71,6 +74,26 @@ def invalid_records(results_dir: Path) -> list[str]:
             continue
         out += [f"{path}: {p}" for p in record_problems(path, rec)]
     return out
+
+
+def unverifiable_metrics(records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """For --check: per task, the metrics its records hold that no per-query values recompute (a
+    value edited there would pass unseen), with how many records hold them."""
+    seen: dict[tuple[str, str], int] = {}
+    for path, rec in records:
+        if rec.get("limited"):
+            continue
+        try:
+            pq = perquery.read_sidecar(path, rec)
+        except UserError:
+            continue  # a damaged sidecar is reported by invalid_records
+        for metric in perquery.unverifiable(pq, rec.get("metrics") or {}):
+            key = (str(rec["task"]["name"]), metric)
+            seen[key] = seen.get(key, 0) + 1
+    by_task: dict[str, list[str]] = {}
+    for (task, metric), n in sorted(seen.items()):
+        by_task.setdefault(task, []).append(f"{metric} ({n} record{'s' if n != 1 else ''})")
+    return [f"{task}: {', '.join(metrics)}" for task, metrics in by_task.items()]
 
 
 def stale_files(expected: dict[Path, str]) -> list[str]:

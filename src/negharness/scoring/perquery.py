@@ -5,7 +5,9 @@ query id for each metric it lists (e.g. R@K as 0/100 per query, MIR as 1/rank, a
 per question). ``None`` marks an id a metric does not cover (acc_positive on a question whose
 correct answer is negative, retention on a sample with nothing to retain); the metric is then the
 mean over the ids it covers. The contract, checked for every run: that mean equals the task's
-metric to 1e-9. The values go to a compact sidecar ``<record>.perquery.json`` (no top-k lists:
+metric to 1e-9. A metric that is not a mean is checked where its values are kept under another
+metric: ``MedR`` is the median of the ranks that ``MeanR`` keeps per query (`DERIVED`); any other
+metric without per-query values cannot be recomputed (`unverifiable`). The values go to a compact sidecar ``<record>.perquery.json`` (no top-k lists:
 those stay behind ``--log-samples``); the record carries a 95% bootstrap interval per metric.
 """
 
@@ -57,6 +59,57 @@ def covered_mean(values: Sequence[float | None]) -> float:
     return math.fsum(kept) / len(kept) if kept else float("nan")
 
 
+def lower_median(values: Sequence[float | None]) -> float:
+    """The median as `torch.median` takes it (what ``MedR`` is): for an even count the lower of the
+    two middle values, not their mean."""
+    kept = sorted(float(x) for x in values if x is not None and x == x)
+    return kept[(len(kept) - 1) // 2] if kept else float("nan")
+
+
+# metric suffix -> (suffix of the metric whose per-query values it is computed from, how)
+DERIVED: dict[str, tuple[str, Any]] = {"MedR": ("MeanR", lower_median)}
+
+
+def derivation(metric: str, values: dict[str, Any]) -> tuple[str, Any] | None:
+    """(source metric, function) recomputing ``metric`` from another metric's per-query values
+    (``neg_MedR`` from ``neg_MeanR``), when those values are kept."""
+    for suffix, (source, how) in DERIVED.items():
+        if metric.endswith(suffix):
+            name = metric[: len(metric) - len(suffix)] + source
+            if name in values:
+                return name, how
+    return None
+
+
+def unverifiable(per_query: dict[str, Any] | None, metrics: dict[str, Any]) -> list[str]:
+    """The metrics that neither have per-query values nor follow from others' (`DERIVED`)."""
+    values = (per_query or {}).get("values") or {}
+    return [m for m in metrics if m not in values and derivation(m, values) is None]
+
+
+def _close(got: float, want: float) -> bool:
+    return abs(got - want) <= TOLERANCE * max(1.0, abs(want))
+
+
+def _nonfinite(vals: list) -> int | None:
+    """Index of the first NaN/inf (JSON's NaN, Infinity), else None; None entries are "not covered"."""
+    return next((i for i, x in enumerate(vals) if isinstance(x, float) and not math.isfinite(x)), None)
+
+
+def _value_problem(name: str, vals: Any, ids: list, metrics: dict[str, Any]) -> str | None:
+    """Why one metric's per-query values break the contract, or None."""
+    if name not in metrics:
+        return f"{name!r} has per-query values but is not a metric of the run"
+    if not isinstance(vals, list) or len(vals) != len(ids):
+        return f"{name!r} has {len(vals) if isinstance(vals, list) else '?'} values for {len(ids)} ids"
+    at = _nonfinite(vals)
+    if at is not None:
+        return f"{name!r}: per-query value {vals[at]!r} for id {ids[at]!r} is not a finite number"
+    if not _close(covered_mean(vals), float(metrics[name])):
+        return f"{name!r}: mean of per-query values {covered_mean(vals)!r} != metric {metrics[name]!r}"
+    return None
+
+
 def problems(per_query: Any, metrics: dict[str, float]) -> list[str]:
     """What breaks the contract (empty when it holds)."""
     if not isinstance(per_query, dict) or not isinstance(per_query.get("ids"), list) \
@@ -65,13 +118,20 @@ def problems(per_query: Any, metrics: dict[str, float]) -> list[str]:
     ids, out = per_query["ids"], []
     if len(set(ids)) != len(ids):
         out.append("query ids are not unique")
+    broken: set[str] = set()
     for name, vals in per_query["values"].items():
-        if name not in metrics:
-            out.append(f"{name!r} has per-query values but is not a metric of the run")
-        elif not isinstance(vals, list) or len(vals) != len(ids):
-            out.append(f"{name!r} has {len(vals) if isinstance(vals, list) else '?'} values for {len(ids)} ids")
-        elif not abs(covered_mean(vals) - float(metrics[name])) <= TOLERANCE * max(1.0, abs(float(metrics[name]))):
-            out.append(f"{name!r}: mean of per-query values {covered_mean(vals)!r} != metric {metrics[name]!r}")
+        found = _value_problem(name, vals, ids, metrics)
+        if found:
+            out.append(found)
+            broken.add(name)
+    for name, want in metrics.items():
+        rule = derivation(name, per_query["values"])
+        if rule is None or rule[0] in broken or not isinstance(want, (int, float)):
+            continue  # nothing to recompute it from, or its source is already reported
+        got = rule[1](per_query["values"][rule[0]])
+        if not _close(got, float(want)):
+            out.append(f"{name!r}: {rule[1].__name__.replace('_', ' ')} of the {rule[0]!r} per-query values "
+                       f"{got!r} != metric {want!r}")
     return out
 
 

@@ -12,6 +12,7 @@ The source video of a caption or negated query is its id before the first ``#``.
 from __future__ import annotations
 
 import ast
+import codecs
 import contextlib
 import csv
 import json
@@ -63,6 +64,16 @@ def open_text(path: Path, newline: str | None = None):
     return _open(path, "r", encoding="utf-8-sig", newline=newline)
 
 
+UTF16 = "UTF-16 text (expected UTF-8): save it as UTF-8, e.g. iconv -f UTF-16 -t UTF-8"
+
+
+def _looks_utf16(raw: bytes) -> bool:
+    """UTF-16 without a BOM decodes as "valid" UTF-8 full of NULs: a NUL in every other byte of a
+    line's text (ASCII as UTF-16) is that, not a caption."""
+    body = raw.rstrip(b"\r\n\x00")
+    return len(body) >= 2 and b"\x00" in body and body.count(b"\x00") * 3 >= len(body)
+
+
 def decoded_lines(path: Path, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple[int, str]]:
     """(line number, text with its line ending) of a UTF-8 file, decoded line by line so a byte that
     is not UTF-8 is reported at its own line; a leading BOM is dropped; a line longer than
@@ -71,6 +82,8 @@ def decoded_lines(path: Path, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple
         limit = 4 * max_chars + 4  # bytes: a UTF-8 character has at most 4
         for lineno, raw in enumerate(iter(lambda: fh.readline(limit), b""), 1):
             too_long = len(raw) >= limit and not raw.endswith(b"\n")
+            if lineno == 1 and raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or _looks_utf16(raw):
+                raise UserError(f"{path}: {UTF16}") from None
             try:
                 text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as exc:
@@ -205,6 +218,10 @@ def _read_json(path: Path) -> list[tuple[str, list[str]]]:
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
     except UnicodeDecodeError as exc:
+        with open(path, "rb") as head:
+            utf16 = head.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+        if utf16:
+            raise UserError(f"{path}: {UTF16}") from None
         raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if isinstance(data, dict):
         return [(str(k), _json_captions([v] if isinstance(v, str) else v, f"{path}: item {k!r}"))

@@ -20,6 +20,7 @@ import ast
 import contextlib
 import csv
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,46 @@ def _short_or_long(path: Path, rowno: int, row: dict, width: int) -> None:
         raise UserError(f"{path}:{rowno}: {got} cells where the header has {width} (an option missing or extra?)")
 
 
+_LAYOUT_WORDS = {"*": "the correct answer's template"}
+_CONTROL_NAMES = {"\0": "NUL", "\t": "TAB", "\n": "line feed", "\r": "carriage return", "\x1b": "ESC",
+                  "\x7f": "DEL"}
+
+
+def plain_caption(text: str, where: str, spaces: str = "") -> str:
+    """A caption without NUL or other control characters (a binary file, a pasted escape): those
+    never belong in a caption and would be tokenized silently; the error names the row. ``spaces``:
+    control characters that are whitespace and allowed (COCO's own captions carry a newline, which
+    the retrieval files keep as ``\\n``)."""
+    bad = next((c for c in text if unicodedata.category(c) == "Cc" and c not in spaces), None)
+    if bad is not None:
+        name = _CONTROL_NAMES.get(bad, "control character")
+        raise UserError(f"{where}: control character U+{ord(bad):04X} ({name}) at character {text.index(bad) + 1} "
+                        "of the caption; captions are plain text")
+    return check_caption(text, where)
+
+
+def _norm(caption: str) -> str:
+    return " ".join(caption.split()).casefold()
+
+
+def _check_layout(path: Path, cols: list[str], layout: tuple[str, ...] | None) -> None:
+    """The header's option count must be the layout's: three options under a four-position layout
+    would score every row against the wrong templates."""
+    if layout is not None and len(cols) != len(layout):
+        positions = ", ".join(_LAYOUT_WORDS.get(t, t) for t in layout)
+        raise UserError(f"{path}:1: the header has {len(cols)} option column(s) ({', '.join(cols) or 'none'}); this "
+                        f"task's layout has {len(layout)} ({positions})")
+
+
+def _check_no_copy_of_correct(path: Path, rowno: int, options: tuple[str, ...], cols: list[str], correct: int) -> None:
+    """A distractor equal to the correct caption (spaces and case aside) makes the row unanswerable:
+    the model's score for both is the same, so accuracy would depend on tie-breaking."""
+    for i, option in enumerate(options):
+        if i != correct and _norm(option) == _norm(options[correct]):
+            raise UserError(f"{path}:{rowno}: {cols[i]} repeats the correct caption ({cols[correct]}: "
+                            f"{options[correct][:80]!r}); every option must differ from the correct one")
+
+
 def _mcq_header(path: Path, fields: list[str], binary: bool) -> tuple[list[str], str]:
     """(option columns, media column) in the authors' schema: ``CsvBinaryMCQDataset`` reads
     ``image_path, caption_0, caption_1, correct_answer``; ``CsvMCQDataset`` every ``caption_N`` and
@@ -121,11 +162,12 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
     fh, reader = _open_rows(path)
     with fh:
         cols, media_col = _mcq_header(path, list(reader.fieldnames or []), binary)
+        _check_layout(path, cols, layout)
         guard = RootGuard(root)
         out = []
         for rowno, row in enumerate(reader, 2):
             _short_or_long(path, rowno, row, len(reader.fieldnames))
-            options = tuple(check_caption((row[c] or "").strip(), f"{path}:{rowno}: {c}") for c in cols)
+            options = tuple(plain_caption((row[c] or "").strip(), f"{path}:{rowno}: {c}") for c in cols)
             filled = sum(1 for o in options if o)
             if filled != len(cols) or len(cols) < 2:
                 raise UserError(f"{path}:{rowno}: {filled} option(s); every row needs {len(cols)} (caption_0..caption_{len(cols) - 1})")
@@ -135,6 +177,7 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
                 raise UserError(f"{path}:{rowno}: correct_answer {row['correct_answer']!r} is not a number") from None
             if not 0 <= correct < len(options):
                 raise UserError(f"{path}:{rowno}: correct_answer {correct} is not an option index")
+            _check_no_copy_of_correct(path, rowno, options, cols, correct)
             template = template_of_caption(options[correct]) if binary else (row["correct_answer_template"] or "").strip()
             if template not in TEMPLATES:
                 raise UserError(f"{path}:{rowno}: template {template!r} is not one of {', '.join(TEMPLATES)}")
@@ -168,7 +211,7 @@ def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> 
                 raise UserError(f"{path}:{rowno}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
             if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
                 raise UserError(f"{path}:{rowno}: captions must be a list of strings")
-            kept = [check_caption(c.strip(), f"{path}:{rowno}") for c in caps if c.strip()]
+            kept = [plain_caption(c.strip(), f"{path}:{rowno}", spaces="\t\n\r") for c in caps if c.strip()]
             if len(kept) < len(caps) and skipped is not None:
                 skipped.append(f"{path.name}:{rowno}")
             if not kept:
