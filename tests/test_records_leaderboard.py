@@ -139,3 +139,24 @@ def test_the_committed_leaderboard_matches_its_records():
     assert invalid_records(board / "results") == []
     assert [d["model"]["label"] for _, d in diagnoses] == ["shapes_clip"]  # its Fig. 6 picture is on the page
     assert diagnosis_problems(board / "results", records) == []
+
+
+def test_terminal_summary_fits_80_columns(tmp_path):
+    """One row per task; a column per model where they fit, else one 'model: score' line each; no
+    cell truncated with an ellipsis at 80 columns."""
+    import io
+
+    from rich.console import Console
+
+    from negharness.records.results import iter_records
+    from negharness.report.leaderboard import build_tables, to_rich
+
+    tables = build_tables(iter_records(Path(__file__).resolve().parents[1] / "leaderboard" / "results"))
+    for width, stacked in ((80, True), (200, False)):
+        out = io.StringIO()
+        console = Console(file=out, width=width, color_system=None)
+        for table in to_rich(tables, width):
+            console.print(table)
+        text = out.getvalue()
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+        assert ("model: score" in text) == stacked and "shapes_t2v_composed" in text

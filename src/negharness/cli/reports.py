@@ -66,7 +66,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             atomic_write_text(path, text)
         except OSError as exc:
             raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-    for table in to_rich(tables):
+    for table in to_rich(tables, console.width):
         console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in expected))
     return 0

@@ -259,21 +259,31 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
     return "".join(parts)
 
 
-def to_rich(tables: list[TaskTable]) -> list[Any]:
-    """The summary for a terminal (the per-task tables are in the Markdown and the page)."""
+def to_rich(tables: list[TaskTable], width: int = 80) -> list[Any]:
+    """The summary for a terminal ``width`` columns wide, one row per task (the per-task tables are
+    in the Markdown and the page): a column per model where they fit, else one line per model."""
     from rich.table import Table as RichTable
 
     if not tables:
         return []
+    lines = summary_rows(tables)
     rt = RichTable(title="negharness leaderboard: main score per task (± half the 95% interval)", title_justify="left")
-    rt.add_column("model", style="cyan", no_wrap=True)
-    for t in tables:
-        rt.add_column(f"{t.task}\n{t.column(t.main).title}", justify="right")
-    for line in summary_rows(tables):
-        cells = []
-        for t, row, bold in line.cells:
-            cell = None if row is None or row.blank else row.cells.get(t.main)
-            text = "–" if cell is None else cell.text(t.column(t.main).fmt) + (" †" if row.circular else "")
-            cells.append(f"[bold green]{text}[/]" if bold else text)
-        rt.add_row(line.label, *cells)
+    rt.add_column("task", style="cyan")
+    task_width = max(len(t.task) for t in tables) + 4
+    wide = task_width + sum(max(len(line.label), 14) + 3 for line in lines) <= width
+    for line in lines if wide else []:
+        rt.add_column(line.label, justify="right", no_wrap=True)
+    if not wide:
+        rt.add_column("model: score", no_wrap=True)
+    for k, t in enumerate(tables):
+        texts = [(line.label, _terminal_cell(*line.cells[k])) for line in lines]
+        head = f"{t.task}\n{t.column(t.main).title}"
+        rt.add_row(head, *[v for _, v in texts]) if wide else rt.add_row(
+            head, "\n".join(f"{label}: {v}" for label, v in texts if v != "–"))
     return [rt]
+
+
+def _terminal_cell(t: TaskTable, row: Row | None, bold: bool) -> str:
+    cell = None if row is None or row.blank else row.cells.get(t.main)
+    text = "–" if cell is None else cell.text(t.column(t.main).fmt) + (" †" if row.circular else "")
+    return f"[bold green]{text}[/]" if bold else text
