@@ -346,6 +346,9 @@ def test_a_limit_run_goes_beside_the_default_record_and_stays_off_the_board(cli,
     md = (tmp_path / "results" / "README.md").read_text()  # beside the records it read
     assert not (tmp_path / "leaderboard").exists()  # never the tracked leaderboard/README.md of a clone
     assert "example_colours.json" in md and "limit2" not in md  # --limit runs stay out
+    check = cli("leaderboard", "--check")  # --check leaves them aside too, and says so
+    assert "left aside: 1 --limit record(s)" in check.stdout
+    assert "limit2.json:" not in check.stdout  # never a problem (the example task keeps no per-query values)
 
 
 def test_task_option_variants_get_their_own_records_and_columns(tmp_path):

@@ -39,6 +39,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         from negharness.report.check import (  # numpy: only the check recomputes intervals  # lazy: start-up time
             diagnosis_problems,
             invalid_records,
+            partial_records,
             stale_files,
             unverifiable_metrics,
         )
@@ -50,6 +51,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
                           "taken as written):", markup=False, highlight=False)
             for line in unchecked:
                 console.print(f"  {line}", markup=False, highlight=False)
+        partial = partial_records(records)
+        if partial:
+            console.print(f"left aside: {len(partial)} --limit record(s), never on the board "
+                          f"(e.g. {partial[0]})", markup=False, highlight=False)
         for p in problems:
             console.print(p, markup=False, highlight=False)
         if problems:
