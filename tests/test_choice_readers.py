@@ -118,6 +118,7 @@ def test_aro_vg_attribution_keeps_pairs_with_25_cases(tmp_path):
     assert list(res.notes["accuracy_by_attributes.0_attributes.1"]) == ["white_black"]
 
 
+@pytest.mark.needs("nltk")  # real (open-vocabulary) captions: the tagger
 def test_aro_order_shuffles_are_permutations_and_scored_against_the_normalised_caption(tmp_path):
     import random
 

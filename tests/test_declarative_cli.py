@@ -194,6 +194,7 @@ EXCLUDING = CHOICE.replace("name: my_colours", "name: my_colours_not_blue").repl
     "      reason: \"the blue image is a stand-in\"\n")
 
 
+@pytest.mark.needs("nltk")  # real (open-vocabulary) captions: the tagger
 def test_user_yaml_has_generators_exclusions_authors_rule_and_paired_per_query(cli, tmp_path):
     tasks = tmp_path / "my_tasks"
     tasks.mkdir()

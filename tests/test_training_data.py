@@ -102,6 +102,7 @@ def test_missing_files_say_where_to_get_them(msrvtt_root, tmp_path):
         msrvtt10ktrain(TrainSetOptions(msrvtt_root, {"negatives": "file"}))
 
 
+@pytest.mark.needs("nltk")  # real (open-vocabulary) captions: the tagger
 def test_frame_index_layout_and_negator_negatives(msrvtt_root, tmp_path):
     from PIL import Image
 
@@ -184,6 +185,7 @@ def test_cli_trains_a_few_steps_on_msrvtt_and_negbench_layouts(cli, msrvtt_root,
     assert bad.returncode == 2 and "--task msrvtt_nope" in bad.stderr
 
 
+@pytest.mark.needs("nltk")  # real (open-vocabulary) captions: the tagger
 def test_own_captions_csv(tmp_path):
     from PIL import Image
 

@@ -132,6 +132,7 @@ def test_retrieval_neg_never_counts_an_unreadable_image_as_a_hit(tmp_path):
     assert rec["n_skipped_media"] == 1 and rec["notes"]["queries_dropped_original"] == 1
 
 
+@pytest.mark.needs("nltk")  # real (open-vocabulary) captions: the tagger
 def test_negated_deltas_leave_out_pairs_whose_video_is_unreadable(tmp_path):
     from test_nt2vr_tasks import COLL, write_layout
 
