@@ -64,7 +64,26 @@ def test_killed_run_resumes_exactly(tmp_path):
     b = json.loads((resumed / "training.json").read_text())["history"]
     assert [h["epoch"] for h in a] == [h["epoch"] for h in b] == [-1, 0, 1]
     assert np.allclose([h["val_MIR"] for h in a], [h["val_MIR"] for h in b])
+    # each epoch's loss is the mean over all its micro-batches, whether or not the run was resumed in it
+    assert np.allclose([h.get("loss") or 0.0 for h in a], [h.get("loss") or 0.0 for h in b], rtol=1e-6)
     assert json.loads((straight / "training.json").read_text())["optimizer_steps"] == 4
+
+
+def test_a_training_folder_keeps_its_architecture_config(tmp_path, monkeypatch):
+    """A JSON --arch is copied into the folder and named relative to it: the folder loads from
+    anywhere, and no path of the training machine is stored."""
+    out = train(_opts(tmp_path, "moved", max_steps=1), "bnl")
+    meta = json.loads((out / "model.json").read_text())
+    assert meta["base_options"]["arch"] == "arch.json" and str(tmp_path) not in json.dumps(meta["base_options"])
+    assert json.loads((out / "arch.json").read_text()) == TINY_VIT
+    elsewhere = tmp_path / "elsewhere"
+    out.rename(elsewhere)
+    (tmp_path / "tiny_vit.json").unlink()  # the original config is gone
+    monkeypatch.chdir(tmp_path)
+    from negharness.plugins.trained_model import clip_bnl
+
+    model = clip_bnl(ModelOptions(checkpoint=str(elsewhere), plugins=_opts(tmp_path, "x").plugins))
+    assert model.encode_text(["a red circle"]).shape[-1] == TINY_VIT["model_cfg"]["embed_dim"]
 
 
 def test_bf16_autocast_and_gradient_checkpointing_train(tmp_path):

@@ -43,6 +43,8 @@ def clip_bnl(options: ModelOptions) -> EmbeddingModel:
     if meta.get("format") != FORMAT:
         raise UserError(f"{meta_path}: not a negharness training output (format {meta.get('format')!r})")
     base = dict(meta.get("base_options", {}))
+    if base.get("arch") and (folder / str(base["arch"])).is_file():  # the config the folder keeps (arch.json)
+        base["arch"] = str(folder / str(base["arch"]))
     extra = {k: str(v) for k, v in base.items() if k not in ("arch", "pretrained", "checkpoint")}
     extra.update(options.extra)
     plugins = options.lookup()

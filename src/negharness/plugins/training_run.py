@@ -21,6 +21,7 @@ from negharness.api import (
     UserError,
     __version__,
     atomic_write_json,
+    atomic_write_text,
     autocast,
     cpu_autocast_warning,
     data_root,
@@ -48,6 +49,7 @@ from negharness.plugins.negation_training import (
 )
 from negharness.plugins.training_step import StepLoss, validation_mir
 
+ARCH_FILE = "arch.json"  # a JSON --arch, copied into the output folder by content
 UNHASHED = ("epochs", "patience", "checkpoint_every", "log_every")  # how long / how often: not what is trained
 
 
@@ -161,6 +163,8 @@ class Position:
     history: list = dataclasses.field(default_factory=list)
     best_mir: float = float("-inf")
     best_epoch: int = -1
+    epoch_losses: list = dataclasses.field(default_factory=list)  # this epoch's micro-batch losses so far:
+    # a run resumed mid-epoch reports the whole epoch's mean loss, as an uninterrupted one does
 
 
 class Run:
@@ -196,7 +200,7 @@ class Run:
         if info:
             training_state.restore(self.out, info, self.net, self.opt, self.scaler)
             return Position(info["epoch"], info["next_micro"], info["global_step"], info["history"], info["best_mir"],
-                            info["best_epoch"])
+                            info["best_epoch"], list(info.get("epoch_losses", [])))
         pos = Position()
         if self.ts.val is not None:  # the starting point's MIR, for reference; the best epoch is chosen among trained ones
             pos.history.append({"epoch": -1, "val_MIR": self.validate()})
@@ -228,7 +232,8 @@ class Run:
             data.epoch = epoch
             sampler.set_position(epoch, start)
             iters.append(iter(loader(data, sampler, self.workers)))
-        losses, t0 = [], time.perf_counter()
+        losses, t0 = pos.epoch_losses if start else [], time.perf_counter()
+        pos.epoch_losses = losses
         for m in range(start, self.micro):
             batches = [(s, next(it)) for s, it in zip(self.ts.streams, iters)]
             with self.autocast():
@@ -260,7 +265,7 @@ class Run:
                 if self.d.main:
                     training_state.save_best(self.out, self.net)
         pos.history.append(entry)
-        pos.epoch, pos.next_micro = epoch + 1, 0
+        pos.epoch, pos.next_micro, pos.epoch_losses = epoch + 1, 0, []
         self.checkpoint(pos)
         return True
 
@@ -283,6 +288,17 @@ class Run:
                 "format": FORMAT, "recipe_hash": self.recipe_hash, **dataclasses.asdict(pos)})
         distributed.barrier(self.d)
 
+    def _base_options(self) -> dict[str, Any]:
+        """The base model's options as the folder keeps them: an architecture given as a JSON file is
+        copied in (``arch.json``) and named relative to the folder, so the folder loads from anywhere
+        and no path of the training machine leaks into labels."""
+        options = self.opts.model_options.as_dict()
+        arch = options.get("arch")
+        if isinstance(arch, str) and arch.endswith(".json") and Path(arch).is_file():
+            atomic_write_text(self.out / ARCH_FILE, Path(arch).read_text(encoding="utf-8"))
+            options["arch"] = ARCH_FILE
+        return options
+
     def finish(self, pos: Position, stopped: str) -> Path:
         """Rank 0 writes the model the evaluation loads (best validation epoch, else the last weights) and the record."""
         out, ts = self.out, self.ts
@@ -291,7 +307,7 @@ class Run:
             state = load_state_dict(best_file) if pos.best_epoch >= 0 and best_file.is_file() else \
                 {k: v.detach().cpu() for k, v in self.net.state_dict().items()}
             save_safetensors(out / "model.safetensors", state)
-            meta = {"format": FORMAT, "base_model": self.opts.model, "base_options": self.opts.model_options.as_dict(),
+            meta = {"format": FORMAT, "base_model": self.opts.model, "base_options": self._base_options(),
                     "recipe": self.config, "history": pos.history, "best_epoch": pos.best_epoch,
                     "best_val_MIR": pos.best_mir if pos.best_epoch >= 0 else None}
             atomic_write_json(out / "model.json", meta)
