@@ -79,25 +79,28 @@ A, B = VerbPhrase("take", ("selfie",)), VerbPhrase("drive", ("down", "a", "road"
         ("kids take selfie and they don't drive down a road", 0),
         ("kids don't drive down a road and they take selfie", 1),
         ("kids taking selfie and not driving down a road", 0),
-        ("kids not driving down a road and they taking selfie", 1),
+        ("kids not driving down a road and they are taking selfie", 1),
         ("kids are taking selfie and not driving down a road", 0),
         ("kids are not driving down a road and they are taking selfie", 1)]),
     (Subject("a man", "man", False), [
         ("a man takes selfie and he doesn't drive down a road", 0),
         ("a man doesn't drive down a road and he takes selfie", 1),
         ("a man taking selfie and not driving down a road", 0),
-        ("a man not driving down a road and he taking selfie", 1),
+        ("a man not driving down a road and he is taking selfie", 1),
         ("a man is taking selfie and not driving down a road", 0),
         ("a man is not driving down a road and he is taking selfie", 1)]),
     (Subject("a kid", "kid", False), [
         ("a kid takes selfie and doesn't drive down a road", 0),
-        ("a kid doesn't drive down a road while takes selfie", 1),
+        ("a kid doesn't drive down a road while taking selfie", 1),
         ("a kid taking selfie and not driving down a road", 0),
         ("a kid not driving down a road while taking selfie", 1),
         ("a kid is taking selfie and not driving down a road", 0),
         ("a kid is not driving down a road while taking selfie", 1)]),
 ])
 def test_appendix_a1_templates(subject, expected):
+    """Appendix A.1's six templates per pronoun case, as printed except where the print drops a verb:
+    "they doing A" / "while does A" read as defects to a blind grader (issue 22), so the pronoun
+    clause keeps its auxiliary ("they are doing A") and "while" takes the participle."""
     assert [render(subject, A, B, t) for t in range(6)] == expected
 
 
