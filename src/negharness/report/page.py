@@ -18,7 +18,7 @@ from negharness.report.plots import all_plots, pca_scatter, short_label
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
 .scroll{overflow-x:auto;max-width:100%;margin:.5em 0 1.5em}.scroll table{margin:0}
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th{background:#f0f0f0;cursor:pointer;user-select:none}th:first-child,td:first-child{text-align:left}
+td:not(:first-child){white-space:nowrap}th{background:#f0f0f0;cursor:pointer;user-select:none}th:first-child,td:first-child{text-align:left}
 tr.published td{color:#666;font-style:italic}td.best{font-weight:bold}a{color:#1a55a0;text-decoration:none}
 .plot{margin:1em 0}.plot svg{max-width:100%;height:auto}.note{color:#555;font-size:.9em}"""
 
