@@ -72,7 +72,8 @@ def test_the_page_draws_one_point_per_caption_and_check_keeps_it_honest(cli, dia
     assert cli(*args).returncode == 0
     page = (tmp_path / "board" / "site" / "index.html").read_text()
     section = page.split("<section id=diagnoses>")[1].split("</section>")[0]
-    assert section.count("<svg") == 1 and cfg.label in section
+    assert section.count("<svg") == 1 and "clip (arch=tiny_clip.json)" in section
+    assert str(tmp_path) not in page  # the --arch path shows as its file name (a label, not a location)
     assert section.count("class='pt'") == len(data["pca"]["points"])
     assert all(f">{fam}</text>" in section for fam in ("affirmation", "negation", "two objects", "hybrid", "double negation"))
     assert f"PC 1 ({100 * data['pca']['explained_variance_ratio'][0]:.1f}% of variance)" in section
@@ -115,13 +116,46 @@ def test_charts_carry_their_data_axes_and_legend():
     svg = bar_chart(["m1", "m2"], [Series("original MIR", [0.5, 0.25], [(0.1, 0.1), (0.0, 0.0)]),
                                    Series("negated", [None, 0.75])], title="t", ylabel="MIR")
     bars = re.findall(r"<rect x='[^']+' y='([^']+)' width='[^']+' height='([^']+)'[^>]*><title>([^<]+)</title>", svg)
-    assert [b[2] for b in bars] == ["m1 · original MIR: 0.5", "m2 · original MIR: 0.25", "m2 · negated: 0.75"]
+    assert [b[2] for b in bars] == ["m1 · original MIR: 0.5 [0.4, 0.6]", "m2 · original MIR: 0.25 [0.25, 0.25]",
+                                    "m2 · negated: 0.75"]
     heights = [float(b[1]) for b in bars]
     assert heights[0] == pytest.approx(2 * heights[1], abs=0.2) and heights[2] == pytest.approx(3 * heights[1], abs=0.2)
     assert ">original MIR</text>" in svg and ">negated</text>" in svg and ">MIR</text>" in svg  # legend, y label
-    assert svg.count("<path d='M") == 2  # the axes and m1's error bar (zero-width intervals draw none)
+    assert svg.count("<path d='M") == 1  # the axes
+    # m1's and m2's intervals (a zero-width one draws a flat whisker); "negated" has none, so no whisker
+    assert svg.count("<path class='err'") == 2
     pts = scatter([("a", [Point(0, 0), Point(1, 1)]), ("b", [Point(0.5, 0.2, tip="x<y")])],
                   title="s", xlabel="PC 1", ylabel="PC 2")
     assert pts.count("class='pt'") == 3 and "x&lt;y" in pts and ">PC 1</text>" in pts
     assert pts == scatter([("a", [Point(0, 0), Point(1, 1)]), ("b", [Point(0.5, 0.2, tip="x<y")])],
                           title="s", xlabel="PC 1", ylabel="PC 2")  # deterministic
+
+
+def test_diagnose_defaults_to_the_models_own_object_words():
+    """A plugin may declare the objects its model's captions name; without them, COCO's."""
+    from types import SimpleNamespace
+
+    from negharness.report.diagnose import DEFAULT_OBJECTS, default_objects
+
+    assert default_objects(SimpleNamespace()) == (list(DEFAULT_OBJECTS), "ten COCO objects")
+    assert default_objects(SimpleNamespace(object_words=("red circle", " ", "blue square")))[0] == ["red circle", "blue square"]
+    assert default_objects(SimpleNamespace(object_words=("red circle",)))[0] == list(DEFAULT_OBJECTS)  # one is no pair
+
+
+def test_diagnose_on_the_world_uses_the_worlds_words(cli, tmp_path):
+    """`negharness diagnose --model shapes_clip` with no --objects: colour-shape pairs of the world
+    (every colour and every shape of its vocabulary), never a COCO word the model never saw."""
+    from negharness.world.scenes import COLOURS, SHAPES
+
+    res = cli("diagnose", "--model", "shapes_clip", "--device", "cpu", "--out", str(tmp_path / "d.png"),
+              "--results-dir", "results")
+    assert res.returncode == 0, res.stderr
+    assert "the model's own object words" in res.stdout.replace("\n", " ")
+    data = json.loads((tmp_path / "results" / "shapes_clip" / FILE_NAME).read_text())
+    objects = data["objects"]
+    pairs = [tuple(o.split(" ")) for o in objects]
+    assert all(c in COLOURS and s in SHAPES for c, s in pairs) and len(set(pairs)) == len(pairs) == 12
+    assert {c for c, _ in pairs} == set(COLOURS) and {s for _, s in pairs} == set(SHAPES)
+    captions_text = " ".join(p["caption"] for p in data["pca"]["points"]).lower()
+    assert not any(re.search(rf"\b{w}\b", captions_text) for w in ("dog", "cat", "pizza", "umbrella"))
+    assert data["summary"]["n_captions"] == len(captions(objects))

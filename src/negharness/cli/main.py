@@ -338,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diagnose", help="NegBench's PCA picture of how a model embeds negated captions")
     p.add_argument("--model", required=True)
     _model_options(p)
-    p.add_argument("--objects", help="comma-separated objects (default: ten COCO objects)")
+    p.add_argument("--objects", help="comma-separated objects (default: the objects the model's plugin "
+                        "declares, e.g. shapes_clip's world shapes; else ten COCO objects)")
     p.add_argument("--out", default="diagnose.png", help="PNG to write (default diagnose.png)")
     p.add_argument("--results-dir", default="results",
                    help="the PCA data goes to <results-dir>/<model dir>/diagnose.diagnosis.json, beside the model's "

@@ -187,22 +187,26 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
     from negharness.engine.runner import resolve_device  # lazy: start-up time
     from negharness.report.diagnose import (  # lazy: start-up time
-        DEFAULT_OBJECTS,
+        default_objects,
         diagnose,
     )
 
     host = _host(args)
     entry = host.registry.get("model", args.model)  # an unknown name fails before the options are read
-    objects = [o.strip() for o in args.objects.split(",") if o.strip()] if args.objects else list(DEFAULT_OBJECTS)
-    if len(objects) < 2:
+    objects = [o.strip() for o in args.objects.split(",") if o.strip()] if args.objects else None
+    if objects is not None and len(objects) < 2:
         raise UserError("--objects needs at least two objects, comma-separated")
     device = resolve_device(args.device)
     options = ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M"))
     model = PluginLookup(host.registry, device).create("model", args.model, options)
+    source = "--objects"
+    if objects is None:  # the model's own words where its plugin declares them (shapes_clip: the world's)
+        objects, source = default_objects(model)
     result = diagnose(model, objects, Path(args.out))
     saved = _save_diagnosis(args, host, entry.plugin, model, options, objects, result)
     console = _console()
-    console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects")
+    console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects ({source}: "
+                  f"{', '.join(objects[:4])}{', …' if len(objects) > 4 else ''})", highlight=False, markup=False)
     console.print(f"  mean cos('X', 'not X')            {result.same_object_negation:.3f}")
     console.print(f"  mean cos('X', 'Y'), different X,Y  {result.different_objects:.3f}")
     console.print(f"  negation gap                       {result.negation_gap:+.3f}  "

@@ -9,11 +9,15 @@ from pathlib import Path
 
 from negharness.api import ModelOptions, UserError, takes_options
 from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
+from negharness.world.scenes import COLOURS, SHAPES
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 CONFIG = WEIGHTS_DIR / "shapes_clip.json"
 WEIGHTS = WEIGHTS_DIR / "shapes_clip.safetensors"
 REPRODUCE = "negharness train --trainer shapes_pretrain --out {}".format(WEIGHTS)
+# the objects the world's captions name, for `negharness diagnose` (its default objects are COCO's,
+# words this model never saw): twelve "colour shape" pairs, each colour twice and each shape three times
+OBJECT_WORDS = tuple(f"{colour} {shape}" for colour, shape in zip(list(COLOURS) * 2, SHAPES * 3))
 
 
 @takes_options(OPTIONS)
@@ -23,4 +27,6 @@ def shapes_clip(options: ModelOptions) -> OpenClipModel:
     if not Path(checkpoint).is_file():
         raise UserError(f"shapes_clip weights not found at {checkpoint}; reproduce them with: {REPRODUCE}")
     opts = ModelOptions(arch=options.arch or str(CONFIG), checkpoint=checkpoint, extra=dict(options.extra))
-    return OpenClipModel.create("shapes_clip", opts, default_pretrained=None)
+    model = OpenClipModel.create("shapes_clip", opts, default_pretrained=None)
+    model.object_words = OBJECT_WORDS  # read by `negharness diagnose` when no --objects is given
+    return model

@@ -25,6 +25,21 @@ TEMPLATE_FILE = Path(__file__).with_name("diagnose_templates.yaml")
 FAMILIES = ("affirmation", "negation", "two_objects", "hybrid", "double_negation")
 SINGLE = ("affirmation", "negation")  # over one object (A); the other families over a pair (A, B)
 DEFAULT_OBJECTS = ("dog", "cat", "car", "chair", "person", "bicycle", "pizza", "umbrella", "horse", "clock")
+# A model trained on a closed vocabulary (the embedded world's shapes_clip) names its own objects in
+# this attribute, set by its plugin; the host reads it without knowing where the words come from.
+OBJECT_WORDS_ATTR = "object_words"
+
+
+def default_objects(model: object) -> tuple[list[str], str]:
+    """The objects to diagnose ``model`` on when the user names none, and where they come from: the
+    words its plugin declares (``model.object_words``), else NegBench's COCO objects. A model that
+    never saw "dog" would place every caption by its unknown tokens, not by its understanding."""
+    words = getattr(model, OBJECT_WORDS_ATTR, None)
+    if words:
+        found = [str(w).strip() for w in words if str(w).strip()]
+        if len(found) >= 2:
+            return found, "the model's own object words"
+    return list(DEFAULT_OBJECTS), "ten COCO objects"
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from negharness.report.leaderboard import Cell, Links, Row, TaskTable, summary_rows
-from negharness.report.plots import all_plots, pca_scatter
+from negharness.report.plots import all_plots, pca_scatter, short_label
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
+.scroll{overflow-x:auto;max-width:100%;margin:.5em 0 1.5em}.scroll table{margin:0}
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th{background:#f0f0f0;cursor:pointer;user-select:none}th:first-child,td:first-child{text-align:left}
+td:not(:first-child){white-space:nowrap}th{background:#f0f0f0;cursor:pointer;user-select:none}th:first-child,td:first-child{text-align:left}
 tr.published td{color:#666;font-style:italic}td.best{font-weight:bold}a{color:#1a55a0;text-decoration:none}
-.plot svg{max-width:100%;height:auto}.note{color:#555;font-size:.9em}"""
+.plot{margin:1em 0}.plot svg{max-width:100%;height:auto}.note{color:#555;font-size:.9em}"""
 
 SORT_JS = """document.querySelectorAll('table.sortable th').forEach(function(th){th.addEventListener('click',function(){
 var table=th.closest('table'),body=table.tBodies[0],col=th.cellIndex,asc=th.dataset.asc!=='1';
@@ -30,12 +31,15 @@ return (x<y?-1:x>y?1:0)*(asc?1:-1)}).forEach(function(tr){body.appendChild(tr)})
 
 
 def newest_records(records: Iterable[tuple[Path, dict[str, Any]]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(model label, task) -> the newest full (not --limit) record, as the tables choose them."""
+    """(model label, task) -> the newest full (not --limit) record, as the tables choose them. A run
+    with other task settings (``-T qrels=...``) is its own table, ``task [variant]``, so it never
+    stands in a plot for the task's default run."""
     out: dict[tuple[str, str], tuple[tuple[str, str], dict[str, Any]]] = {}
     for path, rec in records:
         if rec.get("limited"):
             continue
-        key = (rec["model"]["label"], rec["task"]["name"])
+        variant = str(rec.get("variant_label") or "")
+        key = (rec["model"]["label"], f"{rec['task']['name']} [{variant}]" if variant else rec["task"]["name"])
         order = (rec.get("created_at", ""), str(path))
         if key not in out or order > out[key][0]:
             out[key] = (order, rec)
@@ -55,24 +59,36 @@ def _td(cell: Cell | None, fmt: str, row: Row, links: Links, best: bool) -> str:
     return f"<td data-value='{cell.value!r}'{' class=best' if best else ''}>{text}</td>"
 
 
+def _esc(label: str) -> str:
+    """A label as the page shows it: escaped, absolute paths cut to their file name."""
+    return html.escape(short_label(label))
+
+
+def _scroll(table: str) -> str:
+    """A table in its own box that scrolls sideways, so a board of many tasks never widens the page."""
+    return f"<div class=scroll>{table}</div>"
+
+
 def _row_label(row: Row) -> str:
     if row.published:
-        return f"<td data-value='{html.escape(row.label)}'>published: {html.escape(row.label)} " \
+        return f"<td data-value='{_esc(row.label)}'>published: {_esc(row.label)} " \
                f"<span class=note>({html.escape(row.published)})</span></td>"
     mark = " †" if row.circular else ""
-    return f"<td data-value='{html.escape(row.label)}'>{html.escape(row.label)}{mark}</td>"
+    return f"<td data-value='{_esc(row.label)}'>{_esc(row.label)}{mark}</td>"
 
 
 def _summary_table(tables: list[TaskTable], links: Links) -> str:
-    head = "".join(f"<th>{html.escape(t.task)} {html.escape(t.column(t.main).title)}</th>" for t in tables)
+    # a header may break after an underscore (shapes_t2v_<wbr>original): the summary fits more columns
+    head = "".join(f"<th>{_esc(t.task).replace('_', '_<wbr>')} {html.escape(t.column(t.main).title)}</th>"
+                   for t in tables)
     body = []
     for line in summary_rows(tables):
         cells = ["<td data-value=''>–</td>" if row is None else
                  _td(row.cells.get(t.main), t.column(t.main).fmt, row, links, bold) for t, row, bold in line.cells]
-        label = html.escape(line.label)
+        label = _esc(line.label)
         body.append(f"<tr><td data-value='{label}'>{label}</td>{''.join(cells)}</tr>")
-    return (f"<table class=sortable id=summary><thead><tr><th>model</th>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    return _scroll(f"<table class=sortable id=summary><thead><tr><th>model</th>{head}</tr></thead>"
+                   f"<tbody>{''.join(body)}</tbody></table>")
 
 
 def _task_table(t: TaskTable, links: Links) -> str:
@@ -84,10 +100,11 @@ def _task_table(t: TaskTable, links: Links) -> str:
         body.append(f"<tr{' class=published' if row.published else ''}>{_row_label(row)}{cells}</tr>")
     notes = sorted({f"† {r.label}: {r.circular}" for r in t.rows if r.circular}
                    | {f"– {r.label}: {r.blank}" for r in t.rows if r.blank})
-    note_html = "".join(f"<p class=note>{html.escape(n)}</p>" for n in notes)
-    return (f"<h3 id='task-{html.escape(t.task)}'>{html.escape(t.task)} <span class=note>({html.escape(t.family)}; "
-            f"main score {html.escape(t.main)})</span></h3><table class=sortable data-task='{html.escape(t.task)}'>"
-            f"<thead><tr><th>model</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note_html}")
+    note_html = "".join(f"<p class=note>{_esc(n)}</p>" for n in notes)
+    return (f"<h3 id='task-{_esc(t.task)}'>{_esc(t.task)} <span class=note>({html.escape(t.family)}; "
+            f"main score {html.escape(t.main)})</span></h3>"
+            + _scroll(f"<table class=sortable data-task='{_esc(t.task)}'><thead><tr><th>model</th>{head}</tr></thead>"
+                      f"<tbody>{''.join(body)}</tbody></table>") + note_html)
 
 
 def markdown_to_html(text: str) -> str:
@@ -106,9 +123,9 @@ def markdown_to_html(text: str) -> str:
         if rows:
             cells = [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows if not re.match(r"^\|[-:| ]+\|$", r.strip())]
             head, *rest = cells
-            out.append("<table class=sortable><thead><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head)
-                       + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>"
-                                                         for r in rest) + "</tbody></table>")
+            out.append(_scroll("<table class=sortable><thead><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head)
+                               + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r)
+                                                                 + "</tr>" for r in rest) + "</tbody></table>"))
             rows.clear()
     for line in text.splitlines():
         if line.startswith("|"):
@@ -138,7 +155,7 @@ def _diagnoses(diagnoses: list[tuple[Path, dict[str, Any]]], links: Links) -> st
                 f"{s['same_object_negation']:.3f}, mean cos('X', 'Y') {s['different_objects']:.3f}, "
                 f"negation gap {s['negation_gap']:+.3f}")
         figures.append(f"<figure class=plot id='diagnosis-{html.escape(path.parent.name)}'><figcaption>"
-                       f"{html.escape(d['model']['label'])}: <a href='{html.escape(links(path))}'>{html.escape(note)}</a>"
+                       f"{_esc(d['model']['label'])}: <a href='{html.escape(links(path))}'>{html.escape(note)}</a>"
                        f"</figcaption>{pca_scatter(d)}</figure>")
     return ("<section id=diagnoses><h2>Embedding diagnosis (NegBench Fig. 6)</h2><p class=note>Made by "
             "<code>negharness diagnose</code>: captions of five template families over a set of objects, through the "

@@ -21,11 +21,15 @@ MAX_LABEL = 28  # category labels longer than this are cut (the full label is th
 
 @dataclass(frozen=True)
 class Series:
-    """One bar per category; None leaves a category's bar out; errs are (below, above) the value."""
+    """One bar per category; None leaves a category's bar out; errs are (below, above) the value,
+    None where the value has no interval (then no whisker: a zero-width one would claim certainty)."""
 
     name: str
     values: Sequence[float | None]
-    errs: Sequence[tuple[float, float]] | None = None
+    errs: Sequence[tuple[float, float] | None] | None = None
+
+    def err(self, i: int) -> tuple[float, float] | None:
+        return self.errs[i] if self.errs else None
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,17 @@ def _n(v: float) -> str:
 
 def _e(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+def text_width(text: str, font_size: float = 11) -> float:
+    """Estimated width in pixels of ``text`` at ``font_size``: what the layout reserves for it."""
+    return len(text) * CHAR_W * font_size / 11
+
+
+def fit(text: str, width: float, font_size: float = 11) -> str:
+    """``text`` cut (with an ellipsis) to what ``width`` pixels hold, so no label leaves its figure."""
+    room = max(1, int(width / (CHAR_W * font_size / 11)))
+    return text if len(text) <= room else text[:room - 1] + "…"
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> tuple[list[float], float]:
@@ -101,8 +116,10 @@ class _Frame:
                 for t in self.xticks]
         out.append("</g>")
         cy = (self.y0 + self.y1) / 2
+        shown = fit(ylabel, self.y1 - self.y0 + 20)  # rotated: it runs along the plot's height
+        tip = f"<title>{_e(ylabel)}</title>" if shown != ylabel else ""
         out.append(f"<text class='ylabel' x='14' y='{_n(cy)}' text-anchor='middle' "
-                   f"transform='rotate(-90 14 {_n(cy)})'>{_e(ylabel)}</text>")
+                   f"transform='rotate(-90 14 {_n(cy)})'>{tip}{_e(shown)}</text>")
         if xlabel:
             out.append(f"<text class='xlabel' x='{_n((self.x0 + self.x1) / 2)}' y='{_n(self.y1 + 34)}' "
                        f"text-anchor='middle'>{_e(xlabel)}</text>")
@@ -112,8 +129,9 @@ class _Frame:
 def _legend(items: Sequence[tuple[str, str, str]], x0: float, y0: float, width: float) -> tuple[list[str], float]:
     """(svg, height) of a legend laid out in rows above the plot: (name, colour, 'bar'|'dot') items."""
     out, x, y = ["<g class='legend'>"], x0, y0
-    for name, colour, kind in items:
-        w = 22 + len(name) * CHAR_W
+    for full, colour, kind in items:
+        name = fit(full, width - 22)
+        w = 22 + text_width(name)
         if x + w > x0 + width and x > x0:
             x, y = x0, y + 16
         mark = (f"<rect x='{_n(x)}' y='{_n(y - 9)}' width='10' height='10' fill='{colour}'/>" if kind == "bar"
@@ -125,26 +143,33 @@ def _legend(items: Sequence[tuple[str, str, str]], x0: float, y0: float, width: 
 
 
 def _open(width: float, height: float, title: str) -> list[str]:
+    shown = fit(title, width - 8, 13)
+    tip = f"<title>{_e(title)}</title>" if shown != title else ""
     return [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {_n(width)} {_n(height)}' width='{_n(width)}' "
             f"height='{_n(height)}' font-family='system-ui,sans-serif' font-size='11' role='img' aria-label='{_e(title)}'>",
-            f"<text class='title' x='{_n(width / 2)}' y='16' text-anchor='middle' font-size='13'>{_e(title)}</text>"]
+            f"<text class='title' x='{_n(width / 2)}' y='16' text-anchor='middle' font-size='13'>{tip}{_e(shown)}</text>"]
 
 
 def _errbar(x: float, ya: float, yb: float, horizontal: bool = False, cap: float = 3.0) -> str:
     """A whisker from ya to yb at x (pixels), with caps; horizontal swaps the axes."""
     if horizontal:
-        return (f"<path d='M{_n(ya)} {_n(x)}H{_n(yb)}M{_n(ya)} {_n(x - cap)}v{_n(2 * cap)}"
+        return (f"<path class='err' d='M{_n(ya)} {_n(x)}H{_n(yb)}M{_n(ya)} {_n(x - cap)}v{_n(2 * cap)}"
                 f"M{_n(yb)} {_n(x - cap)}v{_n(2 * cap)}' stroke='#222' fill='none'/>")
-    return (f"<path d='M{_n(x)} {_n(ya)}V{_n(yb)}M{_n(x - cap)} {_n(ya)}h{_n(2 * cap)}"
+    return (f"<path class='err' d='M{_n(x)} {_n(ya)}V{_n(yb)}M{_n(x - cap)} {_n(ya)}h{_n(2 * cap)}"
             f"M{_n(x - cap)} {_n(yb)}h{_n(2 * cap)}' stroke='#222' fill='none'/>")
+
+
+LABEL_ANGLE = 35  # degrees: category labels are rotated this much, their end under their bar
 
 
 def bar_chart(categories: Sequence[str], series: Sequence[Series], *, title: str, ylabel: str,
               stacked: bool = False, width: float = 640, height: float = 340) -> str:
-    """Grouped bars (one per series in each category, with error bars), or stacked ones."""
+    """Grouped bars (one per series in each category, each with its interval as an error bar where
+    the series has one), or stacked ones. Every mark stays inside the figure: the left margin grows
+    for a long first category label, labels and titles too long for the figure are cut."""
     tops, bottoms = [0.0], [0.0]
     for i in range(len(categories)):
-        vals = [(s.values[i], (s.errs[i] if s.errs else (0.0, 0.0))) for s in series if s.values[i] is not None]
+        vals = [(s.values[i], s.err(i) or (0.0, 0.0)) for s in series if s.values[i] is not None]
         if stacked:
             tops.append(sum(v for v, _ in vals))
         else:
@@ -152,8 +177,17 @@ def bar_chart(categories: Sequence[str], series: Sequence[Series], *, title: str
             bottoms += [v - e[0] for v, e in vals]
     legend, lh = _legend([(s.name, PALETTE[k % len(PALETTE)], "bar") for k, s in enumerate(series)], 50, 36, width - 60)
     shown = [c if len(c) <= MAX_LABEL else c[:MAX_LABEL - 1] + "…" for c in categories]
-    bottom_margin = 24 + 0.57 * CHAR_W * max((len(c) for c in shown), default=1)
+    cos, sin = math.cos(math.radians(LABEL_ANGLE)), math.sin(math.radians(LABEL_ANGLE))
+    bottom_margin = 24 + sin * CHAR_W * max((len(c) for c in shown), default=1)
     frame = _Frame((56, 30 + lh + 6, width - 12, height - bottom_margin), None, (min(bottoms), max(tops)))
+    # the y tick labels and the first rotated category label need room left of the plot area
+    ticks = max(text_width(tick_text(t, frame.ystep)) for t in frame.yticks)
+    first = text_width(shown[0]) * cos if shown else 0.0
+    x0 = max(56.0, 24 + ticks + 8)
+    if categories:
+        # the first label ends at the middle of its band: x0 + band / 2 - first >= 2
+        x0 = max(x0, (2 + first - (width - 12) / (2 * len(categories))) / (1 - 1 / (2 * len(categories))))
+    frame = _Frame((x0, frame.y0, width - 12, frame.y1), None, (min(bottoms), max(tops)))
     out = _open(width, height, title) + legend + frame.axes("", ylabel)
     band = (frame.x1 - frame.x0) / max(len(categories), 1)
     group = band * (0.6 if stacked else 0.8)
@@ -167,18 +201,18 @@ def bar_chart(categories: Sequence[str], series: Sequence[Series], *, title: str
                 continue
             x = left if stacked else left + k * bar_w
             lo, hi = (base, base + v) if stacked else (min(0.0, v), max(0.0, v))
-            tip = f"{cat} · {s.name}: {v:.4g}"
+            err = None if stacked else s.err(i)
+            tip = f"{cat} · {s.name}: {v:.4g}" + (f" [{v - err[0]:.4g}, {v + err[1]:.4g}]" if err else "")
             out.append(f"<rect x='{_n(x)}' y='{_n(frame.py(hi))}' width='{_n(bar_w)}' "
-                       f"height='{_n(frame.py(lo) - frame.py(hi))}' fill='{PALETTE[k % len(PALETTE)]}'>"
-                       f"<title>{_e(tip)}</title></rect>")
-            err = s.errs[i] if s.errs else (0.0, 0.0)
-            if not stacked and (err[0] > 0 or err[1] > 0):
+                       f"height='{_n(frame.py(lo) - frame.py(hi))}' fill='{PALETTE[k % len(PALETTE)]}' "
+                       f"data-series='{_e(s.name)}'><title>{_e(tip)}</title></rect>")
+            if err is not None:  # a zero-width interval still gets its (flat) whisker: the bar has one
                 out.append(_errbar(x + bar_w / 2, frame.py(v - err[0]), frame.py(v + err[1]), cap=min(3.0, bar_w / 3)))
             base += v if stacked else 0.0
     out.append("</g><g class='categories' fill='#333'>")
     for i, (cat, text) in enumerate(zip(categories, shown)):
         x, y = frame.x0 + band * (i + 0.5), frame.y1 + 12
-        out.append(f"<text x='{_n(x)}' y='{_n(y)}' text-anchor='end' transform='rotate(-35 {_n(x)} {_n(y)})'>"
+        out.append(f"<text x='{_n(x)}' y='{_n(y)}' text-anchor='end' transform='rotate(-{LABEL_ANGLE} {_n(x)} {_n(y)})'>"
                    f"<title>{_e(cat)}</title>{_e(text)}</text>")
     out.append("</g></svg>")
     return "".join(out)
@@ -214,8 +248,11 @@ def scatter(groups: Sequence[tuple[str, Sequence[Point]]], *, title: str, xlabel
                 out.append(_errbar(cy, frame.px(p.x - p.xerr[0]), frame.px(p.x + p.xerr[1]), horizontal=True))
             tip = f"<title>{_e(p.tip)}</title>" if p.tip else ""
             out.append(f"<circle class='pt' cx='{_n(cx)}' cy='{_n(cy)}' r='{_n(radius)}' fill-opacity='0.75'>{tip}</circle>")
-            if p.label:
-                out.append(f"<text x='{_n(cx + 5)}' y='{_n(cy - 5)}' font-size='9' fill='#333'>{_e(p.label)}</text>")
+            if p.label:  # beside the point, on whichever side keeps it inside the figure
+                right = cx + 5 + text_width(p.label, 9) <= width - 2
+                x, anchor = (cx + 5, "start") if right else (cx - 5, "end")
+                out.append(f"<text x='{_n(x)}' y='{_n(cy - 5)}' font-size='9' fill='#333' text-anchor='{anchor}'>"
+                           f"{_e(p.label)}</text>")
         out.append("</g>")
     out.append("</svg>")
     return "".join(out)

@@ -28,6 +28,7 @@ import numpy as np
 
 from negharness.contracts.errors import UserError
 from negharness.scoring.metrics import Relevance
+from negharness.store.atomic import atomic_write
 
 FIRE_KS = (1, 5, 10)
 FIRE_METRICS = tuple(f"fire_C@{k}" for k in FIRE_KS) + ("fire_MIR", "fire_mAP")
@@ -149,25 +150,43 @@ def detectable_differences(samples: list[dict], sizes: Sequence[int], resamples:
     return table, dists
 
 
+PLOT_COLUMNS = 3  # panels per row: the figure stays 9.6 in (about 920 px) wide whatever the metrics
+PANEL_SIZE = (3.2, 2.5)  # inches per panel
+
+
 def plot_deltas(dists: dict[str, dict[int, np.ndarray]], out: Path, title: str) -> Path:
-    """FIRE's Figure 4: the distribution of |resample - full| per N, the 95th percentile marked."""
+    """FIRE's Figure 4: the distribution of |resample - full| per N, the 95th percentile marked in
+    the colour of its N. Panels wrap onto rows of ``PLOT_COLUMNS`` so the figure has a fixed width
+    (a fifth metric, or ten with qrels, makes it taller, never wider), and the constrained layout
+    keeps every panel, label and the legend inside it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     metrics = list(dists)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 2.8), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
-        for n, d in sorted(dists[metric].items()):
-            ax.hist(d, bins=40, histtype="step", label=f"N={n}")
-            ax.axvline(np.quantile(d, 0.95), linestyle=":", linewidth=0.8)
+    cols = max(1, min(PLOT_COLUMNS, len(metrics)))
+    rows = max(1, -(-len(metrics) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(PANEL_SIZE[0] * cols, PANEL_SIZE[1] * rows + 0.5),
+                             squeeze=False, layout="constrained")
+    flat = [ax for row in axes for ax in row]
+    for ax, metric in zip(flat, metrics):
+        for k, (n, d) in enumerate(sorted(dists[metric].items())):
+            colour = f"C{k % 10}"
+            ax.hist(d, bins=40, histtype="step", color=colour, label=f"N={n}")
+            ax.axvline(np.quantile(d, 0.95), color=colour, linestyle=":", linewidth=0.9)
         ax.set_title(metric, fontsize=9)
         ax.set_xlabel("|resample - full|", fontsize=8)
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+        ax.tick_params(labelsize=7)
+    for ax in flat[len(metrics):]:
+        ax.axis("off")
+    handles, labels = flat[0].get_legend_handles_labels()
+    if len(flat) > len(metrics):  # the first free panel holds the legend
+        flat[len(metrics)].legend(handles, labels, loc="center", fontsize=8, title="queries resampled")
+    else:
+        fig.legend(handles, labels, loc="outside lower center", fontsize=7, ncols=len(labels) or 1, frameon=False)
+    fig.suptitle(f"{title}: |mean of N resampled queries - mean of all| (dotted: 95th percentile)", fontsize=9)
+    fmt = out.suffix.lstrip(".").lower() or "png"
+    atomic_write(out, lambda tmp: fig.savefig(tmp, format=fmt))
     plt.close(fig)
     return out
