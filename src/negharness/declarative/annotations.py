@@ -13,6 +13,7 @@ import ast
 import csv
 import json
 import re
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -21,6 +22,16 @@ from negharness.contracts.errors import UserError
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "torch")
 _MISSING = object()
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
+_SHORT.maxlevel = 2
+
+
+def short(value: Any) -> str:
+    """A bounded repr for error messages: a value read from a user's file may be a megabyte of text or
+    a nested list; ``repr`` of it would flood the terminal (or, for a shared nested list, never end)."""
+    return _SHORT.repr(value)
 
 
 @dataclass(frozen=True)
@@ -48,8 +59,9 @@ class Record:
             raise UserError(f"{self.where}: field {path!r} is {type(value).__name__}, expected text")
         return str(value).strip()
 
-    def texts(self, path: str) -> list[str]:
-        """A field holding one caption or a list of them (a list literal in a CSV cell)."""
+    def texts(self, path: str, keep_empty: bool = False) -> list[str]:
+        """A field holding one caption or a list of them (a list literal in a CSV cell); empty ones are
+        dropped unless ``keep_empty`` (options matched to an answer by position must keep their places)."""
         value = self.get(path)
         if isinstance(value, str) and value.strip().startswith("["):
             try:
@@ -57,9 +69,9 @@ class Record:
             except (ValueError, SyntaxError) as exc:
                 raise UserError(f"{self.where}: field {path!r} is not a list literal ({exc.__class__.__name__})") from exc
         if isinstance(value, (str, int, float)):
-            return [str(value).strip()] if str(value).strip() else []
+            return [str(value).strip()] if str(value).strip() or keep_empty else []
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            return [v.strip() for v in value if v.strip()]
+            return [v.strip() for v in value if v.strip() or keep_empty]
         raise UserError(f"{self.where}: field {path!r} must be a caption or a list of captions")
 
 
@@ -157,7 +169,7 @@ def _number(rec: Record, field: str, value: Any) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise UserError(f"{rec.where}: field {field!r} = {value!r} is not a number") from None
+        raise UserError(f"{rec.where}: field {field!r} = {short(value)} is not a number") from None
 
 
 def _member(value: Any, options: list[Any]) -> bool:

@@ -1,8 +1,11 @@
 """Tasks declared in YAML: a choice task (a medium, one true caption, one or more false ones), a
 text-to-media retrieval task over a captions file, or a suite that averages choice tasks.
 
-Files are read with ``yaml.safe_load`` (a Python tag is refused) and checked key by key before any
-model loads; every error names the file and the key. A checked file becomes a `Task` subclass with
+Files are read by `read_yaml` (safe YAML with limits: a size cap, no anchors or aliases, no duplicate
+keys, bounded nesting) and checked key by key before any model loads; every error names the file and
+the key, and quotes a value only in shortened form. Keys a task of its kind does not read are errors,
+at every level. Paths are checked against the data root here (as written) and again by the task
+(symlinks followed), with the data root's one rule (`negharness.io.paths.RootGuard`). A checked file becomes a `Task` subclass with
 the usual class attributes (name, family, version, modalities, main_score, metric_info, ...), so a
 declared task is listed, filtered by glob, cached and recorded exactly as a Python one.
 
@@ -13,6 +16,8 @@ the README's "Declarative tasks" section and checked by `parse_spec`.
 
 from __future__ import annotations
 
+import os
+import re
 import types
 from pathlib import Path
 from typing import Any
@@ -21,9 +26,10 @@ import yaml
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.task import MetricInfo
-from negharness.declarative.annotations import FILTER_KEYS, FORMATS
+from negharness.declarative.annotations import FILTER_KEYS, FORMATS, short
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl
+from negharness.io.paths import require_regular
 
 KINDS = ("choice", "retrieval", "suite")
 CHOICE_METRICS = {"accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
@@ -39,7 +45,18 @@ MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"}
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
 AUTHORS_KEYS = {"ties", "note"}
 AUTHORS_TIES = ("first", "wrong")  # as `negharness.scoring.choices.choice_scoring` reads them
-
+COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "main_score",
+               "leaderboard_metrics"}
+# the top-level keys each kind reads (TOP_KEYS is their union): any other is an error, not ignored
+KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
+             "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics"},
+             "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
+                                      "authors"}}
+# the caption keys of each way a choice task names its options
+CAPTION_MODES = {"options": {"options", "answer", "answer_base"}, "generate": {"true", "generate"},
+                 "false": {"true", "false"}}
+MAX_YAML_BYTES = 1 << 20  # a task file is a page of keys; the cap keeps a runaway file from being parsed
+MAX_YAML_DEPTH = 32  # nesting levels of mappings and lists (a task file uses four)
 
 
 class Checker:
@@ -49,7 +66,7 @@ class Checker:
         self.source, self.data, self.prefix = source, data, prefix
 
     def fail(self, key: str, message: str) -> UserError:
-        return UserError(f"{self.source}: key {self.prefix + key!r}: {message}")
+        return UserError(f"{self.source}: key {short(self.prefix + str(key))}: {message}")
 
     def get(self, key: str, kind: type | tuple[type, ...], required: bool = True, default: Any = None) -> Any:
         if key not in self.data or self.data[key] is None:
@@ -60,7 +77,7 @@ class Checker:
         if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
             raise self.fail(key, f"expected {_kind_name(kind)}, got a boolean")
         if not isinstance(value, kind):
-            raise self.fail(key, f"expected {_kind_name(kind)}, got {type(value).__name__} {value!r}")
+            raise self.fail(key, f"expected {_kind_name(kind)}, got {type(value).__name__} {short(value)}")
         return value
 
     def strings(self, key: str, required: bool = True) -> list[str] | None:
@@ -77,7 +94,7 @@ class Checker:
         if value is None:
             return None
         if allowed is not None:
-            unknown = sorted(set(value) - allowed)
+            unknown = sorted(map(str, set(value) - allowed))
             if unknown:
                 raise self.fail(f"{key}.{unknown[0]}", f"unknown key (known: {', '.join(sorted(allowed))})")
         return Checker(self.source, value, f"{self.prefix}{key}.")
@@ -85,7 +102,7 @@ class Checker:
     def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
         value = self.get(key, str, default is None, default)
         if value not in options:
-            raise self.fail(key, f"{value!r} is not one of {', '.join(options)}")
+            raise self.fail(key, f"{short(value)} is not one of {', '.join(options)}")
         return value
 
 
@@ -95,14 +112,60 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
+class TaskLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` (no Python tags) that also refuses anchors and aliases, duplicate keys and deep
+    nesting. A task file needs none of them; an alias is how a 762-byte file expands to gigabytes
+    (nine lists of nine aliases, nine levels deep), and a duplicate key silently drops its first value."""
+
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            what = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
+            raise yaml.composer.ComposerError(None, None, f"{what}{short(event.anchor)[1:-1]}: anchors and "
+                                              "aliases are not allowed in task files", event.start_mark)
+        self.depth += 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep",
+                                                  event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {short(key)}",
+                                                            key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
-    """``yaml.safe_load``: a Python tag (``!!python/object``) is an error naming the file and line."""
+    """A task file parsed with `TaskLoader`: at most `MAX_YAML_BYTES`, UTF-8, no Python tags,
+    anchors, aliases or duplicate keys; every refusal names the file (and line, where there is one)."""
+    size = require_regular(path, "task file").st_size  # a FIFO in the folder would block the read
+    if size > MAX_YAML_BYTES:
+        raise UserError(f"{path}: {size:,} bytes; a YAML task file may have at most {MAX_YAML_BYTES:,}")
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if len(raw) > MAX_YAML_BYTES:  # grew since the stat
+        raise UserError(f"{path}: more than {MAX_YAML_BYTES:,} bytes; a YAML task file may have at most that")
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text ({exc.reason})") from None
+    try:
+        data = yaml.load(text, Loader=TaskLoader)  # a SafeLoader: no Python tags
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -119,7 +182,7 @@ def _caption_field(c: Checker, key: str, value: Any) -> dict[str, Any]:
         return {"field": value, "replace": {}}
     if isinstance(value, dict):
         sub = Checker(c.source, value, f"{c.prefix}{key}.")
-        extra = sorted(set(value) - {"field", "replace"})
+        extra = sorted(map(str, set(value) - {"field", "replace"}))
         if extra:
             raise sub.fail(extra[0], "unknown key (known: field, replace)")
         replace = sub.get("replace", dict, False, {})
@@ -131,20 +194,25 @@ def _caption_field(c: Checker, key: str, value: Any) -> dict[str, Any]:
 
 def _answer_base(cap: Checker) -> str:
     """How the answer field names the true option: 0-based index, 1-based index, or a letter (A, B, ...)."""
-    value = str(cap.data.get("answer_base", 0))
-    if value not in ("0", "1", "letter"):
-        raise cap.fail("answer_base", f"{value!r} is not one of 0, 1, letter")
-    return value
+    value = cap.data.get("answer_base", 0)
+    if isinstance(value, bool) or str(value) not in ("0", "1", "letter"):
+        raise cap.fail("answer_base", f"{short(value)} is not one of 0, 1, letter")
+    return str(value)
 
 
 def _captions(c: Checker, kind: str, generators: dict[str, Any] | None) -> dict[str, Any]:
-    if kind == "retrieval":
-        cap = c.sub("captions", allowed={"field"})
-        return {"field": cap.get("field", str)}
     raw = c.get("captions", dict)
     # YAML 1.1 reads the bare keys true: / false: as booleans; they mean the field names here
     c.data["captions"] = {("true" if k is True else "false" if k is False else k): v for k, v in raw.items()}
+    if kind == "retrieval":
+        cap = c.sub("captions", allowed={"field"})
+        return {"field": cap.get("field", str)}
     cap = c.sub("captions", allowed=CAPTION_KEYS)
+    mode = next((m for m in CAPTION_MODES if m in cap.data), "false")
+    extra = sorted(set(cap.data) - CAPTION_MODES[mode])
+    if extra:  # e.g. `false` beside `options`: one of the two would be ignored
+        raise cap.fail(extra[0], f"not read beside {mode!r} (with {mode!r}: "
+                                 f"{', '.join(sorted(CAPTION_MODES[mode]))})")
     if "options" in cap.data:
         options = cap.get("options", list)
         if len(options) < 2:
@@ -159,7 +227,7 @@ def _captions(c: Checker, kind: str, generators: dict[str, Any] | None) -> dict[
         if name in known:
             out["generate"] = known[name]
         elif generators is not None:
-            raise cap.fail("generate", f"unknown generator {name!r} (known: {', '.join(sorted(known)) or 'none'})")
+            raise cap.fail("generate", f"unknown generator {short(name)} (known: {', '.join(sorted(known)) or 'none'})")
         else:  # --include-path: the plugins' generators are known once their hooks have run
             out["generate"] = GeneratorName(name, c.source)
         return out
@@ -176,18 +244,21 @@ def _where(d: Checker) -> dict[str, Any]:
     (lists of values) and ``reason`` (why, recorded with the count of rows the filter dropped)."""
     where = d.get("where", dict, False, {})
     for field, cond in where.items():
+        if not isinstance(field, str) or not field:
+            raise d.fail(f"where.{field}", "a filter's key is a field name (text)")
         if not isinstance(cond, dict):
             if isinstance(cond, list):
                 raise d.fail(f"where.{field}", "a list: write {in: [...]} or {not in: [...]}")
             continue
-        unknown = sorted(set(cond) - set(FILTER_KEYS))
+        unknown = sorted(map(str, set(cond) - set(FILTER_KEYS)))
         if unknown:
-            raise d.fail(f"where.{field}.{unknown[0]}", f"unknown key (known: {', '.join(FILTER_KEYS)})")
+            raise d.fail(f"where.{field}.{unknown[0]}",
+                         f"unknown key (filter operators: {', '.join(FILTER_KEYS)})")
         if set(cond) <= {"reason"}:
             raise d.fail(f"where.{field}", "a filter needs min, max, in or not in")
         for key in ("min", "max"):
             if key in cond and (isinstance(cond[key], bool) or not isinstance(cond[key], (int, float))):
-                raise d.fail(f"where.{field}.{key}", f"expected a number, got {cond[key]!r}")
+                raise d.fail(f"where.{field}.{key}", f"expected a number, got {short(cond[key])}")
         for key in ("in", "not in"):
             if key in cond and (not isinstance(cond[key], list) or not cond[key]):
                 raise d.fail(f"where.{field}.{key}", "expected a non-empty list of values")
@@ -216,7 +287,7 @@ def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
                                                            else ["accuracy", "tie_rate"])
         for i, m in enumerate(metrics):
             if m not in known:
-                raise c.fail(f"metrics.{i}", f"unknown metric {m!r} (known for {kind} tasks: {', '.join(known)})")
+                raise c.fail(f"metrics.{i}", f"unknown metric {short(m)} (known for {kind} tasks: {', '.join(known)})")
         if "macro_accuracy" in metrics and not spec.get("group_by"):
             raise c.fail("metrics", "macro_accuracy needs group_by (the field whose groups are averaged)")
         spec["metric_info"] = {m: known[m] for m in metrics}
@@ -225,13 +296,24 @@ def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
                                         for m in metrics if f"{m}_authors_rule" in AUTHORS_METRICS})
     main = c.get("main_score", str)
     if main not in spec["metric_info"]:
-        raise c.fail("main_score", f"{main!r} is not among this task's metrics ({', '.join(spec['metric_info'])})")
+        raise c.fail("main_score", f"{short(main)} is not among this task's metrics ({', '.join(spec['metric_info'])})")
     spec["main_score"] = main
     board = c.strings("leaderboard_metrics", required=False) or ([main] if kind != "suite" else list(spec["metric_info"]))
     for i, m in enumerate(board):
         if m not in spec["metric_info"]:
-            raise c.fail(f"leaderboard_metrics.{i}", f"{m!r} is not among this task's metrics")
+            raise c.fail(f"leaderboard_metrics.{i}", f"{short(m)} is not among this task's metrics")
     spec["leaderboard_metrics"] = tuple(board)
+
+
+def _stays_under_root(c: Checker, key: str, path: str, what: str) -> None:
+    """The data root's rule as written, before anything is read: ``path`` (its ``{field}`` parts
+    standing for one folder name) is relative and no ``..`` takes it above the data root. Symlinks
+    are followed when the task opens it (`negharness.io.paths.RootGuard`)."""
+    written = re.sub(r"\{[^{}]*\}", "x", path).replace("\\", "/")
+    folded = os.path.normpath(written)
+    if os.path.isabs(written) or re.match(r"^[A-Za-z]:", written) or folded == ".." or folded.startswith("../"):
+        raise c.fail(key, f"{short(path)} leaves the data root (an absolute path or '..'); {what} is read "
+                          "relative to the data root and must stay under it")
 
 
 def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -239,16 +321,19 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     ``generators`` (name -> function or "module:function") are those the file may name on top of the
     ones plugins registered; None (``--include-path``) defers an unknown name to the task's first row."""
     c = Checker(source, data)
-    unknown = sorted(set(data) - TOP_KEYS)
+    unknown = sorted(map(str, set(data) - TOP_KEYS))
     if unknown:
         raise c.fail(unknown[0], f"unknown key (known: {', '.join(sorted(TOP_KEYS))})")
     kind = c.choice("kind", KINDS)
+    unread = sorted(map(str, set(data) - KIND_KEYS[kind]))
+    if unread:
+        raise c.fail(unread[0], f"not read by a {kind} task (its keys: {', '.join(sorted(KIND_KEYS[kind]))})")
     spec: dict[str, Any] = {"source": source, "kind": kind, "name": c.get("name", str), "family": c.get("family", str),
                             "version": str(c.get("version", (str, int), False, "1")),
                             "description": c.get("description", str), "citation": c.get("citation", str),
                             "data_help": c.get("data_help", str), "licence": c.get("licence", str, False, "")}
     if any(ch in spec["name"] for ch in "*?[] /"):
-        raise c.fail("name", f"{spec['name']!r}: no spaces, slashes or glob characters")
+        raise c.fail("name", f"{short(spec['name'])}: no spaces, slashes or glob characters")
     if kind == "suite":
         members = c.get("members", dict)
         if not members or not all(isinstance(k, str) and isinstance(v, str) for k, v in members.items()):
@@ -258,11 +343,18 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
         return spec
     d = c.sub("data", allowed=DATA_KEYS)
     files = d.strings("file")
+    file_keys = ["file"] if isinstance(d.data["file"], str) else [f"file.{i}" for i in range(len(files))]
+    for key, f in zip(file_keys, files):
+        _stays_under_root(d, key, f, "a data file")
     suffix = Path(files[0]).suffix.lstrip(".").lower()
-    spec["data"] = {"files": files, "format": d.choice("format", FORMATS, {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
+    spec["data"] = {"files": files, "file_keys": [f"data.{k}" for k in file_keys], "format": d.choice("format", FORMATS, {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
                                                      if suffix in FORMATS or suffix in ("pt", "pth") else None),
                     "records": d.get("records", (str, dict), False), "explode": d.get("explode", str, False),
                     "where": _where(d), "slice": d.get("slice", list, False)}
+    records = spec["data"]["records"]
+    if isinstance(records, dict) and not all(isinstance(k, str) and isinstance(v, str) and v
+                                             for k, v in records.items()):
+        raise d.fail("records", "expected a field path, or a mapping of field name -> list path (text)")
     if spec["data"]["slice"] is not None and (len(spec["data"]["slice"]) != 2 or not all(
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in spec["data"]["slice"])):
         raise d.fail("slice", "expected [start, stop] (integers or null), as a Python slice")
@@ -271,6 +363,8 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
                      "path": m.strings("path", required="base64" not in m.data),
                      "strip_prefix": m.strings("strip_prefix", required=False) or [],
                      "crop": m.strings("crop", required=False)}
+    for i, template in enumerate(spec["media"]["path"] or []):
+        _stays_under_root(m, "path" if isinstance(m.data["path"], str) else f"path.{i}", template, "a media path")
     if spec["media"]["crop"] is not None and len(spec["media"]["crop"]) != 4:
         raise m.fail("crop", "expected four field names: x, y, width, height")
     spec["captions"] = _captions(c, kind, generators)
@@ -291,7 +385,7 @@ def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[
     names: dict[str, str] = {}
     for s in specs:
         if s["name"] in names:
-            raise UserError(f"{s['source']}: key 'name': {s['name']!r} is also declared in {names[s['name']]}")
+            raise UserError(f"{s['source']}: key 'name': {short(s['name'])} is also declared in {names[s['name']]}")
         names[s["name"]] = s["source"]
     by_name = {s["name"]: s for s in specs}
     classes: dict[str, type] = {}
@@ -302,7 +396,7 @@ def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[
         if s["kind"] == "suite":
             for metric, member in s["members"].items():
                 if by_name.get(member, {}).get("kind") != "choice":
-                    raise UserError(f"{s['source']}: key 'members.{metric}': {member!r} is no choice task in {folder}")
+                    raise UserError(f"{s['source']}: key 'members.{metric}': {short(member)} is no choice task in {folder}")
             classes[s["name"]] = task_class(s, {m: classes[t] for m, t in s["members"].items()})
     return [classes[s["name"]] for s in specs]
 

@@ -1,7 +1,10 @@
 """The `Task` classes a declarative specification becomes (see `negharness.declarative.register`).
 
 Rows are read once per task object and checked before a model loads: a choice row with an empty
-true caption or with no false caption is an error naming the file and the record. Media are
+true caption or with no false caption is an error naming the file and the record. Every path read
+(the YAML's data files, each row's media) must stay under the data root, symlinks followed, by the
+rule Python tasks follow (`negharness.io.paths.RootGuard`): a refusal names the YAML file and key,
+or the annotation file and row, before the path is opened. Media are
 identified by their path under the data root (plus the crop box, where one is given), so tasks over
 the same images (SugarCrepe's seven splits over COCO val2017) share cached embeddings.
 """
@@ -9,6 +12,7 @@ the same images (SugarCrepe's seven splits over COCO val2017) share cached embed
 from __future__ import annotations
 
 import importlib
+import os
 import random
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,7 +27,9 @@ from negharness.declarative.annotations import (
     fill,
     filter_counts,
     read_records,
+    short,
 )
+from negharness.io.paths import RootGuard
 
 if TYPE_CHECKING:
     from negharness.contracts.context import EvalContext
@@ -106,11 +112,22 @@ class DeclarativeTask(Task):
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
         self.root = Path(options.data_root)
+        self.guard = RootGuard(self.root)
 
     @property
     def spec_files(self) -> list[Path]:
-        """The data files the YAML names (the media they point to come on top: `required_files`)."""
-        return [self.root / f for f in self.spec["data"]["files"]]
+        """The data files the YAML names, relative to the data root and checked to stay under it
+        (symlinks followed) before anything opens them (the media they point to: `required_files`)."""
+        d, source = self.spec["data"], self.spec["source"]
+        keys = d.get("file_keys") or [f"data.file.{i}" for i in range(len(d["files"]))]
+        return [self._under_root(f, f"{source}: key {k!r}") for k, f in zip(keys, d["files"])]
+
+    def _under_root(self, relative: str, where: str) -> Path:
+        """``data root / relative`` once `RootGuard` has checked it (``..`` folded first, so what is
+        opened is what was checked; the data root itself is kept as given, for `query_id`)."""
+        path = self.root / os.path.normpath(relative)
+        self.guard.check(path, where)
+        return path
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "data_files": self.spec["data"]["files"]}
@@ -153,10 +170,18 @@ class DeclarativeTask(Task):
         suffix = "" if crop is None else "#crop=" + ",".join(f"{v:g}" for v in crop)
         if m["base64"]:
             return MediaRef(f"{rec.where}{suffix}", None, crop, rec.text(m["base64"]))
-        candidates = [self.root / fill(t, rec, m["strip_prefix"]) for t in m["path"]]
+        candidates = [self._media_path(fill(t, rec, m["strip_prefix"]), rec.where) for t in m["path"]]
         path = next((p for p in candidates if p.exists()), candidates[0])
         ident = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
         return MediaRef(ident + suffix, path, crop)
+
+    def _media_path(self, filled: str, where: str) -> Path:
+        """A row's media path under the data root: ``..`` or a symlink out is refused naming the row
+        (an absolute path too: a prefix the authors' machine had belongs in ``media.strip_prefix``)."""
+        if os.path.isabs(filled):
+            raise UserError(f"{where}: media path {short(filled)} is absolute; media are read under the data root "
+                            f"{self.root} (list the prefix to remove under the YAML's media.strip_prefix)")
+        return self._under_root(filled, where)
 
     def media_set(self, ctx: "EvalContext", refs: list[MediaRef]) -> "MediaSet":
         from negharness.io.media import MediaSet  # lazy: start-up time
@@ -198,17 +223,31 @@ class ChoiceTask(DeclarativeTask):
         rng = random.Random(f"{self.options.seed}|{self.query_id(rec.where)}")
         return resolve_generator(self.spec["captions"]["generate"])(caption, rng)
 
-    def _texts(self, rec: Record, source: dict[str, Any]) -> list[str]:
-        texts = rec.texts(source["field"])
+    def _texts(self, rec: Record, source: dict[str, Any], keep_empty: bool = False) -> list[str]:
+        texts = rec.texts(source["field"], keep_empty)
         for old, new in source["replace"].items():
             texts = [t.replace(old, new).strip() for t in texts]
-        return [t for t in texts if t]
+        return [t for t in texts if t or keep_empty]
+
+    def _options(self, rec: Record, cap: dict[str, Any]) -> tuple[list[str], int]:
+        """The options in their places and the answer's index among them. An empty option (or an
+        options field holding none) is refused by row: dropping it would move every later option
+        up one place, and the answer index would then name another caption."""
+        options: list[str] = []
+        for src in cap["options"]:
+            texts = self._texts(rec, src, keep_empty=True)
+            for t in texts or [""]:
+                if not t:
+                    raise UserError(f"{rec.where}: option {len(options)} (field {src['field']!r}) is empty; options "
+                                    "are matched to the answer by position, so it is refused rather than dropped"
+                                    f"{self._shift(rec, cap, len(options))}")
+                options.append(t)
+        return options, self._answer(rec, cap, len(options))
 
     def row(self, rec: Record) -> ChoiceRow:
         cap = self.spec["captions"]
         if "options" in cap:
-            options = [t for src in cap["options"] for t in self._texts(rec, src)]
-            correct = self._answer(rec, cap, len(options))
+            options, correct = self._options(rec, cap)
         else:
             true = self._texts(rec, cap["true"])
             if len(true) != 1:
@@ -227,16 +266,28 @@ class ChoiceTask(DeclarativeTask):
         identical = options[correct] in options[:correct] + options[correct + 1:]
         return ChoiceRow(self.media_ref(rec), tuple(options), correct, rec.where, group, question, identical)
 
-    def _answer(self, rec: Record, cap: dict[str, Any], n: int) -> int:
+    def _shift(self, rec: Record, cap: dict[str, Any], empty: int) -> str:
+        """What dropping the empty option at ``empty`` would do to this row's answer, in words."""
+        try:
+            correct = self._answer(rec, cap, 0, check=False)
+        except UserError:
+            return ""
+        if correct == empty:
+            return " (it is the answer's own option)"
+        if correct > empty:
+            return f" (the answer, option {correct}, would name option {correct + 1}'s caption)"
+        return ""
+
+    def _answer(self, rec: Record, cap: dict[str, Any], n: int, check: bool = True) -> int:
         raw = rec.text(cap["answer"])
         base = cap["answer_base"]
         try:
             index = LETTERS.index(raw.upper()) if base == "letter" else int(raw) - int(base)
         except ValueError:
-            raise UserError(f"{rec.where}: answer {raw!r} in field {cap['answer']!r} is not "
+            raise UserError(f"{rec.where}: answer {short(raw)} in field {cap['answer']!r} is not "
                             f"{'a letter' if base == 'letter' else 'an index'}") from None
-        if not 0 <= index < n or n < 2:
-            raise UserError(f"{rec.where}: answer {raw!r} names no option of {n}; a choice row needs two or more")
+        if check and (not 0 <= index < n or n < 2):
+            raise UserError(f"{rec.where}: answer {short(raw)} names no option of {n}; a choice row needs two or more")
         return index
 
     @cached_property

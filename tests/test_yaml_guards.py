@@ -1,0 +1,263 @@
+"""A user's YAML task files fed through `negharness run --include-path DIR --task NAME`, as a user
+would: every path they make negharness read stays under the data root (the YAML's data files as
+written and through symlinks, each row's media), the file is parsed with limits (size, no anchors or
+aliases, no duplicate keys, bounded nesting), a key the task would not read is refused at any level,
+and an empty option that would shift the answer index is refused by row. Each refusal is one line
+naming the YAML file and key, or the annotation file and row, with exit code 2 and no record."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_declarative_cli import CHOICE, RETRIEVAL, ROWS, _data
+
+from negharness.contracts.errors import UserError
+from negharness.declarative.register import MAX_YAML_BYTES, load_folder
+
+
+def _folder(tmp_path: Path, text: str, name: str = "task.yaml") -> Path:
+    folder = tmp_path / "tasks"
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text)
+    return folder
+
+
+def _run(cli, tmp_path: Path, folder: Path, task: str = "my_colours", env: dict[str, str] | None = None):
+    return cli("run", "--model", "pil_colour", "--include-path", str(folder), "--task", task,
+               "--data-root", str(tmp_path / "data"), plugins=("choicefake",), env=env)
+
+
+def _refused(res, *expected: str) -> str:
+    """Exit 2, one error naming what is expected, no traceback and no record written."""
+    err = res.stderr.replace("\n", " ")
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "unexpected" not in res.stderr
+    for text in expected:
+        assert text in err, (text, res.stderr)
+    return err
+
+
+def _no_record(tmp_path: Path) -> None:
+    assert not list((tmp_path / "results").rglob("*.json"))
+
+
+# 1. one data-root rule -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("file", ["../../etc/passwd", "/etc/passwd", "mine/../../outside/x.csv"])
+def test_a_data_file_outside_the_data_root_is_refused_before_it_is_read(cli, tmp_path, file):
+    """A FIFO stands where the file would be: if anything opened it, the run would hang."""
+    _data(tmp_path / "data", ROWS)
+    (tmp_path / "outside").mkdir()
+    os.mkfifo(tmp_path / "outside/x.csv")
+    folder = _folder(tmp_path, CHOICE.replace("  file: mine/colours.jsonl", f"  file: {file}\n  format: csv"))
+    err = _refused(_run(cli, tmp_path, folder), str(folder / "task.yaml"), "key 'data.file'", "leaves the data root")
+    assert "relative to the data root" in err
+    _no_record(tmp_path)
+
+
+def test_a_data_file_that_links_out_of_the_data_root_is_refused_naming_the_yaml(cli, tmp_path):
+    _data(tmp_path / "data", ROWS)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside/colours.jsonl").write_text((tmp_path / "data/mine/colours.jsonl").read_text())
+    (tmp_path / "data/mine/linked.jsonl").symlink_to(tmp_path / "outside/colours.jsonl")
+    folder = _folder(tmp_path, CHOICE.replace("mine/colours.jsonl", "mine/linked.jsonl"))
+    _refused(_run(cli, tmp_path, folder), f"{folder / 'task.yaml'}: key 'data.file'", "symlink",
+             str(tmp_path / "outside/colours.jsonl"), "NEGHARNESS_ALLOW_LINKS_OUT=1")
+    # the same switch as for Python tasks lets a data root assembled from links through
+    ran = _run(cli, tmp_path, folder, env={"NEGHARNESS_ALLOW_LINKS_OUT": "1"})
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_the_second_of_two_data_files_is_named_by_its_index(tmp_path):
+    folder = _folder(tmp_path, CHOICE.replace("  file: mine/colours.jsonl", "  file: [mine/colours.jsonl, ../x.jsonl]"))
+    with pytest.raises(UserError, match=r"task.yaml: key 'data.file.1': '../x.jsonl' leaves the data root"):
+        load_folder(folder)
+
+
+@pytest.mark.parametrize("value", ["../../outside/red.png", "x/../../../outside/red.png"])
+def test_a_row_media_path_with_dotdot_is_refused_naming_the_row(cli, tmp_path, value):
+    rows = [ROWS[0], {**ROWS[1], "file": value}]
+    _data(tmp_path / "data", rows)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside/red.png").write_bytes((tmp_path / "data/mine/red.png").read_bytes())
+    folder = _folder(tmp_path, CHOICE)
+    _refused(_run(cli, tmp_path, folder), f"{tmp_path / 'data/mine/colours.jsonl'}:line 2", "leaves the data root")
+    _no_record(tmp_path)
+
+
+def test_a_row_media_path_through_a_symlink_out_is_refused_naming_the_row(cli, tmp_path):
+    rows = [ROWS[0], {**ROWS[1], "file": "link.png"}]
+    _data(tmp_path / "data", rows)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside/green.png").write_bytes((tmp_path / "data/mine/green.png").read_bytes())
+    (tmp_path / "data/mine/link.png").symlink_to(tmp_path / "outside/green.png")
+    _refused(_run(cli, tmp_path, _folder(tmp_path, CHOICE)), f"{tmp_path / 'data/mine/colours.jsonl'}:line 2",
+             "symlink", "outside the data root")
+    _no_record(tmp_path)
+
+
+def test_an_absolute_row_media_path_is_refused_pointing_at_strip_prefix(cli, tmp_path):
+    _data(tmp_path / "data", ROWS)
+    rows = [{**ROWS[0], "file": str(tmp_path / "data/mine/red.png")}]
+    (tmp_path / "data/mine/colours.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = RETRIEVAL.replace("name: my_colour_retrieval", "name: my_colours").replace('"mine/{file}"', '"{file}"')
+    folder = _folder(tmp_path, text)
+    _refused(_run(cli, tmp_path, folder), "colours.jsonl:line 1: media path", "is absolute", "media.strip_prefix")
+    # listing the prefix is the fix
+    fixed = text.replace('  path: "{file}"', f'  path: "{{file}}"\n  strip_prefix: ["{tmp_path / "data"}/"]')
+    folder = _folder(tmp_path, fixed)
+    assert _run(cli, tmp_path, folder).returncode == 0
+
+
+@pytest.mark.parametrize("template, key", [('"../{file}"', "media.path"), ('"/srv/{file}"', "media.path"),
+                                           ('["mine/{file}", "{a}/../../{file}"]', "media.path.1")])
+def test_a_media_template_leaving_the_data_root_is_refused_by_key(tmp_path, template, key):
+    folder = _folder(tmp_path, CHOICE.replace('  path: "mine/{file}"', f"  path: {template}"))
+    with pytest.raises(UserError, match=rf"task.yaml: key '{key}': .* leaves the data root"):
+        load_folder(folder)
+
+
+# 2. parsed with limits ------------------------------------------------------------------------------
+
+BOMB = ('description: [&a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"],'
+        + "".join(f" &{n} [" + ",".join([f"*{p}"] * 9) + "],"
+                  for p, n in zip("abcdefgh", "bcdefghi")).rstrip(",") + "]\n")
+
+
+def test_a_yaml_alias_bomb_fails_fast_naming_the_file(cli, tmp_path):
+    """Nine levels of nine aliases: 9**9 strings once expanded. Refused at its first anchor."""
+    text = CHOICE.replace('description: "which colour is it"\n', BOMB)
+    assert len(BOMB) < 800
+    folder = _folder(tmp_path, text)
+    err = _refused(_run(cli, tmp_path, folder), f"{folder / 'task.yaml'}:4", "anchors and aliases are not allowed")
+    assert "MemoryError" not in err and len(err) < 400
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("x: &a 1\ny: *a\n", ":1: not a safe YAML task file (anchor &a"),
+    ("<<: {a: 1}\nname: n\n", "not a safe YAML task file"),
+    ("name: a\nkind: choice\nname: b\n", ":3: not a safe YAML task file (duplicate key 'name')"),
+    ("description: " + "[" * 40 + "]" * 40 + "\n", "nested more than 32 levels deep"),
+])
+def test_anchors_duplicate_keys_and_deep_nesting_are_refused_by_line(tmp_path, yaml_text, expected):
+    folder = _folder(tmp_path, yaml_text)
+    with pytest.raises(UserError) as info:
+        load_folder(folder)
+    assert str(folder / "task.yaml") in str(info.value) and expected in str(info.value)
+
+
+def test_a_task_file_over_the_size_cap_is_refused_unread(cli, tmp_path):
+    text = CHOICE.replace('description: "which colour is it"', 'description: "' + "x" * MAX_YAML_BYTES + '"')
+    folder = _folder(tmp_path, text)
+    err = _refused(_run(cli, tmp_path, folder), str(folder / "task.yaml"), f"at most {MAX_YAML_BYTES:,}")
+    assert len(err) < 400
+
+
+def test_a_fifo_or_non_utf8_task_file_is_named(tmp_path):
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.yaml")  # opening it would block forever
+    with pytest.raises(UserError, match=r"pipe.yaml is a FIFO, not a regular file"):
+        load_folder(folder)
+    (folder / "pipe.yaml").unlink()
+    (folder / "latin.yaml").write_bytes(CHOICE.replace("which colour", "caf\xe9 colour").encode("latin-1"))
+    with pytest.raises(UserError, match=r"latin.yaml:4: not UTF-8 text"):
+        load_folder(folder)
+
+
+def test_a_huge_wrong_value_is_named_without_being_echoed(cli, tmp_path):
+    text = CHOICE.replace("family: mine", "family: [" + ", ".join(["'" + "y" * 1000 + "'"] * 500) + "]")
+    folder = _folder(tmp_path, text)
+    err = _refused(_run(cli, tmp_path, folder), f"{folder / 'task.yaml'}: key 'family': expected a string, got list")
+    assert len(err) < 400 and "yyy..." in err
+
+
+@pytest.mark.parametrize("edit, key, known", [
+    # a misspelt filter operator names the file, key and the operators there are
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {x: {minimum: 2}}"),
+     "data.where.x.minimum", "filter operators: min, max, in, not in, reason"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  wher: {x: 1}"),
+     "data.wher", "known: explode, file, format, records, slice, where"),
+    (lambda t: t.replace('  path: "mine/{file}"', '  path: "mine/{file}"\n  croop: [a, b, c, d]'),
+     "media.croop", "known: base64, crop, kind, path, strip_prefix"),
+    (lambda t: t.replace("  false: [wrong, also_wrong]", "  false: [{field: wrong, replase: {a: b}}]"),
+     "captions.false.0.replase", "known: field, replace"),
+    (lambda t: t + "authors: {ties: first, note: n, notes: m}\n", "authors.notes", "known: note, ties"),
+    (lambda t: t + "Metrics: [accuracy]\n", "Metrics", "unknown key"),
+    # keys a choice task of this kind would not read: refused, not ignored
+    (lambda t: t + "members: {a: b}\n", "members", "not read by a choice task"),
+    (lambda t: t.replace("  false: [wrong, also_wrong]", "  false: [wrong]\n  options: [wrong, also_wrong]\n  answer: a"),
+     "captions.false", "not read beside 'options'"),
+    (lambda t: t.replace("  false: [wrong, also_wrong]", "  false: [wrong]\n  answer_base: 1"),
+     "captions.answer_base", "not read beside 'false'"),
+    (lambda t: t.replace("  false: [wrong, also_wrong]", "  false: [wrong]\n  generate: aro_order_shuffles"),
+     "captions.false", "not read beside 'generate'"),
+])
+def test_unknown_keys_are_refused_at_every_level(cli, tmp_path, edit, key, known):
+    folder = _folder(tmp_path, edit(CHOICE))
+    _refused(_run(cli, tmp_path, folder), f"{folder / 'task.yaml'}: key '{key}'", known)
+
+
+@pytest.mark.parametrize("text, key, message", [
+    (RETRIEVAL + "group_by: file\n", "group_by", "not read by a retrieval task"),
+    (RETRIEVAL + "question: q\n", "question", "not read by a retrieval task"),
+    (RETRIEVAL.replace("  field: caption", "  field: caption\n  false: wrong"), "captions.false", "unknown key"),
+    (textwrap.dedent("""\
+        name: s
+        kind: suite
+        family: f
+        description: d
+        citation: c
+        data_help: h
+        members: {colours: my_colours}
+        metrics: [accuracy]
+        main_score: mean
+        """), "metrics", "not read by a suite task"),
+])
+def test_keys_another_kind_reads_are_refused(tmp_path, text, key, message):
+    folder = _folder(tmp_path, text)
+    with pytest.raises(UserError, match=rf"task.yaml: key '{key}': {message}"):
+        load_folder(folder)
+
+
+OPTIONS = CHOICE.replace("  true: caption\n  false: [wrong, also_wrong]",
+                         "  options: [o0, o1, o2, o3]\n  answer: answer")
+
+
+def _option_rows(root: Path, rows: list[dict]) -> None:
+    _data(root, ROWS)
+    (root / "mine/colours.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_an_empty_option_that_would_shift_the_answer_is_refused_by_row(cli, tmp_path):
+    """Row 2's answer is option 2, "a green photo"; dropping the empty option 1 would make index 2
+    name "a blue photo" (the wrong caption, scored as right, exit 0 before)."""
+    good = {"file": "red.png", "o0": "a red photo", "o1": "a green photo", "o2": "a blue photo", "o3": "one photo",
+            "answer": 0}
+    shifted = {"file": "green.png", "o0": "a red photo", "o1": "", "o2": "a green photo", "o3": "a blue photo",
+               "answer": 2}
+    _option_rows(tmp_path / "data", [good, shifted])
+    folder = _folder(tmp_path, OPTIONS)
+    _refused(_run(cli, tmp_path, folder), f"{tmp_path / 'data/mine/colours.jsonl'}:line 2: option 1 (field 'o1') is empty",
+             "refused rather than dropped", "the answer, option 2, would name option 3's caption")
+    _no_record(tmp_path)
+    _option_rows(tmp_path / "data", [good, {**shifted, "o1": "one photo"}])
+    ran = _run(cli, tmp_path, folder)
+    assert ran.returncode == 0, ran.stderr
+    rec = json.loads((tmp_path / "results/pil_colour/my_colours.json").read_text())
+    assert rec["metrics"]["accuracy"] == 100  # both rows: the true caption names the image's colour
+
+
+def test_an_empty_option_inside_a_list_field_is_refused_by_row(tmp_path):
+    from negharness.contracts.task import TaskOptions
+
+    text = CHOICE.replace("  true: caption\n  false: [wrong, also_wrong]", "  options: [captions, last]\n  answer: answer")
+    _option_rows(tmp_path / "data", [{"file": "red.png", "captions": ["a blue photo", " ", "a red photo"],
+                                      "last": "one photo", "answer": 2}])
+    [cls] = load_folder(_folder(tmp_path, text))
+    with pytest.raises(UserError, match=r"colours.jsonl:line 1: option 1 \(field 'captions'\) is empty"):
+        cls(TaskOptions(tmp_path / "data")).required_files()
