@@ -83,3 +83,13 @@ def test_reduced_precision_on_the_cpu_warns_once(cli, tmp_path):
               "--output-dir", str(tmp_path / "res"), plugins=("good",))
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("--precision bf16 on the CPU") == 1
+
+
+def test_a_missing_pretrained_download_is_one_line(cli, tmp_path):
+    """open_clip logs 'ERROR:root:Failed to download ...' through the root logger; the command's
+    own error says it, on one line, and nothing else is printed around it."""
+    res = cli("run", "--model", "clip", "--task", "shapes_t2i_original", "--limit", "3",
+              env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert res.returncode == 2
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: could not load pretrained weights ViT-B-32/openai")

@@ -383,6 +383,19 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
         pass
 
 
+def _quiet_library_logging() -> None:
+    """Libraries that log through the root logger (open_clip: "ERROR:root:Failed to download ...",
+    "WARNING:root:No pretrained weights loaded ...") would print around our one-line error; what
+    they say that matters, the command says itself. A handler on the root logger keeps Python
+    from installing its printing default; NEGHARNESS_DEBUG=1 keeps their lines."""
+    import logging
+    import os
+
+    root = logging.getLogger()
+    if not root.handlers and not os.environ.get("NEGHARNESS_DEBUG"):
+        root.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from negharness.engine.cpu_threads import (
         prefer_passive_waiting,  # lazy: start-up time
@@ -390,6 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     prefer_passive_waiting()  # before any command imports torch
     warnings.showwarning = _one_line_warning
+    _quiet_library_logging()
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is not None and hasattr(args, "argv"):
