@@ -122,7 +122,11 @@ def main(argv: list[str] | None = None) -> None:
                 evals[ranks].append(sum(r["timings"]["total_s"] for r in last[ranks].values()))
     one, many = last[1], last[opts.ranks]
     worst = max(abs(one[t]["metrics"][k] - many[t]["metrics"][k]) for t in one for k in one[t]["metrics"])
-    encoded = {t: (one[t]["counts"]["media_encoded"], many[t]["counts"]["sharded"]["media_encoded"]) for t in one}
+    def shares(rec: dict) -> object:  # what each rank encoded (a one-process launch has no shares)
+        counts = rec["counts"]
+        return counts["sharded"]["media_encoded"] if "sharded" in counts else counts["media_encoded"]
+
+    encoded = {t: (one[t]["counts"]["media_encoded"], shares(many[t])) for t in one}
     print(f"{cores} cores; {opts.repeats} repeats; tasks {', '.join(TASKS)}; batch {opts.batch_size}")
     print(f"{'launch':<22}{'wall s (median)':>18}{'evaluation s (median)':>24}{'CPU s (median)':>17}")
     for ranks in (1, opts.ranks):
