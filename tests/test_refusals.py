@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_checkpoints import RunsACommand  # the one pickle that would run a command
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,
                           "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
@@ -31,16 +32,6 @@ def one_error_line(res, code: int, *needles: str) -> str:
 
 
 # item 3: checkpoints ---------------------------------------------------------------------------------
-class RunsACommand:
-    """Unpickling this with pickle.load would run a shell command that creates the marker file."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A tiny open_clip architecture (JSON) and its randomly initialised weights."""

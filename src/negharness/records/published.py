@@ -257,9 +257,10 @@ def table_rows(files: Iterable[Path | str]) -> tuple[PublishedRow, ...]:
 def registered_rows(task_name: str, registry: Any) -> list[PublishedRow]:
     """The published numbers of a task, from the tables its registration names (none for a task
     the registry does not know or that names no tables)."""
-    entries = {e.name: e for e in registry.entries("task")}
-    entry = entries.get(task_name)
-    files = entry.meta.get("published", ()) if entry is not None else ()
+    try:
+        files = registry.get("task", task_name).meta.get("published", ())
+    except UserError:  # unknown here (a third party's task not installed) or registered twice
+        files = ()
     return published_rows(task_name, table_rows(files))
 
 
