@@ -12,7 +12,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -190,24 +190,7 @@ class CachedEvalContext(RunContext):
             emb.update(zip(pos, vecs))
         todo = [i for i in range(len(unique)) if i not in emb]
         self.counters.texts_cached += len(unique) - len(todo)
-        bar = self._track("encoding texts", len(todo))
-        start = time.perf_counter()
-        bs = self.settings.batch_size
-        try:
-            with _exit_on_sigterm():
-                for lo in range(0, len(todo), bs):
-                    idx = todo[lo:lo + bs]
-                    with self._autocast():
-                        out = self.model.encode_text([unique[i] for i in idx]).float().cpu()
-                    emb.update(zip(idx, out))
-                    if store is not None:
-                        store.add([keys[i] for i in idx], out)
-                    self.counters.texts_encoded += len(idx)
-                    self._advance(bar, len(idx))
-        finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept
-            if store is not None:
-                store.close()
-        self.counters.encode_seconds += time.perf_counter() - start
+        self._encode_shared(store, keys, todo, emb, lambda idx: self._encode_texts(unique, keys, idx, emb, store), "texts")
         if not unique:
             return torch.empty(0, 0)
         table = torch.stack([emb[i] for i in range(len(unique))])
@@ -241,19 +224,67 @@ class CachedEvalContext(RunContext):
                 first[keys[i]] = i
             todo.append(i)
         self.counters.media_cached += len(media) - len(todo) - len(same_as)
-        try:
-            if todo:
-                with _exit_on_sigterm():
-                    self._encode_media(media, todo, emb, store, keys)
-        finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept
-            if store is not None:
-                store.close()
+        self._encode_shared(store, keys, todo, emb, lambda idx: self._encode_media(media, idx, emb, store, keys), "media")
         self._serve_equal(media, emb, same_as)
         if not len(media):
             return torch.empty(0, 0)
         dim = next(iter(emb.values())).shape[0] if emb else 1
         missing = torch.full((dim,), float("nan"))
         return torch.stack([emb.get(i, missing) for i in range(len(media))])
+
+    def _encode_texts(self, unique: Sequence[str], keys: list[str], todo: list[int], emb: dict[int, torch.Tensor],
+                      store: Any) -> None:
+        bar = self._track("encoding texts", len(todo))
+        start = time.perf_counter()
+        bs = self.settings.batch_size
+        for lo in range(0, len(todo), bs):
+            idx = todo[lo:lo + bs]
+            with self._autocast():
+                out = self.model.encode_text([unique[i] for i in idx]).float().cpu()
+            emb.update(zip(idx, out))
+            if store is not None:
+                store.add([keys[i] for i in idx], out)
+            self.counters.texts_encoded += len(idx)
+            self._advance(bar, len(idx))
+        self.counters.encode_seconds += time.perf_counter() - start
+
+    def _encode_shared(self, store: Any, keys: Sequence[str | None], todo: list[int], emb: dict[int, torch.Tensor],
+                       encode: Callable[[list[int]], None], what: str) -> None:
+        """Encode the items at ``todo`` that no other run on this cache is encoding now, then wait
+        for those runs and read theirs from the cache; what they did not deliver is claimed again
+        (see `negharness.store.claims`). Without a cache, encode them all."""
+        if not todo:
+            return
+        if store is None:
+            with _exit_on_sigterm():
+                encode(todo)
+            return
+        while todo:
+            claim = store.claim([keys[i] for i in todo if keys[i] is not None])
+            claimed = set(claim.mine)
+            mine = [i for i in todo if keys[i] is None or keys[i] in claimed]
+            try:
+                if mine:
+                    with _exit_on_sigterm():
+                        encode(mine)
+            finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept, and the claim ends
+                store.close()
+                store.claims.release(claim)
+            rest = [i for i in todo if keys[i] is not None and keys[i] not in claimed]
+            if rest:
+                self._wait_for_others(store, claim, keys, rest, emb, what)
+            todo = [i for i in rest if i not in emb]
+
+    def _wait_for_others(self, store: Any, claim: Any, keys: Sequence[str | None], rest: list[int],
+                         emb: dict[int, torch.Tensor], what: str) -> None:
+        """Wait for the runs that claimed ``rest``, then take their embeddings from the cache."""
+        bar = self._track(f"{what}: waiting for the run encoding them ({', '.join(claim.holders())})", len(rest))
+        store.claims.wait(claim)
+        store.refresh()
+        pos, vecs = store.lookup([keys[i] for i in rest])
+        emb.update((rest[p], v) for p, v in zip(pos, vecs))
+        self.counters[f"{what}_cached"] += len(pos)
+        self._advance(bar, len(rest))
 
     def _serve_equal(self, media: MediaSet, emb: dict[int, torch.Tensor], same_as: dict[int, int]) -> None:
         """Items whose content equals an encoded one's get its embedding (or share its being broken)."""

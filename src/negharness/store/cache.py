@@ -11,7 +11,9 @@ so a kill -9 loses at most the batch being encoded), fsync'd at least every few 
 loses at most those seconds). Every shard carries a checksum of its ids and embedding bytes, checked
 on read: a damaged shard is moved aside into ``damaged/`` with a warning naming it, and its items
 are encoded again. Many small shards are merged into one (atomically, by the process that wrote
-them when it finishes a collection, or on load when a folder holds more than `COMPACT_OVER`).
+them when it finishes a collection, or on load when a folder holds more than `COMPACT_OVER`), under
+the collection's mutex, keeping one row per id. Concurrent runs split a collection's work through
+claims (`negharness.store.claims`): each item is encoded by one of them and read by the others.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Sequence
 import torch
 
 from negharness.store.atomic import atomic_write, atomic_write_json
+from negharness.store.claims import Claim, Claims, folder_mutex
 from negharness.store.content import FileHasher
 
 FORMAT = "negharness-shard-v2"
@@ -121,6 +124,17 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _unique_rows(shards: list[tuple[Path, list[str], torch.Tensor]]) -> tuple[list[str], torch.Tensor]:
+    """The shards' ids and rows, each id once (its first row: every copy encodes the same content)."""
+    ids = [k for _, keys, _ in shards for k in keys]
+    emb = torch.cat([e for _, _, e in shards])
+    first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))
+    if len(first) == len(ids):
+        return ids, emb
+    keep = sorted(first.values())
+    return [ids[i] for i in keep], emb[torch.tensor(keep, dtype=torch.long)]
+
+
 def _new_shard_name() -> str:
     """Unique across the processes of one machine (pid) and of several nodes sharing a cache (host)."""
     return f"shard-{time.time_ns()}-{_HOST}-{os.getpid()}.safetensors"
@@ -145,27 +159,48 @@ class CollectionCache:
         self._written: list[tuple[Path, list[str], torch.Tensor]] = []  # this process's shards not yet merged
         self._unsynced = False
         self._last_sync = time.monotonic()
+        self._seen: set[str] = set()  # shard names already in the index
         self.damaged: list[Path] = []
+        self.claims = Claims(folder, _HOST)
 
     def _load(self) -> dict[str, torch.Tensor]:
         if self._index is None:
-            index: dict[str, torch.Tensor] = {}
-            good: list[tuple[Path, list[str], torch.Tensor]] = []
-            for shard in sorted(self.folder.glob("shard-*.safetensors")):
-                try:
-                    ids, emb = read_shard(shard)
-                except FileNotFoundError:
-                    continue  # merged away by another process after we listed the folder
-                except (DamagedShard, OSError) as exc:
-                    self._set_aside(shard, str(exc))
-                    continue
-                good.append((shard, ids, emb))
-                for i, key in enumerate(ids):
-                    index[key] = emb[i]
-            self._index = index
+            self._index = {}
+            good = self._read_new()
             if len(good) > self.compact_over:
                 self._merge(good)
         return self._index
+
+    def _read_new(self) -> list[tuple[Path, list[str], torch.Tensor]]:
+        """Read the shards not read before into the index (damaged ones set aside); returns them."""
+        assert self._index is not None
+        good: list[tuple[Path, list[str], torch.Tensor]] = []
+        for shard in sorted(self.folder.glob("shard-*.safetensors")):
+            if shard.name in self._seen:
+                continue
+            try:
+                ids, emb = read_shard(shard)
+            except FileNotFoundError:
+                continue  # merged away by another process after we listed the folder
+            except (DamagedShard, OSError) as exc:
+                self._set_aside(shard, str(exc))
+                continue
+            self._seen.add(shard.name)
+            good.append((shard, ids, emb))
+            for i, key in enumerate(ids):
+                self._index.setdefault(key, emb[i])
+        return good
+
+    def refresh(self) -> None:
+        """Take in what other processes wrote since this one last looked (after waiting for them)."""
+        if self._index is None:
+            self._load()
+        else:
+            self._read_new()
+
+    def claim(self, keys: Sequence[str]) -> Claim:
+        """Claim the keys no other live process is encoding (see `negharness.store.claims`)."""
+        return self.claims.take(keys)
 
     def _set_aside(self, shard: Path, why: str) -> None:
         """Move a damaged shard into ``damaged/`` (delete it if that fails) and say so."""
@@ -185,21 +220,28 @@ class CollectionCache:
                       stacklevel=3)
 
     def _merge(self, shards: list[tuple[Path, list[str], torch.Tensor]], force: bool = False) -> None:
-        """Write the shards' entries as one shard (fsync'd), then remove them. A crash in between
-        leaves duplicates, never a gap; a reader that listed a removed shard just skips it."""
-        if len(shards) < (1 if force else 2):
-            return
-        ids = [k for _, keys, _ in shards for k in keys]
-        emb = torch.cat([e for _, _, e in shards])
-        try:
-            write_shard(self.folder / _new_shard_name(), ids, emb, sync=True)
-        except OSError:
-            return
-        for path, _, _ in shards:
+        """Write the shards' entries as one shard (fsync'd), one row per id, then remove them; under
+        the collection's mutex. A load's merge (not ``force``) gives up when a shard is gone: another
+        process merged them first. A crash in between leaves duplicates, never a gap (the next merge
+        drops them); a reader that listed a removed shard just skips it."""
+        with folder_mutex(self.folder):
+            present = [s for s in shards if s[0].name == "pending" or s[0].exists()]
+            if len(present) < len(shards) and not force:
+                return  # another process merged them first
+            if len(present) < (1 if force else 2):
+                return
+            ids, rows = _unique_rows(present)
+            merged = self.folder / _new_shard_name()
             try:
-                path.unlink(missing_ok=True)
+                write_shard(merged, ids, rows, sync=True)
             except OSError:
-                pass
+                return
+            self._seen.add(merged.name)
+            for path, _, _ in present:
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    pass
 
     def lookup(self, keys: Sequence[str]) -> tuple[list[int], list[torch.Tensor]]:
         """Positions of ``keys`` that are cached, and their embeddings."""
@@ -226,6 +268,7 @@ class CollectionCache:
             due = sync or time.monotonic() - self._last_sync >= self.sync_seconds
             path = self.folder / _new_shard_name()
             write_shard(path, ids, emb, sync=due and not self._unsynced)
+            self._seen.add(path.name)
             self._written.append((path, ids, emb))
             self._unsynced = self._unsynced or not due
             sync = due
