@@ -41,6 +41,7 @@ from negharness.io.video import FrameSampling
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.store.atomic import atomic_write
 from negharness.store.cache import EmbeddingCache
+from negharness.store.claims import Claim, Claims
 from negharness.store.content import FileHasher
 from negharness.world.media import load_world
 
@@ -72,6 +73,14 @@ class LegacyCollection:
                     index[key] = emb[i]
             self._index = index
         return self._index
+
+    claims = Claims  # release and wait do nothing for a claim without a file: the old cache claimed nothing
+
+    def claim(self, keys):
+        return Claim(list(keys))
+
+    def refresh(self):
+        pass
 
     def lookup(self, keys):
         index = self._load()

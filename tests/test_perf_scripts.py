@@ -20,11 +20,13 @@ PERF = Path(__file__).resolve().parents[1] / "perf"
 
 TINY: dict[str, list[str]] = {
     "bench_cache_integrity.py": ["--tiny"],
+    "bench_concurrent_runs.py": ["--tiny"],
     "bench_decode_throughput.py": ["--tiny"],
     "bench_leaderboard.py": ["--models", "2", "--diagnosed", "1", "--rounds", "1"],
     "bench_mcq.py": ["--tiny"],  # with a folder that has no CSV: generated rows in NegBench's layout
     "bench_metrics.py": ["--tiny"],
     "bench_nein_memory.py": ["--sizes", "4", "--side", "32"],
+    "bench_readme_times.py": ["--tiny"],
     "bench_reuse_checks.py": ["--images", "5", "--videos", "3", "--image-kb", "1", "--video-kb", "1"],
     "bench_run_cache.py": ["--tiny"],
     # one process both ways: the 2-rank torchrun path is tested in tests/test_sharded_eval.py; run here

@@ -432,3 +432,53 @@ def test_run_outside_a_terminal_logs_progress_on_stderr(cli, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "[negharness] encoding images: 3/3 (100%)" in res.stderr
     assert "[negharness]" not in res.stdout
+
+
+# one data-root rule for the tasks' own data files too (issue 24, item 1) ------------------------------------
+def _linked_out(link: Path, target: Path) -> None:
+    """``link`` (under the data root) made a symlink to ``target`` (outside it), holding what it held."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    link.replace(target)
+    link.symlink_to(target)
+
+
+def test_a_negbench_csv_linked_out_of_the_data_root_is_refused_naming_it(cli, tmp_path):
+    root = tmp_path / "data"
+    _mcq_layout(root, broken=0)
+    _linked_out(root / "negbench" / MCQ_CSV, tmp_path / "elsewhere" / MCQ_CSV)
+    res = _run_mcq(cli, root)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"NegBench CSV {MCQ_CSV}" in res.stderr and "outside the data root" in res.stderr
+    assert "NEGHARNESS_ALLOW_LINKS_OUT" in res.stderr
+    ok = cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(root),
+             plugins=("good",), env={"NEGHARNESS_ALLOW_LINKS_OUT": "1"})
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_an_nt2vr_caption_file_linked_out_of_the_data_root_is_refused(tmp_path):
+    from test_nt2vr_tasks import COLL, write_layout
+
+    folder = write_layout(tmp_path / "data")
+    _linked_out(folder / "TextData" / f"{COLL}.caption.txt", tmp_path / "elsewhere" / "captions.txt")
+    req = RunRequest(model="kw", tasks=["msrvtt1k_original"], data_root=str(tmp_path / "data"),
+                     output_dir=str(tmp_path / "r"), cache_dir=str(tmp_path / "c"))
+    with pytest.raises(UserError, match=rf"task msrvtt1k_original: data file: .*{COLL}\.caption\.txt leads through a "
+                                        r"symlink to .*outside the data root"):
+        run_evaluation(host_with_models({"kw": keyword_model}), req)
+
+
+def test_nein_entries_and_files_stay_under_the_data_root(tmp_path):
+    from negharness.contracts.task import TaskOptions
+    from negharness.discovery.manager import make_host
+
+    root = tmp_path / "data"
+    (root / "nein").mkdir(parents=True)
+    entry = {"COCO": "1", "T_original": "a dog.", "T_generated": "Add a cat.", "T_negative": "no cat.",
+             "NeIn": "../../../../etc/passwd"}
+    (root / "nein" / "val.json").write_text(json.dumps([entry]))
+    task = make_host().registry.get("task", "nein_val").load()(TaskOptions(root))
+    with pytest.raises(UserError, match=r"val\.json entry 0 .*leaves the data root"):
+        next(iter(task.samples()))
+    _linked_out(root / "nein" / "val.json", tmp_path / "elsewhere" / "val.json")
+    with pytest.raises(UserError, match=r"task nein_val: data file: .*val\.json leads through a symlink"):
+        task.required_files()

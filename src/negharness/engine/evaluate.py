@@ -41,6 +41,7 @@ from negharness.engine.reuse import (
 )
 from negharness.engine.runner import CachedEvalContext, RunSettings, resolve_device
 from negharness.io.paths import (
+    RootGuard,
     cache_root,
     data_root,
     is_symlink_loop,
@@ -119,8 +120,9 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
         names = ", ".join(t.name for t in needing)
         raise MissingDataError(f"data root {root} (from {source}) does not exist; tasks {names} read their files "
                                "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
+    guard = RootGuard(root)
     for task in needing:
-        files = task.required_files()
+        files = [guard.check(p, f"task {task.name}") for p in task.required_files()]  # one rule, every task
         for p in files:  # a FIFO would hang the first read, a symlink loop "exists" not: refuse by cause
             if (p.exists() or is_symlink_loop(p)) and not p.is_dir():
                 require_regular(p, f"task {task.name}")

@@ -80,11 +80,11 @@ class McqRow:
 
 
 def find_csv(root: Path, name: str) -> Path:
+    """The CSV under ``<root>/negbench`` (or its ``images/`` / ``videos/``), held to the data root's
+    rule before anything opens it: a symlink out of the root (or a loop) is refused naming the file."""
     base = root / "negbench"
-    for candidate in (base / name, base / "images" / name, base / "videos" / name):
-        if candidate.is_file():
-            return candidate
-    return base / name
+    found = next((c for c in (base / name, base / "images" / name, base / "videos" / name) if c.is_file()), base / name)
+    return RootGuard(root).check(found, f"NegBench CSV {name}")
 
 
 def _open_rows(path: Path):

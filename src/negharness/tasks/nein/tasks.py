@@ -27,6 +27,7 @@ from negharness.api import (
     MetricInfo,
     ModelOptions,
     OptionSpec,
+    RootGuard,
     Task,
     TaskOptions,
     TaskResult,
@@ -252,10 +253,14 @@ class NeInVal(NeInTask):
                  "folder linked from github.com/tanbuinhat/NeIn; COCO val2017 images into <data root>/coco/val2017/")
 
     def _json(self) -> Path:
-        return self.options.data_root / "nein" / "val.json"
+        return self._under_root(self.options.data_root / "nein" / "val.json")
 
     def _parquet(self) -> list[Path]:
-        return sorted((self.options.data_root / "nein").glob("validation*.parquet"))
+        return [self._under_root(p) for p in sorted((self.options.data_root / "nein").glob("validation*.parquet"))]
+
+    def _under_root(self, path: Path) -> Path:
+        """The data root's rule before anything opens the file: a symlink out (or a loop) is refused."""
+        return RootGuard(self.options.data_root).check(path, f"task {self.name}: data file")
 
     def required_files(self) -> list[Path]:
         return [] if self._parquet() else [self._json()]
@@ -266,12 +271,14 @@ class NeInVal(NeInTask):
 
     def _json_samples(self) -> Iterator[EditSample]:
         root, path = self.options.data_root, self._json()
+        guard = RootGuard(root)
         for n, e in enumerate(iter_json_entries(path)):
             where = f"{path} entry {n} ({e.get('NeIn', '?') if isinstance(e, dict) else '?'})"
             _check_entry(e, where)
             source = next((p for p in (root / "nein" / "images" / f"{e['NeIn']}{x}" for x in (".png", ".jpg"))
                            if p.exists()), root / "nein" / "images" / f"{e['NeIn']}.png")
-            truth = root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg"
+            source = guard.check(source, where)
+            truth = guard.check(root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg", where)
             yield _sample(str(e["NeIn"]), e, _opener(source, where), _opener(truth, where))
 
     def _parquet_samples(self) -> Iterator[EditSample]:

@@ -99,7 +99,12 @@ class NT2VRTask(Task):
         self.build = self.opts["build"]
 
     def _text(self, kind: str) -> Path:
-        return self.text_dir / f"{self.collection}.{kind}.txt"
+        return self._under_root(self.text_dir / f"{self.collection}.{kind}.txt")
+
+    def _under_root(self, path: Path) -> Path:
+        """The data root's rule for the collection's own files, before anything opens them: a
+        symlink out of the root (or a loop) is refused naming the file."""
+        return RootGuard(self.options.data_root).check(path, f"task {self.name}: data file")
 
     @property
     def data_help(self) -> str:  # type: ignore[override]
@@ -107,12 +112,12 @@ class NT2VRTask(Task):
 
     # data checks ----------------------------------------------------------------------------------
     def _video_set(self) -> Path:
-        return self.folder / "VideoSets" / f"{self.collection}.txt"
+        return self._under_root(self.folder / "VideoSets" / f"{self.collection}.txt")
 
     def _media_files(self, ids: list[str]) -> tuple[list[Path], list[Path]]:
         """(present, missing) media files; a frame index counts as one file. Every path stays under
         the data root (an id with '../', a symlink out: an error naming the video set and line)."""
-        index = self.folder / "id.imagepath.txt"
+        index = self._under_root(self.folder / "id.imagepath.txt")
         if self.kind == "video" and index.is_file():
             return [index], []
         sub, exts = ("videos", VIDEO_EXTS) if self.kind == "video" else ("images", IMAGE_EXTS)
