@@ -51,11 +51,11 @@ from .phrases import (  # noqa: F401 (re-exported)
     STOP_WORDS,
     Subject,
     VerbPhrase,
-    _repair_tags,
     extract_pairs,
     head_nouns,
     lemma,
     normalise,
+    repair_tags,
     token_lemma,
 )
 
@@ -210,7 +210,7 @@ class CaptionIndex:
         self._pairs_by_head: dict[str, list[tuple[int, Subject, VerbPhrase]]] = defaultdict(list)
         for pos, caps in enumerate(captions):
             for cap in caps:
-                tagged = _repair_tags(tag(normalise(cap)))  # "the singer sings/NNS", "and singing/NN": verbs
+                tagged = repair_tags(tag(normalise(cap)))  # "the singer sings/NNS", "and singing/NN": verbs
                 lemmas = tuple(token_lemma(w, t) for w, t in tagged)
                 cid = len(self.captions)
                 for (w, t), lem in zip(tagged, lemmas):

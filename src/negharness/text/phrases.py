@@ -580,7 +580,7 @@ def _object_of_verb(tagged: list[tuple[str, str]], i: int) -> bool:
     return i >= 1 and tagged[i - 1][1].startswith("VB")
 
 
-def _repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The tagger's commonest slips on captions: a singular noun's verb read as a plural noun
     ("a character jumps/NNS and"): retag it VBZ when no verb follows and the noun is no verb's
     object; a noun read as an adjective between a determiner and a verb ("a girl/JJ looks"); a
@@ -639,7 +639,7 @@ def _coordinated_verb(tagged: list[tuple[str, str]], i: int) -> bool:
 
 def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:
     """(subject, verb phrase) pairs of one caption (Algorithm 1 with the checks above)."""
-    items = _flatten(parser().parse(_repair_tags(tag(normalise(caption)))))
+    items = _flatten(parser().parse(repair_tags(tag(normalise(caption)))))
     pairs: list[tuple[Subject, VerbPhrase]] = []
     owner: dict[int, Subject | None] = {}  # VP position -> its subject
     for k, (label, _) in enumerate(items):
