@@ -169,3 +169,21 @@ def test_four_identical_runs_encode_each_item_once_and_agree(tmp_path):
         assert len(ids) == len(set(ids))
     stored = [k for shard in (tmp_path / "cache").rglob("shard-*.safetensors") for k in read_shard(shard)[0]]
     assert len(stored) == len(set(stored)) == 500 + distinct_texts
+
+
+def test_a_filesystem_without_locks_claims_nothing_and_still_encodes(tmp_path, monkeypatch):
+    import errno
+
+    from negharness.store import claims
+
+    def no_locks(*_args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(claims.fcntl, "flock", no_locks)
+    ctx = _ctx(tmp_path)
+    out = ctx.embed_texts(TEXTS)
+    assert ctx.counters.texts_encoded == len(TEXTS) and torch.allclose(out, KeywordModel().encode_text(TEXTS))
+    assert not list((tmp_path / "embeddings").rglob("*.claim"))
+    again = _ctx(tmp_path)
+    again.embed_texts(TEXTS)
+    assert again.counters.texts_cached == len(TEXTS)

@@ -37,7 +37,11 @@ def folder_mutex(folder: Path) -> Iterator[None]:
         yield
         return
     with open(folder / ".lock", "ab") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except OSError:  # a filesystem without locks (ENOLCK): merges as before claims, unlocked
+            yield
+            return
         try:
             yield
         finally:
@@ -104,6 +108,12 @@ class Claims:
         """Claim the ``keys`` no live claim holds; the rest are listed per claimant."""
         if fcntl is None or not keys:
             return Claim(list(keys))
+        try:
+            return self._take(keys)
+        except OSError:  # no locks on this filesystem, or no room for a claim file: claim nothing, encode all
+            return Claim(list(keys))
+
+    def _take(self, keys: Sequence[str]) -> Claim:
         with folder_mutex(self.folder):
             held: dict[str, Path] = {}
             for path, ks in self.live().items():
@@ -121,9 +131,14 @@ class Claims:
         self.dir.mkdir(exist_ok=True)
         claim.path = self.dir / f"{time.time_ns()}-{self.host}-{os.getpid()}.claim"
         fh = open(claim.path, "wb")
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        fh.write("\n".join(claim.mine).encode("ascii"))
-        fh.flush()
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.write("\n".join(claim.mine).encode("ascii"))
+            fh.flush()
+        except OSError:
+            fh.close()
+            claim.path.unlink(missing_ok=True)
+            raise
         claim.handle = fh
 
     @staticmethod
@@ -144,4 +159,7 @@ class Claims:
             except FileNotFoundError:
                 continue
             with fh:
-                fcntl.flock(fh, fcntl.LOCK_SH)
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_SH)
+                except OSError:
+                    continue  # cannot wait on it: the caller reads what is there and encodes the rest
