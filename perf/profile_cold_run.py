@@ -214,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
             data = root / "negbench-data"
             for name in RETRIEVAL:
                 write_retrieval_rows(opts.csvs / name, data / "negbench" / name, images)
+            real = all((opts.csvs / name).is_file() for name in RETRIEVAL)
+            print(f"captions: {'the real CSVs in ' + str(opts.csvs) if real else 'generated rows (no CSVs in ' + str(opts.csvs) + ')'}")
             made = stand_in_images(data, data / "negbench" / RETRIEVAL[0])
             model = random_vit(root, opts.tiny)
             work = root / f"negbench-{stamp}"
