@@ -248,9 +248,32 @@ def test_model_from_checkpoint_skips_random_init_and_loads_every_tensor(source, 
     state = loaded.model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in source.model.state_dict().items())
     with pytest.raises(RuntimeError), no_random_init():
-        assert init.normal_ is not before
+        assert init.normal_ is not before and "uniform_" in torch.Tensor.__dict__
         raise RuntimeError("restored even on an error")
     assert init.normal_ is before and torch.nn.init.kaiming_uniform_.__name__ == "kaiming_uniform_"
+    assert "uniform_" not in torch.Tensor.__dict__ and torch.zeros(4).uniform_(1, 2).min() >= 1
+
+
+def test_a_fill_the_state_dict_does_not_hold_is_found():
+    """A random non-persistent buffer would stay unfilled memory after loading: `fills_all_loaded`
+    says so, and the model is then built with its fills."""
+    from negharness.plugins.openclip_model import fills_all_loaded, no_random_init
+
+    class Noisy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 2)
+            self.register_buffer("noise", torch.empty(3).normal_(), persistent=False)
+
+    with no_random_init() as skipped:
+        plain = torch.nn.Linear(3, 2)
+    assert skipped and fills_all_loaded(plain, skipped)
+    with no_random_init() as skipped:
+        noisy = Noisy()
+    assert not fills_all_loaded(noisy, skipped)
+    with no_random_init(False) as skipped:
+        torch.nn.Linear(3, 2)
+    assert skipped == []
 
 
 def test_weights_hash_is_sha256_of_the_tensors_bytes():

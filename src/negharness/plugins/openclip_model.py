@@ -13,7 +13,7 @@ import contextlib
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -57,36 +57,57 @@ def _flag(extra: dict[str, str], key: str) -> bool | None:
     return None if key not in extra else str(extra[key]).lower() in _TRUE
 
 
-# torch.nn.init functions module constructors call (nn.Linear, nn.MultiheadAttention, open_clip's
-# init_parameters): each fills a tensor in place and returns it
+# torch.nn.init functions module constructors call (nn.Linear, open_clip's init_parameters): each fills
+# a tensor in place and returns it; and the random fills of tensors, reached through names bound at
+# import (nn.MultiheadAttention's xavier_uniform_)
 _INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
                    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")
+_RANDOM_FILLS = ("uniform_", "normal_")
 
 
 @contextlib.contextmanager
-def no_random_init(skip: bool = True):
-    """While a model whose every parameter a checkpoint then overwrites is built, torch.nn.init's
-    fills do nothing: drawing ViT-B-32's 151M random numbers took ~1.5 s of a 2-core run's model load,
-    all thrown away. Safe because `fit_state_dict` refuses a checkpoint that leaves any parameter or
-    buffer of the state dict unloaded; buffers computed in constructors (the causal mask) are not
-    fills. Build-time only, in the main thread, before decode threads start (the patch is global)."""
+def no_random_init(skip: bool = True) -> Iterator[list[torch.Tensor]]:
+    """While a model whose every tensor a checkpoint then overwrites is built, initialisation fills do
+    nothing: drawing ViT-B-32's 151M random numbers took ~0.8-1.5 s of a 2-core run's model load, all
+    thrown away. Yields the tensors left unfilled, for `fills_all_loaded`. Build-time only, in the
+    main thread before decode threads start (the patch is process-wide). The global torch RNG is not
+    advanced by the skipped draws: code that seeds it before building a model from a checkpoint (a
+    fine-tune) draws a different, still seeded and reproducible, stream afterwards than it used to."""
     import torch.nn.init as init
 
+    skipped: list[torch.Tensor] = []
     if not skip:
-        yield
+        yield skipped
         return
     saved = {name: getattr(init, name) for name in _INIT_FUNCTIONS if hasattr(init, name)}
+    own = {name: torch.Tensor.__dict__.get(name) for name in _RANDOM_FILLS}
 
     def keep(tensor: torch.Tensor, *_args: Any, **_kwargs: Any) -> torch.Tensor:
+        skipped.append(tensor)
         return tensor
 
     for name in saved:
         setattr(init, name, keep)
+    for name in _RANDOM_FILLS:
+        setattr(torch.Tensor, name, keep)
     try:
-        yield
+        yield skipped
     finally:
         for name, fn in saved.items():
             setattr(init, name, fn)
+        for name, method in own.items():
+            if method is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, method)
+
+
+def fills_all_loaded(model: torch.nn.Module, skipped: list[torch.Tensor]) -> bool:
+    """Whether every tensor whose fill was skipped lies in the model's state dict, which
+    `fit_state_dict` loads whole (it refuses a checkpoint that misses a key): then no unfilled memory
+    survives the load. A fill of anything else (a random non-persistent buffer) is False."""
+    loaded = {t.untyped_storage().data_ptr() for t in model.state_dict(keep_vars=True).values()}
+    return all(t.untyped_storage().data_ptr() in loaded for t in skipped)
 
 
 def _model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Module, Any, Any]:
@@ -288,15 +309,20 @@ class OpenClipModel(EmbeddingModel):
             if not Path(arch).is_file():
                 raise UserError(f"--arch {arch}: config file not found")
             quick_gelu = bool(quick if quick is not None else default_quick_gelu)
-            with no_random_init(overwritten):
-                model, tokenizer, arch_id = _model_from_config_file(Path(arch), quick_gelu)
             pretrained = None
         else:
             pretrained = None if overwritten else (options.pretrained or default_pretrained)
             quick_gelu = resolve_quick_gelu(arch, pretrained, quick, default_quick_gelu)
-            with no_random_init(overwritten):
-                model = cls._create_named(arch, pretrained, quick_gelu)
-            tokenizer, arch_id = open_clip.get_tokenizer(arch), arch
+
+        def build() -> tuple[torch.nn.Module, Any, Any]:
+            if arch.endswith(".json"):
+                return _model_from_config_file(Path(arch), quick_gelu)
+            return cls._create_named(arch, pretrained, quick_gelu), open_clip.get_tokenizer(arch), arch
+
+        with no_random_init(overwritten) as skipped:
+            model, tokenizer, arch_id = build()
+        if skipped and not fills_all_loaded(model, skipped):
+            model, tokenizer, arch_id = build()  # a fill the checkpoint would not overwrite: built as usual
         notes: dict[str, Any] = {}
         if state is None and options.checkpoint:
             ckpt = read_checkpoint(options.checkpoint)
