@@ -290,3 +290,16 @@ def test_weights_hash_is_sha256_of_the_tensors_bytes():
         h.update(key.encode() + str(t.dtype).encode() + str(tuple(t.shape)).encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     assert hash_state_dict(state) == h.hexdigest()[:16]
+
+
+def test_config_models_tokenizer_is_open_clips_at_its_context_length():
+    """The copied default tokenizer gives open_clip's own tokens at the config's context length."""
+    from open_clip.tokenizer import SimpleTokenizer
+
+    from negharness.plugins.openclip_model import simple_tokenizer
+
+    texts = ["a red circle", "There is no dog in the image, but a cat sleeps on a sofa.", "naïve café ¿qué?", ""]
+    for context in (16, 77):
+        made = simple_tokenizer(context)
+        assert made.context_length == context
+        assert torch.equal(made(texts), SimpleTokenizer(context_length=context)(texts))
