@@ -170,3 +170,22 @@ def test_sparse_decoding_in_one_pass_keeps_a_full_decodes_frames(tmp_path, n, fp
     sampling = FrameSampling("segments", segments)
     assert segments * 4 < len(full)  # the sparse path
     assert np.array_equal(decode_video(path, sampling, "av"), full[sampling.indices(len(full), fps)])
+
+
+def test_stream_of_unknown_length_converts_only_the_sampled_frames(tmp_path):
+    """A raw H.264 stream gives neither a frame count nor a duration: it is decoded once to count, and
+    the sampled frames are exactly a full decode's."""
+    path = tmp_path / "raw.h264"
+    with av.open(str(path), "w", format="h264") as out:
+        stream = out.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt, stream.options = 64, 48, "yuv420p", {"crf": "0", "g": "10"}
+        for i in range(40):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), _gray(i), np.uint8), "rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    with av.open(str(path)) as container:
+        assert not container.streams.video[0].frames and container.streams.video[0].duration is None
+        full = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    sampling = FrameSampling("segments", 4)
+    assert np.array_equal(decode_video(path, sampling, "av"), full[sampling.indices(40, 25)])

@@ -94,9 +94,11 @@ def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
         n = stream.frames
         if not n and stream.duration:
             n = int(round(float(stream.duration * stream.time_base) * rate))
-        if not n:  # unknown length: decode once to count
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
-            return np.stack(frames)[sampling.indices(len(frames), rate)] if frames else np.zeros((0,))
+        if not n:  # unknown length: decode once to count, converting to RGB only the frames sampled
+            frames = list(container.decode(stream))
+            if not frames:
+                return np.zeros((0,))
+            return np.stack([frames[int(i)].to_ndarray(format="rgb24") for i in sampling.indices(len(frames), rate)])
         wanted = sampling.indices(n, rate)
         if len(wanted) * 4 < n:
             return _av_seek(container, stream, wanted, rate)
