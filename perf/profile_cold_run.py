@@ -5,8 +5,8 @@ Two runs, each a fresh process with an empty cache (``--cache-dir`` in a new fol
 * ``world``: ``negharness run --model shapes_clip --task 'shapes_*'`` on the embedded world (its data
   files generated once beforehand, outside the profile: a user's second run finds them);
 * ``negbench``: ``negharness run --model clip --task negbench_retrieval_coco`` on the first
-  ``--images`` rows of the real COCO Retrieval-Neg CSVs (``../shared/data/negbench``; generated rows in
-  their layout when absent) with one generated 640x480 stand-in JPEG per image path and a
+  ``--images`` rows of the real COCO Retrieval-Neg CSVs (``../shared/data/negbench``, or under
+  ``$NEGHARNESS_SHARED``; generated rows in their layout when absent) with one generated 640x480 stand-in JPEG per image path and a
   random-weight open_clip ViT-B-32 (seed 0) saved once to a safetensors file (``--arch`` + ``--checkpoint``).
 
 The child process installs a profiler in the main thread and in every thread started later (the
@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 RETRIEVAL = ("COCO_val_retrieval.csv", "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv")
-CSVS = Path(__file__).resolve().parents[2] / "shared" / "data" / "negbench" / "negbench_eval_csvs" / "images"
+SHARED = Path(os.environ.get("NEGHARNESS_SHARED") or Path(__file__).resolve().parents[1] / ".." / "shared")
+CSVS = SHARED / "data" / "negbench" / "negbench_eval_csvs" / "images"
 TINY_VIT = {  # a ViT small enough for the --tiny check (the real profile uses open_clip's ViT-B-32)
     "embed_dim": 64, "vision_cfg": {"image_size": 64, "layers": 2, "width": 64, "patch_size": 16, "head_width": 32},
     "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},

@@ -189,3 +189,26 @@ def test_stream_of_unknown_length_converts_only_the_sampled_frames(tmp_path):
         full = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
     sampling = FrameSampling("segments", 4)
     assert np.array_equal(decode_video(path, sampling, "av"), full[sampling.indices(40, 25)])
+
+
+@pytest.mark.parametrize("size", [(32, 32), (48, 64)])  # at the model's size (its array fast path) and not
+def test_frame_folder_images_preprocess_to_the_arrays_pixels(tmp_path, size):
+    """Frame folders hand the model decoded images, not a stacked array: the same pixels after its
+    preprocessing, bit for bit, for RGB and grey JPEGs."""
+    from PIL import Image
+
+    from negharness.contracts.model import ModelOptions
+    from negharness.io.media import frame_folders
+    from negharness.plugins.shapes_clip import shapes_clip
+
+    rng = np.random.default_rng(2)
+    paths = []
+    for k in range(6):
+        p = tmp_path / f"{k}.jpg"
+        img = Image.fromarray(rng.integers(0, 255, (*size, 3), dtype=np.uint8))
+        (img.convert("L") if k % 2 else img).save(p, quality=90)
+        paths.append(p)
+    sampling = FrameSampling("segments", 3)
+    media = frame_folders("folders", ["v"], [paths], sampling)
+    model = shapes_clip(ModelOptions())
+    assert torch.equal(model.preprocess_video(media.load(0)), model.preprocess_video(load_frames(paths, sampling)))

@@ -236,15 +236,23 @@ def _decode_cv2(path: Path, sampling: FrameSampling) -> np.ndarray:
 # pre-extracted frames ----------------------------------------------------------------------
 def load_frames(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> np.ndarray:
     """Sampled frames of a pre-extracted video as uint8 (T, H, W, 3)."""
+    return np.stack([np.asarray(im) for im in load_frame_images(paths, sampling, native_fps)])
+
+
+def load_frame_images(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> list:
+    """Sampled frames of a pre-extracted video as decoded RGB Pillow images, which a model's
+    preprocessing resizes directly; `load_frames`'s array costs three full-size copies per frame more
+    (to an array, into the stack, back to an image) for the same pixels."""
     from PIL import Image
 
     out = []
     for path in sampled_frame_paths(paths, sampling, native_fps):
         try:
             with Image.open(path) as im:
-                out.append(np.asarray(im.convert("RGB")))
+                im.load()
+                out.append(im if im.mode == "RGB" else im.convert("RGB"))
         except (OSError, ValueError) as exc:
             raise MediaError(f"cannot read frame {path}: {exc}") from exc
     if not out:
         raise MediaError("video has no frames in the frame index")
-    return np.stack(out)
+    return out
