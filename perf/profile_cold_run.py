@@ -6,8 +6,9 @@ Two runs, each a fresh process with an empty cache (``--cache-dir`` in a new fol
   files generated once beforehand, outside the profile: a user's second run finds them);
 * ``negbench``: ``negharness run --model clip --task negbench_retrieval_coco`` on the first
   ``--images`` rows of the real COCO Retrieval-Neg CSVs (``../shared/data/negbench``, or under
-  ``$NEGHARNESS_SHARED``; generated rows in their layout when absent) with one generated 640x480 stand-in JPEG per image path and a
-  random-weight open_clip ViT-B-32 (seed 0) saved once to a safetensors file (``--arch`` + ``--checkpoint``).
+  ``$NEGHARNESS_SHARED``; generated rows in their layout when absent) with one generated 640x480
+  stand-in JPEG per image path and a random-weight open_clip ViT-B-32 (seed 0) saved once to a
+  safetensors file (``--arch`` + ``--checkpoint``).
 
 The child process installs a profiler in the main thread and in every thread started later (the
 decode pool: cProfile alone sees only the main thread) and writes their stats. Printed per run: the
@@ -18,6 +19,8 @@ torch's C++ kernels: compare shares between runs, not seconds with an unprofiled
 
 Run: python perf/profile_cold_run.py [--run world|negbench|both] [--images 200] [--top 10]
 [--keep DIR: keep the .prof files] [--tiny: 8 world items, 4 images, a small ViT: a check of the script]
+[--rounds N --baseline-src DIR: also N unprofiled cold runs of this tree and of another src/ folder,
+alternating, with per-round ratios, load average and whether the metrics are equal] [--no-profile]
 """
 
 from __future__ import annotations
@@ -127,7 +130,8 @@ def random_vit(folder: Path, tiny: bool) -> list[str]:
     import torch
     from safetensors.torch import save_file
 
-    cfg = TINY_VIT if tiny else json.loads((Path(open_clip.__file__).parent / "model_configs" / "ViT-B-32.json").read_text())
+    configs = Path(open_clip.__file__).parent / "model_configs"
+    cfg = TINY_VIT if tiny else json.loads((configs / "ViT-B-32.json").read_text())
     (folder / "vit.json").write_text(json.dumps(cfg))
     torch.manual_seed(0)
     model = open_clip.model.CLIP(**cfg)
@@ -138,7 +142,7 @@ def random_vit(folder: Path, tiny: bool) -> list[str]:
 def launch(work: Path, argv: list[str], env: dict[str, str]) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(work), "--", *argv]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         sys.exit(f"profiled run failed ({' '.join(argv)}):\n{out.stderr[-3000:]}")
     info = json.loads((work / "wall.json").read_text())
@@ -177,6 +181,43 @@ def print_tables(title: str, work: Path, info: dict, n: int) -> None:
                 print(f"   {'':17}{tt:>9.3f} {ct:>9.3f} {share:>6.1f}% {nc:>8}  {label}")
 
 
+def _env(src: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env["PYTHONPATH"]]) if env.get("PYTHONPATH") else str(src)
+    return env
+
+
+def _load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def timed_rounds(label: str, args: list[str], root: Path, trees: dict[str, Path], rounds: int) -> None:
+    """Unprofiled cold runs (a fresh cache each), the source trees alternating in order round by round;
+    per round each tree's wall time, the ratio to the first tree, the load average, and whether the
+    metrics are equal to the first tree's."""
+    from negharness.records.results import iter_records
+
+    names = list(trees)
+    walls: dict[str, list[float]] = {n: [] for n in names}
+    listed = ", ".join(f"{n}={p}" for n, p in trees.items())
+    print(f"\n== {label}: unprofiled cold runs, {rounds} round(s), trees {listed}")
+    for r in range(rounds):
+        metrics: dict[str, dict] = {}
+        for name in names if r % 2 == 0 else names[::-1]:
+            work = root / f"timed-{label}-{name}-{r}"
+            cmd = [sys.executable, "-m", "negharness.cli", *args, "--cache-dir", str(work / "cache"),
+                   "--output-dir", str(work / "out")]
+            start = time.perf_counter()
+            subprocess.run(cmd, env=_env(trees[name]), capture_output=True, check=True)
+            walls[name].append(time.perf_counter() - start)
+            metrics[name] = {p.stem: rec["metrics"] for p, rec in iter_records(work / "out")}
+        base = names[0]
+        cells = ", ".join(f"{n} {walls[n][-1]:.2f} s" + (f" ({walls[n][-1] / walls[base][-1]:.2f}x {base}'s, metrics "
+                                                          f"{'equal' if metrics[n] == metrics[base] else 'DIFFER'})"
+                                                          if n != base else "") for n in names)
+        print(f"round {r + 1}: {cells}; load {_load()}")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--child"]:
@@ -190,17 +231,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--keep", type=Path, help="keep the profiles (and the inputs) in this folder")
     ap.add_argument("--tiny", action="store_true", help="8 world items, 4 images, a tiny ViT: a check of the script")
+    ap.add_argument("--no-profile", action="store_true", help="only the timed rounds")
+    ap.add_argument("--rounds", type=int, default=0, help="unprofiled cold runs per tree, interleaved")
+    ap.add_argument("--baseline-src", type=Path, help="another src/ folder (e.g. `git archive` of an older commit) "
+                                                     "timed against this one in --rounds")
     opts = ap.parse_args(argv)
     images = 4 if opts.tiny else opts.images
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env["PYTHONPATH"] = os.pathsep.join([src, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else src
+    ours = Path(__file__).resolve().parents[1] / "src"
+    env = _env(ours)
+    trees = {"this": ours, **({"baseline": opts.baseline_src.resolve()} if opts.baseline_src else {})}
     common = ["--device", "cpu"] + (["--batch-size", str(opts.batch_size)] if opts.batch_size else [])
     with tempfile.TemporaryDirectory() as tmp:
         root = opts.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%H%M%S")
-        print(f"{os.cpu_count()} cores; load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+        print(f"{os.cpu_count()} cores; load average before: {_load()}")
+        runs: list[tuple[str, str, list[str]]] = []  # (label, title, arguments without cache and output)
         if opts.run in ("world", "both"):
             data = root / "world-data"
             args = ["run", "--model", "shapes_clip", "--task", "shapes_*", *common, "--data-root", str(data)]
@@ -208,26 +254,29 @@ def main(argv: list[str] | None = None) -> None:
             # the world's files are made once, outside the profile, as a user's second run finds them
             subprocess.run([sys.executable, "-m", "negharness.cli", *args, "--cache-dir", str(root / "warm-cache"),
                             "--output-dir", str(root / "warm-out")], env=env, capture_output=True, check=True)
-            work = root / f"world-{stamp}"
-            info = launch(work, [*args, "--cache-dir", str(work / "cache"), "--output-dir", str(work / "out")], env)
-            print_tables("world: run --model shapes_clip --task 'shapes_*'", work, info, opts.top)
+            runs.append(("world", "world: run --model shapes_clip --task 'shapes_*'", args))
         if opts.run in ("negbench", "both"):
             data = root / "negbench-data"
             for name in RETRIEVAL:
                 write_retrieval_rows(opts.csvs / name, data / "negbench" / name, images)
             real = all((opts.csvs / name).is_file() for name in RETRIEVAL)
-            print(f"captions: {'the real CSVs in ' + str(opts.csvs) if real else 'generated rows (no CSVs in ' + str(opts.csvs) + ')'}")
+            print(f"captions: {'the real CSVs in' if real else 'generated rows (no CSVs in'} {opts.csvs}")
             made = stand_in_images(data, data / "negbench" / RETRIEVAL[0])
             model = random_vit(root, opts.tiny)
-            work = root / f"negbench-{stamp}"
-            args = ["run", *model, "--task", "negbench_retrieval_coco", *common, "--data-root", str(data),
-                    "--cache-dir", str(work / "cache"), "--output-dir", str(work / "out")]
-            info = launch(work, args, env)
             with (data / "negbench" / RETRIEVAL[1]).open(newline="", encoding="utf-8") as f:
                 texts = sum(len(ast.literal_eval(r["captions"])) for r in csv.DictReader(f))
-            print_tables(f"negbench_retrieval_coco: {made} stand-in images, {texts} negated captions (as many "
-                         f"originals), {'tiny ViT' if opts.tiny else 'random ViT-B-32'}", work, info, opts.top)
-        print(f"\nload average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+            title = (f"negbench_retrieval_coco: {made} stand-in images, {texts} negated captions (as many originals), "
+                     f"{'tiny ViT' if opts.tiny else 'random ViT-B-32'}")
+            runs.append(("negbench", title,
+                         ["run", *model, "--task", "negbench_retrieval_coco", *common, "--data-root", str(data)]))
+        for label, title, args in runs:
+            if not opts.no_profile:
+                work = root / f"{label}-{stamp}"
+                info = launch(work, [*args, "--cache-dir", str(work / "cache"), "--output-dir", str(work / "out")], env)
+                print_tables(title, work, info, opts.top)
+            if opts.rounds:
+                timed_rounds(label, args, root, trees, opts.rounds)
+        print(f"\nload average after: {_load()}")
 
 
 if __name__ == "__main__":
