@@ -413,8 +413,9 @@ class OpenClipModel(EmbeddingModel):
         if self._transform is None:
             from open_clip.transform import PreprocessCfg, image_transform_v2
 
-            self._transform = image_transform_v2(PreprocessCfg(**self.preprocess_cfg), is_train=False)
-            self._geometry = geometry_steps(self._transform, self.preprocess_cfg)
+            whole = image_transform_v2(PreprocessCfg(**self.preprocess_cfg), is_train=False)
+            self._geometry = geometry_steps(whole, self.preprocess_cfg)  # before _transform: decode threads race here
+            self._transform = whole
         if not hasattr(image, "convert"):
             from PIL import Image
 
