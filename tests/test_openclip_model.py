@@ -191,3 +191,115 @@ def test_laion400m_tag_runs_and_records_quick_gelu(source, monkeypatch):
         forced = clip(ModelOptions(arch="ViT-B-32", pretrained="laion400m_e32", extra={"quick_gelu": "false"}))
     assert asked[-1][2] is False and forced.describe()["quick_gelu"] is False
     assert forced.fingerprint() != laion.fingerprint()
+
+
+@pytest.mark.parametrize("cfg", [
+    {"size": 224, "mean": (0.48145466, 0.4578275, 0.40821073), "std": (0.26862954, 0.26130258, 0.27577711)},
+    {"size": (160, 224), "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)},
+    {"size": 64, "resize_mode": "squash", "interpolation": "bilinear"},
+    {"size": (48, 64), "resize_mode": "longest", "fill_color": 0},
+])
+def test_pil_preprocessing_is_open_clips_transform_bit_for_bit(cfg):
+    """The PIL path runs open_clip's resize and crop, then ToTensor + Normalize's arithmetic in one
+    conversion: every pixel equal to the whole transform's, for RGB, grey, RGBA and palette images."""
+    from dataclasses import asdict
+
+    from open_clip.transform import PreprocessCfg, image_transform_v2
+    from PIL import Image
+
+    from negharness.plugins.openclip_model import geometry_steps, normalised_chw
+
+    pp = asdict(PreprocessCfg(**cfg))
+    whole = image_transform_v2(PreprocessCfg(**cfg), is_train=False)
+    geometry = geometry_steps(whole, pp)
+    assert geometry is not None
+    mean, std = (torch.tensor(pp[k], dtype=torch.float32).view(3, 1, 1) for k in ("mean", "std"))
+    rng = np.random.default_rng(5)
+    images = [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in [(120, 90), (17, 31)]]
+    images += [images[0].convert("L"), images[1].convert("RGBA"), images[0].convert("P")]
+    for image in images:
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+        got = normalised_chw(np.asarray(geometry(rgb)), mean, std)
+        assert torch.equal(got, whole(image.convert("RGB"))) and got.is_contiguous()
+
+
+def test_model_preprocess_image_equals_open_clip_transform(source, tmp_path):
+    from open_clip.transform import PreprocessCfg, image_transform_v2
+    from PIL import Image
+
+    path = _smooth_jpeg(tmp_path / "photo.jpg")
+    reference = image_transform_v2(PreprocessCfg(**source.preprocess_cfg), is_train=False)
+    assert torch.equal(source.preprocess_image(Image.open(path)), reference(Image.open(path).convert("RGB")))
+    assert source._geometry is not None  # the split path ran, not the whole transform
+
+
+def test_model_from_checkpoint_skips_random_init_and_loads_every_tensor(source, tmp_path):
+    """Built from a checkpoint, the model's fills are skipped (the checkpoint overwrites them): its
+    state equals the checkpoint's tensor for tensor, and torch's init functions are back afterwards."""
+    import torch.nn.init as init
+
+    from negharness.plugins.openclip_model import no_random_init
+
+    before = init.normal_
+    path = tmp_path / "w.pt"
+    torch.save(source.model.state_dict(), path)
+    loaded = clip(ModelOptions(arch=str(CONFIG), checkpoint=str(path)))
+    assert init.normal_ is before
+    state = loaded.model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in source.model.state_dict().items())
+    with pytest.raises(RuntimeError), no_random_init():
+        assert init.normal_ is not before and "uniform_" in torch.Tensor.__dict__
+        raise RuntimeError("restored even on an error")
+    assert init.normal_ is before and torch.nn.init.kaiming_uniform_.__name__ == "kaiming_uniform_"
+    assert "uniform_" not in torch.Tensor.__dict__ and torch.zeros(4).uniform_(1, 2).min() >= 1
+
+
+def test_a_fill_the_state_dict_does_not_hold_is_found():
+    """A random non-persistent buffer would stay unfilled memory after loading: `fills_all_loaded`
+    says so, and the model is then built with its fills."""
+    from negharness.plugins.openclip_model import fills_all_loaded, no_random_init
+
+    class Noisy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 2)
+            self.register_buffer("noise", torch.empty(3).normal_(), persistent=False)
+
+    with no_random_init() as skipped:
+        plain = torch.nn.Linear(3, 2)
+    assert skipped and fills_all_loaded(plain, skipped)
+    with no_random_init() as skipped:
+        noisy = Noisy()
+    assert not fills_all_loaded(noisy, skipped)
+    with no_random_init(False) as skipped:
+        torch.nn.Linear(3, 2)
+    assert skipped == []
+
+
+def test_weights_hash_is_sha256_of_the_tensors_bytes():
+    """hash_state_dict reads tensors through the buffer protocol: the same digest as their bytes."""
+    import hashlib
+
+    from negharness.contracts.model import hash_state_dict
+
+    state = {"b": torch.arange(6, dtype=torch.float32).view(2, 3).t(), "a": torch.ones(3, dtype=torch.bfloat16),
+             "e": torch.empty(0)}
+    h = hashlib.sha256()
+    for key in sorted(state):
+        t = state[key].contiguous()
+        h.update(key.encode() + str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    assert hash_state_dict(state) == h.hexdigest()[:16]
+
+
+def test_config_models_tokenizer_is_open_clips_at_its_context_length():
+    """The copied default tokenizer gives open_clip's own tokens at the config's context length."""
+    from open_clip.tokenizer import SimpleTokenizer
+
+    from negharness.plugins.openclip_model import simple_tokenizer
+
+    texts = ["a red circle", "There is no dog in the image, but a cat sleeps on a sofa.", "naïve café ¿qué?", ""]
+    for context in (16, 77):
+        made = simple_tokenizer(context)
+        assert made.context_length == context
+        assert torch.equal(made(texts), SimpleTokenizer(context_length=context)(texts))

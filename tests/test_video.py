@@ -137,3 +137,78 @@ def test_seeking_with_skipped_non_reference_frames_is_bit_identical(tmp_path):
         full = np.stack([f.to_ndarray(format="rgb24") for f in everything])
     sampling = FrameSampling("segments", 7)  # 7 * 4 < 200: the seek path
     assert np.array_equal(decode_video(path, sampling, "av"), full[sampling.indices(200, 25)])
+
+
+def _textured(path, n, fps, options, size=(96, 64)):
+    """Moving texture with a flashing band: every frame differs, x264 uses B-frames."""
+    base = np.random.default_rng(1).integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt, stream.options = size[0], size[1], "yuv420p", options
+        for t in range(n):
+            frame = np.roll(base, 3 * t, axis=1)
+            frame[:, :8] = (7 * t) % 256
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize("n,fps,options,segments", [
+    (300, 30, {}, 12),                 # one keyframe interval holds every target: read on, never seek back
+    (300, 30, {"g": "12"}, 9),         # short intervals: seek once the interval is known
+    (200, 25, {"g": "30", "bf": "3"}, 29),
+    (900, 30, {"g": "60"}, 3),         # 10 s between targets: seek (SEEK_GAP_S)
+])
+def test_sparse_decoding_in_one_pass_keeps_a_full_decodes_frames(tmp_path, n, fps, options, segments):
+    """The seek path reads packets forward and decodes from the last keyframe before each target (or
+    seeks when the next target is far): the frames are exactly those of a full decode."""
+    path = _textured(tmp_path / "clip.mp4", n, fps, options)
+    with av.open(str(path)) as container:
+        full = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    sampling = FrameSampling("segments", segments)
+    assert segments * 4 < len(full)  # the sparse path
+    assert np.array_equal(decode_video(path, sampling, "av"), full[sampling.indices(len(full), fps)])
+
+
+def test_stream_of_unknown_length_converts_only_the_sampled_frames(tmp_path):
+    """A raw H.264 stream gives neither a frame count nor a duration: it is decoded once to count, and
+    the sampled frames are exactly a full decode's."""
+    path = tmp_path / "raw.h264"
+    with av.open(str(path), "w", format="h264") as out:
+        stream = out.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt, stream.options = 64, 48, "yuv420p", {"crf": "0", "g": "10"}
+        for i in range(40):
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), _gray(i), np.uint8), "rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    with av.open(str(path)) as container:
+        assert not container.streams.video[0].frames and container.streams.video[0].duration is None
+        full = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+    sampling = FrameSampling("segments", 4)
+    assert np.array_equal(decode_video(path, sampling, "av"), full[sampling.indices(40, 25)])
+
+
+@pytest.mark.parametrize("size", [(32, 32), (48, 64)])  # at the model's size (its array fast path) and not
+def test_frame_folder_images_preprocess_to_the_arrays_pixels(tmp_path, size):
+    """Frame folders hand the model decoded images, not a stacked array: the same pixels after its
+    preprocessing, bit for bit, for RGB and grey JPEGs."""
+    from PIL import Image
+
+    from negharness.contracts.model import ModelOptions
+    from negharness.io.media import frame_folders
+    from negharness.plugins.shapes_clip import shapes_clip
+
+    rng = np.random.default_rng(2)
+    paths = []
+    for k in range(6):
+        p = tmp_path / f"{k}.jpg"
+        img = Image.fromarray(rng.integers(0, 255, (*size, 3), dtype=np.uint8))
+        (img.convert("L") if k % 2 else img).save(p, quality=90)
+        paths.append(p)
+    sampling = FrameSampling("segments", 3)
+    media = frame_folders("folders", ["v"], [paths], sampling)
+    model = shapes_clip(ModelOptions())
+    assert torch.equal(model.preprocess_video(media.load(0)), model.preprocess_video(load_frames(paths, sampling)))

@@ -69,7 +69,8 @@ def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
         h.update(key.encode())
         h.update(str(t.dtype).encode())
         h.update(str(tuple(t.shape)).encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        if t.numel():  # the tensor's own bytes, through the buffer protocol: no copy of the weights
+            h.update(t.reshape(-1).view(torch.uint8).numpy())
     return h.hexdigest()[:16]
 
 

@@ -19,7 +19,7 @@ from negharness.io.paths import require_regular
 from negharness.io.video import (
     decode_video,
     frames_recipe,
-    load_frames,
+    load_frame_images,
     sampled_frame_paths,
     video_recipe,
 )
@@ -97,7 +97,7 @@ def frame_folders(key: str, ids: list[str], frames: Sequence[Sequence[Path]], sa
     """Videos given as pre-extracted JPEG frames: keyed by the sampled frames' content, in order."""
 
     frames = list(frames)
-    return MediaSet(key, "video", ids, lambda i: load_frames([regular_media(f) for f in frames[i]], sampling),
+    return MediaSet(key, "video", ids, lambda i: load_frame_images([regular_media(f) for f in frames[i]], sampling),
                     sources=[sampled_frame_paths(f, sampling) for f in frames], recipe=frames_recipe(sampling))
 
 

@@ -9,11 +9,14 @@ like ``openai``); ``-M quick_gelu=true|false`` overrides it, with a warning when
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -55,6 +58,59 @@ def _flag(extra: dict[str, str], key: str) -> bool | None:
     return None if key not in extra else str(extra[key]).lower() in _TRUE
 
 
+# torch.nn.init functions module constructors call (nn.Linear, open_clip's init_parameters): each fills
+# a tensor in place and returns it; and the random fills of tensors, reached through names bound at
+# import (nn.MultiheadAttention's xavier_uniform_)
+_INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
+                   "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")
+_RANDOM_FILLS = ("uniform_", "normal_")
+
+
+@contextlib.contextmanager
+def no_random_init(skip: bool = True) -> Iterator[list[torch.Tensor]]:
+    """While a model whose every tensor a checkpoint then overwrites is built, initialisation fills do
+    nothing: drawing ViT-B-32's 151M random numbers took ~0.8-1.5 s of a 2-core run's model load, all
+    thrown away. Yields the tensors left unfilled, for `fills_all_loaded`. Build-time only, in the
+    main thread before decode threads start (the patch is process-wide). The global torch RNG is not
+    advanced by the skipped draws: code that seeds it before building a model from a checkpoint (a
+    fine-tune) draws a different, still seeded and reproducible, stream afterwards than it used to."""
+    import torch.nn.init as init
+
+    skipped: list[torch.Tensor] = []
+    if not skip:
+        yield skipped
+        return
+    saved = {name: getattr(init, name) for name in _INIT_FUNCTIONS if hasattr(init, name)}
+    own = {name: torch.Tensor.__dict__.get(name) for name in _RANDOM_FILLS}
+
+    def keep(tensor: torch.Tensor, *_args: Any, **_kwargs: Any) -> torch.Tensor:
+        skipped.append(tensor)
+        return tensor
+
+    for name in saved:
+        setattr(init, name, keep)
+    for name in _RANDOM_FILLS:
+        setattr(torch.Tensor, name, keep)
+    try:
+        yield skipped
+    finally:
+        for name, fn in saved.items():
+            setattr(init, name, fn)
+        for name, method in own.items():
+            if method is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, method)
+
+
+def fills_all_loaded(model: torch.nn.Module, skipped: list[torch.Tensor]) -> bool:
+    """Whether every tensor whose fill was skipped lies in the model's state dict, which
+    `fit_state_dict` loads whole (it refuses a checkpoint that misses a key): then no unfilled memory
+    survives the load. A fill of anything else (a random non-persistent buffer) is False."""
+    loaded = {t.untyped_storage().data_ptr() for t in model.state_dict(keep_vars=True).values()}
+    return all(t.untyped_storage().data_ptr() in loaded for t in skipped)
+
+
 def _model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Module, Any, Any]:
     """Build an open_clip CLIP from a local JSON config: open_clip's ``open_clip_config.json`` layout
     (``model_cfg`` + ``preprocess_cfg``) or a bare model config. Returns (model, tokenizer, arch id)."""
@@ -77,8 +133,21 @@ def _model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Modu
     pp["size"] = model.visual.image_size
     open_clip.model.set_model_preprocess_cfg(model, pp)
     context = model_cfg.get("text_cfg", {}).get("context_length", 77)
-    tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=context)
-    return model, tokenizer, hash_json(cfg)
+    return model, simple_tokenizer(context), hash_json(cfg)
+
+
+def simple_tokenizer(context_length: int) -> Any:
+    """open_clip's default BPE tokenizer at ``context_length``. Building one parses the 49k-merge
+    vocabulary again (~0.2 s, 3% of a world run); open_clip built one with default settings on import,
+    so a shallow copy with its own context length is the same tokenizer (tested: equal tokens)."""
+    import open_clip.tokenizer as tk
+
+    base = getattr(tk, "_tokenizer", None)
+    if type(base) is not tk.SimpleTokenizer:
+        return tk.SimpleTokenizer(context_length=context_length)
+    made = copy.copy(base)  # shares the vocabulary tables and the word cache, read-only but for memoising
+    made.context_length = context_length
+    return made
 
 
 def tag_quick_gelu(arch: str, pretrained: str | None) -> bool | None:
@@ -183,6 +252,34 @@ def encode_cut_tokens(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Ten
     return proj(x) if isinstance(proj, torch.nn.Linear) else x @ proj
 
 
+def geometry_steps(transform: Any, cfg: dict[str, Any]) -> Any:
+    """open_clip's eval transform without its last steps (convert to RGB, ToTensor, Normalize with
+    the model's mean and std), when it ends with exactly those: `normalised_chw` then does their
+    arithmetic in one conversion and three in-place operations instead of a permuted uint8 copy, a
+    float copy, a clone and three passes. None for any other transform (it then runs whole)."""
+    from open_clip.transform import MaybeConvertMode, MaybeToTensor
+    from torchvision.transforms import Compose, Normalize, ToTensor
+
+    steps = list(getattr(transform, "transforms", []))
+    if len(steps) < 3 or not isinstance(transform, Compose):
+        return None
+    convert, to_tensor, norm = steps[-3:]
+    if (type(convert) is not MaybeConvertMode or convert.mode != "RGB" or type(to_tensor) not in (MaybeToTensor, ToTensor)
+            or type(norm) is not Normalize or norm.inplace
+            or [float(v) for v in norm.mean] != [float(v) for v in cfg["mean"]]
+            or [float(v) for v in norm.std] != [float(v) for v in cfg["std"]]):
+        return None
+    return Compose(steps[:-3])  # resize and crop keep an RGB image RGB
+
+
+def normalised_chw(rgb: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """uint8 (H, W, 3) -> contiguous float (3, H, W), ``(x / 255 - mean) / std``: torchvision's
+    ToTensor + Normalize, the same float32 operations in the same order, so bit-identical (tested)."""
+    chw = torch.from_numpy(rgb if rgb.flags.writeable else rgb.copy()).permute(2, 0, 1)
+    out = chw.to(torch.float32, memory_format=torch.contiguous_format)
+    return out.div_(255.0).sub_(mean).div_(std)
+
+
 class OpenClipModel(EmbeddingModel):
     """Any open_clip CLIP; videos are frames through the image tower, mean-pooled (base class)."""
 
@@ -201,6 +298,7 @@ class OpenClipModel(EmbeddingModel):
         self._mean = torch.tensor(self.preprocess_cfg["mean"], dtype=torch.float32).view(3, 1, 1)
         self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
         self._transform = None
+        self._geometry: Any = None  # the transform's resize and crop, when its tail is `normalised_chw`
         self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.contracts.model.jpeg_draft)
         self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
         self.text_on_lengths = causal_text_tower(model)  # see encode_text
@@ -220,17 +318,25 @@ class OpenClipModel(EmbeddingModel):
         options.check_extra(allowed, name)
         arch = options.arch or default_arch
         quick = _flag(options.extra, "quick_gelu")
+        overwritten = bool(options.checkpoint) or state is not None  # every tensor comes from a file
         if arch.endswith(".json"):
             if not Path(arch).is_file():
                 raise UserError(f"--arch {arch}: config file not found")
             quick_gelu = bool(quick if quick is not None else default_quick_gelu)
-            model, tokenizer, arch_id = _model_from_config_file(Path(arch), quick_gelu)
             pretrained = None
         else:
-            pretrained = None if (options.checkpoint or state is not None) else (options.pretrained or default_pretrained)
+            pretrained = None if overwritten else (options.pretrained or default_pretrained)
             quick_gelu = resolve_quick_gelu(arch, pretrained, quick, default_quick_gelu)
-            model = cls._create_named(arch, pretrained, quick_gelu)
-            tokenizer, arch_id = open_clip.get_tokenizer(arch), arch
+
+        def build() -> tuple[torch.nn.Module, Any, Any]:
+            if arch.endswith(".json"):
+                return _model_from_config_file(Path(arch), quick_gelu)
+            return cls._create_named(arch, pretrained, quick_gelu), open_clip.get_tokenizer(arch), arch
+
+        with no_random_init(overwritten) as skipped:
+            model, tokenizer, arch_id = build()
+        if skipped and not fills_all_loaded(model, skipped):
+            model, tokenizer, arch_id = build()  # a fill the checkpoint would not overwrite: built as usual
         notes: dict[str, Any] = {}
         if state is None and options.checkpoint:
             ckpt = read_checkpoint(options.checkpoint)
@@ -307,14 +413,20 @@ class OpenClipModel(EmbeddingModel):
         if self._transform is None:
             from open_clip.transform import PreprocessCfg, image_transform_v2
 
-            self._transform = image_transform_v2(PreprocessCfg(**self.preprocess_cfg), is_train=False)
+            whole = image_transform_v2(PreprocessCfg(**self.preprocess_cfg), is_train=False)
+            self._geometry = geometry_steps(whole, self.preprocess_cfg)  # before _transform: decode threads race here
+            self._transform = whole
         if not hasattr(image, "convert"):
             from PIL import Image
 
             image = Image.fromarray(image)
         elif self.jpeg_draft:
             jpeg_draft(image, min(self._size))
-        return self._transform(image.convert("RGB"))
+        if image.mode != "RGB":  # convert() of an RGB image is a full-size copy
+            image = image.convert("RGB")
+        if self._geometry is None:
+            return self._transform(image)
+        return normalised_chw(np.asarray(self._geometry(image)), self._mean, self._std)
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
         """Texts of similar token length run together, each bucket cut to its longest text, and come

@@ -156,27 +156,31 @@ class NegBenchRetrieval(_NegBenchTask):
     def _media_paths(self) -> list[Path]:
         return [m for s in self._sets() for m, _ in s]
 
-    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]]) -> tuple:
+    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]], embedded: dict[tuple, Any]) -> tuple:
         """R@K of one caption file, the number of captions and media, notes, and per caption (its key,
         its rank). An unreadable image leaves the candidates and its captions the scoring
         (`negharness.scoring.unreadable`), so a NaN similarity never counts as a hit; scores come from the
-        model (`similarity`), as in every retrieval task."""
+        model (`similarity`), as in every retrieval task. ``embedded``: media embeddings by path list,
+        shared by the two caption files of one media set (with --no-cache they were encoded twice)."""
         paths = list(dict.fromkeys(m for m, _ in rows))
         where = {p: i for i, p in enumerate(paths)}
         media = media_set(ctx, self.root, paths, self.kind)
+        if tuple(paths) not in embedded:
+            embedded[tuple(paths)] = ctx.embed_media(media)
         texts = [c for _, caps in rows for c in caps]
         keys = _unique([f"{media.ids[where[m]]}#{k}" for m, caps in rows for k in range(len(caps))])
         relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
         queries = QuerySet(keys, texts, relevance)
-        media, media_emb, queries, notes = drop_unreadable(ctx, media, ctx.embed_media(media), queries)
+        media, media_emb, queries, notes = drop_unreadable(ctx, media, embedded[tuple(paths)], queries)
         ranks = best_relevant_rank(similarities(ctx, queries, media_emb), queries.relevance)
         m = retrieval_metrics(ranks)
         return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes, (queries.ids, ranks)
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         (original, negated), skipped = self._parsed
-        orig, n_orig, m_orig, orig_notes, orig_q = self._score(ctx, original)
-        neg, n_neg, m_neg, neg_notes, neg_q = self._score(ctx, negated)
+        embedded: dict[tuple, Any] = {}
+        orig, n_orig, m_orig, orig_notes, orig_q = self._score(ctx, original, embedded)
+        neg, n_neg, m_neg, neg_notes, neg_q = self._score(ctx, negated, embedded)
         metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
         notes = {"empty_captions_skipped": skipped} if skipped else {}
