@@ -187,3 +187,33 @@ def test_a_filesystem_without_locks_claims_nothing_and_still_encodes(tmp_path, m
     again = _ctx(tmp_path)
     again.embed_texts(TEXTS)
     assert again.counters.texts_cached == len(TEXTS)
+
+
+class _Shifted(KeywordModel):
+    """Another model with the same dimension: its embeddings must never be served as KeywordModel's."""
+
+    name = "shifted_model"
+
+    def describe(self):
+        return {"arch": "shifted", "dim": self.dim}
+
+    def encode_text(self, texts):
+        return torch.roll(super().encode_text(texts), 1, dims=1)
+
+
+def test_a_shard_copied_from_another_models_folder_is_not_served(tmp_path):
+    """Every shard names its collection (namespace and collection folders) under its checksum: one
+    moved or copied into another model's folder is set aside, and the items are encoded again."""
+    mine, other = _ctx(tmp_path), _ctx(tmp_path, _Shifted())
+    want = mine.embed_texts(TEXTS)
+    other.embed_texts(TEXTS)
+    (own,) = mine._collection("text").folder.glob("shard-*.safetensors")
+    (foreign,) = other._collection("text").folder.glob("shard-*.safetensors")
+    own.unlink()
+    import shutil
+
+    shutil.copyfile(foreign, own)  # same file name, other model's rows, a valid checksum
+    again = _ctx(tmp_path)
+    with pytest.warns(UserWarning, match=r"cache shard not this collection's .*written for .*another model"):
+        got = again.embed_texts(TEXTS)
+    assert again.counters.texts_encoded == len(TEXTS) and torch.allclose(got, want)

@@ -64,6 +64,30 @@ def test_checkpoint_with_other_shapes_is_one_line_naming_file_tensors_and_shapes
     assert "size mismatch" not in line and "plugin" not in line
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64])
+def test_checkpoint_with_integer_boolean_or_complex_weights_is_refused(cli, tmp_path, tiny, dtype):
+    """torch would cast them into the float model without a word (weights x1000 as int64 ran, exit 0)."""
+    from safetensors.torch import save_file
+
+    cfg, state = tiny
+    bad = {k: (v * 1000).to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+    path = tmp_path / ("weights.pt" if dtype == torch.complex64 else "weights.safetensors")
+    torch.save(bad, path) if dtype == torch.complex64 else save_file(bad, str(path))
+    one_error_line(_run_clip(cli, cfg, path), 2, path.name, "not floating point", f"checkpoint {dtype}",
+                   "model torch.float32")
+
+
+def test_an_empty_checkpoint_file_is_named_as_empty(cli, tmp_path, tiny):
+    path = tmp_path / "zero.pt"
+    path.write_bytes(b"")
+    one_error_line(_run_clip(cli, tiny[0], path), 2, "zero.pt: empty file (0 bytes), not a torch checkpoint")
+
+
+def test_a_boolean_model_option_takes_only_true_or_false_words(cli, tmp_path):
+    res = cli("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--limit", "4", "-M", "quick_gelu=maybe")
+    one_error_line(res, 2, "-M quick_gelu=maybe: expected true or false")
+
+
 def test_pickle_that_would_call_a_command_is_refused_unless_calls_are_skipped(cli, tmp_path, tiny):
     cfg, state = tiny
     marker = tmp_path / "MARKER"

@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "OptionSpec": "negharness.contracts.options", "parse_options": "negharness.contracts.options",
     "takes_options": "negharness.contracts.options",
     "check_batch_size": "negharness.contracts.options",
+    "parse_bool": "negharness.contracts.options",
     "PRECISIONS": "negharness.contracts.precision", "resolve_precision": "negharness.contracts.precision",
     "autocast": "negharness.contracts.precision", "cpu_autocast_warning": "negharness.contracts.precision",
     # tasks and results
@@ -114,6 +115,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     from negharness.contracts.options import (
         OptionSpec,
         check_batch_size,
+        parse_bool,
         parse_options,
         takes_options,
     )

@@ -32,7 +32,7 @@ from negharness.io.media import (
 from negharness.store.cache import EmbeddingCache, text_key
 from negharness.store.content import hash_array
 
-CACHE_KEYS = 2  # 2: media keyed by content hash and decoding recipe, shards with checksums
+CACHE_KEYS = 3  # 2: media keyed by content hash and decoding recipe, shards with checksums; 3: shards name their collection
 
 
 def resolve_device(spec: str) -> torch.device:

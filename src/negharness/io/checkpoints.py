@@ -79,7 +79,10 @@ def _read_raw(path: Path) -> tuple[Any, list[str], list[str]]:
         return torch.load(str(path), map_location="cpu", weights_only=True), [], []
     except Exception as exc:
         if not _weights_only_refused(exc):
-            raise UserError(f"{path}: not a readable torch checkpoint ({str(exc).splitlines()[0]})") from exc
+            if path.is_file() and path.stat().st_size == 0:
+                raise UserError(f"{path}: empty file (0 bytes), not a torch checkpoint") from exc
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"{path}: not a readable torch checkpoint ({first})") from exc
     try:  # weights_only refuses foreign objects; read the tensors alone
         out = restricted_load(path, skip_calls=pickle_calls_skipped())
     except CallRefused as exc:
@@ -168,6 +171,15 @@ def shape_mismatches(module: torch.nn.Module, state: dict[str, torch.Tensor]) ->
             if k in state and isinstance(state[k], torch.Tensor) and tuple(state[k].shape) != tuple(v.shape)]
 
 
+def kind_mismatches(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[tuple[str, torch.dtype, torch.dtype]]:
+    """(key, checkpoint dtype, model dtype) where a floating-point model tensor would be filled from an
+    integer, boolean or complex one: torch casts those silently (weights x1000 as int64 load "fine")."""
+    own = module.state_dict()
+    return [(k, state[k].dtype, v.dtype) for k, v in own.items()
+            if k in state and isinstance(state[k], torch.Tensor) and v.is_floating_point()
+            and not state[k].is_floating_point()]
+
+
 def _shape(shape: tuple) -> str:
     return "[" + ", ".join(str(n) for n in shape) + "]"
 
@@ -181,6 +193,12 @@ def fit_state_dict(module: torch.nn.Module, state: dict[str, torch.Tensor], sour
         shown = "; ".join(f"{k}: checkpoint {_shape(a)}, model {_shape(b)}" for k, a, b in bad[:_SHOWN_SHAPES])
         more = f" (and {len(bad) - _SHOWN_SHAPES} more)" if len(bad) > _SHOWN_SHAPES else ""
         raise UserError(f"{source}: does not fit {what}: {len(bad)} tensor(s) of another shape, {shown}{more}")
+    kinds = kind_mismatches(module, state)
+    if kinds:
+        shown = "; ".join(f"{k}: checkpoint {a}, model {b}" for k, a, b in kinds[:_SHOWN_SHAPES])
+        more = f" (and {len(kinds) - _SHOWN_SHAPES} more)" if len(kinds) > _SHOWN_SHAPES else ""
+        raise UserError(f"{source}: does not fit {what}: {len(kinds)} weight tensor(s) that are not floating "
+                        f"point, {shown}{more}")
     missing, unexpected = module.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise UserError(

@@ -32,11 +32,11 @@ from negharness.api import (
     hash_state_dict,
     jpeg_draft,
     load_state_dict,
+    parse_bool,
     read_checkpoint,
     takes_options,
 )
 
-_TRUE = {"1", "true", "yes", "on"}
 OPTIONS = {  # -M options of every open_clip model
     "quick_gelu": OptionSpec(bool, None, "QuickGELU activations (default: as the weights were trained)"),
     "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
@@ -55,7 +55,8 @@ BUCKET_OVERHEAD_DEFAULT = 1024
 
 
 def _flag(extra: dict[str, str], key: str) -> bool | None:
-    return None if key not in extra else str(extra[key]).lower() in _TRUE
+    """A boolean ``-M`` option, None when not given; anything but true/false words is an error."""
+    return None if key not in extra else parse_bool(extra[key], f"-M {key}={extra[key]}")
 
 
 # torch.nn.init functions module constructors call (nn.Linear, open_clip's init_parameters): each fills

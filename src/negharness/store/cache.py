@@ -34,7 +34,8 @@ from negharness.store.atomic import atomic_write, atomic_write_json
 from negharness.store.claims import Claim, Claims, folder_mutex
 from negharness.store.content import FileHasher
 
-FORMAT = "negharness-shard-v2"
+FORMAT = "negharness-shard-v3"  # v3: each shard names its collection folder (namespace / collection)
+OLD_FORMATS = ("negharness-shard-v2",)
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
 COMPACT_OVER = 16  # shards in one collection folder before a load merges them
 SYNC_SECONDS = 2.0  # the longest a written shard waits for an fsync
@@ -49,9 +50,16 @@ def _safe_name(collection: str) -> str:
     return f"{readable}-{hashlib.sha1(collection.encode()).hexdigest()[:10]}"
 
 
-def shard_checksum(ids_json: str, emb: torch.Tensor) -> str:
-    """SHA-256 of the ids, the shape and the float32 bytes: any flipped bit in a shard changes it."""
+def shard_owner(path: Path) -> str:
+    """The collection a shard belongs to: its folder and the namespace folder above it (both hashes
+    of what made the embeddings), so a shard copied into another model's folder is not read there."""
+    return f"{path.parent.parent.name}/{path.parent.name}"
+
+
+def shard_checksum(ids_json: str, emb: torch.Tensor, owner: str = "") -> str:
+    """SHA-256 of the owner, the ids, the shape and the float32 bytes: any flipped bit changes it."""
     h = hashlib.sha256()
+    h.update(owner.encode("utf-8") + b"\0")
     h.update(ids_json.encode("utf-8"))
     h.update(str(tuple(emb.shape)).encode())
     h.update(memoryview(emb.contiguous().numpy()).cast("B"))
@@ -60,6 +68,11 @@ def shard_checksum(ids_json: str, emb: torch.Tensor) -> str:
 
 class DamagedShard(Exception):
     """A shard whose bytes do not match its checksum (or cannot be parsed)."""
+
+
+class ForeignShard(DamagedShard):
+    """A sound shard that is not this collection's: written for another model or collection (copied
+    or moved here), or by an older negharness whose shards did not name their collection."""
 
 
 def read_shard(path: Path) -> tuple[list[str], torch.Tensor]:
@@ -75,12 +88,16 @@ def read_shard(path: Path) -> tuple[list[str], torch.Tensor]:
         emb = load(data)["emb"]
     except (SafetensorError, ValueError, KeyError, AttributeError) as exc:
         raise DamagedShard(f"unreadable ({type(exc).__name__})") from exc
-    if meta.get("format") != FORMAT or "ids" not in meta or "checksum" not in meta:
+    if meta.get("format") in OLD_FORMATS:
+        raise ForeignShard("written by an older negharness, before shards named their model and collection")
+    if meta.get("format") != FORMAT or "ids" not in meta or "checksum" not in meta or "owner" not in meta:
         raise DamagedShard("no checksum (not written by this version)")
     if emb.dtype != torch.float32 or emb.ndim != 2:
         raise DamagedShard("not a (N, D) float32 table")
-    if shard_checksum(meta["ids"], emb) != meta["checksum"]:
+    if shard_checksum(meta["ids"], emb, meta["owner"]) != meta["checksum"]:
         raise DamagedShard("checksum mismatch")
+    if meta["owner"] != shard_owner(path):
+        raise ForeignShard(f"written for {meta['owner']}, another model or collection, not {shard_owner(path)}")
     try:
         ids = json.loads(meta["ids"])
     except ValueError as exc:
@@ -96,7 +113,9 @@ def write_shard(path: Path, ids: Sequence[str], emb: torch.Tensor, sync: bool) -
 
     emb = emb.detach().float().cpu().contiguous()
     ids_json = json.dumps(list(ids))
-    blob = save({"emb": emb}, metadata={"format": FORMAT, "ids": ids_json, "checksum": shard_checksum(ids_json, emb)})
+    owner = shard_owner(path)
+    blob = save({"emb": emb}, metadata={"format": FORMAT, "owner": owner, "ids": ids_json,
+                                        "checksum": shard_checksum(ids_json, emb, owner)})
 
     def _write(tmp: Path) -> None:
         with open(tmp, "wb") as fh:
@@ -183,7 +202,7 @@ class CollectionCache:
             except FileNotFoundError:
                 continue  # merged away by another process after we listed the folder
             except (DamagedShard, OSError) as exc:
-                self._set_aside(shard, str(exc))
+                self._set_aside(shard, str(exc), isinstance(exc, ForeignShard))
                 continue
             self._seen.add(shard.name)
             good.append((shard, ids, emb))
@@ -202,8 +221,8 @@ class CollectionCache:
         """Claim the keys no other live process is encoding (see `negharness.store.claims`)."""
         return self.claims.take(keys)
 
-    def _set_aside(self, shard: Path, why: str) -> None:
-        """Move a damaged shard into ``damaged/`` (delete it if that fails) and say so."""
+    def _set_aside(self, shard: Path, why: str, foreign: bool = False) -> None:
+        """Move a damaged or foreign shard into ``damaged/`` (delete it if that fails) and say so."""
         self.damaged.append(shard)
         target = self.folder / "damaged" / shard.name
         try:
@@ -216,8 +235,8 @@ class CollectionCache:
                 where = "deleted"
             except OSError:
                 where = "left in place"
-        warnings.warn(f"damaged cache shard {shard} ({why}): {where}; its embeddings will be encoded again",
-                      stacklevel=3)
+        what = "cache shard not this collection's" if foreign else "damaged cache shard"
+        warnings.warn(f"{what} {shard} ({why}): {where}; its embeddings will be encoded again", stacklevel=3)
 
     def _merge(self, shards: list[tuple[Path, list[str], torch.Tensor]], force: bool = False) -> None:
         """Write the shards' entries as one shard (fsync'd), one row per id, then remove them; under
