@@ -19,7 +19,7 @@ distinct image path (640x480, smooth random content), and a random-weight open_c
 once to a file that every tool loads. Peers use their own data-loading defaults (CLIP_benchmark's CLI:
 batch 64, 4 workers; the authors' eval script: batch 64, 8 workers) unless ``--peer-workers`` says otherwise.
 Each round runs every process once (the order reversed on odd rounds) and prints wall time, ru_maxrss of the
-child (wait4), the peak PSS of its process tree (workers included; sampled every 0.5 s), the load average
+child (wait4), the peak PSS of its process tree (workers included; sampled every second), the load average
 before it, the ratio negharness / peer, and whether the values are equal (R@1/5/10 on both caption files;
 accuracy and per-template accuracy).
 
@@ -207,6 +207,10 @@ def child_clip_benchmark(a: dict[str, Any]) -> dict[str, Any]:
     model, transform, tokenizer = load_clip(model_type="open_clip", model_name=arch, pretrained=a["checkpoint"],
                                             cache_dir=None, device="cpu")
     model.eval()
+    if a.get("fp32_scores"):  # diagnosis only: its encoders' bf16 outputs widened, so normalising and scoring run in fp32
+        image_tower, text_tower = model.encode_image, model.encode_text
+        model.encode_image = lambda x, **kw: image_tower(x, **kw).float()
+        model.encode_text = lambda x, **kw: text_tower(x, **kw).float()
     out = {}
     for key, ann in a["annotations"].items():
         ds = build_dataset(dataset_name="mscoco_captions", root=a["cb_root"], transform=transform, split="test",
@@ -328,7 +332,7 @@ def run_child(cmd: list[str], env: dict[str, str], log: Path, result: Path | Non
         done = threading.Event()
 
         def sample() -> None:
-            while not done.wait(0.5):
+            while not done.wait(1.0):
                 peak[0] = max(peak[0], _tree_pss_kb(proc.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -389,12 +393,14 @@ MCQ_PAIRS = (("accuracy", "total_accuracy"), ("acc_positive", "positive_accuracy
 
 
 def mcq_equal(nh: dict[str, float], au: dict[str, float], rows: int) -> tuple[bool, str]:
-    """Accuracy overall and per template; negharness reports fractions or percentages (scale read off the total)."""
-    scale = 100.0 if nh["accuracy"] > 1.0 or au["total_accuracy"] * 100 == nh["accuracy"] != 0 else 1.0
+    """Accuracy overall and per template: negharness's percentages against the authors' fractions (x100), to
+    within a tenth of one row's share."""
+    import math
+
     diffs, shown = [], []
     for ours_key, theirs_key in MCQ_PAIRS:
-        ours, theirs = nh.get(ours_key, float("nan")), au[theirs_key] * scale
-        same = (ours != ours and theirs != theirs) or abs(ours - theirs) <= scale * 0.1 / rows
+        ours, theirs = nh.get(ours_key, math.nan), 100 * au[theirs_key]
+        same = (math.isnan(ours) and math.isnan(theirs)) or abs(ours - theirs) <= 10 / rows
         (shown if same else diffs).append(f"{ours_key} {ours:.4g}" + ("" if same else f" vs {theirs:.4g}"))
     return not diffs, "; ".join(diffs or shown)
 
@@ -404,7 +410,7 @@ def fmt(m: Measured) -> str:
 
 
 def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb: bool, peer_workers: int | None,
-                tiny: bool) -> dict[str, list]:
+                diagnose_bf16: bool = False, first: int = 1) -> dict[str, list]:
     """Interleaved rounds; returns per pairing the (ratio, values equal) of each round."""
     jobs: list[tuple[str, list[str], Path | None, Path]] = []
     cb_workers = 4 if peer_workers is None else peer_workers  # CLIP_benchmark's CLI default
@@ -417,14 +423,16 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                         "annotations": {k: str(v) for k, v in inp.annotations.items()}, "amp": prec == "bf16",
                         "batch_size": 64, "workers": cb_workers}
                 jobs.append((f"cb_ret_{prec}", ["clip_benchmark"], spec, work / f"cb_ret_{prec}"))  # type: ignore[arg-type]
+                if prec == "bf16" and diagnose_bf16:
+                    jobs.append(("cb_ret_bf16w", ["clip_benchmark"], {**spec, "fp32_scores": True}, work / "cb_ret_bf16w"))  # type: ignore[arg-type]
     if "mcq" in parts:
         jobs.append(("nh_mcq", [], None, work / "nh_mcq"))
         spec = {"arch": inp.arch, "checkpoint": str(inp.checkpoint), "csv": str(inp.root / "negbench" / MCQ_CSV),
                 "root": str(inp.root), "batch_size": 64, "workers": au_workers}
         jobs.append(("au_mcq", ["authors_mcq"], spec, work / "au_mcq"))  # type: ignore[arg-type]
     outcome: dict[str, list] = {}
-    for r in range(rounds):
-        print(f"round {r + 1}/{rounds}: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    for r in range(first - 1, first - 1 + rounds):
+        print(f"round {r + 1}: {subprocess.run(['uptime'], capture_output=True, text=True, check=False).stdout.strip()}")
         got: dict[str, Measured] = {}
         for name, kind, spec, out in (jobs if r % 2 == 0 else jobs[::-1]):
             if out.exists():
@@ -442,20 +450,26 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                 cmd = negharness_cmd(inp, task, "bf16" if name.endswith("bf16") else None, out)
                 got[name] = run_child(cmd, child_env(), out / "log.txt")
                 got[name].result = record_metrics(out, task)
-            print(f"  {name:12s} {fmt(got[name])}")
+            shown = ""
+            if name.startswith("nh_"):
+                shown = " " + ", ".join(f"{k}={v:.2f}" for k, v in got[name].result.items()
+                                        if re.fullmatch(r"(neg_)?R@\d+|acc(uracy|_\w+)", k) and isinstance(v, float))
+            print(f"  {name:12s} {fmt(got[name])}{shown}")
         pairs = [("retrieval fp32 vs fp32", "nh_ret_fp32", "cb_ret_fp32"), ("retrieval bf16 vs bf16", "nh_ret_bf16", "cb_ret_bf16"),
-                 ("retrieval defaults (nh fp32 vs CB amp)", "nh_ret_fp32", "cb_ret_bf16"), ("MCQ fp32 vs fp32", "nh_mcq", "au_mcq")]
+                 ("retrieval defaults (nh fp32 vs CB amp)", "nh_ret_fp32", "cb_ret_bf16"),
+                 ("retrieval bf16 vs bf16, CB scoring in fp32 (diagnosis)", "nh_ret_bf16", "cb_ret_bf16w"), ("MCQ fp32 vs fp32", "nh_mcq", "au_mcq")]
         for label, ours, theirs in pairs:
             if ours not in got:
                 continue
             if theirs not in got:
-                ok, why = True, "peer not run"
+                if theirs == "cb_ret_bf16w":
+                    continue
                 outcome.setdefault(label, []).append((None, None))
                 print(f"  {label}: negharness {got[ours].wall_s:.1f} s; {SKIP_CB if not have_cb else 'peer not run'}")
                 continue
             if theirs.startswith("cb"):
                 ok, why = retrieval_equal(got[ours].result, got[theirs].result, inp.captions)
-                equal_expected = ours[-4:] == theirs[-4:]
+                equal_expected = ours[-4:] == theirs[-4:] or theirs == "cb_ret_bf16w"
             else:
                 ok, why = mcq_equal(got[ours].result, got[theirs].result, inp.mcq_rows)
                 equal_expected = True
@@ -477,7 +491,7 @@ def omp_rounds(inp: Inputs, work: Path, rounds: int, tiny: bool) -> None:
               "--setups", "threads:auto", "--kinds", "image", "--rounds", "1", *(["--tiny"] if tiny else [])]
     seen: dict[str, list[float]] = {}
     for r in range(rounds):
-        print(f"omp round {r + 1}/{rounds}: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+        print(f"omp round {r + 1}/{rounds}: {subprocess.run(['uptime'], capture_output=True, text=True, check=False).stdout.strip()}")
         for policy in (("PASSIVE", None) if r % 2 == 0 else (None, "PASSIVE")):
             tag = policy or "unset"
             out = work / f"omp_{tag}_{r}"
@@ -487,16 +501,22 @@ def omp_rounds(inp: Inputs, work: Path, rounds: int, tiny: bool) -> None:
             seen.setdefault(f"text {tag}", []).append(m.result["texts_per_s"])
             w = run_child(negharness_cmd(inp, RET_TASK, None, out, passive=policy is not None), child_env(policy), out / "run.log")
             seen.setdefault(f"run {tag}", []).append(w.wall_s)
-            d_cmd = decode if policy else [sys.executable, "-c", "import runpy, sys, torch; sys.argv = sys.argv[1:]; "
-                                           "runpy.run_path(sys.argv[0], run_name='__main__')", *decode[1:]]
-            d = subprocess.run(d_cmd, env=child_env(policy), capture_output=True, text=True, cwd=REPO)
-            rates = re.findall(r"([\d.]+)\s*(?:img|items|images)/s", d.stdout)
+            wrapper = ("import runpy, sys, torch; sys.argv = sys.argv[1:]; "  # torch first: the policy stays unset
+                       "runpy.run_path(sys.argv[0], run_name='__main__')")
+            d_cmd = decode if policy else [sys.executable, "-c", wrapper, *decode[1:]]
+            d = subprocess.run(d_cmd, env=child_env(policy), capture_output=True, text=True, cwd=REPO, check=False)
+            rates = re.findall(r"in the loop, threads:auto ([\d.]+)/s", d.stdout)
             print(f"  {tag:8s} text {m.result['texts_per_s']:6.1f} texts/s (load {m.load[0]:.2f}); whole run {w.wall_s:6.1f} s "
                   f"(load {w.load[0]:.2f}); decode-in-loop: {' | '.join(d.stdout.strip().splitlines()[-3:]) if d.returncode == 0 else 'failed: ' + d.stderr[-300:]}")
             if rates:
                 seen.setdefault(f"decode {tag}", []).append(float(rates[-1]))
     for key, values in sorted(seen.items()):
         print(f"  median {key}: {statistics.median(values):.2f} ({', '.join(f'{v:.2f}' for v in values)})")
+
+
+def clip_benchmark_installed() -> bool:
+    """CLIP_benchmark and what its mscoco_captions loader imports (torchvision's CocoCaptions: pycocotools)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("clip_benchmark", "pycocotools"))
 
 
 def main(argv: list[str] | None = None) -> dict[str, list]:
@@ -507,6 +527,9 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
     ap.add_argument("--mcq-rows", type=int, default=500, help="MCQ rows (500: 333 images)")
     ap.add_argument("--parts", nargs="+", default=["retrieval", "mcq"], choices=["retrieval", "mcq"])
     ap.add_argument("--peer-workers", type=int, help="DataLoader workers of the peers (default: their own defaults)")
+    ap.add_argument("--first-round", type=int, default=1, help="number rounds from here (odd rounds reverse the order)")
+    ap.add_argument("--diagnose-bf16", action="store_true",
+                    help="also run CLIP_benchmark at bf16 with its embeddings widened to fp32 before scoring")
     ap.add_argument("--omp-rounds", type=int, default=0, help="measure OMP_WAIT_POLICY PASSIVE vs unset instead")
     ap.add_argument("--tiny", action="store_true", help="12 + 8 rows, a tiny model config, one round: a check of the script")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "ARGS", "RESULT"), help=argparse.SUPPRESS)
@@ -519,7 +542,7 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
         opts.rows, opts.mcq_rows, opts.rounds = 12, 8, 1  # 12 images: R@10 needs 10 candidates
         opts.omp_rounds = min(opts.omp_rounds, 1)
         opts.peer_workers = 0 if opts.peer_workers is None else opts.peer_workers
-    have_cb = importlib.util.find_spec("clip_benchmark") is not None and importlib.util.find_spec("pycocotools") is not None
+    have_cb = clip_benchmark_installed()
     with tempfile.TemporaryDirectory(prefix="peer-bench-") as tmp:
         work = Path(tmp)
         inp = prepare(work, opts.rows, opts.mcq_rows, opts.tiny, opts.csvs)
@@ -530,7 +553,8 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
         if opts.omp_rounds:
             omp_rounds(inp, work, opts.omp_rounds, opts.tiny)
             return {}
-        outcome = peer_rounds(inp, work, opts.rounds, opts.parts, have_cb, opts.peer_workers, opts.tiny)
+        outcome = peer_rounds(inp, work, opts.rounds, opts.parts, have_cb, opts.peer_workers, opts.diagnose_bf16,
+                              opts.first_round)
     for label, values in outcome.items():
         ratios = [r for r, _ in values if r is not None]
         if ratios:
