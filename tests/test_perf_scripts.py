@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,7 @@ VALUES_CHECKED = {"peer_clip_benchmark.py"}  # run in --tiny mode by its own tes
 def load(name: str):
     spec = importlib.util.spec_from_file_location(f"perf_{Path(name).stem}", PERF / name)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
