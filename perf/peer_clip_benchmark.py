@@ -18,7 +18,7 @@ Inputs: the real NegBench CSVs (../shared/data/negbench; their first rows), one 
 distinct image path (640x480, smooth random content), and a random-weight open_clip ViT-B-32 (seed 0) saved
 once to a file that every tool loads. Peers use their own data-loading defaults (CLIP_benchmark's CLI:
 batch 64, 4 workers; the authors' eval script: batch 64, 8 workers) unless ``--peer-workers`` says otherwise.
-Each round runs every process once (the order reversed on odd rounds) and prints wall time, ru_maxrss of the
+Each round runs every process once (in reverse order every second round) and prints wall time, ru_maxrss of the
 child (wait4), the peak PSS of its process tree (workers included; sampled every second), the load average
 before it, the ratio negharness / peer, and whether the values are equal (R@1/5/10 on both caption files;
 accuracy and per-template accuracy).
@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
     ap.add_argument("--mcq-rows", type=int, default=500, help="MCQ rows (500: 333 images)")
     ap.add_argument("--parts", nargs="+", default=["retrieval", "mcq"], choices=["retrieval", "mcq"])
     ap.add_argument("--peer-workers", type=int, help="DataLoader workers of the peers (default: their own defaults)")
-    ap.add_argument("--first-round", type=int, default=1, help="number rounds from here (odd rounds reverse the order)")
+    ap.add_argument("--first-round", type=int, default=1, help="number the rounds from here (even-numbered rounds run in reverse order)")
     ap.add_argument("--diagnose-bf16", action="store_true",
                     help="also run CLIP_benchmark at bf16 with its embeddings widened to fp32 before scoring")
     ap.add_argument("--omp-rounds", type=int, default=0, help="measure OMP_WAIT_POLICY PASSIVE vs unset instead")
