@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,17 +42,19 @@ TINY: dict[str, list[str]] = {
     "profile_cold_run.py": ["--tiny", "--top", "3", "--rounds", "1"],  # both runs profiled, then timed once unprofiled
 }
 HELPERS_ONLY = {"exp_kill_resume.py", "exp_negation_training.py", "text_builders_counts.py"}
+VALUES_CHECKED = {"peer_clip_benchmark.py"}  # run in --tiny mode by its own test, which checks the values it compares
 
 
 def load(name: str):
     spec = importlib.util.spec_from_file_location(f"perf_{Path(name).stem}", PERF / name)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
 
 def test_every_perf_script_is_covered():
-    assert {p.name for p in PERF.glob("*.py")} == set(TINY) | HELPERS_ONLY
+    assert {p.name for p in PERF.glob("*.py")} == set(TINY) | HELPERS_ONLY | VALUES_CHECKED
 
 
 NEEDS_NLTK = {"bench_nein_memory.py", "bench_training.py"}  # real-caption builders: the tagger
@@ -101,6 +104,29 @@ def test_sharded_eval_reads_records_not_sidecars(tiny_run):
     found = load("bench_sharded_eval.py").records(root / "out")
     (stem, rec), = found.items()
     assert stem.startswith("shapes_t2i_original") and "total_s" in rec["timings"]
+
+
+def _peer_benchmark_installed() -> bool:
+    return load("peer_clip_benchmark.py").clip_benchmark_installed()
+
+
+@pytest.mark.parametrize("hide_peer", [True] + ([False] if _peer_benchmark_installed() else []))
+def test_peer_benchmark_values_equal_where_computed(hide_peer, monkeypatch, capsys):
+    """perf/peer_clip_benchmark.py --tiny: negharness's MCQ equals the NegBench authors' MCQ logic as re-implemented
+    there; where clip_benchmark is installed, negharness's R@K equal CLIP_benchmark's at fp32; without it
+    (``hide_peer``, or a clone without it) that part is skipped with one line and our side still runs."""
+    module = load("peer_clip_benchmark.py")
+    if hide_peer:
+        monkeypatch.setattr(module, "clip_benchmark_installed", lambda: False)
+    outcome = module.main(["--tiny"])
+    out = capsys.readouterr().out
+    (ratio, equal), = outcome["MCQ fp32 vs fp32"]
+    assert ratio > 0 and equal is True
+    if hide_peer:
+        assert out.count(module.SKIP_CB) >= 1 and "VALUES DIFFER" not in out
+        assert outcome["retrieval fp32 vs fp32"] == [(None, None)]  # negharness ran; nothing to compare with
+    else:
+        assert outcome["retrieval fp32 vs fp32"][0][1] is True
 
 
 def test_text_counts_script_imports_and_counts_table1():
