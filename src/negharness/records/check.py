@@ -26,8 +26,25 @@ class RecordError(UserError):
 
 
 def checked_records(results_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    for path in record_files(results_dir):
-        yield path, load_checked(path)
+    records = [(path, load_checked(path)) for path in record_files(results_dir)]
+    refuse_duplicates(records)
+    yield from records
+
+
+def refuse_duplicates(records: list[tuple[Path, dict[str, Any]]]) -> None:
+    """Two records for one board cell (model label, task, variant), e.g. a copied model folder or a
+    renamed old record beside the new one: the board would show whichever sorts later, so neither."""
+    seen: dict[tuple[str, str, str], Path] = {}
+    for path, rec in records:
+        if rec.get("limited"):
+            continue  # --limit runs never enter the board
+        key = (rec["model"]["label"], rec["task"]["name"], str(rec.get("variant_label") or ""))
+        if key in seen:
+            variant = f", variant {key[2]!r}" if key[2] else ""
+            raise RecordError(f"{path}: a second record for model {key[0]!r}, task {key[1]!r}{variant}; "
+                              f"{seen[key]} is the first (the board shows one record per model and task: "
+                              "move one of them out of the results folder)")
+        seen[key] = path
 
 
 def load_checked(path: Path) -> dict[str, Any]:
