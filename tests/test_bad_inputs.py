@@ -242,6 +242,19 @@ def test_mcq_csv_with_bad_utf8_names_file_and_line(cli, tmp_path):
     _one_error_line(res, 2, "COCO_val_mcq_llama3.1_rephrased.csv:3", "not UTF-8")
 
 
+@pytest.mark.parametrize("header, needles", [
+    ("Image_Path", [":1: no column 'image_path' (or 'filepath')", "'Image_Path'", "case-sensitive"]),
+    ("caption_1", [":1: column 4 'caption_1' repeats column 1"]),  # csv.DictReader would keep the last
+])
+def test_mcq_csv_header_without_the_media_column(cli, tmp_path, header, needles):
+    """`Image_Path` for `image_path` used to end in exit 1 "plugin failed: KeyError: 'filepath'"."""
+    path = _mcq(tmp_path / "data", [["data/coco/images/val2017/000000000001.jpg", 0, "a", "b", "c", "d", "positive"]])
+    path.write_text(path.read_text().replace("image_path", header, 1))
+    res = cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(tmp_path / "data"),
+              plugins=("good",))
+    _one_error_line(res, 2, "COCO_val_mcq_llama3.1_rephrased.csv:1", *needles)
+
+
 # a million-character caption -------------------------------------------------------------------------
 def test_million_character_caption_line_is_refused_at_once(cli, tmp_path):
     captions = tmp_path / "caps.txt"
