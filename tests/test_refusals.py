@@ -393,3 +393,12 @@ def test_two_records_for_one_model_and_task_are_refused(cli, tmp_path, scored, c
     for args in (["leaderboard"], ["leaderboard", "--check"]):
         one_error_line(cli(*args), 2, str(second), str(Path("results", "shapes_clip", "shapes_t2i_original.json")),
                        "a second record for model 'shapes_clip', task 'shapes_t2i_original'")
+
+
+def test_a_file_given_as_data_root_or_include_path_is_named_a_file(cli, tmp_path):
+    """Before: "does not exist" / "no such folder" for a path that does exist, as a file."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    res = cli("run", "--model", "shapes_clip", "--task", "negbench_mcq_coco", "--data-root", str(afile))
+    one_error_line(res, 2, f"data root {afile}", "is a file, not a folder")
+    one_error_line(cli("list", "--include-path", str(afile)), 2, f"--include-path {afile}: is a file, not a folder")

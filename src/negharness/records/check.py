@@ -6,6 +6,7 @@ a NaN or infinite metric, main score or interval is an error naming the file and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,6 +20,10 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "task.leaderboard_metrics?": (list,), "metrics": (dict,), "main_score": (dict,), "main_score.name": (str,),
     "metric_info?": (dict,), "limited?": (bool,), "created_at?": (str,),
 }
+
+
+_FMT = re.compile(r"\.(\d{1,2})[f%]")  # the formats the board's cells are written with
+MAX_PRECISION = 10
 
 
 class RecordError(UserError):
@@ -49,14 +54,24 @@ def refuse_duplicates(records: list[tuple[Path, dict[str, Any]]]) -> None:
 
 def load_checked(path: Path) -> dict[str, Any]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot read result record ({getattr(exc, 'strerror', None) or exc}); {FIX}") from None
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read result record ({exc.strerror or exc}); {FIX}") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(raw) > 1 and (raw[0] == 0) != (raw[1] == 0)):
+        raise RecordError(f"{path}: UTF-16 text (expected UTF-8); {FIX}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); {FIX}") from None
     try:
         rec = json.loads(text)
     except json.JSONDecodeError as exc:
         cut = " (truncated?)" if not text.rstrip().endswith("}") else ""
         raise RecordError(f"{path}:{exc.lineno}: not valid JSON{cut}: {exc.msg}; {FIX}") from None
+    except RecursionError:
+        raise RecordError(f"{path}: JSON nested too deep to be a result record; {FIX}") from None
+    except ValueError as exc:  # an integer of thousands of digits (int max_str_digits)
+        raise RecordError(f"{path}: a number too long to read ({str(exc).split(';')[0]}); {FIX}") from None
     if not isinstance(rec, dict):
         raise RecordError(f"{path}: a result record is a JSON object, not {type(rec).__name__}; {FIX}")
     version = rec.get("schema_version")
@@ -90,6 +105,10 @@ def check_fields(rec: dict[str, Any], where: str) -> None:
     for key, info in (rec.get("metric_info") or {}).items():
         if not isinstance(info, dict):
             raise RecordError(f"{where}: field 'metric_info.{key}' must be an object; {FIX}")
+        fmt = info.get("fmt", ".3f")
+        if not isinstance(fmt, str) or not _FMT.fullmatch(fmt) or int(_FMT.fullmatch(fmt)[1]) > MAX_PRECISION:
+            raise RecordError(f"{where}: field 'metric_info.{key}.fmt' {fmt!r:.40} is not a number format the board "
+                              f"uses ('.1f', '.3f', '.2%': precision 0 to {MAX_PRECISION}); {FIX}")
 
 
 def _get(rec: dict[str, Any], dotted: str) -> tuple[Any, bool]:
