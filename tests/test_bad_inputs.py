@@ -49,6 +49,20 @@ def _run_flickr(cli, root: Path, *extra: str):
                *extra, plugins=("good",))
 
 
+@pytest.mark.parametrize("file, extra, needles", [
+    # a second im1 in the collection was a second candidate: MIR moved, silently
+    ("VideoSets/flickr30ktest.txt", "im1\n", ["VideoSets/flickr30ktest.txt:5: id 'im1' repeats line 2"]),
+    # before: a contract error naming no file
+    ("TextData/flickr30ktest.caption.txt", "im1#enc#0 a green picture\n",
+     ["TextData/flickr30ktest.caption.txt:5: caption id 'im1#enc#0' repeats line 2"]),
+])
+def test_a_repeated_id_in_an_image_collection_names_both_lines(cli, tmp_path, file, extra, needles):
+    folder = _flickr(tmp_path / "data")
+    with open(folder / file, "a") as fh:
+        fh.write(extra)
+    _one_error_line(_run_flickr(cli, tmp_path / "data", "--workers", "0"), 2, *needles)
+
+
 def test_empty_jpeg_in_an_image_collection(cli, tmp_path):
     folder = _flickr(tmp_path / "data")
     (folder / "images" / "im2.jpg").write_bytes(b"")
@@ -190,11 +204,20 @@ def _record(**changes):
     (lambda: json.dumps({k: v for k, v in _record().items() if k != "metrics"}), ["'metrics' is missing"]),
     (lambda: json.dumps(_record(metrics={"R@1": "50"})), ["'metrics.R@1' must be a number"]),
     (lambda: json.dumps(_record(model={"label": 3})), ["'model.label' must be str"]),
+    (lambda: "[" * 100_000 + "]" * 100_000, ["nested too deep"]),  # was a RecursionError
+    (lambda: json.dumps(_record()).replace("50.0}", "1" + "0" * 5000 + "}", 1), ["a number too long to read"]),
+    (lambda: json.dumps(_record()).encode("utf-16"), ["UTF-16 text (expected UTF-8)"]),
+    (lambda: json.dumps(_record()).encode("utf-16-le"), ["UTF-16 text (expected UTF-8)"]),
+    (lambda: json.dumps(_record(metric_info={"R@1": {"fmt": "s"}})), ["'metric_info.R@1.fmt' 's'"]),
+    (lambda: json.dumps(_record(metric_info={"R@1": {"fmt": ".1f}{0.__class__"}})), ["'metric_info.R@1.fmt'"]),
+    (lambda: json.dumps(_record(metric_info={"R@1": {"fmt": ".100000f"}})), ["'metric_info.R@1.fmt' '.100000f'",
+                                                                             "precision 0 to 10"]),
 ])
 def test_leaderboard_reports_every_unusable_record(cli, tmp_path, content, needles):
     (tmp_path / "results" / "m").mkdir(parents=True)
     (tmp_path / "results" / "m" / "ok.json").write_text(json.dumps(_record(task={"name": "ok", "family": "f"})))
-    (tmp_path / "results" / "m" / "t.json").write_text(content())
+    data = content()
+    (tmp_path / "results" / "m" / "t.json").write_bytes(data if isinstance(data, bytes) else data.encode())
     _one_error_line(cli("leaderboard", "--out", str(tmp_path / "board.md")), 2, "t.json", *needles)
     assert not (tmp_path / "board.md").exists()
 
@@ -240,6 +263,19 @@ def test_mcq_csv_with_bad_utf8_names_file_and_line(cli, tmp_path):
     res = cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(tmp_path / "data"),
               plugins=("good",))
     _one_error_line(res, 2, "COCO_val_mcq_llama3.1_rephrased.csv:3", "not UTF-8")
+
+
+@pytest.mark.parametrize("header, needles", [
+    ("Image_Path", [":1: no column 'image_path' (or 'filepath')", "'Image_Path'", "case-sensitive"]),
+    ("caption_1", [":1: column 4 'caption_1' repeats column 1"]),  # csv.DictReader would keep the last
+])
+def test_mcq_csv_header_without_the_media_column(cli, tmp_path, header, needles):
+    """`Image_Path` for `image_path` used to end in exit 1 "plugin failed: KeyError: 'filepath'"."""
+    path = _mcq(tmp_path / "data", [["data/coco/images/val2017/000000000001.jpg", 0, "a", "b", "c", "d", "positive"]])
+    path.write_text(path.read_text().replace("image_path", header, 1))
+    res = cli("run", "--model", "mean_colour", "--task", "negbench_mcq_coco", "--data-root", str(tmp_path / "data"),
+              plugins=("good",))
+    _one_error_line(res, 2, "COCO_val_mcq_llama3.1_rephrased.csv:1", *needles)
 
 
 # a million-character caption -------------------------------------------------------------------------

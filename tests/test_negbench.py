@@ -255,7 +255,7 @@ def test_chexpert_binary_files_in_the_authors_schema(tmp_path):
         assert rec["n_items"]["questions"] == 3
     _write_csv(root / "negbench" / "chexpert_binary_mcq.csv", ["image_path", "caption_0", "correct_answer"],
                [[CXR.format(1), "a red picture", 0]])
-    with pytest.raises(UserError, match=r"chexpert_binary_mcq.csv: no column 'caption_1'"):
+    with pytest.raises(UserError, match=r"chexpert_binary_mcq.csv:1: no column 'caption_1'"):
         read_mcq(root / "negbench" / "chexpert_binary_mcq.csv", root, None, binary=True)
 
 
@@ -278,5 +278,5 @@ def test_chexpert_four_choice_and_affirmation_control(tmp_path):
     assert res["negbench_mcq_chexpert"]["acc_positive"] == 100.0
     _write_csv(root / "negbench" / "chexpert_mcq_no_negation.csv", header[:-1],
                [[CXR.format(1), "a", "b", "c", "d", 0]])
-    with pytest.raises(UserError, match=r"chexpert_mcq_no_negation.csv: no column 'correct_answer_template'"):
+    with pytest.raises(UserError, match=r"chexpert_mcq_no_negation.csv:1: no column 'correct_answer_template'"):
         read_mcq(root / "negbench" / "chexpert_mcq_no_negation.csv", root, None)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,21 @@ def test_terminal_summary_fits_80_columns(tmp_path):
         text = out.getvalue()
         assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
         assert ("model: score" in text) == stacked and "shapes_t2v_composed" in text
+
+
+def test_labels_with_pipes_newlines_or_html_stay_one_literal_cell(cli, tmp_path):
+    """A model label is the user's text: `|` split the README row, a newline ended the table and
+    `<script>` went to the page's Markdown raw."""
+    root = tmp_path / "results"
+    write_fake_record(root, ModelConfig("clip", {"note": "a|b\nc <script>alert(1)</script> & d"}), "t1",
+                      {"acc": _hits(0.8)}, notes={"circular": "own <b>detector</b> | x"})
+    write_fake_record(root, ModelConfig("plain", {}), "t1", {"acc": _hits(0.5)})
+    res = cli("leaderboard")
+    assert res.returncode == 0, res.stderr
+    md = (root / "README.md").read_text()
+    assert "<script>" not in md and "<b>" not in md
+    label = r"clip (note=a\|b c &lt;script&gt;alert(1)&lt;/script&gt; &amp; d)"
+    rows = _table(md, "t1")
+    assert rows[0].startswith(f"| {label} † | ") and rows[1].startswith("| plain | ")
+    assert all(len(re.split(r"(?<!\\)\|", r)) == 4 for r in rows)  # two cells each: label, acc
+    assert f"† {label}: own &lt;b&gt;detector&lt;/b&gt; \\| x" in md

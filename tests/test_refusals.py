@@ -399,3 +399,30 @@ def test_warnings_are_one_line_without_the_source_line(cli, tmp_path):
     assert res.returncode == 0, res.stderr
     (line,) = [w for w in _warning_lines(res.stderr) if "damaged cache shard" in w]
     assert shard.name in line and "checksum mismatch" in line, line
+
+
+@pytest.mark.parametrize("copy", ["folder", "file"])
+def test_two_records_for_one_model_and_task_are_refused(cli, tmp_path, scored, copy):
+    """A copied model folder, or an old record renamed beside the new one: the board would show
+    whichever sorts later and --check would pass; both refuse, naming both files."""
+    import shutil
+
+    record = _results(scored, tmp_path)
+    if copy == "folder":
+        shutil.copytree(record.parent, record.parent.with_name("shapes_clip_backup"))
+        second = Path("results", "shapes_clip_backup", "shapes_t2i_original.json")
+    else:
+        shutil.copy(record, record.with_name("shapes_t2i_original_old.json"))
+        second = Path("results", "shapes_clip", "shapes_t2i_original_old.json")
+    for args in (["leaderboard"], ["leaderboard", "--check"]):
+        one_error_line(cli(*args), 2, str(second), str(Path("results", "shapes_clip", "shapes_t2i_original.json")),
+                       "a second record for model 'shapes_clip', task 'shapes_t2i_original'")
+
+
+def test_a_file_given_as_data_root_or_include_path_is_named_a_file(cli, tmp_path):
+    """Before: "does not exist" / "no such folder" for a path that does exist, as a file."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    res = cli("run", "--model", "shapes_clip", "--task", "negbench_mcq_coco", "--data-root", str(afile))
+    one_error_line(res, 2, f"data root {afile}", "is a file, not a folder")
+    one_error_line(cli("list", "--include-path", str(afile)), 2, f"--include-path {afile}: is a file, not a folder")

@@ -261,3 +261,28 @@ def test_an_empty_option_inside_a_list_field_is_refused_by_row(tmp_path):
     [cls] = load_folder(_folder(tmp_path, text))
     with pytest.raises(UserError, match=r"colours.jsonl:line 1: option 1 \(field 'captions'\) is empty"):
         cls(TaskOptions(tmp_path / "data")).required_files()
+
+
+# a CSV annotation file: a ragged row or a repeated column is refused, never shifted or dropped -------
+
+CSV_CHOICE = CHOICE.replace("  file: mine/colours.jsonl", "  file: mine/colours.csv\n  format: csv")
+CSV_HEADER = "file,caption,wrong,also_wrong\n"
+
+
+@pytest.mark.parametrize("header, row, expected", [
+    # an unquoted comma: 5 cells; before, "a red" was scored as the caption and " photo" as a wrong one
+    (CSV_HEADER, "red.png,a red, photo,a green photo,a blue photo\n", ":line 3: 5 cells where the header has 4"),
+    (CSV_HEADER, "red.png,a red photo,a green photo\n", ":line 3: 3 cells where the header has 4"),
+    # before, DictReader kept the second 'wrong' column only: "a green photo" was never offered
+    ("file,caption,wrong,wrong\n", "red.png,a red photo,a green photo,a blue photo\n",
+     ":1: column 4 'wrong' repeats column 3"),
+])
+def test_a_ragged_csv_row_or_repeated_column_is_refused_by_line(cli, tmp_path, header, row, expected):
+    _data(tmp_path / "data", ROWS)
+    good = "green.png,a green photo,a red photo,a blue photo\n"
+    (tmp_path / "data/mine/colours.csv").write_text(header + good + row)
+    folder = _folder(tmp_path, CSV_CHOICE)
+    _refused(_run(cli, tmp_path, folder), f"{tmp_path / 'data/mine/colours.csv'}{expected}")
+    _no_record(tmp_path)
+    (tmp_path / "data/mine/colours.csv").write_text(CSV_HEADER + good)
+    assert _run(cli, tmp_path, folder).returncode == 0  # the same file, well-formed, runs

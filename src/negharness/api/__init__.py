@@ -69,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "frame_folders": "negharness.io.media", "decode_video": "negharness.io.video", "load_frames": "negharness.io.video",
     "RootGuard": "negharness.io.paths", "data_root": "negharness.io.paths", "cache_root": "negharness.io.paths",
     "require_regular": "negharness.io.paths", "load_or_explain": "negharness.io.hub",
+    "check_csv_header": "negharness.io.csv_rows", "check_csv_width": "negharness.io.csv_rows",
     "base_note": "negharness.io.checkpoints", "fit_state_dict": "negharness.io.checkpoints",
     "load_state_dict": "negharness.io.checkpoints", "read_checkpoint": "negharness.io.checkpoints",
     "save_safetensors": "negharness.io.checkpoints",
@@ -150,6 +151,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         read_checkpoint,
         save_safetensors,
     )
+    from negharness.io.csv_rows import check_csv_header, check_csv_width
     from negharness.io.hub import load_or_explain
     from negharness.io.media import MediaSet, frame_folders, image_files, video_files
     from negharness.io.paths import RootGuard, cache_root, data_root, require_regular

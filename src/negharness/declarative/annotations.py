@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from negharness.contracts.errors import UserError
+from negharness.io.csv_rows import check_csv_header, check_csv_width
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "torch")
 _MISSING = object()
@@ -115,8 +116,12 @@ def _lines(path: Path, fmt: str) -> Iterable[Record]:
             return
         csv.field_size_limit(1 << 30)  # VLMEvalKit TSVs carry base64 images in a cell
         reader = csv.DictReader(fh, delimiter="\t" if fmt == "tsv" else ",")
+        width = len(check_csv_header(path, reader.fieldnames))  # a repeated column name: one would be lost
+        hint = "a tab inside a cell?" if fmt == "tsv" else "an unquoted comma?"
         for lineno, row in enumerate(reader, 2):
-            yield Record(row, f"{path}:line {lineno}")
+            where = f"{path}:line {lineno}"
+            check_csv_width(where, row, width, hint)  # else the fields after it shift
+            yield Record(row, where)
 
 
 def _zip_columns(data: Any, columns: dict[str, str], path: Path) -> list[dict[str, Any]]:

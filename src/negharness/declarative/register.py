@@ -380,7 +380,9 @@ def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[
     """Task classes of every ``*.yaml`` / ``*.yml`` in ``folder`` (sorted); suites resolve members among them."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise UserError(f"--include-path {folder}: no such folder")
+        what = "is a file, not a folder (name the folder holding the task YAML files)" if folder.exists() \
+            else "no such folder"
+        raise UserError(f"--include-path {folder}: {what}")
     specs = [parse_spec(read_yaml(p), str(p), generators) for p in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])]
     names: dict[str, str] = {}
     for s in specs:

@@ -118,7 +118,8 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
     needing = [t for t in tasks if t.required_files()]
     if needing and not root.is_dir():
         names = ", ".join(t.name for t in needing)
-        raise MissingDataError(f"data root {root} (from {source}) does not exist; tasks {names} read their files "
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        raise MissingDataError(f"data root {root} (from {source}) {what}; tasks {names} read their files "
                                "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
     guard = RootGuard(root)
     for task in needing:

@@ -6,6 +6,7 @@ a NaN or infinite metric, main score or interval is an error naming the file and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,25 +22,56 @@ FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+_FMT = re.compile(r"\.(\d{1,2})[f%]")  # the formats the board's cells are written with
+MAX_PRECISION = 10
+
+
 class RecordError(UserError):
     """A result record the leaderboard cannot use; the message names the file and the field."""
 
 
 def checked_records(results_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    for path in record_files(results_dir):
-        yield path, load_checked(path)
+    records = [(path, load_checked(path)) for path in record_files(results_dir)]
+    refuse_duplicates(records)
+    yield from records
+
+
+def refuse_duplicates(records: list[tuple[Path, dict[str, Any]]]) -> None:
+    """Two records for one board cell (model label, task, variant), e.g. a copied model folder or a
+    renamed old record beside the new one: the board would show whichever sorts later, so neither."""
+    seen: dict[tuple[str, str, str], Path] = {}
+    for path, rec in records:
+        if rec.get("limited"):
+            continue  # --limit runs never enter the board
+        key = (rec["model"]["label"], rec["task"]["name"], str(rec.get("variant_label") or ""))
+        if key in seen:
+            variant = f", variant {key[2]!r}" if key[2] else ""
+            raise RecordError(f"{path}: a second record for model {key[0]!r}, task {key[1]!r}{variant}; "
+                              f"{seen[key]} is the first (the board shows one record per model and task: "
+                              "move one of them out of the results folder)")
+        seen[key] = path
 
 
 def load_checked(path: Path) -> dict[str, Any]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot read result record ({getattr(exc, 'strerror', None) or exc}); {FIX}") from None
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read result record ({exc.strerror or exc}); {FIX}") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(raw) > 1 and (raw[0] == 0) != (raw[1] == 0)):
+        raise RecordError(f"{path}: UTF-16 text (expected UTF-8); {FIX}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); {FIX}") from None
     try:
         rec = json.loads(text)
     except json.JSONDecodeError as exc:
         cut = " (truncated?)" if not text.rstrip().endswith("}") else ""
         raise RecordError(f"{path}:{exc.lineno}: not valid JSON{cut}: {exc.msg}; {FIX}") from None
+    except RecursionError:
+        raise RecordError(f"{path}: JSON nested too deep to be a result record; {FIX}") from None
+    except ValueError as exc:  # an integer of thousands of digits (int max_str_digits)
+        raise RecordError(f"{path}: a number too long to read ({str(exc).split(';')[0]}); {FIX}") from None
     if not isinstance(rec, dict):
         raise RecordError(f"{path}: a result record is a JSON object, not {type(rec).__name__}; {FIX}")
     version = rec.get("schema_version")
@@ -73,6 +105,10 @@ def check_fields(rec: dict[str, Any], where: str) -> None:
     for key, info in (rec.get("metric_info") or {}).items():
         if not isinstance(info, dict):
             raise RecordError(f"{where}: field 'metric_info.{key}' must be an object; {FIX}")
+        fmt = info.get("fmt", ".3f")
+        if not isinstance(fmt, str) or not _FMT.fullmatch(fmt) or int(_FMT.fullmatch(fmt)[1]) > MAX_PRECISION:
+            raise RecordError(f"{where}: field 'metric_info.{key}.fmt' {fmt!r:.40} is not a number format the board "
+                              f"uses ('.1f', '.3f', '.2%': precision 0 to {MAX_PRECISION}); {FIX}")
 
 
 def _get(rec: dict[str, Any], dotted: str) -> tuple[Any, bool]:

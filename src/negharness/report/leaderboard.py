@@ -225,10 +225,20 @@ def _md_cell(table: TaskTable, col: Column, row: Row, links: Links, bold: Row | 
     return f"**{text}**" if bold is row else text
 
 
+_MD_ESCAPES = {"|": "\\|", "\\": "\\\\", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\r": " ", "\n": " "}
+
+
+def md_text(text: str) -> str:
+    """A label as literal text in a Markdown table cell: a ``|`` would split the row, a newline end
+    the table, ``<script>`` reach the page as HTML. (``CLIP*``, ``shapes_clip`` stay as written:
+    a lone ``*`` or an inner ``_`` is no emphasis, and escaping them would change every board.)"""
+    return "".join(_MD_ESCAPES.get(ch, ch) for ch in str(text))
+
+
 def _md_label(row: Row) -> str:
     if row.published:
-        return f"*published*: {row.label} ({row.published})"
-    return row.label + (" †" if row.circular else "")
+        return f"*published*: {md_text(row.label)} ({md_text(row.published)})"
+    return md_text(row.label) + (" †" if row.circular else "")
 
 
 def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
@@ -243,7 +253,7 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
     for line in summary_rows(tables):
         cells = ["–" if row is None else _md_cell(t, t.column(t.main), row, links, row if bold else None)
                  for t, row, bold in line.cells]
-        parts.append(f"| {line.label}{' †' if line.circular else ''} | " + " | ".join(cells) + " |\n")
+        parts.append(f"| {md_text(line.label)}{' †' if line.circular else ''} | " + " | ".join(cells) + " |\n")
     for t in tables:
         parts.append(f"\n## {t.task} ({t.family}; main score {t.main})\n\n")
         parts.append("| model | " + " | ".join(c.title for c in t.columns) + " |\n")
@@ -252,8 +262,8 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
         for row in t.rows:
             cells = [_md_cell(t, c, row, links, col_bold[c.metric]) for c in t.columns]
             parts.append(f"| {_md_label(row)} | " + " | ".join(cells) + " |\n")
-        notes = sorted({f"† {r.label}: {r.circular}" for r in t.rows if r.circular}
-                       | {f"– {r.label}: {r.blank}" for r in t.rows if r.blank})
+        notes = sorted({f"† {md_text(r.label)}: {md_text(r.circular)}" for r in t.rows if r.circular}
+                       | {f"– {md_text(r.label)}: {md_text(r.blank)}" for r in t.rows if r.blank})
         if notes:
             parts.append("\n" + "".join(f"{n}  \n" for n in notes))
     return "".join(parts)

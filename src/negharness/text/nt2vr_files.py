@@ -105,18 +105,34 @@ def read_caption_file(path: str | Path) -> list[tuple[str, str]]:
     """(cap_id, caption) pairs; a line without both is an error naming the file and line."""
     path = Path(path)
     out = []
+    seen: dict[str, int] = {}
     for lineno, line in _lines(path):
         cap_id, _, caption = line.strip().partition(" ")
         if not caption.strip() or not cap_id:
             raise UserError(f"{path}:{lineno}: expected '<cap_id> <caption>', got {line.strip()!r}")
+        _once(seen, cap_id, path, lineno, "caption id")
         out.append((cap_id, check_caption(caption.strip(), f"{path}:{lineno}")))
     if not out:
         raise UserError(f"{path}: no captions (empty collection)")
     return out
 
 
+def _once(seen: dict[str, int], key: str, path: Path, lineno: int, what: str) -> None:
+    """An id met a second time is an error naming both lines: a repeated video id would add a
+    second candidate (every rank, MIR included, moves), a repeated caption id two queries in one."""
+    first = seen.setdefault(key, lineno)
+    if first != lineno:
+        raise UserError(f"{path}:{lineno}: {what} {key!r} repeats line {first}; every id must be listed once")
+
+
 def read_video_set(path: str | Path) -> list[str]:
-    ids = [line.strip() for _, line in _lines(Path(path))]
+    """The collection's ids in file order; a blank line is skipped, a repeated id refused."""
+    path = Path(path)
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for lineno, line in _lines(path):
+        _once(seen, line.strip(), path, lineno, "id")
+        ids.append(line.strip())
     if not ids:
         raise UserError(f"{path}: no video ids (empty collection)")
     return ids

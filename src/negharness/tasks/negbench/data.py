@@ -24,7 +24,13 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from negharness.api import RootGuard, UserError, require_regular
+from negharness.api import (
+    RootGuard,
+    UserError,
+    check_csv_header,
+    check_csv_width,
+    require_regular,
+)
 from negharness.text.nt2vr_files import check_caption, decoded_lines
 
 ANCHORS = [
@@ -96,9 +102,17 @@ def _open_rows(path: Path):
 
 def _short_or_long(path: Path, rowno: int, row: dict, width: int) -> None:
     """A row with fewer or more cells than the header is an error, not shifted columns."""
-    got = sum(1 for k, v in row.items() if k is not None and v is not None) + len(row.get(None) or [])
-    if got != width:
-        raise UserError(f"{path}:{rowno}: {got} cells where the header has {width} (an option missing or extra?)")
+    check_csv_width(f"{path}:{rowno}", row, width, "an option missing or extra?")
+
+
+def _media_column(path: Path, fields: list[str], order: tuple[str, str]) -> str:
+    """The column naming each row's image or video (the authors' files use ``image_path`` or
+    ``filepath``); neither is an error at the header, naming what was found (``Image_Path``?)."""
+    found = next((c for c in order if c in fields), None)
+    if found is None:
+        raise UserError(f"{path}:1: no column {order[0]!r} (or {order[1]!r}) naming each row's media; the header "
+                        f"has {', '.join(map(repr, fields)) or 'no columns'} (column names are case-sensitive)")
+    return found
 
 
 _LAYOUT_WORDS = {"*": "the correct answer's template"}
@@ -150,8 +164,8 @@ def _mcq_header(path: Path, fields: list[str], binary: bool) -> tuple[list[str],
     needed = ["correct_answer", *cols] + ([] if binary else ["correct_answer_template"])
     for need in needed:
         if need not in fields:
-            raise UserError(f"{path}: no column {need!r}")
-    return cols, ("image_path" if "image_path" in fields else "filepath")
+            raise UserError(f"{path}:1: no column {need!r}; the header has {', '.join(map(repr, fields))}")
+    return cols, _media_column(path, fields, ("image_path", "filepath"))
 
 
 def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: bool = False) -> list[McqRow]:
@@ -161,7 +175,7 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
     such column is ignored, as their loader does): every template comes from the captions' words."""
     fh, reader = _open_rows(path)
     with fh:
-        cols, media_col = _mcq_header(path, list(reader.fieldnames or []), binary)
+        cols, media_col = _mcq_header(path, check_csv_header(path, reader.fieldnames), binary)
         _check_layout(path, cols, layout)
         guard = RootGuard(root)
         out = []
@@ -199,12 +213,14 @@ def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> 
     out and noted in ``skipped`` as ``file:row``; anything else malformed is an error."""
     fh, reader = _open_rows(path)
     with fh:
-        media_col = "filepath" if "filepath" in (reader.fieldnames or []) else "image_path"
-        if "captions" not in (reader.fieldnames or []):
-            raise UserError(f"{path}: no column 'captions'")
+        fields = check_csv_header(path, reader.fieldnames)
+        media_col = _media_column(path, fields, ("filepath", "image_path"))
+        if "captions" not in fields:
+            raise UserError(f"{path}:1: no column 'captions'; the header has {', '.join(map(repr, fields))}")
         guard = RootGuard(root)
         out = []
         for rowno, row in enumerate(reader, 2):
+            check_csv_width(f"{path}:{rowno}", row, len(fields), "an unquoted comma in a captions list?")
             try:
                 caps = ast.literal_eval(row["captions"])
             except (ValueError, SyntaxError) as exc:
