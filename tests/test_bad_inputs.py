@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from negharness.contracts.errors import MediaError
 from negharness.records.results import record_files
 
 
@@ -53,6 +54,37 @@ def test_empty_jpeg_in_an_image_collection(cli, tmp_path):
     folder = _flickr(tmp_path / "data")
     (folder / "images" / "im2.jpg").write_bytes(b"")
     _one_error_line(_run_flickr(cli, tmp_path / "data", "--workers", "0"), 2, "im2.jpg", "empty or not an image")
+
+
+@pytest.mark.parametrize("pixels, fmt, wide", [
+    (np.linspace(0, 65535, 16).astype(np.uint16), "PNG", "16-bit image (mode I;16)"),
+    (np.linspace(0, 2**20, 16).astype(np.int32), "TIFF", "32-bit integer image (mode I)"),
+    (np.linspace(0, 1, 16).astype(np.float32), "TIFF", "32-bit float image (mode F)")])
+def test_wider_than_8_bit_image_is_refused_not_clipped(cli, tmp_path, pixels, fmt, wide):
+    """convert("RGB") clips: a 0..65535 gradient came out almost all white, scored as if fine."""
+    folder = _flickr(tmp_path / "data")
+    Image.fromarray(np.tile(pixels, (16, 1))).save(folder / "images" / "im2.jpg", format=fmt)  # named as listed
+    res = _run_flickr(cli, tmp_path / "data", "--workers", "0")
+    _one_error_line(res, 2, "im2.jpg", wide, "expected 8 bits per channel")
+    ok = _run_flickr(cli, tmp_path / "data", "--workers", "0", "--skip-broken-media")
+    assert ok.returncode == 0 and "im2.jpg" in ok.stderr, ok.stderr
+
+
+@pytest.mark.parametrize("mode", ["L", "LA", "P", "RGBA", "CMYK", "1", "I;16"])
+def test_8_bit_modes_are_still_read(tmp_path, mode):
+    from negharness.io.media import open_image
+
+    path = tmp_path / ("im.tif" if mode == "CMYK" else "im.png")
+    grey = Image.fromarray(np.full((16, 16), 200, np.uint8))
+    if mode == "I;16":
+        Image.fromarray(np.full((16, 16), 200 * 257, np.uint16)).save(path)
+        with pytest.raises(MediaError, match=r"im\.png: 16-bit image \(mode I;16\), expected 8 bits per channel"):
+            open_image(path)
+        return
+    grey.convert(mode).save(path)
+    with open_image(path) as im:
+        assert im.mode == mode
+        assert np.asarray(im.convert("RGB")).shape == (16, 16, 3)
 
 
 def test_truncated_jpeg_decoded_in_dataloader_workers(cli, tmp_path):

@@ -16,7 +16,7 @@ import numpy as np
 
 from negharness.contracts.errors import MediaError, UserError
 from negharness.contracts.sampling import FrameSampling
-from negharness.io.image_files import image_decoder_identity
+from negharness.io.image_files import image_decoder_identity, require_8bit
 
 DECODERS = ("av", "decord", "cv2")
 FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
@@ -301,6 +301,7 @@ def load_frame_images(paths: Sequence[Path], sampling: FrameSampling, native_fps
     for path in sampled_frame_paths(paths, sampling, native_fps):
         try:
             with Image.open(path) as im:
+                require_8bit(im, path)
                 im.load()
                 out.append(im if im.mode == "RGB" else im.convert("RGB"))
         except (OSError, ValueError) as exc:
