@@ -112,6 +112,48 @@ def test_corrupt_video_decoded_in_dataloader_workers(cli, tmp_path):
     _one_error_line(res, 2, "video", ".mp4")
 
 
+def test_truncated_mp4_with_its_index_in_front_is_refused(cli, tmp_path):
+    """An MP4 written with faststart (index first) and cut at 60%: its header declares all 64 frames,
+    the stream ends after a few; the sampled frames past the end were the last one repeated."""
+    av = pytest.importorskip("av")
+    folder = tmp_path / "data" / "msrvtt10ktest"
+    (folder / "TextData").mkdir(parents=True)
+    (folder / "VideoSets").mkdir()
+    (folder / "videos").mkdir()
+    (folder / "VideoSets" / "msrvtt10ktest.txt").write_text("video0\nvideo1\n")
+    (folder / "TextData" / "msrvtt10ktest.caption.txt").write_text("video0#enc#0 a red circle\nvideo1#enc#0 a cat\n")
+    for v in ("video0", "video1"):
+        with av.open(str(folder / "videos" / f"{v}.mp4"), "w", options={"movflags": "faststart"}) as out:
+            stream = out.add_stream("libx264", rate=10)
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            stream.options = {"crf": "0", "g": "10"}
+            for i in range(64):
+                frame = np.full((48, 64, 3), (4 * i) % 256, np.uint8)
+                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                    out.mux(packet)
+            for packet in stream.encode():
+                out.mux(packet)
+    whole = (folder / "videos" / "video1.mp4").read_bytes()
+    (folder / "videos" / "video1.mp4").write_bytes(whole[: int(len(whole) * 0.6)])
+    run = ("run", "--model", "shapes_clip", "--task", "msrvtt3k_original", "--data-root", str(tmp_path / "data"),
+           "--workers", "0")
+    _one_error_line(cli(*run), 2, "video1.mp4", "of 64 (truncated?)")
+    _one_error_line(cli(*run, "-M", "frames=uniform:8"), 2, "video1.mp4", "of 64 (truncated?)")
+    ok = cli(*run, "--skip-broken-media")
+    assert ok.returncode == 0 and "video1.mp4" in ok.stderr, ok.stderr
+
+
+@pytest.mark.parametrize("spec, cause", [("fps:nan", "finite F > 0"), ("fps:inf", "finite F > 0"),
+                                         ("fps:2:max=-1", "max=N needs N >= 1"), ("fps:2:max=0", "max=N needs N >= 1"),
+                                         ("segments:0", "K >= 1"), ("fps:2:cap=4", "expected segments:K")])
+def test_frame_sampling_option_is_refused_before_any_video(cli, tmp_path, spec, cause):
+    """Accepted before, these failed per video with a ZeroDivisionError blamed on the video (max=0: no cap)."""
+    res = cli("run", "--model", "shapes_clip", "-M", f"frames={spec}", "--task", "shapes_t2v_original",
+              "--limit", "5")
+    line = _one_error_line(res, 2, cause)
+    assert line.startswith(f"error: -M frames={spec}: "), line
+
+
 def test_unreadable_caption_file_folder_or_bad_utf8(cli, tmp_path):
     folder = _flickr(tmp_path / "data")
     cap = folder / "TextData" / "flickr30ktest.caption.txt"
