@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from negharness.contracts.errors import MediaError
 from negharness.records.results import record_files
 
 
@@ -69,6 +70,37 @@ def test_empty_jpeg_in_an_image_collection(cli, tmp_path):
     _one_error_line(_run_flickr(cli, tmp_path / "data", "--workers", "0"), 2, "im2.jpg", "empty or not an image")
 
 
+@pytest.mark.parametrize("pixels, fmt, wide", [
+    (np.linspace(0, 65535, 16).astype(np.uint16), "PNG", "16-bit image (mode I;16)"),
+    (np.linspace(0, 2**20, 16).astype(np.int32), "TIFF", "32-bit integer image (mode I)"),
+    (np.linspace(0, 1, 16).astype(np.float32), "TIFF", "32-bit float image (mode F)")])
+def test_wider_than_8_bit_image_is_refused_not_clipped(cli, tmp_path, pixels, fmt, wide):
+    """convert("RGB") clips: a 0..65535 gradient came out almost all white, scored as if fine."""
+    folder = _flickr(tmp_path / "data")
+    Image.fromarray(np.tile(pixels, (16, 1))).save(folder / "images" / "im2.jpg", format=fmt)  # named as listed
+    res = _run_flickr(cli, tmp_path / "data", "--workers", "0")
+    _one_error_line(res, 2, "im2.jpg", wide, "expected 8 bits per channel")
+    ok = _run_flickr(cli, tmp_path / "data", "--workers", "0", "--skip-broken-media")
+    assert ok.returncode == 0 and "im2.jpg" in ok.stderr, ok.stderr
+
+
+@pytest.mark.parametrize("mode", ["L", "LA", "P", "RGBA", "CMYK", "1", "I;16"])
+def test_8_bit_modes_are_still_read(tmp_path, mode):
+    from negharness.io.media import open_image
+
+    path = tmp_path / ("im.tif" if mode == "CMYK" else "im.png")
+    grey = Image.fromarray(np.full((16, 16), 200, np.uint8))
+    if mode == "I;16":
+        Image.fromarray(np.full((16, 16), 200 * 257, np.uint16)).save(path)
+        with pytest.raises(MediaError, match=r"im\.png: 16-bit image \(mode I;16\), expected 8 bits per channel"):
+            open_image(path)
+        return
+    grey.convert(mode).save(path)
+    with open_image(path) as im:
+        assert im.mode == mode
+        assert np.asarray(im.convert("RGB")).shape == (16, 16, 3)
+
+
 def test_truncated_jpeg_decoded_in_dataloader_workers(cli, tmp_path):
     """Exceptions from worker processes arrive wrapped in the worker's traceback: only the message is shown."""
     folder = _flickr(tmp_path / "data")
@@ -92,6 +124,48 @@ def test_corrupt_video_decoded_in_dataloader_workers(cli, tmp_path):
     res = cli("run", "--model", "shapes_clip", "--task", "msrvtt3k_original", "--data-root", str(tmp_path / "data"),
               "--workers", "2")
     _one_error_line(res, 2, "video", ".mp4")
+
+
+def test_truncated_mp4_with_its_index_in_front_is_refused(cli, tmp_path):
+    """An MP4 written with faststart (index first) and cut at 60%: its header declares all 64 frames,
+    the stream ends after a few; the sampled frames past the end were the last one repeated."""
+    av = pytest.importorskip("av")
+    folder = tmp_path / "data" / "msrvtt10ktest"
+    (folder / "TextData").mkdir(parents=True)
+    (folder / "VideoSets").mkdir()
+    (folder / "videos").mkdir()
+    (folder / "VideoSets" / "msrvtt10ktest.txt").write_text("video0\nvideo1\n")
+    (folder / "TextData" / "msrvtt10ktest.caption.txt").write_text("video0#enc#0 a red circle\nvideo1#enc#0 a cat\n")
+    for v in ("video0", "video1"):
+        with av.open(str(folder / "videos" / f"{v}.mp4"), "w", options={"movflags": "faststart"}) as out:
+            stream = out.add_stream("libx264", rate=10)
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            stream.options = {"crf": "0", "g": "10"}
+            for i in range(64):
+                frame = np.full((48, 64, 3), (4 * i) % 256, np.uint8)
+                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                    out.mux(packet)
+            for packet in stream.encode():
+                out.mux(packet)
+    whole = (folder / "videos" / "video1.mp4").read_bytes()
+    (folder / "videos" / "video1.mp4").write_bytes(whole[: int(len(whole) * 0.6)])
+    run = ("run", "--model", "shapes_clip", "--task", "msrvtt3k_original", "--data-root", str(tmp_path / "data"),
+           "--workers", "0")
+    _one_error_line(cli(*run), 2, "video1.mp4", "of 64 (truncated?)")
+    _one_error_line(cli(*run, "-M", "frames=uniform:8"), 2, "video1.mp4", "of 64 (truncated?)")
+    ok = cli(*run, "--skip-broken-media")
+    assert ok.returncode == 0 and "video1.mp4" in ok.stderr, ok.stderr
+
+
+@pytest.mark.parametrize("spec, cause", [("fps:nan", "finite F > 0"), ("fps:inf", "finite F > 0"),
+                                         ("fps:2:max=-1", "max=N needs N >= 1"), ("fps:2:max=0", "max=N needs N >= 1"),
+                                         ("segments:0", "K >= 1"), ("fps:2:cap=4", "expected segments:K")])
+def test_frame_sampling_option_is_refused_before_any_video(cli, tmp_path, spec, cause):
+    """Accepted before, these failed per video with a ZeroDivisionError blamed on the video (max=0: no cap)."""
+    res = cli("run", "--model", "shapes_clip", "-M", f"frames={spec}", "--task", "shapes_t2v_original",
+              "--limit", "5")
+    line = _one_error_line(res, 2, cause)
+    assert line.startswith(f"error: -M frames={spec}: "), line
 
 
 def test_unreadable_caption_file_folder_or_bad_utf8(cli, tmp_path):

@@ -98,3 +98,46 @@ def test_a_builder_change_changes_the_world_tasks_config(monkeypatch, tmp_path):
     monkeypatch.setattr(retrieval.ShapesT2VComposed, "queries", lambda self: reworded)
     assert task.config()["queries"] != before["queries"]
     assert retrieval.ShapesT2VOriginal(TaskOptions(tmp_path)).config().get("queries") is None
+
+
+def _limited_record(root, model_folder: str) -> dict:
+    [path] = (root / "results").glob(f"{model_folder}/shapes_t2v_original.limit*@*[0-9a-f].json")
+    return json.loads(path.read_text())
+
+
+def test_model_frame_sampling_applies_to_the_world_videos(cli, tmp_path):
+    """``-M frames=...`` was ignored on the world's in-memory clips: every variant scored the same 4
+    frames under its own label. Now segments:1 keeps frame 2 of 4 and its numbers are its own."""
+    runs = {}
+    for spec in ("", "segments:1", "segments:4"):
+        res = cli("run", "--model", "shapes_clip", *(["-M", f"frames={spec}"] if spec else []),
+                  "--task", "shapes_t2v_original", "--limit", "40")
+        assert res.returncode == 0, res.stderr
+        folder = "shapes_clip" if not spec else next(
+            p.name for p in (tmp_path / "results").glob("shapes_clip@*") if p.name not in runs.values())
+        runs[spec] = folder
+    default, one, four = (_limited_record(tmp_path, runs[s])["metrics"] for s in ("", "segments:1", "segments:4"))
+    assert one != default  # a single frame loses the motion the captions' actions name
+    assert four == default  # segments:4 of a 4-frame clip is every frame
+
+
+def test_world_media_takes_the_sampled_frames(tmp_path):
+    from negharness.api import FrameSampling, TaskOptions
+    from negharness.tasks.shapes.retrieval import ShapesT2VOriginal
+
+    task = ShapesT2VOriginal(TaskOptions(data_root=tmp_path, limit=6))
+    world = task.world()
+
+    class Ctx:
+        def __init__(self, sampling):
+            self.sampling = sampling
+
+        def frame_sampling(self, default):
+            return self.sampling or default
+
+    whole = task.media(world, Ctx(None))
+    assert np.array_equal(whole.load_batch([0, 1]), world.pixels[[0, 1]])
+    one = task.media(world, Ctx(FrameSampling("segments", 1)))  # the centre of one segment of 4: frame 2
+    assert np.array_equal(one.load(3), world.pixels[3][[2]]) and one.key == f"{whole.key}/segments:1"
+    half = task.media(world, Ctx(FrameSampling("fps", fps=1.0)))  # the world runs at 2 fps: frames 0 and 2
+    assert np.array_equal(half.load(0), world.pixels[0][[0, 2]])

@@ -212,3 +212,55 @@ def test_frame_folder_images_preprocess_to_the_arrays_pixels(tmp_path, size):
     media = frame_folders("folders", ["v"], [paths], sampling)
     model = shapes_clip(ModelOptions())
     assert torch.equal(model.preprocess_video(media.load(0)), model.preprocess_video(load_frames(paths, sampling)))
+
+
+def _faststart(path, n_frames=64, fps=10):
+    """An H.264 MP4 with its index (moov) before the frames (mdat), as ``-movflags faststart`` writes:
+    cut short, its header still declares every frame."""
+    with av.open(str(path), "w", options={"movflags": "faststart"}) as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"crf": "0", "g": "10"}
+        for i in range(n_frames):
+            frame = np.full((48, 64, 3), _gray(i), dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize("spec", ["segments:4", "uniform:8", "segments:40"])  # seek path, seek path, in order
+def test_truncated_mp4_is_refused_by_name(tmp_path, spec):
+    whole = _faststart(tmp_path / "whole.mp4").read_bytes()
+    assert whole.find(b"moov") < whole.find(b"mdat")
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole[: int(len(whole) * 0.6)])
+    with pytest.raises(MediaError, match=r"cut\.mp4: ends after frame \d+ of 64 \(truncated\?\)"):
+        decode_video(cut, FrameSampling.parse(spec), "av")
+    assert len(decode_video(tmp_path / "whole.mp4", FrameSampling.parse(spec), "av")) == int(spec.split(":")[1])
+
+
+@pytest.mark.parametrize("spec", ["segments:4", "segments:40"])
+def test_a_frame_short_of_the_declared_count_keeps_the_last_frame(tmp_path, spec):
+    """A container that declares a frame more than it holds (the last packet missing) is not refused:
+    the last decoded frame stands in for the last target."""
+    whole = _faststart(tmp_path / "whole.mp4").read_bytes()
+    with av.open(str(tmp_path / "whole.mp4")) as c:
+        last = max((p for p in c.demux(c.streams.video[0]) if p.size), key=lambda p: p.pos)
+        assert last.pos + last.size == len(whole)
+    short = tmp_path / "short.mp4"
+    short.write_bytes(whole[: last.pos])
+    frames = decode_video(short, FrameSampling.parse("uniform:4" if spec == "segments:4" else spec), "av")
+    assert len(frames) == int(spec.split(":")[1])
+
+
+def test_frame_sampling_specs_are_checked_when_given(tmp_path):
+    for spec, needle in (("fps:nan", "finite F > 0"), ("fps:inf", "finite F > 0"), ("fps:0", "finite F > 0"),
+                         ("fps:2:max=-1", "max=N needs N >= 1"), ("fps:2:max=0", "max=N needs N >= 1"),
+                         ("segments:0", "K >= 1"), ("uniform:-3", "K >= 1"), ("fps:2:cap=3", "expected"),
+                         ("segments:x", "expected")):
+        with pytest.raises(UserError) as err:
+            FrameSampling.parse(spec, "-M frames")
+        assert str(err.value).startswith(f"-M frames={spec}: ") and needle in str(err.value), err.value
+    assert FrameSampling.parse("fps:2:max=1").indices(300, 30).tolist() == [0]

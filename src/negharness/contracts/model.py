@@ -52,7 +52,7 @@ class ModelOptions:
     def frame_sampling(self) -> "FrameSampling | None":
         """``-M frames=segments:12`` or ``-M frames=fps:2``: how this model samples video frames."""
         spec = self.extra.get("frames")
-        return FrameSampling.parse(spec) if spec else None
+        return FrameSampling.parse(spec, "-M frames") if spec else None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: v for k, v in (("arch", self.arch), ("pretrained", self.pretrained),

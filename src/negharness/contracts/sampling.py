@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,26 +23,31 @@ class FrameSampling:
     max_frames: int | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in ("segments", "fps", "uniform"):
-            raise UserError(f"frame sampling {self.mode!r}: use segments:K, uniform:K or fps:F")
-        if self.mode in ("segments", "uniform") and self.frames < 1:
-            raise UserError(f"frame sampling {self.mode}:K needs K >= 1")
-        if self.mode == "fps" and self.fps <= 0:
-            raise UserError("frame sampling fps:F needs F > 0")
+        problem = sampling_problem(self.mode, self.frames, self.fps, self.max_frames)
+        if problem:
+            raise UserError(f"frame sampling {self.mode}: {problem}")
 
     @classmethod
-    def parse(cls, spec: str) -> "FrameSampling":
-        """``segments:12``, ``fps:2`` or ``fps:2:max=64``."""
+    def parse(cls, spec: str, option: str = "frames") -> "FrameSampling":
+        """``segments:12``, ``fps:2`` or ``fps:2:max=64``. A bad spec is a `UserError` that starts with
+        the option as given (``-M frames=fps:inf: ...``): caught here, not by the first video it meets."""
+        where = f"{option}={spec}"
         parts = spec.split(":")
         try:
             if parts[0] in ("segments", "uniform") and len(parts) == 2:
-                return cls(parts[0], frames=int(parts[1]))
-            if parts[0] == "fps" and len(parts) in (2, 3):
-                cap = int(parts[2].removeprefix("max=")) if len(parts) == 3 else None
-                return cls("fps", fps=float(parts[1]), max_frames=cap)
+                mode, frames, fps, cap = parts[0], int(parts[1]), 2.0, None
+            elif parts[0] == "fps" and len(parts) == 2:
+                mode, frames, fps, cap = "fps", 4, float(parts[1]), None
+            elif parts[0] == "fps" and len(parts) == 3 and parts[2].startswith("max="):
+                mode, frames, fps, cap = "fps", 4, float(parts[1]), int(parts[2].removeprefix("max="))
+            else:
+                raise ValueError(spec)
         except ValueError:
-            pass
-        raise UserError(f"frame sampling {spec!r}: expected segments:K, uniform:K, fps:F or fps:F:max=N")
+            raise UserError(f"{where}: expected segments:K, uniform:K, fps:F or fps:F:max=N") from None
+        problem = sampling_problem(mode, frames, fps, cap)
+        if problem:
+            raise UserError(f"{where}: {problem}")
+        return cls(mode, frames=frames, fps=fps, max_frames=cap)
 
     @property
     def key(self) -> str:
@@ -63,3 +69,17 @@ class FrameSampling:
         if self.max_frames and len(idx) > self.max_frames:  # keep the span: subsample evenly
             idx = idx[np.linspace(0, len(idx) - 1, self.max_frames).round().astype(np.int64)]
         return idx
+
+
+def sampling_problem(mode: str, frames: int, fps: float, max_frames: int | None) -> str | None:
+    """Why these values cannot sample a video, or None: every number finite and positive, so no video
+    fails later on them (``fps:inf`` divided by zero, ``max=0`` meant no cap) with the blame on the video."""
+    if mode not in ("segments", "fps", "uniform"):
+        return "use segments:K, uniform:K or fps:F"
+    if mode in ("segments", "uniform") and frames < 1:
+        return f"{mode}:K needs K >= 1"
+    if mode == "fps" and not (math.isfinite(fps) and fps > 0):
+        return "fps:F needs a finite F > 0"
+    if mode == "fps" and max_frames is not None and max_frames < 1:
+        return "fps:F:max=N needs N >= 1"
+    return None

@@ -26,13 +26,35 @@ def open_image(path: str | Path) -> Any:
 
     path = Path(path)
     try:
-        return Image.open(path)
+        image = Image.open(path)
     except FileNotFoundError:
         raise MediaError(f"image not found: {path}") from None
     except IsADirectoryError:
         raise MediaError(f"cannot read image {path}: a folder, not a file") from None
     except (*DECODE_ERRORS, Image.DecompressionBombError) as exc:
         raise MediaError(f"cannot read image {path}: {_reason(exc)}") from exc
+    try:
+        require_8bit(image, path)
+    except MediaError:
+        image.close()
+        raise
+    return image
+
+
+def wide_mode(mode: str) -> str | None:
+    """What a Pillow mode with more than 8 bits per channel is ("16-bit"), or None for an 8-bit one.
+    ``convert("RGB")`` clips such pixels to 0..255 (a 0..65535 gradient comes out almost all white),
+    so they are refused rather than converted."""
+    if mode.startswith("I;16"):
+        return "16-bit"
+    return {"I": "32-bit integer", "F": "32-bit float"}.get(mode)
+
+
+def require_8bit(image: Any, path: str | Path) -> None:
+    """A `MediaError` naming ``path`` when ``image`` (opened, header read) is not 8 bits per channel."""
+    wide = wide_mode(getattr(image, "mode", ""))
+    if wide:
+        raise MediaError(f"cannot read image {path}: {wide} image (mode {image.mode}), expected 8 bits per channel")
 
 
 def _reason(exc: BaseException) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from negharness.contracts.errors import MediaError, UserError
 from negharness.contracts.sampling import FrameSampling
-from negharness.io.image_files import image_decoder_identity
+from negharness.io.image_files import image_decoder_identity, require_8bit
 
 DECODERS = ("av", "decord", "cv2")
 FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
@@ -101,8 +101,24 @@ def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
             return np.stack([frames[int(i)].to_ndarray(format="rgb24") for i in sampling.indices(len(frames), rate)])
         wanted = sampling.indices(n, rate)
         if len(wanted) * 4 < n:
-            return _av_seek(container, stream, wanted, rate)
-        return _av_sequential(container, stream, wanted)
+            frames, decoded = _av_seek(container, stream, wanted, rate)
+        else:
+            frames, decoded = _av_sequential(container, stream, wanted)
+        if len(frames) and decoded <= wanted[-1]:
+            require_whole(path, decoded, n)
+        return frames
+
+
+TAIL_SLACK_FRAMES = 2  # a container may declare a frame or two more than it holds: the last one stands in
+TAIL_SLACK_FRACTION = 0.02  # ... or a little more, where the count comes from duration x rate
+
+
+def require_whole(path: Path, decoded: int, declared: int) -> None:
+    """Refuse a stream that ends well before its declared length (an MP4 cut short, its index intact):
+    the missing frames the sampling asked for would otherwise be the last decoded one repeated, and
+    the video encoded as if whole. A shortfall within the slack is an over-reported count, not a cut."""
+    if declared - decoded > max(TAIL_SLACK_FRAMES, TAIL_SLACK_FRACTION * declared):
+        raise MediaError(f"cannot decode video {path}: ends after frame {decoded} of {declared} (truncated?)")
 
 
 def _streams_in(container) -> str:
@@ -113,28 +129,35 @@ def _streams_in(container) -> str:
     return ", ".join(f"{n} {k} stream{'s' if n > 1 else ''}" for k, n in kinds.items()) or "no streams"
 
 
-def _av_sequential(container, stream, wanted: np.ndarray) -> np.ndarray:
-    """Decode in order and keep the wanted frames; stops after the last one."""
+def _av_sequential(container, stream, wanted: np.ndarray) -> tuple[np.ndarray, int]:
+    """Decode in order and keep the wanted frames; stops after the last one. Returns the frames and
+    how many were decoded (past the last wanted one when the stream holds it)."""
     want = set(wanted.tolist())
     out: dict[int, np.ndarray] = {}
     last = None
-    for i, frame in enumerate(container.decode(stream)):
-        if i in want:
-            out[i] = frame.to_ndarray(format="rgb24")
-        last = frame
-        if i >= wanted[-1]:
-            break
+    decoded = 0
+    try:
+        for i, frame in enumerate(container.decode(stream)):
+            if i in want:
+                out[i] = frame.to_ndarray(format="rgb24")
+            last, decoded = frame, i + 1
+            if i >= wanted[-1]:
+                break
+    except av_data_error():  # a packet cut off by the end of the file: the stream ends here
+        if last is None:
+            raise
     if last is None:
-        return np.zeros((0,))
-    # containers can over-report their frame count: the last decoded frame stands in for the missing tail
+        return np.zeros((0,)), 0
+    # containers can over-report their frame count: the last decoded frame stands in for the missing
+    # tail (`require_whole` refuses a tail longer than that slack)
     tail = out[max(out)] if out else last.to_ndarray(format="rgb24")
-    return np.stack([out.get(int(i), tail) for i in wanted])
+    return np.stack([out.get(int(i), tail) for i in wanted]), decoded
 
 
 SEEK_GAP_S = 10.0  # a later target this far ahead is reached by seeking, whatever the keyframe interval
 
 
-def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> np.ndarray:
+def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> tuple[np.ndarray, int]:
     """Sparse sampling in one pass: seek to the keyframe before the first target, then read packets in
     order and decode only from the last keyframe before each target (packets before it are read, never
     decoded). Targets within one keyframe interval share one decode; seeking back for each of them
@@ -142,7 +165,8 @@ def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> np.ndarray:
     more than a frame before the target are decoded with ``skip_frame=NONREF``: no other frame depends on
     a non-reference frame, so the frames kept are bit-identical to a full decode's (tested). A target
     further ahead than the longest keyframe interval seen (a keyframe likely lies between: reading the
-    packets up to it would cost more than the seek), or than `SEEK_GAP_S`, is reached by a seek."""
+    packets up to it would cost more than the seek), or than `SEEK_GAP_S`, is reached by a seek.
+    Returns the frames and the number of frames up to the last one decoded (by its timestamp)."""
     tb = float(stream.time_base)
     start = float(stream.start_time or 0) * tb
     targets = [start + float(i) / rate for i in wanted]
@@ -157,17 +181,34 @@ def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> np.ndarray:
                 break
     finally:
         stream.codec_context.skip_frame = "DEFAULT"
-    if last is not None and len(out) < len(targets):
+    if last is None:
+        return np.zeros((0,)), 0
+    decoded = int(wanted[-1]) + 1
+    if len(out) < len(targets):  # the stream ended first: how far it got, by the last frame's timestamp
+        decoded = int(round((float(last.pts or 0) * tb - start) * rate)) + 1 if last.pts is not None else 0
         tail = last.to_ndarray(format="rgb24")
         out.extend(tail for _ in range(len(targets) - len(out)))
-    return np.stack(out) if out else np.zeros((0,))
+    return np.stack(out), decoded
 
 
 def _decode_targets(container, stream, targets: list[float], out: list[np.ndarray], tb: float, rate: float,
                     last, gop: list[float]) -> tuple:
     """From the current position, append to ``out`` the first frame shown at or after each target in
     turn (half a frame of slack). Returns (last frame decoded, whether the next target wants a seek);
-    ``gop`` keeps the longest keyframe interval seen across calls."""
+    ``gop`` keeps the longest keyframe interval seen across calls. A packet the decoder refuses after
+    frames were decoded (the last one of a file cut short) ends the stream: `require_whole` judges it."""
+    seen = [last]  # the last frame decoded, kept when the decoder raises
+    try:
+        return _decode_packets(container, stream, targets, out, tb, rate, seen, gop)
+    except av_data_error():
+        if seen[0] is None:
+            raise
+        return seen[0], False
+
+
+def _decode_packets(container, stream, targets: list[float], out: list[np.ndarray], tb: float, rate: float,
+                    seen: list, gop: list[float]) -> tuple:
+    """`_decode_targets`'s pass over the packets; ``seen[0]`` follows the last frame decoded."""
     codec = stream.codec_context
     pending: list = []  # packets read, not decoded: since the last keyframe, or since the last decode
     fed = False  # whether the decoder holds state from packets before ``pending``
@@ -191,18 +232,25 @@ def _decode_targets(container, stream, targets: list[float], out: list[np.ndarra
             far = held.pts is not None and held.size and held.pts * tb < target - 1.0 / rate
             codec.skip_frame = "NONREF" if far else "DEFAULT"
             for frame in codec.decode(held):
-                last = frame
+                seen[0] = frame
                 while (len(out) < len(targets) and frame.pts is not None
                        and frame.pts * tb >= targets[len(out)] - 0.5 / rate):
                     out.append(frame.to_ndarray(format="rgb24"))
             fed = True
             if len(out) == len(targets):
-                return last, False
+                return seen[0], False
         pending = []
         ahead = targets[len(out)] - at if at is not None else 0.0
         if ahead > SEEK_GAP_S or (gop and ahead > gop[0]):
-            return last, True
-    return last, False
+            return seen[0], True
+    return seen[0], False
+
+
+def av_data_error() -> type[Exception]:
+    """PyAV's error for data the decoder cannot use (here: the last packet of a file cut short)."""
+    import av
+
+    return av.error.InvalidDataError
 
 
 def _decode_decord(path: Path, sampling: FrameSampling) -> np.ndarray:
@@ -228,6 +276,10 @@ def _decode_cv2(path: Path, sampling: FrameSampling) -> np.ndarray:
             ok, frame = cap.read()
             if ok:
                 frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+            else:  # past the real end: within the slack the last frame read stands in, as with av
+                require_whole(path, int(i), n)
+                if frames:
+                    frames.append(frames[-1])
         return np.stack(frames) if frames else np.zeros((0,))
     finally:
         cap.release()
@@ -249,6 +301,7 @@ def load_frame_images(paths: Sequence[Path], sampling: FrameSampling, native_fps
     for path in sampled_frame_paths(paths, sampling, native_fps):
         try:
             with Image.open(path) as im:
+                require_8bit(im, path)
                 im.load()
                 out.append(im if im.mode == "RGB" else im.convert("RGB"))
         except (OSError, ValueError) as exc:

@@ -36,6 +36,7 @@ from negharness.api import (
     atomic_write_text,
     per_query,
     published_notes,
+    require_8bit,
 )
 from negharness.tasks.nein import PUBLISHED
 from negharness.text.phrases import head_nouns
@@ -317,6 +318,7 @@ def _bytes_opener(cell: Any, where: str) -> Callable[[], Any]:
         data = cell.get("bytes") if isinstance(cell, dict) else cell
         try:
             with Image.open(io.BytesIO(data)) as im:
+                require_8bit(im, where)
                 return im.convert("RGB")
         except (OSError, TypeError) as exc:
             raise MediaError(f"{where}: embedded image cannot be read ({exc.__class__.__name__})") from exc
@@ -329,6 +331,7 @@ def _opener(path: Path, where: str) -> Callable[[], Any]:
 
         try:
             with Image.open(path) as im:
+                require_8bit(im, path)
                 return im.convert("RGB")
         except OSError as exc:
             raise MediaError(f"{where}: cannot read {path} ({exc.__class__.__name__})") from exc

@@ -11,6 +11,7 @@ from negharness.api import (
     QRELS_OPTION,
     RETRIEVAL_METRICS,
     EvalContext,
+    FrameSampling,
     MediaSet,
     OptionSpec,
     QuerySet,
@@ -28,6 +29,7 @@ from negharness.world.queries import load_world_queries
 from negharness.world.scenes import WORLD_VERSION
 
 TEST_ITEMS = 500
+WORLD_FPS = 2.0  # the world's clips are read as frames 0.5 s apart, the rate of nT2VR's extracted frames
 
 
 class _ShapesRetrieval(Task):
@@ -64,12 +66,20 @@ class _ShapesRetrieval(Task):
         return load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
                                   self.options.seed)
 
-    def media(self, world: WorldData) -> MediaSet:
+    def media(self, world: WorldData, ctx: EvalContext | None = None) -> MediaSet:
+        """The split's pixels. For videos, the model's frame sampling (``-M frames=...``) picks frames
+        from each clip, as from any video; without it every frame is kept (``uniform:<frames>``) and
+        the key is the one it always was, so cached embeddings stay valid."""
         pixels = world.pixels
-        return MediaSet(
-            key=f"shapes/v{WORLD_VERSION}/s{self.world_seed}/{self.split_name}/{self.kind}",
-            kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
-            load_batch=lambda positions: pixels[positions])
+        key = f"shapes/v{WORLD_VERSION}/s{self.world_seed}/{self.split_name}/{self.kind}"
+        if self.kind == "video" and ctx is not None:
+            frames = pixels.shape[1]
+            sampling = ctx.frame_sampling(FrameSampling("uniform", frames))
+            idx = sampling.indices(frames, WORLD_FPS)
+            if idx.tolist() != list(range(frames)):
+                pixels, key = pixels[:, idx], f"{key}/{sampling.key}"
+        return MediaSet(key=key, kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
+                        load_batch=lambda positions: pixels[positions])
 
     def originals(self, world: WorldData) -> QuerySet:
         """Every caption of every item; relevant = the items with identical scene facts."""
@@ -85,7 +95,7 @@ class _ShapesRetrieval(Task):
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
         qs = self.originals(world)
-        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world),
+        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world, ctx),
                                       qrels=task_qrels(self.opts), limited=bool(self.options.limit))
 
 
@@ -133,7 +143,7 @@ class ShapesT2VNegated(_BuiltQueries, ShapesT2VOriginal):
         negated = QuerySet([n[0] for n in negs], [n[1] for n in negs],
                            Relevance.from_lists([[position[n[2].split("#", 1)[0]]] for n in negs], len(world.ids)),
                            [(n[3], n[4]) for n in negs])
-        return evaluate_negated(ctx, self.media(world), originals, negated, [where[n[2]] for n in negs])
+        return evaluate_negated(ctx, self.media(world, ctx), originals, negated, [where[n[2]] for n in negs])
 
 
 class ShapesT2VComposed(_BuiltQueries, ShapesT2VOriginal):
@@ -149,5 +159,5 @@ class ShapesT2VComposed(_BuiltQueries, ShapesT2VOriginal):
         position = {v: i for i, v in enumerate(world.ids)}
         relevance = Relevance.from_lists([[position[v] for v in r["video_ids"]] for r in records], len(world.ids))
         return evaluate_text_to_media(ctx, [r["cap_id"] for r in records], [r["caption"] for r in records],
-                                      relevance, self.media(world), [(r["positive"], r["negative"]) for r in records],
+                                      relevance, self.media(world, ctx), [(r["positive"], r["negative"]) for r in records],
                                       several=True, qrels=task_qrels(self.opts), limited=bool(self.options.limit))
