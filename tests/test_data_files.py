@@ -114,7 +114,7 @@ def test_bad_utf8_is_named_by_its_line(tmp_path):
     from negharness.text.nt2vr_files import read_caption_file
 
     p = tmp_path / "c.caption.txt"
-    p.write_bytes(b"v1#enc#0 a dog\n" * 3000 + b"v2#enc#0 a \xff cat\n")
+    p.write_bytes(b"".join(b"v1#enc#%d a dog\n" % i for i in range(3000)) + b"v2#enc#0 a \xff cat\n")
     with pytest.raises(UserError, match=r"c.caption.txt:3001: not UTF-8"):
         read_caption_file(p)
 

@@ -397,6 +397,15 @@ def _quiet_library_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    code = _main(argv)
+    if argv is None:  # a real process (console script, python -m), not a call from Python
+        from negharness.engine.sharding import end_follower  # lazy: start-up time
+
+        end_follower(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from negharness.engine.cpu_threads import (
         prefer_passive_waiting,  # lazy: start-up time
     )

@@ -254,6 +254,21 @@ def shard_session(req: Any) -> Iterator[ShardSession | None]:
         session.stop()
 
 
+def end_follower(code: int) -> None:
+    """A torchrun rank other than 0 whose command is over exits at once (output flushed), without
+    the interpreter's teardown: rank 0 wrote every record and the cache shards are fsync'd, and
+    gloo's threads torn down at interpreter exit aborted a finished rank ("terminate called without
+    an active exception", seen under load), turning a good run into torchrun's failure."""
+    try:
+        env = torchrun_env()
+    except UserError:
+        return
+    if env and env[0] > 1 and env[1] != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def rank_label() -> str:
     """"rank N: " on torchrun ranks other than 0 (their errors would otherwise read as repeats), else ""."""
     try:
