@@ -112,13 +112,19 @@ def test_truncated_jpeg_decoded_in_dataloader_workers(cli, tmp_path):
     assert ok.returncode == 0, ok.stderr
 
 
-def test_corrupt_video_decoded_in_dataloader_workers(cli, tmp_path):
-    folder = tmp_path / "data" / "msrvtt10ktest"
+def _two_video_collection(root: Path) -> Path:
+    """An MSR-VTT-layout collection of two videos (video0, video1) and a caption each; no video files yet."""
+    folder = root / "msrvtt10ktest"
     (folder / "TextData").mkdir(parents=True)
     (folder / "VideoSets").mkdir()
     (folder / "videos").mkdir()
     (folder / "VideoSets" / "msrvtt10ktest.txt").write_text("video0\nvideo1\n")
     (folder / "TextData" / "msrvtt10ktest.caption.txt").write_text("video0#enc#0 a red circle\nvideo1#enc#0 a cat\n")
+    return folder
+
+
+def test_corrupt_video_decoded_in_dataloader_workers(cli, tmp_path):
+    folder = _two_video_collection(tmp_path / "data")
     for v in ("video0", "video1"):
         (folder / "videos" / f"{v}.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 4)
     res = cli("run", "--model", "shapes_clip", "--task", "msrvtt3k_original", "--data-root", str(tmp_path / "data"),
@@ -130,12 +136,7 @@ def test_truncated_mp4_with_its_index_in_front_is_refused(cli, tmp_path):
     """An MP4 written with faststart (index first) and cut at 60%: its header declares all 64 frames,
     the stream ends after a few; the sampled frames past the end were the last one repeated."""
     av = pytest.importorskip("av")
-    folder = tmp_path / "data" / "msrvtt10ktest"
-    (folder / "TextData").mkdir(parents=True)
-    (folder / "VideoSets").mkdir()
-    (folder / "videos").mkdir()
-    (folder / "VideoSets" / "msrvtt10ktest.txt").write_text("video0\nvideo1\n")
-    (folder / "TextData" / "msrvtt10ktest.caption.txt").write_text("video0#enc#0 a red circle\nvideo1#enc#0 a cat\n")
+    folder = _two_video_collection(tmp_path / "data")
     for v in ("video0", "video1"):
         with av.open(str(folder / "videos" / f"{v}.mp4"), "w", options={"movflags": "faststart"}) as out:
             stream = out.add_stream("libx264", rate=10)
