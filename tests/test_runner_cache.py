@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import negharness.discovery.hookspecs as hs
+from negharness.contracts.errors import UserError
 from negharness.discovery.manager import PluginHost
 from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.engine.runner import CachedEvalContext, RunSettings
@@ -226,3 +227,33 @@ def test_an_unreadable_item_stops_decoding_without_draining_the_queue():
     with pytest.raises(MediaError, match="1.jpg"):
         ctx.embed_media(media)
     assert len(loaded) <= 10  # what the two threads had started, not the 99 items queued behind
+
+
+class _ShortTextsFirst(KeywordModel):
+    """Encodes texts in its own order and records each batch it was given."""
+
+    def __init__(self, drop_one: bool = False):
+        super().__init__()
+        self.drop_one, self.seen = drop_one, []
+
+    def text_batches(self, texts, batch_size):
+        batches = super().text_batches(texts, batch_size)
+        return [b[1:] for b in batches] if self.drop_one else batches
+
+    def encode_text(self, texts):
+        self.seen.append(list(texts))
+        return super().encode_text(texts)
+
+
+def test_texts_go_in_the_models_batches_and_come_back_in_order():
+    texts = ["a very long text about a red car", "blue", "a green one", "red", "a yellow cup", "cyan"]
+    model = _ShortTextsFirst()
+    got = CachedEvalContext(model, RunSettings(batch_size=2), None).embed_texts(texts)
+    assert model.seen == [["red", "blue"], ["cyan", "a green one"], ["a yellow cup", "a very long text about a red car"]]
+    assert torch.allclose(got, KeywordModel().encode_text(texts))
+
+
+def test_a_model_whose_batches_miss_a_text_is_refused():
+    with pytest.raises(UserError, match="text_batches.. must list each of the 6 texts exactly once"):
+        CachedEvalContext(_ShortTextsFirst(drop_one=True), RunSettings(batch_size=2), None).embed_texts(
+            ["red", "blue", "a green one", "cyan", "magenta", "a yellow cup"])

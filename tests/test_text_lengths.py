@@ -20,6 +20,7 @@ from negharness.plugins.finetuned_clip import conclip, negclip
 from negharness.plugins.openclip_model import (
     TEXT_ENCODER,
     OpenClipModel,
+    bucket_overhead,
     clip,
     length_buckets,
 )
@@ -77,14 +78,27 @@ def full_context(model: OpenClipModel, texts: list[str]) -> torch.Tensor:
     return F.normalize(model.model.encode_text(model.tokenizer(texts)).float(), dim=-1)
 
 
+def in_host_batches(model: OpenClipModel, texts: list[str], batch_size: int) -> torch.Tensor:
+    """What the runner does: encode the model's own batches, put each embedding back at its text's row."""
+    batches = model.text_batches(texts, batch_size)
+    assert sorted(i for b in batches for i in b) == list(range(len(texts)))
+    out = torch.full((len(texts), model.model.text_projection.shape[1]), float("nan"))
+    for b in batches:
+        out[b] = model.encode_text([texts[i] for i in b])
+    return out
+
+
 def assert_same_as_full(model: OpenClipModel, texts: list[str]) -> None:
     assert model.text_on_lengths and model.describe()["text_encoder"] == TEXT_ENCODER
     with torch.inference_mode():
         got, want = model.encode_text(texts), full_context(model, texts)
         one_by_one = torch.cat([model.encode_text([t]) for t in texts[:8]])
+        hosted = {bs: in_host_batches(model, texts, bs) for bs in (1, 64)}
     assert got.shape == want.shape
     assert float((got - want).abs().max()) <= TOL
     assert float((one_by_one - want[:8]).abs().max()) <= TOL
+    for bs, out in hosted.items():
+        assert float((out - want).abs().max()) <= TOL, bs
 
 
 def test_buckets_cover_every_row_once_shortest_first():
@@ -106,6 +120,33 @@ def test_captions_are_of_mixed_lengths_and_run_in_several_buckets(weights):
     lengths = (tokens.argmax(-1) + 1).tolist()
     assert min(lengths) <= 3 and max(lengths) == 77
     assert len(length_buckets(lengths, 16)) > 2
+
+
+def test_host_batches_are_sorted_by_tokens_and_fill_a_full_context_batch(weights):
+    """At batch size B a batch holds at most B x 77 token positions (one full-context batch's activations),
+    so short captions come many more than B to a forward pass."""
+    source, _ = weights
+    texts = captions()
+    lengths = (source.tokenizer(texts).argmax(-1) + 1).tolist()
+    batches = source.text_batches(texts, 8)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(len(texts)))
+    assert [lengths[i] for i in flat] == sorted(lengths)
+    assert all(len(b) * max(lengths[i] for i in b) <= 8 * 77 for b in batches)
+    assert max(len(b) for b in batches) > 8 and len(texts) - 1 in batches[-1]  # the 77-token text runs last
+    assert source.text_batches([], 8) == []
+
+
+def test_low_precision_on_cpu_splits_batches_less(weights):
+    """bf16 on a CPU gains only on large matrix products: each length bucket costs more there."""
+    source, _ = weights
+    cpu = torch.device("cpu")
+    fp32 = bucket_overhead(cpu)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16 = bucket_overhead(cpu)
+    assert bf16 > fp32
+    lengths = (source.tokenizer(captions()).argmax(-1) + 1).tolist()
+    assert len(length_buckets(lengths, bf16)) < len(length_buckets(lengths, fp32))
 
 
 def test_clip(weights):
@@ -204,4 +245,12 @@ def test_hf_clip(hf_folder):
         got = model.encode_text(texts)
         enc = model.tokenizer(texts, padding="max_length", truncation=True, max_length=77, return_tensors="pt")
         want = F.normalize(_features(model.model.get_text_features(input_ids=enc["input_ids"])).float(), dim=-1)
+        batches = model.text_batches(texts, 4)
+        hosted = torch.full_like(want, float("nan"))
+        for b in batches:
+            hosted[b] = model.encode_text([texts[i] for i in b])
     assert float((got - want).abs().max()) <= TOL
+    lengths = [int(n) for n in enc["attention_mask"].sum(-1)]
+    assert sorted(i for b in batches for i in b) == list(range(len(texts)))
+    assert all(len(b) * max(lengths[i] for i in b) <= 4 * 77 for b in batches) and max(map(len, batches)) > 4
+    assert float((hosted - want).abs().max()) <= TOL

@@ -103,6 +103,15 @@ class EmbeddingModel(ABC):
         """Everything that changes an embedding: architecture, weights hash, activation, preprocessing."""
 
     # -- provided -----------------------------------------------------------------------------
+    def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
+        """Which of ``texts`` the host encodes together, as index lists covering each text once.
+
+        Texts of similar length go together (sorted by characters, a proxy for tokens) so a tower that
+        pads to the longest text in a batch pads little; the host puts embeddings back in order.
+        Override where the model knows its real cost per batch (token lengths, a token budget)."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        return [order[lo:lo + batch_size] for lo in range(0, len(order), max(1, batch_size))]
+
     def modules(self) -> list[torch.nn.Module]:
         """The torch modules to move between devices; override when there are several."""
         return []

@@ -236,9 +236,12 @@ class CachedEvalContext(RunContext):
                       store: Any) -> None:
         bar = self._track("encoding texts", len(todo))
         start = time.perf_counter()
-        bs = self.settings.batch_size
-        for lo in range(0, len(todo), bs):
-            idx = todo[lo:lo + bs]
+        batches = self.model.text_batches([unique[i] for i in todo], self.settings.batch_size)
+        if sorted(b for batch in batches for b in batch) != list(range(len(todo))):
+            raise UserError(f"model {self.model.name}: text_batches() must list each of the {len(todo)} texts "
+                            "exactly once")
+        for batch in batches:
+            idx = [todo[b] for b in batch]
             with self._autocast():
                 out = self.model.encode_text([unique[i] for i in idx]).float().cpu()
             emb.update(zip(idx, out))

@@ -22,10 +22,10 @@ from negharness.api import (
     takes_options,
 )
 from negharness.plugins.openclip_model import (
-    BUCKET_OVERHEAD,
-    BUCKET_OVERHEAD_DEFAULT,
     TEXT_ENCODER,
+    bucket_overhead,
     length_buckets,
+    token_batches,
 )
 
 MIN_VOCAB = 1000
@@ -65,6 +65,18 @@ class HFClipModel(EmbeddingModel):
             image = Image.fromarray(image)
         return self.processor(images=image.convert("RGB"), return_tensors="pt")["pixel_values"][0]
 
+    def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.tokenizer(list(texts), truncation=True,
+                              max_length=self.model.config.text_config.max_position_embeddings)["input_ids"]
+
+    def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
+        """CLIP: sorted by token length, at most ``batch_size`` x context token positions a batch
+        (`token_batches`); SigLIP pads every text to 64 tokens, so plain batches."""
+        if self.is_siglip or not len(texts):
+            return super().text_batches(texts, batch_size)
+        context = self.model.config.text_config.max_position_embeddings
+        return token_batches([len(i) for i in self._token_ids(texts)], max(1, batch_size) * context)
+
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
         """SigLIP: padded to 64 tokens with no mask, as it was trained. CLIP (causal, pooled at the
         end-of-text token): texts of similar length run together, each bucket padded to its longest
@@ -73,10 +85,9 @@ class HFClipModel(EmbeddingModel):
             enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=64,
                                  return_tensors="pt").to(self.device)
             return F.normalize(_features(self.model.get_text_features(input_ids=enc["input_ids"])).float(), dim=-1)
-        ids = self.tokenizer(list(texts), truncation=True,
-                             max_length=self.model.config.text_config.max_position_embeddings)["input_ids"]
+        ids = self._token_ids(texts)
         out: torch.Tensor | None = None
-        for rows in length_buckets([len(i) for i in ids], BUCKET_OVERHEAD.get(self.device.type, BUCKET_OVERHEAD_DEFAULT)):
+        for rows in length_buckets([len(i) for i in ids], bucket_overhead(self.device)):
             enc = self.tokenizer.pad({"input_ids": [ids[i] for i in rows]}, return_tensors="pt").to(self.device)
             emb = _features(self.model.get_text_features(input_ids=enc["input_ids"],
                                                          attention_mask=enc["attention_mask"])).float()

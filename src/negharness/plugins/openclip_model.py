@@ -50,6 +50,8 @@ POOL_AT_TOKEN = ("argmax", "eos", "first")  # pooling at one token: positions af
 # smaller on CPU (compute dominates, but small matrix products run below peak), large on accelerators
 # (launches and a small batch's low use). A guess: only speed depends on it, never a value beyond rounding;
 # on the shared 2-core machine the measurements (perf/bench_text_lengths.py) were too noisy to tune it.
+# Under bf16/fp16 autocast a CPU gains only on large matrix products (a 512->2048 linear: 3.1x faster than
+# fp32 at 4,928 rows, no faster at 768), so there a split costs as much as on an accelerator.
 BUCKET_OVERHEAD = {"cpu": 128}
 BUCKET_OVERHEAD_DEFAULT = 1024
 
@@ -235,6 +237,26 @@ def length_buckets(lengths: Sequence[int], overhead: int) -> list[list[int]]:
         bounds.append((upto[cut[j] - 1] if cut[j] else 0, upto[j - 1]))
         j = cut[j]
     return [order[lo:hi] for lo, hi in reversed(bounds)]
+
+
+def bucket_overhead(device: torch.device) -> int:
+    """`BUCKET_OVERHEAD` for this device, the accelerators' under bf16/fp16 autocast on a CPU."""
+    if device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        return BUCKET_OVERHEAD_DEFAULT
+    return BUCKET_OVERHEAD.get(device.type, BUCKET_OVERHEAD_DEFAULT)
+
+
+def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Row indices sorted by length and packed so that rows x longest length <= ``budget`` per batch
+    (one row alone may exceed it). With budget = batch size x context length, a batch holds the
+    activations of one full-context batch, filled with short texts: COCO captions come ~270 a batch
+    instead of 64, and the matrix products are large enough for bf16 on a CPU to pay."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if not batches or (len(batches[-1]) + 1) * lengths[i] > budget:
+            batches.append([])
+        batches[-1].append(i)
+    return batches
 
 
 def encode_cut_tokens(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
@@ -429,6 +451,17 @@ class OpenClipModel(EmbeddingModel):
             return self._transform(image)
         return normalised_chw(np.asarray(self._geometry(image)), self._mean, self._std)
 
+    def _token_lengths(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B,) each text's length in tokens up to the one it is pooled at (what the tower must compute)."""
+        return pool_positions(tokens, self.model.text_pool_type, getattr(self.model, "text_eos_id", None)) + 1
+
+    def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
+        """Sorted by token length, at most ``batch_size`` x context token positions a batch (see `token_batches`)."""
+        if not self.text_on_lengths or not len(texts):
+            return super().text_batches(texts, batch_size)
+        lengths = self._token_lengths(self.tokenizer(list(texts))).tolist()
+        return token_batches(lengths, max(1, batch_size) * int(self.model.positional_embedding.shape[0]))
+
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
         """Texts of similar token length run together, each bucket cut to its longest text, and come
         back in the order given (equal to the full 77-token context up to float rounding). With
@@ -436,9 +469,9 @@ class OpenClipModel(EmbeddingModel):
         tokens = self.tokenizer(list(texts))
         if not self.text_on_lengths or torch.is_grad_enabled() or not len(texts):
             return F.normalize(self.model.encode_text(tokens.to(self.device)).float(), dim=-1)
-        lengths = pool_positions(tokens, self.model.text_pool_type, getattr(self.model, "text_eos_id", None)) + 1
+        lengths = self._token_lengths(tokens)
         out: torch.Tensor | None = None
-        for rows in length_buckets(lengths.tolist(), BUCKET_OVERHEAD.get(self.device.type, BUCKET_OVERHEAD_DEFAULT)):
+        for rows in length_buckets(lengths.tolist(), bucket_overhead(self.device)):
             idx = torch.tensor(rows, dtype=torch.long)
             emb = encode_cut_tokens(self.model, tokens[idx, :int(lengths[idx].max())].to(self.device)).float()
             if out is None:
