@@ -303,3 +303,44 @@ def test_config_models_tokenizer_is_open_clips_at_its_context_length():
         made = simple_tokenizer(context)
         assert made.context_length == context
         assert torch.equal(made(texts), SimpleTokenizer(context_length=context)(texts))
+
+
+def _layouts_seen(model):
+    """Record, per forward of each attention module, whether it ran batch-first."""
+    seen = []
+    hooks = [m.register_forward_pre_hook(lambda mod, _args: seen.append(mod.batch_first))
+             for m in model.model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
+    return seen, hooks
+
+
+def test_bf16_on_cpu_runs_sequence_first_and_agrees_with_batch_first(source):
+    """Under CPU bf16 autocast the towers run sequence-first (a CPU's bf16 product on the transposed
+    input batch-first attention makes is several times slower); embeddings agree with open_clip's own
+    batch-first forward to bf16 rounding; fp32 keeps batch-first; every module is restored."""
+    rng = np.random.default_rng(0)
+    pixels = torch.stack([source.preprocess_image(i) for i in rng.integers(0, 255, (4, 32, 32, 3), dtype=np.uint8)])
+    texts = ["a red circle", "a blue square is sliding", "not a green cross", "two shapes"]
+    seen, hooks = _layouts_seen(source)
+    try:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            got = source.encode_image(pixels), source.encode_text(texts)
+            low = list(seen)
+            want = (torch.nn.functional.normalize(source.model.encode_image(pixels).float(), dim=-1),
+                    torch.nn.functional.normalize(source.model.encode_text(source.tokenizer(texts)).float(), dim=-1))
+        seen.clear()
+        with torch.inference_mode():
+            source.encode_image(pixels), source.encode_text(texts)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert low and not any(low)  # every attention call under bf16 ran sequence-first
+    assert seen and all(seen)  # fp32: batch-first
+    assert all(m.batch_first for m in source.model.modules() if isinstance(m, torch.nn.MultiheadAttention))
+    for a, b in zip(got, want):
+        assert float((a * b).sum(-1).min()) > 0.999
+
+
+def test_the_layout_is_restored_when_a_forward_fails(source):
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError):
+        source.encode_image(torch.zeros(1, 3, 7, 7))  # too small for the patch embedding
+    assert all(m.batch_first for m in source.model.modules() if isinstance(m, torch.nn.MultiheadAttention))

@@ -91,7 +91,7 @@ class Clip4ClipModel(OpenClipModel):
 
     def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         b, t = frames.shape[:2]
-        feats = self.model.encode_image(frames.flatten(0, 1).to(self.device)).float().view(b, t, -1)
+        feats = self.image_features(frames.flatten(0, 1)).float().view(b, t, -1)
         mask = torch.ones(b, t, device=feats.device) if mask is None else mask.to(feats.device).float()
         if self.head is not None:
             feats = self.head(feats, mask).float()

@@ -259,6 +259,38 @@ def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
     return batches
 
 
+def sequence_first_stacks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """open_clip's plain ``Transformer`` stacks in ``model`` (their blocks: ``ResidualAttentionBlock`` on
+    ``nn.MultiheadAttention``), each with its attention modules: what `sequence_first` may switch."""
+    from open_clip.transformer import ResidualAttentionBlock, Transformer
+
+    found: list[torch.nn.Module] = []
+    for stack in model.modules():
+        blocks = list(getattr(stack, "resblocks", []))
+        if (type(stack) is Transformer and stack.batch_first and blocks
+                and all(type(b) is ResidualAttentionBlock and type(b.attn) is torch.nn.MultiheadAttention
+                        and b.attn.batch_first for b in blocks)):
+            found += [stack, *(b.attn for b in blocks)]
+    return found
+
+
+@contextlib.contextmanager
+def sequence_first(model: torch.nn.Module, device: torch.device) -> Iterator[None]:
+    """Under bf16/fp16 autocast on a CPU, run open_clip's transformer stacks sequence-first, the layout
+    open_clip builds with ``batch_first=False``: batch-first attention hands its input projection a
+    transposed tensor, and a CPU's bf16 matrix product on one is 2.5-8x slower than on a contiguous one
+    (ViT-B-32, 64 images: 2.0 s against 0.8 s). Same weights and operations; restored on exit. fp32
+    keeps the batch-first layout (no gain there, and torch's fused attention needs it)."""
+    switched = sequence_first_stacks(model) if device.type == "cpu" and torch.is_autocast_enabled("cpu") else []
+    for module in switched:
+        module.batch_first = False
+    try:
+        yield
+    finally:
+        for module in switched:
+            module.batch_first = True
+
+
 def encode_cut_tokens(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     """open_clip's ``CLIP.encode_text`` on tokens cut to (B, L): the positional embedding and the causal
     mask cut to L as well (only for models `causal_text_tower` accepts)."""
@@ -466,8 +498,11 @@ class OpenClipModel(EmbeddingModel):
         """Texts of similar token length run together, each bucket cut to its longest text, and come
         back in the order given (equal to the full 77-token context up to float rounding). With
         gradients on (training) or a text tower where cutting is not exact, the full context."""
-        tokens = self.tokenizer(list(texts))
-        if not self.text_on_lengths or torch.is_grad_enabled() or not len(texts):
+        with sequence_first(self.model, self.device):
+            return self._encode_tokens(self.tokenizer(list(texts)))
+
+    def _encode_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        if not self.text_on_lengths or torch.is_grad_enabled() or not len(tokens):
             return F.normalize(self.model.encode_text(tokens.to(self.device)).float(), dim=-1)
         lengths = self._token_lengths(tokens)
         out: torch.Tensor | None = None
@@ -475,13 +510,18 @@ class OpenClipModel(EmbeddingModel):
             idx = torch.tensor(rows, dtype=torch.long)
             emb = encode_cut_tokens(self.model, tokens[idx, :int(lengths[idx].max())].to(self.device)).float()
             if out is None:
-                out = emb.new_empty((len(texts), emb.shape[1]))
+                out = emb.new_empty((len(tokens), emb.shape[1]))
             out[idx.to(emb.device)] = emb
         assert out is not None
         return F.normalize(out, dim=-1)
 
+    def image_features(self, pixels: torch.Tensor) -> torch.Tensor:
+        """The image tower's output (not normalised), in the layout `sequence_first` picks."""
+        with sequence_first(self.model, self.device):
+            return self.model.encode_image(pixels.to(self.device))
+
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.model.encode_image(pixels.to(self.device)).float(), dim=-1)
+        return F.normalize(self.image_features(pixels).float(), dim=-1)
 
 
 def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | None:
