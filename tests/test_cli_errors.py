@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from negharness.contracts.errors import UserError
+
 
 def _clean_error(res, *needles):
     assert res.returncode == 2, (res.stdout, res.stderr)
@@ -69,6 +71,8 @@ def test_bad_options(cli):
     _clean_error(cli("run", "--model", "mean_colour", "--task", "example_colours", "--device", "cuda:7",
                      plugins=("good",)), "--device")
     _clean_error(cli("leaderboard", "--results-dir", "does-not-exist"), "--results-dir")
+    _clean_error(cli("run", "--model", "mean_colour", "--task", "example_colours", "-T", "n=2", "-T", "n=3",
+                     plugins=("good",)), "-T n given twice (n=2 and n=3)")
 
 
 def test_output_dir_that_is_a_file_says_so(cli, tmp_path):
@@ -93,3 +97,11 @@ def test_a_missing_pretrained_download_is_one_line(cli, tmp_path):
     assert res.returncode == 2
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: could not load pretrained weights ViT-B-32/openai")
+
+
+def test_a_repeated_option_with_the_same_value_is_one_option():
+    from negharness.cli.common import _pairs
+
+    assert _pairs(["n=2", " n = 2 ", "seed=1"], "-T") == {"n": "2", "seed": "1"}
+    with pytest.raises(UserError, match="-M arch given twice"):
+        _pairs(["arch=a", "arch=b"], "-M")

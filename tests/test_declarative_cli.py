@@ -121,7 +121,12 @@ def _bad(tmp_path: Path, text: str) -> str:
     (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {file: {notin: [a]}}"),
      "key 'data.where.file.notin': unknown key"),
     (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {v: {min: two}}"),
-     "key 'data.where.v.min': expected a number"),
+     "key 'data.where.v.min': expected a finite number"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {v: {min: .nan}}"),
+     "key 'data.where.v.min': expected a finite number, got nan"),
+    (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {v: {max: -.inf}}"),
+     "key 'data.where.v.max': expected a finite number"),
+    (lambda t: t + "min_group: 0\n", "key 'min_group': expected a whole number >= 1, got 0"),
     (lambda t: t + "authors: {ties: last, note: x}\n", "key 'authors.ties': 'last' is not one of first, wrong"),
 ])
 def test_bad_yaml_names_file_and_key(tmp_path, edit, expected):

@@ -40,6 +40,12 @@ def test_bad_qrels_lines_name_file_and_line(tmp_path):
     bad.write_text("q1 v1 yes\n")
     with pytest.raises(UserError, match=r"bad.txt:1: relevance 'yes'"):
         read_qrels(bad)
+    bad.write_text("q1 v1 nan\n")
+    with pytest.raises(UserError, match=r"bad.txt:1: relevance 'nan' is not a finite number"):
+        read_qrels(bad)
+    bad.write_text("q1 v1 1\nq2 v1 0\nq1 v1 2\nq1 0 v1 0\n")  # the same judgement twice is fine; opposite ones are not
+    with pytest.raises(UserError, match=r"bad.txt:4: q1 v1 judged not relevant here and relevant at line 1"):
+        read_qrels(bad)
     unknown = tmp_path / "u.txt"
     unknown.write_text("q1 v7 1\n")
     with pytest.raises(UserError, match="not in the collection"):

@@ -14,12 +14,16 @@ from negharness.contracts.errors import UserError
 
 
 def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
+    """KEY=VALUE options as a dict; a key given twice with two values is refused, not silently the last."""
     out: dict[str, str] = {}
     for item in values or []:
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise UserError(f"{option} {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if out.get(key, value) != value:
+            raise UserError(f"{option} {key} given twice ({key}={out[key]} and {key}={value}): give it once")
+        out[key] = value
     return out
 
 

@@ -16,6 +16,7 @@ the README's "Declarative tasks" section and checked by `parse_spec`.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import types
@@ -257,8 +258,9 @@ def _where(d: Checker) -> dict[str, Any]:
         if set(cond) <= {"reason"}:
             raise d.fail(f"where.{field}", "a filter needs min, max, in or not in")
         for key in ("min", "max"):
-            if key in cond and (isinstance(cond[key], bool) or not isinstance(cond[key], (int, float))):
-                raise d.fail(f"where.{field}.{key}", f"expected a number, got {short(cond[key])}")
+            if key in cond and (isinstance(cond[key], bool) or not isinstance(cond[key], (int, float))
+                                or not math.isfinite(cond[key])):
+                raise d.fail(f"where.{field}.{key}", f"expected a finite number, got {short(cond[key])}")
         for key in ("in", "not in"):
             if key in cond and (not isinstance(cond[key], list) or not cond[key]):
                 raise d.fail(f"where.{field}.{key}", "expected a non-empty list of values")
@@ -371,6 +373,8 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     spec["question"] = c.get("question", str, False)
     spec["group_by"] = c.strings("group_by", required=False)
     spec["min_group"] = c.get("min_group", int, False, 1)
+    if spec["min_group"] < 1:
+        raise c.fail("min_group", f"expected a whole number >= 1, got {spec['min_group']}")
     spec["authors"] = _authors(c) if kind == "choice" else None
     _metrics(c, kind, spec)
     return spec

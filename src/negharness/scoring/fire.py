@@ -20,6 +20,7 @@ task's own queries, so an N above the task's query count is refused (`check_size
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -50,6 +51,7 @@ def read_qrels(path: str | Path) -> Qrels:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"-T qrels={path}: cannot read it ({exc.__class__.__name__}: {exc})") from exc
     positives: dict[str, set[str]] = {}
+    judged: dict[tuple[str, str], tuple[bool, int]] = {}  # (query, item) -> (relevant, first line)
     n = 0
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -64,6 +66,13 @@ def read_qrels(path: str | Path) -> Qrels:
             relevance = float(parts[2])
         except ValueError:
             raise UserError(f"{path}:{lineno}: relevance {parts[2]!r} is not a number") from None
+        if not math.isfinite(relevance):
+            raise UserError(f"{path}:{lineno}: relevance {parts[2]!r} is not a finite number")
+        pair = (parts[0], parts[1])
+        earlier = judged.setdefault(pair, (relevance > 0, lineno))
+        if earlier[0] != (relevance > 0):
+            raise UserError(f"{path}:{lineno}: {pair[0]} {pair[1]} judged {'relevant' if relevance > 0 else 'not relevant'}"
+                            f" here and {'relevant' if earlier[0] else 'not relevant'} at line {earlier[1]}")
         n += 1
         if relevance > 0:
             positives.setdefault(parts[0], set()).add(parts[1])
