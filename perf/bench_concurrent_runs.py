@@ -16,7 +16,6 @@ Run: python perf/bench_concurrent_runs.py [--runs 4] [--config ViT-S-32] (``--ti
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -24,25 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 from negharness.records.results import iter_records
 from negharness.store.cache import read_shard
+from negharness.testing import random_open_clip
 
 TASK = "shapes_t2i_original"
-
-
-def random_clip(folder: Path, config: str) -> list[str]:
-    """A random-weight open_clip model of ``config`` written once: the same weights in every process."""
-    import open_clip
-    from safetensors.torch import save_file
-
-    cfg = json.loads((Path(open_clip.__file__).parent / "model_configs" / f"{config}.json").read_text())
-    (folder / "arch.json").write_text(json.dumps(cfg))
-    torch.manual_seed(0)
-    model = open_clip.model.CLIP(**cfg)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "random.safetensors"))
-    return ["--model", "clip", "--arch", str(folder / "arch.json"), "--checkpoint", str(folder / "random.safetensors")]
 
 
 def launch(model: list[str], caches: list[Path], outs: list[Path], extra: list[str]) -> float:
@@ -91,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     extra = ["--limit", "64"] if args.tiny else []
     runs = 2 if args.tiny else args.runs
     tmp = Path(tempfile.mkdtemp(prefix="concurrent-runs-"))
-    model = ["--model", args.model or "shapes_clip"] if (args.model or args.tiny) else random_clip(tmp, args.config)
+    model = ["--model", args.model or "shapes_clip"] if (args.model or args.tiny) else random_open_clip(tmp, args.config)
     print(f"{' '.join(model[:2])} ({args.model or ('shapes_clip' if args.tiny else args.config + ', random weights')}), "
           f"task {TASK}{' --limit 64' if args.tiny else ''}; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}",
           flush=True)

@@ -14,7 +14,6 @@ Run: python perf/exp_kill_resume.py [--task shapes_t2i_original] [--config ViT-S
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import subprocess
 import sys
@@ -22,21 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 from negharness.store.cache import read_shard
-
-
-def make_model(folder: Path, name: str) -> list[str]:
-    import open_clip
-    from safetensors.torch import save_file
-
-    cfg = json.loads((Path(open_clip.__file__).parent / "model_configs" / f"{name}.json").read_text())
-    (folder / "vit.json").write_text(json.dumps(cfg))
-    torch.manual_seed(0)
-    model = open_clip.model.CLIP(**cfg)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "random.safetensors"))
-    return ["--model", "clip", "--arch", str(folder / "vit.json"), "--checkpoint", str(folder / "random.safetensors")]
+from negharness.testing import random_open_clip
 
 
 def stored(cache: Path, kind: str) -> int:
@@ -71,7 +57,7 @@ def main() -> None:
     parser.add_argument("--config", default="ViT-S-32", help="an open_clip model config name")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="kill-resume-"))
-    model = make_model(tmp, args.config)
+    model = random_open_clip(tmp, args.config)
     print(f"model: {args.config} config, random weights; task {args.task}", flush=True)
     start = time.perf_counter()
     clean = run(model, args.task, tmp / "clean-cache", tmp / "clean")

@@ -8,6 +8,8 @@ per quadrant, so similarities are predictable and no weights are needed; it coun
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -125,3 +127,19 @@ def lookup(**kinds: dict[str, Any]):
         for name, factory in factories.items():
             registry.add(kind, name, factory, f"{name} (testing)", "testing")
     return PluginLookup(registry)
+
+
+def random_open_clip(folder: Path, config: str) -> list[str]:
+    """open_clip's bundled ``config`` (e.g. "ViT-B-32") with random weights (seed 0), written to
+    ``folder`` as a config file and a safetensors checkpoint; returns the ``negharness run`` options
+    that load them. Every process given these options gets the same model, and nothing is downloaded."""
+    import open_clip
+    from safetensors.torch import save_file
+
+    cfg = json.loads((Path(open_clip.__file__).parent / "model_configs" / f"{config}.json").read_text())
+    arch, weights = folder / f"{config}.json", folder / f"{config}-random.safetensors"
+    arch.write_text(json.dumps(cfg))
+    torch.manual_seed(0)
+    model = open_clip.model.CLIP(**cfg)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
+    return ["--model", "clip", "--arch", str(arch), "--checkpoint", str(weights)]
