@@ -84,6 +84,44 @@ def test_edit_in_place_with_restored_mtime_misses_the_memo(tmp_path, monkeypatch
     assert untouched.many([path]) == again.many([path]) and untouched.hashed == 0 and untouched.memo_hits == 1
 
 
+@pytest.mark.parametrize("pool_above", [content.POOL_ABOVE_SECONDS, 0.0])
+def test_file_hashes_equal_sha256_of_the_bytes_in_order(tmp_path, monkeypatch, pool_above):
+    """Empty, small and multi-chunk files, read alone or (0.0: every probe counts as slow) by the
+    pool: each hash is the SHA-256 of the file's bytes, and the answer keeps the sources' order."""
+    import hashlib
+
+    monkeypatch.setattr(content, "POOL_ABOVE_SECONDS", pool_above)
+    rng = np.random.default_rng(3)
+    sizes = [0, 1, content.CHUNK, content.CHUNK + 1, 3 * content.CHUNK + 5] + [int(s) for s in rng.integers(1, 5000, 40)]
+    paths = []
+    for i, size in enumerate(sizes):
+        paths.append(tmp_path / f"{i:03d}.bin")
+        paths[-1].write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+    expected = [hashlib.sha256(p.read_bytes()).hexdigest()[:content.DIGEST_HEX] for p in paths]
+    order = list(rng.permutation(len(paths)))
+    got = content.FileHasher(None).many([paths[i] for i in order], threads=4)
+    assert got == [expected[i] for i in order]
+
+
+def test_damaged_or_foreign_memo_lines_are_never_trusted(tmp_path, monkeypatch):
+    """Each memo line carries its checksum: a torn line, a flipped digit, a line of the older
+    format or junk is skipped (its file is hashed again), and the sound lines around it still serve."""
+    monkeypatch.setattr(content, "RACY_SECONDS", -1.0)
+    paths = [tmp_path / f"{i}.bin" for i in range(4)]
+    for i, p in enumerate(paths):
+        p.write_bytes(bytes([i]) * 100)
+    truth = content.FileHasher(tmp_path / "memo").many(paths)
+    memo = tmp_path / "memo" / "memo.jsonl"
+    lines = memo.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 4
+    digest = truth[1].encode()
+    flipped = lines[1].replace(digest, bytes([digest[0] ^ 1]) + digest[1:])  # trusted, it would serve a wrong hash
+    old_format = b"0123456789ab " + lines[2][9:]  # the SHA-256 checks of earlier versions
+    memo.write_bytes(lines[0] + flipped + old_format + b"garbage\n" + lines[3][:30])
+    again = content.FileHasher(tmp_path / "memo")
+    assert again.many(paths) == truth and again.memo_hits == 1 and again.hashed == 3
+
+
 def test_two_roots_with_the_same_ids_do_not_share(tmp_path):
     a = _jpegs(tmp_path / "a", ["red", "green", "blue"])
     b = _jpegs(tmp_path / "b", ["red", "cyan", "magenta"])  # same names, two of them different
@@ -175,6 +213,23 @@ def test_many_small_shards_are_merged(tmp_path):
     ctx = _ctx(tmp_path / "c2")  # a finished pass leaves one shard per collection
     ctx.embed_media(_images(paths))
     assert len(list((tmp_path / "c2").rglob("image*/shard-*.safetensors"))) == 1
+
+
+def test_lookup_gathers_rows_across_shards_in_key_order(tmp_path):
+    """Rows come from several shards (tables); the answer follows the keys asked, skips misses,
+    and a key added again in this process serves its newest row."""
+    store = EmbeddingCache(tmp_path).collection("ns", "col")
+    store.add(["a", "b"], torch.tensor([[1.0, 1], [2, 2]]))
+    store.add(["c"], torch.tensor([[3.0, 3]]))
+    store.add(["d", "e"], torch.tensor([[4.0, 4], [5, 5]]))
+    pos, vecs = store.lookup(["e", "x", "a", "c", "b", "y"])
+    assert pos == [0, 2, 3, 4] and vecs[:, 0].tolist() == [5, 1, 3, 2]
+    store.add(["a"], torch.tensor([[9.0, 9]]))
+    assert store.lookup(["a"])[1].tolist() == [[9, 9]]
+    assert store.lookup(["x"])[0] == [] and store.lookup(["x"])[1].shape == (0, 2)
+    reader = EmbeddingCache(tmp_path).collection("ns", "col")  # a later process reads the shards
+    pos, vecs = reader.lookup(["d", "a", "e"])
+    assert pos == [0, 1, 2] and vecs[:, 0].tolist() == [4, 1, 5]
 
 
 def _write_video(path: Path, shade: int, n_frames: int = 8) -> Path:

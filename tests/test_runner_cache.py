@@ -43,6 +43,33 @@ def test_rerun_encodes_nothing_and_returns_the_same(tmp_path):
     assert model.encoded == {"text": 2, "image": 6}
 
 
+def test_content_keys_from_the_task_key_items_without_reading_them(tmp_path):
+    """A set that brings its own content keys is looked up by them: a warm run reads no pixels, and
+    other keys over the same pixels are other entries."""
+    colours = ["red", "green", "blue"]
+    imgs = [solid_image(c) for c in colours]
+    reads = []
+
+    def load(i):
+        reads.append(i)
+        return imgs[i]
+
+    def keyed(keys):
+        return MediaSet("test/keyed", "image", colours, load, cheap=True, content_keys=keys)
+
+    model = KeywordModel()
+    first = CachedEvalContext(model, RunSettings(batch_size=4), EmbeddingCache(tmp_path)).embed_media(keyed(["a", "b", "c"]))
+    assert sorted(reads) == [0, 1, 2]
+    reads.clear()
+    again = CachedEvalContext(model, RunSettings(batch_size=4), EmbeddingCache(tmp_path))
+    assert torch.equal(again.embed_media(keyed(["a", "b", "c"])), first) and reads == []
+    assert again.counters.media_cached == 3
+    again.embed_media(keyed(["a", "b", "z"]))
+    assert reads == [2] and again.counters.media_encoded == 1
+    with pytest.raises(ValueError, match="2 content_keys for 3 ids"):
+        keyed(["a", "b"])
+
+
 class _Crash(RuntimeError):
     pass
 

@@ -141,3 +141,22 @@ def test_world_media_takes_the_sampled_frames(tmp_path):
     assert np.array_equal(one.load(3), world.pixels[3][[2]]) and one.key == f"{whole.key}/segments:1"
     half = task.media(world, Ctx(FrameSampling("fps", fps=1.0)))  # the world runs at 2 fps: frames 0 and 2
     assert np.array_equal(half.load(0), world.pixels[0][[0, 2]])
+    keys = {m.content_keys[0] for m in (whole, one, half)}
+    assert len(keys) == 3  # other frames, other cache entries
+    assert whole.content_keys == task.media(world, Ctx(None)).content_keys  # stable across calls
+
+
+def test_world_content_keys_follow_the_pixels(tmp_path):
+    """The world's media are keyed by a hash of all its pixels and the row: one changed pixel
+    anywhere gives every item a new key, and the pixels cannot be changed in place."""
+    from negharness.world.media import WorldData
+
+    world = load_world(0, "test", "image", 8, tmp_path)
+    with pytest.raises(ValueError):
+        world.pixels[0, 0, 0, 0] = 1
+    pixels = world.pixels.copy()
+    pixels[5, 3, 3, 0] ^= 1
+    other = WorldData(world.ids, world.captions, world.groups, pixels)
+    assert other.digest != world.digest
+    assert WorldData(world.ids, world.captions, world.groups, world.pixels.copy()).digest == world.digest
+

@@ -3,6 +3,7 @@ cache, rank 0 scores; numbers equal a single process's, every item encoded once 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -51,6 +52,8 @@ def test_media_subset_keeps_key_and_items() -> None:
     assert (sub.key, sub.kind, sub.ids) == (media.key, media.kind, ["green", "cyan"])
     assert (sub.load(1) == solid_image("cyan")).all()
     assert [(x == solid_image(c)).all() for x, c in zip(sub.load_batch([1, 0]), ["cyan", "green"])] == [True, True]
+    keyed = dataclasses.replace(media, content_keys=[f"k{i}" for i in range(len(media))])
+    assert media_subset(keyed, [1, 4]).content_keys == ["k1", "k4"]  # a rank's items keep the full set's keys
 
 
 def test_two_simulated_ranks_fill_the_cache_once(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     "save_safetensors": "negharness.io.checkpoints",
     "atomic_write": "negharness.store.atomic", "atomic_write_bytes": "negharness.store.atomic",
     "atomic_write_json": "negharness.store.atomic", "atomic_write_text": "negharness.store.atomic",
-    "cached_json": "negharness.store.atomic",
+    "cached_json": "negharness.store.atomic", "hash_array": "negharness.store.content",
     # published numbers
     "published_notes": "negharness.records.published",
     "QueryBuild": "negharness.contracts.queries",
@@ -186,3 +186,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         atomic_write_text,
         cached_json,
     )
+    from negharness.store.content import hash_array

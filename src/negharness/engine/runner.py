@@ -158,6 +158,8 @@ class CachedEvalContext(RunContext):
         return f"{media.kind}:{media.key}", list(media.ids)
 
     def _memory_keys(self, media: MediaSet) -> list[str | None]:
+        if media.content_keys is not None:  # the task's own content keys: no pixels read
+            return list(media.content_keys)
         if media.load_batch is None:
             return [hash_array(media.load(i)) for i in range(len(media))]
         keys: list[str | None] = []
@@ -182,18 +184,23 @@ class CachedEvalContext(RunContext):
     def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """(N, D) float32 on CPU, in the order given; each distinct text is encoded at most once."""
         unique = list(dict.fromkeys(texts))
+        if not unique:
+            return torch.empty(0, 0)
         keys = [text_key(t) for t in unique]
         store = self._collection("text")
         emb: dict[int, torch.Tensor] = {}
+        table = None
         if store is not None:
             pos, vecs = store.lookup(keys)
-            emb.update(zip(pos, vecs))
-        todo = [i for i in range(len(unique)) if i not in emb]
+            if len(pos) == len(unique):
+                table = vecs  # all cached, in order: no row-by-row assembly
+            else:
+                emb.update(zip(pos, vecs))
+        todo = [i for i in range(len(unique)) if i not in emb] if table is None else []
         self.counters.texts_cached += len(unique) - len(todo)
         self._encode_shared(store, keys, todo, emb, lambda idx: self._encode_texts(unique, keys, idx, emb, store), "texts")
-        if not unique:
-            return torch.empty(0, 0)
-        table = torch.stack([emb[i] for i in range(len(unique))])
+        if table is None:
+            table = torch.stack([emb[i] for i in range(len(unique))])
         where = {t: i for i, t in enumerate(unique)}
         return table[torch.tensor([where[t] for t in texts], dtype=torch.long)]
 
@@ -212,6 +219,9 @@ class CachedEvalContext(RunContext):
         if store is not None:
             known = [i for i, k in enumerate(keys) if k is not None]
             pos, vecs = store.lookup([keys[i] for i in known])
+            if len(pos) == len(media) and len(media):
+                self.counters.media_cached += len(media)
+                return vecs  # every item cached, in order
             emb.update((known[p], v) for p, v in zip(pos, vecs))
         todo, same_as, first = [], {}, {}
         for i in range(len(media)):

@@ -61,14 +61,15 @@ class _Subset:
 
 def media_subset(media: MediaSet, positions: list[int]) -> MediaSet:
     """The items at ``positions``, same key and kind, so their cache entries are the full set's.
-    Any per-item field besides ids (``sources``, where the cache keys items by content) is cut too."""
+    The per-item fields besides ids (``sources`` and ``content_keys``, by which the cache keys items) are cut too."""
     changes: dict[str, Any] = {"ids": [media.ids[p] for p in positions],
                                "load": _Subset(media.load, positions, False)}
     if media.load_batch is not None:
         changes["load_batch"] = _Subset(media.load_batch, positions, True)
     names = {f.name for f in dataclasses.fields(media)}
-    if "sources" in names and getattr(media, "sources", None) is not None:
-        changes["sources"] = [media.sources[p] for p in positions]
+    for name in ("sources", "content_keys"):
+        if name in names and getattr(media, name, None) is not None:
+            changes[name] = [getattr(media, name)[p] for p in positions]
     return dataclasses.replace(media, **changes)
 
 

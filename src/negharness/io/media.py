@@ -40,8 +40,10 @@ class MediaSet:
     video, the sampled frame files in order) that item ``i`` is decoded from, and ``recipe`` says how
     (frame source, decoder and version, frame sampling); build file-backed sets with `image_files`,
     `video_files` or `frame_folders`, which fill both. In-memory (``cheap``) items are keyed by a
-    hash of their array. A set with neither is keyed by ``(key, id)`` only, as third-party tasks
-    built before content keys were.
+    hash of their array, or by ``content_keys[i]`` where the task knows a cheaper one that still
+    changes with the pixels (e.g. the hash of the one array all items are rows of, and the row: one
+    hash per set instead of one per item on every run). A set with neither is keyed by ``(key, id)``
+    only, as third-party tasks built before content keys were.
     """
 
     key: str
@@ -52,10 +54,13 @@ class MediaSet:
     load_batch: Callable[[list[int]], Any] | None = None
     sources: Sequence[Any] | None = None
     recipe: str | None = None
+    content_keys: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("image", "video"):
             raise ValueError(f"MediaSet kind must be image or video, not {self.kind!r}")
+        if self.content_keys is not None and len(self.content_keys) != len(self.ids):
+            raise ValueError(f"MediaSet {self.key}: {len(self.content_keys)} content_keys for {len(self.ids)} ids")
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -28,6 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from negharness.store.atomic import atomic_write, atomic_write_json
@@ -172,7 +173,9 @@ class CollectionCache:
         self.flush_every = flush_every
         self.sync_seconds = sync_seconds
         self.compact_over = compact_over
-        self._index: dict[str, torch.Tensor] | None = None
+        self._index: dict[str, int] | None = None  # key -> row of the tables stacked: no tensor per row
+        self._tables: list[torch.Tensor] = []
+        self._starts: list[int] = []  # each table's first row
         self._pending_ids: list[str] = []
         self._pending: list[torch.Tensor] = []
         self._written: list[tuple[Path, list[str], torch.Tensor]] = []  # this process's shards not yet merged
@@ -182,7 +185,7 @@ class CollectionCache:
         self.damaged: list[Path] = []
         self.claims = Claims(folder, _HOST)
 
-    def _load(self) -> dict[str, torch.Tensor]:
+    def _load(self) -> dict[str, int]:
         if self._index is None:
             self._index = {}
             good = self._read_new()
@@ -206,9 +209,29 @@ class CollectionCache:
                 continue
             self._seen.add(shard.name)
             good.append((shard, ids, emb))
-            for i, key in enumerate(ids):
-                self._index.setdefault(key, emb[i])
+            start = self._append_table(emb)
+            for key, row in zip(ids, range(start, start + len(ids))):
+                self._index.setdefault(key, row)
         return good
+
+    def _append_table(self, emb: torch.Tensor) -> int:
+        """Keep ``emb`` as the next table; returns its first row's number."""
+        start = self._starts[-1] + len(self._tables[-1]) if self._tables else 0
+        self._tables.append(emb)
+        self._starts.append(start)
+        return start
+
+    def _gather(self, rows: np.ndarray) -> torch.Tensor:
+        """The embeddings at ``rows`` (numbers across all tables), a table at a time. In numpy: a
+        lookup is small, and torch would wake its idle OpenMP threads for it (passive waiting)."""
+        if len(self._tables) == 1:
+            return torch.from_numpy(self._tables[0].numpy()[rows])
+        which = np.searchsorted(np.asarray(self._starts), rows, side="right") - 1
+        out = np.empty((len(rows), self._tables[0].shape[1]), dtype=np.float32)
+        for table in np.unique(which).tolist():
+            sel = which == table
+            out[sel] = self._tables[table].numpy()[rows[sel] - self._starts[table]]
+        return torch.from_numpy(out)
 
     def refresh(self) -> None:
         """Take in what other processes wrote since this one last looked (after waiting for them)."""
@@ -262,17 +285,22 @@ class CollectionCache:
                 except OSError:
                     pass
 
-    def lookup(self, keys: Sequence[str]) -> tuple[list[int], list[torch.Tensor]]:
-        """Positions of ``keys`` that are cached, and their embeddings."""
+    def lookup(self, keys: Sequence[str]) -> tuple[list[int], torch.Tensor]:
+        """Positions of ``keys`` that are cached (ascending), and their embeddings as one (n, D)
+        table: gathered by row numbers, never a Python object per row."""
         index = self._load()
-        found = [(i, index[k]) for i, k in enumerate(keys) if k in index]
-        return [i for i, _ in found], [e for _, e in found]
+        rows = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
+        hit = np.flatnonzero(rows >= 0)
+        if not len(hit):
+            return [], torch.empty(0, self._tables[0].shape[1] if self._tables else 0)
+        return hit.tolist(), self._gather(rows[hit])
 
     def add(self, keys: Sequence[str], emb: torch.Tensor) -> None:
         emb = emb.detach().float().cpu()
         index = self._load()
-        for i, k in enumerate(keys):
-            index[k] = emb[i]
+        start = self._append_table(emb)
+        for key, row in zip(keys, range(start, start + len(keys))):
+            index[key] = row
         self._pending_ids.extend(keys)
         self._pending.append(emb)
         if len(self._pending_ids) >= self.flush_every:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from negharness.api import atomic_write_bytes
+from negharness.api import atomic_write_bytes, hash_array
 
 from .render import render_image, render_video
 from .scenes import WORLD_VERSION, build_split
@@ -26,7 +26,16 @@ class WorldData:
     ids: list[str]
     captions: list[list[str]]
     groups: list[str]  # facts key per item: equal keys are indistinguishable items
-    pixels: np.ndarray  # uint8 (N, T, 32, 32, 3) for videos, (N, 32, 32, 3) for images
+    pixels: np.ndarray  # uint8 (N, T, 32, 32, 3) for videos, (N, 32, 32, 3) for images (read-only)
+
+    def __post_init__(self) -> None:
+        self.pixels.flags.writeable = False  # the digest below stays the pixels' hash
+
+    @cached_property
+    def digest(self) -> str:
+        """Hash of all the pixels, once per split and process: the cache keys an item by it and the
+        item's row (`MediaSet.content`) instead of hashing 500 arrays one by one on every run."""
+        return hash_array(self.pixels)
 
 
 def _generate(seed: int, split: str, kind: str, n: int) -> WorldData:
