@@ -197,6 +197,33 @@ def test_a_flipped_bit_in_a_shard_is_detected_named_and_encoded_again(tmp_path):
     assert third.counters.media_cached == len(paths)
 
 
+def _v3_shard(path: Path, ids: list[str], emb: torch.Tensor, flip: bool = False) -> None:
+    """A shard as the previous version wrote it: SHA-256 checksum (first 32 hex digits)."""
+    import hashlib
+
+    from safetensors.torch import save_file
+
+    owner = f"{path.parent.parent.name}/{path.parent.name}"
+    ids_json = json.dumps(ids)
+    h = hashlib.sha256(owner.encode() + b"\0" + ids_json.encode() + str(tuple(emb.shape)).encode())
+    h.update(emb.numpy().tobytes())
+    checksum = h.hexdigest()[:32]
+    if flip:
+        checksum = ("0" if checksum[0] != "0" else "1") + checksum[1:]
+    save_file({"emb": emb}, str(path), metadata={"format": "negharness-shard-v3", "owner": owner, "ids": ids_json,
+                                                 "checksum": checksum})
+
+
+def test_shards_of_the_previous_format_are_still_served_and_still_checked(tmp_path):
+    store = EmbeddingCache(tmp_path).collection("ns", "col")
+    _v3_shard(store.folder / "shard-1-h-1.safetensors", ["a", "b"], torch.tensor([[1.0, 2], [3, 4]]))
+    _v3_shard(store.folder / "shard-2-h-1.safetensors", ["c"], torch.tensor([[5.0, 6]]), flip=True)
+    reader = EmbeddingCache(tmp_path).collection("ns", "col")
+    with pytest.warns(UserWarning, match="shard-2-h-1.*checksum mismatch"):
+        pos, vecs = reader.lookup(["a", "b", "c"])
+    assert pos == [0, 1] and vecs.tolist() == [[1, 2], [3, 4]]
+
+
 def test_many_small_shards_are_merged(tmp_path):
     paths = _jpegs(tmp_path / "root", COLOUR_NAMES)
     cache = EmbeddingCache(tmp_path / "c")
