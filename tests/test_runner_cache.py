@@ -44,8 +44,9 @@ def test_rerun_encodes_nothing_and_returns_the_same(tmp_path):
 
 
 def test_content_keys_from_the_task_key_items_without_reading_them(tmp_path):
-    """A set that brings its own content keys is looked up by them: a warm run reads no pixels, and
-    other keys over the same pixels are other entries."""
+    """A set that brings its own content keys is looked up by them, among the sets of its key: a
+    warm run reads no pixels, other keys over the same pixels are other entries, and another set's
+    equal keys are not this set's."""
     colours = ["red", "green", "blue"]
     imgs = [solid_image(c) for c in colours]
     reads = []
@@ -66,6 +67,10 @@ def test_content_keys_from_the_task_key_items_without_reading_them(tmp_path):
     assert again.counters.media_cached == 3
     again.embed_media(keyed(["a", "b", "z"]))
     assert reads == [2] and again.counters.media_encoded == 1
+    other = MediaSet("test/other", "image", colours, load, cheap=True, content_keys=["a", "b", "c"])
+    reads.clear()
+    again.embed_media(other)
+    assert sorted(reads) == [0, 1, 2]
     with pytest.raises(ValueError, match="2 content_keys for 3 ids"):
         keyed(["a", "b"])
 

@@ -32,7 +32,8 @@ from negharness.io.media import (
 from negharness.store.cache import EmbeddingCache, text_key
 from negharness.store.content import hash_array
 
-CACHE_KEYS = 3  # 2: media keyed by content hash and decoding recipe, shards with checksums; 3: shards name their collection
+CACHE_KEYS = 4  # 2: media keyed by content hash and decoding recipe, shards with checksums; 3: shards name their
+# collection; 4: CRC-32 shard checksums (a namespace apart, so an older negharness on the same cache never meets them)
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -148,7 +149,10 @@ class CachedEvalContext(RunContext):
         file(s) under a collection named by the decoding recipe, so the same bytes reached through
         any task or data root share one entry. In-memory sets: a hash of each item's array. Sets with
         neither: the collection key and item id. A None key (a file that cannot be read) is never
-        looked up nor stored; its decoder reports it."""
+        looked up nor stored; its decoder reports it. A set with ``content_keys`` is keyed by them, in a
+        collection of its own key, so a third party's weak keys never meet another set's."""
+        if media.content_keys is not None:  # the task's own: no file or pixel read; scoped by the set's key
+            return f"{media.kind}|content|{media.key}", list(media.content_keys)
         if media.sources is not None:
             assert self.cache is not None
             threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
@@ -158,8 +162,6 @@ class CachedEvalContext(RunContext):
         return f"{media.kind}:{media.key}", list(media.ids)
 
     def _memory_keys(self, media: MediaSet) -> list[str | None]:
-        if media.content_keys is not None:  # the task's own content keys: no pixels read
-            return list(media.content_keys)
         if media.load_batch is None:
             return [hash_array(media.load(i)) for i in range(len(media))]
         keys: list[str | None] = []

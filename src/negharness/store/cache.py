@@ -36,9 +36,8 @@ from negharness.store.atomic import atomic_write, atomic_write_json
 from negharness.store.claims import Claim, Claims, folder_mutex
 from negharness.store.content import FileHasher
 
-FORMAT = "negharness-shard-v4"  # v4: CRC-32 checksum (v3's SHA-256 cost a warm run more than the lookup)
-READABLE_FORMATS = ("negharness-shard-v3", FORMAT)  # v3: each shard names its collection folder
-OLD_FORMATS = ("negharness-shard-v2",)
+FORMAT = "negharness-shard-v4"  # v4: CRC-32 checksum; v3: SHA-256; v3 and up name their collection folder
+OLD_FORMATS = ("negharness-shard-v2", "negharness-shard-v3")  # kept apart by the namespace (runner's CACHE_KEYS)
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
 COMPACT_OVER = 16  # shards in one collection folder before a load merges them
 SYNC_SECONDS = 2.0  # the longest a written shard waits for an fsync
@@ -59,17 +58,12 @@ def shard_owner(path: Path) -> str:
     return f"{path.parent.parent.name}/{path.parent.name}"
 
 
-def shard_checksum(ids_json: str, emb: torch.Tensor, owner: str = "", fmt: str = FORMAT) -> str:
-    """Checksum of the owner, the ids, the shape and the float32 bytes: any flipped bit, torn write
-    or swapped row changes it. CRC-32 (v4) detects damage as surely as v3's SHA-256 at a third of
-    the cost; neither is meant to stop someone who edits the cache on purpose."""
+def shard_checksum(ids_json: str, emb: torch.Tensor, owner: str = "") -> str:
+    """CRC-32 of the owner, the ids, the shape and the float32 bytes. It guards against damage (a
+    torn write, a flipped bit, a swapped row: missed once in 2^32), at a third of the SHA-256 that
+    v3 used, whose stronger guarantee bought nothing here: neither stops a deliberate edit."""
     parts = (owner.encode("utf-8") + b"\0", ids_json.encode("utf-8"), str(tuple(emb.shape)).encode(),
              memoryview(emb.contiguous().numpy()).cast("B"))
-    if fmt == "negharness-shard-v3":
-        h = hashlib.sha256()
-        for part in parts:
-            h.update(part)
-        return h.hexdigest()[:32]
     crc = 0
     for part in parts:
         crc = zlib.crc32(part, crc)
@@ -100,11 +94,11 @@ def read_shard(path: Path) -> tuple[list[str], torch.Tensor]:
         raise DamagedShard(f"unreadable ({type(exc).__name__})") from exc
     if meta.get("format") in OLD_FORMATS:
         raise ForeignShard("written by an older negharness, before shards named their model and collection")
-    if meta.get("format") not in READABLE_FORMATS or "ids" not in meta or "checksum" not in meta or "owner" not in meta:
+    if meta.get("format") != FORMAT or "ids" not in meta or "checksum" not in meta or "owner" not in meta:
         raise DamagedShard("no checksum (not written by this version)")
     if emb.dtype != torch.float32 or emb.ndim != 2:
         raise DamagedShard("not a (N, D) float32 table")
-    if shard_checksum(meta["ids"], emb, meta["owner"], meta["format"]) != meta["checksum"]:
+    if shard_checksum(meta["ids"], emb, meta["owner"]) != meta["checksum"]:
         raise DamagedShard("checksum mismatch")
     if meta["owner"] != shard_owner(path):
         raise ForeignShard(f"written for {meta['owner']}, another model or collection, not {shard_owner(path)}")
@@ -218,10 +212,23 @@ class CollectionCache:
                 continue
             self._seen.add(shard.name)
             good.append((shard, ids, emb))
-            start = self._append_table(emb)
-            for key, row in zip(ids, range(start, start + len(ids))):
-                self._index.setdefault(key, row)
+            self._take_new_rows(ids, emb)
         return good
+
+    def _take_new_rows(self, ids: list[str], emb: torch.Tensor) -> None:
+        """Index the rows whose ids are not indexed yet (the first row of an id wins), keeping only
+        those: a shard another process merged from ones already read adds nothing to memory."""
+        assert self._index is not None
+        fresh: dict[str, int] = {}
+        for i, key in enumerate(ids):
+            if key not in self._index and key not in fresh:
+                fresh[key] = i
+        if not fresh:
+            return
+        if len(fresh) < len(ids):
+            emb = emb[torch.tensor(list(fresh.values()), dtype=torch.long)]
+        start = self._append_table(emb)
+        self._index.update(zip(fresh, range(start, start + len(fresh))))
 
     def _append_table(self, emb: torch.Tensor) -> int:
         """Keep ``emb`` as the next table; returns its first row's number."""
@@ -306,6 +313,8 @@ class CollectionCache:
 
     def add(self, keys: Sequence[str], emb: torch.Tensor) -> None:
         emb = emb.detach().float().cpu()
+        if emb.ndim != 2 or emb.shape[0] != len(keys):
+            raise ValueError(f"cache add: {len(keys)} keys for embeddings of shape {tuple(emb.shape)}")
         index = self._load()
         start = self._append_table(emb)
         for key, row in zip(keys, range(start, start + len(keys))):
