@@ -101,6 +101,40 @@ def test_8_bit_modes_are_still_read(tmp_path, mode):
         assert np.asarray(im.convert("RGB")).shape == (16, 16, 3)
 
 
+def test_training_and_declarative_loaders_refuse_16_bit_images_too(tmp_path):
+    """Every loader that decodes images whole (nT2VR and NegBench training sets, declarative tasks'
+    files and base64 records) refuses a 16-bit PNG naming it, as evaluation does, instead of
+    training on or scoring clipped pixels; 8-bit files still load."""
+    import base64
+    import io
+
+    from negharness.api import FrameSampling, read_rgb
+    from negharness.declarative.tasks import MediaRef, _load_image
+    from negharness.tasks.negbench.training import _loader
+    from negharness.tasks.nt2vr.training import media_loader
+
+    (tmp_path / "images").mkdir()
+    wide, fine = tmp_path / "images" / "wide.png", tmp_path / "images" / "fine.png"
+    Image.fromarray(np.tile(np.linspace(0, 65535, 16).astype(np.uint16), (16, 1))).save(wide)
+    Image.fromarray(np.full((16, 16, 3), 7, np.uint8)).save(fine)
+    blob = base64.b64encode(wide.read_bytes()).decode()
+    loads = {"nt2vr": media_loader(tmp_path, ["wide"], "image", FrameSampling("segments", 4), "here"),
+             "negbench": _loader([wide], FrameSampling("segments", 4), "here")[1],
+             "declarative": lambda _i: _load_image(MediaRef("r1", path=wide))}
+    for name, load in loads.items():
+        with pytest.raises(MediaError, match=r"wide\.png: 16-bit image \(mode I;16\)"):
+            load(0)
+    with pytest.raises(MediaError, match=r"record 7: 16-bit image"):
+        _load_image(MediaRef("record 7", base64=blob))
+    with pytest.raises(MediaError, match="record 8: empty or not an image"):
+        _load_image(MediaRef("record 8", base64="%%%"))  # decodes (leniently, as VLMEvalKit's) to nothing
+    with pytest.raises(MediaError, match="r9: empty or not an image"):
+        read_rgb(io.BytesIO(b"not an image"), "r9")
+    assert read_rgb(fine).mode == "RGB" and np.asarray(read_rgb(fine))[0, 0].tolist() == [7, 7, 7]
+    crop = _load_image(MediaRef("r2", path=fine, crop=(2, 3, 5, 4)))
+    assert crop.size == (5, 4) and crop.mode == "RGB"
+
+
 def test_truncated_jpeg_decoded_in_dataloader_workers(cli, tmp_path):
     """Exceptions from worker processes arrive wrapped in the worker's traceback: only the message is shown."""
     folder = _flickr(tmp_path / "data")

@@ -67,7 +67,7 @@ _EXPORTS: dict[str, str] = {
     # media, files, checkpoints
     "MediaSet": "negharness.io.media", "image_files": "negharness.io.media", "video_files": "negharness.io.media",
     "frame_folders": "negharness.io.media", "decode_video": "negharness.io.video", "load_frames": "negharness.io.video",
-    "require_8bit": "negharness.io.image_files",
+    "require_8bit": "negharness.io.image_files", "read_rgb": "negharness.io.image_files",
     "RootGuard": "negharness.io.paths", "data_root": "negharness.io.paths", "cache_root": "negharness.io.paths",
     "require_regular": "negharness.io.paths", "load_or_explain": "negharness.io.hub",
     "check_csv_header": "negharness.io.csv_rows", "check_csv_width": "negharness.io.csv_rows",
@@ -154,7 +154,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     )
     from negharness.io.csv_rows import check_csv_header, check_csv_width
     from negharness.io.hub import load_or_explain
-    from negharness.io.image_files import require_8bit
+    from negharness.io.image_files import read_rgb, require_8bit
     from negharness.io.media import MediaSet, frame_folders, image_files, video_files
     from negharness.io.paths import RootGuard, cache_root, data_root, require_regular
     from negharness.io.video import decode_video, load_frames

@@ -29,6 +29,7 @@ from negharness.declarative.annotations import (
     read_records,
     short,
 )
+from negharness.io.image_files import read_rgb
 from negharness.io.paths import RootGuard
 
 if TYPE_CHECKING:
@@ -85,22 +86,24 @@ class ChoiceRow:
 
 
 def _load_image(ref: MediaRef) -> Any:
-    from PIL import Image
+    """The record's image decoded to RGB (cropped where it says so); 16-bit and float images are
+    refused, naming the file or record, rather than clipped by the conversion."""
+    if ref.base64 is not None:
+        import base64
+        import binascii
+        import io
 
-    try:
-        if ref.base64 is not None:
-            import base64
-            import io
-
-            image = Image.open(io.BytesIO(base64.b64decode(ref.base64)))
-        else:
-            image = Image.open(ref.path)
-        if ref.crop is not None:
-            x, y, w, h = ref.crop
-            image = image.convert("RGB").crop((x, y, x + w, y + h))
-        return image
-    except (OSError, ValueError) as exc:
-        raise MediaError(f"cannot read image {ref.path or ref.id}: {exc}") from exc
+        try:
+            data = base64.b64decode(ref.base64)
+        except (binascii.Error, ValueError) as exc:
+            raise MediaError(f"cannot read image {ref.id}: not base64 ({exc})") from exc
+        image = read_rgb(io.BytesIO(data), ref.id)
+    else:
+        image = read_rgb(ref.path)
+    if ref.crop is not None:
+        x, y, w, h = ref.crop
+        image = image.crop((x, y, x + w, y + h))
+    return image
 
 
 class DeclarativeTask(Task):

@@ -41,6 +41,32 @@ def open_image(path: str | Path) -> Any:
     return image
 
 
+def read_rgb(source: str | Path | Any, name: str | Path | None = None) -> Any:
+    """An image file (a path, or an open binary file such as ``BytesIO``) decoded whole to RGB, for
+    loaders that keep pixels rather than a lazy image: fails as `open_image` does, naming ``name``
+    (default: the path), and refuses 16-bit and float images rather than clipping them."""
+    from PIL import Image
+
+    name = name if name is not None else source
+    if isinstance(source, (str, Path)):
+        with open_image(source) as image:
+            return _decoded_rgb(image, name)
+    try:
+        image = Image.open(source)
+    except (*DECODE_ERRORS, ValueError, Image.DecompressionBombError) as exc:
+        raise MediaError(f"cannot read image {name}: {_reason(exc)}") from exc
+    with image:
+        require_8bit(image, name)
+        return _decoded_rgb(image, name)
+
+
+def _decoded_rgb(image: Any, name: str | Path) -> Any:
+    try:
+        return image.convert("RGB")
+    except DECODE_ERRORS as exc:
+        raise decode_failure(image, exc, str(name)) from exc
+
+
 def wide_mode(mode: str) -> str | None:
     """What a Pillow mode with more than 8 bits per channel is ("16-bit"), or None for an 8-bit one.
     ``convert("RGB")`` clips such pixels to 0..255 (a 0..65535 gradient comes out almost all white),

@@ -23,13 +23,13 @@ from typing import Any, Callable
 
 from negharness.api import (
     FrameSampling,
-    MediaError,
     TrainingSet,
     TrainSetOptions,
     TrainStream,
     UserError,
     decode_video,
     named_trainset,
+    read_rgb,
 )
 from negharness.tasks.nt2vr.training import file_digest
 
@@ -105,16 +105,7 @@ def _loader(paths: list[Path], sampling: FrameSampling, where: str) -> tuple[str
     if kind == "video":
         return kind, lambda i: decode_video(paths[i], sampling)
 
-    def image(i: int) -> Any:
-        from PIL import Image
-
-        try:
-            with Image.open(paths[i]) as im:
-                return im.convert("RGB")
-        except OSError as exc:
-            raise MediaError(f"cannot read image {paths[i]}: {exc}") from exc
-
-    return kind, image
+    return kind, lambda i: read_rgb(paths[i])
 
 
 def _ids(paths: list[Path], root: Path) -> list[str]:

@@ -24,7 +24,6 @@ from typing import Any, Callable
 
 from negharness.api import (
     FrameSampling,
-    MediaError,
     TrainingSet,
     TrainSetOptions,
     TrainStream,
@@ -34,6 +33,7 @@ from negharness.api import (
     decode_video,
     load_frames,
     named_trainset,
+    read_rgb,
 )
 from negharness.text.negator import negate
 from negharness.text.nt2vr_files import (
@@ -93,17 +93,7 @@ def media_loader(folder: Path, ids: list[str], kind: str, sampling: FrameSamplin
     _report_missing([v for v, f in zip(ids, files) if f is None], f"{directory}/<id>{exts[0]}", where)
     if kind == "video":
         return lambda i: decode_video(files[i], sampling)
-    return lambda i: _open_image(files[i])
-
-
-def _open_image(path: Path) -> Any:
-    from PIL import Image
-
-    try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
-    except OSError as exc:
-        raise MediaError(f"cannot read image {path}: {exc}") from exc
+    return lambda i: read_rgb(files[i])
 
 
 def _report_missing(missing: list[str], pattern: str, where: str) -> None:
