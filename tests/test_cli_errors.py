@@ -73,6 +73,8 @@ def test_bad_options(cli):
     _clean_error(cli("leaderboard", "--results-dir", "does-not-exist"), "--results-dir")
     _clean_error(cli("run", "--model", "mean_colour", "--task", "example_colours", "-T", "n=2", "-T", "n=3",
                      plugins=("good",)), "-T n given twice (n=2 and n=3)")
+    _clean_error(cli("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "-T", "n_items=100000000"),
+                 "-T n_items=100000000", "must be at most 100000")  # was: a silent run until memory ran out
 
 
 def test_output_dir_that_is_a_file_says_so(cli, tmp_path):

@@ -37,6 +37,7 @@ class OptionSpec:
     help: str = ""
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
+    maximum: float | None = None
     changes_numbers: bool = True  # False for speed knobs (a batch size): left out of configs and cache keys
 
     def parse(self, raw: str, what: str) -> Any:
@@ -53,6 +54,8 @@ class OptionSpec:
             raise UserError(f"{what}: choose one of {', '.join(map(str, self.choices))}")
         if self.minimum is not None and value < self.minimum:
             raise UserError(f"{what}: must be at least {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise UserError(f"{what}: must be at most {self.maximum:g}")
         return value
 
 

@@ -29,6 +29,7 @@ from negharness.world.queries import load_world_queries
 from negharness.world.scenes import WORLD_VERSION
 
 TEST_ITEMS = 500
+MAX_ITEMS = 100_000
 WORLD_FPS = 2.0  # the world's clips are read as frames 0.5 s apart, the rate of nT2VR's extracted frames
 
 
@@ -43,7 +44,8 @@ class _ShapesRetrieval(Task):
     task_options = {
         "world_seed": OptionSpec(int, 0, "seed the world is generated from"),
         "split": OptionSpec(str, "test", "which split of the world", choices=("train", "val", "test")),
-        "n_items": OptionSpec(int, TEST_ITEMS, "items of the split to evaluate on", minimum=1),
+        "n_items": OptionSpec(int, TEST_ITEMS, "items of the split to evaluate on (ids have five digits; 100,000 "
+                              "clips hold 1.2 GB of pixels in memory)", minimum=1, maximum=MAX_ITEMS),
     }
 
     def __init__(self, options: TaskOptions) -> None:
