@@ -223,7 +223,7 @@ def _media_inputs(tmp: Path) -> tuple[list[MediaSet], list[str]]:
             video_files("bench/vids", [p.name for p in vids], vids, FrameSampling("segments", 4)),
             MediaSet("bench/world", "image", world.ids[:LIMIT], lambda i: pixels[i], cheap=True,
                      load_batch=lambda pos: pixels[pos],
-                     content_keys=[f"{world.digest}#{i}" for i in range(len(world.ids[:LIMIT]))])], [c for caps in world.captions[:LIMIT] for c in caps]
+                     content_keys=world.row_keys[:LIMIT])], [c for caps in world.captions[:LIMIT] for c in caps]
 
 
 def _embed_all(context_cls, cache_cls, model, cache_dir: Path, media: list[MediaSet], texts: list[str]) -> tuple:

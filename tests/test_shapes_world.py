@@ -147,16 +147,18 @@ def test_world_media_takes_the_sampled_frames(tmp_path):
 
 
 def test_world_content_keys_follow_the_pixels(tmp_path):
-    """The world's media are keyed by a hash of all its pixels and the row: one changed pixel
-    anywhere gives every item a new key, and the pixels cannot be changed in place."""
+    """The world's media are keyed by each item's pixel hash, computed once per split: one changed
+    pixel changes that item's key only, the pixels cannot be changed in place, and a smaller split's
+    items (``--limit``) share the larger one's keys."""
+    from negharness.api import hash_array
     from negharness.world.media import WorldData
 
     world = load_world(0, "test", "image", 8, tmp_path)
+    assert world.row_keys == [hash_array(p) for p in world.pixels] and len(set(world.row_keys)) == 8
     with pytest.raises(ValueError):
         world.pixels[0, 0, 0, 0] = 1
     pixels = world.pixels.copy()
     pixels[5, 3, 3, 0] ^= 1
-    other = WorldData(world.ids, world.captions, world.groups, pixels)
-    assert other.digest != world.digest
-    assert WorldData(world.ids, world.captions, world.groups, world.pixels.copy()).digest == world.digest
-
+    other = WorldData(world.ids, world.captions, world.groups, pixels).row_keys
+    assert [a == b for a, b in zip(other, world.row_keys)] == [True] * 5 + [False] + [True] * 2
+    assert load_world(0, "test", "image", 3, tmp_path).row_keys == world.row_keys[:3]

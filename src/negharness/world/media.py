@@ -29,13 +29,14 @@ class WorldData:
     pixels: np.ndarray  # uint8 (N, T, 32, 32, 3) for videos, (N, 32, 32, 3) for images (read-only)
 
     def __post_init__(self) -> None:
-        self.pixels.flags.writeable = False  # the digest below stays the pixels' hash
+        self.pixels.flags.writeable = False  # the keys below stay the pixels' hashes
 
     @cached_property
-    def digest(self) -> str:
-        """Hash of all the pixels, once per split and process: the cache keys an item by it and the
-        item's row (`MediaSet.content`) instead of hashing 500 arrays one by one on every run."""
-        return hash_array(self.pixels)
+    def row_keys(self) -> list[str]:
+        """Each item's content hash, once per split and process (`MediaSet.content_keys`), not on every
+        embedding call. Per item, not for the whole array: a ``--limit`` split is the first items of the
+        full one, and shares their cache entries."""
+        return [hash_array(row) for row in self.pixels]
 
 
 def _generate(seed: int, split: str, kind: str, n: int) -> WorldData:

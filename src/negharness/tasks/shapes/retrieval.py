@@ -21,6 +21,7 @@ from negharness.api import (
     TaskResult,
     evaluate_negated,
     evaluate_text_to_media,
+    hash_array,
     hash_json,
     task_qrels,
 )
@@ -72,7 +73,7 @@ class _ShapesRetrieval(Task):
         """The split's pixels. For videos, the model's frame sampling (``-M frames=...``) picks frames
         from each clip, as from any video; without it every frame is kept (``uniform:<frames>``) and
         the key is the one it always was, so cached embeddings stay valid."""
-        pixels, content = world.pixels, world.digest
+        pixels, keys = world.pixels, world.row_keys
         key = f"shapes/v{WORLD_VERSION}/s{self.world_seed}/{self.split_name}/{self.kind}"
         if self.kind == "video" and ctx is not None:
             frames = pixels.shape[1]
@@ -80,10 +81,9 @@ class _ShapesRetrieval(Task):
             idx = sampling.indices(frames, WORLD_FPS)
             if idx.tolist() != list(range(frames)):
                 pixels, key = pixels[:, idx], f"{key}/{sampling.key}"
-                content = hash_json({"world": content, "frames": idx.tolist()}, length=32)
+                keys = [hash_array(clip) for clip in pixels]
         return MediaSet(key=key, kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
-                        load_batch=lambda positions: pixels[positions],
-                        content_keys=[f"{content}#{i}" for i in range(len(world.ids))])
+                        load_batch=lambda positions: pixels[positions], content_keys=keys)
 
     def originals(self, world: WorldData) -> QuerySet:
         """Every caption of every item; relevant = the items with identical scene facts."""
