@@ -122,6 +122,31 @@ def test_damaged_or_foreign_memo_lines_are_never_trusted(tmp_path, monkeypatch):
     assert again.many(paths) == truth and again.memo_hits == 1 and again.hashed == 3
 
 
+def test_a_memo_grown_stale_is_rewritten_one_line_per_file(tmp_path, monkeypatch):
+    """At the default slack: 10,500 lines for 5 files (stale identities, junk, a torn tail) are
+    rewritten as 5, and the rewritten memo still serves every file without reading it."""
+    monkeypatch.setattr(content, "RACY_SECONDS", -1.0)
+    paths = [tmp_path / f"{i}.bin" for i in range(5)]
+    for i, p in enumerate(paths):
+        p.write_bytes(bytes([i]) * 64)
+    truth = content.FileHasher(tmp_path / "memo").many(paths)
+    memo = tmp_path / "memo" / "memo.jsonl"
+    current = memo.read_bytes()
+    stale = []
+    for n in range(2000):
+        for p in paths:
+            st = os.stat(p)
+            key = (str(p), st.st_size, st.st_mtime_ns - 10**9 * (n + 1), st.st_ctime_ns, st.st_ino, st.st_dev)
+            stale.append(content._format_line(key, "0" * content.DIGEST_HEX))
+    memo.write_bytes("".join(stale).encode() + b"junk\n" * 500 + current + b"3f2a torn")
+    assert len(memo.read_bytes().splitlines()) > 5 + content.COMPACT_SLACK
+    again = content.FileHasher(tmp_path / "memo")
+    assert again.many(paths) == truth and again.hashed == 0
+    assert len(memo.read_bytes().splitlines()) == 5
+    third = content.FileHasher(tmp_path / "memo")
+    assert third.many(paths) == truth and third.hashed == 0 and third.memo_hits == 5
+
+
 def test_two_roots_with_the_same_ids_do_not_share(tmp_path):
     a = _jpegs(tmp_path / "a", ["red", "green", "blue"])
     b = _jpegs(tmp_path / "b", ["red", "cyan", "magenta"])  # same names, two of them different

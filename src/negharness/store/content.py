@@ -28,12 +28,14 @@ import numpy as np
 
 from negharness.contracts.errors import UserError
 from negharness.io.paths import require_regular
+from negharness.store.atomic import atomic_write_bytes
 
 DIGEST_HEX = 32  # 128 bits of SHA-256: collisions out of reach for any dataset
 CHUNK = 1 << 20
 RACY_SECONDS = 2.0  # files changed more recently than this are not memoised
 PROBE_FILES = 16  # files hashed in the calling thread before deciding on a pool
 POOL_ABOVE_SECONDS = 100e-6  # per file: slower than this, the reads wait on a disk or are large
+COMPACT_SLACK = 10_000  # memo lines beyond one per file before the memo is rewritten (~7 ms a run)
 
 
 def hash_bytes(*parts: bytes) -> str:
@@ -100,8 +102,23 @@ class FileHasher:
                     lines = []
                 for key, digest in _parse_lines(lines):
                     memo[key] = digest
+                self._compact(lines, memo)
             self._memo = memo
         return self._memo
+
+    def _compact(self, lines: list[bytes], memo: dict[tuple, str]) -> None:
+        """Rewrite the memo with one line per file (its latest stat identity) once stale, damaged or
+        old-format lines outnumber the live ones by `COMPACT_SLACK`: the memo is append-only, and every
+        run reads it whole. Atomic (written beside, then renamed); a line another run appends meanwhile
+        may be lost, which costs one rehash, never a wrong hash."""
+        latest = {key[0]: (key, digest) for key, digest in memo.items()}
+        if self.memo_path is None or len(lines) <= len(latest) + COMPACT_SLACK:
+            return
+        body = "".join(_format_line(key, digest) for key, digest in latest.values())
+        try:
+            atomic_write_bytes(self.memo_path, body.encode())
+        except OSError:
+            pass  # a memo that cannot be rewritten is only slower to read
 
     def save(self) -> None:
         """Append the hashes learnt since the last save; one write, so concurrent runs do not interleave lines."""
