@@ -103,15 +103,19 @@ def test_file_hashes_equal_sha256_of_the_bytes_in_order(tmp_path, monkeypatch, p
     assert got == [expected[i] for i in order]
 
 
+def _memoised_files(tmp_path: Path, n: int, monkeypatch) -> tuple[list[Path], list[str | None], Path]:
+    """``n`` small distinct files, hashed once into a memo (memoised at once: no racy window)."""
+    monkeypatch.setattr(content, "RACY_SECONDS", -1.0)
+    paths = [tmp_path / f"{i}.bin" for i in range(n)]
+    for i, p in enumerate(paths):
+        p.write_bytes(bytes([i]) * 100)
+    return paths, content.FileHasher(tmp_path / "memo").many(paths), tmp_path / "memo" / "memo.jsonl"
+
+
 def test_damaged_or_foreign_memo_lines_are_never_trusted(tmp_path, monkeypatch):
     """Each memo line carries its checksum: a torn line, a flipped digit, a line of the older
     format or junk is skipped (its file is hashed again), and the sound lines around it still serve."""
-    monkeypatch.setattr(content, "RACY_SECONDS", -1.0)
-    paths = [tmp_path / f"{i}.bin" for i in range(4)]
-    for i, p in enumerate(paths):
-        p.write_bytes(bytes([i]) * 100)
-    truth = content.FileHasher(tmp_path / "memo").many(paths)
-    memo = tmp_path / "memo" / "memo.jsonl"
+    paths, truth, memo = _memoised_files(tmp_path, 4, monkeypatch)
     lines = memo.read_bytes().splitlines(keepends=True)
     assert len(lines) == 4
     digest = truth[1].encode()
@@ -125,12 +129,7 @@ def test_damaged_or_foreign_memo_lines_are_never_trusted(tmp_path, monkeypatch):
 def test_a_memo_grown_stale_is_rewritten_one_line_per_file(tmp_path, monkeypatch):
     """At the default slack: 10,500 lines for 5 files (stale identities, junk, a torn tail) are
     rewritten as 5, and the rewritten memo still serves every file without reading it."""
-    monkeypatch.setattr(content, "RACY_SECONDS", -1.0)
-    paths = [tmp_path / f"{i}.bin" for i in range(5)]
-    for i, p in enumerate(paths):
-        p.write_bytes(bytes([i]) * 64)
-    truth = content.FileHasher(tmp_path / "memo").many(paths)
-    memo = tmp_path / "memo" / "memo.jsonl"
+    paths, truth, memo = _memoised_files(tmp_path, 5, monkeypatch)
     current = memo.read_bytes()
     stale = []
     for n in range(2000):
