@@ -20,21 +20,25 @@ from negharness.contracts.errors import MediaError
 DECODE_ERRORS = (OSError, SyntaxError)
 
 
-def open_image(path: str | Path) -> Any:
-    """A lazily opened PIL image; a missing file, a folder, or an unreadable header raise `MediaError`."""
+def open_image(source: str | Path | Any, name: str | Path | None = None) -> Any:
+    """A lazily opened PIL image of a file (a path, or an open binary file such as ``BytesIO``, then
+    named ``name`` in errors); a missing file, a folder, an unreadable header or more than 8 bits per
+    channel raise `MediaError`."""
     from PIL import Image
 
-    path = Path(path)
+    if isinstance(source, str):
+        source = Path(source)
+    name = name if name is not None else source
     try:
-        image = Image.open(path)
+        image = Image.open(source)
     except FileNotFoundError:
-        raise MediaError(f"image not found: {path}") from None
+        raise MediaError(f"image not found: {name}") from None
     except IsADirectoryError:
-        raise MediaError(f"cannot read image {path}: a folder, not a file") from None
-    except (*DECODE_ERRORS, Image.DecompressionBombError) as exc:
-        raise MediaError(f"cannot read image {path}: {_reason(exc)}") from exc
+        raise MediaError(f"cannot read image {name}: a folder, not a file") from None
+    except (*DECODE_ERRORS, ValueError, Image.DecompressionBombError) as exc:
+        raise MediaError(f"cannot read image {name}: {_reason(exc)}") from exc
     try:
-        require_8bit(image, path)
+        require_8bit(image, name)
     except MediaError:
         image.close()
         raise
@@ -42,29 +46,13 @@ def open_image(path: str | Path) -> Any:
 
 
 def read_rgb(source: str | Path | Any, name: str | Path | None = None) -> Any:
-    """An image file (a path, or an open binary file such as ``BytesIO``) decoded whole to RGB, for
-    loaders that keep pixels rather than a lazy image: fails as `open_image` does, naming ``name``
-    (default: the path), and refuses 16-bit and float images rather than clipping them."""
-    from PIL import Image
-
-    name = name if name is not None else source
-    if isinstance(source, (str, Path)):
-        with open_image(source) as image:
-            return _decoded_rgb(image, name)
-    try:
-        image = Image.open(source)
-    except (*DECODE_ERRORS, ValueError, Image.DecompressionBombError) as exc:
-        raise MediaError(f"cannot read image {name}: {_reason(exc)}") from exc
-    with image:
-        require_8bit(image, name)
-        return _decoded_rgb(image, name)
-
-
-def _decoded_rgb(image: Any, name: str | Path) -> Any:
-    try:
-        return image.convert("RGB")
-    except DECODE_ERRORS as exc:
-        raise decode_failure(image, exc, str(name)) from exc
+    """`open_image`, decoded whole to RGB: for loaders that keep pixels rather than a lazy image (a
+    damaged file fails here, named, instead of in whoever reads the pixels)."""
+    with open_image(source, name) as image:
+        try:
+            return image.convert("RGB")
+        except DECODE_ERRORS as exc:
+            raise decode_failure(image, exc, str(name if name is not None else source)) from exc
 
 
 def wide_mode(mode: str) -> str | None:

@@ -41,9 +41,9 @@ class MediaSet:
     (frame source, decoder and version, frame sampling); build file-backed sets with `image_files`,
     `video_files` or `frame_folders`, which fill both. In-memory (``cheap``) items are keyed by a
     hash of their array. Where the task knows a cheaper key that still changes with the pixels,
-    ``content_keys[i]`` is item i's (e.g. the hash of the one array all items are rows of, and the
-    row: one hash per set instead of one per item on every run); it wins over the others and is
-    looked up among the sets of the same ``key`` only. A set with none is keyed by ``(key, id)``
+    ``content_keys[i]`` is item i's (e.g. the world's per-item pixel hashes, computed once per
+    process instead of on every embedding call); it wins over the others and is looked up among the
+    sets of the same ``key`` only. A set with none is keyed by ``(key, id)``
     only, as third-party tasks built before content keys were.
     """
 

@@ -111,8 +111,10 @@ class FileHasher:
         old-format lines outnumber the live ones by `COMPACT_SLACK`: the memo is append-only, and every
         run reads it whole. Atomic (written beside, then renamed); a line another run appends meanwhile
         may be lost, which costs one rehash, never a wrong hash."""
+        if self.memo_path is None or len(lines) <= COMPACT_SLACK:
+            return  # the usual case, decided without a pass over the entries
         latest = {key[0]: (key, digest) for key, digest in memo.items()}
-        if self.memo_path is None or len(lines) <= len(latest) + COMPACT_SLACK:
+        if len(lines) <= len(latest) + COMPACT_SLACK:
             return
         body = "".join(_format_line(key, digest) for key, digest in latest.values())
         try:
@@ -210,7 +212,6 @@ class FileHasher:
         self.save()
         return [digests[files[0]] if one else _combine([digests[p] for p in files])
                 for one, files in zip(single, flat)]
-
 
     def _read_all(self, misses: list[tuple[str, tuple]], threads: int) -> list[tuple[str, str | None]]:
         """Hash the files not in the memo. The first `PROBE_FILES` are read in this thread: where
