@@ -9,6 +9,10 @@ from conftest import SHARED
 
 from negharness.records.published import (
     COLLECTIONS_FILE,
+    CONTENT,
+    Collection,
+    collection_digest,
+    collection_mismatch,
     ModelIdentity,
     PublishedTableError,
     collections_beside,
@@ -127,6 +131,7 @@ def test_every_published_task_names_its_papers_collection():
 def test_negbench_collections_are_the_authors_files_as_the_tasks_count_them(tmp_path, monkeypatch):
     from negharness.tasks.negbench.catalog import MCQ, RETRIEVAL
     from negharness.tasks.negbench.data import find_csv, read_mcq, read_retrieval
+    from negharness.tasks.negbench.tasks import mcq_digest, retrieval_digest
 
     monkeypatch.setenv("NEGHARNESS_ALLOW_LINKS_OUT", "1")  # the published files, linked into the data root
     (tmp_path / "negbench").symlink_to(NEGBENCH_CSVS.resolve())
@@ -136,14 +141,18 @@ def test_negbench_collections_are_the_authors_files_as_the_tasks_count_them(tmp_
             name, kind, layout, _ = MCQ[task]
             rows = read_mcq(find_csv(tmp_path, name), tmp_path, layout)
             counted = {"questions": len(rows), f"{kind}s": len({r.media for r in rows})}
+            digest = mcq_digest(rows)
         else:
             original, negated, kind, _ = RETRIEVAL[task]
-            counted = {}
+            counted, both = {}, []
             for which, name in (("original", original), ("negated", negated)):
                 rows = read_retrieval(find_csv(tmp_path, name), tmp_path, [])
+                both.append(rows)
                 counted[f"{which}_captions"] = sum(len(caps) for _, caps in rows)
                 counted[f"{kind}s_{which}"] = len({m for m, _ in rows})
+            digest = retrieval_digest(*both)
         assert c.counts == counted, task
+        assert c.content == {CONTENT: digest}, task  # every NegBench collection is pinned by its content
 
 
 def test_published_numbers_only_beside_the_papers_collection():
@@ -193,7 +202,7 @@ def test_negbench_paper_and_nein_rows():
                                                  "Section 4 text (Figure 3a)": 3, "Section 4 text (Figure 3b)": 2,
                                                  "Section 5 alpha ablation": 5}
     assert _value("NegBench paper", "Table 1 (COCO)", "NegCLIP / None", "negbench_retrieval_coco", "neg_R@5") == 64.4
-    assert _value("NegBench paper", "Table 1 (MSR-VTT)", "CLIP / CC12M-NegFull", "negbench_mcq_msrvtt", "accuracy") == 35.6
+    assert _value("NegBench paper", "Table 1 (MSR-VTT)", "CLIP / CC12M-NegFull", "negbench_mcq_msrvtt", "accuracy_authors_rule") == 35.6
     assert _value("NegBench paper", "Section 4 text (Figure 3b)", "NegCLIP", "negbench_retrieval_hardneg_syn",
                   "drop_R@5") == 23.0
     assert _rows_per_table("NeIn") == {"Table 3": 5}
@@ -214,7 +223,8 @@ def test_official_repo_tables_are_complete_and_exact():
                 if col == "Model":
                     continue
                 dataset, rest = col.split(" ", 1)
-                metric = "accuracy" if "Total" in rest else "acc_" + rest.split()[0].lower()
+                # the authors' argmax (a tie to the first option): their numbers are the _authors_rule metrics
+                metric = "accuracy_authors_rule" if "Total" in rest else f"acc_{rest.split()[0].lower()}_authors_rule"
                 task = {"COCO": "negbench_mcq_coco", "VOC2007": "negbench_mcq_voc2007"}[dataset]
                 expected[(f"results/mcq/{path.name}", row["Model"], task, metric)] = float(value) * 100
     assert shipped.keys() == expected.keys()
@@ -253,7 +263,7 @@ def test_a_matching_record_shows_its_difference():
 
 def test_either_tag_and_editor_source_match():
     laion = ModelIdentity("clip", "ViT-B-32", "laion400m_e31")
-    rows = {f["source"] for f in compare("negbench_mcq_coco", laion, {"accuracy": 30.0}, shipped_rows())}
+    rows = {f["source"] for f in compare("negbench_mcq_coco", laion, {"accuracy_authors_rule": 30.0}, shipped_rows())}
     assert "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-Laion400M'" in rows
     assert "NegBench repo, results/mcq/2_scaling_clip_total.csv, row 'CLIP-Laion400M-Base'" in rows
     editor = types.SimpleNamespace(name="instruct_pix2pix",
@@ -325,3 +335,36 @@ def test_the_leaderboard_finds_a_tasks_tables_through_its_registration(tmp_path)
     registry = Registry()
     registry.add("task", "my_task", "mine:Task", "", "third_party", published=(table,))
     assert [(r.row, r.value) for r in registered_rows("my_task", registry)] == [("A", 0.5)]
+
+
+def test_a_collection_with_the_papers_counts_but_other_content_shows_no_published_numbers():
+    """Issue 32 (8): counts alone took a CSV with one caption changed for the paper's file. With a
+    content digest on the collections line, equal counts with other content show nothing, and say why."""
+    rows = [["img1.jpg", ["a dog", "no dog"], 0, "positive"], ["img2.jpg", ["a cat", "no cat"], 0, "negative"]]
+    paper = Collection("t", {"questions": 2}, {"questions": "the paper's file", CONTENT: "the paper's file"},
+                       {CONTENT: collection_digest(rows)})
+    assert collection_mismatch("t", {"questions": 2}, paper, collection_digest(rows)) is None
+    edited = [rows[0], ["img2.jpg", ["a cat", "not a cat"], 0, "negative"]]
+    why = collection_mismatch("t", {"questions": 2}, paper, collection_digest(edited))
+    assert why and "is not the paper's file" in why
+    assert "gave no content digest" in collection_mismatch("t", {"questions": 2}, paper, None)
+    moved = [["elsewhere/img1.jpg", *rows[0][1:]], rows[1]]  # a digest is of what the task reads, as given
+    assert collection_digest(moved) != collection_digest(rows)
+
+
+def test_negbench_mcq_published_numbers_are_the_authors_argmax_rule():
+    """Issue 32 (8): the authors' MCQ numbers are plain argmax with ties to the first option, so they are
+    compared with accuracy_authors_rule (and acc_<t>_authors_rule), never with the tie-safe accuracy."""
+    mcq = [r for r in shipped_rows() if r.task.startswith("negbench_mcq")]
+    assert mcq and all(r.metric.endswith("_authors_rule") for r in mcq if "acc" in r.metric)
+    model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
+    collection = collections_beside(negbench.PUBLISHED)["negbench_mcq_coco"]
+    measured = {"accuracy": 10.0, "accuracy_authors_rule": 40.0, "acc_positive_authors_rule": 70.0}
+    notes = published_notes("negbench_mcq_coco", model, measured, negbench.PUBLISHED, collection.counts,
+                            collection.content[CONTENT])
+    by = {(f["metric"], f["source"]): f["diff"] for f in notes["published"]}
+    assert by[("accuracy_authors_rule", "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-OpenAI'")] == \
+        pytest.approx(40.0 - 39.296584376056815)
+    assert {m for m, _ in by} <= {"accuracy_authors_rule", "acc_positive_authors_rule"}
+    other = published_notes("negbench_mcq_coco", model, measured, negbench.PUBLISHED, collection.counts, "0" * 64)
+    assert "published" not in other and "is not the authors' COCO_val_mcq" in other["published_not_shown"]

@@ -78,7 +78,7 @@ _EXPORTS: dict[str, str] = {
     "atomic_write_json": "negharness.store.atomic", "atomic_write_text": "negharness.store.atomic",
     "cached_json": "negharness.store.atomic", "hash_array": "negharness.store.content",
     # published numbers
-    "published_notes": "negharness.records.published",
+    "published_notes": "negharness.records.published", "collection_digest": "negharness.records.published",
     "QueryBuild": "negharness.contracts.queries",
     "QueryBuildOptions": "negharness.contracts.queries",
     "tables_beside": "negharness.records.published",
@@ -158,7 +158,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     from negharness.io.media import MediaSet, frame_folders, image_files, video_files
     from negharness.io.paths import RootGuard, cache_root, data_root, require_regular
     from negharness.io.video import decode_video, load_frames
-    from negharness.records.published import published_notes, tables_beside
+    from negharness.records.published import collection_digest, published_notes, tables_beside
     from negharness.scoring.choices import choice_metrics, score_choices
     from negharness.scoring.mcq import MCQ_METRICS, evaluate_mcq
     from negharness.scoring.metrics import (

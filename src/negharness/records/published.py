@@ -23,19 +23,24 @@ gives (its ``n_items``)::
 
 `published_notes` shows the differences only when every listed count of the task equals the run's;
 otherwise (a stand-in collection, a --limit run, or a task with no line there) the record's notes
-say why no published numbers are shown.
+say why no published numbers are shown. Counts alone cannot tell a file with one caption changed
+from the paper's, so where the paper's files are known the line ``content_sha256`` gives the
+digest of their content as the task reads it (`collection_digest` of what decides every number:
+captions, answers, templates and media file names, never the folders a copy moved them to); the
+task passes its own digest and a run on any other content shows none of the paper's numbers.
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
 
 FIXED = ("paper", "table", "row", "model", "arch", "pretrained", "task", "note")
 REQUIRED = ("paper", "table", "row", "task")
@@ -176,14 +181,26 @@ def tables_beside(module_file: str | Path) -> tuple[Path, ...]:
     return tuple(sorted(p for p in (Path(module_file).parent / "published").glob("*.csv") if p.name != COLLECTIONS_FILE))
 
 
+CONTENT = "content_sha256"  # the collections.csv count whose value is the digest of the paper's files
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
 @dataclass(frozen=True)
 class Collection:
-    """The size of the collection a paper measured one task on: count name (as the task's record
-    names it in ``n_items``) -> value, and where each number comes from."""
+    """The collection a paper measured one task on: count name (as the task's record names it in
+    ``n_items``) -> value, the digest of its content where the paper's files are known, and where
+    each number comes from."""
 
     task: str
     counts: dict[str, int]
     sources: dict[str, str]
+    content: dict[str, str] = field(default_factory=dict)  # CONTENT -> digest (at most one entry)
+
+
+def collection_digest(items: Iterable[Any]) -> str:
+    """SHA-256 of a collection's content as a task reads it: a JSON-able item per row, in file
+    order. What a task passes to `published_notes` and what ``content_sha256`` lines hold."""
+    return hash_json(list(items), 64)
 
 
 def load_collections(path: Path | str) -> dict[str, Collection]:
@@ -204,12 +221,17 @@ def load_collections(path: Path | str) -> dict[str, Collection]:
         task, count, value, source = (c.strip() for c in cells)
         if not (task and count and source):
             raise PublishedTableError(f"{path}:{lineno}: task, count and source must all be given")
-        if not value.isdigit():
-            raise PublishedTableError(f"{path}:{lineno}: {count} = {value!r} is not a whole number")
         entry = out.setdefault(task, Collection(task, {}, {}))
-        if count in entry.counts:
+        if count in entry.counts or count in entry.content:
             raise PublishedTableError(f"{path}:{lineno}: {task} {count} given twice")
-        entry.counts[count] = int(value)
+        if count == CONTENT:
+            if not _HEX64.match(value):
+                raise PublishedTableError(f"{path}:{lineno}: {count} = {value!r} is not a SHA-256 (64 hex digits)")
+            entry.content[count] = value
+        elif not value.isdigit():
+            raise PublishedTableError(f"{path}:{lineno}: {count} = {value!r} is not a whole number")
+        else:
+            entry.counts[count] = int(value)
         entry.sources[count] = source
     return out
 
@@ -229,8 +251,10 @@ def collections_beside(tables: Iterable[Path | str]) -> dict[str, Collection]:
     return _cached_collections(tuple(sorted({str(Path(t).parent) for t in tables})))
 
 
-def collection_mismatch(task_name: str, counts: dict[str, Any], expected: Collection | None) -> str | None:
-    """Why a run did not measure the paper's collection (None when every count matches)."""
+def collection_mismatch(task_name: str, counts: dict[str, Any], expected: Collection | None,
+                        content: str | None = None) -> str | None:
+    """Why a run did not measure the paper's collection (None when every count, and the content
+    digest where the paper's files are known, matches)."""
     if expected is None:
         return (f"published numbers not shown: the size of the collection the paper measured {task_name} on "
                 f"is not recorded (no {COLLECTIONS_FILE} line), so this run cannot be shown to match it")
@@ -241,6 +265,11 @@ def collection_mismatch(task_name: str, counts: dict[str, Any], expected: Collec
             why.append(f"the record gives no {name} count, {expected.sources[name]} has {want:,}")
         elif int(got) != want:
             why.append(f"{int(got):,} {name} measured, {expected.sources[name]} has {want:,}")
+    want_digest = expected.content.get(CONTENT)
+    if want_digest and content != want_digest:
+        why.append(f"the task gave no content digest, {expected.sources[CONTENT]} has one" if content is None else
+                   f"the content read (sha256 {content[:12]}...) is not {expected.sources[CONTENT]} "
+                   f"(sha256 {want_digest[:12]}...)")
     return "published numbers not shown: " + "; ".join(why) if why else None
 
 
@@ -285,14 +314,15 @@ def compare(task_name: str, who: ModelIdentity, metrics: dict[str, float],
 
 
 def published_notes(task_name: str, model: Any, metrics: dict[str, float],
-                    tables: Iterable[Path | str], counts: dict[str, Any]) -> dict[str, Any]:
+                    tables: Iterable[Path | str], counts: dict[str, Any], content: str | None = None) -> dict[str, Any]:
     """What a task adds to ``TaskResult.notes``: ``{"published": [...]}`` when its model matches a
     row of its own ``tables`` and ``counts`` (the run's ``n_items``) equal those of the collection
-    the paper measured (``collections.csv`` beside the tables); ``{"published_not_shown": why}``
-    when a row matches but the collection does not; else {}."""
+    the paper measured (``collections.csv`` beside the tables), and ``content`` (the task's
+    `collection_digest`) equals the paper's files' where those are known; ``{"published_not_shown":
+    why}`` when a row matches but the collection does not; else {}."""
     tables = tuple(tables)
     found = compare(task_name, ModelIdentity.of(model), metrics, table_rows(tables))
     if not found:
         return {}
-    why = collection_mismatch(task_name, counts, collections_beside(tables).get(task_name))
+    why = collection_mismatch(task_name, counts, collections_beside(tables).get(task_name), content)
     return {"published_not_shown": why} if why else {"published": found}

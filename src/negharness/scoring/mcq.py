@@ -31,6 +31,7 @@ MCQ_METRICS = {
     "accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
     "accuracy_authors_rule": MetricInfo(True, ".1f"),
     **{f"acc_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
+    **{f"acc_{t}_authors_rule": MetricInfo(True, ".1f") for t in TEMPLATES},
     **{f"chose_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
 }
 
@@ -41,13 +42,15 @@ def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int],
     type was chosen (NegBench appendix B.1), and the tie rate. Ties are wrong and choose nothing.
     ``accuracy_authors_rule``: NegBench's first-index argmax, a tie going to the first option."""
     correct_t = torch.as_tensor(np.asarray(correct))
-    right = (chosen == correct_t) & ~tie
+    hit = chosen == correct_t
+    right = hit & ~tie
     out = {"accuracy": float(right.double().mean() * 100), "tie_rate": float(tie.double().mean() * 100),
-           "accuracy_authors_rule": float((chosen == correct_t).double().mean() * 100)}
+           "accuracy_authors_rule": float(hit.double().mean() * 100)}
     tmpl = np.asarray(templates)
     for t in TEMPLATES:
         mask = torch.from_numpy(tmpl == t)
         out[f"acc_{t}"] = float(right[mask].double().mean() * 100) if mask.any() else float("nan")
+        out[f"acc_{t}_authors_rule"] = float(hit[mask].double().mean() * 100) if mask.any() else float("nan")
     picked = Counter(option_templates[i][int(c)] for i, (c, t) in enumerate(zip(chosen, tie)) if not t)
     for t in TEMPLATES:
         out[f"chose_{t}"] = picked.get(t, 0) / len(chosen) * 100
@@ -66,6 +69,7 @@ def mcq_values(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], 
     for t in TEMPLATES:
         if t in templates:
             out[f"acc_{t}"] = [float(r) if q == t else None for r, q in zip(right, templates)]
+            out[f"acc_{t}_authors_rule"] = [100.0 * h if q == t else None for h, q in zip(hit, templates)]
         out[f"chose_{t}"] = [0.0 if bool(x) else 100.0 * (option_templates[i][int(c)] == t)
                              for i, (c, x) in enumerate(zip(chosen, ties))]
     return out

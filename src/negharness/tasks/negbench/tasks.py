@@ -24,6 +24,7 @@ from negharness.api import (
     TaskOptions,
     TaskResult,
     best_relevant_rank,
+    collection_digest,
     drop_unreadable,
     evaluate_mcq,
     image_files,
@@ -84,7 +85,7 @@ class _NegBenchTask(Task):
 class NegBenchMCQ(_NegBenchTask):
     main_score = "accuracy"
     metric_info = MCQ_METRICS
-    leaderboard_metrics = ("accuracy", "acc_positive", "acc_negative", "acc_hybrid")
+    leaderboard_metrics = ("accuracy", "accuracy_authors_rule", "acc_positive", "acc_negative", "acc_hybrid")
     csv_name, kind, layout, binary = "", "image", None, False
 
     def _csvs(self) -> list[Path]:
@@ -123,7 +124,8 @@ class NegBenchMCQ(_NegBenchTask):
         if self.binary:
             result.notes["templates"] = ("the binary files carry no template column (the authors' loader reads "
                                          "caption_0, caption_1, correct_answer): acc_* use templates from the words")
-        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED, result.n_items))
+        result.notes.update(published_notes(self.name, ctx.model, result.metrics, PUBLISHED, result.n_items,
+                                            mcq_digest(rows)))
         return result
 
 
@@ -188,10 +190,22 @@ class NegBenchRetrieval(_NegBenchTask):
         notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
         counts = {"original_captions": n_orig, "negated_captions": n_neg,
                   f"{self.kind}s_original": m_orig, f"{self.kind}s_negated": m_neg}
-        notes.update(published_notes(self.name, ctx.model, metrics, PUBLISHED, counts))
+        notes.update(published_notes(self.name, ctx.model, metrics, PUBLISHED, counts, retrieval_digest(original, negated)))
         per_query, how = retrieval_neg_values(orig_q, neg_q)
         notes["per_query"] = how
         return TaskResult(metrics, counts, None, notes, per_query)
+
+
+def mcq_digest(rows: list[Any]) -> str:
+    """What decides an MCQ number, row by row: options, answer, template and the media's file name
+    (not its folder: copies of the authors' files moved the media, not the questions)."""
+    return collection_digest([r.media.name, list(r.options), r.correct, r.template] for r in rows)
+
+
+def retrieval_digest(original: list[tuple[Path, list[str]]], negated: list[tuple[Path, list[str]]]) -> str:
+    """What decides a Retrieval-Neg number: each file's captions per medium (by file name), in order."""
+    return collection_digest([which, media.name, caps] for which, rows in (("original", original), ("negated", negated))
+                             for media, caps in rows)
 
 
 def _unique(keys: list[str]) -> list[str]:
