@@ -10,6 +10,7 @@ import torch
 
 import negharness.discovery.hookspecs as hs
 from negharness.contracts.errors import UserError
+from negharness.contracts.model import ModelOptions
 from negharness.discovery.manager import PluginHost
 from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.engine.runner import CachedEvalContext, RunSettings
@@ -289,3 +290,40 @@ def test_a_model_whose_batches_miss_a_text_is_refused():
     with pytest.raises(UserError, match="text_batches.. must list each of the 6 texts exactly once"):
         CachedEvalContext(_ShortTextsFirst(drop_one=True), RunSettings(batch_size=2), None).embed_texts(
             ["red", "blue", "a green one", "cyan", "magenta", "a yellow cup"])
+
+
+def test_random_weight_draws_are_never_reused_and_each_has_its_own_row(tmp_path):
+    """Issue 32 (7): ``--model clip --arch CONFIG.json`` draws new random weights in every process; its
+    record was reused across draws, and every draw shared one folder and one board label."""
+    import shutil
+    from pathlib import Path
+
+    from negharness.discovery.manager import make_host
+    from negharness.report.leaderboard import build_tables
+    from negharness.records.results import iter_records
+
+    import negharness.plugins as plugins_pkg
+
+    arch = tmp_path / "tiny.json"
+    shutil.copy(Path(plugins_pkg.__file__).parent / "weights" / "shapes_clip.json", arch)
+    host = make_host()
+    req = RunRequest(model="clip", tasks=["shapes_t2i_original"], output_dir=str(tmp_path / "res"),
+                     cache_dir=str(tmp_path / "c"), limit=20, model_options=ModelOptions(arch=str(arch)))
+    with pytest.warns(UserWarning, match="drawn at random"):
+        first = run_evaluation(host, req)[0]
+    with pytest.warns(UserWarning, match="drawn at random"):
+        second = run_evaluation(host, req)[0]
+    assert not second.skipped  # a new draw, a new record: nothing of the first stands in for it
+    assert first.record["model"]["random_weights"] is True
+    assert first.record["model"]["fingerprint"] != second.record["model"]["fingerprint"]
+    assert first.path != second.path and first.path.parent != second.path.parent  # a folder per draw
+    labels = {first.record["model"]["label"], second.record["model"]["label"]}
+    assert len(labels) == 2 and all("random weights" in label for label in labels)
+    # both draws on the board as two rows, not one row that the newer overwrote
+    req.limit = None
+    req.task_extra = {"n_items": "24"}
+    with pytest.warns(UserWarning):
+        run_evaluation(host, req)
+        run_evaluation(host, req)
+    rows = [r.label for t in build_tables(iter_records(tmp_path / "res"), published=False) for r in t.rows]
+    assert len(rows) == 2 and len(set(rows)) == 2

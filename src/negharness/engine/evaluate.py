@@ -34,6 +34,7 @@ from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
 from negharness.engine.edit_context import EditContext
 from negharness.engine.reuse import (
+    RANDOM_WEIGHTS,
     data_hashes,
     fingerprint_reason,
     model_sources,
@@ -176,6 +177,15 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     plugins = PluginLookup(host.registry, device)
     model = plugins.create(model_entry.kind, req.model, req.model_options)
     fingerprint = _fingerprint(model)
+    if getattr(model, "random_weights", False):
+        if shards is not None:
+            raise UserError(f"model {req.model}: its weights are drawn at random as it is built, so each torchrun "
+                            "rank would draw others; save them once (--checkpoint FILE) and run on that")
+        model_cfg = dataclasses.replace(model_cfg, draw=fingerprint)
+        todo = _for_draw(todo + [_with_reason(i, RANDOM_WEIGHTS) for i in maybe], model_cfg, out_dir)
+        maybe = []
+        warnings.warn(f"model {req.model}: no checkpoint or pretrained tag names its weights, so they were drawn at "
+                      f"random; this run is recorded as {model_cfg.label!r} and never reused", UserWarning, stacklevel=2)
     outcomes = []
     for item in maybe:  # the model is loaded: its fingerprint is checked against every record
         reason = fingerprint_reason(item.old, fingerprint)
@@ -237,9 +247,13 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
         default_config = {"name": task.name}
     variant = task_variant(task.config(), default_config)
     path = record_path(out_dir, model_cfg, task.name, variant)
-    chash = hash_json({"model": model_cfg.as_dict(), "task": task.config()})
     data = data_hashes(task.data_files(), root, hasher, task.name)
-    return _Planned(entry, task, path, chash, TaskRun(variant, data), read_record(path))
+    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path))
+
+
+def config_hash(model_cfg: ModelConfig, task: Task) -> str:
+    """The hash a record's reuse compares first: the model's config and the task's."""
+    return hash_json({"model": model_cfg.as_dict(), "task": task.config()})
 
 
 def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite: bool,
@@ -254,6 +268,12 @@ def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite:
         else:
             todo.append(_with_reason(item, reason or None))
     return todo, maybe
+
+
+def _for_draw(items: list[_Planned], model_cfg: ModelConfig, out_dir: Path) -> list[_Planned]:
+    """A random-weight draw's records: their own folder and config hash (the draw is in the model config)."""
+    return [dataclasses.replace(i, path=record_path(out_dir, model_cfg, i.task.name, i.task_run.variant),
+                                config_hash=config_hash(model_cfg, i.task)) for i in items]
 
 
 def _with_reason(item: _Planned, reason: str | None) -> _Planned:

@@ -26,6 +26,7 @@ from typing import Any
 
 from negharness.store.content import FileHasher, named_hash
 
+RANDOM_WEIGHTS = "random weights: every load draws others, so no record of them stands for another"
 LISTED_FILES = 64  # files named one by one in a record (data files come first); the rest only in the digest
 
 
@@ -86,6 +87,8 @@ def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict
         return ""
     if overwrite:
         return "--overwrite"
+    if (old.get("model") or {}).get("random_weights"):
+        return RANDOM_WEIGHTS
     if old.get("config_hash") != config_hash:
         old_task = (old.get("config") or {}).get("task")
         return "task config changed" if old_task != task_config else "model config changed"

@@ -408,6 +408,7 @@ class OpenClipModel(EmbeddingModel):
             weights_id = f"{pretrained}" if pretrained else "random:" + hash_state_dict(model.state_dict())
         made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
         made.frame_sampling = options.frame_sampling()
+        made.random_weights = state is None and not pretrained
         made.jpeg_draft = bool(_flag(options.extra, "jpeg_draft"))
         made.checkpoint_notes = notes
         return made

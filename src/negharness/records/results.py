@@ -25,27 +25,33 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """What defines a leaderboard row: the model name, its options, and the precision it ran in."""
+    """What defines a leaderboard row: the model name, its options, the precision it ran in, and,
+    for a model whose weights were drawn at random as it was built, which draw (its fingerprint)."""
 
     name: str
     options: dict[str, Any]
     precision: str = "fp32"
+    draw: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "options": dict(sorted(self.options.items())), "precision": self.precision}
+        out = {"name": self.name, "options": dict(sorted(self.options.items())), "precision": self.precision}
+        return {**out, "random_weights": self.draw} if self.draw else out
 
     @property
     def is_default(self) -> bool:
-        return not self.options and self.precision == "fp32"
+        return not self.options and self.precision == "fp32" and not self.draw
 
     @property
     def label(self) -> str:
-        """Human-readable row label: ``clip`` or ``clip (arch=ViT-L-14, bf16)``."""
+        """Human-readable row label: ``clip`` or ``clip (arch=ViT-L-14, bf16)``; a random draw
+        says so (``clip (arch=cfg.json, random weights 1a2b3c4d)``)."""
         if self.is_default:
             return self.name
         parts = [f"{k}={v}" for k, v in sorted(self.options.items())]
         if self.precision != "fp32":
             parts.append(self.precision)
+        if self.draw:
+            parts.append(f"random weights {self.draw[:8]}")
         return f"{self.name} ({', '.join(parts)})"
 
     @property
@@ -148,7 +154,8 @@ def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_
         "schema_version": SCHEMA_VERSION,
         "created_at": now_iso(),
         "model": {"name": m.name, "label": m.label, "options": m.options, "plugin": run.model_plugin,
-                  "fingerprint": run.fingerprint, "describe": run.describe, "sources": run.model_sources or {}},
+                  "fingerprint": run.fingerprint, "describe": run.describe, "sources": run.model_sources or {},
+                  **({"random_weights": True} if m.draw else {})},
         "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_plugin,
                  "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
                  "citation": task.citation},
