@@ -110,6 +110,25 @@ def test_compare_finds_a_known_difference(tmp_path):
     assert "| accuracy ↑ | 40.0 | 46.0 | +6.0 [+" in md and "0/30, p=<0.001" in md
 
 
+def test_compare_pairs_only_the_same_variant_of_a_task(tmp_path):
+    """Issue 32 (3): compare took the newest record per task whatever its --seed / -T / --limit variant,
+    so a seed-1 negated set was paired with the other model's seed-0 set, unlabelled."""
+    hits = [100.0] * 20 + [0.0] * 30
+    ids = [f"q{i}" for i in range(50)]
+    a, b = ModelConfig("a", {}), ModelConfig("b", {})
+    write_fake_record(tmp_path, a, "t", {"accuracy": hits}, ids=ids)
+    write_fake_record(tmp_path, a, "t", {"accuracy": hits[::-1]}, ids=ids, variant={"seed": 1},
+                      created="2026-02-01T00:00:00+00:00")  # newer, another query set
+    write_fake_record(tmp_path, b, "t", {"accuracy": hits}, ids=ids)
+    (_, ra), (_, rb) = load_runs("a", tmp_path), load_runs("b", tmp_path)
+    assert set(ra) == {"t", "t [seed=1]"} and set(rb) == {"t"}
+    by = {c.task: c for c in compare(ra, rb, n=200)}
+    assert by["t"].skipped is None and [m.diff for m in by["t"].metrics] == [0.0]  # seed 0 against seed 0
+    assert by["t [seed=1]"].skipped == "only A has a record"
+    same = compare(ra, load_runs("a", tmp_path)[1], n=200)  # compare A A: every difference zero
+    assert all(m.diff == 0.0 and m.lo == 0.0 == m.hi for c in same for m in c.metrics) and len(same) == 2
+
+
 def test_compare_refuses_different_queries(tmp_path):
     (_, ra), (_, rb) = _runs(tmp_path, other_ids=True)
     [task] = compare(ra, rb, n=100)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from negharness.contracts.errors import UserError
-from negharness.records.results import SCHEMA_VERSION, nonfinite_fields, record_files
+from negharness.records.results import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"
 # field path -> accepted types; a "?" suffix marks a field that may be absent
@@ -39,14 +39,14 @@ def checked_records(results_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 def refuse_duplicates(records: list[tuple[Path, dict[str, Any]]]) -> None:
     """Two records for one board cell (model label, task, variant), e.g. a copied model folder or a
     renamed old record beside the new one: the board would show whichever sorts later, so neither."""
-    seen: dict[tuple[str, str, str], Path] = {}
+    seen: dict[RecordKey, Path] = {}
     for path, rec in records:
         if rec.get("limited"):
             continue  # --limit runs never enter the board
-        key = (rec["model"]["label"], rec["task"]["name"], str(rec.get("variant_label") or ""))
+        key = record_key(rec)
         if key in seen:
-            variant = f", variant {key[2]!r}" if key[2] else ""
-            raise RecordError(f"{path}: a second record for model {key[0]!r}, task {key[1]!r}{variant}; "
+            variant = f", variant {key.variant!r}" if key.variant else ""
+            raise RecordError(f"{path}: a second record for model {key.model!r}, task {key.task!r}{variant}; "
                               f"{seen[key]} is the first (the board shows one record per model and task: "
                               "move one of them out of the results folder)")
         seen[key] = path

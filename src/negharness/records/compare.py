@@ -18,7 +18,7 @@ import numpy as np
 
 from negharness.contracts.errors import UserError
 from negharness.records.check import load_checked
-from negharness.records.results import SIDECAR_SUFFIXES, iter_records
+from negharness.records.results import SIDECAR_SUFFIXES, iter_records, record_key
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -60,7 +60,9 @@ class TaskComparison:
 
 
 def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[str, dict[str, Run]]:
-    """(label, task -> newest run) for a record folder, or a model label / folder name under results_dir."""
+    """(label, task cell -> run) for a record folder, or a model label / folder name under results_dir.
+    A task's variants (--seed, -T) are runs of their own (``task [seed=1]``, `RecordKey.task_cell`):
+    only the same variant of a task is ever paired."""
     folder = Path(spec)
     if not folder.is_dir():
         folder = _folder_for_label(spec, Path(results_dir))
@@ -70,12 +72,13 @@ def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[st
         if path.name.endswith(SIDECAR_SUFFIXES):
             continue
         rec = load_checked(path)  # a damaged record (NaN metrics included) is an error naming it, not skipped
-        if rec.get("limited") or (task and rec["task"]["name"] != task):
+        key = record_key(rec)
+        if rec.get("limited") or (task and task not in (key.task, key.task_cell)):
             continue
-        label = label or rec["model"]["label"]
-        old = runs.get(rec["task"]["name"])
+        label = label or key.model
+        old = runs.get(key.task_cell)
         if old is None or rec.get("created_at", "") > old.record.get("created_at", ""):
-            runs[rec["task"]["name"]] = Run(path, rec, read_sidecar(path, rec))
+            runs[key.task_cell] = Run(path, rec, read_sidecar(path, rec))
     if not runs:
         raise UserError(f"{spec}: no full (not --limit) result records{f' for task {task}' if task else ''} in {folder}")
     return label or spec, runs

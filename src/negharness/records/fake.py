@@ -10,6 +10,7 @@ from negharness.records.results import (
     SCHEMA_VERSION,
     ModelConfig,
     record_path,
+    variant_label,
     write_record,
 )
 from negharness.scoring import perquery
@@ -19,7 +20,7 @@ def fake_record(model: ModelConfig, task: str, values: dict[str, Sequence[float 
                 family: str = "fam", leaderboard: Sequence[str] | None = None, main: str | None = None,
                 lower_is_better: Sequence[str] = (), fmt: str = ".1f", created: str = "2026-01-01T00:00:00+00:00",
                 notes: dict[str, Any] | None = None, limit: int | None = None,
-                resamples: int = 1000) -> tuple[dict[str, Any], dict[str, Any]]:
+                resamples: int = 1000, variant: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(record, per-query block): metrics are the covered means of ``values``, intervals bootstrapped."""
     n = len(next(iter(values.values())))
     pq = perquery.per_query(ids or [f"q{i}" for i in range(n)], values)
@@ -35,6 +36,7 @@ def fake_record(model: ModelConfig, task: str, values: dict[str, Sequence[float 
         "main_score": {"name": main or board[0], "value": metrics[main or board[0]]},
         "notes": dict(notes or {}), "n_items": {"queries": n}, "config_hash": "fake", "seed": 0,
         "limited": limit is not None, "limit": limit,
+        "variant": dict(variant or {}), "variant_label": variant_label(variant or {}),
     }
     rec.update(perquery.intervals(rec, pq, n=resamples))
     return rec, pq
@@ -43,6 +45,6 @@ def fake_record(model: ModelConfig, task: str, values: dict[str, Sequence[float 
 def write_fake_record(root: Path, model: ModelConfig, task: str, values: dict[str, Sequence[float | None]],
                       **kwargs: Any) -> Path:
     rec, pq = fake_record(model, task, values, **kwargs)
-    path = record_path(Path(root), model, task)
+    path = record_path(Path(root), model, task, kwargs.get("variant"))
     write_record(path, rec, None, pq)
     return path

@@ -77,6 +77,29 @@ def variant_suffix(variant: dict[str, Any]) -> str:
     return limit + (f"@{hash_json(rest, 8)}" if rest else "")
 
 
+@dataclass(frozen=True)
+class RecordKey:
+    """A record's identity, the one that reuse, `compare`, the leaderboard and ``--check`` all use:
+    the model's label (its name, options, precision and, for random weights, the draw) and the task
+    with its variant (--seed, -T, --limit). Two records with one key measure the same thing."""
+
+    model: str
+    task: str
+    variant: str = ""
+
+    @property
+    def task_cell(self) -> str:
+        """``task`` for the task's default run, ``task [seed=1]`` for a variant: a table of its own."""
+        return f"{self.task} [{self.variant}]" if self.variant else self.task
+
+    def __str__(self) -> str:
+        return f"model {self.model!r}, task {self.task_cell!r}"
+
+
+def record_key(rec: dict[str, Any]) -> RecordKey:
+    return RecordKey(str(rec["model"]["label"]), str(rec["task"]["name"]), str(rec.get("variant_label") or ""))
+
+
 def record_path(output_dir: Path, model: ModelConfig, task: str, variant: dict[str, Any] | None = None) -> Path:
     """``<model dir>/<task>.json`` for the task's default config; a variant goes beside it, never over it."""
     return Path(output_dir) / model.dirname / f"{task}{variant_suffix(variant or {})}.json"

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from negharness.discovery.manager import make_host
 from negharness.records.published import registered_rows
+from negharness.records.results import record_key
 
 MARKDOWN_HEADER = (
     "# negharness leaderboard\n\n"
@@ -118,9 +119,8 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]], published: bool
     for path, rec in records:
         if rec.get("limited"):
             continue
-        task = rec["task"]
-        variant = str(rec.get("variant_label") or "")  # another config: its own table, never a shared column
-        name = f"{task['name']} [{variant}]" if variant else task["name"]
+        task, key = rec["task"], record_key(rec)
+        name = key.task_cell  # another config: its own table, never a shared column
         info = rec.get("metric_info", {})
         table = tables.get(name)
         if table is None:
@@ -129,7 +129,7 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]], published: bool
             if metric in rec["metrics"] and table.column(metric) is None:
                 mi = info.get(metric, {})
                 table.columns.append(Column(metric, bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f")))
-        label = rec["model"]["label"]
+        label = key.model
         old = rows.setdefault(name, {}).get(label)
         created = rec.get("created_at", "")
         if old is not None and (old.created_at, str(old.record)) >= (created, str(path)):
