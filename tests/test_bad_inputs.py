@@ -243,6 +243,25 @@ def test_model_that_raises_mid_run_is_named_and_finished_records_are_kept(cli, t
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "kaboom" in debug.stderr
 
 
+@pytest.mark.parametrize("value,on", [("0", False), ("off", False), ("", False), ("yes", True), ("TRUE", True)])
+def test_env_flags_read_one_way(monkeypatch, value, on):
+    """Issue 32: env flags were read two ways (``NEGHARNESS_DEBUG=0`` turned debugging on in one of them)."""
+    from negharness.contracts.options import ENV_FLAGS, env_flag
+    from negharness.engine.failures import debug_requested
+    from negharness.io.paths import links_out_allowed
+
+    for name in ENV_FLAGS:
+        monkeypatch.setenv(name, value)
+        assert env_flag(name) is on, name
+    assert debug_requested() is on and links_out_allowed() is on
+
+
+def test_an_env_flag_that_is_neither_on_nor_off_is_refused_by_name(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("NEGHARNESS_DEBUG", "maybe")
+    code, err = _run_in_process(monkeypatch, capsys, tmp_path, ["list", "--brief"])
+    assert code == 2 and "$NEGHARNESS_DEBUG" in err and "'maybe'" in err and "Traceback" not in err
+
+
 # a full disk -----------------------------------------------------------------------------------------
 def _run_in_process(monkeypatch, capsys, tmp_path, argv):
     from negharness.cli.main import main

@@ -23,6 +23,7 @@ from negharness.cli.reports import (
     cmd_leaderboard,
 )
 from negharness.contracts.errors import UserError
+from negharness.contracts.options import check_env_flags, env_flag
 
 EXAMPLES = """examples:
   negharness run --model shapes_clip --task 'shapes_*'        # embedded default, no download
@@ -389,10 +390,9 @@ def _quiet_library_logging() -> None:
     they say that matters, the command says itself. A handler on the root logger keeps Python
     from installing its printing default; NEGHARNESS_DEBUG=1 keeps their lines."""
     import logging
-    import os
 
     root = logging.getLogger()
-    if not root.handlers and not os.environ.get("NEGHARNESS_DEBUG"):
+    if not root.handlers and not env_flag("NEGHARNESS_DEBUG"):
         root.addHandler(logging.NullHandler())
 
 
@@ -412,6 +412,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
     prefer_passive_waiting()  # before any command imports torch
     warnings.showwarning = _one_line_warning
+    try:
+        check_env_flags()
+    except UserError as exc:
+        _console(stderr=True).print(f"error: {exc}", markup=False, highlight=False)
+        return 2
     _quiet_library_logging()
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -7,6 +7,7 @@ names the flag, the key and the plugin, with what it accepts.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -26,6 +27,24 @@ def parse_bool(value: str | bool, what: str = "value") -> bool:
     if low in FALSE:
         return False
     raise UserError(f"{what}: expected true or false (1/0, yes/no, on/off), got {value!r}")
+
+
+# the on/off environment variables negharness reads, all through `env_flag`
+ENV_FLAGS = ("NEGHARNESS_DEBUG", "NEGHARNESS_STRICT_PLUGINS", "NEGHARNESS_ALLOW_LINKS_OUT",
+             "NEGHARNESS_SKIP_PICKLE_CALLS")
+
+
+def env_flag(name: str) -> bool:
+    """The one reading of an on/off environment variable: unset or empty is off, else `parse_bool`'s
+    vocabulary (so ``NEGHARNESS_DEBUG=0`` is off); anything else is an error naming the variable.
+    The CLI checks every `ENV_FLAGS` entry at start (`check_env_flags`), so a later read never fails."""
+    raw = os.environ.get(name, "")
+    return False if not raw.strip() else parse_bool(raw, f"${name}")
+
+
+def check_env_flags() -> None:
+    for name in ENV_FLAGS:
+        env_flag(name)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import pluggy
 
 from negharness import HOOK_API
 from negharness.contracts.errors import DuplicateNameError, PluginLoadError
+from negharness.contracts.options import env_flag
 from negharness.discovery import hookspecs
 from negharness.discovery.registry import Registrar, Registry
 
@@ -157,7 +158,7 @@ def blocked_from_env() -> frozenset[str]:
 def make_host(blocked: Iterable[str] = (), strict: bool | None = None, **_: Any) -> PluginHost:
     """The host as the CLI builds it: entry points, minus blocked plugins, strictness from env or flag."""
     if strict is None:
-        strict = os.environ.get("NEGHARNESS_STRICT_PLUGINS", "") not in ("", "0")
+        strict = env_flag("NEGHARNESS_STRICT_PLUGINS")
     host = PluginHost(blocked=frozenset(blocked) | blocked_from_env(), strict=strict)
     host.load_entrypoints()
     return host

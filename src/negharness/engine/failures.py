@@ -10,13 +10,13 @@ the full traceback is one environment variable away (``NEGHARNESS_DEBUG=1``).
 from __future__ import annotations
 
 import errno
-import os
 from types import TracebackType
 from typing import Any, Iterator
 
 from negharness.contracts.editing import Editor
 from negharness.contracts.errors import UserError
 from negharness.contracts.model import EmbeddingModel
+from negharness.contracts.options import env_flag
 from negharness.contracts.task import Task
 
 DEBUG_ENV = "NEGHARNESS_DEBUG"
@@ -32,7 +32,7 @@ class PluginRunError(Exception):
 
 
 def debug_requested() -> bool:
-    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    return env_flag(DEBUG_ENV)
 
 
 def message_of(exc: BaseException) -> str:

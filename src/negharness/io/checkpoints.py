@@ -19,7 +19,6 @@ skipped (named in a warning and the record's ``checkpoint_notes``).
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import warnings
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any
 import torch
 
 from negharness.contracts.errors import UserError
+from negharness.contracts.options import env_flag
 from negharness.io.safe_unpickle import CallRefused, InertObject, restricted_load
 from negharness.store.atomic import atomic_write
 
@@ -42,7 +42,7 @@ _SHOWN_SHAPES = 3  # mismatching tensors named in the one-line error
 def pickle_calls_skipped() -> bool:
     """``NEGHARNESS_SKIP_PICKLE_CALLS=1``: read a pickle that would call a foreign global (the call
     skipped, a stand-in in its place) instead of refusing it. Off by default: such a file is refused."""
-    return os.environ.get(SKIP_CALLS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return env_flag(SKIP_CALLS_ENV)
 
 
 @dataclass

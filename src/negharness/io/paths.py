@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from negharness.contracts.errors import UserError
+from negharness.contracts.options import env_flag
 
 
 def _user_cache() -> Path:
@@ -39,7 +40,7 @@ ALLOW_LINKS_OUT_ENV = "NEGHARNESS_ALLOW_LINKS_OUT"
 def links_out_allowed() -> bool:
     """``NEGHARNESS_ALLOW_LINKS_OUT=1``: symlinks under the data root may point outside it (a data
     root assembled from links into a shared dataset store). ``../`` in a data file never may."""
-    return os.environ.get(ALLOW_LINKS_OUT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return env_flag(ALLOW_LINKS_OUT_ENV)
 
 
 def symlink_loop_error(path: str | os.PathLike, where: str = "") -> UserError:
