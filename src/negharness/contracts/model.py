@@ -81,6 +81,10 @@ class EmbeddingModel(ABC):
     modalities: frozenset[str] = frozenset({"text", "image", "video"})
     # set when the user chose a sampling for this model; tasks fall back to their own default
     frame_sampling: FrameSampling | None = None
+    # True when no file or tag named the weights and they were drawn at random as the model was built
+    # (an architecture alone): every load draws others, so the host never reuses such a record and
+    # gives each draw its own record folder and board label
+    random_weights: bool = False
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
