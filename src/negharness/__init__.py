@@ -4,8 +4,20 @@ Importing this package is cheap on purpose: torch, open_clip and the plugins loa
 model or task is actually used, so `negharness list` and `--help` stay instant.
 """
 
-__version__ = "0.1.0"
+from negharness.version import HOOK_API, __version__
 
-# The hook API's major version. A plugin module may set ``NEGHARNESS_HOOK_API = 1`` (the version it
-# was written for); the host refuses it, by name, when that differs from this one.
-HOOK_API = 1
+__all__ = ["HOOK_API", "__version__", "run"]
+
+
+def run(model: str, tasks: "str | list[str]", *, arch: "str | None" = None, pretrained: "str | None" = None,
+        checkpoint: "str | None" = None, model_args: "dict[str, str] | None" = None,
+        task_args: "dict[str, str] | None" = None, **settings: object) -> list:
+    """``negharness run`` as a library call: the same plugins, checks, embedding cache, reuse and
+    records as the command, returned as `negharness.engine.evaluate.RunOutcome` objects (task,
+    record path, the record, whether it was reused). ``settings`` are the run's other options by
+    their `RunRequest` names (``device``, ``precision``, ``batch_size``, ``limit``, ``seed``,
+    ``output_dir``, ``overwrite``, ...); an unknown one is an error naming it."""
+    from negharness.engine.evaluate import run_library  # lazy: `import negharness` stays free of torch
+
+    return run_library(model, [tasks] if isinstance(tasks, str) else list(tasks), arch, pretrained, checkpoint,
+                       dict(model_args or {}), dict(task_args or {}), settings)

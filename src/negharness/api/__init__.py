@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from negharness import HOOK_API, __version__
+from negharness.version import HOOK_API, __version__
 
 # public name -> the host module that defines it (the module itself where the name is a module)
 _EXPORTS: dict[str, str] = {

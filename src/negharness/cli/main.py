@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from negharness import __version__
+from negharness.version import __version__
 from negharness.cli.common import _console, _host, _pairs, _progress
 from negharness.cli.reports import (
     cmd_build_queries,

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import pluggy
 
-from negharness import HOOK_API
+from negharness.version import HOOK_API
 from negharness.contracts.errors import DuplicateNameError, PluginLoadError
 from negharness.contracts.options import env_flag
 from negharness.discovery import hookspecs

@@ -107,6 +107,19 @@ class _Planned:
     old: dict[str, Any] | None
 
 
+def run_library(model: str, tasks: list[str], arch: str | None, pretrained: str | None, checkpoint: str | None,
+                model_args: dict[str, str], task_args: dict[str, str], settings: dict[str, Any]) -> list[RunOutcome]:
+    """`negharness.run`: the request the CLI would build, on the host the CLI would make."""
+    from negharness.discovery.manager import make_host  # lazy: the host is only needed for a library run
+
+    known = {f.name for f in dataclasses.fields(RunRequest)} - {"model", "tasks", "model_options", "task_extra"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise UserError(f"negharness.run: unknown setting {unknown[0]!r} (settings: {', '.join(sorted(known))})")
+    req = RunRequest(model, tasks, ModelOptions(arch, pretrained, checkpoint, model_args), task_args, **settings)
+    return run_evaluation(make_host(), req)
+
+
 def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
     seen: dict[str, Entry] = {}
     for pattern in patterns:

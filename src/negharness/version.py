@@ -1,0 +1,9 @@
+"""The package's version and the hook API's major version, in a module of their own so that every
+room of the host can read them without importing the package root (whose `negharness.run` reaches
+the engine)."""
+
+__version__ = "0.1.0"
+
+# The hook API's major version. A plugin module may set ``NEGHARNESS_HOOK_API = 1`` (the version it
+# was written for); the host refuses it, by name, when that differs from this one.
+HOOK_API = 1
