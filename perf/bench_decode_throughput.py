@@ -32,8 +32,8 @@ from negharness.engine.cpu_threads import prefer_passive_waiting
 PASSIVE = prefer_passive_waiting()  # as the CLI does; before torch loads (OMP_WAIT_POLICY=ACTIVE to compare)
 import torch  # noqa: E402
 
-from negharness.contracts.model import ModelOptions  # noqa: E402
-from negharness.contracts.precision import PRECISIONS  # noqa: E402
+from negharness.api.model import ModelOptions  # noqa: E402
+from negharness.api.precision import PRECISIONS  # noqa: E402
 from negharness.engine.runner import (  # noqa: E402
     CachedEvalContext,
     RunSettings,

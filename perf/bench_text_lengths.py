@@ -35,8 +35,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from negharness.contracts.model import ModelOptions
-from negharness.contracts.precision import autocast
+from negharness.api.model import ModelOptions
+from negharness.api.precision import autocast
 from negharness.plugins.openclip_model import (
     OpenClipModel,
     encode_cut_tokens,

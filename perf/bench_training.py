@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     os.environ.setdefault("NEGHARNESS_CACHE", tempfile.mkdtemp())
 
-    from negharness.contracts.model import ModelOptions
-    from negharness.contracts.training import TrainOptions, TrainSetOptions
+    from negharness.api.model import ModelOptions
+    from negharness.api.training import TrainOptions, TrainSetOptions
     from negharness.engine.distributed import Dist
     from negharness.plugins.negation_data import SampleData, collate, sample_list
     from negharness.plugins.negation_training import Recipe

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from negharness.contracts.model import ModelOptions
-from negharness.contracts.training import TrainOptions
+from negharness.api.model import ModelOptions
+from negharness.api.training import TrainOptions
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import RunRequest, run_evaluation

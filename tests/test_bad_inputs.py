@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from negharness.contracts.errors import MediaError
+from negharness.api.errors import MediaError
 from negharness.records.results import record_files
 
 
@@ -246,7 +246,7 @@ def test_model_that_raises_mid_run_is_named_and_finished_records_are_kept(cli, t
 @pytest.mark.parametrize("value,on", [("0", False), ("off", False), ("", False), ("yes", True), ("TRUE", True)])
 def test_env_flags_read_one_way(monkeypatch, value, on):
     """Issue 32: env flags were read two ways (``NEGHARNESS_DEBUG=0`` turned debugging on in one of them)."""
-    from negharness.contracts.options import ENV_FLAGS, env_flag
+    from negharness.api.options import ENV_FLAGS, env_flag
     from negharness.engine.failures import debug_requested
     from negharness.io.paths import links_out_allowed
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.contracts.model import ModelOptions
+from negharness.api.model import ModelOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import MediaSet, frame_folders, image_files, video_files
 from negharness.io.video import (

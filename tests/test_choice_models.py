@@ -12,7 +12,7 @@ import pytest
 import torch
 from choice_helpers import tiny_gpt2, tiny_llava, write_image
 
-from negharness.contracts.model import ModelOptions
+from negharness.api.model import ModelOptions
 from negharness.io.media import MediaSet
 from negharness.scoring.choices import ChoiceSet
 
@@ -109,7 +109,7 @@ def test_hf_vlm_letter_scores_come_back_in_task_order(llava_dir):
 
 
 def test_embedding_calls_on_generative_models_are_a_clear_error(llava_dir):
-    from negharness.contracts.errors import UserError
+    from negharness.api.errors import UserError
     from negharness.plugins.hf_vlm import hf_vlm
 
     model = hf_vlm(ModelOptions(arch=str(llava_dir)))

@@ -14,7 +14,7 @@ import torch
 from choice_helpers import TableModel, evaluate, write_image
 from conftest import SHARED
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 from negharness.declarative.register import load_folder
 from negharness.scoring import perquery
 from negharness.tasks.builtin import GENERATORS
@@ -224,7 +224,7 @@ def test_ccneg_reads_the_torch_file_weights_only_and_drops_commas(tmp_path):
 def test_ccneg_refuses_a_pickle_of_arbitrary_objects(tmp_path):
     import argparse
 
-    from negharness.contracts.task import TaskOptions
+    from negharness.api.task import TaskOptions
 
     (tmp_path / "ccneg").mkdir()
     torch.save({"image_paths": [], "annotations": argparse.Namespace(x=1)}, tmp_path / "ccneg/ccneg_preprocessed.pt")
@@ -242,7 +242,7 @@ def _png_b64(colour: str) -> str:
 
 
 def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
-    from negharness.contracts.task import TaskOptions
+    from negharness.api.task import TaskOptions
     from negharness.engine.runner import CachedEvalContext, RunSettings
 
     items = [{"index": 0, "image": _png_b64("red"), "original_question": "What colour is the ball?",
@@ -319,7 +319,7 @@ def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
     yaml_task = load_folder(yaml_dir)[0]
     rng = random.Random(0)
     table = {}
-    from negharness.contracts.task import TaskOptions
+    from negharness.api.task import TaskOptions
 
     for i, ref in enumerate(yaml_task(TaskOptions(tmp_path)).rows):
         write_image(ref.media.path, ["red", "green", "blue"][i % 3])

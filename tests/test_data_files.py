@@ -12,7 +12,7 @@ import weakref
 
 import pytest
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 BOM = "\ufeff"
 

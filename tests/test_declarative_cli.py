@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 from negharness.declarative.register import load_folder
 
 CHOICE = """\
@@ -252,7 +252,7 @@ def test_readme_documents_every_key_a_yaml_task_may_use():
 
 
 def test_an_unknown_generator_in_a_users_file_is_named_before_any_model(tmp_path):
-    from negharness.contracts.task import TaskOptions
+    from negharness.api.task import TaskOptions
 
     folder = tmp_path / "t"
     folder.mkdir()

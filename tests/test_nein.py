@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from negharness.contracts.editing import Editor
-from negharness.contracts.errors import UserError
+from negharness.api.editing import Editor
+from negharness.api.errors import UserError
 from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.plugins.reference_editors import negated_object
 from negharness.plugins.shapes_detector import ShapesDetector

@@ -8,8 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from negharness.contracts.errors import UserError
-from negharness.contracts.model import ModelOptions
+from negharness.api.errors import UserError
+from negharness.api.model import ModelOptions
 
 transformers = pytest.importorskip("transformers")
 diffusers = pytest.importorskip("diffusers")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from negharness.contracts.errors import DuplicateNameError, UnknownNameError
+from negharness.api.errors import DuplicateNameError, UnknownNameError
 from negharness.discovery.registry import Registry
 
 
@@ -111,7 +111,7 @@ def test_list_brief_does_not_import_torch():
 
 def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
     """--model boolean -M base=kw finds a model that only this run's host has (not a fresh host)."""
-    from negharness.contracts.model import ModelOptions
+    from negharness.api.model import ModelOptions
     from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.testing import host_with_models, keyword_model
 

@@ -304,7 +304,7 @@ def test_scaled_columns_convert_to_task_units(tmp_path):
 
 def test_nt2vr_task_adds_published_notes(tmp_path, monkeypatch):
     """The call site: an nT2VR task's result carries the comparison under notes['published']."""
-    from negharness.contracts.task import TaskOptions, TaskResult
+    from negharness.api.task import TaskOptions, TaskResult
     from negharness.tasks.nt2vr.tasks import TASKS
 
     task = TASKS["msrvtt1k_composed"](TaskOptions(data_root=tmp_path))

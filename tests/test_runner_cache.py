@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import negharness.discovery.hookspecs as hs
-from negharness.contracts.errors import UserError
-from negharness.contracts.model import ModelOptions
+from negharness.api.errors import UserError
+from negharness.api.model import ModelOptions
 from negharness.discovery.manager import PluginHost
 from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.engine.runner import CachedEvalContext, RunSettings
@@ -244,7 +244,7 @@ def test_an_unreadable_item_stops_decoding_without_draining_the_queue():
     """The error names the item at once; batches queued behind it are cancelled, not decoded."""
     import time
 
-    from negharness.contracts.errors import MediaError
+    from negharness.api.errors import MediaError
 
     loaded: list[int] = []
 

@@ -6,9 +6,9 @@ import types
 
 import pytest
 
-from negharness.contracts.errors import UserError
-from negharness.contracts.options import OptionSpec, parse_bool, parse_options
-from negharness.contracts.task import (
+from negharness.api.errors import UserError
+from negharness.api.options import OptionSpec, parse_bool, parse_options
+from negharness.api.task import (
     MetricInfo,
     Task,
     TaskDefinitionError,
@@ -63,7 +63,7 @@ def test_option_errors_name_flag_key_and_owner():
 
 
 def test_undeclared_metric_is_refused(tmp_path):
-    from negharness.contracts.task import check_result
+    from negharness.api.task import check_result
 
     task = _Good(TaskOptions(tmp_path))
     with pytest.raises(TaskDefinitionError, match="from plugin 'p' returned metric 'R@1'"):
@@ -113,7 +113,7 @@ def test_hook_api_mismatch_and_misspelt_hooks_are_reported_by_plugin():
 
 
 def test_factory_returning_the_wrong_type_names_plugin_and_entry(tmp_path):
-    from negharness.contracts.model import ModelOptions
+    from negharness.api.model import ModelOptions
     from negharness.discovery.lookup import PluginLookup
     from negharness.discovery.registry import Registry
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from negharness.api import installed_plugins
-from negharness.contracts.errors import UserError
-from negharness.contracts.model import ModelOptions
-from negharness.contracts.training import TrainOptions
+from negharness.api.errors import UserError
+from negharness.api.model import ModelOptions
+from negharness.api.training import TrainOptions
 from negharness.engine.distributed import Dist
 from negharness.io.checkpoints import load_state_dict
 from negharness.plugins.negation_data import SampleData, collate, sample_list

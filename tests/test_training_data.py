@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.contracts.errors import UserError
-from negharness.contracts.training import TrainSetOptions
+from negharness.api.errors import UserError
+from negharness.api.training import TrainSetOptions
 from negharness.io.video import FrameSampling
 
 av = pytest.importorskip("av")

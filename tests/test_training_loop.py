@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.contracts.model import ModelOptions
-from negharness.contracts.training import TrainOptions
+from negharness.api.model import ModelOptions
+from negharness.api.training import TrainOptions
 from negharness.io.checkpoints import load_state_dict
 from negharness.plugins.negation_data import EpochBatches
 from negharness.plugins.openclip_model import OpenClipModel

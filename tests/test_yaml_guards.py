@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_declarative_cli import CHOICE, RETRIEVAL, ROWS, _data
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 from negharness.declarative.register import MAX_YAML_BYTES, load_folder
 
 
@@ -253,7 +253,7 @@ def test_an_empty_option_that_would_shift_the_answer_is_refused_by_row(cli, tmp_
 
 
 def test_an_empty_option_inside_a_list_field_is_refused_by_row(tmp_path):
-    from negharness.contracts.task import TaskOptions
+    from negharness.api.task import TaskOptions
 
     text = CHOICE.replace("  true: caption\n  false: [wrong, also_wrong]", "  options: [captions, last]\n  answer: answer")
     _option_rows(tmp_path / "data", [{"file": "red.png", "captions": ["a blue photo", " ", "a red photo"],

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.contracts.model import EmbeddingModel, ModelOptions
-from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.api.model import EmbeddingModel, ModelOptions
+from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.discovery.hookspecs import hookimpl
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
@@ -118,7 +118,7 @@ def host_with_models(models: dict[str, Any], name: str = "inline"):
 
 
 def lookup(**kinds: dict[str, Any]):
-    """A `negharness.contracts.context.PluginLookup` over only the given factories, by kind and name, e.g.
+    """A `negharness.api.context.PluginLookup` over only the given factories, by kind and name, e.g.
     ``lookup(model={"clip": my_factory}, trainset={"shapes": shapes})``: a trainer or task under
     test then makes exactly these plugins, the way a run makes installed ones."""
 

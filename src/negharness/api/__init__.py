@@ -23,37 +23,37 @@ _EXPORTS: dict[str, str] = {
     "hookimpl": "negharness.discovery.hookspecs", "Registrar": "negharness.discovery.registry",
     "register_yaml_folder": "negharness.declarative.register", "installed_plugins": "negharness.discovery.lookup",
     # errors
-    "UserError": "negharness.contracts.errors", "MediaError": "negharness.contracts.errors",
-    "MissingDataError": "negharness.contracts.errors",
+    "UserError": "negharness.api.errors", "MediaError": "negharness.api.errors",
+    "MissingDataError": "negharness.api.errors",
     # options
-    "OptionSpec": "negharness.contracts.options", "parse_options": "negharness.contracts.options",
-    "takes_options": "negharness.contracts.options",
-    "check_batch_size": "negharness.contracts.options",
-    "parse_bool": "negharness.contracts.options",
-    "PRECISIONS": "negharness.contracts.precision", "resolve_precision": "negharness.contracts.precision",
-    "autocast": "negharness.contracts.precision", "cpu_autocast_warning": "negharness.contracts.precision",
+    "OptionSpec": "negharness.api.options", "parse_options": "negharness.api.options",
+    "takes_options": "negharness.api.options",
+    "check_batch_size": "negharness.api.options",
+    "parse_bool": "negharness.api.options",
+    "PRECISIONS": "negharness.api.precision", "resolve_precision": "negharness.api.precision",
+    "autocast": "negharness.api.precision", "cpu_autocast_warning": "negharness.api.precision",
     # tasks and results
-    "Task": "negharness.contracts.task", "TaskOptions": "negharness.contracts.task",
-    "TaskResult": "negharness.contracts.task", "MetricInfo": "negharness.contracts.task",
+    "Task": "negharness.api.task", "TaskOptions": "negharness.api.task",
+    "TaskResult": "negharness.api.task", "MetricInfo": "negharness.api.task",
     # models
-    "EmbeddingModel": "negharness.contracts.model", "ModelOptions": "negharness.contracts.model",
-    "hash_state_dict": "negharness.contracts.model", "array_to_tensor": "negharness.contracts.model",
-    "jpeg_draft": "negharness.contracts.model", "FrameSampling": "negharness.contracts.sampling",
-    "hash_json": "negharness.contracts.hashing",
+    "EmbeddingModel": "negharness.api.model", "ModelOptions": "negharness.api.model",
+    "hash_state_dict": "negharness.api.model", "array_to_tensor": "negharness.api.model",
+    "jpeg_draft": "negharness.api.model", "FrameSampling": "negharness.api.sampling",
+    "hash_json": "negharness.api.hashing",
     # the run context
-    "EvalContext": "negharness.contracts.context", "RunContext": "negharness.contracts.context",
-    "PluginSource": "negharness.contracts.context", "EditContext": "negharness.engine.edit_context",
+    "EvalContext": "negharness.api.context", "RunContext": "negharness.api.context",
+    "PluginSource": "negharness.api.plugin_source", "EditContext": "negharness.engine.edit_context",
     # editing
-    "Editor": "negharness.contracts.editing", "Detector": "negharness.contracts.editing",
-    "Detection": "negharness.contracts.editing",
+    "Editor": "negharness.api.editing", "Detector": "negharness.api.editing",
+    "Detection": "negharness.api.editing",
     # training
-    "TrainOptions": "negharness.contracts.training", "TrainSetOptions": "negharness.contracts.training",
-    "TrainStream": "negharness.contracts.training", "TrainingSet": "negharness.contracts.training",
-    "named_trainset": "negharness.contracts.training", "distributed": "negharness.engine.distributed",
+    "TrainOptions": "negharness.api.training", "TrainSetOptions": "negharness.api.training",
+    "TrainStream": "negharness.api.training", "TrainingSet": "negharness.api.training",
+    "named_trainset": "negharness.api.training", "distributed": "negharness.engine.distributed",
     "Dist": "negharness.engine.distributed", "gather_batch": "negharness.engine.distributed",
     "resolve_device": "negharness.engine.runner", "lower_priority": "negharness.engine.runner",
     # scoring helpers a task calls
-    "ChoiceSet": "negharness.contracts.choices", "pad_scores": "negharness.contracts.choices",
+    "ChoiceSet": "negharness.api.choices", "pad_scores": "negharness.api.choices",
     "score_choices": "negharness.scoring.choices", "choice_metrics": "negharness.scoring.choices",
     "evaluate_mcq": "negharness.scoring.mcq", "MCQ_METRICS": "negharness.scoring.mcq",
     "evaluate_text_to_media": "negharness.scoring.retrieval", "evaluate_negated": "negharness.scoring.retrieval",
@@ -79,8 +79,8 @@ _EXPORTS: dict[str, str] = {
     "cached_json": "negharness.store.atomic", "hash_array": "negharness.store.content",
     # published numbers
     "published_notes": "negharness.records.published", "collection_digest": "negharness.records.published",
-    "QueryBuild": "negharness.contracts.queries",
-    "QueryBuildOptions": "negharness.contracts.queries",
+    "QueryBuild": "negharness.api.queries",
+    "QueryBuildOptions": "negharness.api.queries",
     "tables_beside": "negharness.records.published",
 }
 
@@ -102,35 +102,36 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
-    from negharness.contracts.choices import ChoiceSet, pad_scores
-    from negharness.contracts.context import EvalContext, PluginSource, RunContext
-    from negharness.contracts.editing import Detection, Detector, Editor
-    from negharness.contracts.errors import MediaError, MissingDataError, UserError
-    from negharness.contracts.hashing import hash_json
-    from negharness.contracts.model import (
+    from negharness.api.choices import ChoiceSet, pad_scores
+    from negharness.api.context import EvalContext, RunContext
+    from negharness.api.plugin_source import PluginSource
+    from negharness.api.editing import Detection, Detector, Editor
+    from negharness.api.errors import MediaError, MissingDataError, UserError
+    from negharness.api.hashing import hash_json
+    from negharness.api.model import (
         EmbeddingModel,
         ModelOptions,
         array_to_tensor,
         hash_state_dict,
         jpeg_draft,
     )
-    from negharness.contracts.options import (
+    from negharness.api.options import (
         OptionSpec,
         check_batch_size,
         parse_bool,
         parse_options,
         takes_options,
     )
-    from negharness.contracts.precision import (
+    from negharness.api.precision import (
         PRECISIONS,
         autocast,
         cpu_autocast_warning,
         resolve_precision,
     )
-    from negharness.contracts.queries import QueryBuild, QueryBuildOptions
-    from negharness.contracts.sampling import FrameSampling
-    from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
-    from negharness.contracts.training import (
+    from negharness.api.queries import QueryBuild, QueryBuildOptions
+    from negharness.api.sampling import FrameSampling
+    from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
+    from negharness.api.training import (
         TrainingSet,
         TrainOptions,
         TrainSetOptions,

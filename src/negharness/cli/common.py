@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 
 def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:

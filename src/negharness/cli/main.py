@@ -22,8 +22,8 @@ from negharness.cli.reports import (
     cmd_fire,
     cmd_leaderboard,
 )
-from negharness.contracts.errors import UserError
-from negharness.contracts.options import check_env_flags, env_flag
+from negharness.api.errors import UserError
+from negharness.api.options import check_env_flags, env_flag
 
 EXAMPLES = """examples:
   negharness run --model shapes_clip --task 'shapes_*'        # embedded default, no download
@@ -72,7 +72,7 @@ OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "
 
 def _options_cell(entry: Any, flag: str) -> str:
     """The options an entry declares, one per line (loads its module, not its weights)."""
-    from negharness.contracts.options import (  # lazy: start-up time
+    from negharness.api.options import (  # lazy: start-up time
         declared_options,
         describe_options,
     )
@@ -105,7 +105,7 @@ def _check_cache_dir(explicit: str | None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.api.model import ModelOptions  # lazy: start-up time
     from negharness.engine.evaluate import (  # lazy: start-up time
         RunRequest,
         run_evaluation,
@@ -195,8 +195,8 @@ def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from negharness.contracts.model import ModelOptions  # lazy: start-up time
-    from negharness.contracts.training import TrainOptions  # lazy: start-up time
+    from negharness.api.model import ModelOptions  # lazy: start-up time
+    from negharness.api.training import TrainOptions  # lazy: start-up time
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
 
     if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank

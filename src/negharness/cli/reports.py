@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from negharness.cli.common import _console, _host, _pairs
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -108,7 +108,7 @@ def cmd_build_queries(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from negharness.contracts.queries import QueryBuildOptions  # lazy: start-up time
+    from negharness.api.queries import QueryBuildOptions  # lazy: start-up time
 
     path = Path(args.captions)
     if not path.is_file():
@@ -139,7 +139,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.api.model import ModelOptions  # lazy: start-up time
     from negharness.engine.evaluate import (  # lazy: start-up time
         RunRequest,
         run_evaluation,
@@ -183,7 +183,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.api.model import ModelOptions  # lazy: start-up time
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
     from negharness.engine.runner import resolve_device  # lazy: start-up time
     from negharness.report.diagnose import (  # lazy: start-up time
@@ -217,7 +217,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 def _save_diagnosis(args: argparse.Namespace, host, plugin: str, model, options, objects: list[str], result) -> Path:
     """The PCA picture as data beside the model's records, for the leaderboard page."""
-    from negharness.contracts.hashing import hash_json  # lazy: start-up time
+    from negharness.api.hashing import hash_json  # lazy: start-up time
     from negharness.records.results import (  # lazy: start-up time
         ModelConfig,
         environment_versions,

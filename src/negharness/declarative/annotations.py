@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 from negharness.io.csv_rows import check_csv_header, check_csv_width
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "torch")

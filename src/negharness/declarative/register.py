@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from negharness.contracts.errors import UserError
-from negharness.contracts.task import MetricInfo
+from negharness.api.errors import UserError
+from negharness.api.task import MetricInfo
 from negharness.declarative.annotations import FILTER_KEYS, FORMATS, short
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl

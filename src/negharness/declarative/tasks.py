@@ -19,8 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from negharness.contracts.errors import MediaError, UserError
-from negharness.contracts.task import Task, TaskOptions, TaskResult
+from negharness.api.errors import MediaError, UserError
+from negharness.api.task import Task, TaskOptions, TaskResult
 from negharness.declarative.annotations import (
     Record,
     explode,
@@ -33,7 +33,7 @@ from negharness.io.image_files import read_rgb
 from negharness.io.paths import RootGuard
 
 if TYPE_CHECKING:
-    from negharness.contracts.context import EvalContext
+    from negharness.api.context import EvalContext
     from negharness.io.media import MediaSet
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -304,7 +304,7 @@ class ChoiceTask(DeclarativeTask):
         return [r.media.path for r in self.rows if r.media.path is not None]
 
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
-        from negharness.contracts.choices import (
+        from negharness.api.choices import (
             ChoiceSet,  # lazy: start-up time (torch)
         )
         from negharness.scoring.choices import (  # lazy: start-up time (torch)

@@ -13,9 +13,9 @@ import dataclasses
 import json
 from typing import Any
 
-from negharness.contracts.editing import Detector, Editor
-from negharness.contracts.errors import UserError
-from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.api.editing import Detector, Editor
+from negharness.api.errors import UserError
+from negharness.api.model import EmbeddingModel, ModelOptions
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 

@@ -17,8 +17,8 @@ from typing import Any, Iterable
 import pluggy
 
 from negharness.version import HOOK_API
-from negharness.contracts.errors import DuplicateNameError, PluginLoadError
-from negharness.contracts.options import env_flag
+from negharness.api.errors import DuplicateNameError, PluginLoadError
+from negharness.api.options import env_flag
 from negharness.discovery import hookspecs
 from negharness.discovery.registry import Registrar, Registry
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Callable
 
-from negharness.contracts.errors import DuplicateNameError, UnknownNameError, UserError
+from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
 
 KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder")
 

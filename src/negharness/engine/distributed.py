@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from negharness.contracts.context import PluginSource, RunContext
-from negharness.contracts.editing import Editor
+from negharness.api.context import PluginSource, RunContext
+from negharness.api.editing import Editor
 
 
 class EditContext(RunContext):

@@ -1,6 +1,6 @@
 """`negharness run` as a library call: resolve names, check data, load the model once, give each task
 its protocol's context (`CachedEvalContext` or `EditContext`), build and write records. Orchestration
-only: embedding lives in the runner, editing in `negharness.contracts.editing`, records in `negharness.records.results`.
+only: embedding lives in the runner, editing in `negharness.api.editing`, records in `negharness.records.results`.
 
 Everything that can be checked before a model loads is checked first (names, device, output
 folder, data files), so a typo costs milliseconds, not a model load. Whether an existing record
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from negharness.contracts.errors import MissingDataError, UserError
-from negharness.contracts.hashing import hash_json
-from negharness.contracts.model import EmbeddingModel, ModelOptions
-from negharness.contracts.options import check_batch_size
-from negharness.contracts.precision import cpu_autocast_warning, resolve_precision
-from negharness.contracts.task import (
+from negharness.api.errors import MissingDataError, UserError
+from negharness.api.hashing import hash_json
+from negharness.api.model import EmbeddingModel, ModelOptions
+from negharness.api.options import check_batch_size
+from negharness.api.precision import cpu_autocast_warning, resolve_precision
+from negharness.api.task import (
     Task,
     TaskDefinitionError,
     TaskOptions,
@@ -301,7 +301,7 @@ def _made_task(entry: Entry, options: TaskOptions) -> Task:
         raise TaskDefinitionError(f"{exc} (plugin {entry.plugin!r})") from None
     if not isinstance(task, Task):
         raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
-                        f"{type(task).__name__}, not a negharness.contracts.task.Task")
+                        f"{type(task).__name__}, not a negharness.api.task.Task")
     task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
     registered = entry.meta.get("family")
     if registered and registered != task.family:

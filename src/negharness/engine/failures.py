@@ -13,11 +13,11 @@ import errno
 from types import TracebackType
 from typing import Any, Iterator
 
-from negharness.contracts.editing import Editor
-from negharness.contracts.errors import UserError
-from negharness.contracts.model import EmbeddingModel
-from negharness.contracts.options import env_flag
-from negharness.contracts.task import Task
+from negharness.api.editing import Editor
+from negharness.api.errors import UserError
+from negharness.api.model import EmbeddingModel
+from negharness.api.options import env_flag
+from negharness.api.task import Task
 
 DEBUG_ENV = "NEGHARNESS_DEBUG"
 DEBUG_HINT = f"rerun with {DEBUG_ENV}=1 for the traceback"

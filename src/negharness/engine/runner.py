@@ -16,12 +16,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from negharness.contracts.context import RunContext
-from negharness.contracts.errors import UserError
-from negharness.contracts.hashing import hash_json
-from negharness.contracts.model import EmbeddingModel
-from negharness.contracts.precision import autocast
-from negharness.contracts.sampling import FrameSampling
+from negharness.api.context import RunContext
+from negharness.api.errors import UserError
+from negharness.api.hashing import hash_json
+from negharness.api.model import EmbeddingModel
+from negharness.api.precision import autocast
+from negharness.api.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
 from negharness.io.media import (
     MediaSet,
@@ -108,7 +108,7 @@ class RunSettings:
 
 class CachedEvalContext(RunContext):
     """The embedding protocol's context (retrieval and multiple choice), peer of
-    `negharness.contracts.editing.EditContext`: cached, batched embedding of texts and media by one model."""
+    `negharness.api.editing.EditContext`: cached, batched embedding of texts and media by one model."""
 
     COUNTED = ("texts_encoded", "texts_cached", "media_encoded", "media_cached", "media_skipped")
 

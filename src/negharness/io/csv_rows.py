@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 
 def check_csv_header(path: Path | str, fields: Sequence[str] | None) -> list[str]:

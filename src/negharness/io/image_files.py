@@ -1,7 +1,7 @@
 """Opening image files for a `MediaSet`: every way a file can fail becomes a `MediaError` naming it.
 
 The image is opened lazily (header only), so a model may still ask a JPEG for a reduced-scale
-decode (`negharness.contracts.model.jpeg_draft`); a file whose pixels are damaged (a truncated JPEG) fails
+decode (`negharness.api.model.jpeg_draft`); a file whose pixels are damaged (a truncated JPEG) fails
 when it is decoded, and `PreprocessedItems` turns that failure into a `MediaError` naming the file.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import PIL
 from PIL import features
 
-from negharness.contracts.errors import MediaError
+from negharness.api.errors import MediaError
 
 # what PIL raises for a damaged file, header or pixels (a broken PNG chunk is a SyntaxError in PIL)
 DECODE_ERRORS = (OSError, SyntaxError)

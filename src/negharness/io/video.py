@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from negharness.contracts.errors import MediaError, UserError
-from negharness.contracts.sampling import FrameSampling
+from negharness.api.errors import MediaError, UserError
+from negharness.api.sampling import FrameSampling
 from negharness.io.image_files import image_decoder_identity, require_8bit
 
 DECODERS = ("av", "decord", "cv2")

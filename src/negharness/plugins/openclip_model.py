@@ -354,7 +354,7 @@ class OpenClipModel(EmbeddingModel):
         self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
         self._transform = None
         self._geometry: Any = None  # the transform's resize and crop, when its tail is `normalised_chw`
-        self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.contracts.model.jpeg_draft)
+        self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.api.model.jpeg_draft)
         self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
         self.text_on_lengths = causal_text_tower(model)  # see encode_text
 

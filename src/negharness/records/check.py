@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 from negharness.records.results import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"

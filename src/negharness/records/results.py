@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from negharness.contracts.hashing import hash_json
+from negharness.api.hashing import hash_json
 from negharness.scoring.perquery import write_sidecar
 from negharness.store.atomic import atomic_write_json, atomic_write_text
 

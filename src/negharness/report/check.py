@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 from negharness.records.results import SCHEMA_VERSION, nonfinite_fields, record_files
 from negharness.report import diagnosis_file
 from negharness.scoring import perquery

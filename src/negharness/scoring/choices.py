@@ -17,9 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from negharness.contracts.choices import ChoiceSet, pad_scores
-from negharness.contracts.context import EvalContext
-from negharness.contracts.errors import UserError
+from negharness.api.choices import ChoiceSet, pad_scores
+from negharness.api.context import EvalContext
+from negharness.api.errors import UserError
 from negharness.scoring.views import pair_scores, rows_of
 
 CHOICE_METRIC_NAMES = ("accuracy", "tie_rate", "macro_accuracy", "accuracy_authors_rule", "macro_accuracy_authors_rule")

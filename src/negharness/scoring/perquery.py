@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"0", "false", "no", "off"})

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.contracts.context import PluginSource, require_plugins
-from negharness.contracts.hashing import hash_json
-from negharness.contracts.options import OptionSpec, parse_options
-from negharness.contracts.sampling import FrameSampling
+from negharness.api.plugin_source import PluginSource, require_plugins
+from negharness.api.hashing import hash_json
+from negharness.api.options import OptionSpec, parse_options
+from negharness.api.sampling import FrameSampling
 
 
 @dataclass
@@ -70,7 +70,7 @@ def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
         h.update(str(t.dtype).encode())
         h.update(str(tuple(t.shape)).encode())
         if t.numel():  # the tensor's own bytes, through the buffer protocol: no copy of the weights
-            h.update(t.reshape(-1).view(torch.uint8).numpy())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().data)
     return h.hexdigest()[:16]
 
 
@@ -226,4 +226,4 @@ def jpeg_draft(image: Any, shorter_side: int) -> bool:
     if scale > 0.5:  # no DCT scale keeps the shorter side
         return False
     image.draft("RGB", (max(1, int(np.ceil(w * scale))), max(1, int(np.ceil(h * scale)))))
-    return image.size != (w, h)
+    return bool(image.size != (w, h))

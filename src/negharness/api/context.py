@@ -8,28 +8,21 @@ types. ``plugins`` is any `PluginSource`: the run's lookup, or `negharness.api.i
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from negharness.contracts.errors import UserError
+from negharness.api.plugin_source import PluginSource, require_plugins
 
+if TYPE_CHECKING:
+    import torch
 
-class PluginSource(Protocol):
-    """Plugins by kind and name: the run's `negharness.discovery.lookup.PluginLookup`."""
+    from negharness.api.model import EmbeddingModel
+    from negharness.api.sampling import FrameSampling
+    from negharness.io.media import MediaSet
 
-    def plugin(self, kind: str, name: str, options: Any = None) -> Any: ...
-
-    def create(self, kind: str, name: str, options: Any) -> Any: ...
-
-
-def require_plugins(plugins: PluginSource | None, who: str) -> PluginSource:
-    """The lookup a wrapper needs; outside a run the caller passes one explicitly (no hidden global host)."""
-    if plugins is None:
-        raise UserError(f"{who} needs the run's plugins: called outside `negharness run`, pass "
-                        "plugins=negharness.api.installed_plugins()")
-    return plugins
+__all__ = ["Counters", "EvalContext", "PluginSource", "RunContext", "require_plugins"]
 
 
-class Counters(Counter):
+class Counters(Counter[str]):
     """One tally type for every protocol: ``ctx.counters["edited"] += 1`` or ``ctx.counters.media_encoded``."""
 
     def __getattr__(self, name: str) -> Any:
@@ -61,7 +54,7 @@ class EvalContext(Protocol):
     embeddings. The host's implementation (`negharness.engine.runner.CachedEvalContext`) serves what
     the cache holds and encodes only the rest, under the run's device, precision and batch size."""
 
-    model: Any
+    model: "EmbeddingModel"
     seed: int
     counters: Counters
     notes: dict[str, Any]
@@ -70,10 +63,15 @@ class EvalContext(Protocol):
     batch_size: int
     precision: str
 
-    def embed_texts(self, texts: Any) -> Any: ...
+    def embed_texts(self, texts: Sequence[str]) -> "torch.Tensor":
+        """(len(texts), D) L2-normalised float32 embeddings, in the order given (duplicates once)."""
 
-    def embed_media(self, media: Any) -> Any: ...
+    def embed_media(self, media: "MediaSet") -> "torch.Tensor":
+        """(len(media), D) L2-normalised float32 embeddings; a row of an item that could not be read
+        (with ``--skip-broken-media``) is NaN and its id is in ``broken``."""
 
-    def frame_sampling(self, task_default: Any) -> Any: ...
+    def frame_sampling(self, task_default: "FrameSampling") -> "FrameSampling":
+        """The model's frame sampling where the user chose one (``-M frames=``), else the task's."""
 
-    def plugin(self, kind: str, name: str, options: Any = None) -> Any: ...
+    def plugin(self, kind: str, name: str, options: Any = None) -> Any:
+        """Another plugin of this run by kind and name, created once per run."""

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
-from negharness.contracts.context import PluginSource, require_plugins
-from negharness.contracts.errors import UnknownNameError, UserError
-from negharness.contracts.model import ModelOptions
-from negharness.contracts.options import OptionSpec, parse_options
-from negharness.contracts.sampling import FrameSampling
+from negharness.api.plugin_source import PluginSource, require_plugins
+from negharness.api.errors import UnknownNameError, UserError
+from negharness.api.model import ModelOptions
+from negharness.api.options import OptionSpec, parse_options
+from negharness.api.sampling import FrameSampling
 
 Mcq = tuple[tuple[str, ...], int]  # (options, index of the correct one)
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -60,11 +63,14 @@ class TrainStream:
     def subset(self, positions: Sequence[int]) -> "TrainStream":
         """The first items only (``--limit``), loading through the original indices."""
         pos = list(positions)
-        pick = (lambda xs: None if xs is None else [xs[i] for i in pos])
         load = self.load
-        return TrainStream(self.name, self.kind, pick(self.ids), lambda i: load(pos[i]), pick(self.captions),
-                           pick(self.groups), pick(self.negated), pick(self.true_negations), pick(self.mcq),
-                           self.contrastive)
+
+        def pick(xs: list[T] | None) -> list[T] | None:
+            return None if xs is None else [xs[i] for i in pos]
+
+        return TrainStream(self.name, self.kind, [self.ids[i] for i in pos], lambda i: load(pos[i]),
+                           [self.captions[i] for i in pos], pick(self.groups), pick(self.negated),
+                           pick(self.true_negations), pick(self.mcq), self.contrastive)
 
 
 @dataclass
@@ -86,7 +92,7 @@ class TrainSetOptions:
     cache_dir: Path | None = None
 
     def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
-        """A ``-T key=value`` option, parsed by the one option parser (`negharness.contracts.options`)."""
+        """A ``-T key=value`` option, parsed by the one option parser (`negharness.api.options`)."""
         if key not in self.extra:
             return default
         return OptionSpec(cast, default).parse(self.extra[key], f"-T {key}={self.extra[key]}")
@@ -136,12 +142,13 @@ class TrainOptions:
     def load_trainset(self, name: str, options: "TrainSetOptions") -> "TrainingSet":
         """A training set by name (kind ``trainset``), through the same lookup."""
         try:
-            return self.lookup().create("trainset", name, options)
+            made: TrainingSet = self.lookup().create("trainset", name, options)
+            return made
         except UnknownNameError as exc:
             raise UserError(f"--task {name}: not a training set ({exc}); `negharness list` shows the trainsets") from None
 
     def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
-        """An ``-O key=value`` option, parsed by the one option parser (`negharness.contracts.options`)."""
+        """An ``-O key=value`` option, parsed by the one option parser (`negharness.api.options`)."""
         if key not in self.extra:
             return default
         return OptionSpec(cast, default).parse(self.extra[key], f"-O {key}={self.extra[key]}")

@@ -5,7 +5,7 @@ direction and format, options with type and default, citation, where to get the 
 the class attributes below and checked when the task is loaded: a metric without a direction, a
 main score that is not a metric, an unknown modality or a malformed option is an error naming the
 task and its plugin, before any model loads. Options (``-T key=value``) are parsed by the one
-option parser (`negharness.contracts.options`), typed, and only declared options enter the task's config.
+option parser (`negharness.api.options`), typed, and only declared options enter the task's config.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from negharness.contracts.errors import UserError
-from negharness.contracts.options import OptionSpec, parse_options
+from negharness.api.errors import UserError
+from negharness.api.options import OptionSpec, parse_options
 
 if TYPE_CHECKING:
-    from negharness.contracts.context import RunContext
+    from negharness.api.context import RunContext
 
 MODALITIES = frozenset({"text", "image", "video", "edit"})
 

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-from negharness.contracts.errors import UserError
+from negharness.api.errors import UserError
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
