@@ -239,6 +239,31 @@ def _model_options(p: argparse.ArgumentParser) -> None:
                    help="plugin-specific model option, repeatable (e.g. -M quick_gelu=true)")
 
 
+# The run settings, one spelling and one help for every command that loads a model; each command
+# takes those its protocol honours (a setting it would only record is not offered).
+RUN_SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "device": (("--device",), {"default": "auto", "help": "auto | cpu | cuda | cuda:N (default auto)"}),
+    "precision": (("--precision",), {"default": "fp32", "choices": ["fp32", "fp16", "bf16"],
+                                    "help": "autocast precision (default fp32)"}),
+    "batch_size": (("--batch-size",), {"type": int, "default": 64, "help": "items per encoded batch (default 64)"}),
+    "workers": (("--workers",), {"type": int, "default": None,
+                                 "help": "data-loading worker processes (default: automatic)"}),
+    "seed": (("--seed",), {"type": int, "default": 0, "help": "the run's seed (default 0)"}),
+    "data_root": (("--data-root",), {"help": "where tasks read files (else $NEGHARNESS_DATA, "
+                                             "else ~/.cache/negharness/data)"}),
+    "cache_dir": (("--cache-dir",), {"help": "embedding cache root (else $NEGHARNESS_CACHE, else ~/.cache/negharness)"}),
+}
+
+
+def _run_settings(p: argparse.ArgumentParser, *names: str, **overrides: dict[str, Any]) -> None:
+    """The named run settings, as every command spells them; ``overrides`` change one setting's
+    default or help where a command's protocol differs (training's precision has ``auto``)."""
+    g = p.add_argument_group("run settings (the same for every command that loads a model)")
+    for name in names:
+        flags, kwargs = RUN_SETTINGS[name]
+        g.add_argument(*flags, **{**kwargs, **overrides.get(name, {})})
+
+
 def _include_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("--include-path", action="append", metavar="DIR",
                    help="folder of YAML task files (choice, retrieval or suite tasks) to add, repeatable")
@@ -268,17 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p)
     _include_path(p)
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
-    p.add_argument("--data-root", help="where tasks read files (else $NEGHARNESS_DATA, else ~/.cache/negharness/data)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
-    p.add_argument("--workers", type=int, default=None, help="data-loading workers (default: automatic)")
+    _run_settings(p, "device", "precision", "batch_size", "workers", "seed", "data_root", "cache_dir")
     p.add_argument("--limit", type=int, default=None, help="cut each task to N items for a quick check")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output-dir", default="results", help="where result records go (default results/)")
     p.add_argument("--log-samples", action="store_true", help="write per-query outputs beside each record")
     p.add_argument("--overwrite", action="store_true", help="rerun tasks whose record already exists")
-    p.add_argument("--cache-dir", help="embedding cache root (else $NEGHARNESS_CACHE, else ~/.cache/negharness)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the embedding cache")
     p.add_argument("--skip-broken-media", action="store_true",
                    help="skip and count images/videos that cannot be decoded (default: stop with an error)")
@@ -319,11 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
     p.add_argument("--sizes", default="500,1000,3000", help="query counts N to resample (default 500,1000,3000)")
     p.add_argument("--resamples", type=int, default=10_000, help="resamples per N (default 10,000, as FIRE)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="fire.png", help="plot of the distributions (PNG or SVG)")
-    p.add_argument("--data-root")
-    p.add_argument("--cache-dir")
-    p.add_argument("--device", default="auto")
+    _run_settings(p, "device", "precision", "batch_size", "workers", "seed", "data_root", "cache_dir",
+                  seed={"help": "the run's seed and the resampling seed (default 0)"})
     p.set_defaults(func=cmd_fire)
 
     p = sub.add_parser("compare", help="paired bootstrap and McNemar tests between two models' records")
@@ -345,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default="results",
                    help="the PCA data goes to <results-dir>/<model dir>/diagnose.diagnosis.json, beside the model's "
                         "records, where `leaderboard --html` draws it (default results/)")
-    p.add_argument("--device", default="auto")
+    _run_settings(p, "device")  # a few dozen captions, encoded in fp32 in one batch: nothing else to set
     p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("train", help="train a model with a trainer plugin")
@@ -357,17 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p)
     p.add_argument("-O", "--option", action="append", metavar="KEY=VALUE", help="trainer option, repeatable")
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="training-set option, repeatable")
-    p.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"],
-                   help="as for run (default: the trainer's, auto: bf16 on GPUs, fp32 on CPUs)")
-    p.add_argument("--batch-size", type=int, help="training batch size, as for run (default: the trainer's, 64)")
+    _run_settings(p, "device", "precision", "batch_size", "workers", "seed", "data_root", "cache_dir",
+                  precision={"default": None, "choices": ["auto", "bf16", "fp16", "fp32"],
+                             "help": "as for run (default: the trainer's, auto: bf16 on GPUs, fp32 on CPUs)"},
+                  batch_size={"default": None, "help": "training batch size (default: the trainer's, 64)"},
+                  workers={"help": "DataLoader worker processes (default: min(8, CPUs - 1))"},
+                  data_root={"help": "where training data lives or is generated (as for run)"})
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (resumable)")
     p.add_argument("--limit", type=int, help="use only the first N items of each training set stream")
-    p.add_argument("--workers", type=int, help="DataLoader worker processes (default: min(8, CPUs - 1))")
     p.add_argument("--nproc", type=int, help="train on N processes (DDP) by re-launching under torchrun")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--cache-dir")
-    p.add_argument("--data-root", help="where training data lives or is generated (as for run)")
     p.set_defaults(func=cmd_train, argv=None)
     return parser
 

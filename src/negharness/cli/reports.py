@@ -157,7 +157,8 @@ def cmd_fire(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         req = RunRequest(model=args.model, tasks=[args.task], data_root=args.data_root, device=args.device,
                          model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
-                         task_extra=_pairs(args.task_arg, "-T"), output_dir=tmp, log_samples=True, cache_dir=args.cache_dir)
+                         task_extra=_pairs(args.task_arg, "-T"), output_dir=tmp, log_samples=True, cache_dir=args.cache_dir,
+                         precision=args.precision, batch_size=args.batch_size, workers=args.workers, seed=args.seed)
         outcomes = run_evaluation(host, req)
         if len(outcomes) != 1:
             raise UserError(f"--task {args.task}: name one retrieval task (it matched {len(outcomes)})")
