@@ -29,6 +29,9 @@ class TableModel(EmbeddingModel):
         super().__init__()
         self.table = table
 
+    def modules(self) -> list[torch.nn.Module]:
+        return []  # no torch modules: nothing to move to a device
+
     def describe(self) -> dict[str, Any]:
         return {"arch": "table", "rows": sorted((k, sorted(v.items())) for k, v in self.table.items())}
 

@@ -51,6 +51,9 @@ class SignModel(EmbeddingModel):
     name = "sign16"
     modalities = frozenset({"text", "image"})
 
+    def modules(self) -> list[torch.nn.Module]:
+        return []  # no torch modules: nothing to move to a device
+
     def describe(self) -> dict[str, Any]:
         return {"arch": "sign16"}
 

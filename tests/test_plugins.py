@@ -3,8 +3,10 @@
 import json
 
 import pytest
+import torch
 
-from negharness.api.errors import DuplicateNameError, UnknownNameError
+from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
+from negharness.api.model import EmbeddingModel, ModelOptions
 from negharness.discovery.registry import Registry
 
 
@@ -111,7 +113,6 @@ def test_list_brief_does_not_import_torch():
 
 def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
     """--model boolean -M base=kw finds a model that only this run's host has (not a fresh host)."""
-    from negharness.api.model import ModelOptions
     from negharness.engine.evaluate import RunRequest, run_evaluation
     from negharness.testing import host_with_models, keyword_model
 
@@ -128,9 +129,11 @@ def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
         boolean(ModelOptions(extra={"base": "kw"}))
 
 
-def test_readme_plugin_example_is_the_tested_plugin_and_installs_as_written(tmp_path):
+def test_readme_plugin_example_is_the_tested_plugin_installs_and_passes_the_leaderboard_check(tmp_path):
     """The README's code blocks are the files under tests/thirdparty/good, and its pyproject.toml
-    installs (offline, no build isolation) into a folder where `negharness list` finds the plugin."""
+    installs (offline, no build isolation) into a folder where `negharness list` finds the plugin;
+    run as installed, its records carry per-query values and intervals, so the CI gate
+    (`leaderboard --check`) accepts them (it used to reject them: no per-query sidecar)."""
     import re
     import subprocess
     import sys
@@ -160,3 +163,73 @@ def test_readme_plugin_example_is_the_tested_plugin_and_installs_as_written(tmp_
     assert pip.returncode == 0, pip.stderr
     listed = run_cli(["list"], tmp_path, [site])
     assert listed.returncode == 0 and "mean_colour" in listed.stdout and "example_colours" in listed.stdout
+    ran = run_cli(["run", "--model", "mean_colour", "--task", "example_colours"], tmp_path, [site])
+    assert ran.returncode == 0, ran.stderr
+    record = json.loads((tmp_path / "results" / "mean_colour" / "example_colours.json").read_text())
+    assert set(record["intervals"]) == {"R@1", "MIR"} and record["per_query_file"]
+    board = run_cli(["leaderboard", "--results-dir", "results"], tmp_path, [site])
+    assert board.returncode == 0, board.stderr
+    check = run_cli(["leaderboard", "--results-dir", "results", "--check"], tmp_path, [site])
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "not verifiable" not in check.stdout + check.stderr  # both metrics recomputed from the per-query values
+
+
+class _Recording(torch.nn.Sequential):
+    """A torch module that records the devices the host moves it to."""
+
+    def __init__(self, *modules: torch.nn.Module) -> None:
+        super().__init__(*modules)
+        self.moved_to: list = []
+
+    def to(self, *args, **kwargs):
+        self.moved_to.append(args[0] if args else kwargs.get("device"))
+        return super().to(*args, **kwargs)
+
+
+class _ThirdPartyModel(EmbeddingModel):
+    """Written as a third party would: a torch module as an attribute, no `modules()` override."""
+
+    name = "dropout_model"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = _Recording(torch.nn.Linear(3, 4), torch.nn.Dropout(0.5))  # a fresh module: training mode
+
+    def describe(self):
+        return {"arch": "dropout"}
+
+    def preprocess_image(self, image):
+        return torch.zeros(3)
+
+    def encode_image(self, pixels):
+        return torch.nn.functional.normalize(self.net(pixels), dim=-1)
+
+    def encode_text(self, texts):
+        return torch.nn.functional.normalize(torch.ones(len(texts), 4), dim=-1)
+
+
+class _Weightless(_ThirdPartyModel):
+    name = "weightless"
+
+    def __init__(self) -> None:
+        EmbeddingModel.__init__(self)  # holds no torch module and does not say so
+
+
+def test_the_host_moves_a_third_party_models_torch_modules_to_the_device_in_eval_mode():
+    """A model's torch modules are found without a `modules()` override (it used to default to [],
+    leaving them on the CPU with dropout on under --device cuda); a model holding none must say so
+    (`modules()` returning []), or loading it is an error naming the model and the fix. The 'meta'
+    device stands in for a GPU: the parameters really move."""
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.testing import keyword_model, lookup
+
+    factories = {"dropout_model": lambda o: _ThirdPartyModel(), "weightless": lambda o: _Weightless(),
+                 "keyword": keyword_model}
+    host = PluginLookup(lookup(model=factories).registry, torch.device("meta"))
+    model = host.create("model", "dropout_model", ModelOptions())
+    assert model.net.moved_to == [torch.device("meta")] and model.device == torch.device("meta")
+    assert model.net[0].weight.device.type == "meta"
+    assert not model.net.training and not model.net[1].training  # eval mode: dropout off
+    with pytest.raises(UserError, match=r"model weightless \(_Weightless\): holds no torch.nn.Module.*return \[\]"):
+        host.create("model", "weightless", ModelOptions())
+    assert host.create("model", "keyword", ModelOptions()).modules() == []  # says so explicitly

@@ -5,12 +5,16 @@ another number of ranks; the sampler shards global batches so that ranks' shares
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from negharness.api.errors import UserError
 from negharness.api.model import ModelOptions
 from negharness.api.training import TrainOptions
 from negharness.io.checkpoints import load_state_dict
@@ -27,6 +31,8 @@ TINY_VIT = {"model_cfg": {"embed_dim": 32, "vision_cfg": {"image_size": 32, "lay
 RECIPE = {"epochs": "2", "steps_per_epoch": "4", "lr": "1e-5", "checkpoint_every": "1",
           "lambda_v": "1", "lambda_q": "1", "accumulate": "2"}
 DATA = {"n_train": "48", "n_val": "24"}
+HOLD_LOCK = ("import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(600)")
 
 
 def _arch(tmp_path: Path) -> str:
@@ -67,6 +73,47 @@ def test_killed_run_resumes_exactly(tmp_path):
     # each epoch's loss is the mean over all its micro-batches, whether or not the run was resumed in it
     assert np.allclose([h.get("loss") or 0.0 for h in a], [h.get("loss") or 0.0 for h in b], rtol=1e-6)
     assert json.loads((straight / "training.json").read_text())["optimizer_steps"] == 4
+
+
+def test_rerunning_a_finished_run_trains_nothing_and_rewrites_nothing(tmp_path):
+    """A finished run rerun as it was (here stopped by --max-steps) says so and leaves every file as it
+    was: it used to train one more step on each rerun (4, then 5). A run killed after its last
+    checkpoint but before its outputs writes them from that checkpoint, without training."""
+    lines: list[str] = []
+    out = train(_opts(tmp_path, "short", max_steps=3, log=lines.append), "bnl")
+    files = ("model.safetensors", "training.json", "model.json", "checkpoint/state.json")
+    before = {f: (out / f).read_bytes() for f in files}
+    lines.clear()
+    assert train(_opts(tmp_path, "short", max_steps=3, log=lines.append), "bnl") == out
+    assert {f: (out / f).read_bytes() for f in files} == before
+    assert any("already finished" in line and "nothing to do" in line for line in lines), lines
+    (out / "training.json").unlink()  # killed between the last checkpoint and the outputs
+    train(_opts(tmp_path, "short", max_steps=3), "bnl")
+    assert json.loads((out / "training.json").read_text())["optimizer_steps"] == 3
+    assert (out / "model.safetensors").read_bytes() == before["model.safetensors"]
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["global_step"] == 3
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the flock lock; Windows has the O_EXCL fallback")
+def test_one_writer_per_training_folder_and_a_killed_holder_leaves_it_free(tmp_path):
+    """A second run on a folder another process writes is refused at once, naming the folder (two runs
+    used to both report "wrote", one's checkpoint cleanup deleting the other's files); once the
+    holder is killed (SIGKILL: no clean-up of its own), a run proceeds."""
+    out = tmp_path / "busy"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out / ".train.lock")], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(UserError, match=f"--out {out}: another training run is writing this folder"):
+            train(_opts(tmp_path, "busy", max_steps=1), "bnl")
+        assert not (out / "checkpoint").exists()  # refused before anything was written
+    finally:
+        holder.kill()
+        holder.wait()
+    assert holder.returncode == -signal.SIGKILL
+    assert json.loads((train(_opts(tmp_path, "busy", max_steps=1), "bnl") / "training.json").read_text()
+                      )["optimizer_steps"] == 1
 
 
 def test_a_training_folder_keeps_its_architecture_config(tmp_path, monkeypatch):

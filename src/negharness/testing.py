@@ -44,6 +44,9 @@ class KeywordModel(EmbeddingModel):
         self.dim = dim
         self.encoded = {"text": 0, "image": 0}
 
+    def modules(self) -> list[torch.nn.Module]:
+        return []  # no torch modules: nothing to move to a device
+
     def describe(self) -> dict[str, Any]:
         return {"arch": "keyword", "dim": self.dim}
 

@@ -1,8 +1,9 @@
 """What a retrieval model plugin gives the host: normalised embeddings, preprocessing, a fingerprint.
 
 A plugin subclasses `EmbeddingModel` and implements `encode_text`, `encode_image` and
-`preprocess_image`; video encoding, device placement and fingerprint hashing come for free and can
-be overridden (a temporal head such as CLIP4Clip's seqTransf overrides `encode_video`).
+`preprocess_image`; video encoding, device placement (of the torch modules it holds, see `modules`)
+and fingerprint hashing come for free and can be overridden (a temporal head such as CLIP4Clip's
+seqTransf overrides `encode_video`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api.plugin_source import PluginSource, require_plugins
+from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
 from negharness.api.options import OptionSpec, parse_options
+from negharness.api.plugin_source import PluginSource, require_plugins
 from negharness.api.sampling import FrameSampling
 
 
@@ -74,6 +76,16 @@ def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()[:16]
 
 
+def held_modules(obj: Any) -> list[torch.nn.Module]:
+    """The ``torch.nn.Module`` values among ``obj``'s attributes, directly or one level inside a list,
+    tuple or dict, each once, in attribute order (`EmbeddingModel.modules`' default)."""
+    out: dict[int, torch.nn.Module] = {}
+    for value in vars(obj).values():
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+        out.update((id(m), m) for m in items if isinstance(m, torch.nn.Module))
+    return list(out.values())
+
+
 class EmbeddingModel(ABC):
     """Base of every retrieval model plugin. All ``encode_*`` outputs are L2-normalised float32."""
 
@@ -117,8 +129,17 @@ class EmbeddingModel(ABC):
         return [order[lo:lo + batch_size] for lo in range(0, len(order), max(1, batch_size))]
 
     def modules(self) -> list[torch.nn.Module]:
-        """The torch modules to move between devices; override when there are several."""
-        return []
+        """The torch modules the host moves to the run's device (`to`) and puts in eval mode
+        (`eval_mode`): by default every ``torch.nn.Module`` the model holds as an attribute (or in a
+        list, tuple or dict attribute). Override to name modules held elsewhere; a model with no torch
+        modules at all says so by overriding this to ``return []``. Finding none is an error, never a
+        silent model left on the CPU in training mode (dropout on)."""
+        found = held_modules(self)
+        if not found:
+            raise UserError(f"model {self.name} ({type(self).__name__}): holds no torch.nn.Module attribute, so the "
+                            "host cannot move it to the device or put it in eval mode; define modules() to return "
+                            "its torch modules, or to return [] if it truly has none")
+        return found
 
     def to(self, device: torch.device | str) -> "EmbeddingModel":
         self.device = torch.device(device)

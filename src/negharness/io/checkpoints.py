@@ -136,12 +136,6 @@ def strip_prefixes(state: dict[str, torch.Tensor], prefixes: tuple[str, ...] = _
     return state, stripped
 
 
-def unwrap_state_dict(raw: Any, path: Path | str = "<checkpoint>") -> dict[str, torch.Tensor]:
-    """Find the tensor dict inside the known wrappers and strip the known key prefixes."""
-    state, _ = _find_state_dict(raw, path)
-    return strip_prefixes(state)[0]
-
-
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Tensors of a checkpoint file in any released layout above; warns about ignored objects."""
     path = Path(path)

@@ -74,8 +74,10 @@ def _resolved_link(path: str, where: str = "") -> str:
 
 
 class RootGuard:
-    """Checks that paths read from data files stay under one data root (see `inside_root`);
-    remembers each folder's real path, so checking a file costs one ``lstat`` after the first
+    """Checks that paths read from data files stay under one data root. Two checks: the path as
+    written (``..`` components folded) must be under the root, always; and after following symlinks
+    it must still be, unless links out are allowed (`links_out_allowed`). The path need not exist
+    yet. Remembers each folder's real path, so checking a file costs one ``lstat`` after the first
     (string operations only: 90,000 frame paths of an nT2VR index must not cost seconds)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
@@ -114,15 +116,6 @@ class RootGuard:
                 raise UserError(f"{where}: {raw} leads through a symlink to {real}, outside the data root "
                                 f"{self.root}; set {ALLOW_LINKS_OUT_ENV}=1 to allow links out of the data root")
         return Path(os.path.normpath(raw))  # what is opened is what was checked ('a/link/..' folded)
-
-
-def inside_root(path: str | os.PathLike, root: str | os.PathLike, where: str) -> Path:
-    """``path`` (read from a data file at ``where``, e.g. ``file.csv:12``) if it stays under the data
-    root, else a `UserError` naming ``where``. Two checks: the path as written (``..`` components
-    folded) must be under the root, always; and after following symlinks it must still be, unless
-    links out are allowed (`links_out_allowed`). The path need not exist yet. For many paths under
-    one root, use one `RootGuard`."""
-    return RootGuard(root).check(path, where)
 
 
 def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:

@@ -4,8 +4,10 @@ checkpoints, validation and early stopping, progress, and the outputs (model + t
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -104,6 +106,16 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def say(opts: TrainOptions, line: str) -> None:
+    """One line to the user: the log where no progress bar shows, else the progress bar's console."""
+    if opts.log is not None:
+        opts.log(line)
+    elif opts.progress is not None:
+        opts.progress.console.print(line)
+    else:
+        print(line, file=sys.stderr)
+
+
 class Reporter:
     """Rich progress (loss, samples/s, ETA) on a terminal, a log line every few seconds elsewhere."""
 
@@ -135,7 +147,14 @@ def run(opts: TrainOptions, recipe: Recipe) -> Path:
         raise UserError("--model: the model to fine-tune (e.g. shapes_clip, clip)")
     device = resolve_device(opts.device)
     d = distributed.init(device.type)
-    device = distributed.device_for(d, device)
+    try:
+        with training_state.one_writer(Path(opts.out), d.main):  # before anything loads: a second run stops at once
+            return _run(opts, recipe, d, distributed.device_for(d, device))
+    finally:
+        distributed.shutdown(d)
+
+
+def _run(opts: TrainOptions, recipe: Recipe, d: distributed.Dist, device: torch.device) -> Path:
     if recipe.batch_size % d.world:
         raise UserError(f"-O batch_size={recipe.batch_size} does not split over {d.world} ranks")
     torch.manual_seed(recipe.seed)  # a randomly initialised model is the same on every rank and rerun
@@ -147,10 +166,7 @@ def run(opts: TrainOptions, recipe: Recipe) -> Path:
     if recipe.grad_checkpointing:
         net.set_grad_checkpointing(True)
     ts = _load_trainset(opts, d, model)
-    try:
-        return Run(opts, recipe, d, device, model, net, ts).run()
-    finally:
-        distributed.shutdown(d)
+    return Run(opts, recipe, d, device, model, net, ts).run()
 
 
 @dataclasses.dataclass
@@ -208,19 +224,41 @@ class Run:
 
     def run(self) -> Path:
         pos = self.resume()
+        stopped = self.stopped(pos)
+        if stopped and self.finished(pos):  # a rerun of a finished run: nothing to train, nothing to rewrite
+            if self.d.main:
+                say(self.opts, f"{self.out}: training already finished ({stopped}, {pos.global_step} optimizer "
+                               "steps); nothing to do")
+            return self.out
         total = (self.r.epochs - pos.epoch) * self.micro - pos.next_micro
         if self.max_steps:
             total = min(total, max(0, self.max_steps - pos.global_step) * self.r.accumulate)
         self.report = Reporter(self.opts, max(total, 0), self.r.log_every, self.d.main)
         self.net.train()
-        while pos.epoch < self.r.epochs:
-            if pos.best_epoch >= 0 and pos.epoch - pos.best_epoch > self.r.patience:
-                return self.finish(pos, "early stop")
+        while not stopped:
             if not self.epoch(pos):
                 return self.finish(pos, "max_steps")
-            if self.max_steps and pos.global_step >= self.max_steps:
-                return self.finish(pos, "max_steps")
-        return self.finish(pos, "epochs")
+            stopped = self.stopped(pos)
+        return self.finish(pos, stopped)
+
+    def stopped(self, pos: Position) -> str | None:
+        """Why training ends at ``pos`` (checked before every epoch, a resumed one included), else None."""
+        if self.max_steps and pos.global_step >= self.max_steps:
+            return "max_steps"
+        if pos.epoch >= self.r.epochs:
+            return "epochs"
+        if pos.best_epoch >= 0 and pos.epoch - pos.best_epoch > self.r.patience:
+            return "early stop"
+        return None
+
+    def finished(self, pos: Position) -> bool:
+        """The outputs of a run stopped at ``pos`` are written (a run killed after its last checkpoint
+        but before them is not finished: it writes them without training)."""
+        try:
+            record = json.loads((self.out / "training.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return (self.out / "model.safetensors").is_file() and record.get("optimizer_steps") == pos.global_step
 
     def epoch(self, pos: Position) -> bool:
         """Train the rest of ``pos.epoch``, validate, checkpoint; False when --max-steps stopped it mid-way."""

@@ -4,14 +4,22 @@ safetensors, everything else (position, history, optimizer hyper-parameters, sca
 ``<out>/checkpoint/`` holds the latest state (every N steps and at each epoch end); ``state.json``
 is written last, so a crash mid-write leaves the previous complete checkpoint's JSON pointing at
 files of the same step (each file carries its step in its name). ``<out>/best.safetensors`` holds
-the weights of the best validation epoch so far.
+the weights of the best validation epoch so far. ``<out>/.train.lock`` keeps one run writing the
+folder at a time (`one_writer`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; see `one_writer`
+    fcntl = None  # type: ignore[assignment]
 
 import torch
 
@@ -21,6 +29,52 @@ from negharness.api import (
     load_state_dict,
     save_safetensors,
 )
+
+
+LOCK_FILE = ".train.lock"
+
+
+def _busy(out: Path) -> UserError:
+    return UserError(f"--out {out}: another training run is writing this folder (it holds {out / LOCK_FILE}); "
+                     "wait for it to end or give another --out folder")
+
+
+@contextlib.contextmanager
+def one_writer(out: Path, main: bool = True) -> Iterator[None]:
+    """Hold ``<out>/.train.lock`` for the whole run (rank 0; the other ranks write nothing): a second
+    run on the folder is refused at once, not left to overwrite the first's files or delete its
+    checkpoints. The lock is an ``flock``, which the kernel drops when the holder dies (``kill -9``
+    included), so a killed run never leaves the folder locked. Without ``fcntl`` (Windows) the lock is
+    the file itself, created exclusively and removed at the end: a killed run leaves it behind, and the
+    error names it to delete."""
+    if not main:
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILE
+    if fcntl is None:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise UserError(f"{_busy(out)} (if no run is alive, delete {path})") from None
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+            os.close(fd)
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _busy(out) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for a person looking
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _flat_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -40,7 +40,9 @@ def record_problems(path: Path, rec: Any) -> list[str]:
     except UserError as exc:
         return out + [str(exc)]
     if pq is None:
-        return out + ["no per-query sidecar (per_query_file): rerun with a negharness that writes one"]
+        return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
+                      "(TaskResult.per_query, see the README's 'Writing a plugin'), or an older negharness "
+                      "wrote it; rerun it with a task that returns them"]
     out += _interval_problems(rec, pq)
     return out
 

@@ -12,6 +12,9 @@ from negharness.io.media import MediaSet
 class BoomModel(EmbeddingModel):
     name = "boom"
 
+    def modules(self):
+        return []  # no torch modules
+
     def describe(self):
         return {"arch": "boom", "version": 1}
 

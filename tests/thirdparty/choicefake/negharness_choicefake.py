@@ -15,6 +15,7 @@ from negharness.testing import COLOURS
 
 class PilColourModel(EmbeddingModel):
     name = "pil_colour"
+    def modules(self): return []  # no torch modules
     def describe(self): return {"arch": "pil-colour", "version": 1}
     def preprocess_image(self, image):
         return torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.float32)).permute(2, 0, 1) / 255

@@ -49,7 +49,7 @@ AFFIRM_JOIN = re.compile(r"\bbut\b|\bwhile\b|\bwhereas\b|\bhowever\b|\balongside
 
 def map_media_path(raw: str, root: Path, where: str = "", guard: RootGuard | None = None) -> Path:
     """The one documented rule above; a path with no known anchor is taken relative to the root.
-    The result must stay under the data root, symlinks followed (`negharness.io.paths.inside_root`):
+    The result must stay under the data root, symlinks followed (`negharness.io.paths.RootGuard`):
     ``../`` in a CSV, or a link out of the root, is an error naming ``where`` (file:row)."""
     where = where or f"media path {raw!r}"
     guard = guard or RootGuard(root)
