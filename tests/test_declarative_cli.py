@@ -263,3 +263,24 @@ def test_an_unknown_generator_in_a_users_file_is_named_before_any_model(tmp_path
         cls(TaskOptions(tmp_path / "data")).required_files()
     with pytest.raises(UserError, match=r"key 'captions.generate': unknown generator 'nope'"):
         load_folder(folder, {})  # a plugin's own folder: checked at once
+
+
+def test_an_edited_yaml_definition_reruns_and_says_which(cli, tmp_path):
+    """The YAML definition is data the numbers rest on (which caption is true, what is read): an
+    edit reruns and names the file (it reran nothing: the stale accuracy 66.7 stood for 33.3)."""
+    tasks = tmp_path / "my_tasks"
+    tasks.mkdir()
+    (tasks / "colours.yaml").write_text(CHOICE)
+    _data(tmp_path / "data", ROWS)
+    args = ("run", "--model", "pil_colour", "--include-path", str(tasks), "--task", "my_colours",
+            "--data-root", str(tmp_path / "data"))
+    assert cli(*args, plugins=("choicefake",)).returncode == 0
+    assert "(cached)" in cli(*args, plugins=("choicefake",)).stdout
+    (tasks / "colours.yaml").write_text(CHOICE.replace("true: caption\n  false: [wrong, also_wrong]",
+                                                       "true: wrong\n  false: [caption, also_wrong]"))
+    ran = cli(*args, plugins=("choicefake",))
+    assert ran.returncode == 0, ran.stderr
+    assert "(cached)" not in ran.stdout and "rerun: data file" in ran.stdout  # the summary's cell may wrap the path
+    rec = json.loads((tmp_path / "results/pil_colour/my_colours.json").read_text())
+    assert rec["rerun_reason"] == f"data file {tasks / 'colours.yaml'} changed"
+    assert rec["metrics"]["accuracy"] == pytest.approx(0.0)

@@ -95,3 +95,11 @@ def test_an_output_that_is_not_an_image_is_named(tmp_path):
     host.register(types.SimpleNamespace(negharness_register_editors=negharness_register_editors), "broken_plugin")
     with pytest.raises(UserError, match="editor broken returned str for sample image00000"):
         _run(tmp_path, "broken", host=host)
+
+
+def test_an_editing_run_refuses_a_precision_it_would_not_apply(tmp_path):
+    """Nothing on the editing path autocasts: a --precision bf16 run was recorded "(bf16)" with fp32
+    edits. It is refused, naming the option and the editor's own dtype option, before anything runs."""
+    with pytest.raises(UserError, match=r"--precision bf16: editing runs apply no autocast.*-M precision=bf16"):
+        _run(tmp_path, "identity", precision="bf16")
+    assert not list(tmp_path.rglob("*.json"))

@@ -117,7 +117,10 @@ def test_instruct_pix2pix_is_seeded_per_sample_and_batch_independent(ip2p_folder
 
     assert fit_size(640, 480, 512) == (512, 384) and fit_size(500, 333, 512) == (512, 320)
     ed = instruct_pix2pix(ModelOptions(extra={"model": str(ip2p_folder), "steps": "2", "size": "64"}))
-    assert instruct_pix2pix(ModelOptions(extra={"model": str(ip2p_folder)})).describe()["steps"] == 100
+    half = instruct_pix2pix(ModelOptions(extra={"model": str(ip2p_folder), "precision": "bf16"}))
+    # the editor's own dtype option (editing runs take no --precision) loads the pipeline in it, recorded
+    assert half.describe()["steps"] == 100 and half.describe()["precision"] == "bf16"
+    assert half.pipe.unet.dtype == torch.bfloat16
     img = _image()
     one = ed.edit(img, "no cat in the image", 3)
     batch = ed.edit_batch([_image(5), img], ["no dog", "no cat in the image"], [4, 3])
@@ -204,3 +207,55 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
     assert outcome.path.name.startswith("nein_val@")
     assert sorted(p.name for p in outcome.path.with_suffix(".edits").glob("NeIn_*_1.png")) == [
         "NeIn_10_1.png", "NeIn_11_1.png", "NeIn_12_1.png"]
+    # the parquet files are the data: one row's input replaced, the record reruns and says which file
+    assert list(rec["data"]["files"]) == ["nein/validation-00000-of-00001.parquet"]  # was: nothing hashed
+    assert run_evaluation(make_host(), req)[0].skipped
+    rows[1]["NeIn"] = png(42)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data" / "nein" / "validation-00000-of-00001.parquet")
+    again = run_evaluation(make_host(), req)[0]
+    assert again.reason == "data file nein/validation-00000-of-00001.parquet changed"
+    assert again.record["counts"] == {"reused": 2, "edited": 1}  # the replaced input is edited again
+
+
+def _nein_val(root: Path, out: Path, **kw):
+    """nein_val edited by identity and scored by the exact detector, in process."""
+    from negharness.discovery.manager import make_host
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+
+    req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(root), output_dir=str(out),
+                     cache_dir=str(root.parent / "cache"),
+                     task_extra={"detector": "shapes_exact", "clip_model": "none", "dino_model": "none"}, **kw)
+    return run_evaluation(make_host(), req)[0]
+
+
+@pytest.mark.needs("nltk")
+def test_nein_val_reruns_when_an_input_image_is_replaced_and_says_which(tmp_path):
+    """Every file a NeIn number rests on is hashed: val.json, each input and each ground truth (the
+    old record hashed val.json alone and said "(cached)" after an image was replaced)."""
+    root = tmp_path / "data"
+    _nein_layout(root)
+    first = _nein_val(root, tmp_path / "res")
+    assert first.record["data"]["n_files"] == 9  # val.json, 4 inputs, 4 ground truths
+    assert _nein_val(root, tmp_path / "res").skipped
+    _image(99, (32, 32)).save(root / "nein" / "images" / "NeIn_1_1.png")
+    again = _nein_val(root, tmp_path / "res")
+    assert not again.skipped and again.reason == "data file nein/images/NeIn_1_1.png changed"
+    assert again.record["counts"] == {"reused": 3, "edited": 1}  # the saved edit of the old input is not reused
+    _image(98, (32, 32)).save(root / "coco" / "val2017" / "000000397133.jpg")
+    assert _nein_val(root, tmp_path / "res").reason == "data file coco/val2017/000000397133.jpg changed"
+
+
+@pytest.mark.needs("nltk")
+def test_nein_val_overwrite_equals_a_fresh_output_folder(tmp_path):
+    """Saved edits are keyed by what they were made from, not by sample id: after an input and its
+    ground truth are replaced, --overwrite over the old folder gives a fresh folder's numbers (the
+    old edit of the replaced input was read back: L1 0.0860 where a fresh folder gave 0.1326)."""
+    root = tmp_path / "data"
+    _nein_layout(root)
+    _nein_val(root, tmp_path / "res")
+    _image(98, (32, 32)).save(root / "nein" / "images" / "NeIn_2_1.png")
+    _image(97, (32, 32)).save(root / "coco" / "val2017" / "000000397135.jpg")
+    over = _nein_val(root, tmp_path / "res", overwrite=True)
+    fresh = _nein_val(root, tmp_path / "fresh")
+    assert over.record["metrics"] == fresh.record["metrics"]
+    assert over.record["counts"] == {"reused": 3, "edited": 1} and fresh.record["counts"] == {"edited": 4}

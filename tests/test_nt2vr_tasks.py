@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from negharness.api.errors import MissingDataError, UserError
+from negharness.api.model import ModelOptions
 from negharness.engine.evaluate import RunRequest, run_evaluation
 from negharness.testing import COLOURS, host_with_models, keyword_model
 from negharness.text.nt2vr_files import read_caption_file, read_composed_file
@@ -240,3 +241,28 @@ def test_missing_data_lists_every_file_at_once_with_where_each_comes_from(cli, t
         assert name in err
     assert "expected layout under" in err and "github.com/ruc-aimc-lab/nT2VR" in err and "MSR-VTT site" in err
     assert "negharness build-queries --captions" in err and "-T build=true" in err
+
+
+def test_an_edited_neginfo_file_reruns_the_boolean_baseline_and_says_which(tmp_path):
+    """The authors' negated_neginfo.txt, read when present, gives the boolean baseline its parts: its
+    content enters the record's data hashes (an edit reran nothing: the stale ΔMIR 0.667 stood for 0.000)."""
+    folder = write_layout(tmp_path / "data")
+    text = folder / "TextData"
+    neg = [(f"{vid}#enc#0#0", f"{caps[0]} without any dog") for vid, caps in CAPTIONS.items()]
+    (text / f"{COLL}.negated.txt").write_text("".join(f"{c} {t}\n" for c, t in neg))
+    info = text / f"{COLL}.negated_neginfo.txt"
+
+    def write_info(negative):
+        info.write_text("".join(repr({"cap_id": c, "caption": t, "poscap": t.split(" without")[0],
+                                      "negcap": negative(c)}) + "\n" for c, t in neg))
+
+    write_info(lambda c: "dog")
+    req = RunRequest(model="boolean", tasks=["msrvtt1k_negated"], model_options=ModelOptions(extra={"base": "kw"}),
+                     data_root=str(tmp_path / "data"), output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
+    first = run_evaluation(_host(), req)[0]
+    assert f"{COLL}/TextData/{COLL}.negated_neginfo.txt" in first.record["data"]["files"]
+    assert run_evaluation(_host(), req)[0].skipped
+    write_info(lambda c: VIDEOS[c.split("#")[0]])  # each query's scope now names its own video's colour
+    again = run_evaluation(_host(), req)[0]
+    assert not again.skipped and again.reason == f"data file {COLL}/TextData/{COLL}.negated_neginfo.txt changed"
+    assert again.record["metrics"]["ΔMIR"] != first.record["metrics"]["ΔMIR"]

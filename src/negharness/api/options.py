@@ -58,6 +58,9 @@ class OptionSpec:
     minimum: float | None = None
     maximum: float | None = None
     changes_numbers: bool = True  # False for speed knobs (a batch size): left out of configs and cache keys
+    # True when the value may name a file or folder the numbers rest on (``-T qrels=FILE``): when it
+    # does, its content hash enters the record's data hashes (`negharness.engine.reuse.option_files`)
+    data_file: bool = False
 
     def parse(self, raw: str, what: str) -> Any:
         if self.type is bool:

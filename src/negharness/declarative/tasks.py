@@ -212,6 +212,11 @@ class DeclarativeTask(Task):
             return self.spec_files
         return self.spec_files + sorted(set(self._media_paths()))
 
+    def data_files(self) -> list[Path]:
+        """The YAML definition itself (it says what is true, what is read, how rows are filtered),
+        then the files it names and their media."""
+        return [Path(self.spec["source"]), *self.required_files()]
+
     def group(self, rec: Record) -> str | None:
         fields = self.spec["group_by"]
         return "_".join(str(rec.get(f)) for f in fields) if fields else None
@@ -414,6 +419,10 @@ class SuiteTask(Task):
 
     def required_files(self) -> list[Path]:
         return [p for part in self.parts.values() for p in part.required_files()]
+
+    def data_files(self) -> list[Path]:
+        """The suite's YAML, then each member's data files (its YAML first)."""
+        return [Path(self.spec["source"]), *(p for part in self.parts.values() for p in part.data_files())]
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "members": {m: p.config() for m, p in self.parts.items()}}

@@ -7,15 +7,35 @@ from typing import Any
 
 from negharness.api.context import PluginSource, RunContext
 from negharness.api.editing import Editor
+from negharness.api.errors import UserError
+from negharness.api.hashing import hash_json
+from negharness.store.content import hash_array
+
+
+def refuse_precision(precision: str) -> None:
+    """Editing runs apply no autocast: each editor loads its weights in its own dtype (an ``-M``
+    option: instruct_pix2pix's ``-M precision=``), so another ``--precision`` would only be recorded."""
+    if precision != "fp32":
+        raise UserError(f"--precision {precision}: editing runs apply no autocast; an editor sets its own dtype "
+                        f"with its -M options (instruct_pix2pix: -M precision={precision})")
 
 
 class EditContext(RunContext):
     """The editing protocol's context, peer of `negharness.engine.runner.EvalContext`: the editor under
     test (``ctx.model``), where edits are written (``artifacts``), and other plugins by kind and name
-    (``ctx.plugin("detector", name)``)."""
+    (``ctx.plugin("detector", name)``). ``editor_key`` stands for everything an edit depends on
+    besides its input, instruction and seed: the editor's fingerprint, options, weight files, device."""
 
-    def __init__(self, editor: Editor, plugins: PluginSource | None, artifacts: Path, seed: int, device: Any = None) -> None:
+    def __init__(self, editor: Editor, plugins: PluginSource | None, artifacts: Path, seed: int, device: Any = None,
+                 editor_key: str = "") -> None:
         super().__init__(editor, plugins, seed)
         self.artifacts = artifacts
         self.device = device
+        self.editor_key = editor_key
         self.broken: dict[str, list[str]] = {}
+
+    def edit_key(self, image: Any, instruction: str, seed: int) -> str:
+        """What one edit is a function of, hashed: the input's pixels, the instruction, the sample's
+        seed and the editor. A saved edit is reused only under the same key, never by sample id alone."""
+        return hash_json({"input": hash_array(image), "instruction": instruction, "seed": seed,
+                          "editor": self.editor_key}, 32)

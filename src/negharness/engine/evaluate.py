@@ -32,12 +32,13 @@ from negharness.api.task import (
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
-from negharness.engine.edit_context import EditContext
+from negharness.engine.edit_context import EditContext, refuse_precision
 from negharness.engine.reuse import (
     RANDOM_WEIGHTS,
     data_hashes,
     fingerprint_reason,
     model_sources,
+    option_files,
     stale_reason,
 )
 from negharness.engine.runner import CachedEvalContext, RunSettings, resolve_device
@@ -167,6 +168,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
     device = resolve_device(req.device)
     resolve_precision(req.precision)
+    if protocol == "editing":
+        refuse_precision(req.precision)
     if note := cpu_autocast_warning(device, req.precision):
         warnings.warn(note, UserWarning, stacklevel=2)
     check_batch_size(req.batch_size)
@@ -214,10 +217,12 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
                   str(device), req.batch_size, req.seed, req.limit, sources)
     cache = EmbeddingCache(cache_dir, hasher=hasher) if req.use_cache and protocol == "embedding" else None
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
+    editor_key = hash_json({"fingerprint": fingerprint, "model": model_cfg.as_dict(), "sources": sources,
+                            "device": device.type})
     for item in todo:
         entry, task, path = item.entry, item.task, item.path
         if protocol == "editing":
-            ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device)
+            ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device, editor_key)
         else:
             ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed)
         start = time.perf_counter()
@@ -260,7 +265,8 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
         default_config = {"name": task.name}
     variant = task_variant(task.config(), default_config)
     path = record_path(out_dir, model_cfg, task.name, variant)
-    data = data_hashes(task.data_files(), root, hasher, task.name)
+    # files named by -T options first: a record lists the first files by name, a rerun names the changed one
+    data = data_hashes(option_files(task.task_options, task.opts) + task.data_files(), root, hasher, task.name)
     return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path))
 
 

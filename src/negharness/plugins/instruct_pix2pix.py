@@ -3,8 +3,9 @@
 ``--model instruct_pix2pix -M model=timbrooks/instruct-pix2pix`` (or a local folder, or
 ``-M model=vinesmsuic/magicbrush-jul7`` for MagicBrush weights). Defaults of the published protocol:
 the input's long side resized to 512 and both sides rounded to multiples of 64, 100 denoising
-steps, text guidance 7.5, image guidance 1.5; every one is an ``-M`` option. Batched, with one
-seeded generator per sample so an edit does not depend on its batch.
+steps, text guidance 7.5, image guidance 1.5; every one is an ``-M`` option, as is the pipeline's
+dtype (``-M precision=fp16``: editing runs take no ``--precision``). Batched, with one seeded
+generator per sample so an edit does not depend on its batch.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def fit_size(width: int, height: int, long_side: int) -> tuple[int, int]:
 class InstructPix2PixEditor(Editor):
     name = "instruct_pix2pix"
 
-    def __init__(self, source: str, pipe: Any, steps: int, guidance: float, image_guidance: float, size: int) -> None:
-        self.source, self.pipe = source, pipe
+    def __init__(self, source: str, pipe: Any, steps: int, guidance: float, image_guidance: float, size: int,
+                 precision: str = "fp32") -> None:
+        self.source, self.pipe, self.precision = source, pipe, precision
         self.steps, self.guidance, self.image_guidance, self.size = steps, guidance, image_guidance, size
         self.device = torch.device("cpu")
 
@@ -54,7 +56,7 @@ class InstructPix2PixEditor(Editor):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "source": self.source, "steps": self.steps, "guidance": self.guidance,
-                "image_guidance": self.image_guidance, "size": self.size}
+                "image_guidance": self.image_guidance, "size": self.size, "precision": self.precision}
 
     def edit(self, image: Any, instruction: str, seed: int) -> Any:
         return self.edit_batch([image], [instruction], [seed])[0]
@@ -89,4 +91,5 @@ def instruct_pix2pix(options: ModelOptions) -> InstructPix2PixEditor:
     pipe = load_or_explain("instruct_pix2pix", str(source), lambda: StableDiffusionInstructPix2PixPipeline.from_pretrained(
         source, torch_dtype=dtype, safety_checker=None, requires_safety_checker=False))
     pipe.set_progress_bar_config(disable=True)
-    return InstructPix2PixEditor(str(source), pipe, opts["steps"], opts["guidance"], opts["image_guidance"], opts["size"])
+    return InstructPix2PixEditor(str(source), pipe, opts["steps"], opts["guidance"], opts["image_guidance"], opts["size"],
+                                 opts["precision"])

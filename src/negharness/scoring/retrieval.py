@@ -42,7 +42,8 @@ from negharness.scoring.views import query_scores
 
 RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
 RETRIEVAL_METRICS.update({m: RETRIEVAL_METRICS[m[len("fire_"):]] for m in FIRE_METRICS})
-QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'")}
+QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'",
+                                    data_file=True)}  # its content is hashed with the task's data
 
 
 def task_qrels(opts: dict) -> Qrels | None:

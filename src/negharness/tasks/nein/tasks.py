@@ -4,8 +4,9 @@ Each sample: an input image that shows an object S (the NeIn image: the ground t
 a negative instruction about S (one of Table 2's 13 formats), and the ground truth (without S).
 The editor under test edits the input; a scoring detector then checks whether S is gone (removal,
 AUC-removal) and whether the caption's other objects are still there (retention); L1/L2 compare
-with the ground truth, CLIP-I with a CLIP image tower. Edited images are written per sample and
-reused on a rerun, so an interrupted run resumes; a gallery page shows a few samples.
+with the ground truth, CLIP-I with a CLIP image tower. Edited images are written per sample with
+what they were made from (input pixels, instruction, seed, editor) and reused on a rerun only when
+that is unchanged, so an interrupted run resumes; a gallery page shows a few samples.
 
 ``nein_shapes`` builds the samples from the embedded world (a shape added to a test image) and
 scores them with the world's exact detector, so the task runs out of the box.
@@ -57,6 +58,7 @@ NEIN_METRICS = {
     "DINO": MetricInfo(True, ".4f"),
 }
 GALLERY_SAMPLES = 12
+EDIT_KEY = "negharness-edit-key"  # the PNG text chunk holding what a saved edit was made from
 
 
 @dataclass
@@ -88,7 +90,7 @@ class NeInTask(Task):
     task_options = {
         "detector": OptionSpec(str, None, "scoring detector (default: the task's)"),
         "clip_model": OptionSpec(str, None, "model for CLIP-I, or none"),
-        "dino_model": OptionSpec(str, None, "DINO model id or folder for the DINO score, or none"),
+        "dino_model": OptionSpec(str, None, "DINO model id or folder for the DINO score, or none", data_file=True),
         "edit_batch": OptionSpec(int, 4, "images edited per call", minimum=1, changes_numbers=False),
     }
 
@@ -161,20 +163,20 @@ class NeInTask(Task):
         return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values))
 
     def _edits(self, editor, out_dir: Path, ctx, missing: "_Missing"):
-        """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume);
-        the rest are made in batches and each written atomically as soon as it exists. A sample whose
-        images cannot be read is skipped and named; an output that is not an image is an error."""
-        from PIL import Image
-
-        pending: list[tuple[int, EditSample, Any, Any]] = []
+        """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume)
+        only when its key (`EditContext.edit_key`: input pixels, instruction, seed, editor) is this
+        run's, so a replaced input or another editor edits again; the rest are made in batches and each
+        written atomically, its key inside, as soon as it exists. A sample whose images cannot be read
+        is skipped and named; an output that is not an image is an error."""
+        pending: list[tuple[EditSample, Any, Any, int, str]] = []
 
         def flush():
-            outs = editor.edit_batch([p[2] for p in pending], [p[1].instruction for p in pending],
-                                     [ctx.seed * 1_000_003 + p[0] for p in pending])
-            for (k, s, source, truth), out in zip(pending, outs):
+            outs = editor.edit_batch([p[1] for p in pending], [p[0].instruction for p in pending],
+                                     [p[3] for p in pending])
+            for (s, source, truth, _, key), out in zip(pending, outs):
                 if not hasattr(out, "save"):
                     raise UserError(f"editor {editor.name} returned {type(out).__name__} for sample {s.id}, not an image")
-                atomic_write(out_dir / f"{_safe(s.id)}.png", lambda tmp, out=out: out.save(tmp, format="PNG"))
+                _save_edit(out_dir / f"{_safe(s.id)}.png", out, key)
                 ctx.counters["edited"] += 1
                 yield s, source, truth, out
             pending.clear()
@@ -185,21 +187,43 @@ class NeInTask(Task):
             except (MediaError, OSError) as exc:
                 missing.add(f"{s.id}: {exc}")
                 continue
-            path = out_dir / f"{_safe(s.id)}.png"
-            if path.is_file():
-                try:
-                    with Image.open(path) as im:
-                        done = im.convert("RGB")
-                    ctx.counters["reused"] += 1
-                    yield s, source, truth, done
-                    continue
-                except OSError:
-                    path.unlink()
-            pending.append((k, s, source, truth))
+            seed = ctx.seed * 1_000_003 + k
+            key = ctx.edit_key(source, s.instruction, seed)
+            done = _saved_edit(out_dir / f"{_safe(s.id)}.png", key)
+            if done is not None:
+                ctx.counters["reused"] += 1
+                yield s, source, truth, done
+                continue
+            pending.append((s, source, truth, seed, key))
             if len(pending) >= self.batch:
                 yield from flush()
         if pending:
             yield from flush()
+
+
+def _save_edit(path: Path, image: Any, key: str) -> None:
+    """The edited image as PNG with its edit key in a text chunk (written before the pixels)."""
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text(EDIT_KEY, key)
+    atomic_write(path, lambda tmp: image.save(tmp, format="PNG", pnginfo=info))
+
+
+def _saved_edit(path: Path, key: str) -> Any:
+    """The saved edit when it was made under ``key``, else None (absent, damaged, older or other)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            if im.format != "PNG" or im.info.get(EDIT_KEY) != key:  # text chunks before the pixels, read by open
+                return None
+            return im.convert("RGB")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        path.unlink(missing_ok=True)
+        return None
 
 
 class _Missing:
@@ -215,11 +239,10 @@ class _Missing:
 
 
 def _gallery_images(out_dir: Path, s: EditSample, source: Any, truth: Any) -> None:
-    """A gallery sample's input and ground truth, written when the sample is scored (never kept)."""
+    """A gallery sample's input and ground truth, written when the sample is scored (never kept in
+    memory), over what an earlier run wrote: the data may have changed since."""
     for tag, img in (("input", source), ("truth", truth)):
-        p = out_dir / f"{_safe(s.id)}.{tag}.png"
-        if not p.exists():
-            atomic_write(p, lambda tmp, img=img: img.save(tmp, format="PNG"))
+        atomic_write(out_dir / f"{_safe(s.id)}.{tag}.png", lambda tmp, img=img: img.save(tmp, format="PNG"))
 
 
 def _gallery_page(out_dir: Path, samples: list[EditSample]) -> None:
@@ -266,11 +289,24 @@ class NeInVal(NeInTask):
     def required_files(self) -> list[Path]:
         return [] if self._parquet() else [self._json()]
 
+    def data_files(self) -> list[Path]:
+        """Every file a number rests on: the parquet files (images inside), or val.json and each
+        sample's input and ground truth (one that is absent skips its sample; once it appears, the
+        record reruns)."""
+        if self._parquet():
+            return self._parquet()
+        return [self._json()] + [p for _, _, source, truth in self._limited(self._json_rows())
+                                 for p in (source, truth) if p.exists()]
+
     def samples(self) -> Iterator[EditSample]:
         made = self._parquet_samples() if self._parquet() else self._json_samples()
-        return itertools.islice(made, self.options.limit) if self.options.limit else made
+        return self._limited(made)
 
-    def _json_samples(self) -> Iterator[EditSample]:
+    def _limited(self, items: Iterator[Any]) -> Iterator[Any]:
+        return itertools.islice(items, self.options.limit) if self.options.limit else items
+
+    def _json_rows(self) -> Iterator[tuple[dict, str, Path, Path]]:
+        """(entry, where, input image, ground truth) per val.json entry, each path checked under the root."""
         root, path = self.options.data_root, self._json()
         guard = RootGuard(root)
         for n, e in enumerate(iter_json_entries(path)):
@@ -278,8 +314,11 @@ class NeInVal(NeInTask):
             _check_entry(e, where)
             source = next((p for p in (root / "nein" / "images" / f"{e['NeIn']}{x}" for x in (".png", ".jpg"))
                            if p.exists()), root / "nein" / "images" / f"{e['NeIn']}.png")
-            source = guard.check(source, where)
-            truth = guard.check(root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg", where)
+            truth = root / "coco" / "val2017" / f"{str(e['COCO']).zfill(12)}.jpg"
+            yield e, where, guard.check(source, where), guard.check(truth, where)
+
+    def _json_samples(self) -> Iterator[EditSample]:
+        for e, where, source, truth in self._json_rows():
             yield _sample(str(e["NeIn"]), e, _opener(source, where), _opener(truth, where))
 
     def _parquet_samples(self) -> Iterator[EditSample]:

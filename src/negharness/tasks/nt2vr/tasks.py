@@ -89,6 +89,7 @@ class NT2VRTask(Task):
     query_set = "original"
     citation = CITATION
     task_options = {"build": OptionSpec(bool, False, "build missing negated/composed query files from the captions")}
+    side_texts: tuple[str, ...] = ()  # text files read when present (their content hashed with the data)
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
@@ -160,6 +161,7 @@ class NT2VRTask(Task):
     def data_files(self) -> list[Path]:
         """The text files, and the media: each video or image, or the frame index and every frame it names."""
         files = [p for p in self._needed_text() if p.exists()]
+        files += [p for p in map(self._text, self.side_texts) if p.is_file()]
         present, _ = self._media_files(self._ids())
         index = self.folder / "id.imagepath.txt"
         if present == [index]:
@@ -254,6 +256,7 @@ class NT2VRNegated(NT2VROriginal):
     metric_info = NEGATED_METRICS
     leaderboard_metrics = ("ΔR@1", "ΔMIR")
     task_options = NT2VRTask.task_options  # deltas against one source video: no extra judgements
+    side_texts = ("negated_neginfo",)  # the authors' cue and scope, the boolean baseline's parts
 
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
@@ -270,7 +273,7 @@ class NT2VRNegated(NT2VROriginal):
                 raise UserError(f"{path}:{lineno}: negated query {cap_id!r} has no original caption "
                                 f"{original_of(cap_id)!r} in {self._text('caption').name}")
         src = [originals.relevance.indices[where[original_of(c)]] for _, c, _ in kept]
-        neginfo = self._text("negated_neginfo")  # the authors' cue and scope, for the boolean baseline
+        neginfo = self._text(self.side_texts[0])  # the authors' cue and scope, for the boolean baseline
         info = read_neginfo(neginfo) if neginfo.is_file() else {}
         negated = QuerySet([c for _, c, _ in kept], [t for _, _, t in kept],
                            Relevance.from_lists([[int(s)] for s in src], len(ids)),
