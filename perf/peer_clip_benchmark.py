@@ -205,7 +205,7 @@ def child_clip_benchmark(a: dict[str, Any]) -> dict[str, Any]:
     arch, _ = _open_clip_model(a["arch"], a["checkpoint"])
     torch.manual_seed(0)  # as its run() does
     model, transform, tokenizer = load_clip(model_type="open_clip", model_name=arch, pretrained=a["checkpoint"],
-                                            cache_dir=None, device="cpu")
+                                            cache_dir=None, device=a.get("device", "cpu"))
     model.eval()
     if a.get("fp32_scores"):  # diagnosis only: its encoders' bf16 outputs widened, so normalising and scoring run in fp32
         image_tower, text_tower = model.encode_image, model.encode_text
@@ -217,7 +217,8 @@ def child_clip_benchmark(a: dict[str, Any]) -> dict[str, Any]:
                            annotation_file=ann, download=True, language="en", task="zeroshot_retrieval")
         dl = torch.utils.data.DataLoader(ds, batch_size=a["batch_size"], shuffle=False, num_workers=a["workers"],
                                          collate_fn=get_dataset_collate_fn("mscoco_captions"))
-        out[key] = zeroshot_retrieval.evaluate(model, dl, tokenizer, recall_k_list=list(KS), device="cpu", amp=a["amp"])
+        out[key] = zeroshot_retrieval.evaluate(model, dl, tokenizer, recall_k_list=list(KS), device=a.get("device", "cpu"),
+                                               amp=a["amp"])
     return out
 
 
@@ -250,7 +251,8 @@ def child_authors_mcq(a: dict[str, Any]) -> dict[str, Any]:
     import torch.nn.functional as F
 
     arch, open_clip = _open_clip_model(a["arch"], a["checkpoint"])
-    model, _, transform = open_clip.create_model_and_transforms(arch, pretrained=a["checkpoint"], device="cpu")
+    device = a.get("device", "cpu")
+    model, _, transform = open_clip.create_model_and_transforms(arch, pretrained=a["checkpoint"], device=device)
     tokenizer = open_clip.get_tokenizer(arch)
     model.eval()
     data = AuthorsMcqRows(a["csv"], a["root"], transform)
@@ -260,10 +262,10 @@ def child_authors_mcq(a: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         for images, options, correct, templates in loader:
             n_opt, batch = len(options), images.shape[0]
-            tokens = torch.cat([tokenizer(list(column)) for column in options])  # option-major: (n_opt * B, L)
-            img = F.normalize(model.encode_image(images), dim=-1)
+            tokens = torch.cat([tokenizer(list(column)) for column in options]).to(device)  # option-major: (n_opt * B, L)
+            img = F.normalize(model.encode_image(images.to(device)), dim=-1)
             txt = F.normalize(model.encode_text(tokens), dim=-1).view(n_opt, batch, -1)
-            chosen = torch.einsum("bf,nbf->bn", img, txt).argmax(dim=1)
+            chosen = torch.einsum("bf,nbf->bn", img, txt).argmax(dim=1).cpu()
             for t, ok in zip(templates, (chosen == correct).tolist()):
                 seen[t] += 1
                 right[t] += int(ok)
@@ -359,13 +361,16 @@ def child_env(omp: str | None = "default") -> dict[str, str]:
     return env
 
 
+DEVICE = "cpu"  # --device: where every side of the comparison runs
+
+
 def negharness_cmd(inp: Inputs, task: str, precision: str | None, out: Path, passive: bool = True) -> list[str]:
     """The CLI as a user runs it. ``passive=False``: torch is imported before the CLI's entry point, so the CLI
     leaves OMP_WAIT_POLICY unset (its rule: a policy is only chosen before torch loads)."""
     entry = (["-m", "negharness.cli"] if passive else
              ["-c", "import sys, torch; from negharness.cli.main import main; sys.exit(main(sys.argv[1:]))"])
     return [sys.executable, *entry, "run", "--model", "clip", "--arch", inp.arch, "--checkpoint", str(inp.checkpoint),
-            "--task", task, "--data-root", str(inp.root), "--device", "cpu", "--output-dir", str(out / "results"),
+            "--task", task, "--data-root", str(inp.root), "--device", DEVICE, "--output-dir", str(out / "results"),
             "--cache-dir", str(out / "cache"), *(["--precision", precision] if precision else [])]
 
 
@@ -421,14 +426,14 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
             if have_cb:
                 spec = {"arch": inp.arch, "checkpoint": str(inp.checkpoint), "cb_root": str(inp.cb_root),
                         "annotations": {k: str(v) for k, v in inp.annotations.items()}, "amp": prec == "bf16",
-                        "batch_size": 64, "workers": cb_workers}
+                        "batch_size": 64, "workers": cb_workers, "device": DEVICE}
                 jobs.append((f"cb_ret_{prec}", ["clip_benchmark"], spec, work / f"cb_ret_{prec}"))  # type: ignore[arg-type]
                 if prec == "bf16" and diagnose_bf16:
                     jobs.append(("cb_ret_bf16w", ["clip_benchmark"], {**spec, "fp32_scores": True}, work / "cb_ret_bf16w"))  # type: ignore[arg-type]
     if "mcq" in parts:
         jobs.append(("nh_mcq", [], None, work / "nh_mcq"))
         spec = {"arch": inp.arch, "checkpoint": str(inp.checkpoint), "csv": str(inp.root / "negbench" / MCQ_CSV),
-                "root": str(inp.root), "batch_size": 64, "workers": au_workers}
+                "root": str(inp.root), "batch_size": 64, "workers": au_workers, "device": DEVICE}
         jobs.append(("au_mcq", ["authors_mcq"], spec, work / "au_mcq"))  # type: ignore[arg-type]
     outcome: dict[str, list] = {}
     for r in range(first - 1, first - 1 + rounds):
@@ -532,8 +537,11 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
                     help="also run CLIP_benchmark at bf16 with its embeddings widened to fp32 before scoring")
     ap.add_argument("--omp-rounds", type=int, default=0, help="measure OMP_WAIT_POLICY PASSIVE vs unset instead")
     ap.add_argument("--tiny", action="store_true", help="12 + 8 rows, a tiny model config, one round: a check of the script")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda: every side (negharness, CLIP_benchmark, the authors') runs there")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "ARGS", "RESULT"), help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
+    global DEVICE
+    DEVICE = opts.device
     if opts.child:
         kind, args, result = opts.child
         Path(result).write_text(json.dumps(CHILDREN[kind](json.loads(Path(args).read_text()))))
