@@ -24,7 +24,7 @@ from test_nt2vr_tasks import CAPTIONS, VIDEOS
 
 from negharness.tasks.negbench.catalog import BINARY, MCQ, RETRIEVAL
 from negharness.tasks.nt2vr.collections import COLLECTIONS
-from negharness.testing import COLOURS
+from negharness.testing import COLOURS, KeywordModel
 
 FORMS = ("list", "tuple", "set", "json")
 
@@ -37,9 +37,12 @@ class Data:
     write: Callable[[Path, Sequence[Any], str], None]
     media: Callable[[Path, Any], list[Path]] = lambda root, row: []
     model: str = "kw"
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # -T options; "{root}" is the run's data root
     forms: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()  # outside resources: 'nltk', 'av'
+
+    def options(self, root: Path) -> dict[str, str]:
+        return {k: v.format(root=root) for k, v in self.extra.items()}
 
     def build(self, root: Path, rows: Sequence[Any] | None = None, form: str = "list") -> Path:
         root.mkdir(parents=True, exist_ok=True)
@@ -255,6 +258,8 @@ def negbench_retrieval(name: str) -> Data:
 NEGATED = {"video0": "a man in red is not playing a guitar", "video1": "a man in green is not cooking pasta",
            "video2": "a man without blue is playing a guitar", "video3": "a woman in yellow is not reading a book",
            "video4": "a woman not in cyan is riding a bike"}
+QRELS = ("flickr30k_original",)  # read with -T qrels=<data root>/<collection>/qrels.txt
+ALSO = {"video0": "video1", "video1": "video2", "video2": "video0", "video3": "video4", "video4": "video3"}
 OBJECT = {"video0": "guitar", "video1": "pasta", "video2": "guitar", "video3": "book", "video4": "bike"}
 NT2VR_ROWS = [(vid, colour) for vid, colour in VIDEOS.items()]
 
@@ -288,11 +293,55 @@ def nt2vr(name: str) -> Data:
                                                       for k, c in enumerate(CAPTIONS[v])))
         if query_set == "negated":
             Path(f"{text}.negated.txt").write_text("".join(f"{v}#enc#0#0 {NEGATED[v]}\n" for v, _ in rows))
+        if name in QRELS:  # extra judgements (FIRE): a query also fits the next video, where the rows have it
+            ids = {v for v, _ in rows}
+            (folder / "qrels.txt").write_text("".join(f"{v}#enc#{k} {ALSO[v]} 1\n" for v, _ in rows for k in range(2)
+                                                      if ALSO[v] in ids))
         if query_set == "composed":
             Path(f"{text}.composed.txt").write_text("".join(
                 repr({"cap_id": f"c{v}", "caption": f"a {c} scene without {OBJECT[v]}", "video_ids": [v]}) + "\n"
                 for v, c in rows))
-    return Data(NT2VR_ROWS, write, media)
+    extra = {"qrels": f"{{root}}/{collection}/qrels.txt"} if name in QRELS else {}
+    return Data(NT2VR_ROWS, write, media, extra=extra)
+
+
+class AskingKeywordModel(KeywordModel):
+    """Scores each (question + option) as the keyword model scores a caption against the image: a
+    model that scores choices itself, as NegVQA's tasks require (no embedding of the medium is cached)."""
+
+    scores_choices_itself = True
+
+    def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
+        out = torch.full((len(choices), max(len(o) for o in choices.options)), float("-inf"))
+        for r in range(len(choices)):
+            pixels = self.preprocess_image(np.asarray(choices.media.load(choices.media_index[r]).convert("RGB")))
+            image_emb = self.encode_image(pixels[None])[0]
+            texts = [f"{choices.question(r)} {o}" for o in choices.options[r]]
+            out[r, : len(texts)] = self.encode_text(texts) @ image_emb
+        return out
+
+
+def _png_b64(colour: str) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((8, 8, 3), COLOURS[colour], dtype=np.uint8)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def negvqa(name: str) -> Data:
+    """NegVQA's jsonl: images embedded as base64 (no media file to break), options A/B from a row's captions."""
+
+    def write(root: Path, rows, form: str) -> None:
+        items = [{"index": i, "image": _png_b64(colour), "original_question": "Which is it?",
+                  "negated_question": "Which is it not?", "A": t, "B": f[0], "original_answer": "A",
+                  "negated_answer": "B", "category": "colour"} for i, (colour, t, f) in rows]
+        (root / "negvqa").mkdir(parents=True, exist_ok=True)
+        (root / "negvqa/NegVQA-7379.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    return Data(ROWS, write, model="asking_kw")
 
 
 def nein_val(name: str) -> Data:
@@ -320,15 +369,11 @@ FAMILIES: dict[str, Callable[[str], Data]] = {
 }
 BY_NAME: dict[str, Callable[[str], Data]] = {
     "aro_vg_relation": aro_vg, "aro_vg_attribution": aro_vg, "aro_coco_order": aro_order,
-    "aro_flickr_order": aro_order, "nein_val": nein_val,
+    "aro_flickr_order": aro_order, "nein_val": nein_val, "negvqa_negated": negvqa, "negvqa_original": negvqa,
     "nein_shapes": lambda name: generated(name, "identity", n_items="6", clip_model="none", dino_model="none"),
     **{n: negbench_mcq for n in MCQ}, **{n: negbench_retrieval for n in RETRIEVAL},
 }
-NO_BUILDER = {  # task -> why no relation is run on it
-    "negvqa_negated": "VQA: only a model that scores (question, option) itself can run it (CLIP-like models are "
-                      "refused by name), and no such model runs offline in-process at test speed",
-    "negvqa_original": "VQA: as negvqa_negated",
-}
+NO_BUILDER: dict[str, str] = {}  # task -> why no relation is run on it (none today)
 
 
 def builder_for(name: str, family: str) -> Callable[[str], Data] | None:
