@@ -1,0 +1,380 @@
+"""Tiny data for every registered task, row by row, so tests/test_relations.py can write the same
+measurement two ways: shuffled, cut to N rows, with a row's media broken or its row removed, with a
+list cell written as list, tuple, set or JSON.
+
+A `Data` is the rows (the unit ``--limit`` counts, in file order) and a writer that lays them out
+under a data root in the benchmark's published format; `media` names the files one row alone
+reads. `builder_for(name, family)` is the per-family table; `NO_BUILDER` lists, with the reason,
+the tasks no relation can be run on offline.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from test_negbench import _mcq_csv
+from test_nt2vr_tasks import CAPTIONS, VIDEOS
+
+from negharness.tasks.negbench.catalog import BINARY, MCQ, RETRIEVAL
+from negharness.tasks.nt2vr.collections import COLLECTIONS
+from negharness.testing import COLOURS, KeywordModel
+
+FORMS = ("list", "tuple", "set", "json")
+
+
+@dataclass
+class Data:
+    """One task's rows and how to write them; ``forms``: the cell forms its list cells take (R3)."""
+
+    rows: list[Any]
+    write: Callable[[Path, Sequence[Any], str], None]
+    media: Callable[[Path, Any], list[Path]] = lambda root, row: []
+    model: str = "kw"
+    extra: dict[str, str] = field(default_factory=dict)  # -T options; "{root}" is the run's data root
+    forms: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()  # outside resources: 'nltk', 'av'
+
+    def options(self, root: Path) -> dict[str, str]:
+        return {k: v.format(root=root) for k, v in self.extra.items()}
+
+    def build(self, root: Path, rows: Sequence[Any] | None = None, form: str = "list") -> Path:
+        root.mkdir(parents=True, exist_ok=True)
+        self.write(root, list(self.rows if rows is None else rows), form)
+        return root
+
+
+def cell(values: Sequence[str], form: str) -> str:
+    """A list of strings written as a Python list, tuple or set literal, or as JSON (order kept)."""
+    if form == "tuple":
+        return repr(tuple(values))
+    if form == "set":
+        return "{" + ", ".join(map(repr, values)) + "}"
+    if form == "json":
+        return json.dumps(list(values))
+    return repr(list(values))
+
+
+def image(path: Path, colour: str, size: int = 8) -> Path:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.full((size, size, 3), COLOURS[colour], dtype=np.uint8)).save(path)
+    return path
+
+
+def video(path: Path, colour: str, n_frames: int = 8) -> Path:
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=4)
+        stream.width, stream.height, stream.pix_fmt = 16, 16, "yuv420p"
+        for _ in range(n_frames):
+            frame = np.full((16, 16, 3), COLOURS[colour], dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+# choice rows: (image colour, true caption, false captions); right, wrong, near-ties, a colour-less tie
+CHOICE_ROWS = [
+    ("red", "a red car", ["a blue car", "a red red car"]),  # wrong: as one caption ("('a blue..', ..)") right
+    ("green", "a green field", ["a green field at night", "a field"]),
+    ("blue", "a red sky", ["a blue sky", "a sky"]),
+    ("yellow", "a yellow bird", ["a cyan bird", "a magenta bird"]),
+    ("cyan", "a cyan cup", ["a blue cup", "a red cup"]),
+    ("magenta", "a photo", ["a picture", "an image"]),
+]
+ROWS = list(enumerate(CHOICE_ROWS))  # (row id: names its own media file, row)
+
+
+def _json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+
+
+def _csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+# YAML choice suites ------------------------------------------------------------------------------
+SUGARCREPE_SPLITS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+def sugarcrepe(name: str) -> Data:
+    splits = SUGARCREPE_SPLITS if name == "sugarcrepe_mean" else (name.removeprefix("sugarcrepe_"),)
+
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in rows:
+            image(root / f"coco/val2017/{i:012d}.jpg", colour)
+        for split in splits:
+            _json(root / f"sugarcrepe/{split}.json", {str(k): {"filename": f"{i:012d}.jpg", "caption": t,
+                                                              "negative_caption": f[0]}
+                                                      for k, (i, (_, t, f)) in enumerate(rows)})
+    return Data(ROWS, write, lambda root, r: [root / f"coco/val2017/{r[0]:012d}.jpg"])
+
+
+def aro_vg(name: str) -> Data:
+    relation = name == "aro_vg_relation"
+    file = "visual_genome_relation.json" if relation else "visual_genome_attribution.json"
+
+    def write(root: Path, rows, form: str) -> None:
+        out = []
+        for i, (colour, t, f) in rows:
+            image(root / f"aro/images/{i}.jpg", colour)
+            row = {"image_path": f"{i}.jpg", "bbox_x": 0, "bbox_y": 0, "bbox_w": 8, "bbox_h": 8,
+                   "true_caption": t, "false_caption": f[0]}
+            row.update({"relation_name": ("on", "under")[i % 2]} if relation else
+                       {"attributes": [("white", "black"), ("red", "small")][i % 2]})
+            out.append(row)
+        _json(root / "aro" / file, out)
+    return Data(ROWS, write, lambda root, r: [root / f"aro/images/{r[0]}.jpg"])
+
+
+def aro_order(name: str) -> Data:
+    folder, file = ("coco", "coco_karpathy_test.json") if "coco" in name else ("flickr30k", "flickr30k_test.json")
+    sub = "val2014" if folder == "coco" else "flickr30k-images"
+
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in rows:
+            image(root / folder / sub / f"{i}.jpg", colour)
+        _json(root / "aro" / file, [{"image": f"{sub}/{i}.jpg", "caption": [t + " on a long road today"]}
+                                    for i, (_, t, _) in rows])
+    return Data(ROWS, write, lambda root, r: [root / folder / sub / f"{r[0]}.jpg"], needs=("nltk",))
+
+
+def valse(name: str) -> Data:
+    def write(root: Path, rows, form: str) -> None:
+        data = {}
+        for i, (colour, t, f) in rows:
+            image(root / f"visual7w/images/v7w_{i}.jpg", colour)
+            data[f"existence_visual7w_{i}"] = {"dataset": "visual7w", "dataset_idx": str(i), "image_file": f"v7w_{i}.jpg",
+                                               "caption": t, "foil": f[0], "classes": 0, "classes_foil": [1],
+                                               "mturk": {"foil": 0, "caption": 3, "other": 0}}
+        _json(root / "valse/existence.json", data)
+    return Data(ROWS, write, lambda root, r: [root / f"visual7w/images/v7w_{r[0]}.jpg"])
+
+
+CREPE = "crepe/prod_hard_negatives/negate/prod_vg_hard_negs_negate_complexity_{}.csv"
+
+
+def crepe(name: str) -> Data:
+    """Rows 0-2 in complexity file 4, 3-5 in file 5 (6..12 hold only their header), so the files read
+    in order are the rows in order (--limit counts across them); a row's hard negatives are a list cell (R3)."""
+
+    def write(root: Path, rows, form: str) -> None:
+        by_file: dict[int, list] = {c: [] for c in range(4, 13)}
+        for i, (colour, t, f) in rows:
+            image(root / f"visual_genome/VG_100K/{i + 1}.jpg", colour)
+            by_file[4 + i // 3].append([i + 1, 0, 0, 8, 8, t, cell(f, form)])
+        for c, body in by_file.items():
+            _csv(root / CREPE.format(c), ["image_id", "x", "y", "width", "height", "caption", "hard_negs"], body)
+    return Data(ROWS, write, lambda root, r: [root / f"visual_genome/VG_100K/{r[0] + 1}.jpg"], forms=FORMS)
+
+
+def ccneg(name: str) -> Data:
+    prefix = "/workspace/datasets/cc3m/imgs"
+
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in rows:
+            image(root / f"ccneg/imgs/{i}.jpg", colour)
+        data = {"image_paths": [f"{prefix}/{i}.jpg" for i, _ in rows],
+                "annotations": [{"json": {"caption": t}, "sop_data": {"negative-prompt": f[0]}} for _, (_, t, f) in rows]}
+        torch.save(data, root / "ccneg/ccneg_preprocessed.pt")
+    return Data(ROWS, write, lambda root, r: [root / f"ccneg/imgs/{r[0]}.jpg"])
+
+
+# NegBench ------------------------------------------------------------------------------------------
+MCQ_ROWS = [(i, colour, [t, *f, "a " + ("blue" if colour != "blue" else "red") + " dog"])
+            for i, (colour, t, f) in ROWS]
+ANCHOR = {"coco": "data/coco/images/val2017/{}.jpg", "voc2007": "VOC2007/JPEGImages/{}.jpg",
+          "hardneg_syn": "synthetic_visual_negation/data/positive/{}.png",
+          "chexpert": "CheXpert-v1.0/valid/patient{}/study1/view1_frontal.jpg", "msrvtt": "video{}.mp4"}
+MAPPED = {"coco": "coco/val2017/{}.jpg", "voc2007": "voc2007/JPEGImages/{}.jpg",
+          "hardneg_syn": "hardneg_syn/positive/{}.png", "chexpert": "chexpert/valid/patient{}/study1/view1_frontal.jpg",
+          "msrvtt": "msrvtt/videos/video{}.mp4"}
+
+
+def _source(name: str) -> str:
+    return next(s for s in ("coco", "voc2007", "hardneg_syn", "chexpert", "msrvtt") if s in name)
+
+
+def _negbench_media(root: Path, source: str, i: int, colour: str) -> None:
+    path = root / MAPPED[source].format(i)
+    video(path, colour) if source == "msrvtt" else image(path, colour)
+
+
+def negbench_mcq(name: str) -> Data:
+    file, kind, layout, _ = MCQ[name]
+    source = _source(name)
+
+    def write(root: Path, rows, form: str) -> None:
+        (root / "negbench").mkdir(parents=True, exist_ok=True)
+        for i, colour, _ in rows:
+            _negbench_media(root, source, i, colour)
+        if name in BINARY:
+            _csv(root / "negbench" / file, ["image_path", "caption_0", "caption_1", "correct_answer"],
+                 [[ANCHOR[source].format(i), o[0], o[1], 0] for i, _, o in rows])
+        else:  # the correct answer first (COCO layout) or where the row index puts it
+            moved = [(i, c, o, 0 if layout == MCQ["negbench_mcq_coco"][2] else i % 4) for i, c, o in rows]
+            _mcq_csv(root / "negbench" / file, [
+                [ANCHOR[source].format(i), k, *(o[1:k + 1] + [o[0]] + o[k + 1:]), "positive"] for i, _, o, k in moved])
+    return Data(MCQ_ROWS, write, lambda root, r: [root / MAPPED[source].format(r[0])],
+                needs=("av",) if kind == "video" else ())
+
+
+def negbench_retrieval(name: str) -> Data:
+    original, negated, kind, _ = RETRIEVAL[name]
+    source = _source(name)
+    header = ["positive_objects", "negative_objects", "filepath", "image_id", "captions"]
+
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in rows:
+            _negbench_media(root, source, i, colour)
+        _csv(root / "negbench" / original, header,
+             [["[]", "[]", ANCHOR[source].format(i), i, cell([t, t + " here"], form)] for i, (_, t, _) in rows])
+        _csv(root / "negbench" / negated, header,
+             [["[]", "[]", ANCHOR[source].format(i), i, cell([f"{t} but no {f[0].split()[1]}", f[1]], form)]
+              for i, (_, t, f) in rows])
+    return Data(ROWS, write, lambda root, r: [root / MAPPED[source].format(r[0])], forms=FORMS,
+                needs=("av",) if kind == "video" else ())
+
+
+# nT2VR: each collection laid out as tests/test_nt2vr_tasks.write_layout does (videos as frame folders),
+# with only the query file the task reads (negated or composed queries written, never built) ----------
+NEGATED = {"video0": "a man in red is not playing a guitar", "video1": "a man in green is not cooking pasta",
+           "video2": "a man without blue is playing a guitar", "video3": "a woman in yellow is not reading a book",
+           "video4": "a woman not in cyan is riding a bike"}
+QRELS = ("flickr30k_original",)  # read with -T qrels=<data root>/<collection>/qrels.txt
+ALSO = {"video0": "video1", "video1": "video2", "video2": "video0", "video3": "video4", "video4": "video3"}
+OBJECT = {"video0": "guitar", "video1": "pasta", "video2": "guitar", "video3": "book", "video4": "bike"}
+NT2VR_ROWS = [(vid, colour) for vid, colour in VIDEOS.items()]
+
+
+def nt2vr(name: str) -> Data:
+    prefix, query_set = name.rsplit("_", 1)
+    collection, kind, _ = COLLECTIONS[prefix]
+
+    def media(root: Path, row) -> list[Path]:
+        vid = row[0]
+        folder = root / collection
+        return [folder / "images" / f"{vid}.jpg"] if kind == "image" else [folder / "frames" / vid / "0.png"]
+
+    def write(root: Path, rows, form: str) -> None:
+        folder = root / collection
+        (folder / "TextData").mkdir(parents=True, exist_ok=True)
+        (folder / "VideoSets").mkdir(exist_ok=True)
+        (folder / "VideoSets" / f"{collection}.txt").write_text("".join(f"{v}\n" for v, _ in rows))
+        lines = []
+        for vid, colour in rows:
+            if kind == "image":
+                image(folder / "images" / f"{vid}.jpg", colour)
+                continue
+            for k in range(2):
+                image(folder / "frames" / vid / f"{k}.png", colour)
+                lines.append(f"{vid}_{k} frames/{vid}/{k}.png\n")
+        if lines:
+            (folder / "id.imagepath.txt").write_text("".join(lines))
+        text = folder / "TextData" / collection
+        Path(f"{text}.caption.txt").write_text("".join(f"{v}#enc#{k} {c}\n" for v, _ in rows
+                                                      for k, c in enumerate(CAPTIONS[v])))
+        if query_set == "negated":
+            Path(f"{text}.negated.txt").write_text("".join(f"{v}#enc#0#0 {NEGATED[v]}\n" for v, _ in rows))
+        if name in QRELS:  # extra judgements (FIRE): a query also fits the next video, where the rows have it
+            ids = {v for v, _ in rows}
+            (folder / "qrels.txt").write_text("".join(f"{v}#enc#{k} {ALSO[v]} 1\n" for v, _ in rows for k in range(2)
+                                                      if ALSO[v] in ids))
+        if query_set == "composed":
+            Path(f"{text}.composed.txt").write_text("".join(
+                repr({"cap_id": f"c{v}", "caption": f"a {c} scene without {OBJECT[v]}", "video_ids": [v]}) + "\n"
+                for v, c in rows))
+    extra = {"qrels": f"{{root}}/{collection}/qrels.txt"} if name in QRELS else {}
+    return Data(NT2VR_ROWS, write, media, extra=extra)
+
+
+class AskingKeywordModel(KeywordModel):
+    """Scores each (question + option) as the keyword model scores a caption against the image: a
+    model that scores choices itself, as NegVQA's tasks require (no embedding of the medium is cached)."""
+
+    scores_choices_itself = True
+
+    def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
+        out = torch.full((len(choices), max(len(o) for o in choices.options)), float("-inf"))
+        for r in range(len(choices)):
+            pixels = self.preprocess_image(np.asarray(choices.media.load(choices.media_index[r]).convert("RGB")))
+            image_emb = self.encode_image(pixels[None])[0]
+            texts = [f"{choices.question(r)} {o}" for o in choices.options[r]]
+            out[r, : len(texts)] = self.encode_text(texts) @ image_emb
+        return out
+
+
+def _png_b64(colour: str) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((8, 8, 3), COLOURS[colour], dtype=np.uint8)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def negvqa(name: str) -> Data:
+    """NegVQA's jsonl: images embedded as base64 (no media file to break), options A/B from a row's captions."""
+
+    def write(root: Path, rows, form: str) -> None:
+        items = [{"index": i, "image": _png_b64(colour), "original_question": "Which is it?",
+                  "negated_question": "Which is it not?", "A": t, "B": f[0], "original_answer": "A",
+                  "negated_answer": "B", "category": "colour"} for i, (colour, t, f) in rows]
+        (root / "negvqa").mkdir(parents=True, exist_ok=True)
+        (root / "negvqa/NegVQA-7379.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    return Data(ROWS, write, model="asking_kw")
+
+
+def nein_val(name: str) -> Data:
+    def write(root: Path, rows, form: str) -> None:
+        entries = []
+        for i, (colour, t, _) in rows:
+            image(root / f"coco/val2017/{397133 + i:012d}.jpg", colour, 32)
+            image(root / f"nein/images/NeIn_{i}_1.png", colour, 32)
+            entries.append({"COCO": str(397133 + i), "T_original": f"A man with a dog on {t}.",
+                            "T_generated": "Add a cat.", "T_negative": "The image lacks cat.", "NeIn": f"NeIn_{i}_1"})
+        _json(root / "nein/val.json", entries)
+    return Data(ROWS, write, lambda root, r: [root / f"nein/images/NeIn_{r[0]}_1.png"], model="identity",
+                extra={"detector": "shapes_exact", "clip_model": "none", "dino_model": "none"}, needs=("nltk",))
+
+
+def generated(name: str, model: str = "kw", **extra: str) -> Data:
+    """A task that makes its own data (the embedded world, the example plugin): no rows, no files."""
+    return Data([], lambda root, rows, form: None, model=model, extra=dict(extra))
+
+
+# the per-family table: every registered task's family (or name) -> its builder --------------------
+FAMILIES: dict[str, Callable[[str], Data]] = {
+    "sugarcrepe": sugarcrepe, "valse": valse, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
+    "shapes": lambda name: generated(name, n_items="12"), "example": generated,
+}
+BY_NAME: dict[str, Callable[[str], Data]] = {
+    "aro_vg_relation": aro_vg, "aro_vg_attribution": aro_vg, "aro_coco_order": aro_order,
+    "aro_flickr_order": aro_order, "nein_val": nein_val, "negvqa_negated": negvqa, "negvqa_original": negvqa,
+    "nein_shapes": lambda name: generated(name, "identity", n_items="6", clip_model="none", dino_model="none"),
+    **{n: negbench_mcq for n in MCQ}, **{n: negbench_retrieval for n in RETRIEVAL},
+}
+NO_BUILDER: dict[str, str] = {}  # task -> why no relation is run on it (none today)
+
+
+def builder_for(name: str, family: str) -> Callable[[str], Data] | None:
+    return BY_NAME.get(name) or FAMILIES.get(family)
