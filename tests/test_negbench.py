@@ -181,16 +181,20 @@ def test_published_numbers_match_a_run_of_the_same_weights():
     from negharness.records.published import published_notes
     from negharness.tasks.negbench import PUBLISHED
 
+    from negharness.records.published import CONTENT, collections_beside
+
     model = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-B-32", "weights": "openai"})
-    coco = {"questions": 5914, "images": 3926}  # the authors' COCO MCQ file
-    found = published_notes("negbench_mcq_coco", model, {"accuracy": 40.0, "acc_negative": 7.0}, PUBLISHED, coco)["published"]
+    paper = collections_beside(PUBLISHED)["negbench_mcq_coco"]  # the authors' COCO MCQ file: counts and content
+    coco, digest = paper.counts, paper.content[CONTENT]
+    measured = {"accuracy_authors_rule": 40.0, "acc_negative_authors_rule": 7.0}
+    found = published_notes("negbench_mcq_coco", model, measured, PUBLISHED, coco, digest)["published"]
     repo = {(f["metric"], f["source"]): f for f in found if f["source"].startswith("NegBench repo")}
-    total = repo[("accuracy", "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-OpenAI'")]
+    total = repo[("accuracy_authors_rule", "NegBench repo, results/mcq/1_baseline_total.csv, row 'CLIP-OpenAI'")]
     assert total["diff"] == pytest.approx(40.0 - 39.296584376056815, abs=1e-9)
-    neg = repo[("acc_negative", "NegBench repo, results/mcq/1_baseline_breakdown.csv, row 'CLIP-OpenAI'")]
+    neg = repo[("acc_negative_authors_rule", "NegBench repo, results/mcq/1_baseline_breakdown.csv, row 'CLIP-OpenAI'")]
     assert neg["diff"] == pytest.approx(7.0 - 6.844919786096257, abs=1e-9)
     other = types.SimpleNamespace(name="clip", describe=lambda: {"arch": "ViT-L-14", "weights": "openai"})
-    assert published_notes("negbench_mcq_coco", other, {"accuracy": 40.0}, PUBLISHED, coco) == {}
+    assert published_notes("negbench_mcq_coco", other, measured, PUBLISHED, coco, digest) == {}
 
 
 def test_diagnose_end_to_end(cli, tmp_path):

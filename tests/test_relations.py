@@ -37,9 +37,9 @@ from relations_data import (
 )
 from test_choice_readers import NEGBENCH_YAML
 
-from negharness.contracts.errors import UserError
-from negharness.contracts.model import ModelOptions
-from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.api.errors import UserError
+from negharness.api.model import ModelOptions
+from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.declarative.register import register_yaml_folder
 from negharness.discovery.hookspecs import hookimpl
 from negharness.engine.evaluate import RunOutcome, RunRequest, run_evaluation
