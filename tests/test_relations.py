@@ -66,15 +66,9 @@ XFAIL: dict[tuple[str, str], str] = {
     **{(t, "R6"): "found by R6 (not in issue 32's list): YAML tasks' media are cached by their path, not their "
                   "content, so a changed image is rerun with its old embedding (stale numbers, exit 0)"
        for t in YAML_CHOICE},
-    ("negbench_mcq_coco", "R6-yaml"): "issue 32 defect: a YAML task's definition file is not in its data hashes, so "
-                                      "an edited YAML (its options reordered) reuses the old record",
-    ("flickr30k_original", "R6"): "issue 32 defect: the -T qrels file is not in the task's data hashes, so a changed "
-                                  "qrels file reuses the old record",
     ("flickr30k_original", "R1"): "found by R1 (not in issue 32's list): with -T qrels, --skip-broken-media refuses the "
                                   "run ('judged items not in the collection': the skipped ones) where the same data "
                                   "without those rows is scored",
-    ("nein_val", "R6"): "issue 32 defect: NeIn's images (the editing inputs and COCO truths) are not in its data "
-                        "hashes, so a changed image reuses the old record",
 }
 # (task, relation) pairs where the relation does not hold by design, with why
 NOT_APPLICABLE = {
