@@ -333,3 +333,127 @@ def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
     assert ours.metrics["tie_rate"] == pytest.approx(theirs.metrics["tie_rate"]) and theirs.metrics["tie_rate"] > 0
     for template, got in ours.notes["accuracy_by_correct_answer_template"].items():
         assert got["accuracy"] == pytest.approx(theirs.metrics[f"acc_{template}"], abs=1e-3)
+
+
+SKIP_YAML = """\
+name: {name}
+kind: choice
+family: mine
+description: "colours"
+citation: "me"
+data_help: "none"
+data:
+  file: mine/{file}
+media:
+  path: "mine/{{file}}"
+captions:
+  true: caption
+  false: [wrong, other]
+group_by: g
+authors:
+  ties: first
+  note: "test"
+metrics: [accuracy, tie_rate, macro_accuracy]
+main_score: accuracy
+"""
+
+
+def _skip_rows() -> dict[str, dict[str, str]]:
+    """Ten rows over three readable images and two broken ones, some right, some wrong, some ties
+    (a caption the table does not list scores 0: two of them tie), in two groups."""
+    import random
+
+    rng = random.Random(0)
+    files = ["red.jpg", "green.jpg", "bad0.jpg", "blue.jpg", "bad1.jpg"]
+    words = ["a red one", "a green one", "a blue one", "a grey one", "a dull one"]
+    rows = {}
+    for i in range(10):
+        caption, wrong, other = rng.sample(words, 3)
+        rows[f"r{i}"] = {"file": files[i % 5], "caption": caption, "wrong": wrong, "other": other, "g": "ab"[i % 2]}
+    return rows
+
+
+def test_skip_broken_media_on_a_yaml_choice_task_equals_the_run_without_those_rows(tmp_path):
+    """Old code: a broken image's NaN scores picked option 0 (the true caption): its rows counted right."""
+    from negharness.engine.runner import CachedEvalContext, RunSettings
+
+    root = tmp_path / "data"
+    for colour in ("red", "green", "blue"):
+        write_image(root / f"mine/{colour}.jpg", colour)
+    for k in range(2):  # a JPEG header and nothing else: PIL cannot decode it
+        buf = io.BytesIO()
+        from PIL import Image
+
+        Image.new("RGB", (64, 64), (128, 128, 128)).save(buf, "JPEG")
+        (root / f"mine/bad{k}.jpg").write_bytes(buf.getvalue()[:40])
+    rows = _skip_rows()
+    (root / "mine/all.json").write_text(json.dumps(rows))
+    readable = {k: r for k, r in rows.items() if not r["file"].startswith("bad")}
+    assert 0 < len(readable) < len(rows)
+    (root / "mine/readable.json").write_text(json.dumps(readable))
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for name, file in (("with_broken", "all.json"), ("without", "readable.json")):
+        (folder / f"{name}.yaml").write_text(SKIP_YAML.format(name=name, file=file))
+    tasks = {cls.name: cls for cls in load_folder(folder)}
+    model = TableModel({"a red one": {"red": 0.6}, "a green one": {"green": 0.5, "red": 0.6},
+                        "a blue one": {"blue": 0.7, "green": 0.2}})
+    from negharness.api.task import TaskOptions
+
+    def run(name: str):
+        ctx = CachedEvalContext(model, RunSettings(skip_broken_media=True, workers=0), None)
+        return tasks[name](TaskOptions(root)).evaluate(ctx)
+
+    skipped, plain = run("with_broken"), run("without")
+    assert skipped.metrics == pytest.approx(plain.metrics)
+    assert set(skipped.metrics) == {"accuracy", "tie_rate", "macro_accuracy", "accuracy_authors_rule",
+                                    "macro_accuracy_authors_rule"}
+    assert skipped.n_items == plain.n_items
+    assert [i.replace("all.json", "readable.json") for i in skipped.per_query["ids"]] == plain.per_query["ids"]
+    assert skipped.per_query["values"] == plain.per_query["values"]
+    assert skipped.notes["accuracy_by_g"] == plain.notes["accuracy_by_g"]
+    assert skipped.notes["media_skipped"] == 2 and skipped.notes["rows_dropped"] == len(rows) - len(readable)
+
+
+def _crepe_files(root: Path, complexity_4: str) -> None:
+    """CREPE's negate layout: ``complexity_4`` is complexity 4's rows, the other files one plain row each."""
+    write_image(root / "visual_genome/VG_100K/10.jpg", "red", size=32, right="blue")
+    write_image(root / "visual_genome/VG_100K_2/20.jpg", "green")
+    folder = root / "crepe/prod_hard_negatives/negate"
+    folder.mkdir(parents=True, exist_ok=True)
+    header = "image_id,x,y,width,height,caption,hard_negs\n"
+    for c in range(4, 13):
+        body = complexity_4 if c == 4 else '20,0,0,16,16,a green field,"[\'no green field\']"\n'
+        (folder / f"prod_vg_hard_negs_negate_complexity_{c}.csv").write_text(header + body)
+
+
+@pytest.mark.parametrize("cell", ["{'not a blue sky', 'a sky that is not blue'}",  # CREPE's set literals
+                                  "('not a blue sky', 'a sky that is not blue')",
+                                  '["not a blue sky", "a sky that is not blue"]'])
+def test_crepe_hard_negs_written_as_a_set_tuple_or_json_array_are_the_same_captions(tmp_path, cell):
+    """Old code parsed only cells starting with '[': a set literal became one false caption (the
+    whole literal), which no model prefers, so complexity 4 scored far too high."""
+    model = TableModel({"a blue sky": {"blue": 0.5}, "not a blue sky": {"blue": 0.6},
+                        "a sky that is not blue": {"blue": 0.2}, "a green field": {"green": 0.7},
+                        "no green field": {"green": 0.1}})
+    row = '10,16,0,16,32,a blue sky,"{}"\n'
+    _crepe_files(tmp_path / "list", row.format("['not a blue sky', 'a sky that is not blue']"))
+    _crepe_files(tmp_path / "other", row.format(cell.replace('"', '""')))
+    want = evaluate(BUILTIN["crepe_negate"], tmp_path / "list", model)
+    got = evaluate(BUILTIN["crepe_negate"], tmp_path / "other", model)
+    assert got.metrics == want.metrics and got.metrics["accuracy"] == pytest.approx(8 / 9 * 100)
+    from negharness.api.task import TaskOptions
+
+    options = BUILTIN["crepe_negate"](TaskOptions(tmp_path / "other")).rows[0].options
+    expected = ("a blue sky", "not a blue sky", "a sky that is not blue")
+    assert options == (("a blue sky", *sorted(expected[1:])) if cell.startswith("{") else expected)
+
+
+def test_a_hard_negs_cell_that_looks_like_a_literal_but_is_none_is_refused_by_row(tmp_path):
+    from negharness.api.task import TaskOptions
+
+    _crepe_files(tmp_path, '10,16,0,16,32,a blue sky,"{\'not a blue sky\', not quoted}"\n')
+    with pytest.raises(UserError, match=r"complexity_4.csv:line 2: field 'hard_negs': captions cell is not a list "
+                                        r"literal \(ValueError"):
+        BUILTIN["crepe_negate"](TaskOptions(tmp_path)).rows
+

@@ -114,3 +114,53 @@ def test_bootstrap_intervals():
     assert lo == pytest.approx(0.1) and hi == pytest.approx(0.1) and p == 0.0
     with pytest.raises(ValueError):
         paired_bootstrap(a, a[:10])
+
+
+def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_reads():
+    """Four spellings once disagreed (YAML MdR, scoring MedR): every scorer's keys, every declared
+    metric_info and the YAML checker's names are the catalogue's, with its direction and format."""
+    from negharness.declarative import register
+    from negharness.scoring import catalog
+    from negharness.scoring.choices import choice_scoring
+    from negharness.scoring.fire import FIRE_METRICS
+    from negharness.scoring.mcq import MCQ_METRICS, mcq_metrics
+    from negharness.scoring.metrics import Relevance, negation_deltas, retrieval_metrics, several_relevant_metrics
+    from negharness.scoring.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS
+
+    def names(protocol):
+        return {m.name for m in catalog.METRICS.values() if protocol in m.protocols}
+
+    ranks = torch.tensor([1, 3, 2])
+    sim = torch.rand(3, 4)
+    assert set(retrieval_metrics(ranks)) == names("retrieval")
+    assert set(several_relevant_metrics(sim, Relevance.from_lists([[0], [1], [2, 3]], 4), ranks)) == names("several")
+    assert set(negation_deltas(ranks, ranks)) == names("deltas")
+    assert set(FIRE_METRICS) == names("fire")
+    scores = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]])
+    out = choice_scoring(scores, [0, 0, 1], ["a", "b", "a"], authors_ties="first")
+    assert set(out.metrics) == names("choice")
+    t = ["positive", "negative", "hybrid"]
+    assert set(mcq_metrics(torch.tensor([0, 1, 0]), torch.zeros(3, dtype=torch.bool), [0, 0, 0], t,
+                           [t, t, t])) == names("mcq")
+    for declared in (MCQ_METRICS, RETRIEVAL_METRICS, NEGATED_METRICS, register.CHOICE_METRICS,
+                     register.RETRIEVAL_METRICS):
+        assert declared == {k: catalog.METRICS[k].info for k in declared}
+    assert set(register.RETRIEVAL_METRICS) == names("retrieval")
+    assert all(catalog.canonical(a) in register.RETRIEVAL_METRICS for a in catalog.ALIASES)
+    # a metric that is no mean of its own values is recomputed from its source, prefixed names too
+    assert catalog.derivation("neg_MedR", {"neg_MeanR": []})[0] == "neg_MeanR"
+    assert catalog.derivation("MedR", {"R@1": []}) is None
+
+
+def test_leaderboard_check_refuses_a_record_whose_main_score_is_not_among_its_metrics(tmp_path):
+    from negharness.records.results import SCHEMA_VERSION
+    from negharness.report.check import record_problems
+
+    rec = {"schema_version": SCHEMA_VERSION, "created_at": "x", "model": {"fingerprint": "f"},
+           "task": {"name": "t"}, "metrics": {"MedR": 3.0}, "main_score": {"name": "MdR", "value": None},
+           "config_hash": "h"}
+    assert "main score 'MdR' is not among the record's metrics (MedR)" in record_problems(tmp_path / "r.json", rec)
+    rec["main_score"] = {"name": "MedR", "value": None}
+    assert "main score 'MedR' is None, not its metric's value 3.0" in record_problems(tmp_path / "r.json", rec)
+    rec["main_score"] = {"name": "MedR", "value": 3.0}
+    assert not [p for p in record_problems(tmp_path / "r.json", rec) if "main score" in p]

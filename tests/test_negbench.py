@@ -284,3 +284,42 @@ def test_chexpert_four_choice_and_affirmation_control(tmp_path):
                [[CXR.format(1), "a", "b", "c", "d", 0]])
     with pytest.raises(UserError, match=r"chexpert_mcq_no_negation.csv:1: no column 'correct_answer_template'"):
         read_mcq(root / "negbench" / "chexpert_mcq_no_negation.csv", root, None)
+
+
+@pytest.fixture
+def csv_field_limit():
+    """The csv module's default field limit (131,072), whatever an earlier reader set, restored after."""
+    before = csv.field_size_limit(131072)
+    yield 131072
+    csv.field_size_limit(before)
+
+
+def test_a_caption_over_the_csv_field_limit_is_a_user_error_naming_file_and_line(tmp_path, csv_field_limit):
+    """Old code: csv.Error out of the reader, reported as a plugin bug naming neither file nor row."""
+    root = tmp_path / "data"
+    (root / "negbench").mkdir(parents=True)
+    _write_images(root, {"a.jpg": "red"})
+    huge = "x " * (csv_field_limit // 2 + 10)
+    mcq = root / "negbench" / "mcq.csv"
+    _mcq_csv(mcq, [["data/coco/images/val2017/a.jpg", 0, "a red one", "no red", "red not", "blue", "positive"],
+                   ["data/coco/images/val2017/a.jpg", 0, huge, "no red", "red not", "blue", "positive"]])
+    with pytest.raises(UserError, match=rf"{mcq}:3: cannot read this row as CSV \(field larger than field limit"):
+        read_mcq(mcq, root, None)
+    ret = root / "negbench" / "ret.csv"
+    ret.write_text("filepath,captions\n" f"data/coco/images/val2017/a.jpg,\"['{huge}']\"\n")
+    with pytest.raises(UserError, match=rf"{ret}:2: cannot read this row as CSV"):
+        read_retrieval(ret, root)
+    csv.field_size_limit(1 << 30)  # a YAML task read earlier in the process raises the limit: the caption rule then
+    with pytest.raises(UserError, match=rf"{ret}:2: caption of {len(huge.strip()):,} characters \(at most 10,000\)"):
+        read_retrieval(ret, root)
+
+
+def test_retrieval_neg_reads_tuple_and_set_cells_as_lists(tmp_path):
+    root = tmp_path / "data"
+    (root / "negbench").mkdir(parents=True)
+    _write_images(root, {"a.jpg": "red"})
+    path = root / "negbench" / "ret.csv"
+    for cell in ("['b red', 'a red']", "('b red', 'a red')", "{'b red', 'a red'}", '["a red", "b red"]'):
+        with open(path, "w", newline="") as fh:
+            csv.writer(fh).writerows([["filepath", "captions"], ["data/coco/images/val2017/a.jpg", cell]])
+        assert sorted(read_retrieval(path, root)[0][1]) == ["a red", "b red"], cell

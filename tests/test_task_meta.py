@@ -121,3 +121,40 @@ def test_factory_returning_the_wrong_type_names_plugin_and_entry(tmp_path):
     reg.add("model", "notamodel", lambda options: object(), "", "someplugin")
     with pytest.raises(UserError, match="model 'notamodel' from plugin 'someplugin'.*not a negharness.api.EmbeddingModel"):
         PluginLookup(reg).create("model", "notamodel", ModelOptions())
+
+
+@pytest.mark.parametrize("metrics, got", [({}, "no such metric"), ({"acc": None}, "None"),
+                                          ({"acc": float("nan")}, "nan")])
+def test_a_result_without_its_main_score_as_a_number_is_refused(tmp_path, metrics, got):
+    """Old code wrote the record with ``main_score: {value: null}`` and exited 0."""
+    from negharness.api.task import check_result
+
+    task = _Good(TaskOptions(tmp_path))
+    with pytest.raises(TaskDefinitionError, match=rf"task 'good_task' from plugin 'p': its main score 'acc' is not "
+                                                  rf"a finite number in the result \({got}"):
+        check_result(task, TaskResult(metrics, {}), "p")
+
+
+def test_a_run_whose_task_lacks_its_main_score_writes_no_record(tmp_path):
+    from negharness.discovery.hookspecs import hookimpl
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.testing import host_with_models, keyword_model
+
+    class NoMain(_Good):
+        name = "no_main"
+        metric_info = {"acc": MetricInfo(True, ".1f"), "other": MetricInfo(True, ".1f")}
+
+        def evaluate(self, ctx):
+            return TaskResult({"other": 1.0}, {"n": 1})
+
+    @hookimpl
+    def negharness_register_tasks(registry):
+        registry.add("no_main", NoMain, "no main score", family="test")
+
+    host = host_with_models({"kw": keyword_model})
+    host.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "nomainplugin")
+    req = RunRequest(model="kw", tasks=["no_main"], data_root=str(tmp_path), output_dir=str(tmp_path / "res"),
+                     cache_dir=str(tmp_path / "c"))
+    with pytest.raises(TaskDefinitionError, match="task 'no_main' from plugin 'nomainplugin': its main score 'acc'"):
+        run_evaluation(host, req)
+    assert not list((tmp_path / "res").rglob("*.json"))

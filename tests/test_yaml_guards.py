@@ -286,3 +286,69 @@ def test_a_ragged_csv_row_or_repeated_column_is_refused_by_line(cli, tmp_path, h
     _no_record(tmp_path)
     (tmp_path / "data/mine/colours.csv").write_text(CSV_HEADER + good)
     assert _run(cli, tmp_path, folder).returncode == 0  # the same file, well-formed, runs
+
+
+# 3. one spelling of each metric, one caption limit, one BOM rule ------------------------------------
+
+def test_a_retrieval_task_declaring_the_readmes_mdr_and_mnr_reports_medr_and_meanr(tmp_path):
+    """Old code: the checker took MdR, scoring wrote MedR: the record's main score was null."""
+    from choice_helpers import TableModel, evaluate
+
+    from negharness.api.task import TaskOptions, check_result
+
+    _data(tmp_path / "data", ROWS)
+    folder = _folder(tmp_path, RETRIEVAL.replace("metrics: [R@1, MIR]\nmain_score: R@1",
+                                                 "metrics: [R@1, MdR, MnR]\nmain_score: MdR\n"
+                                                 "leaderboard_metrics: [MdR, MnR]"))
+    (cls,) = load_folder(folder)
+    assert cls.main_score == "MedR" and list(cls.metric_info) == ["R@1", "MedR", "MeanR"]
+    assert cls.leaderboard_metrics == ("MedR", "MeanR") and not cls.metric_info["MedR"].higher_is_better
+    model = TableModel({"a red photo": {"red": 1.0}, "a green photo": {"green": 1.0}})
+    res = evaluate(cls, tmp_path / "data", model)
+    check_result(cls(TaskOptions(tmp_path / "data")), res, "p")  # the main score is a number: a record may be written
+    # ranks 1, 1 and 3 ("a photo" ties every image: the pessimistic rank)
+    assert res.metrics == pytest.approx({"R@1": 200 / 3, "MedR": 1.0, "MeanR": 5 / 3})
+
+
+def test_an_unknown_metric_names_the_catalogue_and_the_aliases(tmp_path):
+    folder = _folder(tmp_path, RETRIEVAL.replace("metrics: [R@1, MIR]", "metrics: [R@1, MedianR]"))
+    with pytest.raises(UserError, match=r"key 'metrics.1': unknown metric 'MedianR' \(known for retrieval tasks: "
+                                        r"R@1, R@5, R@10, MIR, MedR, MeanR; also read: MdR = MedR, MnR = MeanR\)"):
+        load_folder(folder)
+
+
+def test_a_yaml_row_caption_over_the_shared_limit_is_refused_by_line(tmp_path):
+    """Old code: the tokenizer cut it to 77 tokens and the row was scored as another caption."""
+    from negharness.api.task import TaskOptions
+
+    rows = [dict(ROWS[0]), dict(ROWS[1], wrong="a red photo " * 834)]  # 10,007 characters once stripped
+    _data(tmp_path / "data", rows)
+    (cls,) = load_folder(_folder(tmp_path, CHOICE))
+    with pytest.raises(UserError, match=r"colours.jsonl:line 2: field 'wrong': caption of 10,0\d\d characters "
+                                        r"\(at most 10,000\)"):
+        cls(TaskOptions(tmp_path / "data")).rows
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv", "tsv"])
+def test_a_data_file_starting_with_a_utf8_bom_reads_as_without(tmp_path, fmt):
+    """The README says data files may start with a BOM; old code refused a JSONL or JSON one, and a
+    CSV's first column name carried it (so the field was "missing")."""
+    from negharness.api.task import TaskOptions
+
+    _data(tmp_path / "data", ROWS)
+    keys = list(ROWS[0])
+    if fmt == "jsonl":
+        body = "".join(json.dumps(r) + "\n" for r in ROWS)
+    elif fmt == "json":
+        body = json.dumps(ROWS)
+    else:
+        sep = "," if fmt == "csv" else "\t"
+        body = "".join(sep.join(line) + "\n" for line in [keys, *[[r[k] for k in keys] for r in ROWS]])
+    options = []
+    for name, text in (("plain", body), ("bom", "\ufeff" + body)):
+        (tmp_path / f"data/mine/{name}.{fmt}").write_text(text, encoding="utf-8")
+        (tmp_path / name).mkdir()
+        folder = _folder(tmp_path / name, CHOICE.replace("mine/colours.jsonl", f"mine/{name}.{fmt}"))
+        (cls,) = load_folder(folder)
+        options.append([r.options for r in cls(TaskOptions(tmp_path / "data")).rows])
+    assert options[0] == options[1] == [(r["caption"], r["wrong"], r["also_wrong"]) for r in ROWS]

@@ -54,7 +54,7 @@ _EXPORTS: dict[str, str] = {
     "resolve_device": "negharness.engine.runner", "lower_priority": "negharness.engine.runner",
     # scoring helpers a task calls
     "ChoiceSet": "negharness.api.choices", "pad_scores": "negharness.api.choices",
-    "score_choices": "negharness.scoring.choices", "choice_metrics": "negharness.scoring.choices",
+    "score_choices": "negharness.scoring.choices",
     "evaluate_mcq": "negharness.scoring.mcq", "MCQ_METRICS": "negharness.scoring.mcq",
     "evaluate_text_to_media": "negharness.scoring.retrieval", "evaluate_negated": "negharness.scoring.retrieval",
     "QuerySet": "negharness.scoring.retrieval", "similarities": "negharness.scoring.retrieval",
@@ -71,6 +71,9 @@ _EXPORTS: dict[str, str] = {
     "RootGuard": "negharness.io.paths", "data_root": "negharness.io.paths", "cache_root": "negharness.io.paths",
     "require_regular": "negharness.io.paths", "load_or_explain": "negharness.io.hub",
     "check_csv_header": "negharness.io.csv_rows", "check_csv_width": "negharness.io.csv_rows",
+    "numbered_rows": "negharness.io.csv_rows", "check_caption": "negharness.io.csv_rows",
+    "literal_captions": "negharness.io.csv_rows", "MAX_CAPTION_CHARS": "negharness.io.csv_rows",
+    "DATA_ENCODING": "negharness.io.csv_rows",
     "base_note": "negharness.io.checkpoints", "fit_state_dict": "negharness.io.checkpoints",
     "load_state_dict": "negharness.io.checkpoints", "read_checkpoint": "negharness.io.checkpoints",
     "save_safetensors": "negharness.io.checkpoints",
@@ -153,14 +156,22 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         read_checkpoint,
         save_safetensors,
     )
-    from negharness.io.csv_rows import check_csv_header, check_csv_width
+    from negharness.io.csv_rows import (
+        DATA_ENCODING,
+        MAX_CAPTION_CHARS,
+        check_caption,
+        check_csv_header,
+        check_csv_width,
+        literal_captions,
+        numbered_rows,
+    )
     from negharness.io.hub import load_or_explain
     from negharness.io.image_files import read_rgb, require_8bit
     from negharness.io.media import MediaSet, frame_folders, image_files, video_files
     from negharness.io.paths import RootGuard, cache_root, data_root, require_regular
     from negharness.io.video import decode_video, load_frames
     from negharness.records.published import collection_digest, published_notes, tables_beside
-    from negharness.scoring.choices import choice_metrics, score_choices
+    from negharness.scoring.choices import score_choices
     from negharness.scoring.mcq import MCQ_METRICS, evaluate_mcq
     from negharness.scoring.metrics import (
         Relevance,

@@ -10,6 +10,7 @@ option parser (`negharness.api.options`), typed, and only declared options enter
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,8 +157,16 @@ class Task(ABC):
 
 
 def check_result(task: Task, result: TaskResult, plugin: str) -> None:
-    """A metric the task did not declare would have no direction on the leaderboard: refuse it."""
+    """A metric the task did not declare would have no direction on the leaderboard, and a record
+    whose main score is missing or not a number would show nothing where its number belongs:
+    refuse both before any record is written."""
     undeclared = sorted(set(result.metrics) - set(task.metric_info))
     if undeclared:
         raise TaskDefinitionError(f"task {task.name!r} from plugin {plugin!r} returned metric {undeclared[0]!r}, "
                                   "which its metric_info does not declare (direction and format)")
+    main = result.metrics.get(task.main_score)
+    if isinstance(main, bool) or not isinstance(main, (int, float)) or not math.isfinite(main):
+        got = "no such metric" if task.main_score not in result.metrics else f"{main!r}"
+        raise TaskDefinitionError(f"task {task.name!r} from plugin {plugin!r}: its main score {task.main_score!r} "
+                                  f"is not a finite number in the result ({got}; returned: "
+                                  f"{', '.join(sorted(result.metrics)) or 'no metrics'})")

@@ -3,13 +3,13 @@
 
 A file becomes a list of `Record` (its fields and where it came from, for error messages). Field
 names are dotted paths into nested records (``mturk.caption``, ``sop_data.negative-prompt``,
-``attributes.0``). CSV cells holding a Python list literal (CREPE's ``hard_negs``, NegBench's
-``captions``) are read with `ast.literal_eval` when a list is asked for.
+``attributes.0``). CSV cells holding a list, tuple or set literal or a JSON array (CREPE's
+``hard_negs``, NegBench's ``captions``) are read as one when captions are asked for, by the rules
+every reader shares (`negharness.io.csv_rows`: one encoding, one caption limit, no eval).
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import re
@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from negharness.api.errors import UserError
-from negharness.io.csv_rows import check_csv_header, check_csv_width
+from negharness.io.csv_rows import (
+    DATA_ENCODING,
+    check_caption,
+    check_csv_header,
+    check_csv_width,
+    literal_captions,
+    looks_like_literal,
+    numbered_rows,
+)
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "torch")
 _MISSING = object()
@@ -61,25 +69,25 @@ class Record:
         return str(value).strip()
 
     def texts(self, path: str, keep_empty: bool = False) -> list[str]:
-        """A field holding one caption or a list of them (a list literal in a CSV cell); empty ones are
-        dropped unless ``keep_empty`` (options matched to an answer by position must keep their places)."""
+        """A field holding one caption or a list of them (a list, tuple or set literal or a JSON array
+        in a CSV cell, `literal_captions`); empty ones are dropped unless ``keep_empty`` (options
+        matched to an answer by position must keep their places). A caption over the shared limit is
+        refused (`check_caption`), never cut by a tokenizer."""
         value = self.get(path)
-        if isinstance(value, str) and value.strip().startswith("["):
-            try:
-                value = ast.literal_eval(value.strip())
-            except (ValueError, SyntaxError) as exc:
-                raise UserError(f"{self.where}: field {path!r} is not a list literal ({exc.__class__.__name__})") from exc
+        where = f"{self.where}: field {path!r}"
+        if isinstance(value, str) and looks_like_literal(value):
+            value = literal_captions(value, where)
         if isinstance(value, (str, int, float)):
-            return [str(value).strip()] if str(value).strip() or keep_empty else []
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            return [v.strip() for v in value if v.strip() or keep_empty]
-        raise UserError(f"{self.where}: field {path!r} must be a caption or a list of captions")
+            value = [str(value)]
+        if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+            raise UserError(f"{where} must be a caption or a list of captions")
+        return [check_caption(v.strip(), where) for v in value if v.strip() or keep_empty]
 
 
 def _load(path: Path, fmt: str) -> Any:
     try:
         if fmt == "json":
-            with open(path, encoding="utf-8") as fh:
+            with open(path, encoding=DATA_ENCODING) as fh:
                 return json.load(fh)
         if fmt == "torch":
             import pickle
@@ -102,26 +110,34 @@ def _load(path: Path, fmt: str) -> Any:
 
 def _lines(path: Path, fmt: str) -> Iterable[Record]:
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        fh = open(path, newline="", encoding=DATA_ENCODING)
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
     with fh:
-        if fmt == "jsonl":
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        yield Record(json.loads(line), f"{path}:line {lineno}")
-                    except json.JSONDecodeError as exc:
-                        raise UserError(f"{path}:line {lineno}: not valid JSON ({exc.msg})") from None
-            return
-        csv.field_size_limit(1 << 30)  # VLMEvalKit TSVs carry base64 images in a cell
-        reader = csv.DictReader(fh, delimiter="\t" if fmt == "tsv" else ",")
-        width = len(check_csv_header(path, reader.fieldnames))  # a repeated column name: one would be lost
-        hint = "a tab inside a cell?" if fmt == "tsv" else "an unquoted comma?"
-        for lineno, row in enumerate(reader, 2):
-            where = f"{path}:line {lineno}"
-            check_csv_width(where, row, width, hint)  # else the fields after it shift
-            yield Record(row, where)
+        try:
+            yield from (_jsonl(path, fh) if fmt == "jsonl" else _table(path, fh, fmt))
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{path}: not UTF-8 text ({exc.reason})") from None
+
+
+def _jsonl(path: Path, fh: Iterable[str]) -> Iterable[Record]:
+    for lineno, line in enumerate(fh, 1):
+        if line.strip():
+            try:
+                yield Record(json.loads(line), f"{path}:line {lineno}")
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:line {lineno}: not valid JSON ({exc.msg})") from None
+
+
+def _table(path: Path, fh: Iterable[str], fmt: str) -> Iterable[Record]:
+    csv.field_size_limit(1 << 30)  # VLMEvalKit TSVs carry base64 images in a cell
+    reader = csv.DictReader(fh, delimiter="\t" if fmt == "tsv" else ",")
+    width = len(check_csv_header(path, reader.fieldnames))  # a repeated column name: one would be lost
+    hint = "a tab inside a cell?" if fmt == "tsv" else "an unquoted comma?"
+    for lineno, row in numbered_rows(path, reader):
+        where = f"{path}:line {lineno}"
+        check_csv_width(where, row, width, hint)  # else the fields after it shift
+        yield Record(row, where)
 
 
 def _zip_columns(data: Any, columns: dict[str, str], path: Path) -> list[dict[str, Any]]:

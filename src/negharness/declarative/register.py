@@ -31,13 +31,14 @@ from negharness.declarative.annotations import FILTER_KEYS, FORMATS, short
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl
 from negharness.io.paths import require_regular
+from negharness.scoring import catalog
 
 KINDS = ("choice", "retrieval", "suite")
-CHOICE_METRICS = {"accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
-                  "macro_accuracy": MetricInfo(True, ".1f")}
-AUTHORS_METRICS = {f"{m}_authors_rule": MetricInfo(True, ".1f") for m in ("accuracy", "macro_accuracy")}
-RETRIEVAL_METRICS = {"R@1": MetricInfo(True, ".1f"), "R@5": MetricInfo(True, ".1f"), "R@10": MetricInfo(True, ".1f"),
-                     "MdR": MetricInfo(False, ".1f"), "MnR": MetricInfo(False, ".1f"), "MIR": MetricInfo(True, ".3f")}
+AUTHORS_SUFFIX = "_authors_rule"  # the authors' twin of a metric, added with `authors:`, never declared
+# the metrics a YAML task may declare: what its scorer writes, as the one catalogue names them
+CHOICE_METRICS = {m: i for m, i in catalog.of_protocols("choice").items() if not m.endswith(AUTHORS_SUFFIX)}
+RETRIEVAL_METRICS = catalog.of_protocols("retrieval")
+DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"]}
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
             "authors"}
@@ -278,29 +279,45 @@ def _authors(c: Checker) -> dict[str, str] | None:
     return {"ties": a.choice("ties", AUTHORS_TIES), "note": a.get("note", str)}
 
 
-def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
+def _metric_name(c: Checker, key: str, name: str, known: dict[str, MetricInfo], kind: str) -> str:
+    """The catalogue's name of a declared metric (``MdR`` -> ``MedR``), or an error naming the key."""
+    found = catalog.canonical(name)
+    if found not in known:
+        aliases = [f"{a} = {m}" for a, m in catalog.ALIASES.items() if m in known]
+        raise c.fail(key, f"unknown metric {short(name)} (known for {kind} tasks: {', '.join(known)}"
+                          + (f"; also read: {', '.join(aliases)})" if aliases else ")"))
+    return found
+
+
+def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricInfo]:
+    """metric_info of a choice or retrieval task: its declared metrics (catalogue names), and with
+    ``authors:`` each accuracy's authors' twin."""
     known = RETRIEVAL_METRICS if kind == "retrieval" else CHOICE_METRICS
+    metrics = c.strings("metrics", required=False) or DEFAULT_METRICS[kind]
+    names = list(dict.fromkeys(_metric_name(c, f"metrics.{i}", m, known, kind) for i, m in enumerate(metrics)))
+    if "macro_accuracy" in names and not spec.get("group_by"):
+        raise c.fail("metrics", "macro_accuracy needs group_by (the field whose groups are averaged)")
+    info = catalog.infos(names)
+    if spec.get("authors"):  # the authors' number beside each accuracy the task reports
+        twins = [m + AUTHORS_SUFFIX for m in names if m + AUTHORS_SUFFIX in catalog.METRICS]
+        info.update(catalog.infos(twins))
+    return info
+
+
+def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
     if kind != "choice" and "authors" in c.data:
         raise c.fail("authors", "only choice tasks have an authors' tie rule")
     if kind == "suite":
         spec["metric_info"] = {**{m: MetricInfo(True, ".1f") for m in spec["members"]}, "mean": MetricInfo(True, ".1f")}
     else:
-        metrics = c.strings("metrics", required=False) or (["R@1", "R@5", "R@10", "MIR"] if kind == "retrieval"
-                                                           else ["accuracy", "tie_rate"])
-        for i, m in enumerate(metrics):
-            if m not in known:
-                raise c.fail(f"metrics.{i}", f"unknown metric {short(m)} (known for {kind} tasks: {', '.join(known)})")
-        if "macro_accuracy" in metrics and not spec.get("group_by"):
-            raise c.fail("metrics", "macro_accuracy needs group_by (the field whose groups are averaged)")
-        spec["metric_info"] = {m: known[m] for m in metrics}
-        if spec.get("authors"):  # the authors' number beside each accuracy the task reports
-            spec["metric_info"].update({f"{m}_authors_rule": AUTHORS_METRICS[f"{m}_authors_rule"]
-                                        for m in metrics if f"{m}_authors_rule" in AUTHORS_METRICS})
-    main = c.get("main_score", str)
+        spec["metric_info"] = _declared(c, kind, spec)
+    main = catalog.canonical(c.get("main_score", str)) if kind != "suite" else c.get("main_score", str)
     if main not in spec["metric_info"]:
         raise c.fail("main_score", f"{short(main)} is not among this task's metrics ({', '.join(spec['metric_info'])})")
     spec["main_score"] = main
     board = c.strings("leaderboard_metrics", required=False) or ([main] if kind != "suite" else list(spec["metric_info"]))
+    if kind != "suite":
+        board = [catalog.canonical(m) for m in board]
     for i, m in enumerate(board):
         if m not in spec["metric_info"]:
             raise c.fail(f"leaderboard_metrics.{i}", f"{short(m)} is not among this task's metrics")

@@ -314,17 +314,28 @@ class ChoiceTask(DeclarativeTask):
         )
         from negharness.scoring.choices import (  # lazy: start-up time (torch)
             choice_scoring,
+            readable_media,
             score_choices,
         )
         from negharness.scoring.perquery import per_query  # lazy: start-up time (torch)
+        from negharness.scoring.unreadable import (  # lazy: start-up time (torch)
+            nothing_left,
+            skip_notes,
+        )
 
         rows = self.rows
         refs = list(dict.fromkeys(r.media for r in rows))
         where = {ref: i for i, ref in enumerate(refs)}
+        media = self.media_set(ctx, refs)
+        media_emb, bad = readable_media(ctx, media, bool(self.spec["question"]))
+        if bad.any():  # --skip-broken-media: as if the rows on unreadable media were not in the file
+            rows = [r for r in rows if not bad[where[r.media]]]
+            if not rows:
+                raise nothing_left(media, "row")
         questions = [r.question for r in rows] if self.spec["question"] else None
-        choices = ChoiceSet(self.media_set(ctx, refs), [where[r.media] for r in rows], [r.options for r in rows],
+        choices = ChoiceSet(media, [where[r.media] for r in rows], [r.options for r in rows],
                             [r.correct for r in rows], questions)
-        scores = score_choices(ctx, choices)
+        scores = score_choices(ctx, choices, media_emb)
         groups = [r.group for r in rows] if self.spec["group_by"] else None
         authors = self.spec.get("authors")
         out = choice_scoring(scores, choices.correct, groups, self.spec["min_group"], [not r.identical for r in rows],
@@ -336,7 +347,9 @@ class ChoiceTask(DeclarativeTask):
                         "scores": [round(float(x), 5) for x in scores[i][: len(r.options)]]} for i, r in enumerate(rows)]
         metrics = {k: v for k, v in out.metrics.items() if k in self.metric_info}
         values = {k: v for k, v in out.values.items() if k in metrics}
-        return TaskResult(metrics, self.counts(rows, refs), samples, self.notes(rows, out.per_group),
+        notes = {**self.notes(rows, out.per_group), **skip_notes(bad, len(self.rows) - len(rows), "rows")}
+        kept = [ref for ref, b in zip(refs, bad) if not b]
+        return TaskResult(metrics, self.counts(rows, kept), samples, notes,
                           per_query([self.query_id(r.where) for r in rows], values))
 
     def counts(self, rows: list[ChoiceRow], refs: list[MediaRef]) -> dict[str, int]:

@@ -1,14 +1,99 @@
-"""Checks every CSV reader of the harness shares (NegBench's files, YAML tasks' annotation files):
-a header whose columns a dict cannot hold apart, and a row whose cell count is not the header's
-(an unquoted comma), are errors naming the file and line, never shifted or dropped fields.
+"""Rules every reader of data files shares (NegBench's CSVs, nT2VR's text files, YAML tasks'
+annotation files), so that no reader is laxer than another:
+
+- one encoding rule (`DATA_ENCODING`): UTF-8, a leading BOM (Excel, Notepad) dropped;
+- one caption limit (`check_caption`): a caption longer than `MAX_CAPTION_CHARS` is refused, never
+  truncated by a tokenizer into another query;
+- a cell holding a list of captions is read as a Python or JSON literal, never evaluated
+  (`literal_captions`);
+- a header whose columns a dict cannot hold apart, a row whose cell count is not the header's (an
+  unquoted comma), and a row the csv module cannot read (a cell over its field limit) are errors
+  naming the file and line (`check_csv_header`, `check_csv_width`, `numbered_rows`), never shifted or
+  dropped fields.
 """
 
 from __future__ import annotations
 
+import ast
+import csv
+import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from negharness.api.errors import UserError
+
+DATA_ENCODING = "utf-8-sig"  # UTF-8; a leading BOM is dropped, never kept in the first field name or id
+# A caption longer than this is not a caption (the longest MSR-VTT / VATEX / COCO captions have a few
+# hundred characters; text encoders keep 77 tokens): refused with the file and line rather than
+# truncated, because a cut caption would be a different query and change the numbers silently.
+MAX_CAPTION_CHARS = 10_000
+MAX_LIST_CELL_CHARS = 100 * MAX_CAPTION_CHARS  # a cell listing captions, checked before it is parsed
+# how a cell holding several captions is written: a Python list, tuple or set, or a JSON array
+_LITERAL_ENDS = {"[": "]", "(": ")", "{": "}"}
+
+
+def check_caption(text: str, where: str) -> str:
+    """``text`` itself, or a `UserError` at ``where`` when it is longer than `MAX_CAPTION_CHARS`."""
+    if len(text) > MAX_CAPTION_CHARS:
+        raise UserError(f"{where}: caption of {len(text):,} characters (at most {MAX_CAPTION_CHARS:,}); "
+                        "is this a caption file?")
+    return text
+
+
+def looks_like_literal(cell: str) -> bool:
+    """Whether a cell is written as a list, tuple or set literal (``[...]``, ``(...)``, ``{...}``)."""
+    cell = cell.strip()
+    return len(cell) >= 2 and _LITERAL_ENDS.get(cell[0]) == cell[-1]
+
+
+def literal_captions(cell: str, where: str) -> list[str]:
+    """The captions a cell lists as a Python list, tuple or set literal (`ast.literal_eval`, never
+    eval) or a JSON array (read as JSON). A set's captions come sorted: its written order is whatever the writer's
+    hash seed gave (CREPE wrote ``hard_negs`` as sets on a fifth of its rows), so it means nothing,
+    and sorting makes the options' order the same on every machine. A cell that looks like a literal
+    but is none, or holds anything but strings, is an error at ``where``."""
+    cell = cell.strip()
+    if len(cell) > MAX_LIST_CELL_CHARS:  # before literal_eval, which would parse it all
+        raise UserError(f"{where}: captions cell of {len(cell):,} characters")
+    value = _parse(cell, where)
+    if isinstance(value, (set, frozenset)) and all(isinstance(v, str) for v in value):
+        value = sorted(value)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: captions cell must be a list, tuple or set of strings, got {type(value).__name__}")
+    return list(value)
+
+
+def _parse(cell: str, where: str) -> Any:
+    """A JSON array as JSON reads it (its escapes, ``\\/`` and surrogate pairs, differ from Python's),
+    anything else as a Python literal."""
+    if cell.startswith("["):
+        try:
+            return json.loads(cell)
+        except (json.JSONDecodeError, RecursionError):
+            pass
+    try:
+        return ast.literal_eval(cell)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise UserError(f"{where}: captions cell is not a list literal "
+                        f"({exc.__class__.__name__}: {str(exc)[:80]})") from None
+
+
+def numbered_rows(path: Path | str, reader: Iterable[dict], first: int = 2) -> Iterator[tuple[int, dict]]:
+    """(line, row) of a csv.DictReader, numbered from ``first`` (the header is line 1). A row the csv
+    module cannot read (a cell longer than its field limit, a NUL byte) is a `UserError` naming the
+    file and line, not a plugin crash naming neither."""
+    rows = iter(reader)
+    lineno = first
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise UserError(f"{path}:{lineno}: cannot read this row as CSV ({exc}; a caption is at most "
+                            f"{MAX_CAPTION_CHARS:,} characters)") from None
+        yield lineno, row
+        lineno += 1
 
 
 def check_csv_header(path: Path | str, fields: Sequence[str] | None) -> list[str]:

@@ -1,9 +1,10 @@
 """`negharness leaderboard --check`: is the committed board what its records give, and is every
 record one the board may show? Used by CI and for community results sent as pull requests.
 
-A record passes when it is of the current schema, holds no NaN or infinite number, names its model's
-fingerprint, and has its per-query sidecar beside it, consistent with its
-metrics (mean of the per-query values = the metric; ``MedR`` = the median of the ranks kept for
+A record passes when it is of the current schema, holds no NaN or infinite number, has its main
+score among its metrics, names its model's fingerprint, and has its per-query sidecar beside it,
+consistent with its metrics (mean of the per-query values = the metric; a derived metric as the
+metric catalogue, `negharness.scoring.catalog`, says: ``MedR`` = the median of the ranks kept for
 ``MeanR``) and with its intervals (recomputed with the record's seed). Metrics that nothing kept
 lets the check recompute are listed (`unverifiable_metrics`), never passed over in silence.
 A `negharness diagnose` result passes when it is of its schema and names the fingerprint the
@@ -33,6 +34,7 @@ def record_problems(path: Path, rec: Any) -> list[str]:
     if out:
         return out
     out += [f"{field}: not a finite number (NaN or infinity)" for field in nonfinite_fields(rec)]
+    out += _main_score_problems(rec)
     if not (rec["model"].get("fingerprint") or "").strip():
         out.append("no model fingerprint (model.fingerprint)")
     try:
@@ -45,6 +47,18 @@ def record_problems(path: Path, rec: Any) -> list[str]:
                       "wrote it; rerun it with a task that returns them"]
     out += _interval_problems(rec, pq)
     return out
+
+
+def _main_score_problems(rec: dict[str, Any]) -> list[str]:
+    """A main score the record's metrics do not hold (a name spelt two ways once gave ``value: null``)."""
+    main = rec["main_score"] if isinstance(rec["main_score"], dict) else {}
+    name, value = main.get("name"), main.get("value")
+    metrics = rec["metrics"] if isinstance(rec["metrics"], dict) else {}
+    if name not in metrics:
+        return [f"main score {name!r} is not among the record's metrics ({', '.join(map(str, metrics))})"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != metrics[name]:
+        return [f"main score {name!r} is {value!r}, not its metric's value {metrics[name]!r}"]
+    return []
 
 
 def _interval_problems(rec: dict[str, Any], pq: dict[str, Any]) -> list[str]:

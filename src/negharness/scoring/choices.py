@@ -20,9 +20,9 @@ import torch
 from negharness.api.choices import ChoiceSet, pad_scores
 from negharness.api.context import EvalContext
 from negharness.api.errors import UserError
+from negharness.io.media import MediaSet
+from negharness.scoring.unreadable import unreadable_items
 from negharness.scoring.views import pair_scores, rows_of
-
-CHOICE_METRIC_NAMES = ("accuracy", "tie_rate", "macro_accuracy", "accuracy_authors_rule", "macro_accuracy_authors_rule")
 
 
 def scores_itself(ctx: EvalContext) -> bool:
@@ -30,14 +30,34 @@ def scores_itself(ctx: EvalContext) -> bool:
     return bool(getattr(ctx.model, "scores_choices_itself", False)) and not getattr(ctx, "embeddings_only", False)
 
 
-def score_choices(ctx: EvalContext, choices: ChoiceSet) -> torch.Tensor:
-    """(rows, widest row) scores, higher = more likely true; every distinct caption and medium encoded once."""
-    if scores_itself(ctx):
-        return ctx.model.score_choices(choices, ctx.batch_size, ctx.precision)
-    if choices.questions is not None:
+def _refuse_questions(ctx: EvalContext, questions: bool) -> None:
+    """A model that scores captions against the medium alone cannot answer questions."""
+    if questions and not scores_itself(ctx):
         raise UserError(f"model {ctx.model.name} scores captions against the medium and would ignore this task's "
                         "questions (e.g. NegVQA): use a generative model (--model hf_vlm) or a text model (text_only)")
-    media_emb = ctx.embed_media(choices.media)
+
+
+def readable_media(ctx: EvalContext, media: MediaSet, questions: bool = False) -> tuple[torch.Tensor | None, np.ndarray]:
+    """(the media's embeddings, mask of unreadable ones) before any row is scored: a row on an
+    unreadable medium must leave the scoring (`negharness.scoring.unreadable`), else its NaN scores
+    pick option 0, the true caption in most files. A model that scores choices itself reads the
+    media itself: nothing is embedded (None) and nothing is marked. Rows with ``questions`` are
+    refused for any other model before anything is embedded."""
+    _refuse_questions(ctx, questions)
+    if scores_itself(ctx):
+        return None, np.zeros(len(media), dtype=bool)
+    media_emb = ctx.embed_media(media)
+    return media_emb, unreadable_items(ctx, media, media_emb)
+
+
+def score_choices(ctx: EvalContext, choices: ChoiceSet, media_emb: torch.Tensor | None = None) -> torch.Tensor:
+    """(rows, widest row) scores, higher = more likely true; every distinct caption and medium encoded once
+    (``media_emb``: the media's embeddings where the caller already has them, to find unreadable ones)."""
+    if scores_itself(ctx):
+        return ctx.model.score_choices(choices, ctx.batch_size, ctx.precision)
+    _refuse_questions(ctx, choices.questions is not None)
+    if media_emb is None:
+        media_emb = ctx.embed_media(choices.media)
     flat = [o for row in choices.options for o in row]
     return pad_scores(pair_scores(ctx, flat, media_emb[rows_of(choices.media_index, choices.options)]), choices.options)
 
@@ -129,9 +149,3 @@ def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequenc
                 values["macro_accuracy_authors_rule"] = authors_values
     return ChoiceOutcome(metrics, per_group, chosen, tie, values)
 
-
-def choice_metrics(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str] | None = None,
-                   min_group: int = 1) -> tuple[dict[str, float], dict[str, Any], torch.Tensor, torch.Tensor]:
-    """`choice_scoring` over every row, as (metrics, per-group accuracies, chosen, tie)."""
-    out = choice_scoring(scores, correct, groups, min_group)
-    return out.metrics, out.per_group, out.chosen, out.tie

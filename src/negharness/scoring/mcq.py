@@ -17,23 +17,17 @@ import torch
 
 from negharness.api.choices import ChoiceSet
 from negharness.api.context import EvalContext
-from negharness.api.task import MetricInfo, TaskResult
+from negharness.api.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
-from negharness.scoring.choices import mcq_choices, score_choices, scores_itself
-from negharness.scoring.unreadable import nothing_left, skip_notes, unreadable_items
+from negharness.scoring.catalog import TEMPLATES, of_protocols
+from negharness.scoring.choices import mcq_choices, readable_media, score_choices
+from negharness.scoring.unreadable import nothing_left, skip_notes
 
-TEMPLATES = ("positive", "negative", "hybrid")
 AUTHORS_NOTE = ("accuracy_authors_rule: NegBench's scoring, a first-index argmax over the options in file order, "
                 "so a tie goes to the first option (most often the correct one: a model scoring every option the "
                 "same gets near 100); accuracy counts a tie wrong and is the main score")
-MCQ_METRICS = {
-    "accuracy": MetricInfo(True, ".1f"), "tie_rate": MetricInfo(False, ".2f"),
-    "accuracy_authors_rule": MetricInfo(True, ".1f"),
-    **{f"acc_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
-    **{f"acc_{t}_authors_rule": MetricInfo(True, ".1f") for t in TEMPLATES},
-    **{f"chose_{t}": MetricInfo(True, ".1f") for t in TEMPLATES},
-}
+MCQ_METRICS = of_protocols("mcq")
 
 
 def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
@@ -80,10 +74,7 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
                  option_templates: Sequence[Sequence[str]]) -> TaskResult:
     """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once.
     A question whose media could not be decoded is left out (`negharness.scoring.unreadable`)."""
-    if scores_itself(ctx):  # a generative model reads the media itself: nothing to embed first
-        bad = np.zeros(len(media), dtype=bool)
-    else:
-        bad = unreadable_items(ctx, media, ctx.embed_media(media))
+    media_emb, bad = readable_media(ctx, media)
     asked = [r for r, m in enumerate(media_index) if not bad[m]]
     dropped = len(media_index) - len(asked)
     if not asked:
@@ -93,7 +84,7 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
         media_index, options, correct = pick(media_index), pick(options), pick(correct)
         templates, option_templates = pick(templates), pick(option_templates)
     flat = [o for row in options for o in row]
-    scores = score_choices(ctx, ChoiceSet(media, media_index, options, correct))
+    scores = score_choices(ctx, ChoiceSet(media, media_index, options, correct), media_emb)
     chosen, tie = mcq_choices(scores)
     metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
     values = mcq_values(chosen, tie, correct, templates, option_templates)

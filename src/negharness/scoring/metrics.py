@@ -167,12 +167,3 @@ def negation_deltas(orig_ranks: torch.Tensor, neg_ranks: torch.Tensor, ks: Seque
     out["SrcMeanR_neg"] = float(n.mean())
     return out
 
-
-# name -> (higher is better, format) for the metrics above, used by tasks when they declare metrics
-RETRIEVAL_METRIC_INFO: dict[str, tuple[bool, str]] = {
-    "R@1": (True, ".1f"), "R@5": (True, ".1f"), "R@10": (True, ".1f"), "MIR": (True, ".3f"),
-    "MedR": (False, ".1f"), "MeanR": (False, ".1f"),
-    "C@1": (True, ".1f"), "C@5": (True, ".1f"), "C@10": (True, ".1f"), "mAP": (True, ".3f"),
-    "ΔR@1": (True, ".1f"), "ΔR@5": (True, ".1f"), "ΔR@10": (True, ".1f"), "ΔMIR": (True, ".3f"),
-    "SrcMeanR_orig": (False, ".1f"), "SrcMeanR_neg": (True, ".1f"),  # context, not a target: see negation_deltas
-}

@@ -6,7 +6,8 @@ per question). ``None`` marks an id a metric does not cover (acc_positive on a q
 correct answer is negative, retention on a sample with nothing to retain); the metric is then the
 mean over the ids it covers. The contract, checked for every run: that mean equals the task's
 metric to 1e-9. A metric that is not a mean is checked where its values are kept under another
-metric: ``MedR`` is the median of the ranks that ``MeanR`` keeps per query (`DERIVED`); any other
+metric: ``MedR`` is the median of the ranks that ``MeanR`` keeps per query (its rule in the metric
+catalogue, `negharness.scoring.catalog`); any other
 metric without per-query values cannot be recomputed (`unverifiable`). The values go to a compact sidecar ``<record>.perquery.json`` (no top-k lists:
 those stay behind ``--log-samples``); the record carries a 95% bootstrap interval per metric.
 """
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from negharness.api.errors import UserError
+from negharness.scoring import catalog
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     bootstrap_intervals,
 )
+from negharness.scoring.catalog import lower_median  # noqa: F401  (MedR's rule, long read from here)
 from negharness.store.atomic import atomic_write_text
 
 SUFFIX = ".perquery.json"
@@ -59,30 +62,14 @@ def covered_mean(values: Sequence[float | None]) -> float:
     return math.fsum(kept) / len(kept) if kept else float("nan")
 
 
-def lower_median(values: Sequence[float | None]) -> float:
-    """The median as `torch.median` takes it (what ``MedR`` is): for an even count the lower of the
-    two middle values, not their mean."""
-    kept = sorted(float(x) for x in values if x is not None and x == x)
-    return kept[(len(kept) - 1) // 2] if kept else float("nan")
-
-
-# metric suffix -> (suffix of the metric whose per-query values it is computed from, how)
-DERIVED: dict[str, tuple[str, Any]] = {"MedR": ("MeanR", lower_median)}
-
-
 def derivation(metric: str, values: dict[str, Any]) -> tuple[str, Any] | None:
     """(source metric, function) recomputing ``metric`` from another metric's per-query values
-    (``neg_MedR`` from ``neg_MeanR``), when those values are kept."""
-    for suffix, (source, how) in DERIVED.items():
-        if metric.endswith(suffix):
-            name = metric[: len(metric) - len(suffix)] + source
-            if name in values:
-                return name, how
-    return None
+    (``neg_MedR`` from ``neg_MeanR``), when those values are kept: the catalogue's rule."""
+    return catalog.derivation(metric, values)
 
 
 def unverifiable(per_query: dict[str, Any] | None, metrics: dict[str, Any]) -> list[str]:
-    """The metrics that neither have per-query values nor follow from others' (`DERIVED`)."""
+    """The metrics that neither have per-query values nor follow from others' (the catalogue's derived metrics)."""
     values = (per_query or {}).get("values") or {}
     return [m for m in metrics if m not in values and derivation(m, values) is None]
 

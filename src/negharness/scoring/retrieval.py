@@ -17,12 +17,12 @@ import torch
 from negharness.api.context import EvalContext
 from negharness.api.errors import UserError
 from negharness.api.options import OptionSpec
-from negharness.api.task import MetricInfo, TaskResult
+from negharness.api.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
-from negharness.scoring.fire import FIRE_METRICS, Qrels, augment, read_qrels
+from negharness.scoring.catalog import of_protocols
+from negharness.scoring.fire import Qrels, augment, read_qrels
 from negharness.scoring.metrics import (
-    RETRIEVAL_METRIC_INFO,
     Relevance,
     average_precision,
     best_relevant_rank,
@@ -40,8 +40,8 @@ from negharness.scoring.unreadable import (
 )
 from negharness.scoring.views import query_scores
 
-RETRIEVAL_METRICS = {k: MetricInfo(*v) for k, v in RETRIEVAL_METRIC_INFO.items()}
-RETRIEVAL_METRICS.update({m: RETRIEVAL_METRICS[m[len("fire_"):]] for m in FIRE_METRICS})
+# what a retrieval task may return (read from the one catalogue, `negharness.scoring.catalog`)
+RETRIEVAL_METRICS = of_protocols("retrieval", "several", "deltas", "fire")
 QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'",
                                     data_file=True)}  # its content is hashed with the task's data
 
@@ -231,5 +231,4 @@ def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.T
         skip_notes(bad, int((~neg_kept).sum()), "negated_queries")
 
 
-NEGATED_METRICS = {**RETRIEVAL_METRICS, "neg_R@1": MetricInfo(False, ".1f"), "neg_R@10": MetricInfo(False, ".1f"),
-                   "neg_MIR": MetricInfo(False, ".3f")}
+NEGATED_METRICS = of_protocols("retrieval", "several", "deltas", "fire", "negated")

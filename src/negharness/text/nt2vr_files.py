@@ -19,7 +19,14 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from negharness.api import UserError, atomic_write_text
+from negharness.api import (
+    DATA_ENCODING,
+    MAX_CAPTION_CHARS,
+    UserError,
+    atomic_write_text,
+    check_caption,
+    literal_captions,
+)
 
 
 def video_of(cap_id: str) -> str:
@@ -31,20 +38,10 @@ def original_of(neg_id: str) -> str:
     return neg_id.rsplit("#", 1)[0]
 
 
-# A caption longer than this is not a caption (the longest MSR-VTT / VATEX / COCO captions have a few
-# hundred characters; text encoders keep 77 tokens): refused with the file and line rather than
-# truncated, because a cut caption would be a different query and change the numbers silently, and
-# the part-of-speech tagger that builds negated queries takes seconds per 100,000 characters.
-MAX_CAPTION_CHARS = 10_000
+# MAX_CAPTION_CHARS, check_caption: the one caption limit every reader shares (also keeping the
+# part-of-speech tagger that builds negated queries off 100,000-character "captions").
 # Any line of a text-data file (a composed query lists its videos, so it may be long, but not this).
 MAX_LINE_CHARS = 1_000_000
-
-
-def check_caption(text: str, where: str) -> str:
-    if len(text) > MAX_CAPTION_CHARS:
-        raise UserError(f"{where}: caption of {len(text):,} characters (at most {MAX_CAPTION_CHARS:,}); "
-                        "is this a caption file?")
-    return text
 
 
 def _open(path: Path, mode: str, **kwargs: Any):
@@ -61,7 +58,7 @@ def _open(path: Path, mode: str, **kwargs: Any):
 
 def open_text(path: Path, newline: str | None = None):
     """A UTF-8 data file for reading; a leading BOM (Excel, Notepad) is dropped, never kept in the first id."""
-    return _open(path, "r", encoding="utf-8-sig", newline=newline)
+    return _open(path, "r", encoding=DATA_ENCODING, newline=newline)
 
 
 UTF16 = "UTF-16 text (expected UTF-8): save it as UTF-8, e.g. iconv -f UTF-16 -t UTF-8"
@@ -198,16 +195,8 @@ def read_caption_table(path: str | Path, id_column: str | None = None,
 
 def _cell_captions(cell: str, where: str) -> list[str]:
     cell = cell.strip()
-    if len(cell) > 100 * MAX_CAPTION_CHARS:  # before literal_eval, which would parse it all
-        raise UserError(f"{where}: captions cell of {len(cell):,} characters")
-    if cell.startswith("["):
-        try:
-            value = ast.literal_eval(cell)
-        except (ValueError, SyntaxError) as exc:
-            raise UserError(f"{where}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise UserError(f"{where}: captions cell must be a list of strings")
-        return [check_caption(v.strip(), where) for v in value if v.strip()]
+    if cell.startswith("["):  # a list literal (or JSON array), read by the rule every reader shares
+        return [check_caption(v.strip(), where) for v in literal_captions(cell, where) if v.strip()]
     return [check_caption(cell, where)] if cell else []
 
 

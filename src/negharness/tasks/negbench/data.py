@@ -16,7 +16,6 @@ The CSVs themselves are looked up as ``<data root>/negbench/<name>.csv`` (or und
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import csv
 import re
@@ -27,11 +26,14 @@ from pathlib import Path
 from negharness.api import (
     RootGuard,
     UserError,
+    check_caption,
     check_csv_header,
     check_csv_width,
+    literal_captions,
+    numbered_rows,
     require_regular,
 )
-from negharness.text.nt2vr_files import check_caption, decoded_lines
+from negharness.text.nt2vr_files import decoded_lines
 
 ANCHORS = [
     (re.compile(r"(?:^|/)coco/images/val2017/(.+)$"), "coco/val2017/{0}"),
@@ -179,7 +181,7 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
         _check_layout(path, cols, layout)
         guard = RootGuard(root)
         out = []
-        for rowno, row in enumerate(reader, 2):
+        for rowno, row in numbered_rows(path, reader):
             _short_or_long(path, rowno, row, len(reader.fieldnames))
             options = tuple(plain_caption((row[c] or "").strip(), f"{path}:{rowno}: {c}") for c in cols)
             filled = sum(1 for o in options if o)
@@ -207,7 +209,7 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
 
 
 def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> list[tuple[Path, list[str]]]:
-    """(media, captions) per row; ``captions`` cells are Python list literals (ast.literal_eval).
+    """(media, captions) per row; ``captions`` cells are Python list literals (`literal_captions`, never eval).
 
     An empty string inside a list (one in the published COCO Retrieval-Neg file, row 914) is left
     out and noted in ``skipped`` as ``file:row``; anything else malformed is an error."""
@@ -219,14 +221,9 @@ def read_retrieval(path: Path, root: Path, skipped: list[str] | None = None) -> 
             raise UserError(f"{path}:1: no column 'captions'; the header has {', '.join(map(repr, fields))}")
         guard = RootGuard(root)
         out = []
-        for rowno, row in enumerate(reader, 2):
+        for rowno, row in numbered_rows(path, reader):
             check_csv_width(f"{path}:{rowno}", row, len(fields), "an unquoted comma in a captions list?")
-            try:
-                caps = ast.literal_eval(row["captions"])
-            except (ValueError, SyntaxError) as exc:
-                raise UserError(f"{path}:{rowno}: captions cell is not a list literal ({exc.__class__.__name__})") from exc
-            if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
-                raise UserError(f"{path}:{rowno}: captions must be a list of strings")
+            caps = literal_captions(row["captions"] or "", f"{path}:{rowno}")
             kept = [plain_caption(c.strip(), f"{path}:{rowno}", spaces="\t\n\r") for c in caps if c.strip()]
             if len(kept) < len(caps) and skipped is not None:
                 skipped.append(f"{path.name}:{rowno}")

@@ -1,0 +1,109 @@
+"""The one catalogue of metric names the harness computes: for each, its direction, its display
+format, how its per-query values give it, and the scoring protocols that produce it.
+
+Every place that spells a metric reads it here: the YAML checker (which names a YAML task may
+declare), the scorers' declared ``metric_info`` (`MCQ_METRICS`, `RETRIEVAL_METRICS`, ...), the
+per-query contract (`negharness.scoring.perquery`: a metric that is not a mean, e.g. ``MedR``, is
+recomputed from another's values) and ``leaderboard --check``. A name written two ways once let a
+YAML task declare ``MdR`` while scoring wrote ``MedR``: the record's main score was null. Old
+spellings survive only as `ALIASES`, resolved to the one name before anything else sees them.
+
+Protocols: ``choice`` (`choice_scoring`: YAML choice tasks), ``mcq`` (`evaluate_mcq`: NegBench),
+``retrieval`` (`retrieval_metrics`: every text-to-media run), ``several`` (queries with several
+relevant items), ``fire`` (FIRE's judged positives), ``deltas`` and ``negated`` (`evaluate_negated`:
+nT2VR's deltas, and plain retrieval of the negated queries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from negharness.api.task import MetricInfo
+
+MEAN = "mean"  # the metric is the mean of its per-query values over the ids they cover
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: ``derived_from`` names the metric whose per-query values give this one through
+    ``rule`` (a name in `RULES`), for a metric that is no mean of its own values."""
+
+    name: str
+    higher_is_better: bool
+    fmt: str
+    protocols: frozenset[str]
+    derived_from: str | None = None
+    rule: str = MEAN
+
+    @property
+    def info(self) -> MetricInfo:
+        return MetricInfo(self.higher_is_better, self.fmt)
+
+
+def lower_median(values: Sequence[float | None]) -> float:
+    """The median as `torch.median` takes it (what ``MedR`` is): for an even count the lower of the
+    two middle values, not their mean."""
+    kept = sorted(float(x) for x in values if x is not None and x == x)
+    return kept[(len(kept) - 1) // 2] if kept else float("nan")
+
+
+RULES: dict[str, Callable[[Sequence[float | None]], float]] = {"lower_median": lower_median}
+
+
+def _m(name: str, up: bool, fmt: str, *protocols: str, derived_from: str | None = None, rule: str = MEAN) -> Metric:
+    return Metric(name, up, fmt, frozenset(protocols), derived_from, rule)
+
+
+TEMPLATES = ("positive", "negative", "hybrid")  # NegBench's template types of an MCQ answer
+KS = (1, 5, 10)
+_ALL: list[Metric] = [
+    _m("accuracy", True, ".1f", "choice", "mcq"), _m("tie_rate", False, ".2f", "choice", "mcq"),
+    _m("macro_accuracy", True, ".1f", "choice"),
+    _m("accuracy_authors_rule", True, ".1f", "choice", "mcq"), _m("macro_accuracy_authors_rule", True, ".1f", "choice"),
+    *[_m(f"acc_{t}", True, ".1f", "mcq") for t in TEMPLATES],
+    *[_m(f"acc_{t}_authors_rule", True, ".1f", "mcq") for t in TEMPLATES],
+    *[_m(f"chose_{t}", True, ".1f", "mcq") for t in TEMPLATES],
+    *[_m(f"R@{k}", True, ".1f", "retrieval") for k in KS], _m("MIR", True, ".3f", "retrieval"),
+    _m("MedR", False, ".1f", "retrieval", derived_from="MeanR", rule="lower_median"),
+    _m("MeanR", False, ".1f", "retrieval"),
+    *[_m(f"C@{k}", True, ".1f", "several") for k in KS], _m("mAP", True, ".3f", "several"),
+    *[_m(f"ΔR@{k}", True, ".1f", "deltas") for k in KS], _m("ΔMIR", True, ".3f", "deltas"),
+    # the source video's mean rank: context, not a target (see `negation_deltas`)
+    _m("SrcMeanR_orig", False, ".1f", "deltas"), _m("SrcMeanR_neg", True, ".1f", "deltas"),
+    *[_m(f"fire_C@{k}", True, ".1f", "fire") for k in KS], _m("fire_MIR", True, ".3f", "fire"),
+    _m("fire_mAP", True, ".3f", "fire"),
+    # plain retrieval of the negated queries: the source video ranking low is what negation asks
+    _m("neg_R@1", False, ".1f", "negated"), _m("neg_R@10", False, ".1f", "negated"),
+    _m("neg_MIR", False, ".3f", "negated"),
+]
+METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
+# old spellings a YAML task may still write (the README listed them): resolved to the one name
+ALIASES: dict[str, str] = {"MdR": "MedR", "MnR": "MeanR"}
+
+
+def canonical(name: str) -> str:
+    """The catalogue's name for ``name`` (an alias resolved; anything else unchanged)."""
+    return ALIASES.get(name, name)
+
+
+def infos(names: Iterable[str]) -> dict[str, MetricInfo]:
+    """name -> `MetricInfo` for catalogue names, in the order given (KeyError for an unknown one)."""
+    return {n: METRICS[n].info for n in names}
+
+
+def of_protocols(*protocols: str) -> dict[str, MetricInfo]:
+    """Every metric one of ``protocols`` produces, in catalogue order: a task's ``metric_info``."""
+    return infos(m.name for m in _ALL if m.protocols & set(protocols))
+
+
+def derivation(metric: str, kept: Iterable[str]) -> tuple[str, Callable[[Sequence[float | None]], float]] | None:
+    """(source metric, function) recomputing ``metric`` from another metric's per-query values,
+    when ``kept`` holds them; a prefixed name (``neg_MedR``, ``fire_MedR``) uses the prefixed source."""
+    kept = set(kept)
+    for m in _ALL:
+        if m.derived_from and metric.endswith(m.name):
+            source = metric[: len(metric) - len(m.name)] + m.derived_from
+            if source in kept:
+                return source, RULES[m.rule]
+    return None
