@@ -11,7 +11,9 @@ the same images (SugarCrepe's seven splits over COCO val2017) share cached embed
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 import random
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from negharness.api.errors import MediaError, UserError
+from negharness.api.hashing import hash_json
 from negharness.api.task import Task, TaskOptions, TaskResult
 from negharness.declarative.annotations import (
     Record,
@@ -29,7 +32,7 @@ from negharness.declarative.annotations import (
     read_records,
     short,
 )
-from negharness.io.image_files import read_rgb
+from negharness.io.image_files import image_decoder_identity, read_rgb
 from negharness.io.paths import RootGuard
 
 if TYPE_CHECKING:
@@ -83,6 +86,9 @@ class ChoiceRow:
     group: str | None = None
     question: str | None = None
     identical: bool = False  # a false option equals the true one: no test of the model
+
+
+RGB_RECIPE = "declarative-rgb-v1"  # how `_load_image` makes pixels: read_rgb, then the crop
 
 
 def _load_image(ref: MediaRef) -> Any:
@@ -191,18 +197,24 @@ class DeclarativeTask(Task):
 
         kind = self.spec["media"]["kind"]
         ids = [r.id for r in refs]
-        if refs and refs[0].base64 is not None:
-            return MediaSet(f"declarative/{self.name}/embedded", "image", ids, lambda i: _load_image(refs[i]))
-        if kind == "image":
-            return MediaSet("declarative/images", "image", ids, lambda i: _load_image(refs[i]))
+        if refs and refs[0].base64 is not None:  # keyed by the bytes the record embeds (and the crop)
+            keys = [hash_json([hashlib.sha256(r.base64.encode()).hexdigest(), r.crop], 32) for r in refs]
+            return MediaSet(f"declarative/embedded/{RGB_RECIPE}", "image", ids, lambda i: _load_image(refs[i]),
+                            content_keys=keys)
+        if kind == "image":  # keyed by each file's content and the crop: a replaced image is encoded again
+            return MediaSet("declarative/images", "image", ids, lambda i: _load_image(refs[i]),
+                            sources=[r.path for r in refs], recipe=f"{RGB_RECIPE}|{image_decoder_identity()}",
+                            parts=["" if r.crop is None else json.dumps(list(r.crop)) for r in refs])
         from negharness.io.video import (  # lazy: start-up time
             FrameSampling,
             decode_video,
+            video_recipe,
         )
 
         sampling = ctx.frame_sampling(FrameSampling("segments", 4))
         return MediaSet(f"declarative/videos/{sampling.key}", "video", ids,
-                        lambda i: decode_video(refs[i].path, sampling))
+                        lambda i: decode_video(refs[i].path, sampling), sources=[r.path for r in refs],
+                        recipe=video_recipe(sampling))
 
     def _media_paths(self) -> list[Path]:
         raise NotImplementedError

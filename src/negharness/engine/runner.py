@@ -156,7 +156,10 @@ class CachedEvalContext(RunContext):
         if media.sources is not None:
             assert self.cache is not None
             threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
-            return f"{media.kind}|{media.recipe or 'file'}", self.cache.hasher.many(media.sources, threads)
+            keys = self.cache.hasher.many(media.sources, threads)
+            if media.parts is not None:  # a crop of a file is its own item: the part joins the file's hash
+                keys = [k if k is None or not part else f"{k}|{part}" for k, part in zip(keys, media.parts)]
+            return f"{media.kind}|{media.recipe or 'file'}", keys
         if media.cheap:
             return f"{media.kind}|memory", self._memory_keys(media)
         return f"{media.kind}:{media.key}", list(media.ids)

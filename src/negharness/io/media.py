@@ -44,7 +44,9 @@ class MediaSet:
     ``content_keys[i]`` is item i's (e.g. the world's per-item pixel hashes, computed once per
     process instead of on every embedding call); it wins over the others and is looked up among the
     sets of the same ``key`` only. A set with none is keyed by ``(key, id)``
-    only, as third-party tasks built before content keys were.
+    only, as third-party tasks built before content keys were. ``parts[i]``, where given, says which
+    part of its source item ``i`` is (a crop box: two crops of one file are two items); it joins the
+    file's content hash in the item's key.
     """
 
     key: str
@@ -56,12 +58,15 @@ class MediaSet:
     sources: Sequence[Any] | None = None
     recipe: str | None = None
     content_keys: Sequence[str] | None = None
+    parts: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("image", "video"):
             raise ValueError(f"MediaSet kind must be image or video, not {self.kind!r}")
         if self.content_keys is not None and len(self.content_keys) != len(self.ids):
             raise ValueError(f"MediaSet {self.key}: {len(self.content_keys)} content_keys for {len(self.ids)} ids")
+        if self.parts is not None and (self.sources is None or len(self.parts) != len(self.ids)):
+            raise ValueError(f"MediaSet {self.key}: parts name parts of sources, one per id")
 
     def __len__(self) -> int:
         return len(self.ids)
