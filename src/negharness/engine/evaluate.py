@@ -39,7 +39,7 @@ from negharness.engine.reuse import (
     model_sources,
     stale_reason,
 )
-from negharness.engine.runner import CachedEvalContext, RunSettings, resolve_device
+from negharness.engine.runner import CachedEvalContext, ModelOrigin, RunSettings, resolve_device
 from negharness.io.paths import (
     RootGuard,
     cache_root,
@@ -191,12 +191,13 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
                   str(device), req.batch_size, req.seed, req.limit, sources)
     cache = EmbeddingCache(cache_dir, hasher=hasher) if req.use_cache and protocol == "embedding" else None
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
+    origin = ModelOrigin(req.model, model_entry.plugin, req.model_options.checkpoint or req.model_options.pretrained)
     for item in todo:
         entry, task, path = item.entry, item.task, item.path
         if protocol == "editing":
             ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device)
         else:
-            ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed)
+            ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed, origin)
         start = time.perf_counter()
         if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
             continue
