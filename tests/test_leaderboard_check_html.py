@@ -79,6 +79,59 @@ def test_community_records_are_validated(tmp_path):
     assert f"{widened}: interval of 'acc'" in found
 
 
+def _named_sidecar(record: Path, name: str) -> None:
+    rec = json.loads(record.read_text())
+    rec["per_query_file"] = name
+    record.write_text(json.dumps(rec))
+
+
+@pytest.mark.parametrize("case", ["dotdot", "absolute", "symlink", "dev_zero", "folder"])
+def test_a_records_sidecar_is_read_only_inside_the_results_folder(cli, tmp_path, case):
+    """Records are untrusted input: `--check` opened whatever ``per_query_file`` named (a file
+    elsewhere, ``/dev/zero`` until MemoryError) without naming the record."""
+    root = tmp_path / "results"
+    rec = write_fake_record(root, ModelConfig("m", {}), "t", {"acc": _hits(100)})
+    outside = tmp_path / "elsewhere.perquery.json"  # a valid sidecar, but not the results folder's
+    outside.write_text(rec.with_suffix(".perquery.json").read_text())
+    if case == "symlink":
+        rec.with_suffix(".perquery.json").unlink()
+        rec.with_suffix(".perquery.json").symlink_to(outside)
+    name = {"dotdot": "../../elsewhere.perquery.json", "absolute": str(outside), "dev_zero": "/dev/zero",
+            "symlink": rec.with_suffix(".perquery.json").name, "folder": "."}[case]
+    _named_sidecar(rec, name)
+    found = "\n".join(invalid_records(root))
+    assert found.startswith(f"{rec}: per_query_file"), found
+    assert ("outside" in found) if case != "folder" else ("not a regular file" in found)
+    res = cli("leaderboard", "--results-dir", str(root), "--out", str(tmp_path / "board.md"), "--check")
+    assert res.returncode == 1 and str(rec) in res.stdout and "Traceback" not in res.stderr + res.stdout
+
+
+def test_a_record_holding_a_key_twice_or_a_look_alike_name_is_refused_by_name(cli, tmp_path):
+    """json kept the last of two equal keys (the board showed a metric's second value); a task name
+    with a Greek omicron was a second column with the same title."""
+    root = tmp_path / "results"
+    good = write_fake_record(root, ModelConfig("m", {}), "t", {"acc": _hits(100)})
+    twice = write_fake_record(root, ModelConfig("twice", {}), "t", {"acc": _hits(100)})
+    text = twice.read_text()
+    twice.write_text(text.replace('"metrics": {', '"metrics": {"acc": 99.0, ', 1))
+    assert '"acc": 99.0' in twice.read_text()
+    args = ("leaderboard", "--results-dir", str(root), "--out", str(tmp_path / "board.md"))
+    for run in (args, (*args, "--check")):
+        res = cli(*run)
+        assert res.returncode != 0 and str(twice) in res.stderr and "'acc' appears twice" in res.stderr, res.stderr
+    twice.unlink()
+    twice.with_suffix(".perquery.json").unlink()
+    for field, value in (("task", "c\u03bfco"), ("model", "m\u0456"), ("label", "m (arch=ViT-\u0392-32)")):
+        rec = json.loads(good.read_text())
+        if field == "label":
+            rec["model"]["label"] = value
+        else:
+            rec[field]["name"] = value
+        good.write_text(json.dumps(rec))
+        res = cli(*args, "--check")
+        assert res.returncode != 0 and str(good) in res.stderr and "U+0" in res.stderr, res.stderr
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 

@@ -23,6 +23,7 @@ TINY: dict[str, list[str]] = {
     "bench_cache_integrity.py": ["--tiny"],
     "bench_concurrent_runs.py": ["--tiny"],
     "bench_decode_throughput.py": ["--tiny"],
+    "bench_embedding_checks.py": ["--tiny"],
     "bench_leaderboard.py": ["--models", "2", "--diagnosed", "1", "--rounds", "1"],
     "bench_mcq.py": ["--tiny"],  # with a folder that has no CSV: generated rows in NegBench's layout
     "bench_metrics.py": ["--tiny"],

@@ -7,7 +7,9 @@ import torch
 
 from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
 from negharness.api.model import EmbeddingModel, ModelOptions
-from negharness.discovery.registry import Registry
+from negharness.api.names import lookalikes
+from negharness.discovery.manager import make_host
+from negharness.discovery.registry import KINDS, Registry
 
 
 def test_third_party_plugin_is_listed_and_runs(cli, tmp_path):
@@ -77,6 +79,28 @@ def test_registry_duplicate_message_is_independent_of_order():
             reg.match("model", "m*")
         messages.append(str(exc.value))
     assert messages[0] == messages[1] and "'a' and 'b'" in messages[0]
+
+
+def test_look_alike_and_unsafe_names_are_refused_at_registration_naming_the_plugin():
+    """A Greek omicron in a task name registered a second task with the same title (round 4, item 3)."""
+    reg = Registry()
+    reg.add("task", "negbench_mcq_coco", "x:y", "", "builtin")
+    for name in ("negbench_mcq_c\u03bfco", "clip\uff21", "a\u200bb", "-model", "../up", "a b", "", "x" * 200):
+        with pytest.raises(UserError, match=r"plugin 'sneaky': invalid task name") as err:
+            reg.add("task", name, "x:y", "", "sneaky")
+        assert "ASCII" in str(err.value)
+    assert "U+03BF GREEK SMALL LETTER OMICRON" in _refusal(reg, "negbench_mcq_c\u03bfco")
+    assert reg.names("task") == ["negbench_mcq_coco"]
+    assert lookalikes("clip (checkpoint=/data/\u043c\u043e\u0434\u0435\u043b\u0438/x.pt)") == []  # a Cyrillic folder
+    assert lookalikes("clip (arch=ViT-\u0392-32)") and lookalikes("cl\u0456p") and lookalikes("clip\uff21")
+    host = make_host()  # every built-in name passes the rule: no built-in plugin fails to register
+    assert not host.failures() and all(host.registry.names(kind) for kind in KINDS)
+
+
+def _refusal(reg: Registry, name: str) -> str:
+    with pytest.raises(UserError) as err:
+        reg.add("task", name, "x:y", "", "sneaky")
+    return str(err.value)
 
 
 def test_unknown_names_suggest_close_matches_and_globs_match():

@@ -3,6 +3,9 @@
 import os
 import subprocess
 import sys
+import types
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,12 +16,18 @@ from negharness.api.errors import UserError
 from negharness.api.model import ModelOptions
 from negharness.discovery.manager import PluginHost
 from negharness.engine.evaluate import RunRequest, run_evaluation
-from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.engine.runner import (
+    CachedEvalContext,
+    EmbeddingContract,
+    ModelOrigin,
+    RunSettings,
+)
 from negharness.io.media import MediaSet
-from negharness.store.cache import EmbeddingCache
+from negharness.store.cache import EmbeddingCache, read_shard
 from negharness.testing import (
     ColourRetrievalTask,
     KeywordModel,
+    host_with_models,
     keyword_model,
     solid_image,
 )
@@ -128,8 +137,6 @@ def test_damaged_shard_is_recomputed_not_trusted(tmp_path):
 
 
 def _host():
-    import types
-
     plugin = types.SimpleNamespace()
 
     @hs.hookimpl
@@ -327,3 +334,120 @@ def test_random_weight_draws_are_never_reused_and_each_has_its_own_row(tmp_path)
         run_evaluation(host, req)
     rows = [r.label for t in build_tables(iter_records(tmp_path / "res"), published=False) for r in t.rows]
     assert len(rows) == 2 and len(set(rows)) == 2
+
+
+# the model contract where embeddings enter the host (round 4, item 1) ---------------------------------------------
+class _Faulty(KeywordModel):
+    """KeywordModel with one fault in what it returns (``fault``), as a broken plugin or checkpoint would."""
+
+    def __init__(self, fault: str) -> None:
+        super().__init__()
+        self.fault = fault
+
+    def describe(self):
+        return {**super().describe(), "fault": self.fault}
+
+    def encode_text(self, texts):
+        out = super().encode_text(texts)
+        if self.fault == "text_nan":  # a diverged checkpoint: NaN text projection
+            out[:] = float("nan")
+        elif self.fault == "text_inf":
+            out[0, 5] = float("inf")
+        elif self.fault == "text_row_short":
+            out = out[:-1]
+        return out
+
+    def encode_image(self, pixels):
+        out = super().encode_image(pixels)
+        if self.fault == "image_nan":
+            out[-1] = float("nan")
+        elif self.fault == "image_dim":
+            out = torch.nn.functional.normalize(out[:, :6], dim=-1)
+        elif self.fault == "image_3d":
+            out = out[:, None]
+        elif self.fault == "unnormalised":  # raw features, as get_image_features returns: norms differ per row
+            out = out * torch.arange(1, len(out) + 1, dtype=out.dtype)[:, None] * 3
+        return out
+
+
+def _colours_host(fault: str):
+    """The installed plugins, the faulty model (plugin ``faulty_plugin``) and the colour task."""
+    host = host_with_models({"faulty": lambda options: _Faulty(fault)}, "faulty_plugin")
+
+    @hs.hookimpl
+    def negharness_register_tasks(registry):
+        registry.add("colours", ColourRetrievalTask, "colours", family="testing")
+
+    host.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "colour_task")
+    return host
+
+
+def _cached_rows(cache: str) -> list[torch.Tensor]:
+    return [read_shard(p)[1] for p in Path(cache).rglob("shard-*.safetensors")]
+
+
+@pytest.mark.parametrize("fault, needle", [
+    ("text_nan", "non-finite embeddings (NaN or infinity) for 6 text(s), e.g. 'a "),
+    ("text_inf", "non-finite embeddings (NaN or infinity) for 1 text(s)"),
+    ("text_row_short", "encoding 6 text(s) returned shape (5, 8), not (6, D)"),
+    ("image_nan", "non-finite embeddings (NaN or infinity) for 1 image(s), e.g. 'magenta'"),
+    ("image_dim", "image embeddings have dimension 6, but its other embeddings have 8"),
+    ("image_3d", "returned shape (6, 1, 8)"),
+])
+def test_a_broken_embedding_is_refused_naming_model_plugin_and_checkpoint(tmp_path, fault, needle):
+    """A NaN text projection scored 100 (ties as hits), +inf one coordinate gave R@1 66.7, a row too few
+    or another dimension ended in torch's or the cache's words: now each is refused where the batch
+    enters the host, naming the model, no record is written, and the cache holds only good rows."""
+    cache = str(tmp_path / "c")
+    req = RunRequest(model="faulty", tasks=["colours"], output_dir=str(tmp_path / "res"), cache_dir=cache,
+                     model_options=ModelOptions(checkpoint=str(tmp_path / "w.pt")))
+    (tmp_path / "w.pt").write_bytes(b"weights")
+    with pytest.raises(UserError) as err:
+        run_evaluation(_colours_host(fault), req)
+    message = str(err.value)
+    assert needle in message, message
+    assert message.startswith(f"model 'faulty' (plugin 'faulty_plugin', checkpoint {tmp_path / 'w.pt'})"), message
+    assert not list((tmp_path / "res").rglob("*.json"))
+    for rows in _cached_rows(cache):
+        assert rows.shape[1] == 8 and torch.isfinite(rows).all()
+        assert torch.allclose(rows.norm(dim=1), torch.ones(len(rows)), atol=1e-3)
+
+
+def test_embeddings_that_are_not_unit_norm_are_normalised_once_with_a_warning(tmp_path):
+    """Raw features (norms 3, 6, ... 18) were scored on dot products: R@1 33.3 instead of 100, no word."""
+    from negharness.engine import runner
+
+    runner._NORMALISED.clear()
+    req = RunRequest(model="faulty", tasks=["colours"], output_dir=str(tmp_path / "res"),
+                     cache_dir=str(tmp_path / "c"))
+    with pytest.warns(UserWarning, match=r"model 'faulty' \(plugin 'faulty_plugin'.*not L2-normalised") as seen:
+        rec = run_evaluation(_colours_host("unnormalised"), req)[0].record
+    assert rec["metrics"]["R@1"] == 100.0
+    assert sum("L2-normalised" in str(w.message) for w in seen) == 1
+    for rows in _cached_rows(str(tmp_path / "c")):  # the cache holds what was scored: unit rows
+        assert torch.allclose(rows.norm(dim=1), torch.ones(len(rows)), atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_half_precision_rounding_of_unit_rows_is_within_the_tolerance(dtype):
+    """bf16 holds 8 mantissa bits: a unit row rounded to it is ~1e-3 off; that is no violation."""
+    rows = torch.nn.functional.normalize(torch.randn(512, 768, generator=torch.Generator().manual_seed(0)), dim=1)
+    contract = EmbeddingContract(ModelOrigin("m"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = contract.checked(rows.to(dtype), [str(i) for i in range(512)], "text")
+    assert out.dtype == torch.float32 and torch.equal(out, rows.to(dtype).float())
+
+
+def test_a_warm_run_does_not_check_cached_rows_again(tmp_path, monkeypatch):
+    """The contract runs on what the model computes (before caching); a warm run reads rows that passed it."""
+    calls = []
+    original = EmbeddingContract.checked
+    monkeypatch.setattr(EmbeddingContract, "checked", lambda self, *a: calls.append(a[2]) or original(self, *a))
+    req = RunRequest(model="kw", tasks=["colours"], output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
+    run_evaluation(_host(), req)
+    assert sorted(set(calls)) == ["image", "text"]
+    calls.clear()
+    req.overwrite = True
+    assert run_evaluation(_host(), req)[0].record["counts"]["media_cached"] == 6
+    assert calls == []

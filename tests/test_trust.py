@@ -215,6 +215,24 @@ def test_new_weights_at_the_same_checkpoint_path_rerun(cli, tmp_path):
     assert rec["rerun_reason"] == "model weights changed" and rec["model"]["sources"]["--checkpoint"]
 
 
+def test_a_diverged_checkpoint_with_nan_text_projection_is_refused_not_scored_100(cli, tmp_path):
+    """A NaN text projection made every option tie: MCQ 100.0 (tie rate 0) on the board. Now the run
+    stops where the text embeddings enter the host, naming model, plugin and checkpoint; no record."""
+    from safetensors.torch import load_file, save_file
+
+    from negharness.plugins.shapes_clip import WEIGHTS
+
+    ckpt = tmp_path / "diverged.safetensors"
+    state = load_file(str(WEIGHTS))
+    state["text_projection"] = torch.full_like(state["text_projection"], float("nan"))
+    save_file(state, str(ckpt))
+    res = cli("run", "--model", "shapes_clip", "--checkpoint", str(ckpt), "--task", "shapes_mcq", "-T", "n_items=20")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"model 'shapes_clip' (plugin 'builtin_models', checkpoint {ckpt})" in res.stderr, res.stderr
+    assert "non-finite embeddings" in res.stderr and "text(s)" in res.stderr
+    assert not list((tmp_path / "results").rglob("*.json"))
+
+
 def test_a_record_scored_by_another_release_reruns(cli, tmp_path):
     """A record is reused only when the code that scored it is the same release: a negharness or
     plugin upgrade (a metric fix) reruns, and says why; an unchanged release is reused."""

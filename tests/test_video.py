@@ -70,6 +70,55 @@ def test_seeking_path_matches_sequential_decoding(tmp_path):
     assert np.allclose(sequential[[6, 20, 33]].reshape(3, -1).mean(1), [_gray(i) for i in (19, 61, 100)], atol=2)
 
 
+def _vfr_video(path, shown_ms):
+    """An MP4 whose frame i is shown at ``shown_ms[i]`` milliseconds (irregular gaps), uniform gray _gray(i)."""
+    from fractions import Fraction
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.codec_context.time_base = stream.time_base = Fraction(1, 1000)
+        stream.options = {"crf": "0", "g": "10"}
+        for i, t in enumerate(shown_ms):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), _gray(i), dtype=np.uint8), format="rgb24")
+            frame.pts, frame.time_base = int(t), Fraction(1, 1000)
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def _on_screen(shown_ms, times_ms):
+    """The frame shown at each time: the latest whose presentation time is at or before it."""
+    return [max(i for i, t in enumerate(shown_ms) if t <= at + 1e-6) for at in times_ms]
+
+
+@pytest.mark.parametrize("n", [16, 40])  # 8 * 4 >= 16: decoded in order; 8 * 4 < 40: the seek path
+def test_variable_frame_rate_video_gives_the_frames_of_the_rules_times(tmp_path, n):
+    """uniform:8 on a variable-frame-rate MP4 took 6 of 8 frames by index (or by times at the average
+    rate), not those on screen at the 8 evenly spaced times from the first frame to the last."""
+    rng = np.random.default_rng(n)  # a burst of frames 10-40 ms apart, then a slide show (0.3-0.7 s)
+    gaps = np.concatenate([rng.choice([10, 20, 40], size=3 * n // 4), rng.choice([300, 500, 700], size=n - 1 - 3 * n // 4)])
+    shown = np.concatenate([[0], np.cumsum(gaps)]).tolist()
+    path = _vfr_video(tmp_path / "vfr.mp4", shown)
+    times = np.linspace(shown[0], shown[-1], 8)
+    expected = _on_screen(shown, times)
+    by_index = np.linspace(0, n - 1, 8).astype(int).tolist()
+    assert sum(a != b for a, b in zip(expected, by_index)) >= 4  # the clip tells the two rules apart
+    frames = decode_video(path, FrameSampling.parse("uniform:8"), "av")
+    got = frames.reshape(8, -1).mean(1)
+    assert np.allclose(got, [_gray(i) for i in expected], atol=2), (got.round().tolist(), expected)
+
+
+def test_sampling_rules_pick_the_frame_on_screen_at_their_times():
+    shown = np.array([0.0, 0.1, 0.2, 2.0, 2.05, 3.9])  # seconds; the clip ends at 4.0
+    assert FrameSampling("segments", 4).at_times(shown, 4.0).tolist() == [2, 2, 4, 4]  # 0.5, 1.5, 2.5, 3.5 s
+    assert FrameSampling("uniform", 3).at_times(shown, 4.0).tolist() == [0, 2, 5]  # 0, 1.95, 3.9 s
+    assert FrameSampling("fps", fps=1).at_times(shown, 4.0).tolist() == [0, 2, 3, 4]  # 0, 1, 2, 3 s
+    assert FrameSampling("segments", 4).at_times(np.arange(100) / 30, 100 / 30).tolist() == [12, 37, 62, 87]
+
+
 def test_broken_video_names_the_file(tmp_path):
     bad = tmp_path / "broken.mp4"
     bad.write_bytes(b"\x00\x01 not a video")

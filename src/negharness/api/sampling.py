@@ -15,7 +15,11 @@ class FrameSampling:
     """``segments``: K frames at the centres of K equal segments (NegBench 4, CLIP4Clip 12).
     ``fps``: one frame every 1/fps seconds (nT2VR: fps=2, every 0.5 s), at most ``max_frames``.
     ``uniform``: K frames evenly spaced from the first to the last, ``linspace(0, n - 1, K)``
-    truncated, as the nT2VR authors' training loader samples (8 frames)."""
+    truncated, as the nT2VR authors' training loader samples (8 frames).
+
+    The rule names times (`times`); the frame taken for each is the one on screen then, the latest
+    shown at or before it (`at_times`): on a constant frame rate these are the indices above, and a
+    variable-frame-rate video gets the frames of those times, not of those indices."""
 
     mode: str = "segments"
     frames: int = 4
@@ -56,16 +60,36 @@ class FrameSampling:
         return f"fps:{self.fps:g}" + (f":max={self.max_frames}" if self.max_frames else "")
 
     def indices(self, n_frames: int, native_fps: float) -> np.ndarray:
-        """Frame indices to take from a clip of ``n_frames`` at ``native_fps``."""
-        if n_frames <= 0:
-            return np.zeros(0, dtype=np.int64)
+        """Frame indices to take from a clip of ``n_frames`` shown at a constant ``native_fps`` (a
+        frame folder, a decoder without timestamps): `at_times` on that clock, e.g. segments:4 of 100
+        frames -> 12, 37, 62, 87 (the frames at the segments' centres)."""
+        return self.at_times(np.arange(max(0, n_frames)) / native_fps, n_frames / native_fps)
+
+    def times(self, first: float, last: float, end: float) -> np.ndarray:
+        """The presentation times (seconds) the rule names in a clip whose frames are shown from
+        ``first`` to ``last`` and which ends at ``end`` (when the last frame stops showing): segment
+        centres of [first, end), ``uniform``'s evenly spaced times from first to last, or every
+        1/fps s from first while before end."""
         if self.mode == "segments":
-            centres = (np.arange(self.frames) + 0.5) * n_frames / self.frames
-            return np.minimum(centres.astype(np.int64), n_frames - 1)
+            return first + (np.arange(self.frames) + 0.5) * (end - first) / self.frames
         if self.mode == "uniform":
-            return np.linspace(0, n_frames - 1, self.frames).astype(np.int64)
-        step = native_fps / self.fps
-        idx = np.unique(np.minimum(np.floor(np.arange(0, n_frames, step)).astype(np.int64), n_frames - 1))
+            return np.linspace(first, last, self.frames)
+        count = max(1, int(np.ceil((end - first) * self.fps - 1e-9)))
+        return first + np.arange(count) / self.fps
+
+    def at_times(self, shown: np.ndarray, end: float) -> np.ndarray:
+        """Indices into ``shown`` (the presentation times of a clip's frames, ascending, in seconds):
+        for each time the rule names, the frame on screen then, i.e. the latest shown at or before
+        it (a variable-frame-rate clip gets the frames of those times, not of those indices). On a
+        constant rate this is `indices`, frame for frame."""
+        if len(shown) == 0:
+            return np.zeros(0, dtype=np.int64)
+        wanted = self.times(float(shown[0]), float(shown[-1]), end)
+        slack = 1e-6 * max(1.0, abs(end))  # float rounding of a time that falls on a frame's own
+        idx = np.clip(np.searchsorted(shown, wanted + slack, side="right") - 1, 0, len(shown) - 1).astype(np.int64)
+        if self.mode != "fps":
+            return idx
+        idx = np.unique(idx)
         if self.max_frames and len(idx) > self.max_frames:  # keep the span: subsample evenly
             idx = idx[np.linspace(0, len(idx) - 1, self.max_frames).round().astype(np.int64)]
         return idx

@@ -10,6 +10,7 @@ from difflib import get_close_matches
 from typing import Any, Callable
 
 from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
+from negharness.api.names import name_problem
 
 KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder")
 
@@ -46,8 +47,9 @@ class Registry:
             **meta: Any) -> Entry:
         if kind not in self._entries:
             raise ValueError(f"unknown kind {kind!r}")
-        if not name or any(c in name for c in "*?[] "):
-            raise UserError(f"plugin {plugin!r}: invalid {kind} name {name!r}")
+        problem = name_problem(name)
+        if problem:  # a look-alike letter would register a second entry with the same look
+            raise UserError(f"plugin {plugin!r}: invalid {kind} name {name!r}: {problem}")
         entry = Entry(kind, name, target, description, plugin, dict(meta))
         if name in self._entries[kind]:  # kept aside: only a command that uses this name fails
             self._clashes.setdefault((kind, name), [self._entries[kind][name]]).append(entry)

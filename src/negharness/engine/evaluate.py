@@ -41,7 +41,7 @@ from negharness.engine.reuse import (
     option_files,
     stale_reason,
 )
-from negharness.engine.runner import CachedEvalContext, RunSettings, resolve_device
+from negharness.engine.runner import CachedEvalContext, ModelOrigin, RunSettings, resolve_device
 from negharness.io.paths import (
     RootGuard,
     cache_root,
@@ -219,12 +219,13 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
     editor_key = hash_json({"fingerprint": fingerprint, "model": model_cfg.as_dict(), "sources": sources,
                             "device": device.type})
+    origin = ModelOrigin(req.model, model_entry.plugin, req.model_options.checkpoint or req.model_options.pretrained)
     for item in todo:
         entry, task, path = item.entry, item.task, item.path
         if protocol == "editing":
             ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device, editor_key)
         else:
-            ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed)
+            ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed, origin)
         start = time.perf_counter()
         if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
             continue

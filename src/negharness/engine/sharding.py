@@ -187,7 +187,7 @@ class ShardSession:
             return self.writes
         warm = ShardEvalContext(ctx.model, ctx.settings, self._fresh_cache(),
                                 ctx.progress if self.writes else None, False, ctx._plugins, ctx.seed,
-                                rank=self.rank, world=self.world)
+                                origin=ctx.origin, rank=self.rank, world=self.world)
         try:
             task.evaluate(warm)
         except Exception as exc:  # a warm-up only: rank 0's real pass raises it or redoes the work

@@ -64,7 +64,9 @@ def sampled_frame_paths(paths: Sequence[Path], sampling: "FrameSampling", native
 
 
 def decode_video(path: str | Path, sampling: FrameSampling, decoder: str | None = None) -> np.ndarray:
-    """uint8 (T, H, W, 3) RGB frames chosen by ``sampling``, with the first installed decoder."""
+    """uint8 (T, H, W, 3) RGB frames chosen by ``sampling``, with the first installed decoder. PyAV
+    (the first) chooses them by presentation time, right on variable-frame-rate video too; decord and
+    OpenCV by index at the average rate, right on a constant rate only."""
     path = Path(path)
     if not path.is_file():
         raise MediaError(f"video not found: {path}")
@@ -83,30 +85,78 @@ def decode_video(path: str | Path, sampling: FrameSampling, decoder: str | None 
 
 
 def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
+    """The frames on screen at the times the rule names (`FrameSampling.at_times`), found from the
+    packets' timestamps (a first pass reads them, decoding nothing), so a variable-frame-rate video
+    gets the frames of those times; then decoded (a second opening) by seeking, for sparse sampling,
+    or in one pass."""
     import av
 
     with av.open(str(path)) as container:
         if not container.streams.video:
             raise MediaError(f"cannot decode video {path}: no video stream ({_streams_in(container)})")
         stream = container.streams.video[0]
-        stream.codec_context.thread_count = 1  # the runner decodes videos in parallel; codec threads only add overhead
         rate = float(stream.average_rate or stream.guessed_rate or 25)
-        n = stream.frames
-        if not n and stream.duration:
-            n = int(round(float(stream.duration * stream.time_base) * rate))
-        if not n:  # unknown length: decode once to count, converting to RGB only the frames sampled
+        timeline = _av_timeline(container, stream, rate)
+        if timeline is not None:
+            _require_declared(path, stream, *timeline, rate)
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1  # the runner decodes videos in parallel; codec threads only add overhead
+        if timeline is None:  # no timestamps (a raw stream): decode once, take frames by index at the average rate
             frames = list(container.decode(stream))
             if not frames:
                 return np.zeros((0,))
             return np.stack([frames[int(i)].to_ndarray(format="rgb24") for i in sampling.indices(len(frames), rate)])
-        wanted = sampling.indices(n, rate)
-        if len(wanted) * 4 < n:
-            frames, decoded = _av_seek(container, stream, wanted, rate)
+        shown, end = timeline
+        tb = float(stream.time_base)
+        wanted = sampling.at_times(shown * tb, end * tb)
+        targets = shown[wanted].tolist()
+        if len(wanted) * 4 < len(shown):
+            frames, last = _av_seek(container, stream, targets, rate)
         else:
-            frames, decoded = _av_sequential(container, stream, wanted)
+            frames, last = _av_sequential(container, stream, targets)
+        decoded = int(np.searchsorted(shown, last, side="right")) if last is not None else 0
         if len(frames) and decoded <= wanted[-1]:
-            require_whole(path, decoded, n)
+            require_whole(path, decoded, len(shown))
         return frames
+
+
+def _av_timeline(container, stream, rate: float) -> tuple[np.ndarray, int] | None:
+    """(every frame's presentation time in the stream's time base, ascending; when the last one stops
+    showing), from the packets alone; None when a packet has no timestamp. A file cut short ends its
+    packets early (`_require_declared` judges it). The last frame shows for its packet's duration, else
+    the median gap between frames (so a constant rate's clip ends ``n / fps`` after its first frame)."""
+    shown: list[int] = []
+    durations: dict[int, int] = {}
+    try:
+        for packet in container.demux(stream):
+            if not packet.size or packet.is_discard:  # the flush packet; an edit list's hidden lead-in
+                continue
+            if packet.pts is None:
+                return None
+            shown.append(packet.pts)
+            durations[packet.pts] = packet.duration or 0
+    except av_data_error():
+        pass  # a packet cut off by the end of the file: the timeline ends here
+    if not shown:
+        return None
+    times = np.unique(np.asarray(shown, dtype=np.int64))
+    last = int(times[-1])
+    step = durations.get(last) or (int(np.median(np.diff(times))) if len(times) > 1 else 0)
+    if step <= 0:
+        step = max(1, round(1.0 / (rate * float(stream.time_base))))
+    return times, last + step
+
+
+def _require_declared(path: Path, stream, shown: np.ndarray, end: int, rate: float) -> None:
+    """Refuse a file whose packets stop well before what its header declares (an MP4 cut short, its
+    index intact): by frame count where the container gives one, else by duration at the average rate."""
+    if stream.frames:
+        require_whole(path, len(shown), int(stream.frames))
+    elif stream.duration:
+        tb = float(stream.time_base)
+        first = float(stream.start_time or shown[0]) * tb
+        require_whole(path, round((end * tb - first) * rate), round(float(stream.duration) * tb * rate))
 
 
 TAIL_SLACK_FRAMES = 2  # a container may declare a frame or two more than it holds: the last one stands in
@@ -129,35 +179,35 @@ def _streams_in(container) -> str:
     return ", ".join(f"{n} {k} stream{'s' if n > 1 else ''}" for k, n in kinds.items()) or "no streams"
 
 
-def _av_sequential(container, stream, wanted: np.ndarray) -> tuple[np.ndarray, int]:
-    """Decode in order and keep the wanted frames; stops after the last one. Returns the frames and
-    how many were decoded (past the last wanted one when the stream holds it)."""
-    want = set(wanted.tolist())
-    out: dict[int, np.ndarray] = {}
+def _av_sequential(container, stream, targets: list[int]) -> tuple[np.ndarray, int | None]:
+    """Decode in order from the current position and keep, for each target presentation time (in
+    the stream's time base, ascending), the first frame shown at or after it; stops after the last.
+    Returns the frames and the presentation time of the last frame decoded (None: none was)."""
+    out: list[np.ndarray] = []
     last = None
-    decoded = 0
     try:
-        for i, frame in enumerate(container.decode(stream)):
-            if i in want:
-                out[i] = frame.to_ndarray(format="rgb24")
-            last, decoded = frame, i + 1
-            if i >= wanted[-1]:
+        for frame in container.decode(stream):
+            last, pixels = frame, None
+            while len(out) < len(targets) and frame.pts is not None and frame.pts >= targets[len(out)]:
+                pixels = frame.to_ndarray(format="rgb24") if pixels is None else pixels  # once per frame
+                out.append(pixels)
+            if len(out) == len(targets):
                 break
     except av_data_error():  # a packet cut off by the end of the file: the stream ends here
         if last is None:
             raise
     if last is None:
-        return np.zeros((0,)), 0
-    # containers can over-report their frame count: the last decoded frame stands in for the missing
-    # tail (`require_whole` refuses a tail longer than that slack)
-    tail = out[max(out)] if out else last.to_ndarray(format="rgb24")
-    return np.stack([out.get(int(i), tail) for i in wanted]), decoded
+        return np.zeros((0,)), None
+    if len(out) < len(targets):  # the last decoded frame stands in for a missing tail (`require_whole`
+        tail = last.to_ndarray(format="rgb24")  # refuses one longer than a slack)
+        out.extend(tail for _ in range(len(targets) - len(out)))
+    return np.stack(out), last.pts
 
 
 SEEK_GAP_S = 10.0  # a later target this far ahead is reached by seeking, whatever the keyframe interval
 
 
-def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> tuple[np.ndarray, int]:
+def _av_seek(container, stream, targets: list[int], rate: float) -> tuple[np.ndarray, int | None]:
     """Sparse sampling in one pass: seek to the keyframe before the first target, then read packets in
     order and decode only from the last keyframe before each target (packets before it are read, never
     decoded). Targets within one keyframe interval share one decode; seeking back for each of them
@@ -166,35 +216,32 @@ def _av_seek(container, stream, wanted: np.ndarray, rate: float) -> tuple[np.nda
     a non-reference frame, so the frames kept are bit-identical to a full decode's (tested). A target
     further ahead than the longest keyframe interval seen (a keyframe likely lies between: reading the
     packets up to it would cost more than the seek), or than `SEEK_GAP_S`, is reached by a seek.
-    Returns the frames and the number of frames up to the last one decoded (by its timestamp)."""
+    ``targets``: presentation times in the stream's time base, ascending. Returns the frames and the
+    presentation time of the last frame decoded (None: none was)."""
     tb = float(stream.time_base)
-    start = float(stream.start_time or 0) * tb
-    targets = [start + float(i) / rate for i in wanted]
     out: list[np.ndarray] = []
     last = None  # the last frame decoded: stands in for targets past the real end of the stream
     gop: list[float] = []  # the longest keyframe interval seen, in seconds (none seen yet: empty)
     try:
         while len(out) < len(targets):
-            container.seek(int(targets[len(out)] / tb), stream=stream, backward=True, any_frame=False)
+            container.seek(int(targets[len(out)]), stream=stream, backward=True, any_frame=False)
             last, seek_again = _decode_targets(container, stream, targets, out, tb, rate, last, gop)
             if not seek_again:
                 break
     finally:
         stream.codec_context.skip_frame = "DEFAULT"
     if last is None:
-        return np.zeros((0,)), 0
-    decoded = int(wanted[-1]) + 1
-    if len(out) < len(targets):  # the stream ended first: how far it got, by the last frame's timestamp
-        decoded = int(round((float(last.pts or 0) * tb - start) * rate)) + 1 if last.pts is not None else 0
+        return np.zeros((0,)), None
+    if len(out) < len(targets):  # the stream ended first
         tail = last.to_ndarray(format="rgb24")
         out.extend(tail for _ in range(len(targets) - len(out)))
-    return np.stack(out), decoded
+    return np.stack(out), last.pts
 
 
-def _decode_targets(container, stream, targets: list[float], out: list[np.ndarray], tb: float, rate: float,
+def _decode_targets(container, stream, targets: list[int], out: list[np.ndarray], tb: float, rate: float,
                     last, gop: list[float]) -> tuple:
-    """From the current position, append to ``out`` the first frame shown at or after each target in
-    turn (half a frame of slack). Returns (last frame decoded, whether the next target wants a seek);
+    """From the current position, append to ``out`` the first frame shown at or after each target
+    (a presentation time in the stream's time base) in turn. Returns (last frame decoded, whether the next target wants a seek);
     ``gop`` keeps the longest keyframe interval seen across calls. A packet the decoder refuses after
     frames were decoded (the last one of a file cut short) ends the stream: `require_whole` judges it."""
     seen = [last]  # the last frame decoded, kept when the decoder raises
@@ -206,7 +253,7 @@ def _decode_targets(container, stream, targets: list[float], out: list[np.ndarra
         return seen[0], False
 
 
-def _decode_packets(container, stream, targets: list[float], out: list[np.ndarray], tb: float, rate: float,
+def _decode_packets(container, stream, targets: list[int], out: list[np.ndarray], tb: float, rate: float,
                     seen: list, gop: list[float]) -> tuple:
     """`_decode_targets`'s pass over the packets; ``seen[0]`` follows the last frame decoded."""
     codec = stream.codec_context
@@ -214,7 +261,7 @@ def _decode_packets(container, stream, targets: list[float], out: list[np.ndarra
     fed = False  # whether the decoder holds state from packets before ``pending``
     key_at = None  # the last keyframe read since the seek
     for packet in container.demux(stream):
-        target = targets[len(out)]
+        target = targets[len(out)] * tb
         at = None if packet.pts is None or not packet.size else packet.pts * tb
         if packet.is_keyframe and at is not None:
             if key_at is not None and at > key_at:
@@ -233,14 +280,13 @@ def _decode_packets(container, stream, targets: list[float], out: list[np.ndarra
             codec.skip_frame = "NONREF" if far else "DEFAULT"
             for frame in codec.decode(held):
                 seen[0] = frame
-                while (len(out) < len(targets) and frame.pts is not None
-                       and frame.pts * tb >= targets[len(out)] - 0.5 / rate):
+                while len(out) < len(targets) and frame.pts is not None and frame.pts >= targets[len(out)]:
                     out.append(frame.to_ndarray(format="rgb24"))
             fed = True
             if len(out) == len(targets):
                 return seen[0], False
         pending = []
-        ahead = targets[len(out)] - at if at is not None else 0.0
+        ahead = targets[len(out)] * tb - at if at is not None else 0.0
         if ahead > SEEK_GAP_S or (gop and ahead > gop[0]):
             return seen[0], True
     return seen[0], False

@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from negharness.api.errors import UserError
+from negharness.api.names import lookalikes, name_problem
+from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded_bytes
 from negharness.records.results import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"
 # field path -> accepted types; a "?" suffix marks a field that may be absent
 FIELDS: dict[str, tuple[type, ...]] = {
-    "model": (dict,), "model.label": (str,), "task": (dict,), "task.name": (str,), "task.family?": (str,),
-    "task.leaderboard_metrics?": (list,), "metrics": (dict,), "main_score": (dict,), "main_score.name": (str,),
-    "metric_info?": (dict,), "limited?": (bool,), "created_at?": (str,),
+    "model": (dict,), "model.label": (str,), "model.name?": (str,), "task": (dict,), "task.name": (str,),
+    "task.family?": (str,), "task.leaderboard_metrics?": (list,), "metrics": (dict,), "main_score": (dict,),
+    "main_score.name": (str,), "metric_info?": (dict,), "limited?": (bool,), "created_at?": (str,),
 }
 
 
@@ -53,10 +55,12 @@ def refuse_duplicates(records: list[tuple[Path, dict[str, Any]]]) -> None:
 
 
 def load_checked(path: Path) -> dict[str, Any]:
+    """A record read as untrusted input: a regular file of bounded size inside the results folder
+    (``<results>/<model>/<task>.json``), one key once per object, names without look-alike letters."""
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot read result record ({exc.strerror or exc}); {FIX}") from None
+        raw = read_bounded_bytes(Path(path), Path(path).parent.parent, f"{path}: cannot read result record")
+    except UserError as exc:
+        raise RecordError(f"{exc}; {FIX}") from None
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(raw) > 1 and (raw[0] == 0) != (raw[1] == 0)):
         raise RecordError(f"{path}: UTF-16 text (expected UTF-8); {FIX}")
     try:
@@ -64,7 +68,9 @@ def load_checked(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise RecordError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); {FIX}") from None
     try:
-        rec = json.loads(text)
+        rec = loads_unique(text)
+    except DuplicateKeyError as exc:  # json keeps the last: a metric written twice showed its second value
+        raise RecordError(f"{path}: {exc}; {FIX}") from None
     except json.JSONDecodeError as exc:
         cut = " (truncated?)" if not text.rstrip().endswith("}") else ""
         raise RecordError(f"{path}:{exc.lineno}: not valid JSON{cut}: {exc.msg}; {FIX}") from None
@@ -98,6 +104,15 @@ def check_fields(rec: dict[str, Any], where: str) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise RecordError(f"{where}: field 'metrics.{key}' must be a number, not {type(value).__name__} "
                               f"({value!r:.40}); {FIX}")
+    for field in ("model.name", "task.name"):  # a look-alike letter would be a second row or column, same look
+        value, present = _get(rec, field)
+        problem = name_problem(value) if present else None
+        if problem:
+            raise RecordError(f"{where}: field {field!r} {value!r:.60}: {problem}; {FIX}")
+    odd = lookalikes(rec["model"]["label"])
+    if odd:
+        raise RecordError(f"{where}: field 'model.label' {rec['model']['label']!r:.60} holds look-alike "
+                          f"character(s) {', '.join(odd[:3])}; {FIX}")
     bad = nonfinite_fields(rec)
     if bad:
         raise RecordError(f"{where}: {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''}: not a finite number "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from negharness.api.hashing import hash_json
+from negharness.io.json_files import loads_unique
 from negharness.scoring.perquery import write_sidecar
 from negharness.store.atomic import atomic_write_json, atomic_write_text
 
@@ -244,8 +245,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
     """A record, or None when the file is unreadable, of another schema, or holds NaN/inf numbers
     (`nonfinite_fields`; readers that report rather than skip use `negharness.records.check`)."""
     try:
-        rec = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
+        rec = loads_unique(Path(path).read_text())
+    except (OSError, ValueError, RecursionError):  # a key written twice too: the run is done again
         return None
     if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION or nonfinite_fields(rec):
         return None

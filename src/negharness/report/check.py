@@ -14,11 +14,11 @@ records beside it name (else the model changed since: it is stale).
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Any
 
 from negharness.api.errors import UserError
+from negharness.records.check import RecordError, load_checked
 from negharness.records.results import SCHEMA_VERSION, nonfinite_fields, record_files
 from negharness.report import diagnosis_file
 from negharness.scoring import perquery
@@ -26,8 +26,9 @@ from negharness.scoring import perquery
 REQUIRED = ("created_at", "model", "task", "metrics", "main_score", "config_hash")
 
 
-def record_problems(path: Path, rec: Any) -> list[str]:
-    """Why this record may not enter the board (empty when it may)."""
+def record_problems(path: Path, rec: Any, results_dir: Path | None = None) -> list[str]:
+    """Why this record may not enter the board (empty when it may); its sidecar is read only from
+    inside ``results_dir`` (default: the record's grandparent)."""
     if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
         return [f"not a result record of schema {SCHEMA_VERSION}"]
     out = [f"no {k!r}" for k in REQUIRED if k not in rec]
@@ -38,9 +39,9 @@ def record_problems(path: Path, rec: Any) -> list[str]:
     if not (rec["model"].get("fingerprint") or "").strip():
         out.append("no model fingerprint (model.fingerprint)")
     try:
-        pq = perquery.read_sidecar(path, rec)
+        pq = perquery.read_sidecar(path, rec, results_dir)
     except UserError as exc:
-        return out + [str(exc)]
+        return out + [str(exc).removeprefix(f"{path}: ")]
     if pq is None:
         return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
                       "(TaskResult.per_query, see the README's 'Writing a plugin'), or an older negharness "
@@ -88,12 +89,12 @@ def invalid_records(results_dir: Path) -> list[str]:
     out = []
     for path in record_files(results_dir):
         try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            out.append(f"{path}: not readable JSON ({exc})")
+            rec = load_checked(path)  # untrusted input: bounded, one key once, no look-alike names
+        except RecordError as exc:
+            out.append(str(exc))
             continue
         if not is_partial(rec):
-            out += [f"{path}: {p}" for p in record_problems(path, rec)]
+            out += [f"{path}: {p}" for p in record_problems(path, rec, results_dir)]
     return out
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.api.errors import UserError
+from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded
 from negharness.records.results import ModelConfig
 from negharness.store.atomic import atomic_write_text
 
@@ -118,10 +119,12 @@ def _point_problem(p: Any) -> str:
 
 def load(path: Path) -> dict[str, Any]:
     """A checked diagnosis, or one error naming the file and what is wrong."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DiagnosisError(f"{path}: cannot read diagnosis ({getattr(exc, 'strerror', None) or exc})") from None
+    try:  # untrusted input, as records are: bounded, a regular file inside the results folder, no key twice
+        data = loads_unique(read_bounded(Path(path), Path(path).parent.parent, f"{path}: cannot read diagnosis"))
+    except UserError as exc:
+        raise DiagnosisError(str(exc)) from None
+    except DuplicateKeyError as exc:
+        raise DiagnosisError(f"{path}: {exc} (rerun `negharness diagnose`)") from None
     except json.JSONDecodeError as exc:
         raise DiagnosisError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (rerun `negharness diagnose`, "
                              "or move the file out of the results folder)") from None

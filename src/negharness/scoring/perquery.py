@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from negharness.api.errors import UserError
+from negharness.io.json_files import loads_unique, read_bounded
 from negharness.scoring import catalog
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
@@ -158,17 +159,25 @@ def write_sidecar(record_path: Path, per_query: dict[str, Any]) -> Path:
     return path
 
 
-def read_sidecar(record_path: Path, record: dict[str, Any]) -> dict[str, Any] | None:
+def read_sidecar(record_path: Path, record: dict[str, Any], results_dir: Path | None = None) -> dict[str, Any] | None:
     """The per-query values a record names, or None when it names none; a named but unreadable
-    file is an error naming it."""
+    file is an error naming the record. Records are untrusted input (contributed ones too): the file
+    must be a regular file of bounded size inside the results folder (``<results>/<model>/<task>.json``:
+    the record's grandparent unless given), never ``/dev/zero`` or a file elsewhere."""
     name = record.get("per_query_file")
     if not name:
         return None
-    path = Path(record_path).parent / name
+    where = f"{record_path}: per_query_file {name!r} cannot be read"
+    if not isinstance(name, str) or "\0" in name:
+        raise PerQueryError(f"{where}: not a file name")
+    top = Path(results_dir) if results_dir is not None else Path(record_path).parent.parent
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise PerQueryError(f"{path}: per-query file named by {Path(record_path).name} cannot be read ({exc})") from exc
+        data = loads_unique(read_bounded(Path(record_path).parent / name, top, where))
+    except UserError as exc:
+        raise PerQueryError(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise PerQueryError(f"{where}: {exc}") from None
     if problems(data, {k: v for k, v in record.get("metrics", {}).items()}):
-        raise PerQueryError(f"{path}: " + "; ".join(problems(data, record.get("metrics", {}))[:3]))
+        raise PerQueryError(f"{record_path}: per_query_file {name!r}: "
+                            + "; ".join(problems(data, record.get("metrics", {}))[:3]))
     return data

@@ -1,0 +1,71 @@
+"""JSON from files that are untrusted input (contributed records and their per-query sidecars).
+
+Python's json keeps the last of two equal keys without a word: a metric written twice would show its
+second value on the board. `loads_unique` refuses that. `read_bounded` opens only a regular file inside
+a given folder (after symlinks and ``..``), of bounded size: a record naming ``/dev/zero`` or a file
+elsewhere on the machine is refused by name, never read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from negharness.api.errors import UserError
+from negharness.io.paths import require_regular
+
+MAX_FILE_BYTES = 256 * 2**20  # far above the largest record or per-query file (COCO retrieval: a few MB)
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that holds one key twice."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def loads_unique(text: str) -> Any:
+    """``json.loads`` that raises `DuplicateKeyError` for an object holding a key twice."""
+    return json.loads(text, object_pairs_hook=_unique_pairs)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def read_bounded_bytes(path: Path, folder: Path, where: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of ``path``, or a `UserError` starting with ``where``: a file outside ``folder`` (as
+    written, ``..`` folded, or after symlinks), not a regular file (a device, a FIFO), or larger than
+    ``limit``."""
+    written = os.path.normpath(os.path.abspath(path))
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    if not _inside(written, os.path.normpath(os.path.abspath(folder))) or not _inside(real, top):
+        raise UserError(f"{where}: {real} is outside {folder}")
+    size = require_regular(real, where).st_size
+    if size > limit:
+        raise UserError(f"{where}: {path} is {size} bytes, more than the {limit}-byte limit")
+    try:
+        with open(real, "rb") as fh:
+            raw = fh.read(limit + 1)
+    except OSError as exc:
+        raise UserError(f"{where}: {path} cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > limit:  # grew since it was looked at
+        raise UserError(f"{where}: {path} is more than the {limit}-byte limit")
+    return raw
+
+
+def read_bounded(path: Path, folder: Path, where: str, limit: int = MAX_FILE_BYTES) -> str:
+    """`read_bounded_bytes` as UTF-8 text."""
+    raw = read_bounded_bytes(path, folder, where, limit)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{where}: {path} is not UTF-8 text (byte {exc.start})") from None
