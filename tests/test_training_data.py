@@ -204,3 +204,35 @@ def test_own_captions_csv(tmp_path):
     assert s.load(1).size == (20, 20)
     with pytest.raises(UserError, match="-T file"):
         captions(TrainSetOptions(tmp_path, {"media": str(media)}))
+
+
+@pytest.mark.parametrize("cell", ['["a dog on grass", "no cat here"]', "('a dog on grass', 'no cat here')",
+                                  "{'no cat here', 'a dog on grass'}"])
+def test_negbench_training_captions_read_every_cell_form_alike(tmp_path, cell):
+    """The NegBench fine-tuning reader parsed only ``[...]`` cells: a set literal (as CREPE writes) became one
+    caption. It now shares the readers' cell, BOM and caption-limit rules."""
+    from negharness.tasks.negbench.training import read_caption_csv
+
+    import csv
+    import io
+
+    body = io.StringIO()
+    csv.writer(body).writerows([["filepath", "captions"], ["img.jpg", cell]])
+    path = tmp_path / "caps.csv"
+    path.write_text("\ufeff" + body.getvalue(), encoding="utf-8")  # a BOM, as some editors write
+    [(media, caps)] = read_caption_csv(path, tmp_path)
+    assert media.name == "img.jpg" and sorted(caps) == ["a dog on grass", "no cat here"]
+
+
+def test_over_long_cells_in_training_and_caption_tables_are_refused_by_line(tmp_path):
+    from negharness.api import UserError
+    from negharness.tasks.negbench.training import read_caption_csv
+    from negharness.text.nt2vr_files import read_caption_table
+
+    long_row = "x" * 200_000  # over the csv module's field limit and the caption limit
+    for name, read in (("train.csv", lambda p: read_caption_csv(p, tmp_path)), ("table.csv", read_caption_table)):
+        path = tmp_path / name
+        header = "filepath,captions" if name == "train.csv" else "image_id,captions"
+        path.write_text(f"{header}\nimg.jpg,a dog\nimg2.jpg,{long_row}\n", encoding="utf-8")
+        with pytest.raises(UserError, match=rf"{name}:3"):
+            read(path)

@@ -72,7 +72,7 @@ _EXPORTS: dict[str, str] = {
     "require_regular": "negharness.io.paths", "load_or_explain": "negharness.io.hub",
     "check_csv_header": "negharness.io.csv_rows", "check_csv_width": "negharness.io.csv_rows",
     "numbered_rows": "negharness.io.csv_rows", "check_caption": "negharness.io.csv_rows",
-    "literal_captions": "negharness.io.csv_rows", "MAX_CAPTION_CHARS": "negharness.io.csv_rows",
+    "literal_captions": "negharness.io.csv_rows", "looks_like_literal": "negharness.io.csv_rows", "MAX_CAPTION_CHARS": "negharness.io.csv_rows",
     "DATA_ENCODING": "negharness.io.csv_rows",
     "base_note": "negharness.io.checkpoints", "fit_state_dict": "negharness.io.checkpoints",
     "load_state_dict": "negharness.io.checkpoints", "read_checkpoint": "negharness.io.checkpoints",
@@ -163,6 +163,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
         check_csv_header,
         check_csv_width,
         literal_captions,
+        looks_like_literal,
         numbered_rows,
     )
     from negharness.io.hub import load_or_explain

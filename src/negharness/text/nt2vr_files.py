@@ -26,6 +26,7 @@ from negharness.api import (
     atomic_write_text,
     check_caption,
     literal_captions,
+    numbered_rows,
 )
 
 
@@ -207,8 +208,7 @@ def _read_csv(path: Path, id_column: str, caption_column: str) -> list[tuple[str
             if col not in (reader.fieldnames or []):
                 raise UserError(f"{path}: no column {col!r} ({opt}); columns are {reader.fieldnames}")
         grouped: dict[str, list[str]] = {}
-        for row in reader:
-            rowno = reader.line_num
+        for rowno, row in numbered_rows(path, reader):
             item = (row[id_column] or "").strip()
             if not item:
                 raise UserError(f"{path}:{rowno}: empty {id_column!r}")

@@ -16,18 +16,22 @@ frames, as NegBench. No validation split unless ``-T val_csv=`` names a retrieva
 
 from __future__ import annotations
 
-import ast
 import csv
 from pathlib import Path
 from typing import Any, Callable
 
 from negharness.api import (
+    DATA_ENCODING,
     FrameSampling,
     TrainingSet,
     TrainSetOptions,
     TrainStream,
     UserError,
+    check_caption,
     decode_video,
+    literal_captions,
+    looks_like_literal,
+    numbered_rows,
     named_trainset,
     read_rgb,
 )
@@ -52,8 +56,9 @@ WHERE = ("NegBench fine-tuning CSVs are built with the scripts of github.com/m1k
 
 
 def _open_csv(path: Path):
+    """The CSV (or TSV) with the readers' one encoding rule (UTF-8, a BOM dropped)."""
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        fh = open(path, newline="", encoding=DATA_ENCODING)
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
     head = fh.readline()
@@ -62,16 +67,10 @@ def _open_csv(path: Path):
 
 
 def _cell(cell: str, where: str) -> list[str]:
+    """A caption, or the captions a list/tuple/set/JSON cell holds, each within the one caption limit."""
     cell = (cell or "").strip()
-    if cell.startswith("["):
-        try:
-            value = ast.literal_eval(cell)
-        except (ValueError, SyntaxError):
-            raise UserError(f"{where}: captions cell is not a list literal") from None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise UserError(f"{where}: captions cell must be a list of strings")
-        return [v.strip() for v in value if v.strip()]
-    return [cell] if cell else []
+    caps = literal_captions(cell, where) if looks_like_literal(cell) else [cell]
+    return [check_caption(c.strip(), where) for c in caps if c.strip()]
 
 
 def read_caption_csv(path: Path, root: Path, column: str | None = None) -> list[tuple[Path, list[str]]]:
@@ -85,7 +84,7 @@ def read_caption_csv(path: Path, root: Path, column: str | None = None) -> list[
             raise UserError(f"{path}: needs a 'filepath' or 'image_path' column and a caption column "
                             f"({column or ' / '.join(CAPTION_COLUMNS)}); columns are {fields}")
         merged: dict[Path, list[str]] = {}
-        for rowno, row in enumerate(reader, 2):
+        for rowno, row in numbered_rows(path, reader):
             caps = [c for col in cols for c in _cell(row[col], f"{path}:{rowno}")]
             if caps:
                 merged.setdefault(map_media_path(row[media_col], root), []).extend(caps)
