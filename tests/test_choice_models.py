@@ -108,13 +108,16 @@ def test_hf_vlm_letter_scores_come_back_in_task_order(llava_dir):
     assert sorted(model.letter_order(0, CAPTIONS[0:3])) == [0, 1, 2]
 
 
-def test_embedding_calls_on_generative_models_are_a_clear_error(llava_dir):
+def test_generative_models_are_choice_scorers_not_encoders(llava_dir):
+    """A generative model is a `ChoiceScorer`: it has no encode_* at all (the host refuses it on a task
+    that embeds, naming it: tests/test_plugins.py), and its options are checked by name."""
+    from negharness.api import ChoiceScorer, EmbeddingModel
     from negharness.api.errors import UserError
     from negharness.plugins.hf_vlm import hf_vlm
 
     model = hf_vlm(ModelOptions(arch=str(llava_dir)))
-    with pytest.raises(UserError, match="no embeddings"):
-        model.encode_text(["x"])
+    assert isinstance(model, ChoiceScorer) and not isinstance(model, EmbeddingModel)
+    assert not hasattr(model, "encode_text")
     with pytest.raises(UserError, match="-M scoring=guess"):
         hf_vlm(ModelOptions(arch=str(llava_dir), extra={"scoring": "guess"}))
     with pytest.raises(UserError, match="needs --arch"):

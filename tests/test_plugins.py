@@ -257,3 +257,32 @@ def test_the_host_moves_a_third_party_models_torch_modules_to_the_device_in_eval
     with pytest.raises(UserError, match=r"model weightless \(_Weightless\): holds no torch.nn.Module.*return \[\]"):
         host.create("model", "weightless", ModelOptions())
     assert host.create("model", "keyword", ModelOptions()).modules() == []  # says so explicitly
+
+
+def test_a_choice_scorer_is_a_model_of_its_own_contract_and_is_refused_on_retrieval(tmp_path):
+    """Issue 32: the model contract split into an encoder (EmbeddingModel) and a choice scorer
+    (ChoiceScorer): a scorer has no encode_* to stub, and a task that embeds refuses it by name."""
+    import torch
+
+    from negharness.api import ChoiceScorer
+    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.testing import host_with_models
+
+    class FirstOption(ChoiceScorer):
+        name = "first_option"
+
+        def describe(self):
+            return {"rule": "first"}
+
+        def modules(self):
+            return []
+
+        def score_choices(self, choices, batch_size, precision):
+            return torch.zeros(len(choices.options), max(map(len, choices.options)))
+
+    assert not hasattr(FirstOption(), "encode_text") and not isinstance(FirstOption(), EmbeddingModel)
+    host = host_with_models({"first_option": lambda options: FirstOption()})
+    req = RunRequest(model="first_option", tasks=["shapes_t2i_original"], limit=10, output_dir=str(tmp_path / "r"),
+                     cache_dir=str(tmp_path / "c"))
+    with pytest.raises(UserError, match="first_option scores choice tasks itself"):
+        run_evaluation(host, req)

@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "Task": "negharness.api.task", "TaskOptions": "negharness.api.task",
     "TaskResult": "negharness.api.task", "MetricInfo": "negharness.api.task",
     # models
-    "EmbeddingModel": "negharness.api.model", "ModelOptions": "negharness.api.model",
+    "EmbeddingModel": "negharness.api.model", "ChoiceScorer": "negharness.api.model", "ModelPlugin": "negharness.api.model", "ModelOptions": "negharness.api.model",
     "hash_state_dict": "negharness.api.model", "array_to_tensor": "negharness.api.model",
     "jpeg_draft": "negharness.api.model", "FrameSampling": "negharness.api.sampling",
     "hash_json": "negharness.api.hashing",
@@ -112,7 +112,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     from negharness.api.errors import MediaError, MissingDataError, UserError
     from negharness.api.hashing import hash_json
     from negharness.api.model import (
+        ChoiceScorer,
         EmbeddingModel,
+        ModelPlugin,
         ModelOptions,
         array_to_tensor,
         hash_state_dict,

@@ -15,7 +15,7 @@ from negharness.api.plugin_source import PluginSource, require_plugins
 if TYPE_CHECKING:
     import torch
 
-    from negharness.api.model import EmbeddingModel
+    from negharness.api.model import ModelPlugin
     from negharness.api.sampling import FrameSampling
     from negharness.io.media import MediaSet
 
@@ -54,7 +54,7 @@ class EvalContext(Protocol):
     embeddings. The host's implementation (`negharness.engine.runner.CachedEvalContext`) serves what
     the cache holds and encodes only the rest, under the run's device, precision and batch size."""
 
-    model: "EmbeddingModel"
+    model: "ModelPlugin"  # an `EmbeddingModel` wherever the task embeds
     seed: int
     counters: Counters
     notes: dict[str, Any]

@@ -86,8 +86,12 @@ def held_modules(obj: Any) -> list[torch.nn.Module]:
     return list(out.values())
 
 
-class EmbeddingModel(ABC):
-    """Base of every retrieval model plugin. All ``encode_*`` outputs are L2-normalised float32."""
+class ModelPlugin(ABC):
+    """What every plugin of the ``model`` kind shares, whichever way it scores: its name, the
+    modalities it takes, its torch modules (moved to the run's device and put in eval mode by the
+    host), its description and fingerprint (the cache and records key on them). Two contracts build
+    on it: `EmbeddingModel` (an encoder the host embeds with and scores by cosine) and `ChoiceScorer`
+    (a model that scores a choice task's options itself, a generative VLM or a text LM)."""
 
     name: str = "model"
     modalities: frozenset[str] = frozenset({"text", "image", "video"})
@@ -101,32 +105,9 @@ class EmbeddingModel(ABC):
     def __init__(self) -> None:
         self.device = torch.device("cpu")
 
-    # -- to implement -------------------------------------------------------------------------
-    @abstractmethod
-    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        """(N, D) normalised text embeddings."""
-
-    @abstractmethod
-    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        """(N, D) normalised embeddings of preprocessed images (N, 3, H, W) on ``self.device``."""
-
-    @abstractmethod
-    def preprocess_image(self, image: Any) -> torch.Tensor:
-        """A PIL image or uint8 (H, W, 3) array -> (3, H, W) float tensor, the model's own transform."""
-
     @abstractmethod
     def describe(self) -> dict[str, Any]:
-        """Everything that changes an embedding: architecture, weights hash, activation, preprocessing."""
-
-    # -- provided -----------------------------------------------------------------------------
-    def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
-        """Which of ``texts`` the host encodes together, as index lists covering each text once.
-
-        Texts of similar length go together (sorted by characters, a proxy for tokens) so a tower that
-        pads to the longest text in a batch pads little; the host puts embeddings back in order.
-        Override where the model knows its real cost per batch (token lengths, a token budget)."""
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        return [order[lo:lo + batch_size] for lo in range(0, len(order), max(1, batch_size))]
+        """Everything that changes a score: architecture, weights hash, activation, preprocessing."""
 
     def modules(self) -> list[torch.nn.Module]:
         """The torch modules the host moves to the run's device (`to`) and puts in eval mode
@@ -141,16 +122,61 @@ class EmbeddingModel(ABC):
                             "its torch modules, or to return [] if it truly has none")
         return found
 
-    def to(self, device: torch.device | str) -> "EmbeddingModel":
+    def to(self, device: torch.device | str) -> "ModelPlugin":
         self.device = torch.device(device)
         for m in self.modules():
             m.to(self.device)
         return self
 
-    def eval_mode(self) -> "EmbeddingModel":
+    def eval_mode(self) -> "ModelPlugin":
         for m in self.modules():
             m.eval()
         return self
+
+    def fingerprint(self) -> str:
+        """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""
+        sampling = self.frame_sampling.key if self.frame_sampling else None
+        return hash_json({"name": self.name, **self.describe(), "frames": sampling})
+
+
+class ChoiceScorer(ModelPlugin):
+    """A model that scores choice tasks itself (a generative VLM's option likelihood or picked letter,
+    a text LM's caption likelihood) and has no embeddings: the host hands it each task's
+    `negharness.api.ChoiceSet` and never embeds for it; a retrieval task is refused."""
+
+    scores_choices_itself = True  # what the scorers read; older third-party scorers set it on an EmbeddingModel
+
+    @abstractmethod
+    def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
+        """(rows, options) scores of a `negharness.api.ChoiceSet`, higher = more likely true."""
+
+
+class EmbeddingModel(ModelPlugin):
+    """Base of every retrieval model plugin, the encoder contract. All ``encode_*`` outputs are
+    L2-normalised float32 (the host checks, `negharness.engine.runner.EmbeddingContract`)."""
+
+    # -- to implement -------------------------------------------------------------------------
+    @abstractmethod
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """(N, D) normalised text embeddings."""
+
+    @abstractmethod
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(N, D) normalised embeddings of preprocessed images (N, 3, H, W) on ``self.device``."""
+
+    @abstractmethod
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        """A PIL image or uint8 (H, W, 3) array -> (3, H, W) float tensor, the model's own transform."""
+
+    # -- provided -----------------------------------------------------------------------------
+    def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
+        """Which of ``texts`` the host encodes together, as index lists covering each text once.
+
+        Texts of similar length go together (sorted by characters, a proxy for tokens) so a tower that
+        pads to the longest text in a batch pads little; the host puts embeddings back in order.
+        Override where the model knows its real cost per batch (token lengths, a token budget)."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        return [order[lo:lo + batch_size] for lo in range(0, len(order), max(1, batch_size))]
 
     def preprocess_video(self, frames: Any) -> torch.Tensor:
         """A sequence of frames (T, H, W, 3 uint8 array or list of images) -> (T, 3, H, W)."""
@@ -205,19 +231,6 @@ class EmbeddingModel(ABC):
         x = torch.stack([self.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(self.device)
         e = self.encode_image(x)
         return float((e[0] * e[1]).sum())
-
-    scores_choices_itself: bool = False  # True: a generative/text model with `score_choices` (no embeddings)
-
-    def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
-        """(rows, options) scores of a `negharness.api.ChoiceSet`, for models that set
-        ``scores_choices_itself`` (likelihood of each option, a picked letter); embedding models are
-        scored by the host through `text_views`/`combine` and never need this."""
-        raise NotImplementedError(f"model {self.name} scores choices through its embeddings")
-
-    def fingerprint(self) -> str:
-        """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""
-        sampling = self.frame_sampling.key if self.frame_sampling else None
-        return hash_json({"name": self.name, **self.describe(), "frames": sampling})
 
 
 def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor | None:

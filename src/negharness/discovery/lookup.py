@@ -15,12 +15,12 @@ from typing import Any
 
 from negharness.api.editing import Detector, Editor
 from negharness.api.errors import UserError
-from negharness.api.model import EmbeddingModel, ModelOptions
+from negharness.api.model import ModelOptions, ModelPlugin
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 
 # What each kind's factory must return; checked where the plugin is made (names plugin and entry).
-_BASES: dict[str, type] = {"model": EmbeddingModel, "editor": Editor, "detector": Detector}
+_BASES: dict[str, type] = {"model": ModelPlugin, "editor": Editor, "detector": Detector}
 
 
 def _options_key(options: Any) -> str:
@@ -32,8 +32,9 @@ def check_kind(kind: str, made: Any, entry_label: str) -> Any:
     """A factory that returns the wrong type fails here, naming the plugin, not deep in a run."""
     base = _BASES.get(kind)
     if base is not None and not isinstance(made, base):
+        wanted = "EmbeddingModel or negharness.api.ChoiceScorer" if base is ModelPlugin else base.__name__
         raise UserError(f"{entry_label}: its factory returned {type(made).__name__}, not a "
-                        f"negharness.api.{base.__name__}")
+                        f"negharness.api.{wanted}")
     return made
 
 

@@ -275,8 +275,16 @@ class CachedEvalContext(RunContext):
         """The model's explicit sampling (``-M frames=...``) wins over the task's default."""
         return self.model.frame_sampling or task_default
 
+    def _require_encoder(self) -> None:
+        """Only an encoder is embedded with: a `ChoiceScorer` on a task that embeds is refused by name."""
+        if not isinstance(self.model, EmbeddingModel):
+            raise UserError(f"model {self.model.name} scores choice tasks itself (score_choices) and has no "
+                            "embeddings: run it on choice tasks (sugarcrepe_*, aro_*, valse_*, crepe_*, ccneg, "
+                            "negvqa_*, negbench_mcq_*), not on retrieval tasks")
+
     def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """(N, D) float32 on CPU, in the order given; each distinct text is encoded at most once."""
+        self._require_encoder()
         unique = list(dict.fromkeys(texts))
         if not unique:
             return torch.empty(0, 0)
@@ -307,6 +315,7 @@ class CachedEvalContext(RunContext):
         With ``skip_broken_media``, unreadable items get NaN rows and are listed in ``self.broken``;
         tasks drop them (and queries left with no relevant item) before scoring.
         """
+        self._require_encoder()
         store, keys = None, [None] * len(media)
         if self.cache is not None:
             collection, keys = self.media_keys(media)

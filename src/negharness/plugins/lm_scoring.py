@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from negharness.api import EmbeddingModel, UserError, autocast
+from negharness.api import ChoiceScorer, UserError, autocast
 
 NORMS = ("mean", "sum")
 
@@ -69,23 +69,6 @@ def check_norm(value: str) -> str:
     return value
 
 
-def no_embeddings(model: Any) -> UserError:
-    return UserError(f"model {model.name} scores choice tasks (score_choices) and has no embeddings: "
-                     "run it on choice tasks (sugarcrepe_*, aro_*, valse_*, crepe_*, ccneg, negvqa_*, negbench_mcq_*), "
-                     "not on retrieval tasks")
-
-
-class ChoiceScoringModel(EmbeddingModel):
-    """A model that scores choice tasks itself (`score_choices`) and has no embeddings: retrieval
-    tasks get one clear error instead of a wrong number."""
-
-    scores_choices_itself = True
-
-    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        raise no_embeddings(self)
-
-    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        raise no_embeddings(self)
-
-    def preprocess_image(self, image: Any) -> torch.Tensor:
-        raise no_embeddings(self)
+class ChoiceScoringModel(ChoiceScorer):
+    """The built-in scorers' base (hf_vlm, text_only): `negharness.api.ChoiceScorer`, whose tasks the
+    host never embeds for (a retrieval task is refused naming the model)."""
