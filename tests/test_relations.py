@@ -59,9 +59,6 @@ YAML_CHOICE = ("sugarcrepe_add_att", "sugarcrepe_add_obj", "sugarcrepe_replace_a
                "crepe_negate", "ccneg")
 # (task, relation) pairs a defect of src/ breaks today: fixed in parallel, they xfail strictly until then
 XFAIL: dict[tuple[str, str], str] = {
-    ("flickr30k_original", "R1"): "found by R1 (not in issue 32's list): with -T qrels, --skip-broken-media refuses the "
-                                  "run ('judged items not in the collection': the skipped ones) where the same data "
-                                  "without those rows is scored",
 }
 # (task, relation) pairs where the relation does not hold by design, with why
 NOT_APPLICABLE = {

@@ -80,17 +80,21 @@ def read_qrels(path: str | Path) -> Qrels:
 
 
 def augment(relevance: Relevance, query_ids: Sequence[str], item_ids: Sequence[str], qrels: Qrels,
-            limited: bool = False) -> tuple[Relevance, dict[str, int]]:
+            limited: bool = False, skipped: frozenset[str] = frozenset()) -> tuple[Relevance, dict[str, int]]:
     """The task's relevance plus the judged positives, and counts for the record. An item the
-    collection does not have is an error naming the file, unless the run is cut by --limit."""
+    collection does not have is an error naming the file, unless the run is cut by --limit; an item
+    left out as unreadable (``skipped``, --skip-broken-media) leaves the judgements as it left the
+    candidates, counted, as if its row were not in the data."""
     where = {item: i for i, item in enumerate(item_ids)}
-    lists, added, unknown = [], 0, []
+    lists, added, unknown, left_out = [], 0, [], 0
     for q, qid in enumerate(query_ids):
         rel = set(relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]].tolist())
         for item in qrels.positives.get(str(qid), ()):
             if item in where:
                 added += where[item] not in rel
                 rel.add(where[item])
+            elif item in skipped:
+                left_out += 1
             else:
                 unknown.append(item)
         lists.append(sorted(rel))
@@ -99,6 +103,7 @@ def augment(relevance: Relevance, query_ids: Sequence[str], item_ids: Sequence[s
                         f"{sorted(set(unknown))[:3]}")
     known_queries = set(map(str, query_ids))
     counts = {"qrels_lines": qrels.n_lines, "qrels_positives_added": added,
+              **({"qrels_positives_unreadable": left_out} if left_out else {}),
               "qrels_queries_judged": sum(1 for q in qrels.positives if q in known_queries),
               "qrels_queries_unknown": sum(1 for q in qrels.positives if q not in known_queries)}
     return Relevance.from_lists(lists, relevance.n_items), counts

@@ -117,7 +117,9 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     if not queries:
         raise UserError(f"no queries to evaluate over {media.key}")
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
+    all_ids = list(media.ids)
     media, media_emb, qs, notes = drop_unreadable(ctx, media, ctx.embed_media(media), qs)
+    skipped = frozenset(all_ids) - frozenset(media.ids)
     sim = similarities(ctx, qs, media_emb)
     notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
@@ -134,7 +136,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         for s, a in zip(samples, (ap if several else average_precision(sim, qs.relevance)).tolist()):
             s["ap"] = a
     if qrels is not None:
-        fire_ranks, fire_ap = _add_fire(metrics, notes, sim, qs, media, qrels, limited)
+        fire_ranks, fire_ap = _add_fire(metrics, notes, sim, qs, media, qrels, limited, skipped)
         for s, r, a in zip(samples or [], fire_ranks.tolist(), fire_ap.tolist()):
             s["fire_rank"], s["fire_ap"] = r, a
     return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
@@ -159,10 +161,10 @@ def delta_values(orig_ranks: torch.Tensor, neg_ranks: torch.Tensor, ks: Sequence
 
 
 def _add_fire(metrics: dict, notes: dict, sim: torch.Tensor, qs: QuerySet, media: MediaSet, qrels: Qrels,
-              limited: bool) -> tuple[torch.Tensor, torch.Tensor]:
+              limited: bool, skipped: frozenset[str] = frozenset()) -> tuple[torch.Tensor, torch.Tensor]:
     """FIRE's Table 1 for this run: metrics with the judged positives added, and "A (B + C)".
     Returns each query's best rank and AP under the augmented judgements."""
-    augmented, counts = augment(qs.relevance, qs.ids, media.ids, qrels, limited)
+    augmented, counts = augment(qs.relevance, qs.ids, media.ids, qrels, limited, skipped)
     ranks = best_relevant_rank(sim, augmented)
     ap = average_precision(sim, augmented)
     fire = several_relevant_metrics(sim, augmented, ranks, ap=ap)
