@@ -286,3 +286,42 @@ def test_a_choice_scorer_is_a_model_of_its_own_contract_and_is_refused_on_retrie
                      cache_dir=str(tmp_path / "c"))
     with pytest.raises(UserError, match="first_option scores choice tasks itself"):
         run_evaluation(host, req)
+
+
+def test_the_host_parses_declared_model_options_once_into_typed_read_only_values():
+    """-M strings are parsed once, by the host, against the options the factory declares: the factory
+    gets typed values with the declared defaults (no default restated, no raw string re-read); an
+    unknown key or a bad value is refused before the factory runs, naming the model; a wrapper that
+    passes the rest on gets the undeclared keys raw, and its base model checks them in turn."""
+    from negharness.api.options import OptionSpec, takes_options
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.testing import keyword_model, lookup
+
+    seen = []
+
+    @takes_options({"threshold": OptionSpec(float, 0.1), "deep": OptionSpec(bool, False)})
+    def declared(options):
+        seen.append(options.values)
+        return keyword_model(ModelOptions())
+
+    factories = {"declared": declared, "kw": keyword_model}
+    host = PluginLookup(lookup(model=factories).registry)
+    host.create("model", "declared", ModelOptions(extra={"deep": "yes"}))
+    assert dict(seen[-1]) == {"threshold": 0.1, "deep": True}
+    with pytest.raises(TypeError):
+        seen[-1]["deep"] = False  # read-only: a factory cannot change what the record says it ran with
+    calls = len(seen)
+    with pytest.raises(UserError, match=r"-M thresold: not an option of model 'declared'; did you mean threshold"):
+        host.create("model", "declared", ModelOptions(extra={"thresold": "0.3"}))
+    with pytest.raises(UserError, match=r"-M threshold=high.*expected float"):
+        host.create("model", "declared", ModelOptions(extra={"threshold": "high"}))
+    assert len(seen) == calls  # refused before the factory ran
+
+    from negharness.plugins.boolean_model import boolean
+
+    factories["boolean"] = boolean
+    host = PluginLookup(lookup(model=factories).registry)
+    wrapped = host.create("model", "boolean", ModelOptions(extra={"base": "declared", "threshold": "0.5"}))
+    assert dict(seen[-1]) == {"threshold": 0.5, "deep": False} and wrapped.name == "boolean(declared)"
+    with pytest.raises(UserError, match=r"-M colour: not an option of model 'declared'"):
+        host.create("model", "boolean", ModelOptions(extra={"base": "declared", "colour": "red"}))

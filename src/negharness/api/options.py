@@ -126,13 +126,26 @@ def check_batch_size(value: int, option: str = "--batch-size") -> int:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def takes_options(specs: Mapping[str, OptionSpec]) -> Callable[[F], F]:
-    """Marks a plugin factory with the ``-M`` options it accepts (the same mapping it checks them
-    against), so `negharness list` shows them without building anything."""
+def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) -> Callable[[F], F]:
+    """Marks a plugin factory with the ``-M`` options it accepts: the host parses the run's raw
+    ``-M`` strings against them once and hands the factory typed values (``options.values``), and
+    `negharness list` shows them without building anything. A wrapper that gives every other ``-M``
+    to the model it wraps says ``passes_rest=True``: the keys it does not declare reach it unparsed
+    in ``options.rest`` instead of being refused."""
     def mark(factory: F) -> F:
         factory.options = dict(specs)  # type: ignore[attr-defined]
+        factory.passes_rest = passes_rest  # type: ignore[attr-defined]
         return factory
     return mark
+
+
+def split_options(raw: Mapping[str, str], specs: Mapping[str, OptionSpec], flag: str, owner: str,
+                  passes_rest: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """(typed values of the declared options, the undeclared raw rest): the rest is refused, naming
+    ``owner``, unless ``passes_rest``."""
+    rest = {k: v for k, v in raw.items() if k not in specs} if passes_rest else {}
+    values = parse_options({k: v for k, v in raw.items() if k not in rest}, specs, flag, owner)
+    return values, rest
 
 
 def declared_options(target: Any) -> Mapping[str, OptionSpec] | None:

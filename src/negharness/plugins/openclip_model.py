@@ -32,7 +32,6 @@ from negharness.api import (
     hash_state_dict,
     jpeg_draft,
     load_state_dict,
-    parse_bool,
     read_checkpoint,
     takes_options,
 )
@@ -54,11 +53,6 @@ POOL_AT_TOKEN = ("argmax", "eos", "first")  # pooling at one token: positions af
 # fp32 at 4,928 rows, no faster at 768), so there a split costs as much as on an accelerator.
 BUCKET_OVERHEAD = {"cpu": 128}
 BUCKET_OVERHEAD_DEFAULT = 1024
-
-
-def _flag(extra: dict[str, str], key: str) -> bool | None:
-    """A boolean ``-M`` option, None when not given; anything but true/false words is an error."""
-    return None if key not in extra else parse_bool(extra[key], f"-M {key}={extra[key]}")
 
 
 # torch.nn.init functions module constructors call (nn.Linear, open_clip's init_parameters): each fills
@@ -370,9 +364,9 @@ class OpenClipModel(EmbeddingModel):
         the base weights are in the local cache."""
         import open_clip
 
-        options.check_extra(allowed, name)
+        options = options.bound_to(allowed, name)
         arch = options.arch or default_arch
-        quick = _flag(options.extra, "quick_gelu")
+        quick = options.values["quick_gelu"]
         overwritten = bool(options.checkpoint) or state is not None  # every tensor comes from a file
         if arch.endswith(".json"):
             if not Path(arch).is_file():
@@ -409,7 +403,7 @@ class OpenClipModel(EmbeddingModel):
         made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
         made.frame_sampling = options.frame_sampling()
         made.random_weights = state is None and not pretrained
-        made.jpeg_draft = bool(_flag(options.extra, "jpeg_draft"))
+        made.jpeg_draft = bool(options.values["jpeg_draft"])
         made.checkpoint_notes = notes
         return made
 
