@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -20,13 +19,13 @@ import torch.nn.functional as F
 
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
-from negharness.api.options import OptionSpec, split_options
+from negharness.api.options import BindsOptions, OptionSpec, frozen_empty
 from negharness.api.plugin_source import PluginSource, require_plugins
 from negharness.api.sampling import FrameSampling
 
 
 @dataclass
-class ModelOptions:
+class ModelOptions(BindsOptions):
     """Options every model plugin understands, plus free-form ``extra`` (``-M key=value``).
 
     ``plugins`` is the run's plugin lookup (a `PluginSource`), set by the host before it calls a
@@ -42,20 +41,9 @@ class ModelOptions:
     # set by the host (`bind`) from ``extra`` and the factory's declared options (`takes_options`):
     # the typed values, defaults filled in, read-only; and, for a wrapper that passes the rest on, the
     # raw ``-M`` keys it does not declare. Derived from ``extra``, so never compared or fingerprinted.
-    values: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
-    rest: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
+    values: Mapping[str, Any] = field(default_factory=frozen_empty, compare=False, repr=False)
+    rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
     bound: bool = field(default=False, compare=False, repr=False)
-
-    def bind(self, specs: Mapping[str, OptionSpec], model: str, passes_rest: bool = False) -> "ModelOptions":
-        """A copy whose ``values`` are ``extra`` parsed against ``specs`` once (an unknown key or a bad
-        value is one error naming the model); what the host does before it calls a factory."""
-        values, rest = split_options(self.extra, specs, "-M", f"model {model!r}", passes_rest)
-        return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest), bound=True)
-
-    def bound_to(self, specs: Mapping[str, OptionSpec], model: str) -> "ModelOptions":
-        """These options bound to ``specs``: as the host bound them, else bound now (a factory called
-        directly, outside a run's plugin lookup)."""
-        return self if self.bound and set(self.values) == set(specs) else self.bind(specs, model)
 
     def parse(self, specs: "dict[str, OptionSpec]", model: str) -> dict[str, Any]:
         """Typed ``-M`` values for the options ``model`` declares; unknown keys are an error naming it."""

@@ -8,7 +8,8 @@ names the flag, the key and the plugin, with what it accepts.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
 
 from negharness.api.errors import UserError
@@ -155,3 +156,34 @@ def declared_options(target: Any) -> Mapping[str, OptionSpec] | None:
     if specs is None:
         specs = getattr(target, "options", None)
     return specs if isinstance(specs, Mapping) else None
+
+
+class BindsOptions:
+    """What a plugin's options object (`ModelOptions`, `TrainSetOptions`) shares: raw ``extra``
+    strings, and once the host has bound them to the factory's declared options, their typed,
+    read-only ``values`` (and, for a wrapper, the undeclared ``rest``). A subclass is a dataclass
+    with the fields ``extra``, ``values``, ``rest`` and ``bound``, and names its ``FLAG`` and ``OWNER``."""
+
+    FLAG = "-M"
+    OWNER = "model"
+    extra: dict[str, str]
+    values: Mapping[str, Any]
+    rest: Mapping[str, str]
+    bound: bool
+
+    def bind(self, specs: Mapping[str, OptionSpec], name: str, passes_rest: bool = False) -> Any:
+        """A copy whose ``values`` are ``extra`` parsed against ``specs`` once (an unknown key or a bad
+        value is one error naming the plugin); what the host does before it calls a factory."""
+        values, rest = split_options(self.extra, specs, self.FLAG, f"{self.OWNER} {name!r}", passes_rest)
+        return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest),  # type: ignore[type-var]
+                       bound=True)
+
+    def bound_to(self, specs: Mapping[str, OptionSpec], name: str) -> Any:
+        """These options bound to ``specs``: as the host bound them, else bound now (a factory called
+        directly, outside a run's plugin lookup)."""
+        return self if self.bound and set(self.values) == set(specs) else self.bind(specs, name)
+
+
+def frozen_empty() -> Mapping[str, Any]:
+    """The default of an unbound options object's ``values`` and ``rest``."""
+    return MappingProxyType({})

@@ -16,7 +16,7 @@ from typing import Any
 from negharness.api.editing import Detector, Editor
 from negharness.api.errors import UserError
 from negharness.api.model import ModelOptions, ModelPlugin
-from negharness.api.options import declared_options
+from negharness.api.options import BindsOptions, declared_options
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 
@@ -44,7 +44,7 @@ def bind_declared(factory: Any, options: Any, name: str) -> Any:
     (`negharness.api.takes_options`) into typed ``options.values``; a factory that declares none gets
     them raw, as before, and checks them itself."""
     specs = declared_options(factory)
-    if specs is None or not isinstance(options, ModelOptions):
+    if specs is None or not isinstance(options, BindsOptions):
         return options
     return options.bind(specs, name, passes_rest=bool(getattr(factory, "passes_rest", False)))
 
