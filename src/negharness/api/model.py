@@ -108,6 +108,10 @@ class ModelPlugin(ABC):
     # (an architecture alone): every load draws others, so the host never reuses such a record and
     # gives each draw its own record folder and board label
     random_weights: bool = False
+    # the revision of the weights where the plugin knows one the host cannot see (a Hugging Face hub
+    # commit it downloaded from); the host records it beside the fingerprint. None: the host records
+    # the content hash of --checkpoint or of a file or folder an option names, else no revision
+    revision: str | None = None
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")

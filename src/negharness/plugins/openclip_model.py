@@ -405,6 +405,7 @@ class OpenClipModel(EmbeddingModel):
         made.random_weights = state is None and not pretrained
         made.jpeg_draft = bool(options.values["jpeg_draft"])
         made.checkpoint_notes = notes
+        made.revision = None if state is not None or not pretrained else pretrained_revision(arch, pretrained)
         return made
 
     @staticmethod
@@ -519,8 +520,8 @@ class OpenClipModel(EmbeddingModel):
         return F.normalize(self.image_features(pixels).float(), dim=-1)
 
 
-def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | None:
-    """open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
+def cached_pretrained_file(arch: str, tag: str) -> Path | None:
+    """The file of open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
     import open_clip
 
     hub = (open_clip.get_pretrained_cfg(arch, tag) or {}).get("hf_hub", "") if not arch.endswith(".json") else ""
@@ -537,8 +538,22 @@ def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | No
     for name in names:
         found = try_to_load_from_cache(repo, name)
         if isinstance(found, str) and Path(found).is_file():
-            return load_state_dict(found)
+            return Path(found)
     return None
+
+
+def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | None:
+    """open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
+    found = cached_pretrained_file(arch, tag)
+    return load_state_dict(str(found)) if found is not None else None
+
+
+def pretrained_revision(arch: str, tag: str) -> str | None:
+    """The hub commit the tag's weights were downloaded at: the cache keeps each file under
+    ``snapshots/<commit>/`` (None for weights from elsewhere, or not in the cache)."""
+    found = cached_pretrained_file(arch, tag)
+    parts = found.parts if found is not None else ()
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-2] else None
 
 
 @takes_options(OPTIONS)
