@@ -127,3 +127,18 @@ def test_train_then_run_from_the_cli(cli, tmp_path):
     bad = cli("train", "--trainer", "bnl", "--model", "shapes_clip", "--task", "msrvtt", "--out", str(tmp_path / "x"),
               "--workers", "0")
     assert bad.returncode == 2 and "--task msrvtt" in bad.stderr
+
+
+def test_shapes_pretrain_declares_its_o_options_and_refuses_an_unknown_one():
+    """Its -O keys used to be read one by one with their defaults restated, and a misspelt key
+    (``-O stepz=10``) was silently ignored: the run trained 300 steps."""
+    from pathlib import Path
+
+    from negharness.api import TrainOptions, UserError
+    from negharness.api.options import declared_options
+    from negharness.plugins.shapes_pretrain import _recipe, train
+
+    assert declared_options(train)["steps"].default == 300
+    assert _recipe(TrainOptions(out=Path("x"), extra={"steps": "7"}))["steps"] == 7
+    with pytest.raises(UserError, match=r"-O stepz: not an option of trainer 'shapes_pretrain'; did you mean steps"):
+        _recipe(TrainOptions(out=Path("x"), extra={"stepz": "10"}))

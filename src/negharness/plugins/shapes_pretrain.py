@@ -15,13 +15,16 @@ import torch
 
 from negharness.api import (
     ModelOptions,
+    OptionSpec,
     TrainOptions,
     UserError,
     atomic_write_json,
     check_batch_size,
     data_root,
+    parse_options,
     resolve_device,
     save_safetensors,
+    takes_options,
 )
 from negharness.plugins.losses import multi_positive_infonce
 from negharness.plugins.openclip_model import OpenClipModel
@@ -29,17 +32,24 @@ from negharness.plugins.shapes_clip import CONFIG
 from negharness.world.media import load_world
 
 
+OPTIONS = {  # -O options; batch size is the --batch-size flag, as for `run`
+    "steps": OptionSpec(int, 300, "optimizer steps", minimum=1),
+    "lr": OptionSpec(float, 2e-3, "AdamW learning rate"),
+    "weight_decay": OptionSpec(float, 0.1, "AdamW weight decay"),
+    "n_train": OptionSpec(int, 6000, "world items of each kind (video and image)", minimum=1),
+    "world_seed": OptionSpec(int, 0, "the world's seed"),
+}
+
+
 def _recipe(opts: TrainOptions) -> dict:
     if "batch_size" in opts.extra:
         raise UserError("-O batch_size: give --batch-size (the spelling `run` uses)")
-    return {
-        "trainer": "shapes_pretrain", "seed": opts.seed,
-        "steps": opts.get("steps", 300, int), "batch_size": check_batch_size(opts.batch_size or 128),
-        "lr": opts.get("lr", 2e-3, float), "weight_decay": opts.get("weight_decay", 0.1, float),
-        "n_train": opts.get("n_train", 6000, int), "world_seed": opts.get("world_seed", 0, int),
-    }
+    values = parse_options(opts.extra, OPTIONS, "-O", "trainer 'shapes_pretrain'")
+    return {"trainer": "shapes_pretrain", "seed": opts.seed, **values,
+            "batch_size": check_batch_size(opts.batch_size or 128)}
 
 
+@takes_options(OPTIONS)
 def train(opts: TrainOptions) -> Path:
     r = _recipe(opts)
     torch.manual_seed(r["seed"])
