@@ -238,13 +238,15 @@ def test_an_archive_left_whole_by_a_failed_unpack_is_checked_not_downloaded_agai
     assert server.seen == [("/zips/val2017.zip", f"bytes={len(data)}-")]  # asked for nothing more
 
 
-def test_an_archive_with_a_wrong_published_md5_is_refused(server, tmp_path):
+@pytest.mark.parametrize("kind, field", [("MD5", "md5"), ("SHA-1", "sha1")])
+def test_an_archive_with_a_wrong_published_checksum_is_refused(server, tmp_path, kind, field):
     data = _zip({"val2017/a.jpg": b"jpeg"})
-    src = Source("coco/val2017.zip", _serve(server, "/v.zip", data), None, len(data), md5="0" * 32,
+    src = Source("coco/val2017.zip", _serve(server, "/v.zip", data), None, len(data), **{field: "0" * 32},
                  unpack=Unpack("coco", only="val2017/"), done="coco/val2017")
-    with pytest.raises(UserError, match="MD5"):
+    with pytest.raises(UserError, match=f"has {kind} "):
         fetch_sources([src], tmp_path)
     assert not (tmp_path / "coco/val2017").exists()
+    assert (tmp_path / ".downloads/v.zip.rejected").exists()
 
 
 def test_a_git_blob_id_checks_a_file_whose_bytes_no_mirror_had(server, tmp_path):

@@ -254,8 +254,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     console, err = _console(), _console(stderr=True)
     if args.list:
         for s in chosen:
-            check = "sha256" if s.sha256 else "md5" if s.md5 else "git blob" if s.git_blob else (
-                "by hand" if s.kind == "manual" else "first download")
+            check = "by hand" if s.kind == "manual" else session.pin_kind(s)
             state = "in place" if session.in_place(s, root) else "missing"
             console.print(f"{s.name}  {s.kind}  {human_size(s.size)}  {check}  {state}  {s.url or '-'}",
                           markup=False, highlight=False, soft_wrap=True)

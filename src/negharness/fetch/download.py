@@ -47,6 +47,7 @@ class Transfer:
     md5: str | None = None
     git_blob: str | None = None
     size: int | None = None  # expected bytes (display and offline message only)
+    sha1: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,22 +164,23 @@ def _git_blob_id(path: Path, size: int) -> str:
     return digest.hexdigest()
 
 
-def _digests(path: Path) -> tuple[str, str]:
-    sha, md5 = hashlib.sha256(), hashlib.md5()
+def _digests(path: Path) -> tuple[str, str, str]:
+    """SHA-256, MD5 and SHA-1 in one read (an archive of gigabytes is read once)."""
+    digests = hashlib.sha256(), hashlib.md5(), hashlib.sha1()
     with open(path, "rb") as fh:
         while block := fh.read(1 << 20):
-            sha.update(block)
-            md5.update(block)
-    return sha.hexdigest(), md5.hexdigest()
+            for d in digests:
+                d.update(block)
+    return digests[0].hexdigest(), digests[1].hexdigest(), digests[2].hexdigest()
 
 
 def verify_part(t: Transfer, part: Path) -> str:
     """The part's SHA-256 when it matches every known checksum; else it is moved to ``.rejected``
     and refused, naming both hashes."""
     size = part.stat().st_size
-    sha, md5 = _digests(part)
+    sha, md5, sha1 = _digests(part)
     wrong = next(((kind, want, got) for kind, want, got in (
-        ("SHA-256", t.sha256, sha), ("MD5", t.md5, md5),
+        ("SHA-256", t.sha256, sha), ("MD5", t.md5, md5), ("SHA-1", t.sha1, sha1),
         ("git blob id", t.git_blob, _git_blob_id(part, size) if t.git_blob else None)) if want and want != got), None)
     if wrong:
         rejected = t.dest.with_name(t.dest.name + ".rejected")

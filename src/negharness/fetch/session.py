@@ -68,10 +68,17 @@ def _check_present(source: Source, root: Path, log: Callable[[str], None]) -> bo
     return True
 
 
+def pin_kind(source: Source) -> str:
+    """What the file was held to at its first download (the manifest says so, for a reader)."""
+    known = [k for k, v in (("sha256", source.sha256), ("md5", source.md5), ("sha1", source.sha1),
+                            ("git blob", source.git_blob)) if v]
+    return known[0] if known else "first download"
+
+
 def _record_file(root: Path, source: Source, path: Path, sha: str, url: str, commit: str | None) -> None:
     manifest.record(root, source.name, {
         "file": path.relative_to(root).as_posix(), "sha256": sha, "size": path.stat().st_size, "url": url,
-        "pinned": "sha256" if source.sha256 else "first download", "source": source.name,
+        "pinned": pin_kind(source), "source": source.name,
         **({"revision": commit} if commit else {})})
 
 
@@ -81,7 +88,8 @@ def _transfer(source: Source, root: Path) -> Transfer:
         url = hub.resolve_url(hub.parse(url), _entry(root, source).get("revision"))
     want = source.sha256 or (_entry(root, source).get("sha256") if source.kind == "file" else
                              _entry(root, source).get("archive_sha256"))
-    return Transfer(source.name, url, root / source.target, want, source.md5, source.git_blob, source.size)
+    return Transfer(source.name, url, root / source.target, want, source.md5, source.git_blob, source.size,
+                    source.sha1)
 
 
 def fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
@@ -95,8 +103,7 @@ def fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
         return Outcome(source, "fetched")
     count = unpack(got.path, root, source.unpack)  # type: ignore[arg-type]
     manifest.record(root, source.name, {"archive_sha256": got.sha256, "size": got.size, "url": t.url,
-                                        "pinned": "sha256" if source.sha256 else ("md5" if source.md5 else
-                                                                                  "first download"),
+                                        "pinned": pin_kind(source),
                                         "unpacked_into": source.unpack.into, "members": count,  # type: ignore[union-attr]
                                         "complete": True, "source": source.name})
     got.path.unlink()

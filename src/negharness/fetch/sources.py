@@ -43,6 +43,7 @@ class Source:
     size: int | None = None
     tasks: tuple[str, ...] = ()
     md5: str | None = None  # a published MD5 (COCO, VOC): checked as well where no SHA-256 is published
+    sha1: str | None = None  # a published SHA-1 (Visual Genome, as GluonCV pins it)
     git_blob: str | None = None  # a GitHub blob id: the file's git hash, checked where the mirror lacks the bytes
     unpack: Unpack | None = None
     done: str = ""  # a path under the data root that is there once an archive or manual source is in place
@@ -169,12 +170,12 @@ SOURCES: tuple[Source, ...] = (
            origin="images.cocodataset.org (URL from cocodataset.org/#download); MD5 as published in detectron / "
                   "NVIDIA's download scripts; size as served", licence="COCO: CC BY 4.0 annotations, Flickr terms"),
     Source("coco/val2014.zip", "http://images.cocodataset.org/zips/val2014.zip", None, 6645013297, ("aro_coco_order",),
-           unpack=Unpack("coco", only="val2014/"), done="coco/val2014",
-           origin="images.cocodataset.org; no published checksum found (~size as served)",
+           md5="a3d79f5ed8d289b7a7554ce06a5782b3", unpack=Unpack("coco", only="val2014/"), done="coco/val2014",
+           origin="images.cocodataset.org; MD5 as PaddlePaddle's COCO download pins it (~size as served)",
            licence="COCO: CC BY 4.0 annotations, Flickr terms"),
     Source("coco/train2014.zip", "http://images.cocodataset.org/zips/train2014.zip", None, 13510573713, (),
-           unpack=Unpack("coco", only="train2014/"), done="coco/train2014",
-           origin="images.cocodataset.org; no published checksum found (~size as served)",
+           md5="0da8c0bd3d6becc4dcb32757491aca88", unpack=Unpack("coco", only="train2014/"), done="coco/train2014",
+           origin="images.cocodataset.org; MD5 as PaddlePaddle's COCO download pins it (~size as served)",
            licence="COCO: CC BY 4.0 annotations, Flickr terms"),
     Source("voc2007/VOCtest_06-Nov-2007.tar", "http://host.robots.ox.ac.uk/pascal/VOC/voc2007/VOCtest_06-Nov-2007.tar",
            None, 451020800, ("negbench_mcq_voc2007*",), md5="b6e924de25625d8de591ea690078ad9f",
@@ -182,11 +183,15 @@ SOURCES: tuple[Source, ...] = (
            origin="URL from m1k2zoo/negbench datasets.md; MD5 as torchvision's VOCDetection pins it",
            licence="PASCAL VOC: research use, Flickr terms"),
     Source("visual_genome/images.zip", "https://cs.stanford.edu/people/rak248/VG_100K_2/images.zip", None, 9731705982,
-           ("crepe_negate",), unpack=Unpack("visual_genome", only="VG_100K/"), done="visual_genome/VG_100K",
-           origin="Visual Genome v1.2 download page; no published checksum (~size)", licence="CC BY 4.0"),
+           ("crepe_negate",), sha1="a055367f675dd5476220e9b93e4ca9957b024b94",
+           unpack=Unpack("visual_genome", only="VG_100K/"), done="visual_genome/VG_100K",
+           origin="Visual Genome v1.2 download page; SHA-1 as GluonCV's visualgenome.py pins it (~size)",
+           licence="CC BY 4.0"),
     Source("visual_genome/images2.zip", "https://cs.stanford.edu/people/rak248/VG_100K_2/images2.zip", None, 5471658058,
-           ("crepe_negate",), unpack=Unpack("visual_genome", only="VG_100K_2/"), done="visual_genome/VG_100K_2",
-           origin="Visual Genome v1.2 download page; no published checksum (~size)", licence="CC BY 4.0"),
+           ("crepe_negate",), sha1="2add3aab77623549e92b7f15cda0308f50b64ecf",
+           unpack=Unpack("visual_genome", only="VG_100K_2/"), done="visual_genome/VG_100K_2",
+           origin="Visual Genome v1.2 download page; SHA-1 as GluonCV's visualgenome.py pins it (~size)",
+           licence="CC BY 4.0"),
     Source("visual7w/visual7w_images.zip", "http://vision.stanford.edu/yukezhu/visual7w_images.zip", None, None,
            ("valse_existence",), unpack=Unpack("visual7w", only="images/"), done="visual7w/images",
            origin="Visual7W README (github.com/yukezhu/visual7w-toolkit); no published checksum",
