@@ -134,7 +134,8 @@ def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
 
 
 def _check_data(tasks: list[Task], root: Path, source: str) -> None:
-    needing = [t for t in tasks if t.required_files()]
+    required = {t.name: _required(t) for t in tasks}
+    needing = [t for t in tasks if required[t.name]]
     if needing and not root.is_dir():
         names = ", ".join(t.name for t in needing)
         what = "is a file, not a folder" if root.exists() else "does not exist"
@@ -142,10 +143,7 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
                                "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
     guard = RootGuard(root)
     for task in needing:
-        try:
-            files = [guard.check(p, f"task {task.name}") for p in task.required_files()]  # one rule, every task
-        except MissingDataError as exc:  # a task that names the missing file itself (a CSV's row)
-            raise MissingDataError(f"{exc}{_fetch_line(task.name)}") from None
+        files = [guard.check(p, f"task {task.name}") for p in required[task.name]]  # one rule, every task
         for p in files:  # a FIFO would hang the first read, a symlink loop "exists" not: refuse by cause
             if (p.exists() or is_symlink_loop(p)) and not p.is_dir():
                 require_regular(p, f"task {task.name}")
@@ -156,6 +154,14 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
             raise MissingDataError(f"task {task.name}: {len(missing)} file(s) missing under {root}:\n  {shown}{more}"
                                    + (f"\n{task.data_help}" if task.data_help else "") + _fetch_line(task.name))
         verify_files(root, [p for p in files if p.is_file()])  # what `negharness fetch` recorded, unchanged
+
+
+def _required(task: Task) -> list[Path]:
+    """The task's files; a task that names a missing file itself (a CSV's row) gets the fetch line too."""
+    try:
+        return list(task.required_files())
+    except MissingDataError as exc:
+        raise MissingDataError(f"{exc}{_fetch_line(task.name)}") from None
 
 
 def _fetch_line(task: str) -> str:
