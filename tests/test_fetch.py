@@ -160,6 +160,31 @@ def test_a_changed_file_is_refused_when_a_run_reads_it(server, tmp_path):
     path.write_bytes(b"edited")
     with pytest.raises(UserError, match="changed since"):
         manifest.verify_files(tmp_path, [path])
+    from negharness.store.content import FileHasher
+
+    with pytest.raises(UserError, match="changed since"):  # a run's memoised 128-bit hashes, compared as a prefix
+        manifest.verify_files(tmp_path, [path], FileHasher(None).file)
+    path.write_bytes(PAYLOAD)
+    manifest.verify_files(tmp_path, [path], FileHasher(None).file)
+
+
+def test_a_run_refuses_a_file_changed_since_fetch_recorded_it(server, tmp_path):
+    """The run's data check, the way `negharness run` reaches it."""
+    from negharness.engine.evaluate import _check_data
+
+    class OneFile:
+        name = "t"
+        data_help = ""
+
+        def required_files(self):
+            return [tmp_path / "drive/a.json"]
+
+    src = Source("drive/a.json", _serve(server, "/a.json", PAYLOAD), None, None)
+    fetch_sources([src], tmp_path)
+    _check_data([OneFile()], tmp_path, "--data-root")
+    (tmp_path / "drive/a.json").write_bytes(b"edited")
+    with pytest.raises(UserError, match="changed since"):
+        _check_data([OneFile()], tmp_path, "--data-root")
 
 
 def test_a_file_in_place_that_differs_from_its_pin_is_moved_aside_and_fetched_anew(server, tmp_path):

@@ -133,7 +133,7 @@ def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
     return list(seen.values())
 
 
-def _check_data(tasks: list[Task], root: Path, source: str) -> None:
+def _check_data(tasks: list[Task], root: Path, source: str, hasher: FileHasher | None = None) -> None:
     required = {t.name: _required(t) for t in tasks}
     needing = [t for t in tasks if required[t.name]]
     if needing and not root.is_dir():
@@ -153,7 +153,7 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
             more = f"\n  ... and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise MissingDataError(f"task {task.name}: {len(missing)} file(s) missing under {root}:\n  {shown}{more}"
                                    + (f"\n{task.data_help}" if task.data_help else "") + _fetch_line(task.name))
-        verify_files(root, [p for p in files if p.is_file()])  # what `negharness fetch` recorded, unchanged
+        verify_files(root, files, hasher.file if hasher else None)  # what `negharness fetch` recorded, unchanged
 
 
 def _required(task: Task) -> list[Path]:
@@ -212,11 +212,11 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     topts = TaskOptions(root, source, cache_dir, req.seed, req.limit, dict(req.task_extra))
     tasks = [(e, _made_task(e, topts)) for e in entries]
     _check_task_options(req.task_extra, [t for _, t in tasks])
-    _check_data([t for _, t in tasks], root, source)
+    hasher = FileHasher(_memo_path(cache_dir))
+    _check_data([t for _, t in tasks], root, source, hasher)
     req = _with_released_weights(req, cache_dir)
 
     model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
-    hasher = FileHasher(_memo_path(cache_dir))
     sources = model_sources(req.model_options, hasher)
     planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
     hasher.save()
