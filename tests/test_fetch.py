@@ -306,8 +306,8 @@ def test_a_hub_snapshot_is_pinned_and_flattened(tmp_path, monkeypatch):
 
     def snapshot_download(repo_id, repo_type, revision, allow_patterns, local_dir, endpoint):
         calls.update(revision=revision, patterns=allow_patterns, endpoint=endpoint, repo_type=repo_type)
-        Path(local_dir, "data").mkdir(parents=True)
-        Path(local_dir, "data/validation-00000.parquet").write_bytes(b"parquet")
+        Path(local_dir, "data").mkdir(parents=True, exist_ok=True)
+        Path(local_dir, "data/validation-00000.parquet").write_bytes(calls.get("bytes", b"parquet"))
         return local_dir
 
     fake = types.SimpleNamespace(snapshot_download=snapshot_download, HfApi=lambda endpoint: types.SimpleNamespace(
@@ -322,6 +322,13 @@ def test_a_hub_snapshot_is_pinned_and_flattened(tmp_path, monkeypatch):
     entry = manifest.read_manifest(tmp_path)
     assert entry["nein"]["revision"] == "abc123"
     assert entry["nein/validation-00000.parquet"]["sha256"] == _sha(b"parquet")
+    import shutil
+
+    shutil.rmtree(tmp_path / "nein")
+    calls["bytes"] = b"re-uploaded"  # the hub now serves other bytes under the same name
+    with pytest.raises(UserError, match="not the .* of its first download"):
+        fetch_sources([src], tmp_path)
+    assert not (tmp_path / "nein/validation-00000.parquet").exists()
 
 
 def _sources_file(tmp_path: Path, *sources: dict) -> Path:

@@ -9,7 +9,6 @@ download: the commit the hub answered is kept in the manifest and later fetches 
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,10 +52,9 @@ def resolve_url(ref: HubRef, revision: str | None = None) -> str:
     return f"{endpoint()}/{prefix}{ref.repo}/resolve/{revision or ref.revision}/{ref.path}"
 
 
-def snapshot(ref: HubRef, revision: str | None, patterns: tuple[str, ...], into: Path,
-             scratch: Path) -> tuple[str, list[Path]]:
-    """The files of ``ref`` matching ``patterns`` at ``revision`` (resolved to a commit first), moved
-    flat into ``into``; the commit and the files. ``scratch`` holds the download until it is whole."""
+def snapshot(ref: HubRef, revision: str | None, patterns: tuple[str, ...], scratch: Path) -> tuple[str, list[Path]]:
+    """The files of ``ref`` matching ``patterns`` at ``revision`` (resolved to a commit first),
+    downloaded into ``scratch``; the commit and the files, for the caller to verify and move."""
     try:
         import huggingface_hub  # lazy: optional (comes with transformers); only hub sources need it
     except ImportError as exc:
@@ -69,13 +67,7 @@ def snapshot(ref: HubRef, revision: str | None, patterns: tuple[str, ...], into:
     found = sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.relative_to(folder).parts)
     if not found:
         raise UserError(f"hub {ref.repo}@{commit}: no file matches {', '.join(patterns)}")
-    into.mkdir(parents=True, exist_ok=True)
-    placed = []
-    for src in found:
-        dest = into / src.name
-        shutil.move(str(src), dest)
-        placed.append(dest)
-    return commit, placed
+    return commit, found
 
 
 def _commit(hub: Any, ref: HubRef, revision: str | None) -> str:

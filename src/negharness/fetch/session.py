@@ -115,17 +115,21 @@ def _snapshot(source: Source, root: Path) -> Outcome:
     ref = hub.parse(source.url)
     entry = _entry(root, source)
     scratch = root / ".downloads" / f"{source.name.replace('/', '_')}-snapshot"
-    commit, files = hub.snapshot(ref, entry.get("revision"), source.patterns, root / source.name, scratch)
+    commit, found = hub.snapshot(ref, entry.get("revision"), source.patterns, scratch)
     known = entry.get("files") or {}
-    hashes = {}
+    hashes = {src.name: manifest.file_sha256(src) for src in found}
+    for name, sha in hashes.items():  # all checked before any is moved into place
+        if known.get(name) not in (None, sha):
+            raise UserError(f"{source.name}: {name} from hub {ref.repo}@{commit} has SHA-256 {sha}, not the "
+                            f"{known[name]} of its first download; refused and kept aside in {scratch}")
+    into = root / source.name
+    into.mkdir(parents=True, exist_ok=True)
+    files = []
+    for src in found:
+        files.append(into / src.name)
+        shutil.move(str(src), files[-1])
     for path in files:
-        sha = manifest.file_sha256(path)
-        if known.get(path.name) not in (None, sha):
-            rejected = path.with_name(path.name + ".rejected")
-            path.replace(rejected)
-            raise UserError(f"{source.name}: {path.name} from hub {ref.repo}@{commit} has SHA-256 {sha}, not the "
-                            f"{known[path.name]} of its first download; refused and kept aside as {rejected}")
-        hashes[path.name] = sha
+        sha = hashes[path.name]
         manifest.record(root, f"{source.name}/{path.name}", {"file": path.relative_to(root).as_posix(), "sha256": sha,
                                                              "url": hub.resolve_url(ref, commit), "source": source.name,
                                                              "pinned": "first download", "revision": commit})
