@@ -124,8 +124,9 @@ def test_mcq_task_end_to_end_and_bad_rows(tmp_path):
     assert rec["n_items"] == {"questions": 3, "images": 2, "distinct_captions": 9}
     assert "published" not in rec["notes"]  # no published row for this model
     (root / "coco" / "val2017" / "000000000002.jpg").unlink()
-    with pytest.raises(MissingDataError, match=r"COCO_val_mcq_llama3.1_rephrased.csv:3: image \S*000000000002.jpg not found"):
+    with pytest.raises(MissingDataError, match=r"COCO_val_mcq_llama3.1_rephrased.csv:3: image \S*000000000002.jpg not found") as info:
         run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+    assert "`negharness fetch negbench_mcq_coco` downloads them (816.9 MB)" in str(info.value)  # CSV and COCO val2017
     _mcq_csv(csv_path, [[p1, 0, "a red picture", "x", "y", "", "positive"]])
     with pytest.raises(UserError, match=r"COCO_val_mcq_llama3.1_rephrased.csv:2: 3 option\(s\)"):
         run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))

@@ -34,6 +34,7 @@ EXAMPLES = """examples:
   negharness run --model clip --include-path my_tasks/ --task my_choice_task
   negharness leaderboard                                      # results/ -> results/README.md
   negharness list
+  negharness fetch 'sugarcrepe_*'                             # the files those tasks read, into the data root
 """
 
 
@@ -59,6 +60,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             row = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
             table.add_row(*row, *([_options_cell(e, flag)] if flag and not args.brief else []))
         console.print(table)
+        if kind == "task":
+            from negharness.fetch.select import benchmark_sizes  # lazy: start-up time
+
+            console.print(benchmark_sizes([e.name for e in entries]), markup=False, highlight=False, soft_wrap=True)
         for name, plugins in clashes.items():
             console.print(f"{kind} {name!r} is registered by {' and '.join(map(repr, plugins))}: commands that use "
                           f"it fail until all but one are blocked, e.g. -p no:{plugins[-1]}", markup=False)
@@ -230,6 +235,60 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """`negharness fetch`: the sources the patterns name, into the data root (exit 1 while some wait
+    for a person: their steps are printed)."""
+    from negharness.engine.progress import LogProgress  # lazy: start-up time
+    from negharness.fetch import session  # lazy: start-up time
+    from negharness.fetch.select import download_size, select  # lazy: start-up time
+    from negharness.fetch.sources import SOURCES, human_size, read_sources  # lazy: start-up time
+    from negharness.io.paths import data_root  # lazy: start-up time
+
+    sources = read_sources(args.sources) if args.sources else SOURCES
+    if not args.pattern and not args.list:
+        raise UserError("negharness fetch: name a task, glob or benchmark (e.g. 'sugarcrepe_*', negbench), "
+                        "or --list the sources")
+    host = _host(args)
+    names = [e.name for kind in ("task", "trainset") for e in host.registry.entries(kind)]
+    chosen = select(args.pattern, names, sources) if args.pattern else list(sources)
+    root, _ = data_root(args.data_root)
+    console, err = _console(), _console(stderr=True)
+    if args.list:
+        for s in chosen:
+            check = "by hand" if s.kind == "manual" else session.pin_kind(s)
+            state = "in place" if session.in_place(s, root) else "missing"
+            console.print(f"{s.name}  {s.kind}  {human_size(s.size)}  {check}  {state}  {s.url or '-'}",
+                          markup=False, highlight=False, soft_wrap=True)
+        console.print(f"data root {root}; download {download_size(chosen)}", markup=False, highlight=False)
+        return 0
+    root.mkdir(parents=True, exist_ok=True)
+    if err.is_terminal:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        bar: Any = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                            TimeRemainingColumn(), console=err, transient=True)
+    else:
+        bar = LogProgress(sys.stderr)
+    with bar:
+        outcomes = session.fetch_sources(chosen, root, args.jobs, bar,
+                                         log=lambda line: err.print(line, markup=False, highlight=False))
+    waiting = [o for o in outcomes if o.state == "by hand"]
+    for o in outcomes:
+        line = f"{o.source.name}: {o.state}" + (f" ({o.note})" if o.note and o.state != "by hand" else "")
+        console.print(line, markup=False, highlight=False)
+    for o in waiting:
+        console.print(f"\n{o.source.name}: by hand: {o.note}\nthen run this command again to check it.",
+                      markup=False, highlight=False, soft_wrap=True)
+    return 1 if waiting else 0
+
+
 # parser --------------------------------------------------------------------------------------------
 def _model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model options (shared by every model plugin)")
@@ -286,6 +345,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--brief", action="store_true",
                    help="names and descriptions only: no plugin module is imported (instant, no torch)")
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("fetch", help="download the files tasks read (pinned, SHA-256 checked, resumable) into the "
+                                     "data root")
+    p.add_argument("pattern", nargs="*", metavar="TASK|GLOB|BENCHMARK",
+                   help="task name or glob ('sugarcrepe_*'), benchmark (negbench, aro, ...) or source name")
+    p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
+    p.add_argument("--list", action="store_true", help="show the sources (size, checksum, in place?) and fetch nothing")
+    p.add_argument("--sources", metavar="FILE", help="a JSON list of sources to use instead of the built-in table "
+                                                    "(a mirror, private data)")
+    _include_path(p)
+    _run_settings(p, "data_root")
+    p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("run", help="evaluate a model on tasks", epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

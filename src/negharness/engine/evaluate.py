@@ -43,6 +43,10 @@ from negharness.engine.reuse import (
     stale_reason,
 )
 from negharness.engine.runner import CachedEvalContext, ModelOrigin, RunSettings, device_name, resolve_device
+from negharness.fetch.manifest import verify_files
+from negharness.fetch.select import fetch_hint
+from negharness.fetch.sources import SOURCES
+from negharness.fetch.weights import released_checkpoint, weights_for
 from negharness.io.paths import (
     RootGuard,
     cache_root,
@@ -130,8 +134,9 @@ def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
     return list(seen.values())
 
 
-def _check_data(tasks: list[Task], root: Path, source: str) -> None:
-    needing = [t for t in tasks if t.required_files()]
+def _check_data(tasks: list[Task], root: Path, source: str, hasher: FileHasher | None = None) -> None:
+    required = {t.name: _required(t) for t in tasks}
+    needing = [t for t in tasks if required[t.name]]
     if needing and not root.is_dir():
         names = ", ".join(t.name for t in needing)
         what = "is a file, not a folder" if root.exists() else "does not exist"
@@ -139,7 +144,7 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
                                "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
     guard = RootGuard(root)
     for task in needing:
-        files = [guard.check(p, f"task {task.name}") for p in task.required_files()]  # one rule, every task
+        files = [guard.check(p, f"task {task.name}") for p in required[task.name]]  # one rule, every task
         for p in files:  # a FIFO would hang the first read, a symlink loop "exists" not: refuse by cause
             if (p.exists() or is_symlink_loop(p)) and not p.is_dir():
                 require_regular(p, f"task {task.name}")
@@ -148,7 +153,35 @@ def _check_data(tasks: list[Task], root: Path, source: str) -> None:
             shown = "\n  ".join(str(p) for p in missing[:5])
             more = f"\n  ... and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise MissingDataError(f"task {task.name}: {len(missing)} file(s) missing under {root}:\n  {shown}{more}"
-                                   + (f"\n{task.data_help}" if task.data_help else ""))
+                                   + (f"\n{task.data_help}" if task.data_help else "") + _fetch_line(task.name))
+        verify_files(root, files, hasher.file if hasher else None)  # what `negharness fetch` recorded, unchanged
+
+
+def _required(task: Task) -> list[Path]:
+    """The task's files; a task that names a missing file itself (a CSV's row) gets the fetch line too."""
+    try:
+        return list(task.required_files())
+    except MissingDataError as exc:
+        raise MissingDataError(f"{exc}{_fetch_line(task.name)}") from None
+
+
+def _fetch_line(task: str) -> str:
+    """The fetch command for a task's files and its download size, as a line to add to an error."""
+    hint = fetch_hint(task, SOURCES)
+    return f"\n{hint}" if hint else ""
+
+
+def _with_released_weights(req: RunRequest, cache_dir: Path) -> RunRequest:
+    """A model named without ``--checkpoint`` whose authors published weights (negclip, ...): the
+    weights fetched into the model cache and passed as the checkpoint."""
+    opts = req.model_options
+    if opts.checkpoint:
+        return req
+    path = released_checkpoint(req.model, opts.pretrained, cache_dir)
+    if path is None:
+        return req
+    pretrained = None if weights_for(req.model, opts.pretrained) and opts.pretrained else opts.pretrained
+    return dataclasses.replace(req, model_options=dataclasses.replace(opts, checkpoint=str(path), pretrained=pretrained))
 
 
 def _protocol(entries: list[Entry]) -> str:
@@ -180,10 +213,11 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     topts = TaskOptions(root, source, cache_dir, req.seed, req.limit, dict(req.task_extra))
     tasks = [(e, _made_task(e, topts)) for e in entries]
     _check_task_options(req.task_extra, [t for _, t in tasks])
-    _check_data([t for _, t in tasks], root, source)
+    hasher = FileHasher(_memo_path(cache_dir))
+    _check_data([t for _, t in tasks], root, source, hasher)
+    req = _with_released_weights(req, cache_dir)
 
     model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
-    hasher = FileHasher(_memo_path(cache_dir))
     sources = model_sources(req.model_options, hasher)
     planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
     hasher.save()

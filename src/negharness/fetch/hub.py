@@ -1,0 +1,78 @@
+"""Hugging Face hub sources, pinned to a revision, through ``$HF_ENDPOINT`` (default huggingface.co).
+
+A single file (``hf://datasets/REPO@REV/PATH``) is a plain HTTP download of the hub's ``resolve``
+URL, so it resumes and is verified like any other; a set of files (``patterns``) is a
+``huggingface_hub`` snapshot. A source on a moving revision (``main``) is pinned at its first
+download: the commit the hub answered is kept in the manifest and later fetches ask for it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from negharness.api.errors import UserError
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+@dataclass(frozen=True)
+class HubRef:
+    repo_type: str  # "datasets" | "models"
+    repo: str
+    revision: str
+    path: str = ""
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def is_hub(url: str) -> bool:
+    return url.startswith("hf://")
+
+
+def parse(url: str) -> HubRef:
+    """``hf://datasets/owner/name@rev/path/in/repo`` (``models/`` too; ``@rev`` defaults to main)."""
+    rest = url[len("hf://"):]
+    kind, _, rest = rest.partition("/")
+    owner, _, rest = rest.partition("/")
+    name_rev, _, path = rest.partition("/")
+    name, _, revision = name_rev.partition("@")
+    if kind not in ("datasets", "models") or not owner or not name:
+        raise UserError(f"{url}: expected hf://datasets/OWNER/NAME@REVISION/PATH")
+    return HubRef(kind, f"{owner}/{name}", revision or "main", path)
+
+
+def resolve_url(ref: HubRef, revision: str | None = None) -> str:
+    """The plain HTTP URL of one file at ``revision`` (the pinned commit, when the manifest has one)."""
+    prefix = "" if ref.repo_type == "models" else f"{ref.repo_type}/"
+    return f"{endpoint()}/{prefix}{ref.repo}/resolve/{revision or ref.revision}/{ref.path}"
+
+
+def snapshot(ref: HubRef, revision: str | None, patterns: tuple[str, ...], scratch: Path) -> tuple[str, list[Path]]:
+    """The files of ``ref`` matching ``patterns`` at ``revision`` (resolved to a commit first),
+    downloaded into ``scratch``; the commit and the files, for the caller to verify and move."""
+    try:
+        import huggingface_hub  # lazy: optional (comes with transformers); only hub sources need it
+    except ImportError as exc:
+        raise UserError("hub sources need huggingface_hub: pip install huggingface_hub "
+                        "(or negharness[hf])") from exc
+    commit = _commit(huggingface_hub, ref, revision)
+    folder = Path(huggingface_hub.snapshot_download(
+        repo_id=ref.repo, repo_type=ref.repo_type.rstrip("s"), revision=commit, allow_patterns=list(patterns),
+        local_dir=str(scratch), endpoint=endpoint()))
+    found = sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.relative_to(folder).parts)
+    if not found:
+        raise UserError(f"hub {ref.repo}@{commit}: no file matches {', '.join(patterns)}")
+    return commit, found
+
+
+def _commit(hub: Any, ref: HubRef, revision: str | None) -> str:
+    """The commit a revision names now (a pinned commit stays itself)."""
+    api = hub.HfApi(endpoint=endpoint())
+    info = (api.dataset_info if ref.repo_type == "datasets" else api.model_info)(ref.repo, revision=revision
+                                                                                or ref.revision)
+    return str(info.sha)

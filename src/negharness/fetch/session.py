@@ -1,0 +1,199 @@
+"""One `negharness fetch`: what is in place is checked, what is missing is downloaded (several at
+once, one progress bar), archives unpacked, hashes recorded, manual steps printed.
+
+A file already in place is held to its pin (or its first download's hash); one that differs is
+moved aside as ``.rejected`` and fetched anew. Offline, nothing is started: the first file that
+would be downloaded is named, with its URL and size.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from negharness.api.errors import UserError
+from negharness.fetch import hub, manifest, manual
+from negharness.fetch.download import (
+    Meter,
+    OfflineError,
+    Transfer,
+    download,
+    offline,
+    offline_error,
+)
+from negharness.fetch.sources import Source
+from negharness.fetch.unpack import unpack
+
+DEFAULT_JOBS = 4
+
+
+@dataclass(frozen=True)
+class Outcome:
+    source: Source
+    state: str  # "present" | "fetched" | "by hand" (steps printed) | "placed by hand" (found and recorded)
+    note: str = ""
+
+
+def _entry(root: Path, source: Source) -> dict[str, Any]:
+    return manifest.read_manifest(root).get(source.name) or {}
+
+
+def in_place(source: Source, root: Path) -> bool:
+    """The source's files are where the tasks read them (not yet checked against their hashes)."""
+    if source.kind == "manual":
+        return manual.in_place(source, root)
+    if source.kind == "file":
+        return (root / source.name).is_file()
+    return bool(_entry(root, source).get("complete")) and (root / (source.done or source.name)).exists()
+
+
+def _check_present(source: Source, root: Path, log: Callable[[str], None]) -> bool:
+    """A file in place that matches its pin or first hash stays; one that differs is moved aside
+    (``.rejected``) so it is fetched anew; one never recorded is recorded now."""
+    path = root / source.name
+    want = manifest.expected_sha256(root, source.name, source.sha256)
+    got = manifest.file_sha256(path)
+    if want and got != want:
+        rejected = path.with_name(path.name + ".rejected")
+        path.replace(rejected)
+        log(f"{path}: SHA-256 {got[:16]}... is not the expected {want[:16]}...: moved aside to {rejected}, "
+            "fetching it anew")
+        return False
+    if not _entry(root, source):
+        _record_file(root, source, path, got, source.url, None)
+    return True
+
+
+def pin_kind(source: Source) -> str:
+    """What the file was held to at its first download (the manifest says so, for a reader)."""
+    known = [k for k, v in (("sha256", source.sha256), ("md5", source.md5), ("sha1", source.sha1),
+                            ("git blob", source.git_blob)) if v]
+    return known[0] if known else "first download"
+
+
+def _record_file(root: Path, source: Source, path: Path, sha: str, url: str, commit: str | None) -> None:
+    manifest.record(root, source.name, {
+        "file": path.relative_to(root).as_posix(), "sha256": sha, "size": path.stat().st_size, "url": url,
+        "pinned": pin_kind(source), "source": source.name,
+        **({"revision": commit} if commit else {})})
+
+
+def _transfer(source: Source, root: Path) -> Transfer:
+    url = source.url
+    if hub.is_hub(url):
+        url = hub.resolve_url(hub.parse(url), _entry(root, source).get("revision"))
+    want = source.sha256 or (_entry(root, source).get("sha256") if source.kind == "file" else
+                             _entry(root, source).get("archive_sha256"))
+    return Transfer(source.name, url, root / source.target, want, source.md5, source.git_blob, source.size,
+                    source.sha1)
+
+
+def fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
+    """Download (and unpack, or snapshot) one source; its manifest entry written once it is whole."""
+    if source.kind == "snapshot":
+        return _snapshot(source, root)
+    t = _transfer(source, root)
+    got = download(t, meter)
+    if source.kind == "file":
+        _record_file(root, source, got.path, got.sha256, t.url, got.commit)
+        return Outcome(source, "fetched")
+    count = unpack(got.path, root, source.unpack)  # type: ignore[arg-type]
+    manifest.record(root, source.name, {"archive_sha256": got.sha256, "size": got.size, "url": t.url,
+                                        "pinned": pin_kind(source),
+                                        "unpacked_into": source.unpack.into, "members": count,  # type: ignore[union-attr]
+                                        "complete": True, "source": source.name})
+    got.path.unlink()
+    return Outcome(source, "fetched", f"{count} files unpacked into {root / source.unpack.into}")  # type: ignore[union-attr]
+
+
+def _snapshot(source: Source, root: Path) -> Outcome:
+    """A hub snapshot: each file's hash recorded (and checked against the first download's)."""
+    ref = hub.parse(source.url)
+    entry = _entry(root, source)
+    scratch = root / ".downloads" / f"{source.name.replace('/', '_')}-snapshot"
+    commit, found = hub.snapshot(ref, entry.get("revision"), source.patterns, scratch)
+    known = entry.get("files") or {}
+    hashes = {src.name: manifest.file_sha256(src) for src in found}
+    for name, sha in hashes.items():  # all checked before any is moved into place
+        if known.get(name) not in (None, sha):
+            raise UserError(f"{source.name}: {name} from hub {ref.repo}@{commit} has SHA-256 {sha}, not the "
+                            f"{known[name]} of its first download; refused and kept aside in {scratch}")
+    into = root / source.name
+    into.mkdir(parents=True, exist_ok=True)
+    files = []
+    for src in found:
+        files.append(into / src.name)
+        shutil.move(str(src), files[-1])
+    for path in files:
+        sha = hashes[path.name]
+        manifest.record(root, f"{source.name}/{path.name}", {"file": path.relative_to(root).as_posix(), "sha256": sha,
+                                                             "url": hub.resolve_url(ref, commit), "source": source.name,
+                                                             "pinned": "first download", "revision": commit})
+    shutil.rmtree(scratch, ignore_errors=True)
+    manifest.record(root, source.name, {"revision": commit, "files": hashes, "complete": True, "source": source.name,
+                                        "url": source.url})
+    return Outcome(source, "fetched", f"{len(files)} files at revision {commit[:12]}")
+
+
+def _placed_by_hand(source: Source, root: Path) -> Outcome:
+    """A manual source the user put in place: a single file is hashed (first sight) and held to it."""
+    path = manual.target(source, root)
+    if path.is_file():
+        want = manifest.expected_sha256(root, source.name, source.sha256)
+        got = manifest.file_sha256(path)
+        if want and got != want:
+            raise UserError(f"{path}: SHA-256 {got} is not the {want} it had when first checked; put the "
+                            "original file back (or move it aside and follow the steps again)")
+        if not _entry(root, source):
+            _record_file(root, source, path, got, "", None)
+    return Outcome(source, "placed by hand", str(path))
+
+
+def fetch_sources(sources: list[Source], root: Path, jobs: int = DEFAULT_JOBS, progress: Any = None,
+                  log: Callable[[str], None] = print) -> list[Outcome]:
+    """Bring every source into ``root``: checked, downloaded, unpacked, recorded. Errors of single
+    downloads are gathered and raised together once the others finished (what finished is kept)."""
+    if jobs < 1:
+        raise UserError(f"--jobs {jobs}: must be at least 1")
+    outcomes: list[Outcome] = []
+    todo: list[Source] = []
+    for s in sources:
+        if s.kind == "manual":
+            outcomes.append(_placed_by_hand(s, root) if manual.in_place(s, root) else
+                            Outcome(s, "by hand", manual.steps(s, root)))
+        elif in_place(s, root) and (s.kind != "file" or _check_present(s, root, log)):
+            outcomes.append(Outcome(s, "present"))
+        else:
+            todo.append(s)
+    if todo and offline():
+        first = todo[0]
+        raise offline_error(Transfer(first.name, first.url, root / first.target, size=first.size))
+    if todo:
+        outcomes += _run_all(todo, root, jobs, Meter(progress, sum(s.size or 0 for s in todo)))
+    return outcomes
+
+
+def _run_all(todo: list[Source], root: Path, jobs: int, meter: Meter) -> list[Outcome]:
+    done: list[Outcome] = []
+    errors: list[BaseException] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(fetch_one, s, root, meter): s for s in todo}
+        for fut in as_completed(futures):
+            try:
+                done.append(fut.result())
+            except Exception as exc:  # the others go on; all failures are reported together
+                errors.append(exc)
+    if errors:
+        unreachable = [e for e in errors if isinstance(e, OfflineError)]
+        if unreachable:  # no network: one line, as with HF_HUB_OFFLINE=1
+            raise unreachable[0]
+        if len(errors) == 1:
+            raise errors[0]
+        more = "\n".join(str(e).splitlines()[0] for e in errors[1:])
+        raise UserError(f"{errors[0]}\n{len(errors) - 1} more failed:\n{more}") from errors[0]
+    return done
+

@@ -1,0 +1,90 @@
+"""Released checkpoints by model name: ``--model negclip`` with no ``--checkpoint`` fetches the
+authors' published weights into the model cache (``<cache>/models/<model>/``), verified like data.
+
+Keyed by (model, ``--pretrained`` tag or None), so another model (NegationCLIP, TripletCLIP) is one
+more row. The file is only downloaded here; the model plugin reads it as any ``--checkpoint``, so a
+pickle still goes through `negharness.io.safe_unpickle` and nothing else. Weights no program may
+fetch (Baidu Pan, a Drive folder) print the steps and the path to put the file at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from negharness.api.errors import UserError
+from negharness.fetch import manifest
+from negharness.fetch.download import Meter, Transfer, download
+from negharness.fetch.sources import human_size
+
+
+@dataclass(frozen=True)
+class Weights:
+    file: str  # the name in the model cache
+    url: str = ""
+    sha256: str | None = None
+    size: int | None = None
+    manual: str = ""  # steps, where no program may fetch the file
+    origin: str = ""
+
+
+WEIGHTS: dict[tuple[str, str | None], Weights] = {
+    ("negclip", None): Weights(
+        "negclip.pth", "https://drive.usercontent.google.com/download?id=1ooVVPxB-tvptgmHlIMMFGV3Cg-IrhbRZ"
+                       "&export=download&confirm=t", None, None,
+        origin="Google Drive id from mertyg/vision-language-models-are-bows@81fdd20 model_zoo/__init__.py "
+               "(no published checksum or size: the first download's SHA-256 is recorded)"),
+    ("conclip", None): Weights(
+        "conclip_b32_openclip_version.pt", manual="ConCLIP's ViT-B/32 (conclip_b32_openclip_version.pt) is in "
+        "NegBench's Google Drive folder (github.com/m1k2zoo/negbench models.md: drive.google.com/drive/folders/"
+        "1kSEq0mkV1t1T8GuOAM65iz_iAA7e5gxB, ConCLIP/); a folder no program may fetch: download the file and put "
+        "it at {target}", origin="m1k2zoo/negbench@2ac009b models.md"),
+    ("clip_bnl", "nt2vr-msrvtt"): Weights(
+        "clip_bnl_msrvtt.pth.tar", manual="nT2VR's CLIP-bnl (MSR-VTT) checkpoint is on Baidu Pan only "
+        "(links in github.com/ruc-aimc-lab/nT2VR README): download model_best.pth.tar and put it at {target}",
+        origin="ruc-aimc-lab/nT2VR@35babc0 README"),
+    ("clip4clip", None): Weights(
+        "pytorch_model.bin", manual="CLIP4Clip's authors publish no trained checkpoint (github.com/ArrowLuo/"
+        "CLIP4Clip); train one with their code (or take a colleague's pytorch_model.bin.N) and put it at {target}",
+        origin="ArrowLuo/CLIP4Clip README"),
+}
+
+
+def weights_for(model: str, pretrained: str | None) -> Weights | None:
+    return WEIGHTS.get((model, pretrained))
+
+
+def released_checkpoint(model: str, pretrained: str | None, cache: Path, progress: Any = None) -> Path | None:
+    """The released weights of ``model`` (with ``--pretrained`` tag) in the model cache, downloaded
+    and verified when absent; None when the table has no row for it."""
+    w = weights_for(model, pretrained)
+    if w is None:
+        return None
+    folder = cache / "models" / model
+    dest = folder / w.file
+    if w.manual:
+        if dest.is_file():
+            return dest
+        raise UserError(f"model {model}: no --checkpoint given and its released weights cannot be fetched by a "
+                        f"program: {w.manual.replace('{target}', str(dest))} (or pass --checkpoint PATH)")
+    name = f"models/{model}/{w.file}"
+    want = manifest.expected_sha256(cache, name, w.sha256)
+    if dest.is_file():
+        if want and manifest.file_sha256(dest) != want:
+            raise UserError(f"{dest}: SHA-256 differs from the one recorded at its download; move it aside and "
+                            "run again to download it anew")
+        return dest
+    got = download(Transfer(name, w.url, dest, sha256=want, size=w.size), Meter(progress, w.size))
+    manifest.record(cache, name, {"file": dest.relative_to(cache).as_posix(), "sha256": got.sha256, "size": got.size,
+                                  "url": w.url, "pinned": "sha256" if w.sha256 else "first download",
+                                  "source": model})
+    return dest
+
+
+def describe(model: str, pretrained: str | None) -> str:
+    """One line for messages: where the weights come from and how big they are."""
+    w = weights_for(model, pretrained)
+    if w is None:
+        return ""
+    return f"{w.file} ({human_size(w.size)}, {'by hand' if w.manual else w.url})"
