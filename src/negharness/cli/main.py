@@ -15,6 +15,17 @@ from typing import Any, Sequence
 
 from negharness.version import __version__
 from negharness.cli.common import _console, _host, _pairs, _progress
+from negharness.cli.process import (
+    PluginRunError,
+    debug_requested,
+    exit_now,
+    from_env,
+    one_line,
+    os_error_in,
+    prefer_passive_waiting,
+    rank_label,
+    torchrun_argv,
+)
 from negharness.cli.reports import (
     cmd_build_queries,
     cmd_compare,
@@ -136,12 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             except (UserError, OSError, KeyboardInterrupt):
                 raise
             except Exception as exc:
-                from negharness.engine.failures import (  # lazy: start-up time
-                    PluginRunError,
-                    blame_run,
-                    debug_requested,
-                    os_error_in,
-                )
+                from negharness.engine.failures import blame_run  # lazy: start-up time
 
                 if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
                     raise
@@ -202,8 +208,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
         import subprocess
 
-        from negharness.engine.distributed import torchrun_argv  # lazy: start-up time
-
         return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
     host = _host(args)
     entry = host.registry.get("trainer", args.trainer)
@@ -222,8 +226,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
             precision=args.precision, batch_size=args.batch_size)
         path = entry.load()(opts)
-    from negharness.engine.distributed import from_env  # lazy: start-up time
-
     if from_env().main:
         _console().print(f"wrote {path}")
     return 0
@@ -412,19 +414,16 @@ def _quiet_library_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `negharness` command. Called from Python with ``argv``, it returns the exit code. Called
+    without (the console script, ``python -m negharness``), it is the process: it ends it once the
+    command is over (`exit_now`: output flushed, no interpreter teardown where torch was loaded)."""
     code = _main(argv)
     if argv is None:  # a real process (console script, python -m), not a call from Python
-        from negharness.engine.sharding import end_follower  # lazy: start-up time
-
-        end_follower(code)
+        exit_now(code)
     return code
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from negharness.engine.cpu_threads import (
-        prefer_passive_waiting,  # lazy: start-up time
-    )
-
     prefer_passive_waiting()  # before any command imports torch
     warnings.showwarning = _one_line_warning
     try:
@@ -446,11 +445,6 @@ def _main(argv: Sequence[str] | None) -> int:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
         return 130
     except Exception as exc:
-        from negharness.engine.failures import (  # lazy: start-up time
-            debug_requested,
-            one_line,
-        )
-
         if debug_requested() and not isinstance(exc, UserError):
             raise
         where = ", ".join(f"{flag} {value}" for flag, value in (
@@ -458,8 +452,6 @@ def _main(argv: Sequence[str] | None) -> int:
             ("--output-dir", getattr(args, "output_dir", None))) if value)
         message, code = one_line(exc, where or "the current folder")
         from rich.text import Text
-
-        from negharness.engine.sharding import rank_label  # lazy: start-up time
 
         _console(stderr=True).print(Text.assemble((f"{rank_label()}error: ", "bold red"), message), soft_wrap=True)
         return code
