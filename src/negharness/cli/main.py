@@ -116,16 +116,17 @@ def _check_cache_dir(explicit: str | None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from negharness.api.model import ModelOptions  # lazy: start-up time
-    from negharness.engine.evaluate import (  # lazy: start-up time
+    from negharness.api.model_options import ModelOptions  # lazy: start-up time
+    from negharness.engine.plan import (  # lazy: start-up time
         RunRequest,
-        run_evaluation,
+        answer_from_receipt,
+        plan_head,
+        plan_lines,
     )
 
     _check_counts(args)
     if not args.no_cache:
         _check_cache_dir(args.cache_dir)
-    host = _host(args)
     req = RunRequest(
         model=args.model, tasks=args.task,
         model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
@@ -133,6 +134,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
+    err = _console(stderr=True)
+    say = err.is_terminal and not from_env().active  # the plan, in a terminal (a log gets the progress lines)
+    if say:
+        err.print(plan_head(req), markup=False)
+    host = _host(args)
+    if say:
+        for line in plan_lines(host, req):
+            err.print(line, markup=False)
+    outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
+    if outcomes is None:
+        if say:
+            err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
+        outcomes = _evaluate(args, host, req, err)
+    if outcomes is not None:
+        _print_run_summary(outcomes)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[Any] | None:
+    """The run the normal way (torch, the tasks, the model); None on a torchrun rank that prints nothing."""
+    from negharness.engine.evaluate import run_evaluation  # lazy: start-up time
     from negharness.engine.sharding import (  # lazy: start-up time
         quiet_stderr_for_followers,
         shard_session,
@@ -140,7 +162,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with shard_session(req) as shards:  # None unless started by torchrun
         quiet_stderr_for_followers(shards)
-        err = _console(stderr=True)
         with _progress(err) as progress:
             try:
                 outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards)
@@ -152,9 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
                     raise
                 raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
-    if shards is None or shards.writes:
-        _print_run_summary(outcomes)
-    return 0
+    return outcomes if shards is None or shards.writes else None
 
 
 def _print_run_summary(outcomes: list[Any]) -> None:

@@ -117,10 +117,13 @@ def exit_now(code: int) -> None:
     into torchrun's failure. Skipping it is safe because nothing is left to it: records and cache
     shards are written atomically and fsync'd before the command returns; ``atexit`` handlers
     (multiprocessing's worker reaping, logging's flush, temporary folders) still run first. A
-    process that never loaded torch exits as usual (its teardown is milliseconds). Never called
-    from ``main(argv)``, which in-process callers (tests, notebooks) use.
+    process that never loaded torch, or where another thread is still working, exits as usual. Never
+    called from ``main(argv)``, which in-process callers (tests, notebooks) use.
     """
-    if "torch" not in sys.modules:
+    import threading
+
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
+    if "torch" not in sys.modules or others:  # a thread still working is joined, as Python would
         return
     import atexit
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from negharness.cli.process import Dist, from_env
+from negharness.cli.process import Dist as Dist, from_env  # Dist: re-exported (negharness.api.Dist)
 
 
 def init(device_type: str) -> Dist:
