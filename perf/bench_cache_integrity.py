@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
-from negharness.engine.cpu_threads import prefer_passive_waiting
+from negharness.cli.process import prefer_passive_waiting
 
 prefer_passive_waiting()  # as `negharness run` does, before torch loads: idle OpenMP threads sleep, not spin
 

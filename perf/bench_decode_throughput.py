@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from negharness.engine.cpu_threads import prefer_passive_waiting
+from negharness.cli.process import prefer_passive_waiting
 
 PASSIVE = prefer_passive_waiting()  # as the CLI does; before torch loads (OMP_WAIT_POLICY=ACTIVE to compare)
 import torch  # noqa: E402

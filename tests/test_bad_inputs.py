@@ -247,7 +247,7 @@ def test_model_that_raises_mid_run_is_named_and_finished_records_are_kept(cli, t
 def test_env_flags_read_one_way(monkeypatch, value, on):
     """Issue 32: env flags were read two ways (``NEGHARNESS_DEBUG=0`` turned debugging on in one of them)."""
     from negharness.api.options import ENV_FLAGS, env_flag
-    from negharness.engine.failures import debug_requested
+    from negharness.cli.process import debug_requested
     from negharness.io.paths import links_out_allowed
 
     for name in ENV_FLAGS:

@@ -218,7 +218,7 @@ def test_passive_openmp_waiting_is_chosen_before_torch_loads(preset, torch_first
     if preset:
         env["OMP_WAIT_POLICY"] = preset
     code = ("import os\n" + ("import torch\n" if torch_first else "")
-            + "from negharness.engine.cpu_threads import prefer_passive_waiting\n"
+            + "from negharness.cli.process import prefer_passive_waiting\n"
             "print(prefer_passive_waiting(), os.environ.get('OMP_WAIT_POLICY', 'unset'))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert tuple(out.stdout.split()) == expected

@@ -17,7 +17,7 @@ import torch
 
 from negharness.api.errors import UserError
 from negharness.engine.evaluate import RunRequest, run_evaluation
-from negharness.engine.progress import LogProgress
+from negharness.cli.process import LogProgress
 from negharness.testing import COLOURS, KeywordModel, host_with_models, keyword_model
 
 MCQ_CSV = "COCO_val_mcq_llama3.1_rephrased.csv"

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -19,55 +18,8 @@ import torch.nn.functional as F
 
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
-from negharness.api.options import BindsOptions, OptionSpec, frozen_empty
-from negharness.api.plugin_source import PluginSource, require_plugins
+from negharness.api.model_options import ModelOptions as ModelOptions  # its home is torch-free
 from negharness.api.sampling import FrameSampling
-
-
-@dataclass
-class ModelOptions(BindsOptions):
-    """Options every model plugin understands, plus free-form ``extra`` (``-M key=value``).
-
-    ``plugins`` is the run's plugin lookup (a `PluginSource`), set by the host before it calls a
-    factory, so a wrapper (the boolean baseline, a trained model) makes its base model the way the
-    run makes every plugin; it is not an option and never part of a fingerprint.
-    """
-
-    arch: str | None = None
-    pretrained: str | None = None
-    checkpoint: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
-    plugins: Any = field(default=None, compare=False, repr=False)
-    # set by the host (`bind`) from ``extra`` and the factory's declared options (`takes_options`):
-    # the typed values, defaults filled in, read-only; and, for a wrapper that passes the rest on, the
-    # raw ``-M`` keys it does not declare. Derived from ``extra``, so never compared or fingerprinted.
-    values: Mapping[str, Any] = field(default_factory=frozen_empty, compare=False, repr=False)
-    rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
-    bound: bool = field(default=False, compare=False, repr=False)
-
-    def parse(self, specs: "dict[str, OptionSpec]", model: str) -> dict[str, Any]:
-        """Typed ``-M`` values for the options ``model`` declares; unknown keys are an error naming it."""
-        return dict(self.bound_to(specs, model).values)
-
-    def check_extra(self, allowed: "set[str] | dict[str, OptionSpec]", model: str) -> None:
-        """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored (for
-        a third-party factory that declares no options; the host checks declared ones itself)."""
-        self.parse({k: OptionSpec() for k in allowed}, model)
-
-    def lookup(self) -> PluginSource:
-        """The run's plugin lookup (outside a run: ``ModelOptions(plugins=negharness.api.installed_plugins())``)."""
-        return require_plugins(self.plugins, "a wrapper model's factory")
-
-    def frame_sampling(self) -> "FrameSampling | None":
-        """``-M frames=segments:12`` or ``-M frames=fps:2``: how this model samples video frames."""
-        spec = self.extra.get("frames")
-        return FrameSampling.parse(spec, "-M frames") if spec else None
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: v for k, v in (("arch", self.arch), ("pretrained", self.pretrained),
-                                                  ("checkpoint", self.checkpoint)) if v is not None}
-        out.update(self.extra)
-        return out
 
 
 def hash_state_dict(state: dict[str, torch.Tensor]) -> str:

@@ -11,6 +11,7 @@ import sys
 from typing import Any, Sequence
 
 from negharness.api.errors import UserError
+from negharness.cli.process import LogProgress
 
 
 def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
@@ -37,8 +38,6 @@ def _progress(console: Any, training: bool = False):
     """A live bar in a terminal (with an ETA when training); elsewhere (a log file, CI, a pipe) a
     line on stderr every few seconds."""
     if not console.is_terminal:
-        from negharness.engine.progress import LogProgress  # lazy: start-up time
-
         return LogProgress(sys.stderr)
     from rich.progress import (
         BarColumn,

@@ -15,6 +15,18 @@ from typing import Any, Sequence
 
 from negharness.version import __version__
 from negharness.cli.common import _console, _host, _pairs, _progress
+from negharness.cli.process import (
+    LogProgress,
+    PluginRunError,
+    debug_requested,
+    exit_now,
+    from_env,
+    one_line,
+    os_error_in,
+    prefer_passive_waiting,
+    rank_label,
+    torchrun_argv,
+)
 from negharness.cli.reports import (
     cmd_build_queries,
     cmd_compare,
@@ -111,16 +123,17 @@ def _check_cache_dir(explicit: str | None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from negharness.api.model import ModelOptions  # lazy: start-up time
-    from negharness.engine.evaluate import (  # lazy: start-up time
+    from negharness.api.model_options import ModelOptions  # lazy: start-up time
+    from negharness.engine.plan import (  # lazy: start-up time
         RunRequest,
-        run_evaluation,
+        answer_from_receipt,
+        plan_head,
+        plan_lines,
     )
 
     _check_counts(args)
     if not args.no_cache:
         _check_cache_dir(args.cache_dir)
-    host = _host(args)
     req = RunRequest(
         model=args.model, tasks=args.task,
         model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
@@ -128,6 +141,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
+    err = _console(stderr=True)
+    say = err.is_terminal and not from_env().active  # the plan, in a terminal (a log gets the progress lines)
+    if say:
+        err.print(plan_head(req), markup=False)
+    host = _host(args)
+    if say:
+        for line in plan_lines(host, req):
+            err.print(line, markup=False)
+    outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
+    if outcomes is None:
+        if say:
+            err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
+        outcomes = _evaluate(args, host, req, err)
+    if outcomes is not None:
+        _print_run_summary(outcomes)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[Any] | None:
+    """The run the normal way (torch, the tasks, the model); None on a torchrun rank that prints nothing."""
+    from negharness.engine.evaluate import run_evaluation  # lazy: start-up time
     from negharness.engine.sharding import (  # lazy: start-up time
         quiet_stderr_for_followers,
         shard_session,
@@ -135,26 +169,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with shard_session(req) as shards:  # None unless started by torchrun
         quiet_stderr_for_followers(shards)
-        err = _console(stderr=True)
         with _progress(err) as progress:
             try:
                 outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards)
             except (UserError, OSError, KeyboardInterrupt):
                 raise
             except Exception as exc:
-                from negharness.engine.failures import (  # lazy: start-up time
-                    PluginRunError,
-                    blame_run,
-                    debug_requested,
-                    os_error_in,
-                )
+                from negharness.engine.failures import blame_run  # lazy: start-up time
 
                 if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
                     raise
                 raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
-    if shards is None or shards.writes:
-        _print_run_summary(outcomes)
-    return 0
+    return outcomes if shards is None or shards.writes else None
 
 
 def _print_run_summary(outcomes: list[Any]) -> None:
@@ -208,8 +234,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
         import subprocess
 
-        from negharness.engine.distributed import torchrun_argv  # lazy: start-up time
-
         return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
     host = _host(args)
     entry = host.registry.get("trainer", args.trainer)
@@ -228,8 +252,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
             precision=args.precision, batch_size=args.batch_size)
         path = entry.load()(opts)
-    from negharness.engine.distributed import from_env  # lazy: start-up time
-
     if from_env().main:
         _console().print(f"wrote {path}")
     return 0
@@ -238,7 +260,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_fetch(args: argparse.Namespace) -> int:
     """`negharness fetch`: the sources the patterns name, into the data root (exit 1 while some wait
     for a person: their steps are printed)."""
-    from negharness.engine.progress import LogProgress  # lazy: start-up time
     from negharness.fetch import session  # lazy: start-up time
     from negharness.fetch.select import download_size, select  # lazy: start-up time
     from negharness.fetch.sources import SOURCES, human_size, read_sources  # lazy: start-up time
@@ -493,19 +514,16 @@ def _quiet_library_logging() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `negharness` command. Called from Python with ``argv``, it returns the exit code. Called
+    without (the console script, ``python -m negharness``), it is the process: it ends it once the
+    command is over (`exit_now`: output flushed, no interpreter teardown where torch was loaded)."""
     code = _main(argv)
     if argv is None:  # a real process (console script, python -m), not a call from Python
-        from negharness.engine.sharding import end_follower  # lazy: start-up time
-
-        end_follower(code)
+        exit_now(code)
     return code
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from negharness.engine.cpu_threads import (
-        prefer_passive_waiting,  # lazy: start-up time
-    )
-
     prefer_passive_waiting()  # before any command imports torch
     warnings.showwarning = _one_line_warning
     try:
@@ -527,11 +545,6 @@ def _main(argv: Sequence[str] | None) -> int:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
         return 130
     except Exception as exc:
-        from negharness.engine.failures import (  # lazy: start-up time
-            debug_requested,
-            one_line,
-        )
-
         if debug_requested() and not isinstance(exc, UserError):
             raise
         where = ", ".join(f"{flag} {value}" for flag, value in (
@@ -539,8 +552,6 @@ def _main(argv: Sequence[str] | None) -> int:
             ("--output-dir", getattr(args, "output_dir", None))) if value)
         message, code = one_line(exc, where or "the current folder")
         from rich.text import Text
-
-        from negharness.engine.sharding import rank_label  # lazy: start-up time
 
         _console(stderr=True).print(Text.assemble((f"{rank_label()}error: ", "bold red"), message), soft_wrap=True)
         return code

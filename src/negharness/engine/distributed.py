@@ -9,48 +9,11 @@ torchrun with ``--rdzv-endpoint=$(first host of $SLURM_JOB_NODELIST):29500``. ``
 
 from __future__ import annotations
 
-import os
-import sys
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
-from negharness.api.errors import UserError
-
-
-@dataclass(frozen=True)
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def active(self) -> bool:
-        return self.world > 1
-
-
-TORCHRUN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
-
-
-def from_env(environ: Mapping[str, str] | None = None) -> Dist:
-    """What torchrun (or srun with the same variables) told this process; a plain run is rank 0 of 1.
-    Training and sharded evaluation both read it here, so they agree on what a bad value means."""
-    env = os.environ if environ is None else environ
-    if "WORLD_SIZE" not in env:
-        return Dist()  # a stray RANK alone (some clusters export it) is no distributed run
-    try:
-        world, rank = int(env["WORLD_SIZE"]), int(env.get("RANK", 0))
-        local = int(env.get("LOCAL_RANK", 0))  # one process per node (srun without LOCAL_RANK): cuda:0
-    except ValueError as exc:
-        raise UserError(f"torchrun variables {', '.join(TORCHRUN_VARIABLES)} must be integers ({exc})") from None
-    if not 0 <= rank < world:
-        raise UserError(f"RANK={rank} is outside WORLD_SIZE={world}")
-    return Dist(rank, world, local)
+from negharness.cli.process import Dist as Dist, from_env  # Dist: re-exported (negharness.api.Dist)
 
 
 def init(device_type: str) -> Dist:
@@ -106,21 +69,3 @@ def loss_scale(d: Dist) -> float:
 def shutdown(d: Dist) -> None:
     if d.active and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
-
-
-def torchrun_argv(nproc: int, argv: Sequence[str]) -> list[str]:
-    """This command again under torchrun on one node, without ``--nproc``."""
-    rest: list[str] = []
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a == "--nproc":
-            skip = True
-            continue
-        if a.startswith("--nproc="):
-            continue
-        rest.append(a)
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            "-m", "negharness", *rest]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,13 @@ from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
 from negharness.engine.edit_context import EditContext, refuse_precision
+from negharness.engine.plan import (
+    RunOutcome,
+    RunRequest,
+    memo_path,
+    task_entries,
+    write_receipt,
+)
 from negharness.engine.reuse import (
     RANDOM_WEIGHTS,
     data_hashes,
@@ -72,36 +79,6 @@ from negharness.store.content import FileHasher
 
 
 @dataclass
-class RunRequest:
-    model: str
-    tasks: list[str]
-    model_options: ModelOptions = field(default_factory=ModelOptions)
-    task_extra: dict[str, str] = field(default_factory=dict)
-    data_root: str | None = None
-    device: str = "auto"
-    precision: str = "fp32"
-    batch_size: int = 64
-    workers: int | None = None
-    limit: int | None = None
-    seed: int = 0
-    output_dir: str = "results"
-    log_samples: bool = False
-    overwrite: bool = False
-    cache_dir: str | None = None
-    use_cache: bool = True
-    skip_broken_media: bool = False
-
-
-@dataclass
-class RunOutcome:
-    task: str
-    path: Path
-    record: dict[str, Any] | None
-    skipped: bool = False  # an existing record was reused
-    reason: str | None = None  # why an existing record was not reused (None: first run or reused)
-
-
-@dataclass
 class _Planned:
     """One task of a run, with what decides whether its existing record can be reused."""
 
@@ -111,6 +88,8 @@ class _Planned:
     config_hash: str
     task_run: TaskRun
     old: dict[str, Any] | None
+    files: list[Path]  # the data files hashed (a receipt lists them)
+    root: Path
 
 
 def run_library(model: str, tasks: list[str], arch: str | None, pretrained: str | None, checkpoint: str | None,
@@ -124,14 +103,6 @@ def run_library(model: str, tasks: list[str], arch: str | None, pretrained: str 
         raise UserError(f"negharness.run: unknown setting {unknown[0]!r} (settings: {', '.join(sorted(known))})")
     req = RunRequest(model, tasks, ModelOptions(arch, pretrained, checkpoint, model_args), task_args, **settings)
     return run_evaluation(make_host(), req)
-
-
-def _task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
-    seen: dict[str, Entry] = {}
-    for pattern in patterns:
-        for entry in host.registry.match("task", pattern):
-            seen.setdefault(entry.name, entry)
-    return list(seen.values())
 
 
 def _check_data(tasks: list[Task], root: Path, source: str, hasher: FileHasher | None = None) -> None:
@@ -197,7 +168,7 @@ def _protocol(entries: list[Entry]) -> str:
 
 def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shards: Any = None) -> list[RunOutcome]:
     """``shards``: this rank's `negharness.engine.sharding.ShardSession` under torchrun, else None."""
-    entries = _task_entries(host, req.tasks)
+    entries = task_entries(host, req.tasks)
     protocol = _protocol(entries)
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
     device = resolve_device(req.device)
@@ -213,7 +184,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     topts = TaskOptions(root, source, cache_dir, req.seed, req.limit, dict(req.task_extra))
     tasks = [(e, _made_task(e, topts)) for e in entries]
     _check_task_options(req.task_extra, [t for _, t in tasks])
-    hasher = FileHasher(_memo_path(cache_dir))
+    hasher = FileHasher(memo_path(cache_dir))
     _check_data([t for _, t in tasks], root, source, hasher)
     req = _with_released_weights(req, cache_dir)
 
@@ -224,7 +195,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
     if not todo and (sources or not maybe):
         # the options name the weights and every record matches them: nothing to load
-        return [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe]
+        return _kept(host, req, sources, planned, [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe],
+                     shards)
     plugins = PluginLookup(host.registry, device)
     model = plugins.create(model_entry.kind, req.model, req.model_options)
     fingerprint = _fingerprint(model)
@@ -245,7 +217,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         else:
             todo.append(_with_reason(item, reason))
     if not todo:
-        return outcomes
+        return _kept(host, req, sources, planned, outcomes, shards)
     if protocol == "embedding":
         _check_modalities(model, req.model, [i.task for i in todo])
     run = RunInfo(model_cfg, model_entry.plugin, fingerprint, model.describe(), host.distributions(),
@@ -279,16 +251,16 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
             rec.update(perquery.intervals(rec, result.per_query))
         write_record(path, rec, result.samples if req.log_samples else None, result.per_query)
         outcomes.append(RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason))
+    return _kept(host, req, sources, planned, outcomes, shards)
+
+
+def _kept(host: PluginHost, req: RunRequest, sources: dict[str, str], planned: list[_Planned],
+          outcomes: list[RunOutcome], shards: Any) -> list[RunOutcome]:
+    """The outcomes, once their receipt is written (`negharness.engine.plan`): the next identical
+    request answers from these records without loading torch while nothing they rest on changes."""
+    if shards is None:
+        write_receipt(host, req, sources, planned, outcomes)
     return outcomes
-
-
-def _memo_path(root: Path) -> Path | None:
-    """The file-hash memo beside the embedding cache (None when that folder cannot be made)."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return root / "content-hashes"  # shared with the embedding cache's media hashes
 
 
 def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path, root: Path,
@@ -303,8 +275,10 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
     variant = task_variant(task.config(), default_config)
     path = record_path(out_dir, model_cfg, task.name, variant)
     # files named by -T options first: a record lists the first files by name, a rerun names the changed one
-    data = data_hashes(option_files(task.task_options, task.opts) + task.data_files(), root, hasher, task.name)
-    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path))
+    files = option_files(task.task_options, task.opts) + task.data_files()
+    data = data_hashes(files, root, hasher, task.name)
+    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path), files,
+                    root)
 
 
 def config_hash(model_cfg: ModelConfig, task: Task) -> str:

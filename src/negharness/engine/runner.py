@@ -236,6 +236,7 @@ class CachedEvalContext(RunContext):
         self.counters.update({k: 0 for k in self.COUNTED})
         self.counters.encode_seconds = 0.0
         self.broken: dict[str, list[str]] = {}  # media key -> ids skipped as unreadable, with --skip-broken-media
+        self._fitted: dict[str, int] = {}  # "text" / "image" / "video" -> the batch size that fits after an OOM
         self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision, "keys": CACHE_KEYS})
         self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
                                 "describe": model.describe(), "precision": settings.precision}
@@ -383,15 +384,49 @@ class CachedEvalContext(RunContext):
                             "exactly once")
         for batch in batches:
             idx = [todo[b] for b in batch]
-            with self._autocast():
-                raw = self.model.encode_text([unique[i] for i in idx])
-            out = self.contract.checked(raw, [unique[i] for i in idx], "text")
+            texts = [unique[i] for i in idx]
+            out = self._encode_fitting(texts, "text", lambda part: self.model.encode_text(texts[part]))
             emb.update(zip(idx, out))
             if store is not None:
                 store.add([keys[i] for i in idx], out)
             self.counters.texts_encoded += len(idx)
             self._advance(bar, len(idx))
         self.counters.encode_seconds += time.perf_counter() - start
+
+    def _encode_fitting(self, ids: Sequence[str], what: str, encode: Callable[[slice], Any]) -> torch.Tensor:
+        """One batch's checked embeddings, (len(ids), D) on the CPU. On CUDA out-of-memory the
+        batch is halved and the half retried, down to one item; the size that fitted serves this
+        task's later batches of ``what`` and is recorded (``counts.batch_size_fitted``). Rows are
+        encoded independently (models are in eval mode), so the numbers are those of the full batch."""
+        parts: list[torch.Tensor] = []
+        lo = 0
+        while lo < len(ids):
+            size = min(len(ids) - lo, self._fitted.get(what, len(ids)))
+            try:
+                with self._autocast():
+                    raw = encode(slice(lo, lo + size))
+            except torch.cuda.OutOfMemoryError as exc:
+                if size == 1:
+                    raise UserError(f"{self.origin.label()}: CUDA out of memory encoding a single {what} "
+                                    f"({str(exc).splitlines()[0]}); free the GPU (another process may hold it), "
+                                    "or run with --precision bf16 or on another device") from None
+                failed = size  # the retry waits until the except block has let go of the failed batch
+            else:
+                parts.append(self.contract.checked(raw, ids[lo:lo + size], what))
+                lo += size
+                continue
+            self._halve(what, failed)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def _halve(self, what: str, failed: int) -> None:
+        """After an out-of-memory at ``failed`` items: half of it from now on, said once and recorded."""
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()  # the failed batch's blocks, back to the allocator before the retry
+        self._fitted[what] = failed // 2
+        self.counters.batch_size_fitted = dict(self._fitted)
+        warnings.warn(f"CUDA out of memory encoding {failed} {what}s at once: retrying in batches of {failed // 2} "
+                      f"(for the rest of this task's {what}s; the record says so under counts.batch_size_fitted)",
+                      UserWarning, stacklevel=4)
 
     def _encode_shared(self, store: Any, keys: Sequence[str | None], todo: list[int], emb: dict[int, torch.Tensor],
                        encode: Callable[[list[int]], None], what: str) -> None:
@@ -472,8 +507,8 @@ class CachedEvalContext(RunContext):
         """Decoded batches: from worker processes when there are any, else from a pool of threads
         (one per core) that decode the next two batches item by item while the model encodes this
         one. Image and video decoders release the GIL, and with passive OpenMP waiting (see
-        cpu_threads) the forward pass and the decoders share the cores instead of fighting for them:
-        measured in perf/bench_decode_throughput.py."""
+        `negharness.cli.process.prefer_passive_waiting`) the forward pass and the decoders share the
+        cores instead of fighting for them: measured in perf/bench_decode_throughput.py."""
         loader = self._loader(media, todo)
         if loader.num_workers > 0:
             yield from loader
@@ -504,12 +539,14 @@ class CachedEvalContext(RunContext):
         device = self.settings.device
         for positions, pixels, mask in self._batches(media, todo):
             pixels = pixels.to(device, non_blocking=True)
-            with self._autocast():
+            mask = None if mask is None else mask.to(device)
+
+            def encode(part: slice, pixels: torch.Tensor = pixels, mask: torch.Tensor | None = mask) -> Any:
                 if media.kind == "video":
-                    raw = self.model.encode_video(pixels, None if mask is None else mask.to(device))
-                else:
-                    raw = self.model.encode_image(pixels)
-            out = self.contract.checked(raw, [media.ids[p] for p in positions], media.kind)
+                    return self.model.encode_video(pixels[part], None if mask is None else mask[part])
+                return self.model.encode_image(pixels[part])
+
+            out = self._encode_fitting([media.ids[p] for p in positions], media.kind, encode)
             emb.update(zip(positions, out))
             if store is not None:
                 keep = [j for j, p in enumerate(positions) if keys[p] is not None]

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from negharness.api.errors import UserError
-from negharness.engine.distributed import from_env
+from negharness.cli.process import torchrun_env
 from negharness.engine.runner import CachedEvalContext
 from negharness.io.media import MediaSet
 from negharness.io.paths import cache_root
@@ -36,15 +36,6 @@ from negharness.store.cache import EmbeddingCache
 
 ENCODED = ("media_encoded", "texts_encoded")
 CACHED = {"media_encoded": "media_cached", "texts_encoded": "texts_cached"}
-
-
-def torchrun_env(environ: dict[str, str] | None = None) -> tuple[int, int, int] | None:
-    """(world, rank, local_rank) when started by torchrun (or srun with those variables), else None."""
-    env = os.environ if environ is None else environ
-    if "WORLD_SIZE" not in env:
-        return None
-    d = from_env(env)
-    return d.world, d.rank, d.local_rank
 
 
 class _Subset:
@@ -253,30 +244,6 @@ def shard_session(req: Any) -> Iterator[ShardSession | None]:
         session._gather("end of run")  # a rank with a task the others lack fails here, not silently
     finally:
         session.stop()
-
-
-def end_follower(code: int) -> None:
-    """A torchrun rank other than 0 whose command is over exits at once (output flushed), without
-    the interpreter's teardown: rank 0 wrote every record and the cache shards are fsync'd, and
-    gloo's threads torn down at interpreter exit aborted a finished rank ("terminate called without
-    an active exception", seen under load), turning a good run into torchrun's failure."""
-    try:
-        env = torchrun_env()
-    except UserError:
-        return
-    if env and env[0] > 1 and env[1] != 0:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def rank_label() -> str:
-    """"rank N: " on torchrun ranks other than 0 (their errors would otherwise read as repeats), else ""."""
-    try:
-        env = torchrun_env()
-    except UserError:
-        return ""
-    return f"rank {env[1]}: " if env and env[1] else ""
 
 
 def quiet_stderr_for_followers(session: ShardSession | None) -> None:

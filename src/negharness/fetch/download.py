@@ -62,7 +62,7 @@ class Fetched:
 
 class Meter:
     """One progress bar for every transfer at once (thread-safe): ``progress`` speaks Rich's
-    ``Progress`` API (`negharness.engine.progress.LogProgress` outside a terminal)."""
+    ``Progress`` API (`negharness.cli.process.LogProgress` outside a terminal)."""
 
     def __init__(self, progress: Any = None, total: int | None = None) -> None:
         self.progress = progress
