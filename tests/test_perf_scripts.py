@@ -42,7 +42,8 @@ TINY: dict[str, list[str]] = {
     "bench_vlm_choice.py": ["--questions", "2", "--batch-sizes", "1"],
     "profile_cold_run.py": ["--tiny", "--top", "3", "--rounds", "1"],  # both runs profiled, then timed once unprofiled
 }
-HELPERS_ONLY = {"exp_kill_resume.py", "exp_negation_training.py", "text_builders_counts.py"}
+HELPERS_ONLY = {"exp_kill_resume.py", "exp_negation_training.py", "text_builders_counts.py",
+                "sample_query_builders.py"}
 VALUES_CHECKED = {"peer_clip_benchmark.py"}  # run in --tiny mode by its own test, which checks the values it compares
 
 
@@ -135,3 +136,17 @@ def test_text_counts_script_imports_and_counts_table1():
     imported, and its Table 1 reference counts are the paper's."""
     module = load("text_builders_counts.py")
     assert module.TABLE1 == {"MSR-VTT1k": 3697, "MSR-VTT3k": 18157, "VATEX": 8394} and callable(module.main)
+
+
+def test_grading_sheet_script_imports_and_the_grades_record_is_well_formed():
+    """perf/sample_query_builders.py builds on the real MSR-VTT captions (minutes): here it is imported;
+    perf/query_builder_grades.json, the record of every grade (issue 35), names seed, set, counts by
+    label, builder version and grader for each."""
+    import json
+
+    module = load("sample_query_builders.py")
+    assert callable(module.sheet) and module.SHOWN == 6
+    grades = json.loads((PERF / "query_builder_grades.json").read_text(encoding="utf-8"))["grades"]
+    assert grades and all({"seed", "set", "counts", "builder_version", "grader"} <= set(g) for g in grades)
+    assert all(g["set"] in ("composed", "negated") and g["counts"]["n"] > 0 for g in grades)
+

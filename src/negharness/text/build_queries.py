@@ -14,7 +14,7 @@ from statistics import mean, median
 
 from negharness.api import QueryBuild, QueryBuildOptions
 
-from .composer import ComposedQuery, compose_captions
+from .composer import SUBJECTS, ComposedQuery, compose_captions
 from .negator import Negation, negate
 from .nt2vr_files import (
     caption_rows,
@@ -22,6 +22,13 @@ from .nt2vr_files import (
     write_caption_file,
     write_dict_lines,
 )
+
+
+# the builders' rules' version: bump it when the composer's, phrases' or negator's rules change,
+# so cached query sets built by older rules are rebuilt (the world's file names carry it)
+# 3: A needs a second caption's support, B's entailed actions exclude targets, the negator adds a
+# negation (never removes one), never "without", negates the main verb and both of two coordinated verbs
+BUILDER_VERSION = "3"
 
 
 @dataclass
@@ -33,9 +40,9 @@ class BuiltQueries:
 
 
 def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0,
-          per_item: int | None = None, subjects: int | None = 5) -> BuiltQueries:
-    """Negated and composed queries. ``subjects``: subjects per phrase pairing (5, the authors'
-    generator, reproduces Table 1's counts; None takes every subject, for a small closed world)."""
+          per_item: int | None = None, subjects: int | None = SUBJECTS) -> BuiltQueries:
+    """Negated and composed queries. ``subjects``: subjects per phrase pairing (the composer's
+    ``SUBJECTS``; the authors' generator took 5; None takes every subject, for a small closed world)."""
     rows = caption_rows(items)
     negated = []
     for cap_id, caption in rows:

@@ -7,11 +7,13 @@ Rules, on NLTK POS tags after contractions are expanded:
 - a modal (``can``, ``will`` ...) -> ``can not`` ...; auxiliary *have* before a participle -> ``hasn't``
 - VBZ -> ``does not`` + base form ("finds" -> "does not find"); VBD -> ``did not`` + base ("met" ->
   "did not meet"); VBP -> ``do not`` + base
-- VBG, VBN and VB -> ``not`` inserted before the verb ("is not running")
-- the preposition ``with`` -> ``without``
+- VBG and VBN -> ``not`` inserted before the verb ("is not running"); a second verb coordinated
+  with the negated one comes under the negation ("does not sing or dance")
 
-A caption that already carries a cue gets it removed instead: ``without`` -> ``with``, ``not`` is
-dropped (``does not find`` -> ``finds``, ``did not meet`` -> ``met``), ``no X`` -> ``a X``.
+Never negated (the shared rubric's wrong targets): a verb inside a "to" clause (the main verb is),
+the preposition ``with`` (Table 6's ``without``: a function word), a compound's participle ("a
+blue screened road"). A caption that already carries a cue gets a second one on another verb
+(never on the words the first governs), or none: the cue is never removed.
 
 Every output records the word that was negated, the rule, the cue and a rule-based scope (the
 words after the cue up to the end of its clause), which the boolean baseline and the trainers use.
@@ -45,7 +47,10 @@ _CONTRACTIONS = [
     # MSR-VTT and VATEX captions lost their apostrophes: "isn t", "they re", "it s"
     (r"\bca n t\b|\bcan t\b", "can not"), (r"\bwon t\b", "will not"),
     (r"\b(is|are|was|were|do|does|did|has|have|had|could|would|should|must|need)n t\b", r"\1 not"),
-    (r"\b(they|you|we) re\b", r"\1 are"), (r"\b(it|that|there|he|she|what) s\b", r"\1 is"),
+    (r"\b(they|you|we) re\b", r"\1 are"),
+    # "about it s conception", "with it s doors": a possessive whose apostrophe was lost, not "it is"
+    (r"\b(about|with|of|in|on|for|to|at|from|by|into|over|under|around) it s\b", r"\1 its"),
+    (r"\b(it|that|there|he|she|what) s\b", r"\1 is"),
 ]
 
 
@@ -62,8 +67,8 @@ class Negation:
     text: str  # the negated (or cue-removed) caption
     word: str  # the word the rule acted on
     index: int  # its token position in the normalised caption
-    rule: str  # e.g. "VBZ", "AUX", "ADP", "remove:not"
-    cue: str  # the cue inserted ("not", "n't", "without") or removed ("-not", "-without", "-no")
+    rule: str  # e.g. "VBZ", "AUX", "VBG"
+    cue: str  # the cue inserted ("not", "n't")
     scope: str  # words after the cue to the end of their clause: the negated part
     remainder: str  # the caption without cue and scope: the part still asserted
 
@@ -141,6 +146,10 @@ def _noun_read_as_verb(tagged: list[tuple[str, str]], i: int) -> bool:
         return True
     if penn == "VB" and _after_causative(tagged, i):
         return True
+    if penn in ("VBP", "VB") and i > 1 and tagged[i - 1][0].lower() in ("and", "or") \
+            and tagged[i - 2][1] == "NNS" and getAllLemmas(word, upos="NOUN") \
+            and (i + 1 == len(tagged) or nxt in ("IN", ".", ",", "CC")):
+        return True  # "frying dried prawns and fish/VBP": a noun coordinated with a noun
     if word in NAMING_VERBS and prev.startswith("NN"):
         return True
     return word in COMPOUND_PARTICIPLES and prev in ("NN", "JJ", "RB", "CD") and nxt.startswith(("NN", "JJ"))
@@ -189,6 +198,8 @@ def _participle_blocked(tagged: list[tuple[str, str]], i: int) -> bool:
     if prev_word == "been" or _lemma(prev_word) == "get" or (tagged[i][1] == "VBN" and prev_word in ("being", "be")):
         return True
     nxt = tagged[i + 1][1] if i + 1 < len(tagged) else ""
+    if tagged[i][1] == "VBN" and (prev_tag in ("NN", "JJ", "RB") or prev_tag.startswith("VB")) and nxt in ("NN", "NNS"):
+        return True  # "a blue screened road", "frying dried prawns": a participle used as an adjective
     return prev_tag in PREMODIFIER_BEFORE and (nxt.startswith("NN") or nxt == "JJ") and \
         not (prev_tag == "IN" and tagged[i - 1][0].lower() in ("while", "after", "before", "by", "without"))
 
@@ -237,6 +248,8 @@ def _compound_noun_part(tagged: list[tuple[str, str]], i: int) -> bool:
 
 def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
     """(token index, rule) for every place a negation cue can go."""
+    from lemminflect import getAllLemmas
+
     out = []
     for i, (word, penn) in enumerate(tagged):
         w = word.lower()
@@ -256,7 +269,8 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
         if w in BE_NEG or w == "am":
             out.append((i, "AUX"))
         elif penn == "MD":
-            out.append((i, "MD"))
+            if _verb_after_modal(tagged, i):  # not "actor will smith talks": a name, no modal
+                out.append((i, "MD"))
         elif w in HAVE and _is_aux_have(tagged, i):
             out.append((i, "AUX-have"))
         elif penn in ("VBZ", "VBD", "VBP") and w not in DO | {"be"}:
@@ -266,19 +280,42 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
                 and is_known_verb(w):  # "young men discuss and demonstrate", "pirates sing/VBG": finite
             if prev_tag not in NOT_BEFORE_FINITE_VERB and not _noun_read_as_verb(tagged, i):
                 out.append((i, "VBP"))
-        elif (penn in ("VBG", "VBN") or penn == "VB" and prev_tag == "TO") and is_known_verb(w):
+        elif penn in ("VBG", "VBN") and is_known_verb(w) and prev_tag.startswith("NN") and i > 1 \
+                and tagged[i - 2][1] in ("DT", "JJ", "NN") and _finite_verb_follows(tagged, i):
+            continue  # "a man [playing] a shooter dodges an attack": a participle inside the subject
+        elif penn in ("VBG", "VBN") and is_known_verb(w):
+            if i > 1 and tagged[i - 2][0].lower() in AUX_WORDS and (prev_tag in ("NN", "NNS") or prev_tag == "RB"
+                                                                    and getAllLemmas(prev_word, upos="NOUN")):
+                continue  # "is test driving": a compound verb, not the noun's participle
             if not _participle_blocked(tagged, i) and not _noun_read_as_verb(tagged, i):
-                out.append((i, penn))  # "is not running", "to not play"; after a modal the MD rule covers it
-        elif w == "with" and penn == "IN" and not (prev_tag.startswith("VB") or prev_word.endswith("ing")
-                                                    and is_known_verb(prev_word)):
-            out.append((i, "ADP"))  # not a verb's own "with" ("meeting with", "comes with it")
+                out.append((i, penn))  # "is not running"; after a modal the MD rule covers it
+    # never a verb inside a "to" clause ("goes to not play": the main verb is negated), nor "with"
+    # -> "without" (a function word, which a reader does not take as the caption's negation)
     return out
+
+
+def _verb_after_modal(tagged: list[tuple[str, str]], i: int) -> bool:
+    j = i + 1
+    while j < len(tagged) and tagged[j][1] == "RB":
+        j += 1
+    return j < len(tagged) and tagged[j][1] in ("VB", "VBP") and is_known_verb(tagged[j][0])
+
+
+def _adverb_start(tokens: list[str], tagged: list[tuple[str, str]], i: int) -> int:
+    """Where the cue goes before the verb at ``i``: before the manner adverbs that modify it ("do
+    not casually shoot", "not fully dressed"), never between them and the verb."""
+    at = i
+    while at > 0 and tagged[at - 1][1] == "RB" and (tokens[at - 1].lower().endswith("ly")
+                                                    or tokens[at - 1].lower() == "well"):
+        at -= 1
+    return at
 
 
 def _apply(tokens: list[str], tagged: list[tuple[str, str]], i: int, rule: str) -> tuple[list[str], int, str]:
     """Negated tokens, the cue's position, and the cue."""
     w = tokens[i]
     low = w.lower()
+    at = _adverb_start(tokens, tagged, i)
     if rule == "AUX":
         if low == "am":
             return tokens[:i + 1] + ["not"] + tokens[i + 1:], i + 1, "not"
@@ -291,42 +328,71 @@ def _apply(tokens: list[str], tagged: list[tuple[str, str]], i: int, rule: str) 
         do = {"VBZ": "does", "VBD": "did", "VBP": "do"}[rule]
         if rule == "VBP" and _singular_subject(tagged, i):
             do = "does"  # "a girl sing/VBP" -> "a girl does not sing", never "a girl do not sing"
-        elif rule == "VBD" and low != _lemma(low) and low == _inflect(_lemma(low), "VBZ") \
+        elif rule in ("VBD", "VBP") and low != _lemma(low) and low == _inflect(_lemma(low), "VBZ") \
                 and low != _inflect(_lemma(low), "VBD"):
-            do = "does"  # "shoots/VBD" is present: "does not shoot"
-        return tokens[:i] + [do, "not", _lemma(w)] + tokens[i + 1:], i + 1, "not"
+            do = "does"  # "shoots/VBD", "a women who talks/VBP" are third person present: "does not"
+        return tokens[:at] + [do, "not"] + tokens[at:i] + [_lemma(w)] + tokens[i + 1:], i + 1, "not"
     if rule in ("VBG", "VBN", "VB"):
-        return tokens[:i] + ["not"] + tokens[i:], i, "not"
-    if rule == "ADP":
-        return tokens[:i] + ["without"] + tokens[i + 1:], i, "without"
+        return tokens[:at] + ["not"] + tokens[at:], i, "not"
     raise ValueError(rule)
 
 
-def _remove_cue(tokens: list[str], tagged: list[tuple[str, str]]) -> tuple[list[str], int, str, str] | None:
-    """Drop the first cue; returns (tokens, position, word, rule) or None when there is none."""
-    for i, (word, _) in enumerate(tagged):
+def _negated_already(tagged: list[tuple[str, str]]) -> set[int]:
+    """Positions a new cue must not touch: an existing cue's auxiliary ("is [not]", "does [not]") and
+    the words it governs (to its clause's end; for "without" and "no", to the next verb)."""
+    out: set[int] = set()
+    for c, (word, _) in enumerate(tagged):
         w = word.lower()
-        if w == "without":
-            return tokens[:i] + ["with"] + tokens[i + 1:], i, word, "remove:without"
-        if w == "no" and i + 1 < len(tagged) and tagged[i + 1][1].startswith(("NN", "JJ")):
-            plural = tagged[i + 1][1] in ("NNS", "NNPS")
-            art = [] if plural else ["an" if tokens[i + 1][:1].lower() in "aeiou" else "a"]
-            return tokens[:i] + art + tokens[i + 1:], i, word, "remove:no"
-        if w in ("not", "n't", "never"):
-            prev = tokens[i - 1].lower() if i else ""
-            nxt = i + 1 < len(tagged) and tagged[i + 1][1] == "VB"
-            if prev in DO and nxt:  # does not find -> finds; did not meet -> met
-                penn = {"does": "VBZ", "did": "VBD", "do": "VBP"}[prev]
-                verb = _inflect(tokens[i + 1].lower(), penn)
-                return tokens[:i - 1] + [verb] + tokens[i + 2:], i - 1, word, "remove:" + w
-            return tokens[:i] + tokens[i + 1:], i, word, "remove:" + w
-    return None
+        if w not in CUE_WORDS:
+            continue
+        out |= {c} if w == "without" else {c - 1, c}  # "is [not] running", "there is [no] dog"
+        j = c + 1
+        while j < len(tagged) and tagged[j][0].lower() not in CLAUSE_END \
+                and not (w in ("without", "no") and tagged[j][1].startswith(("VB", "MD"))):
+            out.add(j)
+            j += 1
+    return out
+
+
+VERB_OF_RULE = {"VBZ": ("VBZ", "VBD", "VBP"), "VBD": ("VBZ", "VBD", "VBP"), "VBP": ("VBZ", "VBD", "VBP", "VB"),
+                "VBG": ("VBG",), "AUX": ("VBG", "VBN"), "AUX-have": ("VBN",), "MD": ("VB",), "VBN": ("VBN",)}
+
+
+def _coordinate(tokens: list[str], tagged: list[tuple[str, str]], i: int, rule: str) -> list[str]:
+    """The tokens with a second verb coordinated with the negated one brought under the negation:
+    "sings and dances" -> "does not sing or dance", "is singing and dancing" -> "isn't singing or
+    dancing" (negating the first only, "does not sing and dances", says something else)."""
+    from lemminflect import getAllLemmas
+
+    j = i + 1
+    if rule in ("AUX", "AUX-have", "MD"):  # the auxiliary's own verb first
+        while j < len(tagged) and not tagged[j][1].startswith("VB") and tagged[j][0].lower() not in CLAUSE_END:
+            j += 1
+        j += 1
+    while j < len(tagged) and tagged[j][0].lower() not in CLAUSE_END:
+        j += 1
+    if j + 1 >= len(tagged) or tagged[j][0].lower() != "and":
+        return tokens
+    word, penn = tagged[j + 1]
+    takes_object = j + 2 < len(tagged) and tagged[j + 2][1] in ("DT", "PRP$", "PRP", "CD")
+    finite_s = penn == "NNS" and rule == "VBZ" and _lemma(word) != word.lower() and (
+        takes_object or not getAllLemmas(word.lower(), upos="NOUN"))  # "and sings/NNS", not "and drums"
+    ing = penn == "NN" and word.lower().endswith("ing") and "VBG" in VERB_OF_RULE[rule] \
+        and _lemma(word) != word.lower()  # "playing a video game and commentating/NN"
+    low, base = word.lower(), _lemma(word)
+    same_form = rule in ("VBZ", "VBD", "VBP") and penn.startswith("VB") and low != base and \
+        low == _inflect(base, rule if rule != "VBP" else "VBZ")  # "knocks on a wall and texts/VB a friend"
+    if not (penn in VERB_OF_RULE[rule] and is_known_verb(word) or finite_s and is_known_verb(word) or ing
+            and is_known_verb(word) or same_form and takes_object):
+        return tokens
+    second = _lemma(tokens[j + 1]) if rule in ("VBZ", "VBD", "VBP") else tokens[j + 1]
+    return tokens[:j] + ["or", second] + tokens[j + 2:]
 
 
 def _result(new: list[str], tokens: list[str], idx: int, rule: str, cue: str) -> Negation:
     """Scope and remainder come from the original tokens: the negated clause starts at the verb
     (after the auxiliary or ``with`` whose form changed) and runs to the end of its clause."""
-    start = idx + 1 if rule in ("AUX", "AUX-have", "MD", "ADP") else idx
+    start = idx + 1 if rule in ("AUX", "AUX-have", "MD") else idx
     inside, outside = _scope(tokens, start)
     outside = [i for i in outside if i != idx]
     return Negation(_detok(new), tokens[idx], idx, rule, cue, _detok([tokens[i] for i in inside]),
@@ -335,8 +401,7 @@ def _result(new: list[str], tokens: list[str], idx: int, rule: str, cue: str) ->
 
 def negate(caption: str, mode: str = "one", seed: int | str = 0) -> list[Negation]:
     """Negated variants of ``caption``: one chosen with ``seed`` (the paper), or every candidate
-    (``mode="all"``, what the authors' code wrote). A caption with a cue gets it removed instead.
-    Returns [] when no rule applies."""
+    (``mode="all"``, what the authors' code wrote). Returns [] when no rule applies."""
     if mode not in ("one", "all"):
         raise ValueError("mode must be 'one' or 'all'")
     text = expand_contractions(caption.strip())
@@ -344,20 +409,15 @@ def negate(caption: str, mode: str = "one", seed: int | str = 0) -> list[Negatio
     tokens = [w for w, _ in tagged]
     if any(w.lower() in NEGATIVE_WORDS for w in tokens):
         return []  # "nobody is dancing": negating it again would make a double negative
-    if any(w.lower() in CUE_WORDS for w in tokens):
-        removed = _remove_cue(tokens, tagged)
-        if removed is None:
-            return []
-        new, pos, word, rule = removed
-        return [Negation(_detok(new), word, pos, rule, "-" + word.lower(), "", _detok(new))]
-    cands = _candidates(tagged)
+    taken = _negated_already(tagged)  # a caption with a cue gets another one added elsewhere, or none
+    cands = [(i, rule) for i, rule in _candidates(tagged) if i not in taken]
     if not cands:
         return []
     if mode == "one":
         cands = [random.Random(f"{seed}|{caption}").choice(cands)]
     out = []
     for i, rule in cands:
-        new, _, cue = _apply(tokens, tagged, i, rule)
+        new, _, cue = _apply(_coordinate(tokens, tagged, i, rule), tagged, i, rule)
         out.append(_result(new, tokens, i, rule, cue))
     return out
 

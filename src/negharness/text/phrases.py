@@ -95,6 +95,11 @@ argue talk discuss mention happen know think understand believe like love hate w
 PLAIN_PEOPLE = frozenset("man woman girl boy people person kid guy child lady".split())
 # plural nouns the tagger's repair must never read as a verb ("on the voice kids")
 NEVER_VERBS = frozenset("kids games video videos outfit outfits".split())
+# singular nouns for many people: "a choir ... her hair" does not fit, "a choir ... each other" does
+COLLECTIVES = QUANTITIES | frozenset("crowd audience band family choir chorus class orchestra army troop cast "
+                                     "squad crew gang".split())
+# people-like doers a caption gives no sex: "a cartoon ... her boyfriend" is a guess
+UNSEXED = frozenset("cartoon character robot superhero hero villain".split())
 # particles and adverbs that complete a verb ("lying down", "splitting up", "dancing together"): kept
 # in the phrase (tagged RP) when no noun phrase follows them
 PARTICLES = frozenset("up down out off away back around over together apart along aside forward backward "
@@ -170,13 +175,13 @@ class VerbPhrase:
             clash = {"he", "she", "it"}
         elif subject.pronoun is not None:
             clash = {"they", "he", "she", "it"} - {subject.pronoun}
-        elif subject.agent_class == "person" and subject.head not in QUANTITIES | {"crowd", "audience", "band", "family"}:
+        elif subject.agent_class == "person" and subject.head not in COLLECTIVES | UNSEXED:
             clash = {"they", "it"}  # "a person ... his phone" reads fine
         else:
             clash = {"they", "he", "she"}  # "a crowd ... his foot" does not
         text = " ".join(self.rest)
-        if ("each other" in text or "one another" in text) and not subject.plural \
-                and subject.head not in QUANTITIES | {"crowd", "audience", "band", "family"}:
+        if ("each other" in text or "one another" in text or "together" in self.rest) and not subject.plural \
+                and subject.head not in COLLECTIVES:
             return False  # "a man ... shooting guns at each other"
         return not any(PRONOUNS.get(w) in clash for w in self.rest)
 
@@ -346,7 +351,11 @@ def _continued_vp(items: list[Item], k: int) -> int | None:
 
 
 def _participle_follows(items: list[Item], k: int) -> bool:
-    return k + 1 < len(items) and items[k + 1][0] == "VP" and items[k + 1][1][0][1] in ("VBG", "VBD", "VBN")
+    """A participle right after the VP at ``k``, past adverbs ("at a guy | horribly singing")."""
+    nxt = k + 1
+    while nxt < len(items) and items[nxt][0] == "TOK" and items[nxt][1][0][1] == "RB":
+        nxt += 1
+    return nxt < len(items) and items[nxt][0] == "VP" and items[nxt][1][0][1] in ("VBG", "VBD", "VBN")
 
 
 def _runs_into_participle(items: list[Item], k: int) -> bool:
@@ -406,6 +415,8 @@ def _subject(items: list[Item], k: int) -> Subject | None:
     if any(t == "DT" for _, t in leaves[1:]):
         return None  # two noun phrases run together: "to the ground a goat"
     plural = head_tag in ("NNS", "NNPS")
+    if plural and leaves[0][0] in ("a", "an", "one", "another", "each", "every") and head_word not in PLURAL_NOUNS:
+        return None  # "a women": one or several? the caption does not say
     if plural and len(leaves) >= 2 and leaves[-2][1] in ("NN", "NNP") and is_known_verb(head_word) \
             and lemma(head_word, "VERB") != head_word:
         return None  # "a girl looks": a noun and a verb tagged as one noun phrase
@@ -451,6 +462,10 @@ def _noun_coordination_follows(items: list[Item], k: int) -> bool:
 def _garbled(rest: list[tuple[str, str]]) -> bool:
     """Two noun phrases run together ("jump over a fence a horse", "strumming a guitar someone"), or a verb
     form tagged as the noun ending a noun phrase ("holding mic speaking", "purple dress start")."""
+    if any(t in ("VBZ", "VBD", "VBP", "MD") for _, t in rest[1:]) or any(
+            i and t == "NN" and w.endswith("s") and rest[i - 1][1].startswith("NN") and is_known_verb(w)
+            and lemma(w, "VERB") != w for i, (w, t) in enumerate(rest)):
+        return True  # a clause run on: "hurrying over to the edge of a wall climbs/NN on top"
     for i, (w, t) in enumerate(rest):
         if i and rest[i - 1][1].startswith("NN"):
             if t == "DT" or w in INDEFINITE:
@@ -514,6 +529,8 @@ def _cut_before_next(items: list[Item], k: int) -> bool:
         return True  # "dancing in times | square": the chunk stopped inside a name or compound
     if len(items[k][1]) == 1 and nxt_label == "VP" and not is_known_verb(nxt_leaves[0][0]):
         return True
+    if nxt_label == "TOK" and nxt_leaves[0][1] == "TO" and len(items[k][1]) > 1:
+        return True  # "giving volume | to radio": what completes it is left out
     if nxt_label == "TOK" and nxt_leaves[0][1] == "TO" and k + 2 < len(items):
         label, leaves = items[k + 2]
         ends = k + 3 >= len(items) or (items[k + 3][0] == "TOK" and items[k + 3][1][0][0] in CLAUSE_BOUNDARY)
