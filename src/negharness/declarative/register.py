@@ -297,7 +297,7 @@ def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricIn
     names = list(dict.fromkeys(_metric_name(c, f"metrics.{i}", m, known, kind) for i, m in enumerate(metrics)))
     if "macro_accuracy" in names and not spec.get("group_by"):
         raise c.fail("metrics", "macro_accuracy needs group_by (the field whose groups are averaged)")
-    info = catalog.infos(names)
+    info = catalog.infos(catalog.with_companions(names))  # tie_rate brings same_words_rate, order_blind_ceiling
     if spec.get("authors"):  # the authors' number beside each accuracy the task reports
         twins = [m + AUTHORS_SUFFIX for m in names if m + AUTHORS_SUFFIX in catalog.METRICS]
         info.update(catalog.infos(twins))

@@ -325,6 +325,7 @@ class ChoiceTask(DeclarativeTask):
             ChoiceSet,  # lazy: start-up time (torch)
         )
         from negharness.scoring.choices import (  # lazy: start-up time (torch)
+            SAME_WORDS_NOTE,
             choice_scoring,
             readable_media,
             score_choices,
@@ -351,7 +352,7 @@ class ChoiceTask(DeclarativeTask):
         groups = [r.group for r in rows] if self.spec["group_by"] else None
         authors = self.spec.get("authors")
         out = choice_scoring(scores, choices.correct, groups, self.spec["min_group"], [not r.identical for r in rows],
-                             authors["ties"] if authors else None)
+                             authors["ties"] if authors else None, choices.options)
         samples = None
         if ctx.log_samples:
             samples = [{"row": r.where, "media": r.media.id, "correct": r.correct, "chosen": int(out.chosen[i]),
@@ -360,6 +361,8 @@ class ChoiceTask(DeclarativeTask):
         metrics = {k: v for k, v in out.metrics.items() if k in self.metric_info}
         values = {k: v for k, v in out.values.items() if k in metrics}
         notes = {**self.notes(rows, out.per_group), **skip_notes(bad, len(self.rows) - len(rows), "rows")}
+        if "same_words_rate" in metrics:
+            notes["same_words"] = {"rows": out.same_words, "reason": SAME_WORDS_NOTE}
         kept = [ref for ref, b in zip(refs, bad) if not b]
         return TaskResult(metrics, self.counts(rows, kept), samples, notes,
                           per_query([self.query_id(r.where) for r in rows], values))
