@@ -20,7 +20,12 @@ from negharness.io.safe_unpickle import CallRefused, restricted_load
 from negharness.plugins import openclip_model
 from negharness.plugins.clip4clip import clip4clip
 from negharness.plugins.finetuned_clip import negationclip, negclip, tripletclip
-from negharness.plugins.openclip_model import OpenClipModel, arch_of_state, clip, no_random_init
+from negharness.plugins.openclip_model import (
+    OpenClipModel,
+    arch_of_state,
+    clip,
+    no_random_init,
+)
 from negharness.plugins.trained_model import FORMAT, clip_bnl
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,
@@ -28,7 +33,7 @@ TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,
                           "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 1, "layers": 1}}}
 
 
-class config:  # noqa: N801 - named like nT2VR's configs/CLIP/*.py class
+class config:
     """Stands for the authors' config class, pickled by reference to a module a user does not have."""
 
     sample_frame = 8

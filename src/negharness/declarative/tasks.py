@@ -34,6 +34,7 @@ from negharness.declarative.annotations import (
 )
 from negharness.io.image_files import image_decoder_identity, read_rgb
 from negharness.io.paths import RootGuard
+from negharness.records.published import collection_digest, published_notes
 
 if TYPE_CHECKING:
     from negharness.api.context import EvalContext
@@ -364,8 +365,20 @@ class ChoiceTask(DeclarativeTask):
         if "same_words_rate" in metrics:
             notes["same_words"] = {"rows": out.same_words, "reason": SAME_WORDS_NOTE}
         kept = [ref for ref, b in zip(refs, bad) if not b]
-        return TaskResult(metrics, self.counts(rows, kept), samples, notes,
+        counts = self.counts(rows, kept)
+        if self.spec.get("published"):
+            notes.update(published_notes(self.name, ctx.model, metrics, self.spec["published"], counts,
+                                         self.content_digest(rows)))
+        return TaskResult(metrics, counts, samples, notes,
                           per_query([self.query_id(r.where) for r in rows], values))
+
+    @staticmethod
+    def content_digest(rows: list[ChoiceRow]) -> str:
+        """`collection_digest` of what decides every number: per row its medium's file name (and crop box),
+        options and answer, in file order; never the folder a copy of the media sits in."""
+        return collection_digest([r.media.path.name if r.media.path else r.media.id,
+                                  list(r.media.crop) if r.media.crop else None, list(r.options), r.correct]
+                                 for r in rows)
 
     def counts(self, rows: list[ChoiceRow], refs: list[MediaRef]) -> dict[str, int]:
         """Rows (after filters) and media; where rows were left out, how many and which were scored."""
