@@ -72,8 +72,8 @@ def imports_of(path: Path, known: dict[str, Path], src: Path = SRC) -> list[Impo
                 name = node.module or ""
             for alias in node.names:
                 add(f"{name}.{alias.name}", node)
-        elif module == "negharness.api" and isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Dict):
-            for value in node.value.values:  # _EXPORTS: name -> module
+        elif module.startswith("negharness.api") and isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Dict):
+            for value in node.value.values:  # the api's and its facades' _EXPORTS: name -> module
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
                     add(value.value, node)
     return found

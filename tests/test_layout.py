@@ -62,6 +62,31 @@ def test_api_exports_resolve():
     assert missing == [] and len(api.__all__) == len(set(api.__all__))
 
 
+def test_the_api_top_level_is_the_contracts_and_the_rest_lives_in_named_facades():
+    """About 25 top-level names (the contracts, context, options, errors, registration); each facade's
+    names resolve; a name that moved to a facade still resolves from the top level, to the same object
+    (plugins written against 0.x keep working), but is not in ``__all__``; importing the top level and
+    every facade but the training contracts (whose types are torch's) loads no torch."""
+    import importlib
+    import subprocess
+    import sys
+
+    import negharness.api as api
+
+    assert len(api.__all__) <= 33, api.__all__
+    for facade in api.FACADES:
+        module = importlib.import_module(f"negharness.api.{facade}")
+        names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+        assert [n for n in names if not hasattr(module, n)] == [], facade
+    for name, facade in api._MOVED.items():
+        assert name not in api.__all__ and getattr(api, name) is getattr(importlib.import_module(facade), name), name
+    probe = ("import sys, negharness.api as a, importlib\n"
+             "[importlib.import_module('negharness.api.' + f) for f in a.FACADES if f not in ('training',)]\n"
+             "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     src = tmp_path / "src"
     for rel, text in files.items():

@@ -171,7 +171,8 @@ def test_readme_plugin_example_is_the_tested_plugin_installs_and_passes_the_lead
     toml_block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
     good = THIRDPARTY / "good"
     assert python_block == (good / "negharness_example.py").read_text()
-    assert set(re.findall(r"^(?:from|import) (negharness[\w.]*)", python_block, re.M)) == {"negharness.api"}
+    imported = set(re.findall(r"^(?:from|import) (negharness[\w.]*)", python_block, re.M))
+    assert imported and all(m == "negharness.api" or m.startswith("negharness.api.") for m in imported), imported
     assert toml_block == (good / "pyproject.toml").read_text()
     model_lines = python_block[python_block.index("class MeanColourModel"):python_block.index("class ExampleColours")]
     task_lines = python_block[python_block.index("class ExampleColours"):python_block.index("@hookimpl")]
@@ -286,3 +287,42 @@ def test_a_choice_scorer_is_a_model_of_its_own_contract_and_is_refused_on_retrie
                      cache_dir=str(tmp_path / "c"))
     with pytest.raises(UserError, match="first_option scores choice tasks itself"):
         run_evaluation(host, req)
+
+
+def test_the_host_parses_declared_model_options_once_into_typed_read_only_values():
+    """-M strings are parsed once, by the host, against the options the factory declares: the factory
+    gets typed values with the declared defaults (no default restated, no raw string re-read); an
+    unknown key or a bad value is refused before the factory runs, naming the model; a wrapper that
+    passes the rest on gets the undeclared keys raw, and its base model checks them in turn."""
+    from negharness.api.options import OptionSpec, takes_options
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.testing import keyword_model, lookup
+
+    seen = []
+
+    @takes_options({"threshold": OptionSpec(float, 0.1), "deep": OptionSpec(bool, False)})
+    def declared(options):
+        seen.append(options.values)
+        return keyword_model(ModelOptions())
+
+    factories = {"declared": declared, "kw": keyword_model}
+    host = PluginLookup(lookup(model=factories).registry)
+    host.create("model", "declared", ModelOptions(extra={"deep": "yes"}))
+    assert dict(seen[-1]) == {"threshold": 0.1, "deep": True}
+    with pytest.raises(TypeError):
+        seen[-1]["deep"] = False  # read-only: a factory cannot change what the record says it ran with
+    calls = len(seen)
+    with pytest.raises(UserError, match=r"-M thresold: not an option of model 'declared'; did you mean threshold"):
+        host.create("model", "declared", ModelOptions(extra={"thresold": "0.3"}))
+    with pytest.raises(UserError, match=r"-M threshold=high.*expected float"):
+        host.create("model", "declared", ModelOptions(extra={"threshold": "high"}))
+    assert len(seen) == calls  # refused before the factory ran
+
+    from negharness.plugins.boolean_model import boolean
+
+    factories["boolean"] = boolean
+    host = PluginLookup(lookup(model=factories).registry)
+    wrapped = host.create("model", "boolean", ModelOptions(extra={"base": "declared", "threshold": "0.5"}))
+    assert dict(seen[-1]) == {"threshold": 0.5, "deep": False} and wrapped.name == "boolean(declared)"
+    with pytest.raises(UserError, match=r"-M colour: not an option of model 'declared'"):
+        host.create("model", "boolean", ModelOptions(extra={"base": "declared", "colour": "red"}))

@@ -236,3 +236,24 @@ def test_over_long_cells_in_training_and_caption_tables_are_refused_by_line(tmp_
         path.write_text(f"{header}\nimg.jpg,a dog\nimg2.jpg,{long_row}\n", encoding="utf-8")
         with pytest.raises(UserError, match=rf"{name}:3"):
             read(path)
+
+
+def test_training_sets_declare_their_t_options_and_the_host_parses_them_once(tmp_path):
+    """-T strings reach a training set as typed values parsed against what it declares (shown by
+    `negharness list`): a bad value or an unknown key is refused, naming the set, before any data is read."""
+    from negharness.api.options import declared_options
+    from negharness.api.training import TrainSetOptions
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.tasks.nt2vr.training import msrvtt10ktrain
+    from negharness.tasks.shapes.training import shapes
+    from negharness.testing import lookup
+
+    assert declared_options(msrvtt10ktrain)["negatives"].default == "auto"
+    assert declared_options(shapes)["n_train"].default == 6000
+    host = PluginLookup(lookup(trainset={"shapes": shapes, "msrvtt10ktrain": msrvtt10ktrain}).registry)
+    with pytest.raises(UserError, match=r"-T n_train=many.*training set 'shapes'.*expected int"):
+        host.create("trainset", "shapes", TrainSetOptions(tmp_path, {"n_train": "many"}))
+    with pytest.raises(UserError, match=r"-T negatives=somewhere.*choose one of auto, file, negator"):
+        host.create("trainset", "msrvtt10ktrain", TrainSetOptions(tmp_path, {"negatives": "somewhere"}))
+    with pytest.raises(UserError, match=r"-T vall: not an option of training set 'msrvtt10ktrain'; did you mean val"):
+        host.create("trainset", "msrvtt10ktrain", TrainSetOptions(tmp_path, {"vall": "none"}))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -19,13 +19,13 @@ import torch.nn.functional as F
 
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
-from negharness.api.options import OptionSpec, parse_options
+from negharness.api.options import BindsOptions, OptionSpec, frozen_empty
 from negharness.api.plugin_source import PluginSource, require_plugins
 from negharness.api.sampling import FrameSampling
 
 
 @dataclass
-class ModelOptions:
+class ModelOptions(BindsOptions):
     """Options every model plugin understands, plus free-form ``extra`` (``-M key=value``).
 
     ``plugins`` is the run's plugin lookup (a `PluginSource`), set by the host before it calls a
@@ -38,13 +38,20 @@ class ModelOptions:
     checkpoint: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
     plugins: Any = field(default=None, compare=False, repr=False)
+    # set by the host (`bind`) from ``extra`` and the factory's declared options (`takes_options`):
+    # the typed values, defaults filled in, read-only; and, for a wrapper that passes the rest on, the
+    # raw ``-M`` keys it does not declare. Derived from ``extra``, so never compared or fingerprinted.
+    values: Mapping[str, Any] = field(default_factory=frozen_empty, compare=False, repr=False)
+    rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
+    bound: bool = field(default=False, compare=False, repr=False)
 
     def parse(self, specs: "dict[str, OptionSpec]", model: str) -> dict[str, Any]:
         """Typed ``-M`` values for the options ``model`` declares; unknown keys are an error naming it."""
-        return parse_options(self.extra, specs, "-M", f"model {model!r}")
+        return dict(self.bound_to(specs, model).values)
 
     def check_extra(self, allowed: "set[str] | dict[str, OptionSpec]", model: str) -> None:
-        """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored."""
+        """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored (for
+        a third-party factory that declares no options; the host checks declared ones itself)."""
         self.parse({k: OptionSpec() for k in allowed}, model)
 
     def lookup(self) -> PluginSource:
@@ -101,6 +108,10 @@ class ModelPlugin(ABC):
     # (an architecture alone): every load draws others, so the host never reuses such a record and
     # gives each draw its own record folder and board label
     random_weights: bool = False
+    # the revision of the weights where the plugin knows one the host cannot see (a Hugging Face hub
+    # commit it downloaded from); the host records it beside the fingerprint. None: the host records
+    # the content hash of --checkpoint or of a file or folder an option names, else no revision
+    revision: str | None = None
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")

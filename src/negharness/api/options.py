@@ -8,7 +8,8 @@ names the flag, the key and the plugin, with what it accepts.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, TypeVar
 
 from negharness.api.errors import UserError
@@ -126,13 +127,26 @@ def check_batch_size(value: int, option: str = "--batch-size") -> int:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def takes_options(specs: Mapping[str, OptionSpec]) -> Callable[[F], F]:
-    """Marks a plugin factory with the ``-M`` options it accepts (the same mapping it checks them
-    against), so `negharness list` shows them without building anything."""
+def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) -> Callable[[F], F]:
+    """Marks a plugin factory with the ``-M`` options it accepts: the host parses the run's raw
+    ``-M`` strings against them once and hands the factory typed values (``options.values``), and
+    `negharness list` shows them without building anything. A wrapper that gives every other ``-M``
+    to the model it wraps says ``passes_rest=True``: the keys it does not declare reach it unparsed
+    in ``options.rest`` instead of being refused."""
     def mark(factory: F) -> F:
         factory.options = dict(specs)  # type: ignore[attr-defined]
+        factory.passes_rest = passes_rest  # type: ignore[attr-defined]
         return factory
     return mark
+
+
+def split_options(raw: Mapping[str, str], specs: Mapping[str, OptionSpec], flag: str, owner: str,
+                  passes_rest: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """(typed values of the declared options, the undeclared raw rest): the rest is refused, naming
+    ``owner``, unless ``passes_rest``."""
+    rest = {k: v for k, v in raw.items() if k not in specs} if passes_rest else {}
+    values = parse_options({k: v for k, v in raw.items() if k not in rest}, specs, flag, owner)
+    return values, rest
 
 
 def declared_options(target: Any) -> Mapping[str, OptionSpec] | None:
@@ -142,3 +156,34 @@ def declared_options(target: Any) -> Mapping[str, OptionSpec] | None:
     if specs is None:
         specs = getattr(target, "options", None)
     return specs if isinstance(specs, Mapping) else None
+
+
+class BindsOptions:
+    """What a plugin's options object (`ModelOptions`, `TrainSetOptions`) shares: raw ``extra``
+    strings, and once the host has bound them to the factory's declared options, their typed,
+    read-only ``values`` (and, for a wrapper, the undeclared ``rest``). A subclass is a dataclass
+    with the fields ``extra``, ``values``, ``rest`` and ``bound``, and names its ``FLAG`` and ``OWNER``."""
+
+    FLAG = "-M"
+    OWNER = "model"
+    extra: dict[str, str]
+    values: Mapping[str, Any]
+    rest: Mapping[str, str]
+    bound: bool
+
+    def bind(self, specs: Mapping[str, OptionSpec], name: str, passes_rest: bool = False) -> Any:
+        """A copy whose ``values`` are ``extra`` parsed against ``specs`` once (an unknown key or a bad
+        value is one error naming the plugin); what the host does before it calls a factory."""
+        values, rest = split_options(self.extra, specs, self.FLAG, f"{self.OWNER} {name!r}", passes_rest)
+        return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest),  # type: ignore[type-var]
+                       bound=True)
+
+    def bound_to(self, specs: Mapping[str, OptionSpec], name: str) -> Any:
+        """These options bound to ``specs``: as the host bound them, else bound now (a factory called
+        directly, outside a run's plugin lookup)."""
+        return self if self.bound and set(self.values) == set(specs) else self.bind(specs, name)
+
+
+def frozen_empty() -> Mapping[str, Any]:
+    """The default of an unbound options object's ``values`` and ``rest``."""
+    return MappingProxyType({})

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from negharness.api.plugin_source import PluginSource, require_plugins
 from negharness.api.errors import UnknownNameError, UserError
 from negharness.api.model import ModelOptions
-from negharness.api.options import OptionSpec, parse_options
+from negharness.api.options import BindsOptions, OptionSpec, frozen_empty, parse_options
 from negharness.api.sampling import FrameSampling
 
 Mcq = tuple[tuple[str, ...], int]  # (options, index of the correct one)
@@ -84,30 +84,36 @@ class TrainingSet:
 
 
 @dataclass
-class TrainSetOptions:
+class TrainSetOptions(BindsOptions):
+    """What a training-set factory receives; the host binds ``-T`` to the options the set declares
+    (`named_trainset`'s ``options``), so the set reads typed ``values``."""
+
+    FLAG = "-T"
+    OWNER = "training set"
     data_root: Path
     extra: dict[str, str] = field(default_factory=dict)  # -T key=value
     seed: int = 0
     sampling: FrameSampling | None = None  # the model's choice (-M frames=...), else the set's default
     cache_dir: Path | None = None
-
-    def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
-        """A ``-T key=value`` option, parsed by the one option parser (`negharness.api.options`)."""
-        if key not in self.extra:
-            return default
-        return OptionSpec(cast, default).parse(self.extra[key], f"-T {key}={self.extra[key]}")
+    values: Mapping[str, Any] = field(default_factory=frozen_empty, compare=False, repr=False)
+    rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
+    bound: bool = field(default=False, compare=False, repr=False)
 
     def check_extra(self, allowed: set[str], name: str) -> None:
+        """Unknown ``-T`` keys are an error naming the set (for a third-party set that declares none)."""
         parse_options(self.extra, {k: OptionSpec() for k in allowed}, "-T", f"training set {name!r}")
 
 
-def named_trainset(name: str, build: Callable[[str, TrainSetOptions], TrainingSet]
-                   ) -> Callable[[TrainSetOptions], TrainingSet]:
-    """The factory a training-set entry point names: one builder serves several sets by name."""
-    def factory(options: TrainSetOptions) -> TrainingSet:
-        return build(name, options)
+def named_trainset(name: str, build: Callable[[str, TrainSetOptions], TrainingSet],
+                   options: Mapping[str, OptionSpec] | None = None) -> Callable[[TrainSetOptions], TrainingSet]:
+    """The factory a training-set entry point names: one builder serves several sets by name. With
+    ``options``, the set declares its ``-T`` options: the host parses them once (typed ``values``)."""
+    def factory(options_: TrainSetOptions) -> TrainingSet:
+        return build(name, options_.bound_to(options, name) if options is not None else options_)
 
     factory.__name__ = name
+    if options is not None:
+        factory.options = dict(options)  # type: ignore[attr-defined]
     return factory
 
 

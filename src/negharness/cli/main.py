@@ -19,6 +19,7 @@ from negharness.cli.reports import (
     cmd_build_queries,
     cmd_compare,
     cmd_diagnose,
+    cmd_export,
     cmd_fire,
     cmd_leaderboard,
 )
@@ -313,6 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="write nothing: exit 1 when a record is invalid or the board (and page) is stale")
     p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("export", help="result records -> MTEB, lm-eval or Every Eval Ever files (README: Export)")
+    p.add_argument("--format", required=True, choices=["mteb", "lm-eval", "eee"],
+                   help="mteb: <org>__<model>/<revision>/<Task>.json; lm-eval: <model>/results_<date>.json; "
+                        "eee: data/<benchmark>/<developer>/<model>/<uuid>.json")
+    p.add_argument("results_dir", metavar="RESULTS_DIR", help="folder of result records (e.g. results/)")
+    p.add_argument("out", metavar="OUT", help="folder to write into (MTEB's results/, lm-eval's output "
+                                              "path, the EEE datastore root)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("build-queries", help="negated and composed query sets from a caption file (nT2VR formats)")
     p.add_argument("--captions", required=True,

@@ -103,6 +103,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from negharness.records.export import export  # lazy: start-up time
+    from negharness.records.published import registered_rows  # lazy: start-up time
+
+    registry = _host(args).registry  # the tasks' registrations name the papers' tables
+    done = export(Path(args.results_dir), Path(args.out), args.format, lambda task: registered_rows(task, registry))
+    console = _console()
+    for line in done.left_aside:
+        console.print(f"left aside: {line}", markup=False, highlight=False)
+    console.print(f"wrote {len(done.files)} {args.format} file(s) into {args.out}", markup=False, highlight=False)
+    return 0
+
+
 def cmd_build_queries(args: argparse.Namespace) -> int:
     import random
 

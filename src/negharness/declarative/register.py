@@ -30,7 +30,7 @@ from negharness.api.task import MetricInfo
 from negharness.declarative.annotations import FILTER_KEYS, FORMATS, short
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl
-from negharness.io.paths import require_regular
+from negharness.io.json_files import read_capped
 from negharness.records.published import table_rows
 from negharness.scoring import catalog
 
@@ -152,16 +152,7 @@ class TaskLoader(yaml.SafeLoader):
 def read_yaml(path: Path) -> dict[str, Any]:
     """A task file parsed with `TaskLoader`: at most `MAX_YAML_BYTES`, UTF-8, no Python tags,
     anchors, aliases or duplicate keys; every refusal names the file (and line, where there is one)."""
-    size = require_regular(path, "task file").st_size  # a FIFO in the folder would block the read
-    if size > MAX_YAML_BYTES:
-        raise UserError(f"{path}: {size:,} bytes; a YAML task file may have at most {MAX_YAML_BYTES:,}")
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_YAML_BYTES + 1)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    if len(raw) > MAX_YAML_BYTES:  # grew since the stat
-        raise UserError(f"{path}: more than {MAX_YAML_BYTES:,} bytes; a YAML task file may have at most that")
+    raw = read_capped(path, MAX_YAML_BYTES, "task file", "a YAML task file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

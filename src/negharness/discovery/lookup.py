@@ -16,6 +16,7 @@ from typing import Any
 from negharness.api.editing import Detector, Editor
 from negharness.api.errors import UserError
 from negharness.api.model import ModelOptions, ModelPlugin
+from negharness.api.options import BindsOptions, declared_options
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 
@@ -36,6 +37,16 @@ def check_kind(kind: str, made: Any, entry_label: str) -> Any:
         raise UserError(f"{entry_label}: its factory returned {type(made).__name__}, not a "
                         f"negharness.api.{wanted}")
     return made
+
+
+def bind_declared(factory: Any, options: Any, name: str) -> Any:
+    """The options a factory receives: its ``-M`` strings parsed once against the options it declares
+    (`negharness.api.takes_options`) into typed ``options.values``; a factory that declares none gets
+    them raw, as before, and checks them itself."""
+    specs = declared_options(factory)
+    if specs is None or not isinstance(options, BindsOptions):
+        return options
+    return options.bind(specs, name, passes_rest=bool(getattr(factory, "passes_rest", False)))
 
 
 class PluginLookup:
@@ -64,7 +75,9 @@ class PluginLookup:
         entry = self.registry.get(kind, name)
         if dataclasses.is_dataclass(options) and any(f.name == "plugins" for f in dataclasses.fields(options)):
             options = dataclasses.replace(options, plugins=self)
-        made = check_kind(kind, entry.load()(options), f"{kind} {name!r} from plugin {entry.plugin!r}")
+        factory = entry.load()
+        made = check_kind(kind, factory(bind_declared(factory, options, name)),
+                          f"{kind} {name!r} from plugin {entry.plugin!r}")
         if self.device is not None and kind == "model":
             made.to(self.device).eval_mode()
         elif self.device is not None and hasattr(made, "to"):

@@ -37,11 +37,12 @@ from negharness.engine.reuse import (
     RANDOM_WEIGHTS,
     data_hashes,
     fingerprint_reason,
+    model_revision,
     model_sources,
     option_files,
     stale_reason,
 )
-from negharness.engine.runner import CachedEvalContext, ModelOrigin, RunSettings, resolve_device
+from negharness.engine.runner import CachedEvalContext, ModelOrigin, RunSettings, device_name, resolve_device
 from negharness.io.paths import (
     RootGuard,
     cache_root,
@@ -214,7 +215,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     if protocol == "embedding":
         _check_modalities(model, req.model, [i.task for i in todo])
     run = RunInfo(model_cfg, model_entry.plugin, fingerprint, model.describe(), host.distributions(),
-                  str(device), req.batch_size, req.seed, req.limit, sources)
+                  device_name(device), req.batch_size, req.seed, req.limit, sources,
+                  model_revision(model, sources))
     cache = EmbeddingCache(cache_dir, hasher=hasher) if req.use_cache and protocol == "embedding" else None
     settings = RunSettings(device, req.precision, req.batch_size, req.workers, req.skip_broken_media)
     editor_key = hash_json({"fingerprint": fingerprint, "model": model_cfg.as_dict(), "sources": sources,

@@ -85,6 +85,32 @@ def model_sources(options: Any, hasher: FileHasher) -> dict[str, str]:
     return out
 
 
+def model_revision(model: Any, sources: dict[str, str]) -> str | None:
+    """The revision of the weights, recorded apart from the fingerprint (which hashes `describe()`):
+    the content hash of --checkpoint, else the revision the plugin declares (a hub commit), else a
+    Hugging Face model's hub commit (``config._commit_hash``), else the hash of a file or folder a
+    -M option names (``-M model=FOLDER``); None when nothing names the weights."""
+    if sources.get("--checkpoint"):
+        return sources["--checkpoint"]
+    declared = getattr(model, "revision", None)
+    if isinstance(declared, str) and declared:
+        return declared
+    for module in _held_modules(model):
+        commit = getattr(getattr(module, "config", None), "_commit_hash", None)
+        if isinstance(commit, str) and commit:
+            return commit
+    named = [v for k, v in sorted(sources.items()) if k.startswith("-M ")]
+    return named[0] if named else None
+
+
+def _held_modules(model: Any) -> list[Any]:
+    """The model's torch modules; none when the plugin cannot name them (its own error comes later)."""
+    try:
+        return list(model.modules())
+    except Exception:  # noqa: BLE001 - a plugin's modules() that refuses: no hub commit to read
+        return []
+
+
 def _data_reason(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     if old.get("digest") == new["digest"]:
         return None

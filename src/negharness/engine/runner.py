@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
@@ -51,6 +53,28 @@ def resolve_device(spec: str) -> torch.device:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise UserError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) here")
     return device
+
+
+def device_name(device: torch.device) -> str:
+    """What a record says of the device: ``cuda:0 (NVIDIA H100 80GB HBM3)``, ``cpu (AMD EPYC 7B13)``,
+    or ``cpu`` when the processor does not say its name; timings and float results depend on it."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    name = cpu_name() if device.type == "cpu" else None
+    return f"{device} ({name})" if name else str(device)
+
+
+def cpu_name() -> str | None:
+    """The processor's model name (Linux /proc/cpuinfo, else `platform.processor`), None if unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor().strip() or None
 
 
 def default_workers(device: torch.device) -> int:

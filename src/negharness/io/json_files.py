@@ -41,25 +41,31 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def read_bounded_bytes(path: Path, folder: Path, where: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of ``path``, or a `UserError` starting with ``where``: a file outside ``folder`` (as
-    written, ``..`` folded, or after symlinks), not a regular file (a device, a FIFO), or larger than
-    ``limit``."""
-    written = os.path.normpath(os.path.abspath(path))
-    real, top = os.path.realpath(path), os.path.realpath(folder)
-    if not _inside(written, os.path.normpath(os.path.abspath(folder))) or not _inside(real, top):
-        raise UserError(f"{where}: {real} is outside {folder}")
-    size = require_regular(real, where).st_size
+def read_capped(path: Path | str, limit: int, where: str, what: str = "a file") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (a FIFO would block the read, an endless
+    device never end it), or a `UserError` starting with ``where``; the one capped read that records,
+    sidecars and YAML task files go through. ``what`` names the kind of file in the size message."""
+    size = require_regular(path, where).st_size
     if size > limit:
-        raise UserError(f"{where}: {path} is {size} bytes, more than the {limit}-byte limit")
+        raise UserError(f"{where}: {path} is {size:,} bytes; {what} may have at most {limit:,}")
     try:
-        with open(real, "rb") as fh:
+        with open(path, "rb") as fh:
             raw = fh.read(limit + 1)
     except OSError as exc:
         raise UserError(f"{where}: {path} cannot be read ({exc.strerror or exc})") from None
     if len(raw) > limit:  # grew since it was looked at
-        raise UserError(f"{where}: {path} is more than the {limit}-byte limit")
+        raise UserError(f"{where}: {path} grew past {limit:,} bytes while read; {what} may have at most that")
     return raw
+
+
+def read_bounded_bytes(path: Path, folder: Path, where: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of ``path``, or a `UserError` starting with ``where``: a file outside ``folder`` (as
+    written, ``..`` folded, or after symlinks), or one `read_capped` refuses."""
+    written = os.path.normpath(os.path.abspath(path))
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    if not _inside(written, os.path.normpath(os.path.abspath(folder))) or not _inside(real, top):
+        raise UserError(f"{where}: {real} is outside {folder}")
+    return read_capped(real, limit, where, "a record file")
 
 
 def read_bounded(path: Path, folder: Path, where: str, limit: int = MAX_FILE_BYTES) -> str:

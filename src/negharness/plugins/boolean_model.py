@@ -113,15 +113,19 @@ class BooleanModel(EmbeddingModel):
         return scores
 
 
-@takes_options({"base": OptionSpec(str, None, "the retrieval model to wrap (every other -M goes to it)")})
+BOOLEAN_OPTIONS = {"base": OptionSpec(str, None, "the retrieval model to wrap (every other -M goes to it)")}
+
+
+@takes_options(BOOLEAN_OPTIONS, passes_rest=True)
 def boolean(options: ModelOptions) -> BooleanModel:
-    """``-M base=NAME``: the model to wrap; every other option goes to it."""
-    base_name = options.extra.get("base")
+    """``-M base=NAME``: the model to wrap; every other option goes to it (unparsed: the base checks it)."""
+    if not options.bound:
+        options = options.bind(BOOLEAN_OPTIONS, "boolean", passes_rest=True)
+    base_name = options.values["base"]
     if not base_name:
         raise UserError("model boolean needs -M base=MODEL (the retrieval model to wrap, e.g. -M base=clip)")
     if base_name == "boolean":
         raise UserError("-M base=boolean: the wrapper cannot wrap itself")
-    rest = {k: v for k, v in options.extra.items() if k != "base"}
     base = options.lookup().plugin("model", base_name,
-                                   ModelOptions(options.arch, options.pretrained, options.checkpoint, rest))
+                                   ModelOptions(options.arch, options.pretrained, options.checkpoint, dict(options.rest)))
     return BooleanModel(base, base_name)

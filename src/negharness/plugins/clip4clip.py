@@ -121,10 +121,10 @@ def clip4clip(options: ModelOptions) -> Clip4ClipModel:
     if not options.checkpoint:
         raise UserError("model clip4clip needs --checkpoint PATH to a CLIP4Clip checkpoint (pytorch_model.bin.N "
                         "from github.com/ArrowLuo/CLIP4Clip training, or a published one)")
-    options.check_extra(C4C_OPTIONS, "clip4clip")
+    options = options.bound_to(C4C_OPTIONS, "clip4clip")
     ckpt = read_checkpoint(options.checkpoint)
     clip_state, head_state = _split(ckpt.state, options.checkpoint)
-    head_name = options.extra.get("head") or ("seqTransf" if head_state else "meanP")
+    head_name = options.values["head"] or ("seqTransf" if head_state else "meanP")
     if head_name not in HEADS:
         raise UserError(f"-M head={head_name}: choose one of {', '.join(HEADS)}")
     if head_name == "seqTransf" and not head_state:

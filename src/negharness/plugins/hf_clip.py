@@ -110,8 +110,8 @@ HF_CLIP_OPTIONS = {"model": OptionSpec(str, None, "Hugging Face model id or fold
 @takes_options(HF_CLIP_OPTIONS)
 def hf_clip(options: ModelOptions) -> HFClipModel:
     """``--arch`` (or ``-M model=``) is a model id such as openai/clip-vit-base-patch32, or a folder."""
-    options.check_extra(HF_CLIP_OPTIONS, "hf_clip")
-    source = options.extra.get("model") or options.arch or options.checkpoint or "openai/clip-vit-base-patch32"
+    values = options.bound_to(HF_CLIP_OPTIONS, "hf_clip").values
+    source = values["model"] or options.arch or options.checkpoint or "openai/clip-vit-base-patch32"
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
     model, tokenizer, processor = load_or_explain("hf_clip", str(source), lambda: (

@@ -176,21 +176,17 @@ HF_VLM_OPTIONS = {
 
 @takes_options(HF_VLM_OPTIONS)
 def hf_vlm(options: ModelOptions) -> HFVLM:
-    options.check_extra(HF_VLM_OPTIONS, "hf_vlm")
+    e = options.bound_to(HF_VLM_OPTIONS, "hf_vlm").values
     if not options.arch:
         raise UserError("model hf_vlm needs --arch: a transformers image-text-to-text model id or folder "
                         "(e.g. llava-hf/llava-1.5-7b-hf, Qwen/Qwen2-VL-2B-Instruct)")
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    e = options.extra
-    dtype = e.get("dtype", "fp32")
+    dtype = e["dtype"]
     torch_dtype = resolve_precision(dtype, "-M dtype=")
-    if e.get("scoring", "loglik") not in ("loglik", "letter"):  # before a multi-gigabyte load
-        raise UserError(f"-M scoring={e['scoring']}: choose loglik or letter")
     try:
         processor = AutoProcessor.from_pretrained(options.arch)
         vlm = AutoModelForImageTextToText.from_pretrained(options.arch, dtype=torch_dtype)
     except (OSError, ValueError) as exc:
         raise UserError(f"--arch {options.arch}: cannot load a vision-language model and its processor ({exc})") from exc
-    return HFVLM(processor, vlm, options.arch, e.get("scoring", "loglik"), e.get("norm", "mean"),
-                 e.get("prompt", DEFAULT_PROMPT), dtype)
+    return HFVLM(processor, vlm, options.arch, e["scoring"], e["norm"], e["prompt"] or DEFAULT_PROMPT, dtype)

@@ -32,7 +32,6 @@ from negharness.api import (
     hash_state_dict,
     jpeg_draft,
     load_state_dict,
-    parse_bool,
     read_checkpoint,
     takes_options,
 )
@@ -54,11 +53,6 @@ POOL_AT_TOKEN = ("argmax", "eos", "first")  # pooling at one token: positions af
 # fp32 at 4,928 rows, no faster at 768), so there a split costs as much as on an accelerator.
 BUCKET_OVERHEAD = {"cpu": 128}
 BUCKET_OVERHEAD_DEFAULT = 1024
-
-
-def _flag(extra: dict[str, str], key: str) -> bool | None:
-    """A boolean ``-M`` option, None when not given; anything but true/false words is an error."""
-    return None if key not in extra else parse_bool(extra[key], f"-M {key}={extra[key]}")
 
 
 # torch.nn.init functions module constructors call (nn.Linear, open_clip's init_parameters): each fills
@@ -427,8 +421,8 @@ class OpenClipModel(EmbeddingModel):
         (`refuse_unstated_gelu`)."""
         import open_clip
 
-        options.check_extra(allowed, name)
-        quick = _flag(options.extra, "quick_gelu")
+        options = options.bound_to(allowed, name)
+        quick = options.values["quick_gelu"]
         notes: dict[str, Any] = {}
         openai_file = False
         if state is None and options.checkpoint:
@@ -470,8 +464,9 @@ class OpenClipModel(EmbeddingModel):
         made = cls(name, model, tokenizer, arch_id, weights_id, quick_gelu)
         made.frame_sampling = options.frame_sampling()
         made.random_weights = state is None and not pretrained
-        made.jpeg_draft = bool(_flag(options.extra, "jpeg_draft"))
+        made.jpeg_draft = bool(options.values["jpeg_draft"])
         made.checkpoint_notes = notes
+        made.revision = None if state is not None or not pretrained else pretrained_revision(arch, pretrained)
         return made
 
     @staticmethod
@@ -586,8 +581,8 @@ class OpenClipModel(EmbeddingModel):
         return F.normalize(self.image_features(pixels).float(), dim=-1)
 
 
-def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | None:
-    """open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
+def cached_pretrained_file(arch: str, tag: str) -> Path | None:
+    """The file of open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
     import open_clip
 
     hub = (open_clip.get_pretrained_cfg(arch, tag) or {}).get("hf_hub", "") if not arch.endswith(".json") else ""
@@ -604,8 +599,22 @@ def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | No
     for name in names:
         found = try_to_load_from_cache(repo, name)
         if isinstance(found, str) and Path(found).is_file():
-            return load_state_dict(found)
+            return Path(found)
     return None
+
+
+def cached_pretrained_state(arch: str, tag: str) -> dict[str, torch.Tensor] | None:
+    """open_clip's weights for arch/tag if already in the Hugging Face cache (never downloads)."""
+    found = cached_pretrained_file(arch, tag)
+    return load_state_dict(str(found)) if found is not None else None
+
+
+def pretrained_revision(arch: str, tag: str) -> str | None:
+    """The hub commit the tag's weights were downloaded at: the cache keeps each file under
+    ``snapshots/<commit>/`` (None for weights from elsewhere, or not in the cache)."""
+    found = cached_pretrained_file(arch, tag)
+    parts = found.parts if found is not None else ()
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-2] else None
 
 
 @takes_options(OPTIONS)

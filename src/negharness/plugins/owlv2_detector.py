@@ -58,8 +58,8 @@ OWL_OPTIONS = {"model": OptionSpec(str, None, "OWLv2 model id or folder"),
 
 @takes_options(OWL_OPTIONS)
 def owlv2(options: ModelOptions) -> Owlv2Detector:
-    options.check_extra(OWL_OPTIONS, "owlv2")
-    source = options.extra.get("model") or options.arch or options.checkpoint or DEFAULT
+    values = options.bound_to(OWL_OPTIONS, "owlv2").values
+    source = values["model"] or options.arch or options.checkpoint or DEFAULT
     from transformers import Owlv2ForObjectDetection, Owlv2Processor
 
     model, processor = load_or_explain("owlv2", str(source), lambda: (
@@ -67,5 +67,4 @@ def owlv2(options: ModelOptions) -> Owlv2Detector:
     if len(processor.tokenizer) < 1000:
         raise UserError(f"owlv2: the tokenizer from {source!r} has only {len(processor.tokenizer)} tokens; its "
                         "vocabulary files are missing")
-    return Owlv2Detector(str(source), model, processor, float(options.extra.get("threshold", 0.1)),
-                         options.extra.get("prompt", "{}"))
+    return Owlv2Detector(str(source), model, processor, values["threshold"], values["prompt"])

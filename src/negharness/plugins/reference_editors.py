@@ -78,7 +78,7 @@ class DetectInpaintEditor(Editor):
 
 @takes_options({})
 def identity(options: ModelOptions) -> IdentityEditor:
-    options.check_extra(set(), "identity")
+    options.bound_to({}, "identity")
     return IdentityEditor()
 
 
@@ -87,7 +87,6 @@ INPAINT_OPTIONS = {"detector": OptionSpec(str, "shapes_exact", "detector that fi
 
 @takes_options(INPAINT_OPTIONS)
 def detect_inpaint(options: ModelOptions) -> DetectInpaintEditor:
-    options.check_extra(INPAINT_OPTIONS, "detect_inpaint")
-    name = options.extra.get("detector", "shapes_exact")
+    name = options.bound_to(INPAINT_OPTIONS, "detect_inpaint").values["detector"]
     detector = options.lookup().plugin("detector", name)
     return DetectInpaintEditor(detector, name)

@@ -161,5 +161,5 @@ class ShapesDetector(Detector):
 @takes_options({})
 def shapes_exact(options: ModelOptions) -> ShapesDetector:
     """Detector factory (no options)."""
-    options.check_extra(set(), "shapes_exact")
+    options.bound_to({}, "shapes_exact")
     return ShapesDetector()

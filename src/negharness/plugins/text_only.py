@@ -94,7 +94,7 @@ TEXT_ONLY_OPTIONS = {"norm": OptionSpec(str, "mean", "caption loglik per token (
 
 @takes_options(TEXT_ONLY_OPTIONS)
 def text_only(options: ModelOptions) -> TextOnlyLM:
-    options.check_extra(TEXT_ONLY_OPTIONS, "text_only")
+    values = options.bound_to(TEXT_ONLY_OPTIONS, "text_only").values
     if not options.arch:
         raise UserError("model text_only needs --arch: a transformers causal LM id or folder (e.g. gpt2)")
-    return TextOnlyLM(options.arch, options.extra.get("norm", "mean"))
+    return TextOnlyLM(options.arch, values["norm"])

@@ -147,6 +147,7 @@ class RunInfo:
     seed: int
     limit: int | None
     model_sources: dict[str, str] | None = None  # content hashes of files the model options name
+    model_revision: str | None = None  # the weights' revision (`negharness.engine.reuse.model_revision`)
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_
         "schema_version": SCHEMA_VERSION,
         "created_at": now_iso(),
         "model": {"name": m.name, "label": m.label, "options": m.options, "plugin": run.model_plugin,
-                  "fingerprint": run.fingerprint, "describe": run.describe, "sources": run.model_sources or {},
+                  "fingerprint": run.fingerprint, "revision": run.model_revision,
+                  "describe": run.describe, "sources": run.model_sources or {},
                   **({"random_weights": True} if m.draw else {})},
         "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_plugin,
                  "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),

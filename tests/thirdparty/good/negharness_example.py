@@ -2,19 +2,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api import (
-    EmbeddingModel,
-    MediaSet,
-    MetricInfo,
-    Relevance,
-    Task,
-    TaskResult,
-    best_relevant_rank,
-    hookimpl,
-    per_query,
-    query_scores,
-    retrieval_metrics,
-)
+from negharness.api import EmbeddingModel, MetricInfo, Task, TaskResult, hookimpl
+from negharness.api.media import MediaSet
+from negharness.api.scoring import Relevance, best_relevant_rank, per_query, query_scores, retrieval_metrics
 
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
 

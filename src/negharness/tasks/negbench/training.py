@@ -23,6 +23,7 @@ from typing import Any, Callable
 from negharness.api import (
     DATA_ENCODING,
     FrameSampling,
+    OptionSpec,
     TrainingSet,
     TrainSetOptions,
     TrainStream,
@@ -48,7 +49,13 @@ SETS = {  # name -> (captions csv, mcq csv, what)
 CAPTION_COLUMNS = ("captions", "caption", "title", "negative_captions")
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 DEFAULT_SAMPLING = FrameSampling("segments", 4)
-OPTIONS = {"captions_csv", "mcq_csv", "val_csv", "caption_column", "frames"}
+OPTIONS = {
+    "captions_csv": OptionSpec(str, None, "caption CSV (default: the set's file under negbench/finetuning)", data_file=True),
+    "mcq_csv": OptionSpec(str, None, "MCQ CSV (default: the set's file under negbench/finetuning)", data_file=True),
+    "val_csv": OptionSpec(str, None, "validation retrieval CSV (original captions)", data_file=True),
+    "caption_column": OptionSpec(str, None, "the captions CSV's caption column"),
+    "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
+}
 WHERE = ("NegBench fine-tuning CSVs are built with the scripts of github.com/m1k2zoo/negbench "
          "(synthetic_datasets/finetuning/, README there) from CC12M, COCO or MSR-VTT; put them in {dir} "
          "and the media where the CSV paths map (see `negharness.tasks.negbench.data`: COCO -> <root>/coco/, "
@@ -112,22 +119,21 @@ def _ids(paths: list[Path], root: Path) -> list[str]:
 
 
 def negbench_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
-
-    options.check_extra(OPTIONS, name)
+    values = options.values
     cap_name, mcq_name, _ = SETS[name]
     root = options.data_root
     base = root / "negbench" / "finetuning"
     where = "Where to get them: " + WHERE.format(dir=base)
-    spec = options.extra.get("frames")
+    spec = values["frames"]
     sampling = FrameSampling.parse(spec) if spec else (options.sampling or DEFAULT_SAMPLING)
-    cap_csv = Path(options.extra["captions_csv"]) if "captions_csv" in options.extra else (base / cap_name if cap_name else None)
-    mcq_csv = Path(options.extra["mcq_csv"]) if "mcq_csv" in options.extra else (base / mcq_name if mcq_name else None)
+    cap_csv = Path(values["captions_csv"]) if values["captions_csv"] else (base / cap_name if cap_name else None)
+    mcq_csv = Path(values["mcq_csv"]) if values["mcq_csv"] else (base / mcq_name if mcq_name else None)
     for f in (cap_csv, mcq_csv):
         if f is not None and not f.is_file():
             raise UserError(f"training set {name}: {f} not found. {where}")
     streams, read = [], []
     if cap_csv is not None:
-        rows = read_caption_csv(cap_csv, root, options.extra.get("caption_column"))
+        rows = read_caption_csv(cap_csv, root, values["caption_column"])
         kind, load = _loader([p for p, _ in rows], sampling, where)
         streams.append(TrainStream(f"{name}-captions", kind, _ids([p for p, _ in rows], root), load, [c for _, c in rows]))
         read.append(cap_csv)
@@ -140,8 +146,8 @@ def negbench_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
                                    contrastive=False))
         read.append(mcq_csv)
     val = None
-    if "val_csv" in options.extra:
-        vpath = Path(options.extra["val_csv"])
+    if values["val_csv"]:
+        vpath = Path(values["val_csv"])
         vrows = read_retrieval(vpath, root)
         kind, load = _loader([p for p, _ in vrows], sampling, where)
         val = TrainStream(f"{name}-val", kind, _ids([p for p, _ in vrows], root), load, [c for _, c in vrows])
@@ -150,5 +156,5 @@ def negbench_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
 
 
 negbench_negcap, negbench_negmcq, negbench_negfull, negbench_cc12m = (
-    named_trainset(n, negbench_trainset) for n in ("negbench_negcap", "negbench_negmcq", "negbench_negfull",
+    named_trainset(n, negbench_trainset, OPTIONS) for n in ("negbench_negcap", "negbench_negmcq", "negbench_negfull",
                                                     "negbench_cc12m"))

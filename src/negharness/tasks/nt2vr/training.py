@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 from negharness.api import (
     FrameSampling,
-    TrainingSet,
+    OptionSpec,
     TrainSetOptions,
     TrainStream,
+    TrainingSet,
     UserError,
     cache_root,
     cached_json,
@@ -34,6 +35,7 @@ from negharness.api import (
     load_frames,
     named_trainset,
     read_rgb,
+    takes_options,
 )
 from negharness.text.negator import negate
 from negharness.text.nt2vr_files import (
@@ -55,7 +57,12 @@ TRAIN_SETS = {  # name -> (validation collection, media kind, what it is)
 DEFAULT_SAMPLING = FrameSampling("uniform", 8)
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
-OPTIONS = {"frames", "negatives", "val"}
+OPTIONS = {
+    "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
+    "negatives": OptionSpec(str, "auto", "soft negatives: the set's negation file if present (auto), it (file), "
+                            "or the negator", choices=("auto", "file", "negator")),
+    "val": OptionSpec(str, "auto", "validation split: the paper's (auto) or none", choices=("auto", "none")),
+}
 WHERE = ("nT2VR training text data (TextData/, VideoSets/): the download linked from github.com/ruc-aimc-lab/nT2VR "
          "(README, 'data'); videos from the MSR-VTT / VATEX sites into {folder}/videos/ (or pre-extracted frames "
          "listed in {folder}/id.imagepath.txt); Flickr30k / MS-COCO images into {folder}/images/.")
@@ -152,9 +159,9 @@ def _stream(name: str, kind: str, folder: Path, caption_path: Path, ids: list[st
 
 
 def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
-    options.check_extra(OPTIONS, name)
+    values = options.values
     val_name, kind, _ = TRAIN_SETS[name]
-    spec = options.extra.get("frames")
+    spec = values["frames"]
     sampling = FrameSampling.parse(spec) if spec else (options.sampling or DEFAULT_SAMPLING)
     root = options.data_root
     folder = root / name
@@ -167,9 +174,7 @@ def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
     neg_files = [p for p in (text / f"{name}.caption.negation.txt", text / f"{name}.caption.neagtion.txt") if p.is_file()]
     read = [cap, vset, *neg_files[:1]]
     digest = file_digest(read)
-    source = options.extra.get("negatives", "auto")
-    if source not in ("auto", "file", "negator"):
-        raise UserError(f"-T negatives={source}: use auto, file or negator")
+    source = values["negatives"]
     if source == "file" and not neg_files:
         raise UserError(f"-T negatives=file: {text / f'{name}.caption.negation.txt'} not found. Where to get it: {where}")
     if neg_files and source != "negator":
@@ -179,7 +184,7 @@ def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
             "soft negatives from the negator (cached)"
     train = _stream(name, kind, folder, cap, read_video_set(vset), sampling, where, negatives)
     val = None
-    if options.extra.get("val", "auto") != "none":
+    if values["val"] != "none":
         vfolder = root / val_name
         vcap, vvset = vfolder / "TextData" / f"{val_name}.caption.txt", vfolder / "VideoSets" / f"{val_name}.txt"
         if not (vcap.is_file() and vvset.is_file()):
@@ -191,45 +196,55 @@ def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
 
 
 msrvtt10ktrain, msrvtt1kAtrain, vatex_train, flickr30ktrain, mscocotrain = (
-    named_trainset(n, nt2vr_trainset) for n in ("msrvtt10ktrain", "msrvtt1kAtrain", "vatex_train", "flickr30ktrain",
+    named_trainset(n, nt2vr_trainset, OPTIONS) for n in ("msrvtt10ktrain", "msrvtt1kAtrain", "vatex_train", "flickr30ktrain",
                                                  "mscocotrain"))
 
 
 # the user's own captions -----------------------------------------------------------------------------------
-CAPTION_OPTIONS = {"file", "media", "kind", "val_file", "id_column", "caption_column", "frames", "negatives"}
+CAPTION_OPTIONS = {
+    "file": OptionSpec(str, None, "the captions table: csv, nT2VR .txt or json", data_file=True),
+    "media": OptionSpec(str, None, "folder of the media the ids name"),
+    "kind": OptionSpec(str, None, "video or image (default: guessed from the media folder)", choices=("video", "image")),
+    "val_file": OptionSpec(str, None, "validation captions table", data_file=True),
+    "id_column": OptionSpec(str, None, "a CSV's id column"),
+    "caption_column": OptionSpec(str, None, "a CSV's caption column"),
+    "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
+    "negatives": OptionSpec(str, "negator", "soft negatives from the negator, or none", choices=("negator", "none")),
+}
 
 
+@takes_options(CAPTION_OPTIONS)
 def captions(options: TrainSetOptions) -> TrainingSet:
     """``-T file=captions.csv|.txt|.json -T media=DIR [-T val_file=...] [-T kind=video|image]``: any captions
     table (nT2VR caption file, CSV with id/caption columns, JSON) whose item ids name files in DIR."""
-    options.check_extra(CAPTION_OPTIONS, "captions")
-    if "file" not in options.extra or "media" not in options.extra:
+    values = options.bound_to(CAPTION_OPTIONS, "captions").values
+    if not values["file"] or not values["media"]:
         raise UserError("training set captions: needs -T file=CAPTIONS (csv, nT2VR .txt or json) and -T media=DIR "
                         "(files named <id>.mp4 / <id>.jpg, or a videos/ or images/ folder inside)")
-    media = Path(options.extra["media"])
-    spec = options.extra.get("frames")
+    media = Path(values["media"])
+    spec = values["frames"]
     sampling = FrameSampling.parse(spec) if spec else (options.sampling or DEFAULT_SAMPLING)
 
     def stream(path: Path, name: str) -> TrainStream:
         if not path.is_file():
             raise UserError(f"-T file: {path} not found")
-        items = read_caption_table(path, options.extra.get("id_column"), options.extra.get("caption_column"))
+        items = read_caption_table(path, values["id_column"], values["caption_column"])
         ids = [i for i, caps in items if caps]
-        kind = options.extra.get("kind") or _guess_kind(media, ids)
+        kind = values["kind"] or _guess_kind(media, ids)
         nested = (media / ("videos" if kind == "video" else "images")).is_dir()
         load = media_loader(media, [Path(i).stem if Path(i).suffix else i for i in ids], kind, sampling,
                             f"put the media named by {path} into {media}", None if nested else media)
         caps = [c for _, c in items if c]
         negated = None
-        if options.extra.get("negatives", "negator") == "negator":
+        if values["negatives"] == "negator":
             rows = [(f"{i}#enc#{k}", c) for i, cs in zip(ids, caps) for k, c in enumerate(cs)]
             negs = negator_negatives(rows, file_digest([path]), options.seed, options.cache_dir)
             negated = [["\t".join(negs.get(f"{i}#enc#{k}", [])) or None for k in range(len(cs))] for i, cs in zip(ids, caps)]
         return TrainStream(name, kind, ids, load, caps, None, negated)
 
-    train_path = Path(options.extra["file"])
-    val = stream(Path(options.extra["val_file"]), "captions-val") if options.extra.get("val_file") else None
-    read = [train_path] + ([Path(options.extra["val_file"])] if val else [])
+    train_path = Path(values["file"])
+    val = stream(Path(values["val_file"]), "captions-val") if values["val_file"] else None
+    read = [train_path] + ([Path(values["val_file"])] if val else [])
     return TrainingSet("captions", [stream(train_path, "captions")], val, file_digest(read))
 
 

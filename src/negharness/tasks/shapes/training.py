@@ -13,17 +13,23 @@ import random
 from pathlib import Path
 
 from negharness.api import (
-    TrainingSet,
+    OptionSpec,
     TrainSetOptions,
     TrainStream,
+    TrainingSet,
     cached_json,
     hash_json,
+    takes_options,
 )
 from negharness.text.negator import negate
 from negharness.world.media import WorldData, load_world
 from negharness.world.scenes import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
 
-OPTIONS = {"n_train", "n_val", "world_seed"}
+OPTIONS = {
+    "n_train": OptionSpec(int, 6000, "training items of each kind (video and image)", minimum=1),
+    "n_val": OptionSpec(int, 500, "validation items", minimum=1),
+    "world_seed": OptionSpec(int, 0, "the world's seed"),
+}
 
 
 def _soft_negatives(world: WorldData, root: Path | None, seed: int, split: str, kind: str) -> list[list[str | None]]:
@@ -71,10 +77,10 @@ def build_stream(seed: int, split: str, kind: str, n: int, root: Path | None, qu
         [mcq(f, rng, "video" if kind == "video" else "image") for f in world.groups])
 
 
+@takes_options(OPTIONS)
 def shapes(options: TrainSetOptions) -> TrainingSet:
-    options.check_extra(OPTIONS, "shapes")
-    seed = options.get("world_seed", 0, int)
-    n_train, n_val = options.get("n_train", 6000, int), options.get("n_val", 500, int)
+    values = options.bound_to(OPTIONS, "shapes").values
+    seed, n_train, n_val = values["world_seed"], values["n_train"], values["n_val"]
     root = options.data_root
     streams = [build_stream(seed, "train", kind, n_train, root) for kind in ("video", "image")]
     val = build_stream(seed, "val", "video", n_val, root)

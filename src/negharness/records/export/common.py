@@ -1,0 +1,153 @@
+"""What every export format reads the same way: which records are exported (the board's: no --limit
+run, no variant, every damaged record refused as the leaderboard refuses it), the model's identity
+and revision, a metric's interval and standard error, the number of queries."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from negharness.api.errors import UserError
+from negharness.api.hashing import hash_json
+from negharness.records.check import checked_records
+from negharness.records.published import PublishedRow
+
+FORMATS = ("mteb", "lm-eval", "eee")
+ORG = "negharness"  # the namespace of a model id: negharness/<record folder>, one per model configuration
+
+PublishedOf = Callable[[str], Sequence[PublishedRow]]  # task name -> the papers' numbers for it
+
+
+@dataclass(frozen=True)
+class Export:
+    """What `export` wrote, and the records it left aside with why."""
+
+    files: list[Path]
+    left_aside: list[str]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One exported record: the record and the folder name of its model (its configuration)."""
+
+    path: Path
+    rec: dict[str, Any]
+
+    @property
+    def model_dir(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def model_id(self) -> str:
+        """``negharness/<record folder>``: unique per model, options and precision, as the board's row."""
+        return f"{ORG}/{self.model_dir}"
+
+    @property
+    def task(self) -> str:
+        return str(self.rec["task"]["name"])
+
+    @property
+    def family(self) -> str:
+        return str(self.rec["task"].get("family") or self.task)
+
+    @property
+    def revision(self) -> str | None:
+        """The weights' revision (hub commit or checkpoint hash); None in records made before it."""
+        value = (self.rec.get("model") or {}).get("revision")
+        return str(value) if value else None
+
+    @property
+    def created(self) -> _dt.datetime:
+        text = self.rec.get("created_at")
+        try:
+            when = _dt.datetime.fromisoformat(str(text))
+        except ValueError:
+            raise UserError(f"{self.path}: created_at {text!r} is not an ISO date") from None
+        return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The record's numbers, the board's metrics first (a metric without a value is left out)."""
+        values = self.rec["metrics"]
+        first = [m for m in self.rec["task"].get("leaderboard_metrics") or () if m in values]
+        order = first + [m for m in values if m not in first]
+        return {m: float(values[m]) for m in order if isinstance(values[m], (int, float))}
+
+    @property
+    def main(self) -> tuple[str, float]:
+        name = str(self.rec["main_score"]["name"])
+        return name, float(self.rec["main_score"]["value"])
+
+    def higher_is_better(self, metric: str) -> bool:
+        return bool((self.rec.get("metric_info") or {}).get(metric, {}).get("higher_is_better", True))
+
+    def interval(self, metric: str) -> tuple[float, float] | None:
+        found = (self.rec.get("intervals") or {}).get(metric)
+        return (float(found[0]), float(found[1])) if isinstance(found, list) and len(found) == 2 else None
+
+    @property
+    def interval_method(self) -> dict[str, Any]:
+        return dict(self.rec.get("interval_method") or {})
+
+    def standard_error(self, metric: str) -> float | None:
+        """The record's standard error of a metric, where the record has one (``standard_errors``)."""
+        found = (self.rec.get("standard_errors") or {}).get(metric)
+        return float(found) if isinstance(found, (int, float)) else None
+
+    @property
+    def queries(self) -> int:
+        """The number of queries (rows) scored: what each metric averages over."""
+        counted = self.interval_method.get("queries")
+        if isinstance(counted, int):
+            return counted
+        items = self.rec.get("n_items") or {}
+        value = items.get("queries", next((v for v in items.values() if isinstance(v, int)), 0))
+        return int(value)
+
+    @property
+    def split(self) -> str:
+        return str(((self.rec.get("config") or {}).get("task") or {}).get("split") or "test")
+
+    @property
+    def data_revision(self) -> str:
+        """The content digest of the data files the task read; a generated collection (no files) is
+        named by the hash of the task settings that generate it."""
+        data = self.rec.get("data") or {}
+        if data.get("n_files") and data.get("digest"):
+            return str(data["digest"])
+        return "config-" + hash_json((self.rec.get("config") or {}).get("task") or {}, 16)
+
+
+def stable_uuid(*parts: str) -> str:
+    """A version-4-shaped UUID drawn from ``parts``: the same records export to the same file names."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()[:16]
+    return str(uuid.UUID(bytes=digest, version=4))
+
+
+def safe_component(text: str) -> str:
+    """``text`` as one portable folder name (no separators, no characters Windows refuses)."""
+    return re.sub(r'[<>:"/\\|?*\x00-\x1f\s]+', "_", text).strip("._") or "unnamed"
+
+
+def exportable(results_dir: Path) -> tuple[list[Run], list[str]]:
+    """The board's records (default runs, not --limit) and why any other record was left aside."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise UserError(f"RESULTS_DIR {results_dir}: no such folder (run `negharness run` first)")
+    runs, aside = [], []
+    for path, rec in checked_records(results_dir):  # a damaged record is refused, never skipped
+        if rec.get("limited"):
+            aside.append(f"{path} (a --limit run)")
+        elif rec.get("variant_label"):
+            aside.append(f"{path} (variant {rec['variant_label']}: the formats name a task once)")
+        else:
+            runs.append(Run(path, rec))
+    if not runs:
+        raise UserError(f"RESULTS_DIR {results_dir}: no record to export"
+                        + (f" ({len(aside)} left aside: --limit or variant runs)" if aside else ""))
+    return runs, aside
