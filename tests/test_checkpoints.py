@@ -19,8 +19,13 @@ from negharness.io.checkpoints import equals_base, read_checkpoint, strip_prefix
 from negharness.io.safe_unpickle import CallRefused, restricted_load
 from negharness.plugins import openclip_model
 from negharness.plugins.clip4clip import clip4clip
-from negharness.plugins.finetuned_clip import negclip
-from negharness.plugins.openclip_model import OpenClipModel
+from negharness.plugins.finetuned_clip import negationclip, negclip, tripletclip
+from negharness.plugins.openclip_model import (
+    OpenClipModel,
+    arch_of_state,
+    clip,
+    no_random_init,
+)
 from negharness.plugins.trained_model import FORMAT, clip_bnl
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,
@@ -28,7 +33,7 @@ TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,
                           "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 1, "layers": 1}}}
 
 
-class config:  # noqa: N801 - named like nT2VR's configs/CLIP/*.py class
+class config:
     """Stands for the authors' config class, pickled by reference to a module a user does not have."""
 
     sample_frame = 8
@@ -214,3 +219,94 @@ def test_trained_folder_equal_to_its_base_is_reported(tmp_path):
     key = next(k for k, v in state.items() if v.is_floating_point())
     save_safetensors(folder / "model.safetensors", {**state, key: state[key] + 0.5})
     assert "checkpoint_notes" not in clip_bnl(ModelOptions(checkpoint=str(folder), plugins=installed_plugins())).describe()
+
+
+NEGATIONCLIP_ARCHS = ("ViT-B-32", "ViT-B-16", "ViT-L-14", "ViT-L-14-336")
+
+
+def _gelu_config(folder):
+    """The tiny ViT's config without its QuickGELU line: an architecture that runs plain GELU."""
+    cfg = folder / "tiny_vit_gelu.json"
+    cfg.write_text(json.dumps({"model_cfg": {k: v for k, v in TINY_VIT["model_cfg"].items() if k != "quick_gelu"}}))
+    return cfg
+
+
+def test_negationclip_bare_openai_state_dict_runs_quickgelu(source, tmp_path):
+    """NegationCLIP's src/clip_finetune.py: ``torch.save(model.state_dict(), path)`` of OpenAI's clip model,
+    a bare state dict in OpenAI's layout (the tiny QuickGELU ViT's keys are the same names)."""
+    _, src = source
+    path = tmp_path / "best_model_epoch_3.pth"
+    torch.save(src.model.state_dict(), path)
+    ckpt = read_checkpoint(path)
+    assert ckpt.openai_format and ckpt.wrapper is None and ckpt.stripped == []
+    gelu_arch = str(_gelu_config(tmp_path))
+    model = negationclip(ModelOptions(arch=gelu_arch, checkpoint=str(path)))
+    assert model.describe()["quick_gelu"] is True and model.name == "negationclip"
+    for a, b in zip(_embeddings(src), _embeddings(model)):
+        assert torch.equal(a, b)
+    plain = clip(ModelOptions(arch=gelu_arch, checkpoint=str(path)))  # a JSON config is the user's word: GELU
+    assert not torch.allclose(_embeddings(src)[0], _embeddings(plain)[0])
+
+
+def test_openai_state_dict_on_a_named_gelu_arch_is_refused_naming_the_file(source, tmp_path):
+    """The open_clip #771 trap: a bare OpenAI-layout file with --arch ViT-B-16 (GELU) and nothing saying
+    which activation is refused before anything is built; saying it lets the run go on (here to the
+    shape check, the tiny file being no ViT-B-16)."""
+    _, src = source
+    path = tmp_path / "negationclip_vitb16.pth"
+    torch.save(src.model.state_dict(), path)
+    with pytest.raises(UserError, match="QuickGELU") as refused:
+        clip(ModelOptions(arch="ViT-B-16", checkpoint=str(path)))
+    assert str(path) in str(refused.value) and "-M quick_gelu=true" in str(refused.value)
+    for said in ("true", "false"):
+        with pytest.raises(UserError, match="does not fit ViT-B-16"):
+            clip(ModelOptions(arch="ViT-B-16", checkpoint=str(path), extra={"quick_gelu": said}))
+    with pytest.raises(UserError, match="does not fit ViT-B-16"):  # QuickGELU by default: no question
+        negationclip(ModelOptions(arch="ViT-B-16", checkpoint=str(path)))
+    wrapped = tmp_path / "checkpoint.pt"  # an open_clip training file: wrapped, module. keys, not OpenAI's layout
+    torch.save({"epoch": 1, "state_dict": {f"module.{k}": v for k, v in src.model.state_dict().items()}}, wrapped)
+    assert not read_checkpoint(wrapped).openai_format
+    with pytest.raises(UserError, match="does not fit ViT-B-16"):
+        clip(ModelOptions(arch="ViT-B-16", checkpoint=str(wrapped)))
+
+
+@pytest.mark.parametrize("arch", NEGATIONCLIP_ARCHS)
+def test_negationclip_architecture_is_read_from_the_file_shapes(arch):
+    import open_clip
+
+    with torch.device("meta"), no_random_init():  # shapes only, nothing allocated
+        state = open_clip.model.CLIP(**open_clip.get_model_config(arch)).state_dict()
+    assert arch_of_state(state, NEGATIONCLIP_ARCHS, "f.pth") == arch
+
+
+def test_negationclip_file_of_no_released_shape_needs_arch(source, tmp_path):
+    _, src = source
+    path = tmp_path / "odd.pth"
+    torch.save(src.model.state_dict(), path)
+    with pytest.raises(UserError, match="none of ViT-B-32, ViT-B-16, ViT-L-14, ViT-L-14-336; pass --arch") as exc:
+        negationclip(ModelOptions(checkpoint=str(path)))
+    assert str(path) in str(exc.value) and "vision_width 64" in str(exc.value)
+    with pytest.raises(UserError, match="needs --checkpoint PATH"):
+        negationclip(ModelOptions())
+
+
+def test_tripletclip_open_clip_checkpoint_loads_gelu(tmp_path):
+    """TripletCLIP's src/openclip train.py: open_clip.create_model_and_transforms(model_name, pretrained=None,
+    precision="bf16") trained from scratch (GELU), saved as {"model_state_dict", "optimizer_state_dict",
+    "epoch"} to epoch-N.ckpt."""
+    cfg = _gelu_config(tmp_path)
+    torch.manual_seed(5)
+    src = OpenClipModel.create("src", ModelOptions(arch=str(cfg)), default_pretrained=None)
+    trained = {k: v.to(torch.bfloat16) for k, v in src.model.state_dict().items()}
+    opt = torch.optim.AdamW(src.model.parameters(), lr=5e-5)
+    src.model(torch.zeros(1, 3, 32, 32), torch.zeros(1, 77, dtype=torch.long))[0].sum().backward()
+    opt.step()
+    path = tmp_path / "epoch-5.ckpt"
+    torch.save({"model_state_dict": trained, "optimizer_state_dict": opt.state_dict(), "epoch": 5}, path)
+    ckpt = read_checkpoint(path)
+    assert ckpt.wrapper == "model_state_dict" and not ckpt.openai_format and ckpt.ignored == []
+    model = tripletclip(ModelOptions(arch=str(cfg), checkpoint=str(path)))
+    assert model.describe()["quick_gelu"] is False and model.name == "tripletclip"
+    src.model.load_state_dict({k: v.float() for k, v in trained.items()})
+    for a, b in zip(_embeddings(src), _embeddings(model)):
+        assert torch.equal(a, b)

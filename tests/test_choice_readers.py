@@ -56,7 +56,10 @@ def test_sugarcrepe_split_and_macro_mean(tmp_path):
     res = evaluate(BUILTIN["sugarcrepe_swap_att"], tmp_path, model)
     assert res.metrics["accuracy"] == pytest.approx(100 / 3)  # right; 0.1 < 0.3 wrong; 0.25 = 0.25 tie, wrong
     assert res.metrics["tie_rate"] == pytest.approx(100 / 3)
-    assert res.n_items == {"rows": 3, "images": 2}
+    # "Blue bathroom with white towels." and its negative are the same words: an order-blind model ties there
+    assert res.n_items == {"rows": 3, "images": 2} and res.notes["same_words"]["rows"] == 1
+    assert res.metrics["same_words_rate"] == pytest.approx(100 / 3)
+    assert res.metrics["order_blind_ceiling"] == pytest.approx(200 / 3)
     assert [s["tie"] for s in res.samples] == [False, False, True]
     suite = evaluate(BUILTIN["sugarcrepe_mean"], tmp_path, model)
     assert suite.metrics["swap_att"] == pytest.approx(100 / 3)
@@ -407,7 +410,7 @@ def test_skip_broken_media_on_a_yaml_choice_task_equals_the_run_without_those_ro
     skipped, plain = run("with_broken"), run("without")
     assert skipped.metrics == pytest.approx(plain.metrics)
     assert set(skipped.metrics) == {"accuracy", "tie_rate", "macro_accuracy", "accuracy_authors_rule",
-                                    "macro_accuracy_authors_rule"}
+                                    "macro_accuracy_authors_rule", "same_words_rate", "order_blind_ceiling"}
     assert skipped.n_items == plain.n_items
     assert [i.replace("all.json", "readable.json") for i in skipped.per_query["ids"]] == plain.per_query["ids"]
     assert skipped.per_query["values"] == plain.per_query["values"]

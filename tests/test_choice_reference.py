@@ -127,6 +127,7 @@ def test_sugarcrepe_seven_files_score_as_main_eval(tmp_path, monkeypatch):
     model = SignModel()
     authors = _sugarcrepe_authors(model, SUGARCREPE, root / "coco/val2017")
     sizes = {c: len(json.loads((SUGARCREPE / f"{c}.json").read_text())) for c in SPLITS}
+    same: dict[str, int] = {}
     assert sizes["swap_obj"] == 245  # the paper says 246: key "108" is absent from the file
     for c in SPLITS:
         res = evaluate(BUILTIN[f"sugarcrepe_{c}"], root, model)
@@ -141,6 +142,10 @@ def test_sugarcrepe_seven_files_score_as_main_eval(tmp_path, monkeypatch):
         assert res.metrics["tie_rate"] == pytest.approx(ties / sizes[c] * 100, abs=1e-9)
         assert perquery.problems(res.per_query, res.metrics) == []
         assert len(res.per_query["ids"]) == sizes[c]
+        same[c] = res.notes["same_words"]["rows"]
+        assert res.metrics["order_blind_ceiling"] == pytest.approx(100 - same[c] / sizes[c] * 100, abs=1e-9)
+    # the swap splits' negatives are their captions' words in another order: 572 of 7,511 pairs
+    assert sum(same.values()) == 572 and {c for c in SPLITS if same[c]} == {"swap_att", "swap_obj"}
     suite = evaluate(BUILTIN["sugarcrepe_mean"], root, model)
     assert suite.metrics["mean"] == pytest.approx(np.mean([authors[c]["accuracy"] * 100 for c in SPLITS]), abs=1e-9)
     assert {suite.n_items[f"{c}_rows"] for c in SPLITS} == set(sizes.values())

@@ -121,7 +121,7 @@ def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_read
     metric_info and the YAML checker's names are the catalogue's, with its direction and format."""
     from negharness.declarative import register
     from negharness.scoring import catalog
-    from negharness.scoring.choices import choice_scoring
+    from negharness.scoring.choices import choice_scoring, same_words_metrics
     from negharness.scoring.fire import FIRE_METRICS
     from negharness.scoring.mcq import MCQ_METRICS, mcq_metrics
     from negharness.scoring.metrics import Relevance, negation_deltas, retrieval_metrics, several_relevant_metrics
@@ -137,11 +137,12 @@ def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_read
     assert set(negation_deltas(ranks, ranks)) == names("deltas")
     assert set(FIRE_METRICS) == names("fire")
     scores = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]])
-    out = choice_scoring(scores, [0, 0, 1], ["a", "b", "a"], authors_ties="first")
+    out = choice_scoring(scores, [0, 0, 1], ["a", "b", "a"], authors_ties="first", options=[["x y", "y x"]] * 3)
     assert set(out.metrics) == names("choice")
     t = ["positive", "negative", "hybrid"]
+    same = same_words_metrics([t, t, t], [0, 0, 0], np.ones(3, dtype=bool))[0]  # evaluate_mcq adds them
     assert set(mcq_metrics(torch.tensor([0, 1, 0]), torch.zeros(3, dtype=torch.bool), [0, 0, 0], t,
-                           [t, t, t])) == names("mcq")
+                           [t, t, t])) | set(same) == names("mcq")
     for declared in (MCQ_METRICS, RETRIEVAL_METRICS, NEGATED_METRICS, register.CHOICE_METRICS,
                      register.RETRIEVAL_METRICS):
         assert declared == {k: catalog.METRICS[k].info for k in declared}

@@ -24,9 +24,9 @@ from negharness.records.published import (
     registered_rows,
     table_rows,
 )
-from negharness.tasks import negbench, nein, nt2vr
+from negharness.tasks import choice, negbench, nein, nt2vr
 
-SHIPPED = (*nt2vr.PUBLISHED, *negbench.PUBLISHED, *nein.PUBLISHED)  # the tables the built-in tasks own
+SHIPPED = (*nt2vr.PUBLISHED, *negbench.PUBLISHED, *nein.PUBLISHED, *choice.PUBLISHED)  # the built-in tasks' tables
 
 
 def shipped_rows():
@@ -74,7 +74,8 @@ def _value(paper, table, row, task, metric):
 
 def test_every_shipped_table_loads():
     names = {p.name for p in SHIPPED}
-    assert names == {"nt2vr_tables.csv", "official_mcq.csv", "negbench_paper.csv", "nein_table3.csv"}
+    assert names == {"nt2vr_tables.csv", "official_mcq.csv", "negbench_paper.csv", "nein_table3.csv",
+                     "tripletclip_sugarcrepe.csv"}
     assert all(load_table(p) for p in SHIPPED)
 
 
@@ -368,3 +369,106 @@ def test_negbench_mcq_published_numbers_are_the_authors_argmax_rule():
     assert {m for m, _ in by} <= {"accuracy_authors_rule", "acc_positive_authors_rule"}
     other = published_notes("negbench_mcq_coco", model, measured, negbench.PUBLISHED, collection.counts, "0" * 64)
     assert "published" not in other and "is not the authors' COCO_val_mcq" in other["published_not_shown"]
+
+
+SUGARCREPE = SHARED / "data" / "sugarcrepe"
+SUGARCREPE_SPLITS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+def _builtin_choice() -> dict:
+    from importlib.resources import files
+    from pathlib import Path
+
+    from negharness.declarative.register import load_folder
+    from negharness.tasks.builtin import GENERATORS
+
+    return {c.name: c for c in load_folder(Path(str(files("negharness.tasks.choice"))), GENERATORS)}
+
+
+def test_tripletclip_sugarcrepe_table_is_its_readme_table():
+    """TripletCLIP's src/openclip/README.md "Results", per split in its column order; only its own row has
+    a negharness counterpart (the CLIP and NegCLIP rows are baselines re-trained on its 1M pairs)."""
+    printed = {"CLIP": "54.77 56.93 62.81 61.22 56.33 53.6 50.61",
+               "NegCLIP": "64.88 57.17 70.55 65.92 68.136 56.756 57.142",
+               "TripletCLIP": "67.196 64.646 75.127 73.184 70.55 60.06 60.408"}
+    rows = table_rows(choice.PUBLISHED)
+    for row, cells in printed.items():
+        got = {r.task: r.printed for r in rows if r.row == row}
+        assert got == {f"sugarcrepe_{s}": c for s, c in zip(SUGARCREPE_SPLITS, cells.split())}, row
+    assert {(r.model, r.arch) for r in rows if r.model} == {("tripletclip", "ViT-B-32")}
+    assert {r.metric for r in rows} == {"accuracy"} and all(not r.pretrained for r in rows)
+    classes = _builtin_choice()
+    assert all(classes[f"sugarcrepe_{s}"].spec["published"] == tuple(map(str, choice.PUBLISHED))
+               for s in SUGARCREPE_SPLITS)
+    assert not classes["aro_vg_relation"].spec["published"]
+
+
+@pytest.mark.needs("data/sugarcrepe/swap_obj.json")
+def test_sugarcrepe_collections_are_the_authors_files_as_the_tasks_read_them(tmp_path, monkeypatch):
+    from negharness.api.task import TaskOptions
+
+    monkeypatch.setenv("NEGHARNESS_ALLOW_LINKS_OUT", "1")
+    (tmp_path / "sugarcrepe").symlink_to(SUGARCREPE.resolve())
+    collections, classes = collections_beside(choice.PUBLISHED), _builtin_choice()
+    assert set(collections) == {f"sugarcrepe_{s}" for s in SUGARCREPE_SPLITS}
+    for name, c in collections.items():
+        task = classes[name](TaskOptions(tmp_path))
+        assert c.counts == {"rows": len(task.rows)}, name
+        assert c.content == {CONTENT: task.content_digest(task.rows)}, name
+
+
+@pytest.mark.needs("data/sugarcrepe/swap_obj.json")
+def test_tripletclip_numbers_shown_on_the_papers_sugarcrepe_file_only(tmp_path, monkeypatch):
+    """A tripletclip ViT-B-32 run on SugarCrepe's swap_obj.json gets the difference to the published 60.408;
+    a copy with one negative caption changed (same counts) gets none, and says why; negclip matches no row."""
+    import json
+
+    from choice_helpers import TableModel, evaluate, write_image
+
+    class Triplet(TableModel):
+        name = "tripletclip"
+
+        def describe(self):
+            return {"arch": "ViT-B-32", "weights": "abc"}
+
+    data = json.loads((SUGARCREPE / "swap_obj.json").read_text(encoding="utf-8"))
+    for root in (tmp_path / "paper", tmp_path / "edited"):
+        for item in data.values():
+            if not (root / "coco/val2017" / item["filename"]).exists():
+                write_image(root / "coco/val2017" / item["filename"], "red", size=8)
+    monkeypatch.setenv("NEGHARNESS_ALLOW_LINKS_OUT", "1")
+    (tmp_path / "paper/sugarcrepe").symlink_to(SUGARCREPE.resolve())
+    edited = dict(data)
+    first = next(iter(edited))
+    edited[first] = {**edited[first], "negative_caption": edited[first]["negative_caption"] + " again"}
+    (tmp_path / "edited/sugarcrepe").mkdir()
+    (tmp_path / "edited/sugarcrepe/swap_obj.json").write_text(json.dumps(edited))
+    table = {item["caption"]: {"red": 0.5} for item in data.values()}
+    task = _builtin_choice()["sugarcrepe_swap_obj"]
+    res = evaluate(task, tmp_path / "paper", Triplet(table))
+    [shown] = res.notes["published"]
+    assert shown["published"] == pytest.approx(60.408) and shown["measured"] == res.metrics["accuracy"]
+    assert shown["diff"] == pytest.approx(res.metrics["accuracy"] - 60.408)
+    assert "TripletCLIP" in shown["source"]
+    other = evaluate(task, tmp_path / "edited", Triplet(table))
+    assert "published" not in other.notes and "sha256" in other.notes["published_not_shown"]
+    negclip = type("NegCLIPish", (Triplet,), {"name": "negclip"})
+    assert not {"published", "published_not_shown"} & set(evaluate(task, tmp_path / "paper", negclip(table)).notes)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("../elsewhere.csv", "key 'published'.*leaves the task's folder"),
+    ("published/absent.csv", "key 'published'.*no such file beside the task"),
+    ("published/bad.csv", r"bad\.csv:2: 2 cells, the header has 9"),
+])
+def test_a_yaml_tasks_published_key_is_checked_before_any_model_loads(tmp_path, value, message):
+    from negharness.api.errors import UserError
+    from negharness.declarative.register import parse_spec
+
+    (tmp_path / "published").mkdir()
+    (tmp_path / "published/bad.csv").write_text("paper,table,row,model,arch,pretrained,task,note,accuracy\nP,T\n")
+    spec = {"name": "t", "kind": "choice", "family": "f", "description": "d", "citation": "c", "data_help": "h",
+            "data": {"file": "t.json"}, "media": {"path": "{filename}"},
+            "captions": {"true": "caption", "false": "negative"}, "main_score": "accuracy", "published": value}
+    with pytest.raises(UserError, match=message):
+        parse_spec(spec, str(tmp_path / "t.yaml"))

@@ -31,6 +31,7 @@ from negharness.declarative.annotations import FILTER_KEYS, FORMATS, short
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl
 from negharness.io.json_files import read_capped
+from negharness.records.published import table_rows
 from negharness.scoring import catalog
 
 KINDS = ("choice", "retrieval", "suite")
@@ -41,7 +42,7 @@ RETRIEVAL_METRICS = catalog.of_protocols("retrieval")
 DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"]}
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
-            "authors"}
+            "authors", "published"}
 DATA_KEYS = {"file", "format", "records", "explode", "where", "slice"}
 MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"}
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
@@ -53,7 +54,7 @@ COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "
 KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
              "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics"},
              "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
-                                      "authors"}}
+                                      "authors", "published"}}
 # the caption keys of each way a choice task names its options
 CAPTION_MODES = {"options": {"options", "answer", "answer_base"}, "generate": {"true", "generate"},
                  "false": {"true", "false"}}
@@ -270,6 +271,31 @@ def _authors(c: Checker) -> dict[str, str] | None:
     return {"ties": a.choice("ties", AUTHORS_TIES), "note": a.get("note", str)}
 
 
+def _published(c: Checker, source: str) -> tuple[str, ...]:
+    """The papers' tables of this task (`negharness.records.published`): files relative to the YAML's
+    folder, inside it, read now so that a malformed line stops here naming file and line. Their
+    numbers are shown only on the collection the ``collections.csv`` beside them describes."""
+    folder = Path(source).parent
+    out = []
+    for i, name in enumerate(c.strings("published", required=False) or []):
+        key = "published" if isinstance(c.data["published"], str) else f"published.{i}"
+        folded = os.path.normpath(name.replace("\\", "/"))
+        if os.path.isabs(name) or folded == ".." or folded.startswith("../"):
+            raise c.fail(key, f"{short(name)} leaves the task's folder; a table is named relative to it")
+        if not (folder / folded).is_file():
+            raise c.fail(key, f"{short(name)}: no such file beside the task")
+        out.append(str(folder / folded))
+    table_rows(out)  # every line typed now, before any model loads
+    return tuple(out)
+
+
+def registration_meta(cls: type) -> dict[str, Any]:
+    """What a YAML task registers beside its name: its family and, where it has them, its papers' tables
+    (read by the leaderboard from the registration)."""
+    published = cls.spec.get("published") if hasattr(cls, "spec") else None
+    return {"family": cls.family, **({"published": tuple(published)} if published else {})}
+
+
 def _metric_name(c: Checker, key: str, name: str, known: dict[str, MetricInfo], kind: str) -> str:
     """The catalogue's name of a declared metric (``MdR`` -> ``MedR``), or an error naming the key."""
     found = catalog.canonical(name)
@@ -288,7 +314,7 @@ def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricIn
     names = list(dict.fromkeys(_metric_name(c, f"metrics.{i}", m, known, kind) for i, m in enumerate(metrics)))
     if "macro_accuracy" in names and not spec.get("group_by"):
         raise c.fail("metrics", "macro_accuracy needs group_by (the field whose groups are averaged)")
-    info = catalog.infos(names)
+    info = catalog.infos(catalog.with_companions(names))  # tie_rate brings same_words_rate, order_blind_ceiling
     if spec.get("authors"):  # the authors' number beside each accuracy the task reports
         twins = [m + AUTHORS_SUFFIX for m in names if m + AUTHORS_SUFFIX in catalog.METRICS]
         info.update(catalog.infos(twins))
@@ -384,6 +410,7 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     if spec["min_group"] < 1:
         raise c.fail("min_group", f"expected a whole number >= 1, got {spec['min_group']}")
     spec["authors"] = _authors(c) if kind == "choice" else None
+    spec["published"] = _published(c, source) if kind == "choice" else ()
     _metrics(c, kind, spec)
     return spec
 
@@ -421,7 +448,7 @@ def register_yaml_folder(registry: Any, folder: Path | Any, generators: dict[str
     KNOWN_GENERATORS.update(generators or {})
     names = []
     for cls in load_folder(Path(str(folder)), generators or {}):
-        registry.add(cls.name, cls, cls.description, family=cls.family)
+        registry.add(cls.name, cls, cls.description, **registration_meta(cls))
         names.append(cls.name)
     return names
 
@@ -434,6 +461,6 @@ def include_plugin(folders: list[str]) -> Any:
     @hookimpl
     def negharness_register_tasks(registry: Any) -> None:
         for cls in classes:
-            registry.add(cls.name, cls, cls.description, family=cls.family)
+            registry.add(cls.name, cls, cls.description, **registration_meta(cls))
 
     return types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks)

@@ -34,6 +34,7 @@ from negharness.declarative.annotations import (
 )
 from negharness.io.image_files import image_decoder_identity, read_rgb
 from negharness.io.paths import RootGuard
+from negharness.records.published import collection_digest, published_notes
 
 if TYPE_CHECKING:
     from negharness.api.context import EvalContext
@@ -325,6 +326,7 @@ class ChoiceTask(DeclarativeTask):
             ChoiceSet,  # lazy: start-up time (torch)
         )
         from negharness.scoring.choices import (  # lazy: start-up time (torch)
+            SAME_WORDS_NOTE,
             choice_scoring,
             readable_media,
             score_choices,
@@ -351,7 +353,7 @@ class ChoiceTask(DeclarativeTask):
         groups = [r.group for r in rows] if self.spec["group_by"] else None
         authors = self.spec.get("authors")
         out = choice_scoring(scores, choices.correct, groups, self.spec["min_group"], [not r.identical for r in rows],
-                             authors["ties"] if authors else None)
+                             authors["ties"] if authors else None, choices.options)
         samples = None
         if ctx.log_samples:
             samples = [{"row": r.where, "media": r.media.id, "correct": r.correct, "chosen": int(out.chosen[i]),
@@ -360,9 +362,23 @@ class ChoiceTask(DeclarativeTask):
         metrics = {k: v for k, v in out.metrics.items() if k in self.metric_info}
         values = {k: v for k, v in out.values.items() if k in metrics}
         notes = {**self.notes(rows, out.per_group), **skip_notes(bad, len(self.rows) - len(rows), "rows")}
+        if "same_words_rate" in metrics:
+            notes["same_words"] = {"rows": out.same_words, "reason": SAME_WORDS_NOTE}
         kept = [ref for ref, b in zip(refs, bad) if not b]
-        return TaskResult(metrics, self.counts(rows, kept), samples, notes,
+        counts = self.counts(rows, kept)
+        if self.spec.get("published"):
+            notes.update(published_notes(self.name, ctx.model, metrics, self.spec["published"], counts,
+                                         self.content_digest(rows)))
+        return TaskResult(metrics, counts, samples, notes,
                           per_query([self.query_id(r.where) for r in rows], values))
+
+    @staticmethod
+    def content_digest(rows: list[ChoiceRow]) -> str:
+        """`collection_digest` of what decides every number: per row its medium's file name (and crop box),
+        options and answer, in file order; never the folder a copy of the media sits in."""
+        return collection_digest([r.media.path.name if r.media.path else r.media.id,
+                                  list(r.media.crop) if r.media.crop else None, list(r.options), r.correct]
+                                 for r in rows)
 
     def counts(self, rows: list[ChoiceRow], refs: list[MediaRef]) -> dict[str, int]:
         """Rows (after filters) and media; where rows were left out, how many and which were scored."""

@@ -9,6 +9,13 @@ every model plugin reads them the same way:
   "optimizer"}`` with the CLIP under ``clip_model.ClipModel.``, ``config``/``opt`` pickled objects;
 - CLIP4Clip ``pytorch_model.bin.N``: a bare state dict, CLIP under ``clip.`` (its plugin splits it).
 
+A bare state dict with OpenAI CLIP's ViT keys (`openai_layout`: ``visual.transformer.resblocks.0.attn.
+in_proj_weight``, ``positional_embedding``, ``text_projection``, ... and nothing else), with no wrapper
+and no ``module.`` prefix, is what OpenAI's ``clip`` package and its fine-tunes save
+(``torch.save(model.state_dict())``: NegationCLIP) and what open_clip builds with QuickGELU when it
+reads such a file itself (``load_openai_model``); `Checkpoint.openai_format` says so. The keys cannot
+tell the activation (open_clip's own ViT CLIP has the same names), so a model plugin asks for it.
+
 Files that pickle foreign objects (nT2VR's ``opt``, ``config``), which weights_only refuses, are
 read by `negharness.io.safe_unpickle`: tensors only, the objects replaced by inert stand-ins and named.
 A file that would *call* something other than a known data constructor (``os.system`` in a nested
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +44,15 @@ _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module")
 _PREFIXES = ("module.", "clip_model.ClipModel.")  # DDP / DataParallel; nT2VR's CLIPEncoder
 _OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # ints in OpenAI's JIT state dict
 SKIP_CALLS_ENV = "NEGHARNESS_SKIP_PICKLE_CALLS"
+# every key of OpenAI CLIP's ViT state dict (clip/model.py, as open_clip's build_model_from_openai_state_dict reads it)
+_OPENAI_BLOCK = r"transformer\.resblocks\.\d+\.(?:attn\.(?:in_proj_weight|in_proj_bias|out_proj\.weight|out_proj\.bias)" \
+                r"|ln_[12]\.(?:weight|bias)|mlp\.c_(?:fc|proj)\.(?:weight|bias))"
+_OPENAI_KEY = re.compile(r"(?:visual\.)?" + _OPENAI_BLOCK + r"|positional_embedding|text_projection|logit_scale"
+                         r"|token_embedding\.weight|ln_final\.(?:weight|bias)|input_resolution|context_length|vocab_size"
+                         r"|visual\.(?:class_embedding|positional_embedding|proj|conv1\.weight|ln_(?:pre|post)\.(?:weight|bias))")
+_OPENAI_REQUIRED = ("visual.conv1.weight", "visual.proj", "visual.positional_embedding",
+                    "visual.transformer.resblocks.0.attn.in_proj_weight", "transformer.resblocks.0.attn.in_proj_weight",
+                    "positional_embedding", "text_projection", "token_embedding.weight", "ln_final.weight")
 _SHOWN_SHAPES = 3  # mismatching tensors named in the one-line error
 
 
@@ -56,10 +73,21 @@ class Checkpoint:
     ignored: list[str] = field(default_factory=list)  # foreign pickled objects not built
     skipped: list[str] = field(default_factory=list)  # calls not made (NEGHARNESS_SKIP_PICKLE_CALLS=1)
 
+    @property
+    def openai_format(self) -> bool:
+        """A bare OpenAI-layout state dict (no wrapper key, no prefix stripped): see `openai_layout`."""
+        return self.wrapper is None and not self.stripped and openai_layout(self.state)
+
     def notes(self) -> dict[str, Any]:
         """What describe() records about the file: only facts that follow from its content."""
         out: dict[str, Any] = {"ignored_objects": list(self.ignored)} if self.ignored else {}
         return {**out, "skipped_calls": list(self.skipped)} if self.skipped else out
+
+
+def openai_layout(state: dict[str, Any]) -> bool:
+    """Whether every key is one of OpenAI CLIP's ViT state dict (the JIT file's three integers allowed)
+    and its towers' first blocks and embeddings are all there."""
+    return all(k in state for k in _OPENAI_REQUIRED) and all(_OPENAI_KEY.fullmatch(k) for k in state)
 
 
 def _weights_only_refused(exc: Exception) -> bool:

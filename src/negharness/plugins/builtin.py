@@ -13,6 +13,10 @@ def negharness_register_models(registry: Registrar) -> None:
                  "NegCLIP ViT-B/32 from a local --checkpoint (QuickGELU by default)")
     registry.add("conclip", "negharness.plugins.finetuned_clip:conclip",
                  "ConCLIP ViT-B/32 from a local --checkpoint (QuickGELU by default)")
+    registry.add("negationclip", "negharness.plugins.finetuned_clip:negationclip",
+                 "NegationCLIP from a local --checkpoint (ViT-B/32, B/16, L/14, L/14@336 by its shapes; QuickGELU)")
+    registry.add("tripletclip", "negharness.plugins.finetuned_clip:tripletclip",
+                 "TripletCLIP's open_clip checkpoint from a local --checkpoint (ViT-B-32, GELU)")
     registry.add("clip4clip", "negharness.plugins.clip4clip:clip4clip",
                  "CLIP4Clip checkpoint (meanP or seqTransf head, from its own layout)")
     registry.add("hf_clip", "negharness.plugins.hf_clip:hf_clip",

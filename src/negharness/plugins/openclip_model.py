@@ -186,6 +186,60 @@ def resolve_quick_gelu(arch: str, pretrained: str | None, explicit: bool | None,
     return chosen
 
 
+def state_geometry(state: dict[str, torch.Tensor]) -> dict[str, int]:
+    """The shape of a ViT CLIP as its OpenAI-layout weights give it (open_clip's
+    ``build_model_from_openai_state_dict`` reads the same tensors): widths, layers, patch, image size."""
+    patch = int(state["visual.conv1.weight"].shape[-1])
+    grid = round((int(state["visual.positional_embedding"].shape[0]) - 1) ** 0.5)
+
+    def layers(prefix: str) -> int:
+        return len({k.split(".")[len(prefix.split("."))] for k in state if k.startswith(prefix + ".")})
+
+    return {"vision_width": int(state["visual.conv1.weight"].shape[0]), "patch_size": patch, "image_size": patch * grid,
+            "vision_layers": layers("visual.transformer.resblocks"), "text_width": int(state["ln_final.weight"].shape[0]),
+            "text_layers": layers("transformer.resblocks"), "embed_dim": int(state["text_projection"].shape[1]),
+            "context_length": int(state["positional_embedding"].shape[0])}
+
+
+def config_geometry(arch: str) -> dict[str, int]:
+    """`state_geometry`'s numbers from open_clip's config of a named architecture."""
+    import open_clip
+
+    cfg = open_clip.get_model_config(arch) or {}
+    v, t = cfg.get("vision_cfg", {}), cfg.get("text_cfg", {})
+    size = v.get("image_size")
+    return {"vision_width": v.get("width"), "patch_size": v.get("patch_size"),
+            "image_size": size[0] if isinstance(size, (list, tuple)) else size, "vision_layers": v.get("layers"),
+            "text_width": t.get("width"), "text_layers": t.get("layers"), "embed_dim": cfg.get("embed_dim"),
+            "context_length": t.get("context_length", 77)}
+
+
+def arch_of_state(state: dict[str, torch.Tensor], archs: Sequence[str], source: Any) -> str:
+    """Which of ``archs`` (named open_clip architectures) an OpenAI-layout checkpoint is, by its shapes;
+    none matching is an error naming the file and what its tensors say."""
+    try:
+        found = state_geometry(state)
+    except (KeyError, IndexError) as exc:
+        raise UserError(f"{source}: not a ViT CLIP state dict in OpenAI's layout (no {exc}); pass --arch") from None
+    for arch in archs:
+        if config_geometry(arch) == found:
+            return arch
+    shown = ", ".join(f"{k} {v}" for k, v in found.items())
+    raise UserError(f"{source}: its tensors ({shown}) are none of {', '.join(archs)}; pass --arch")
+
+
+def refuse_unstated_gelu(source: Any, arch: str) -> None:
+    """A bare OpenAI-layout state dict about to run a named architecture with plain GELU because nothing
+    said otherwise: the open_clip #771 trap (OpenAI CLIP and its fine-tunes need QuickGELU; loaded as GELU
+    they run and give wrong numbers, as published ARO/SugarCrepe results once did). Refused, naming the file."""
+    raise UserError(
+        f"--checkpoint {source}: a bare state dict in OpenAI CLIP's layout (as OpenAI's clip package and its "
+        f"fine-tunes, e.g. NegationCLIP, save it), to run as --arch {arch}, which uses GELU: OpenAI CLIP and its "
+        "fine-tunes need QuickGELU, and the keys cannot tell which one these weights were trained with. Say it: "
+        "-M quick_gelu=true for OpenAI-based weights (or --model negationclip), -M quick_gelu=false for weights "
+        "trained from scratch with GELU")
+
+
 def causal_text_tower(model: torch.nn.Module) -> bool:
     """Whether this model's text goes through open_clip's own ``CLIP.encode_text`` with a causal mask and
     pooling at one token: then positions after that token change nothing, and the tower may run on a
@@ -357,17 +411,26 @@ class OpenClipModel(EmbeddingModel):
     def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
                default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None,
                allowed: dict[str, OptionSpec] = OPTIONS, state: dict[str, torch.Tensor] | None = None,
-               base_pretrained: str | None = None) -> "OpenClipModel":
+               base_pretrained: str | None = None, archs: Sequence[str] = ()) -> "OpenClipModel":
         """Build from an architecture (name or JSON config) and weights: ``state`` if the caller already
         unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag. A checkpoint is
         compared with its base (``--pretrained``, else ``base_pretrained``, else the default tag) when
-        the base weights are in the local cache."""
+        the base weights are in the local cache. ``archs``: the architectures a method's OpenAI-layout
+        checkpoints come in; without --arch, the one the file's shapes are (`arch_of_state`). A bare
+        OpenAI-layout file on a named GELU architecture with no ``-M quick_gelu`` is refused
+        (`refuse_unstated_gelu`)."""
         import open_clip
 
         options = options.bound_to(allowed, name)
-        arch = options.arch or default_arch
         quick = options.values["quick_gelu"]
-        overwritten = bool(options.checkpoint) or state is not None  # every tensor comes from a file
+        notes: dict[str, Any] = {}
+        openai_file = False
+        if state is None and options.checkpoint:
+            ckpt = read_checkpoint(options.checkpoint)
+            state, notes, openai_file = ckpt.state, ckpt.notes(), ckpt.openai_format
+        arch = options.arch or (arch_of_state(state, archs, options.checkpoint) if archs and state is not None
+                                else default_arch)
+        overwritten = state is not None  # every tensor comes from a file
         if arch.endswith(".json"):
             if not Path(arch).is_file():
                 raise UserError(f"--arch {arch}: config file not found")
@@ -376,6 +439,8 @@ class OpenClipModel(EmbeddingModel):
         else:
             pretrained = None if overwritten else (options.pretrained or default_pretrained)
             quick_gelu = resolve_quick_gelu(arch, pretrained, quick, default_quick_gelu)
+            if openai_file and not quick_gelu and quick is None:
+                refuse_unstated_gelu(options.checkpoint, arch)
 
         def build() -> tuple[torch.nn.Module, Any, Any]:
             if arch.endswith(".json"):
@@ -386,10 +451,6 @@ class OpenClipModel(EmbeddingModel):
             model, tokenizer, arch_id = build()
         if skipped and not fills_all_loaded(model, skipped):
             model, tokenizer, arch_id = build()  # a fill the checkpoint would not overwrite: built as usual
-        notes: dict[str, Any] = {}
-        if state is None and options.checkpoint:
-            ckpt = read_checkpoint(options.checkpoint)
-            state, notes = ckpt.state, ckpt.notes()
         if state is not None:
             fit_state_dict(model, state, options.checkpoint or "checkpoint", arch)
             weights_id = hash_state_dict(state)

@@ -35,6 +35,7 @@ class Metric:
     protocols: frozenset[str]
     derived_from: str | None = None
     rule: str = MEAN
+    beside: str | None = None  # reported wherever this metric is (a YAML task declaring it gets this one too)
 
     @property
     def info(self) -> MetricInfo:
@@ -51,14 +52,19 @@ def lower_median(values: Sequence[float | None]) -> float:
 RULES: dict[str, Callable[[Sequence[float | None]], float]] = {"lower_median": lower_median}
 
 
-def _m(name: str, up: bool, fmt: str, *protocols: str, derived_from: str | None = None, rule: str = MEAN) -> Metric:
-    return Metric(name, up, fmt, frozenset(protocols), derived_from, rule)
+def _m(name: str, up: bool, fmt: str, *protocols: str, derived_from: str | None = None, rule: str = MEAN,
+       beside: str | None = None) -> Metric:
+    return Metric(name, up, fmt, frozenset(protocols), derived_from, rule, beside)
 
 
 TEMPLATES = ("positive", "negative", "hybrid")  # NegBench's template types of an MCQ answer
 KS = (1, 5, 10)
 _ALL: list[Metric] = [
     _m("accuracy", True, ".1f", "choice", "mcq"), _m("tie_rate", False, ".2f", "choice", "mcq"),
+    # properties of the file beside tie_rate (`negharness.scoring.choices.same_words`): the rows whose true
+    # caption and a false one are the same words in another order, and the accuracy left to an order-blind model
+    _m("same_words_rate", False, ".2f", "choice", "mcq", beside="tie_rate"),
+    _m("order_blind_ceiling", True, ".1f", "choice", "mcq", beside="tie_rate"),
     _m("macro_accuracy", True, ".1f", "choice"),
     _m("accuracy_authors_rule", True, ".1f", "choice", "mcq"), _m("macro_accuracy_authors_rule", True, ".1f", "choice"),
     *[_m(f"acc_{t}", True, ".1f", "mcq") for t in TEMPLATES],
@@ -90,6 +96,13 @@ def canonical(name: str) -> str:
 def infos(names: Iterable[str]) -> dict[str, MetricInfo]:
     """name -> `MetricInfo` for catalogue names, in the order given (KeyError for an unknown one)."""
     return {n: METRICS[n].info for n in names}
+
+
+def with_companions(names: Iterable[str]) -> list[str]:
+    """``names`` and, after them, every metric reported beside one of them (``same_words_rate`` and
+    ``order_blind_ceiling`` beside ``tie_rate``), in catalogue order, each once."""
+    names = list(dict.fromkeys(names))
+    return names + [m.name for m in _ALL if m.beside in names and m.name not in names]
 
 
 def of_protocols(*protocols: str) -> dict[str, MetricInfo]:

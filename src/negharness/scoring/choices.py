@@ -6,11 +6,17 @@ boolean baseline scores s(positive) - s(negative) here too); a model that scores
 embedded. The true caption is scored against the rest and, as NegBench MCQ here, a tie at the top
 counts as wrong (`mcq_choices`); where a benchmark's authors count it right, their number is kept
 beside the safe one (`choice_scoring`'s ``authors_ties``).
+
+Beside the tie rate, a property of the file: the rows whose true caption and a false one are made of
+the same words (`same_words`: SugarCrepe's swap splits, 572 of its 7,511 pairs). A model blind to word
+order (a bag of words) scores such a pair the same, a tie, so ``order_blind_ceiling`` = 100 -
+``same_words_rate`` is the most accuracy it can reach; only reading the order can win those rows.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -70,6 +76,39 @@ def mcq_choices(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 AUTHORS_TIES = ("first", "wrong")
+# a word: letters or digits, with an apostrophe between two such runs kept inside it ("woman's")
+WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+
+SAME_WORDS_NOTE = ("same_words_rate: rows where a false option is the true one's words in another order "
+                   "(lowercased, words of letters and digits, punctuation dropped): a model blind to word order ties "
+                   "there, so order_blind_ceiling = 100 - same_words_rate is the most accuracy it can reach")
+
+
+def words(text: str) -> Counter[str]:
+    """A caption's multiset of words: lowercased, each word a run of letters or digits (any script),
+    an apostrophe between two runs kept inside the word ("woman's" is one word, distinct from "woman");
+    every other character (spaces, punctuation, hyphens, underscores, a trailing or leading quote)
+    separates words and is dropped. The typographic apostrophe (U+2019) reads as "'"."""
+    return Counter(WORD.findall(text.lower().replace("\u2019", "'")))
+
+
+def same_words(options: Sequence[str], correct: int) -> bool:
+    """Whether some false option is made of exactly the true one's words, counted with repeats (the
+    same multiset, in another order or the same): a model blind to word order ties on this row."""
+    true = words(options[correct])
+    return any(words(o) == true for i, o in enumerate(options) if i != correct)
+
+
+def same_words_metrics(options: Sequence[Sequence[str]], correct: Sequence[int], covered: np.ndarray
+                       ) -> tuple[dict[str, float], dict[str, list[float | None]]]:
+    """``same_words_rate`` (percent of covered rows where `same_words` holds) and
+    ``order_blind_ceiling`` (100 minus it: the best accuracy a word-order-blind model can reach,
+    a tie counting wrong), with their per-row values (None on a row not covered)."""
+    same = np.array([same_words(o, c) for o, c in zip(options, correct)], dtype=bool)
+    values = {"same_words_rate": [100.0 * s if c else None for s, c in zip(same, covered)],
+              "order_blind_ceiling": [100.0 * (not s) if c else None for s, c in zip(same, covered)]}
+    rate = float(same[covered].mean() * 100)
+    return {"same_words_rate": rate, "order_blind_ceiling": 100.0 - rate}, values
 
 
 @dataclass
@@ -82,6 +121,7 @@ class ChoiceOutcome:
     chosen: torch.Tensor
     tie: torch.Tensor
     values: dict[str, list[float | None]] = field(default_factory=dict)
+    same_words: int = 0  # scored rows whose true and a false caption are the same words (`same_words`)
 
 
 def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str], min_group: int
@@ -109,7 +149,7 @@ def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str], min_gr
 
 def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str] | None = None,
                    min_group: int = 1, scored: Sequence[bool] | None = None,
-                   authors_ties: str | None = None) -> ChoiceOutcome:
+                   authors_ties: str | None = None, options: Sequence[Sequence[str]] | None = None) -> ChoiceOutcome:
     """Accuracy (percent; a tie at the top is wrong), tie rate, and with ``groups`` the macro mean of
     per-group accuracies over groups of at least ``min_group`` rows (ARO's VG-Attribution keeps
     attribute pairs with 25 or more), over the rows marked ``scored`` (a row whose false option
@@ -117,7 +157,8 @@ def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequenc
     the benchmark's authors compute them, named ``<metric>_authors_rule``, over every row:
     ``first``: a first-index argmax over the options in file order (ARO's Order tasks, CC-Neg, CREPE,
     NegBench: the true caption first, so a tie with it counts right and a constant model scores
-    100); ``wrong``: a strict comparison (SugarCrepe, VALSE, ARO's VG tasks)."""
+    100); ``wrong``: a strict comparison (SugarCrepe, VALSE, ARO's VG tasks). With the rows'
+    ``options`` (texts), ``same_words_rate`` and ``order_blind_ceiling`` over the scored rows."""
     if authors_ties not in (None, *AUTHORS_TIES):
         raise ValueError(f"authors_ties {authors_ties!r}: expected one of {AUTHORS_TIES}")
     chosen, tie = mcq_choices(scores)
@@ -131,6 +172,12 @@ def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequenc
     values: dict[str, list[float | None]] = {
         "accuracy": [float(x) * 100.0 if c else None for x, c in zip(right, covered)],
         "tie_rate": [float(x) * 100.0 if c else None for x, c in zip(ties, covered)]}
+    same = 0
+    if options is not None:
+        extra, extra_values = same_words_metrics(options, correct, covered)
+        metrics.update(extra)
+        values.update(extra_values)
+        same = int(sum(v == 100.0 for v in extra_values["same_words_rate"]))
     per_group: dict[str, Any] = {}
     authors = None if authors_ties is None else (hit if authors_ties == "first" else right)
     if authors is not None:
@@ -147,5 +194,5 @@ def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequenc
             if macro is not None:
                 metrics["macro_accuracy_authors_rule"] = macro
                 values["macro_accuracy_authors_rule"] = authors_values
-    return ChoiceOutcome(metrics, per_group, chosen, tie, values)
+    return ChoiceOutcome(metrics, per_group, chosen, tie, values, same)
 

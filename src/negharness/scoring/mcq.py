@@ -21,7 +21,13 @@ from negharness.api.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
 from negharness.scoring.catalog import TEMPLATES, of_protocols
-from negharness.scoring.choices import mcq_choices, readable_media, score_choices
+from negharness.scoring.choices import (
+    SAME_WORDS_NOTE,
+    mcq_choices,
+    readable_media,
+    same_words_metrics,
+    score_choices,
+)
 from negharness.scoring.unreadable import nothing_left, skip_notes
 
 AUTHORS_NOTE = ("accuracy_authors_rule: NegBench's scoring, a first-index argmax over the options in file order, "
@@ -88,6 +94,9 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
     chosen, tie = mcq_choices(scores)
     metrics = mcq_metrics(chosen, tie, correct, templates, option_templates)
     values = mcq_values(chosen, tie, correct, templates, option_templates)
+    same_metrics, same_values = same_words_metrics(options, correct, np.ones(len(options), dtype=bool))
+    metrics.update(same_metrics)
+    values.update(same_values)
     samples = None
     if ctx.log_samples:  # "row": the question's position in the task's order, skipped ones included
         samples = [{"row": asked[r], "media": media.ids[media_index[r]], "correct": int(correct[r]), "chosen": int(chosen[r]),
@@ -95,5 +104,7 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
     return TaskResult(metrics, {"questions": len(options), f"{media.kind}s": len(media) - int(bad.sum()),
                                 "distinct_captions": len(set(flat))}, samples,
                       {"ties": "a row whose best score is shared by several options counts as wrong",
+                       "same_words": {"rows": int(sum(v == 100.0 for v in same_values["same_words_rate"])),
+                                      "reason": SAME_WORDS_NOTE},
                        "authors_rule": AUTHORS_NOTE, **skip_notes(bad, dropped, "questions")},
                       perquery.per_query([f"{r}:{media.ids[media_index[r]]}" for r in range(len(options))], values))
