@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from negharness.api.errors import UserError
-from negharness.engine.progress import LogProgress
+from negharness.cli.process import LogProgress
 from negharness.fetch import manifest, weights
 from negharness.fetch.download import Meter
 from negharness.fetch.select import fetch_hint, select
