@@ -1,7 +1,12 @@
 """Bootstrap intervals against an independent bootstrap, p-values calibrated under the null, McNemar
-by hand, and `compare` on two fake records with a known difference."""
+by hand, and `compare` on two fake records with a known difference; clustered intervals checked by
+simulation, Benjamini-Hochberg by hand (issue 37)."""
 
+import importlib.util
+import json
 import random
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,14 +16,18 @@ from negharness.records.fake import fake_record, write_fake_record
 from negharness.records.results import ModelConfig
 from negharness.scoring import perquery
 from negharness.scoring.bootstrap import (
+    benjamini_hochberg,
     binomial_two_sided,
     bootstrap_ci,
+    bootstrap_estimates,
     bootstrap_intervals,
+    cluster_totals,
     mcnemar_exact,
     paired_test,
     resampled_means,
 )
 
+PERF = Path(__file__).resolve().parents[1] / "perf"
 FIXED = np.array([100.0] * 130 + [0.0] * 270)  # 32.5% hits over 400 queries
 rng0 = np.random.default_rng(5)
 RANKS = rng0.integers(1, 40, size=400)
@@ -167,3 +176,157 @@ def test_retrieval_neg_pairs_captions_when_the_negated_file_rewrites_them():
     assert how.startswith("unpaired") and len(pq["ids"]) == 4 and "drop_R@5" not in pq["values"]
     assert perquery.covered_mean(pq["values"]["neg_R@5"]) == 100.0
     assert perquery.covered_mean(pq["values"]["R@1"]) == pytest.approx(100 / 3)
+
+
+# clusters (issue 37): queries on one image or video resample together -----------------------------
+def _clustered(clusters=40, size=6, icc=0.5, seed=3):
+    """Per-query values with a known intra-cluster correlation, and their cluster ids."""
+    rng = np.random.default_rng(seed)
+    values = np.repeat(rng.normal(0, np.sqrt(icc), clusters), size) + rng.normal(0, np.sqrt(1 - icc), clusters * size)
+    return values, [f"img{i // size}" for i in range(clusters * size)]
+
+
+def test_clustered_intervals_cover_the_truth_and_row_intervals_do_not():
+    """Seeded simulation (perf/sim_cluster_coverage.py runs the full 1,000 replicates): the interval
+    over clusters covers the true mean about 95% of the time, the one over rows visibly less (it
+    treats a cluster's queries as independent)."""
+    spec = importlib.util.spec_from_file_location("sim_cluster_coverage", PERF / "sim_cluster_coverage.py")
+    sim = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = sim  # its dataclass looks its module up there
+    spec.loader.exec_module(sim)
+    found = sim.coverage(replicates=150, clusters=60, size=8, icc=0.3, resamples=300, seed=11)
+    assert 0.90 <= found.clustered <= 0.99
+    assert found.rows <= found.clustered - 0.15  # design effect 3.1: rows cover about 73%
+
+
+def test_cluster_ids_are_sorted_before_resampling_so_row_order_never_matters():
+    values, clusters = _clustered()
+    order = np.random.default_rng(0).permutation(len(values))
+    a = bootstrap_estimates({"m": list(values)}, 500, 1, clusters=clusters)["m"]
+    b = bootstrap_estimates({"m": list(values[order])}, 500, 1, clusters=[clusters[i] for i in order])["m"]
+    assert (a.lo, a.hi, a.se) == (b.lo, b.hi, b.se)
+
+
+def test_one_query_per_cluster_is_the_row_bootstrap_and_shared_clusters_widen_it():
+    values, clusters = _clustered()
+    ids = [f"q{i}" for i in range(len(values))]
+    rows = bootstrap_estimates({"m": list(values)}, 2000, 0, clusters=ids)["m"]
+    same = bootstrap_estimates({"m": list(values)}, 2000, 0, clusters=[f"c{i}" for i in ids])["m"]
+    assert (rows.lo, rows.hi) == (same.lo, same.hi)  # ids renamed in the same sorted order: same draws
+    clustered = bootstrap_estimates({"m": list(values)}, 2000, 0, clusters=clusters)["m"]
+    assert clustered.hi - clustered.lo > 1.5 * (rows.hi - rows.lo)  # design effect 1 + 5 * 0.5 = 3.5
+    # the standard error is the resampled means' spread: about the textbook ones
+    assert rows.se == pytest.approx(values.std() / np.sqrt(len(values)), rel=0.1)
+    cluster_means = values.reshape(40, 6).mean(1)
+    assert clustered.se == pytest.approx(cluster_means.std() / np.sqrt(40), rel=0.15)
+
+
+def test_clusters_of_unequal_size_weigh_by_their_queries():
+    """A resample's mean is over the queries it drew (sum / count), not a mean of cluster means."""
+    values = [100.0, 0.0, 0.0, 0.0, 100.0]
+    sums, counts = cluster_totals(np.array([values]), ["c", "b", "b", "b", "a"])
+    assert sums.tolist() == [[100.0, 0.0, 100.0]] and counts.tolist() == [[1.0, 3.0, 1.0]]  # a, b, c sorted
+    means = resampled_means(np.array([values]), 4000, 0, clusters=["a", "b", "b", "b", "c"])[:, 0]
+    # by hand: the 27 equally likely draws of 3 clusters, each mean = 100 * (#a + #c) / (#a + 3 #b + #c)
+    draws = [(x, y, z) for x in range(3) for y in range(3) for z in range(3)]
+    exact = np.mean([100 * sum(k != 1 for k in d) / sum(3 if k == 1 else 1 for k in d) for d in draws])
+    assert np.mean(means) == pytest.approx(exact, abs=1.5)
+    assert abs(exact - 100 * 2 / 3) > 10  # a mean of cluster means would give 66.7
+    with pytest.raises(ValueError, match="3 cluster ids for 5 queries"):
+        resampled_means(np.array([values]), 10, 0, clusters=["a", "b", "c"])
+
+
+def test_record_keeps_clustered_and_row_intervals_standard_errors_and_the_cluster_count():
+    values, clusters = _clustered()
+    rec, _ = fake_record(ModelConfig("m", {}), "t", {"acc": values}, clusters=clusters, cluster="image")
+    method = rec["interval_method"]
+    assert (method["cluster"], method["clusters"], method["queries"]) == ("image", 40, 240)
+    assert rec["task"]["cluster"] == "image" and set(rec["standard_errors"]) == {"acc"}
+    (lo, hi), (rlo, rhi) = rec["intervals"]["acc"], rec["intervals_rows"]["acc"]
+    assert hi - lo > rhi - rlo and rec["standard_errors"]["acc"] > rec["standard_errors_rows"]["acc"] > 0
+    plain, _ = fake_record(ModelConfig("m", {}), "t", {"acc": values})  # a task that declares no cluster
+    assert plain["interval_method"]["cluster"] == "row" and plain["interval_method"]["clusters"] == 240
+    assert "each query is its own cluster" in plain["interval_method"]["cluster_note"]
+    assert plain["intervals"] == plain["intervals_rows"]
+
+
+def test_a_run_must_give_the_cluster_ids_its_task_declares():
+    pq = perquery.per_query(["a", "b"], {"acc": [100, 0]})
+    with pytest.raises(perquery.PerQueryError, match="declares cluster 'image' but gives no cluster ids"):
+        perquery.check("t", "p", pq, {"acc": 50.0}, "image")
+    with_ids = perquery.per_query(["a", "b"], {"acc": [100, 0]}, ["x", "x"])
+    with pytest.raises(perquery.PerQueryError, match="declares no cluster"):
+        perquery.check("t", "p", with_ids, {"acc": 50.0})
+    perquery.check("t", "p", with_ids, {"acc": 50.0}, "image")
+    assert "one non-empty cluster id" in perquery.problems({**with_ids, "clusters": ["x"]}, {"acc": 50.0})[0]
+
+
+def test_benjamini_hochberg_by_hand():
+    # sorted: 0.005 (1), 0.01 (2), 0.03 (3), 0.04 (4); p * 4 / rank = 0.02, 0.02, 0.04, 0.04;
+    # the running minimum from the largest down leaves them so; back in input order:
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    # 0.01, 0.02, 0.03, 0.5 of 4: 0.04, 0.04, 0.04, 0.5 (0.02 * 4 / 2 = 0.04 and 0.03 * 4 / 3 = 0.04)
+    assert benjamini_hochberg([0.5, 0.03, 0.02, 0.01]) == pytest.approx([0.5, 0.04, 0.04, 0.04])
+    # a larger p-value's smaller scaled value carries down: 0.04 * 2 / 1 = 0.08 > 0.045 * 2 / 2
+    assert benjamini_hochberg([0.04, 0.045]) == pytest.approx([0.045, 0.045])
+    assert benjamini_hochberg([0.9, 0.8]) == [0.9, 0.9] and benjamini_hochberg([]) == []
+    assert benjamini_hochberg([0.6, 0.7, 0.8]) == pytest.approx([0.8, 0.8, 0.8])  # capped at 1, never above
+
+
+def test_paired_test_over_clusters_is_wider_when_clusters_move_together():
+    values, clusters = _clustered(icc=0.6)
+    rng = np.random.default_rng(9)
+    a = values
+    b = values + np.repeat(rng.normal(0.15, 0.5, 40), 6)  # B's gain varies by image, not by query
+    rows = paired_test(a, b, 2000, 0, clusters=[f"q{i}" for i in range(240)])
+    clustered = paired_test(a, b, 2000, 0, clusters=clusters)
+    assert clustered.n_clusters == 40 and rows.n_clusters == 240
+    assert clustered.hi - clustered.lo > 2 * (rows.hi - rows.lo)
+    assert clustered.p_value > rows.p_value
+
+
+def _clustered_runs(tmp_path, old_b=False):
+    values, clusters = _clustered()
+    hits_a = (values > 0) * 100.0
+    hits_b = (values > -0.3) * 100.0
+    ids = [f"q{i}" for i in range(len(values))]
+    a, b = ModelConfig("a", {}), ModelConfig("b", {})
+    write_fake_record(tmp_path, a, "t", {"accuracy": hits_a, "MIR": 1 / (1 + values ** 2)}, ids=ids,
+                      clusters=clusters, cluster="image")
+    path = write_fake_record(tmp_path, b, "t", {"accuracy": hits_b, "MIR": 1 / (1 + values ** 2) + 0.01}, ids=ids,
+                             clusters=clusters, cluster="image")
+    write_fake_record(tmp_path, a, "u", {"accuracy": hits_a}, ids=ids)
+    write_fake_record(tmp_path, b, "u", {"accuracy": hits_b}, ids=ids)
+    if old_b:  # as negharness wrote it before clusters: no cluster fields, intervals over rows
+        rec = json.loads(path.read_text())
+        for key in ("intervals_rows", "standard_errors", "standard_errors_rows"):
+            rec.pop(key)
+        rec["interval_method"] = {k: v for k, v in rec["interval_method"].items() if k not in ("cluster", "clusters")}
+        rec["task"].pop("cluster")
+        path.write_text(json.dumps(rec))
+        side = path.with_suffix(".perquery.json")
+        side.write_text(json.dumps({k: v for k, v in json.loads(side.read_text()).items() if k != "clusters"}))
+    return load_runs("a", tmp_path), load_runs("b", tmp_path)
+
+
+def test_compare_resamples_clusters_and_adjusts_many_tests(tmp_path):
+    (la, ra), (lb, rb) = _clustered_runs(tmp_path)
+    results = compare(ra, rb, n=500)
+    by = {t.task: t for t in results}
+    assert (by["t"].cluster, by["t"].clusters) == ("image", 40) and (by["u"].cluster, by["u"].clusters) == ("row", 240)
+    tested = [m for t in results for m in t.metrics]
+    assert len(tested) == 3 and [m.p_adjusted for m in tested] == pytest.approx(
+        benjamini_hochberg([m.p_value for m in tested]))
+    acc = next(m for m in by["t"].metrics if m.metric == "accuracy")
+    assert acc.clusters == 40 and acc.mcnemar_adjusted is not None
+    md = to_markdown(la, lb, results, 500, 0)
+    assert "## t (40 clusters, by image)" in md and "## u (240 clusters, each query its own)" in md
+    assert "3 metrics tested at once" in md and "Benjamini-Hochberg adjusted over all of them" in md
+    assert "| p (BH) |" in md
+
+
+def test_compare_refuses_a_record_made_before_clusters(tmp_path):
+    (_, ra), (_, rb) = _clustered_runs(tmp_path, old_b=True)
+    by = {t.task: t for t in compare(ra, rb, n=100)}
+    assert by["t"].metrics == [] and "run B was recorded before clustered intervals" in by["t"].skipped
+    assert "rerun it with --overwrite" in by["t"].skipped

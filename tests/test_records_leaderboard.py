@@ -179,3 +179,65 @@ def test_labels_with_pipes_newlines_or_html_stay_one_literal_cell(cli, tmp_path)
     assert rows[0].startswith(f"| {label} † | ") and rows[1].startswith("| plain | ")
     assert all(len(re.split(r"(?<!\\)\|", r)) == 4 for r in rows)  # two cells each: label, acc
     assert f"† {label}: own &lt;b&gt;detector&lt;/b&gt; \\| x" in md
+
+
+def _images(n_images: int, per_image: int, rate: float, seed: int) -> tuple[list[float], list[str]]:
+    """0/100 hits that move together per image (each image mostly right or mostly wrong)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    easy = rng.random(n_images) < rate
+    hits = [100.0 * (e if rng.random() < 0.9 else not e) for e in easy for _ in range(per_image)]
+    return hits, [f"img{i}" for i in range(n_images) for _ in range(per_image)]
+
+
+def _before_clusters(path: Path) -> None:
+    """The record as negharness wrote it before clusters: intervals over rows, no cluster fields."""
+    rec = json.loads(path.read_text())
+    rec["intervals"] = rec.pop("intervals_rows")
+    for key in ("standard_errors", "standard_errors_rows"):
+        rec.pop(key)
+    rec["interval_method"] = {k: v for k, v in rec["interval_method"].items() if k not in ("cluster", "clusters",
+                                                                                           "cluster_note")}
+    rec["task"].pop("cluster")
+    path.write_text(json.dumps(rec))
+
+
+def test_bold_needs_clustered_intervals_to_clear_and_headings_count_clusters(tmp_path):
+    """Issue 37: 60 images x 10 questions, 70% vs 58% right: over rows (600 independent questions)
+    the intervals are disjoint, over images (60 clusters) they overlap, so the value is not bold."""
+    root = tmp_path / "results"
+    hits_a, clusters = _images(60, 10, 0.72, 1)
+    hits_b, _ = _images(60, 10, 0.58, 2)
+    a = write_fake_record(root, ModelConfig("a", {}), "t", {"acc": hits_a}, clusters=clusters, cluster="image")
+    write_fake_record(root, ModelConfig("b", {}), "t", {"acc": hits_b}, clusters=clusters, cluster="image")
+    rec = json.loads(a.read_text())
+    assert rec["intervals_rows"]["acc"][0] > json.loads((root / "b" / "t.json").read_text())["intervals_rows"]["acc"][1]
+    md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
+    assert "## t (fam; main score acc; 60 clusters by image)" in md
+    assert "**" not in "".join(_table(md, "t"))
+    from negharness.report.page import site_files
+
+    records = list(iter_records(root))
+    page = site_files(build_tables(records), records, tmp_path / "site")["index.html"]
+    assert "(fam; main score acc; 60 clusters by image)" in page
+    assert re.search(r"title='95% interval over clusters \[[\d.]+, [\d.]+\], SE [\d.]+; over rows \[", page)
+    write_fake_record(root, ModelConfig("c", {}), "u", {"acc": _hits(0.8)})
+    write_fake_record(root, ModelConfig("d", {}), "u", {"acc": _hits(0.5)})
+    md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
+    assert "## u (fam; main score acc; 400 clusters: each query its own)" in md
+    assert _table(md, "u")[0].startswith("| c | **[80.0 ±")
+
+
+def test_a_record_made_before_clusters_is_read_marked_and_never_bold(tmp_path):
+    root = tmp_path / "results"
+    old = write_fake_record(root, ModelConfig("old", {}), "t", {"acc": _hits(0.9)})
+    write_fake_record(root, ModelConfig("new", {}), "t", {"acc": _hits(0.3)})
+    _before_clusters(old)
+    md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
+    rows = _table(md, "t")
+    assert rows[0].startswith("| old ‡ | [90.0 ±") and "**" not in "".join(rows)  # far ahead, but over rows only
+    assert "‡ old: interval over rows: its record was made before clustered intervals" in md
+    from negharness.report.check import invalid_records
+
+    assert [f"{old}: made before clustered intervals"] == [p.split(" (no")[0] for p in invalid_records(root)]

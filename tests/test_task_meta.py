@@ -158,3 +158,27 @@ def test_a_run_whose_task_lacks_its_main_score_writes_no_record(tmp_path):
     with pytest.raises(TaskDefinitionError, match="task 'no_main' from plugin 'nomainplugin': its main score 'acc'"):
         run_evaluation(host, req)
     assert not list((tmp_path / "res").rglob("*.json"))
+
+
+def test_every_builtin_task_declares_its_cluster():
+    """Issue 37: queries on one image, video or source item resample together; each built-in task
+    says which (or "row": each query its own), and the name passes the metadata check."""
+    from negharness.api.task import cluster_problems
+    from negharness.discovery.manager import make_host
+
+    declared = {e.name: getattr(e.load(), "cluster", None) for e in make_host().registry.entries("task")}
+    assert all(cluster_problems(c) == [] for c in declared.values())
+    want = {"negbench_mcq_coco": "image", "negbench_retrieval_coco": "image", "msrvtt3k_original": "video",
+            "msrvtt3k_negated": "video", "msrvtt3k_composed": "row", "sugarcrepe_add_att": "image",
+            "sugarcrepe_mean": "image", "aro_vg_relation": "image", "valse_existence": "image",
+            "crepe_negate": "image", "nein_val": "source image", "nein_shapes": "source image",
+            "shapes_t2v_original": "video", "shapes_t2v_negated": "video", "shapes_t2i_original": "image",
+            "shapes_mcq": "image", "shapes_t2v_composed": "row"}
+    assert {k: declared.get(k) for k in want} == want
+
+
+@pytest.mark.parametrize("cluster", ["", "   ", "x" * 41, "image\nvideo", 3])
+def test_a_malformed_cluster_is_named(tmp_path, cluster):
+    bad = type("Bad", (_Good,), {"cluster": cluster})
+    with pytest.raises(TaskDefinitionError, match="cluster .* must be a short printable name"):
+        bad(TaskOptions(tmp_path)).meta.validate("here")

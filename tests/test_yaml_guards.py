@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -352,3 +353,37 @@ def test_a_data_file_starting_with_a_utf8_bom_reads_as_without(tmp_path, fmt):
         (cls,) = load_folder(folder)
         options.append([r.options for r in cls(TaskOptions(tmp_path / "data")).rows])
     assert options[0] == options[1] == [(r["caption"], r["wrong"], r["also_wrong"]) for r in ROWS]
+
+
+# cluster: what a task's rows share, for its intervals (issue 37) -----------------------------------
+def test_yaml_cluster_media_resamples_rows_on_one_image_together(cli, tmp_path):
+    rows = ROWS + [{**ROWS[0], "wrong": "a blue photo", "also_wrong": "one photo"}]  # a second row on red.png
+    _data(tmp_path / "data", rows)
+    ran = _run(cli, tmp_path, _folder(tmp_path, CHOICE + "cluster: media\n"))
+    assert ran.returncode == 0, ran.stderr
+    rec = json.loads((tmp_path / "results/pil_colour/my_colours.json").read_text())
+    side = json.loads((tmp_path / "results/pil_colour/my_colours.perquery.json").read_text())
+    assert rec["task"]["cluster"] == "image" and rec["interval_method"]["clusters"] == 3
+    assert side["clusters"] == ["mine/red.png", "mine/green.png", "mine/blue.png", "mine/red.png"]
+    assert set(rec["standard_errors"]) == set(rec["intervals"]) == set(rec["intervals_rows"]) == {"accuracy"}
+
+
+def test_yaml_cluster_by_field_and_the_default(tmp_path):
+    from negharness.api.task import TaskOptions
+
+    _data(tmp_path / "data", [{**r, "scene": "s1" if i < 2 else "s2"} for i, r in enumerate(ROWS)])
+    [by_field] = load_folder(_folder(tmp_path, CHOICE + "cluster: {field: scene}\n"))
+    task = by_field(TaskOptions(tmp_path / "data"))
+    assert task.cluster == "scene" and [r.cluster for r in task.rows] == ["s1", "s1", "s2"]
+    [plain] = load_folder(_folder(tmp_path, CHOICE))
+    assert plain.cluster == "row" and plain(TaskOptions(tmp_path / "data")).clusters(["a"]) is None
+
+
+@pytest.mark.parametrize("line, key, message", [
+    ("cluster: pixels\n", "cluster", "'pixels' is not one of row, media or {field: NAME}"),
+    ("cluster: {column: scene}\n", "cluster.column", "unknown key (known: field)"),
+    ("cluster: [media]\n", "cluster", "['media'] is not one of row, media"),
+])
+def test_a_bad_cluster_key_is_named(tmp_path, line, key, message):
+    with pytest.raises(UserError, match=re.escape(f"task.yaml: key '{key}': {message}")):
+        load_folder(_folder(tmp_path, CHOICE + line))

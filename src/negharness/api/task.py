@@ -1,7 +1,8 @@
 """What a task plugin gives the host: validated metadata, a data check, and `evaluate` over a run context.
 
 A task's metadata is one `TaskMeta` (name, family, version, modalities, main score, metrics with
-direction and format, options with type and default, citation, where to get the data), read from
+direction and format, options with type and default, citation, where to get the data, the cluster
+its queries belong to), read from
 the class attributes below and checked when the task is loaded: a metric without a direction, a
 main score that is not a metric, an unknown modality or a malformed option is an error naming the
 task and its plugin, before any model loads. Options (``-T key=value``) are parsed by the one
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from negharness.api.context import RunContext
 
 MODALITIES = frozenset({"text", "image", "video", "edit"})
+DEFAULT_CLUSTER = "row"  # each query its own cluster (rows independent)
 
 
 @dataclass
@@ -50,7 +52,8 @@ class TaskResult:
     samples: list[dict[str, Any]] | None = None
     notes: dict[str, Any] = field(default_factory=dict)
     # compact per-query values for bootstraps and paired tests (see negharness.scoring.perquery):
-    # {"ids": [query id, ...], "values": {metric: [value or None per id]}}, mean(values[m]) == metrics[m]
+    # {"ids": [query id, ...], "values": {metric: [value or None per id]}}, mean(values[m]) == metrics[m];
+    # a task that declares a cluster adds "clusters": [the cluster id of each query]
     per_query: dict[str, Any] | None = None
 
 
@@ -71,6 +74,7 @@ class TaskMeta:
     options: Mapping[str, OptionSpec]
     citation: str = ""
     data_help: str = ""
+    cluster: str = DEFAULT_CLUSTER
 
     def validate(self, where: str) -> "TaskMeta":
         problems = []
@@ -93,9 +97,19 @@ class TaskMeta:
         bad = [k for k, v in self.options.items() if not isinstance(v, OptionSpec)]
         if bad:
             problems.append(f"task_options[{bad[0]!r}] is not an OptionSpec")
+        problems += cluster_problems(self.cluster)
         if problems:
             raise TaskDefinitionError(f"{where}: " + "; ".join(problems))
         return self
+
+
+def cluster_problems(cluster: Any) -> list[str]:
+    """What is wrong with a declared cluster name (a short word or two: "image", "COCO image")."""
+    if not isinstance(cluster, str) or not cluster.strip() or len(cluster) > 40 \
+            or any(not c.isprintable() for c in cluster):
+        return [f"cluster {cluster!r} must be a short printable name of what queries share "
+                f"(image, video, source item) or {DEFAULT_CLUSTER!r}"]
+    return []
 
 
 class Task(ABC):
@@ -104,7 +118,10 @@ class Task(ABC):
     ``modalities`` lists what the model must encode (the host checks before loading anything);
     ``metric_info`` gives every metric the task returns its direction and format;
     ``leaderboard_metrics`` are the columns this task contributes to its family's table;
-    ``task_options`` declares the ``-T`` options it takes (read them from ``self.opts``).
+    ``task_options`` declares the ``-T`` options it takes (read them from ``self.opts``);
+    ``cluster`` names what several queries may share (the image, video or source item they are
+    about; its id per query goes in ``per_query["clusters"]``), so intervals resample those; the
+    default ``"row"`` says each query is its own cluster, and the record says so.
     """
 
     name: str = "task"
@@ -118,6 +135,7 @@ class Task(ABC):
     task_options: dict[str, OptionSpec] = {}
     citation: str = ""
     data_help: str = ""
+    cluster: str = DEFAULT_CLUSTER
 
     def __init__(self, options: TaskOptions) -> None:
         self.options = options
@@ -133,7 +151,7 @@ class Task(ABC):
         help_text = self.data_help if isinstance(self.data_help, str) else ""
         return TaskMeta(self.name, self.family, str(self.version), self.description, frozenset(self.modalities),
                         self.main_score, dict(self.metric_info), tuple(self.leaderboard_metrics),
-                        dict(self.task_options), self.citation, help_text)
+                        dict(self.task_options), self.citation, help_text, self.cluster)
 
     def required_files(self) -> list[Path]:
         """Files that must exist under the data root before any model runs; [] for generated data."""

@@ -81,6 +81,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from negharness.records.compare import (  # lazy: start-up time
         compare,
         load_runs,
+        method_text,
         to_markdown,
         to_rich,
     )
@@ -92,6 +93,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     label_b, runs_b = load_runs(args.b, Path(args.results_dir), args.task)
     results = compare(runs_a, runs_b, args.resamples, args.seed)
     console = _console()
+    console.print(method_text(results, args.resamples, args.seed), markup=False)
     for item in to_rich(label_a, label_b, results):
         console.print(item)
     if args.markdown:

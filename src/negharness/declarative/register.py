@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from negharness.api.errors import UserError
-from negharness.api.task import MetricInfo
+from negharness.api.task import MetricInfo, cluster_problems
 from negharness.declarative.annotations import FILTER_KEYS, FORMATS, short
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl
@@ -42,7 +42,7 @@ RETRIEVAL_METRICS = catalog.of_protocols("retrieval")
 DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"]}
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
-            "authors", "published"}
+            "authors", "published", "cluster"}
 DATA_KEYS = {"file", "format", "records", "explode", "where", "slice"}
 MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"}
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
@@ -52,9 +52,10 @@ COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "
                "leaderboard_metrics"}
 # the top-level keys each kind reads (TOP_KEYS is their union): any other is an error, not ignored
 KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
-             "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics"},
+             "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster"},
              "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
-                                      "authors", "published"}}
+                                      "authors", "published", "cluster"}}
+CLUSTER_WORDS = ("row", "media")  # `cluster:` each row its own (default); the row's image or video
 # the caption keys of each way a choice task names its options
 CAPTION_MODES = {"options": {"options", "answer", "answer_base"}, "generate": {"true", "generate"},
                  "false": {"true", "false"}}
@@ -296,6 +297,24 @@ def registration_meta(cls: type) -> dict[str, Any]:
     return {"family": cls.family, **({"published": tuple(published)} if published else {})}
 
 
+def _cluster(c: Checker, media_kind: str) -> dict[str, str]:
+    """What a row's queries share, for the intervals: ``row`` (the default: each row its own
+    cluster), ``media`` (the row's image or video: rows on one file, or one embedded image, resample
+    together; a crop is of its image) or ``{field: NAME}`` (a field of the row, e.g. a source id)."""
+    raw = c.data.get("cluster", "row")
+    if isinstance(raw, dict):
+        field = c.sub("cluster", allowed={"field"}).get("field", str)
+        spec = {"by": "field", "field": field, "name": field}
+    elif raw in CLUSTER_WORDS:
+        spec = {"by": raw, "name": media_kind if raw == "media" else "row"}
+    else:
+        raise c.fail("cluster", f"{short(raw)} is not one of {', '.join(CLUSTER_WORDS)} or {{field: NAME}}")
+    problems = cluster_problems(spec["name"])
+    if problems:
+        raise c.fail("cluster", problems[0])
+    return spec
+
+
 def _metric_name(c: Checker, key: str, name: str, known: dict[str, MetricInfo], kind: str) -> str:
     """The catalogue's name of a declared metric (``MdR`` -> ``MedR``), or an error naming the key."""
     found = catalog.canonical(name)
@@ -411,6 +430,7 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
         raise c.fail("min_group", f"expected a whole number >= 1, got {spec['min_group']}")
     spec["authors"] = _authors(c) if kind == "choice" else None
     spec["published"] = _published(c, source) if kind == "choice" else ()
+    spec["cluster"] = _cluster(c, spec["media"]["kind"])
     _metrics(c, kind, spec)
     return spec
 

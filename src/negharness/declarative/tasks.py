@@ -77,6 +77,14 @@ class MediaRef:
     crop: tuple[float, float, float, float] | None = None  # x, y, width, height (ARO, CREPE)
     base64: str | None = None  # VLMEvalKit TSVs embed the image
 
+    @property
+    def source(self) -> str:
+        """The image or video itself, for `cluster: media`: its path under the data root (a crop is of
+        its image), or for an embedded image a hash of its bytes (two rows may embed one image)."""
+        if self.base64 is not None:
+            return "sha256:" + hashlib.sha256(self.base64.encode()).hexdigest()[:32]
+        return self.id.split("#crop=", 1)[0]
+
 
 @dataclass(frozen=True)
 class ChoiceRow:
@@ -87,6 +95,7 @@ class ChoiceRow:
     group: str | None = None
     question: str | None = None
     identical: bool = False  # a false option equals the true one: no test of the model
+    cluster: str = ""  # what the row shares with others (`cluster:` in the YAML); "" = its own
 
 
 RGB_RECIPE = "declarative-rgb-v1"  # how `_load_image` makes pixels: read_rgb, then the crop
@@ -234,6 +243,22 @@ class DeclarativeTask(Task):
         fields = self.spec["group_by"]
         return "_".join(str(rec.get(f)) for f in fields) if fields else None
 
+    def cluster_of(self, rec: Record, media: MediaRef) -> str:
+        """The row's cluster id as the YAML's ``cluster`` says ("" for ``row``: its own)."""
+        how = self.spec.get("cluster") or {"by": "row"}
+        if how["by"] == "media":
+            return media.source
+        if how["by"] == "field":
+            value = rec.text(how["field"])
+            if not value:
+                raise UserError(f"{rec.where}: cluster field {how['field']!r} is empty")
+            return value
+        return ""
+
+    def clusters(self, per_row: list[str]) -> list[str] | None:
+        """Cluster ids for the per-query block: None when each row is its own cluster."""
+        return None if (self.spec.get("cluster") or {"by": "row"})["by"] == "row" else per_row
+
 
 class ChoiceTask(DeclarativeTask):
     """Right when the true caption scores strictly highest among the row's options."""
@@ -285,7 +310,9 @@ class ChoiceTask(DeclarativeTask):
         group = self.group(rec)
         question = rec.text(self.spec["question"]) if self.spec["question"] else None
         identical = options[correct] in options[:correct] + options[correct + 1:]
-        return ChoiceRow(self.media_ref(rec), tuple(options), correct, rec.where, group, question, identical)
+        media = self.media_ref(rec)
+        return ChoiceRow(media, tuple(options), correct, rec.where, group, question, identical,
+                         self.cluster_of(rec, media))
 
     def _shift(self, rec: Record, cap: dict[str, Any], empty: int) -> str:
         """What dropping the empty option at ``empty`` would do to this row's answer, in words."""
@@ -369,8 +396,9 @@ class ChoiceTask(DeclarativeTask):
         if self.spec.get("published"):
             notes.update(published_notes(self.name, ctx.model, metrics, self.spec["published"], counts,
                                          self.content_digest(rows)))
+        ids = [self.query_id(r.where) for r in rows]
         return TaskResult(metrics, counts, samples, notes,
-                          per_query([self.query_id(r.where) for r in rows], values))
+                          per_query(ids, values, self.clusters([r.cluster for r in rows])))
 
     @staticmethod
     def content_digest(rows: list[ChoiceRow]) -> str:
@@ -415,14 +443,19 @@ class ChoiceTask(DeclarativeTask):
 class RetrievalTask(DeclarativeTask):
     """Text-to-media retrieval: each caption's one relevant item is its own record's medium."""
 
+    row_clusters: dict[MediaRef, str]  # each medium's cluster id, filled with `pairs`
+
     @cached_property
     def pairs(self) -> list[tuple[MediaRef, list[str]]]:
         out = []
+        self.row_clusters: dict[MediaRef, str] = {}
         for rec in self.records():
             caps = rec.texts(self.spec["captions"]["field"])
             if not caps:
                 raise UserError(f"{rec.where}: no caption in field {self.spec['captions']['field']!r}")
-            out.append((self.media_ref(rec), caps))
+            media = self.media_ref(rec)
+            out.append((media, caps))
+            self.row_clusters.setdefault(media, self.cluster_of(rec, media))
         if not out:
             raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
         return out[: self.options.limit] if self.options.limit else out
@@ -441,7 +474,9 @@ class RetrievalTask(DeclarativeTask):
         texts = [c for _, caps in self.pairs for c in caps]
         ids = [f"{m.id}#{j}" for m, caps in self.pairs for j in range(len(caps))]
         relevance = Relevance.from_lists([[where[m]] for m, caps in self.pairs for _ in caps], len(refs))
-        result = evaluate_text_to_media(ctx, ids, texts, relevance, self.media_set(ctx, refs))
+        per_caption = [self.row_clusters[m] for m, caps in self.pairs for _ in caps]
+        result = evaluate_text_to_media(ctx, ids, texts, relevance, self.media_set(ctx, refs),
+                                        clusters=self.clusters(per_caption))
         result.metrics = {k: v for k, v in result.metrics.items() if k in self.metric_info}
         result.notes = {**(result.notes or {}), **self.filter_notes()}
         if result.per_query is not None:  # the YAML's metrics only, per query too
@@ -483,17 +518,26 @@ class SuiteTask(Task):
             parts[metric] = result.per_query
         metrics["mean"] = sum(metrics.values()) / len(self.parts)
         ids: list[str] = []
+        clusters: list[str] = []
         values: dict[str, list[float | None]] = {m: [] for m in [*self.parts, "mean"]}
         n = sum(sum(v is not None for v in pq["values"]["accuracy"]) for pq in parts.values())
         for metric, pq in parts.items():
             acc = pq["values"]["accuracy"]
             n_m = sum(v is not None for v in acc)
             ids += [f"{metric}/{i}" for i in pq["ids"]]
+            clusters += pq.get("clusters") or [f"{metric}/{i}" for i in pq["ids"]]  # one image across members: one cluster
             for other in self.parts:
                 values[other] += acc if other == metric else [None] * len(acc)
             values["mean"] += [None if v is None else v * n / (len(parts) * n_m) for v in acc]
         return TaskResult(metrics, n_items, None, {"mean": "unweighted mean of the members' accuracies", **notes},
-                          per_query(ids, values))
+                          per_query(ids, values, None if self.cluster == "row" else clusters))
+
+
+def suite_cluster(members: dict[str, type]) -> str:
+    """A suite's cluster: its members' when they agree (SugarCrepe's splits: COCO images), else a list."""
+    names = sorted({getattr(cls, "cluster", "row") for cls in members.values()}) or ["row"]
+    joined = " / ".join(names)
+    return joined if len(joined) <= 40 else "mixed"
 
 
 BASES = {"choice": ChoiceTask, "retrieval": RetrievalTask, "suite": SuiteTask}
@@ -510,7 +554,8 @@ def task_class(spec: dict[str, Any], members: dict[str, type] | None = None, bas
              "description": spec["description"], "modalities": modalities, "main_score": spec["main_score"],
              "metric_info": dict(spec["metric_info"]), "leaderboard_metrics": tuple(spec["leaderboard_metrics"]),
              "citation": spec["citation"], "data_help": spec["data_help"], "licence": spec["licence"], "spec": spec,
-             "__module__": __name__}
+             "cluster": (spec.get("cluster") or {"name": "row"})["name"], "__module__": __name__}
     if members is not None:
         attrs["members"] = dict(members)
+        attrs["cluster"] = suite_cluster(members)
     return type(spec["name"], (base or BASES[spec["kind"]],), attrs)

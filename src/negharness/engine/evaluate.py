@@ -240,7 +240,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         result = task.evaluate(ctx)
         check_result(task, result, entry.plugin)
         if result.per_query is not None:
-            perquery.check(task.name, entry.plugin, result.per_query, result.metrics)
+            perquery.check(task.name, entry.plugin, result.per_query, result.metrics, task.cluster)
         counts = dict(ctx.counters)
         timings = {"total_s": round(time.perf_counter() - start, 3)}
         if "encode_seconds" in counts:

@@ -1,11 +1,17 @@
 """`negharness compare A B`: does model B really differ from model A on the same queries?
 
 For every task both runs have, and every metric both have per-query values for: the difference
-B - A, its 95% paired bootstrap interval (queries resampled jointly) and a two-sided p-value; for
+B - A, its 95% paired bootstrap interval (the task's clusters, e.g. images or videos, resampled
+jointly; each query its own cluster where the task declares none) and a two-sided p-value; for
 0/100 metrics (accuracies, R@K hits, removal) also McNemar's exact test on the discordant
-questions. Runs are only compared when their query id lists are identical (same queries in the
-same order): anything else would compare different questions, and the report says why it skipped.
-A record that cannot be used (truncated, another schema, NaN metrics) is an error naming the file.
+questions. Every metric of every task is one test: the p-values are also given adjusted by
+Benjamini-Hochberg over all the tests of the comparison (and McNemar's over its own), as the
+output says. Runs are only compared when their query id lists are identical (same queries in the
+same order) with the same clusters: anything else would compare different questions, and the
+report says why it skipped. A record made before clusters (no ``interval_method.cluster``) is not
+compared: its queries' clusters are unknown, and a test over rows could claim a difference the data
+do not support. A record that cannot be used (truncated, another schema, NaN metrics) is an error
+naming the file.
 """
 
 from __future__ import annotations
@@ -22,10 +28,11 @@ from negharness.records.results import SIDECAR_SUFFIXES, iter_records, record_ke
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
+    benjamini_hochberg,
     mcnemar_exact,
     paired_test,
 )
-from negharness.scoring.perquery import read_sidecar
+from negharness.scoring.perquery import cluster_ids, clusters_known, read_sidecar, record_cluster
 
 
 @dataclass
@@ -50,6 +57,9 @@ class MetricComparison:
     higher_is_better: bool = True
     fmt: str = ".3f"
     mcnemar: tuple[int, int, float] | None = None  # (A right only, B right only, p)
+    clusters: int = 0  # the units resampled
+    p_adjusted: float | None = None  # Benjamini-Hochberg over every bootstrap test of the comparison
+    mcnemar_adjusted: float | None = None  # the same over every McNemar test
 
 
 @dataclass
@@ -57,6 +67,8 @@ class TaskComparison:
     task: str
     metrics: list[MetricComparison] = field(default_factory=list)
     skipped: str | None = None  # why this task was not compared
+    cluster: str = "row"  # what the task's queries share
+    clusters: int = 0
 
 
 def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[str, dict[str, Run]]:
@@ -119,12 +131,17 @@ def compare_task(name: str, a: Run, b: Run, n: int = BOOTSTRAP_RESAMPLES, seed: 
         out.skipped = (f"different queries: A has {len(ia)}, B has {len(ib)}, {shared} shared"
                        + (" (same ids, another order)" if shared == len(ia) == len(ib) else ""))
         return out
+    out.skipped = _cluster_problem(a, b)
+    if out.skipped:
+        return out
+    clusters = cluster_ids(a.per_query)
+    out.cluster, out.clusters = record_cluster(a.record), len(set(clusters))
     info = {**b.record.get("metric_info", {}), **a.record.get("metric_info", {})}
     for metric in [m for m in a.per_query["values"] if m in b.per_query["values"]]:
         va, vb = _array(a.per_query["values"][metric]), _array(b.per_query["values"][metric])
         if not np.array_equal(np.isnan(va), np.isnan(vb)):
             continue  # covered on different queries (another template split): not a paired comparison
-        res = paired_test(va, vb, n, seed)
+        res = paired_test(va, vb, n, seed, clusters=clusters)
         mi = info.get(metric, {})
         mc = None
         if _binary(va) and _binary(vb):
@@ -132,8 +149,34 @@ def compare_task(name: str, a: Run, b: Run, n: int = BOOTSTRAP_RESAMPLES, seed: 
             mc = mcnemar_exact(va[keep] == 100.0, vb[keep] == 100.0)
         out.metrics.append(MetricComparison(metric, float(a.record["metrics"][metric]), float(b.record["metrics"][metric]),
                                             res.diff, res.lo, res.hi, res.p_value, res.n_queries,
-                                            bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), mc))
+                                            bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), mc,
+                                            res.n_clusters))
     return out
+
+
+def _cluster_problem(a: Run, b: Run) -> str | None:
+    """Why two runs' clusters cannot be resampled jointly: a record made before clusters, or
+    another cluster declaration (a task version that groups its queries otherwise)."""
+    for which, run in (("A", a), ("B", b)):
+        if not clusters_known(run.record):
+            return (f"run {which} was recorded before clustered intervals (no interval_method.cluster): which "
+                    "queries share an image or video is unknown, and a test over rows could be too confident; "
+                    "rerun it with --overwrite")
+    if record_cluster(a.record) != record_cluster(b.record) or cluster_ids(a.per_query) != cluster_ids(b.per_query):
+        return (f"different clusters: A clusters by {record_cluster(a.record)!r}, B by {record_cluster(b.record)!r}"
+                " (or the same queries are grouped otherwise)")
+    return None
+
+
+def adjust(results: list[TaskComparison]) -> None:
+    """Benjamini-Hochberg over every metric compared (all tasks): bootstrap p-values as one family,
+    McNemar's as another."""
+    tested = [m for t in results for m in t.metrics]
+    for m, q in zip(tested, benjamini_hochberg([m.p_value for m in tested])):
+        m.p_adjusted = q
+    exact = [m for m in tested if m.mcnemar is not None]
+    for m, q in zip(exact, benjamini_hochberg([m.mcnemar[2] for m in exact])):
+        m.mcnemar_adjusted = q
 
 
 def compare(a: dict[str, Run], b: dict[str, Run], n: int = BOOTSTRAP_RESAMPLES,
@@ -145,29 +188,54 @@ def compare(a: dict[str, Run], b: dict[str, Run], n: int = BOOTSTRAP_RESAMPLES,
             out.append(TaskComparison(name, skipped=f"only {'A' if name in a else 'B'} has a record"))
         else:
             out.append(compare_task(name, a[name], b[name], n, seed))
+    adjust(out)
     return out
+
+
+def n_tests(results: list[TaskComparison]) -> int:
+    return sum(len(t.metrics) for t in results)
 
 
 def _p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _adjusted(q: float | None) -> str:
+    return "–" if q is None else _p(q)
+
+
 def _cells(m: MetricComparison) -> list[str]:
     f = m.fmt
-    mc = f"{m.mcnemar[0]}/{m.mcnemar[1]}, p={_p(m.mcnemar[2])}" if m.mcnemar else "–"
+    mc = (f"{m.mcnemar[0]}/{m.mcnemar[1]}, p={_p(m.mcnemar[2])}, BH {_adjusted(m.mcnemar_adjusted)}"
+          if m.mcnemar else "–")
     return [m.metric + (" ↑" if m.higher_is_better else " ↓"), format(m.a, f), format(m.b, f),
-            f"{m.diff:+{f}} [{m.lo:+{f}}, {m.hi:+{f}}]", _p(m.p_value), mc]
+            f"{m.diff:+{f}} [{m.lo:+{f}}, {m.hi:+{f}}]", _p(m.p_value), _adjusted(m.p_adjusted), mc]
 
 
-HEADERS = ["metric", "A", "B", "B − A [95% CI]", "p (bootstrap)", "McNemar (A only/B only, p)"]
+HEADERS = ["metric", "A", "B", "B − A [95% CI]", "p (bootstrap)", "p (BH)", "McNemar (A only/B only, p, BH)"]
+
+
+def method_text(results: list[TaskComparison], n: int, seed: int) -> str:
+    """What the tests are, and how many p-values the Benjamini-Hochberg adjustment covers."""
+    k = n_tests(results)
+    return (f"Paired bootstrap over clusters (each task's images, videos or source items, resampled jointly; "
+            f"{n} resamples, seed {seed}), two-sided p; McNemar's exact test on the discordant queries for 0/100 "
+            f"metrics. {k} metric{'s' if k != 1 else ''} tested at once: \"p (BH)\" and McNemar's \"BH\" are "
+            "Benjamini-Hochberg adjusted over all of them (false discovery rate); read those when asking which "
+            "differences are real.")
+
+
+def _heading(t: TaskComparison) -> str:
+    if t.skipped or not t.clusters:
+        return t.task
+    what = "each query its own" if t.cluster == "row" else f"by {t.cluster}"
+    return f"{t.task} ({t.clusters} clusters, {what})"
 
 
 def to_markdown(label_a: str, label_b: str, results: list[TaskComparison], n: int, seed: int) -> str:
-    parts = [f"# {label_b} (B) against {label_a} (A)\n\n",
-             f"Paired bootstrap over queries ({n} resamples, seed {seed}), two-sided p; McNemar's exact test "
-             "on the discordant queries for 0/100 metrics.\n"]
+    parts = [f"# {label_b} (B) against {label_a} (A)\n\n", method_text(results, n, seed) + "\n"]
     for t in results:
-        parts.append(f"\n## {t.task}\n\n")
+        parts.append(f"\n## {_heading(t)}\n\n")
         if t.skipped:
             parts.append(f"Not compared: {t.skipped}.\n")
             continue
@@ -185,12 +253,12 @@ def to_rich(label_a: str, label_b: str, results: list[TaskComparison]) -> list[A
         if t.skipped:
             out.append(f"[yellow]{t.task}: not compared: {t.skipped}[/]")
             continue
-        table = Table(title=f"{t.task}: {label_b} (B) vs {label_a} (A)", title_justify="left")
+        table = Table(title=f"{_heading(t)}: {label_b} (B) vs {label_a} (A)", title_justify="left")
         for h in HEADERS:
             table.add_column(h, justify="left" if h == "metric" else "right")
         for m in t.metrics:
             cells = _cells(m)
-            if m.p_value < 0.05:
+            if (m.p_adjusted if m.p_adjusted is not None else m.p_value) < 0.05:
                 cells[3] = f"[bold]{cells[3]}[/]"
             table.add_row(*cells)
         out.append(table)

@@ -184,7 +184,7 @@ def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_
                   **({"random_weights": True} if m.draw else {})},
         "task": {"name": task.name, "family": task.family, "version": task.version, "plugin": task_plugin,
                  "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
-                 "citation": task.citation},
+                 "citation": task.citation, "cluster": getattr(task, "cluster", "row")},
         "metrics": result.metrics,
         "metric_info": {k: {"higher_is_better": v.higher_is_better, "fmt": v.fmt}
                         for k, v in task.metric_info.items() if k in result.metrics},
@@ -236,11 +236,16 @@ def nonfinite_fields(rec: dict[str, Any]) -> list[str]:
     main = rec.get("main_score")
     if isinstance(main, dict) and _bad_number(main.get("value")):
         out.append(f"main_score.value = {main['value']!r}")
-    intervals = rec.get("intervals")
-    for k, iv in (intervals.items() if isinstance(intervals, dict) else ()):
-        if isinstance(iv, list) and any(_bad_number(v) for v in iv):
-            out.append(f"intervals.{k} = {iv!r}")
+    for field in INTERVAL_FIELDS:
+        found = rec.get(field)
+        for k, iv in (found.items() if isinstance(found, dict) else ()):
+            if (isinstance(iv, list) and any(_bad_number(v) for v in iv)) or _bad_number(iv):
+                out.append(f"{field}.{k} = {iv!r}")
     return out
+
+
+# the intervals over clusters and over rows and their standard errors (`negharness.scoring.perquery`)
+INTERVAL_FIELDS = ("intervals", "standard_errors", "intervals_rows", "standard_errors_rows")
 
 
 def read_record(path: Path) -> dict[str, Any] | None:

@@ -5,7 +5,9 @@ A record passes when it is of the current schema, holds no NaN or infinite numbe
 score among its metrics, names its model's fingerprint, and has its per-query sidecar beside it,
 consistent with its metrics (mean of the per-query values = the metric; a derived metric as the
 metric catalogue, `negharness.scoring.catalog`, says: ``MedR`` = the median of the ranks kept for
-``MeanR``) and with its intervals (recomputed with the record's seed). Metrics that nothing kept
+``MeanR``) and with its intervals over clusters and over rows, their standard errors and its number
+of clusters (recomputed with the record's seed). A record made before clustered intervals is
+refused: its intervals are over rows, and the board bolds by clustered ones. Metrics that nothing kept
 lets the check recompute are listed (`unverifiable_metrics`), never passed over in silence.
 A `negharness diagnose` result passes when it is of its schema and names the fingerprint the
 records beside it name (else the model changed since: it is stale).
@@ -62,20 +64,43 @@ def _main_score_problems(rec: dict[str, Any]) -> list[str]:
     return []
 
 
+BEFORE_CLUSTERS = ("made before clustered intervals (no interval_method.cluster): its intervals are over rows, "
+                   "which is too narrow where queries share an image or video; rerun it with --overwrite")
+
+
 def _interval_problems(rec: dict[str, Any], pq: dict[str, Any]) -> list[str]:
     method = rec.get("interval_method") or {}
+    if not perquery.clusters_known(rec):
+        return [BEFORE_CLUSTERS]
+    if (perquery.record_cluster(rec) != perquery.ROW) != (pq.get("clusters") is not None):
+        return [f"task cluster {perquery.record_cluster(rec)!r} but the per-query file "
+                f"{'lacks' if pq.get('clusters') is None else 'has'} cluster ids"]
     try:
         fresh = perquery.intervals(rec, pq, int(method.get("resamples", 0)), int(method.get("seed", 0)))
     except (ValueError, TypeError):
         return ["interval_method is missing or malformed"]
-    stored = rec.get("intervals") or {}
     out = []
-    for metric, (lo, hi) in fresh["intervals"].items():
-        got = stored.get(metric)
-        if not isinstance(got, list) or len(got) != 2 or any(
-                g is None or abs(float(g) - float(w)) > 1e-9 * max(1.0, abs(float(w))) for g, w in zip(got, (lo, hi))):
-            out.append(f"interval of {metric!r} {got} is not what its per-query values give ({[lo, hi]})")
+    if method.get("clusters") != fresh["interval_method"]["clusters"]:
+        out.append(f"interval_method.clusters {method.get('clusters')!r} is not the per-query file's "
+                   f"{fresh['interval_method']['clusters']}")
+    for field in ("intervals", "intervals_rows", "standard_errors", "standard_errors_rows"):
+        stored = rec.get(field) or {}
+        for metric, want in fresh[field].items():
+            if not _same(stored.get(metric), want):
+                name = "interval" if field.startswith("intervals") else "standard error"
+                where = " over rows" if field.endswith("_rows") else ""
+                out.append(f"{name}{where} of {metric!r} {stored.get(metric)} is not what its per-query values give "
+                           f"({want})")
     return out
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Stored and recomputed numbers (a bound pair or one number) agree to 1e-9."""
+    got_l, want_l = (got, want) if isinstance(want, list) else ([got], [want])
+    if not isinstance(got_l, list) or len(got_l) != len(want_l):
+        return False
+    return all(isinstance(g, (int, float)) and not isinstance(g, bool)
+               and abs(float(g) - float(w)) <= 1e-9 * max(1.0, abs(float(w))) for g, w in zip(got_l, want_l))
 
 
 def is_partial(rec: Any) -> bool:

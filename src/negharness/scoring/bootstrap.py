@@ -1,4 +1,12 @@
-"""Bootstrap statistics over per-query values: intervals, paired tests, McNemar's exact test.
+"""Bootstrap statistics over per-query values: intervals, paired tests, McNemar's exact test, and
+the Benjamini-Hochberg adjustment for many tests at once.
+
+Queries that share an image, a video or a source item are not independent (NegBench COCO MCQ asks
+5,914 questions about 3,926 images), so the bootstraps resample clusters: given each query's
+cluster id, every resample draws whole clusters with replacement and averages the queries they
+hold (a ratio of sums, so clusters of unequal size weigh by their queries). Cluster ids are sorted
+before resampling, so the same rows in another order give the same intervals. Without cluster ids
+each query is its own cluster.
 
 Numpy only (no torch), so the leaderboard, `compare` and `--check` import them without loading a
 deep-learning stack; `negharness.scoring.metrics` re-exports them for the tasks and scripts that use them.
@@ -28,33 +36,65 @@ _CHUNK_ELEMS = 1 << 22  # resampled indices drawn at once: 4M (16 MiB as int32),
 
 
 def resampled_means(values: np.ndarray, n: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                    chunk_elems: int = _CHUNK_ELEMS) -> np.ndarray:
-    """(n, m) means of each of the m rows of ``values`` (m, Q) over n resamples of the Q queries, the
-    same resampled queries for every row (so rows can be paired). NaN marks a query a row does not
-    cover (e.g. acc_positive on a negative-template question): each resample averages what it covers.
+                    chunk_elems: int = _CHUNK_ELEMS, clusters: Sequence[str] | None = None) -> np.ndarray:
+    """(n, m) means of each of the m rows of ``values`` (m, Q) over n resamples, the same resampled
+    units for every row (so rows can be paired). NaN marks a query a row does not cover (e.g.
+    acc_positive on a negative-template question): each resample averages what it covers.
 
+    The units are the Q queries in their order, or with ``clusters`` (one id per query) the distinct
+    cluster ids in sorted order, each resample drawing whole clusters (`cluster_totals`).
     Resamples are drawn ``chunk_elems`` indices at a time (int32), so memory stays bounded (about
     16 MiB of indices) whatever n and Q are; the draws are one stream, so the chunk size never
     changes the numbers."""
     values = np.atleast_2d(np.asarray(values, dtype=np.float64))
-    q = values.shape[1]
-    if q == 0:
+    if values.shape[1] == 0:
         raise ValueError("bootstrap needs at least one query")
+    sums, counts = cluster_totals(values, clusters)
+    return _resample_totals(sums, counts, n, seed, chunk_elems)
+
+
+def cluster_totals(values: np.ndarray, clusters: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(sums, counts), each (m, C): per row and cluster, the sum of its covered values and how many
+    there are; C = Q (queries in order) without ``clusters``, else the distinct ids, sorted. Within
+    a cluster values are added in sorted order, so the totals do not depend on the rows' order."""
+    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
     covered = ~np.isnan(values)
-    partial = ~covered.all(1)  # rows with uncovered queries also need their per-resample counts
     filled = np.where(covered, values, 0.0)
+    if clusters is None:
+        return filled, covered.astype(np.float64)
+    if len(clusters) != values.shape[1]:
+        raise ValueError(f"{len(clusters)} cluster ids for {values.shape[1]} queries")
+    _, inverse = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
+    c = int(inverse.max()) + 1
+    sums = np.empty((values.shape[0], c))
+    for r in range(values.shape[0]):
+        order = np.lexsort((filled[r], inverse))
+        sums[r] = np.bincount(inverse[order], weights=filled[r][order], minlength=c)
+    counts = np.stack([np.bincount(inverse, weights=row, minlength=c) for row in covered.astype(np.float64)])
+    return sums, counts
+
+
+def _resample_totals(sums: np.ndarray, counts: np.ndarray, n: int, seed: int, chunk_elems: int) -> np.ndarray:
+    """(n, m) ratio means sum(sums[drawn]) / sum(counts[drawn]) over n draws of the C units."""
+    units = sums.shape[1]
+    partial = ~(counts == 1.0).all(1)  # rows whose units are not all one covered query
     rng = np.random.default_rng(seed)
-    step = max(1, chunk_elems // q)
-    out = np.empty((n, values.shape[0]), dtype=np.float64)
+    step = max(1, chunk_elems // units)
+    out = np.empty((n, sums.shape[0]), dtype=np.float64)
     for lo in range(0, n, step):
         c = min(step, n - lo)
-        idx = rng.integers(0, q, size=(c, q), dtype=np.int32)
-        for r in range(values.shape[0]):
-            sums = filled[r][idx].sum(1)
-            counts = covered[r][idx].sum(1) if partial[r] else q
+        idx = rng.integers(0, units, size=(c, units), dtype=np.int32)
+        for r in range(sums.shape[0]):
+            total = sums[r][idx].sum(1)
+            count = counts[r][idx].sum(1) if partial[r] else units
             with np.errstate(invalid="ignore", divide="ignore"):
-                out[lo:lo + c, r] = sums / counts
+                out[lo:lo + c, r] = total / count
     return out
+
+
+def n_clusters(clusters: Sequence[str] | None, queries: int) -> int:
+    """How many units a bootstrap resamples: the distinct cluster ids, else the queries."""
+    return queries if clusters is None else len({str(c) for c in clusters})
 
 
 def _interval(means: np.ndarray, level: float) -> tuple[float, float]:
@@ -62,21 +102,44 @@ def _interval(means: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_ci(values: np.ndarray, n: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(values: np.ndarray, n: int = 1000, seed: int = 0, level: float = 0.95,
+                 clusters: Sequence[str] | None = None) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of per-query values (FIRE, Rodriguez et al.);
     NaN values are queries the metric does not cover."""
-    return _interval(resampled_means(values, n, seed)[:, 0], level)
+    return _interval(resampled_means(values, n, seed, clusters=clusters)[:, 0], level)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A percentile interval and the bootstrap standard error (the resampled means' spread)."""
+
+    lo: float
+    hi: float
+    se: float
 
 
 def bootstrap_intervals(values: dict[str, Sequence[float | None]], n: int = BOOTSTRAP_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> dict[str, tuple[float, float]]:
+                        seed: int = BOOTSTRAP_SEED, level: float = 0.95,
+                        clusters: Sequence[str] | None = None) -> dict[str, tuple[float, float]]:
     """One interval per metric, every metric over the same resampled queries (None = not covered)."""
+    return {k: (iv.lo, iv.hi) for k, iv in bootstrap_estimates(values, n, seed, level, clusters).items()}
+
+
+def bootstrap_estimates(values: dict[str, Sequence[float | None]], n: int = BOOTSTRAP_RESAMPLES,
+                        seed: int = BOOTSTRAP_SEED, level: float = 0.95,
+                        clusters: Sequence[str] | None = None) -> dict[str, Interval]:
+    """Interval and standard error per metric, every metric over the same resampled clusters."""
     names = list(values)
     if not names:
         return {}
     matrix = np.array([[np.nan if v is None else v for v in values[k]] for k in names], dtype=np.float64)
-    means = resampled_means(matrix, n, seed)
-    return {k: _interval(means[:, i], level) for i, k in enumerate(names)}
+    means = resampled_means(matrix, n, seed, clusters=clusters)
+    out = {}
+    for i, k in enumerate(names):
+        lo, hi = _interval(means[:, i], level)
+        kept = means[:, i][~np.isnan(means[:, i])]
+        out[k] = Interval(lo, hi, float(kept.std(ddof=1)) if kept.size > 1 else 0.0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -89,30 +152,34 @@ class PairedResult:
     hi: float
     p_value: float
     n_queries: int
+    n_clusters: int = 0  # the units resampled (= n_queries when each query is its own cluster)
 
 
 def paired_test(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                level: float = 0.95) -> PairedResult:
-    """Paired bootstrap: resample queries jointly, difference of the two means per resample.
+                level: float = 0.95, clusters: Sequence[str] | None = None) -> PairedResult:
+    """Paired bootstrap: resample queries (or with ``clusters``, whole clusters) jointly, difference
+    of the two means per resample.
 
     The p-value centres the bootstrap distribution on zero (the null) and counts resampled
     differences at least as far from the observed one as the observed is from zero:
-    p = (1 + #{c |d* - d| >= |d|}) / (n + 1), c = sqrt(Q / (Q - 1)) undoing the plug-in variance's
-    shrinkage; p is never 0 and is 1 for identical runs. Its calibration under the null is tested
-    by simulation (tests/test_intervals_compare.py)."""
+    p = (1 + #{c |d* - d| >= |d|}) / (n + 1), c = sqrt(G / (G - 1)) undoing the plug-in variance's
+    shrinkage over the G resampled units; p is never 0 and is 1 for identical runs. Its calibration
+    under the null is tested by simulation (tests/test_intervals_compare.py)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError("paired bootstrap needs the same queries for both models")
     both = ~(np.isnan(a) | np.isnan(b))
     a, b = a[both], b[both]
+    kept = None if clusters is None else [c for c, k in zip(clusters, both) if k]
     observed = float(b.mean() - a.mean())
-    means = resampled_means(np.vstack([a, b]), n, seed)
+    means = resampled_means(np.vstack([a, b]), n, seed, clusters=kept)
     diffs = means[:, 1] - means[:, 0]
     lo, hi = _interval(diffs, level)
-    # the resampled spread is the plug-in one, (Q - 1) / Q of the unbiased variance: widen it back
-    spread = np.abs(diffs - observed) * np.sqrt(len(a) / max(len(a) - 1, 1))
+    # the resampled spread is the plug-in one, (G - 1) / G of the unbiased variance: widen it back
+    units = n_clusters(kept, len(a))
+    spread = np.abs(diffs - observed) * np.sqrt(units / max(units - 1, 1))
     extreme = int((spread >= abs(observed) - 1e-12).sum())
-    return PairedResult(observed, lo, hi, (1 + extreme) / (n + 1), int(both.sum()))
+    return PairedResult(observed, lo, hi, (1 + extreme) / (n + 1), int(both.sum()), units)
 
 
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, n: int = 1000, seed: int = 0,
@@ -147,3 +214,20 @@ def binomial_two_sided(k: int, n: int) -> float:
     logs = lgamma(n + 1) - np.array([lgamma(x + 1) + lgamma(n - x + 1) for x in j]) - n * log(2.0)
     top = logs.max()
     return float(min(1.0, 2.0 * np.exp(top) * np.exp(logs - top).sum()))
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (false discovery rate), in the input's order: the i-th
+    smallest of m becomes min over j >= i of p_(j) * m / j, capped at 1. `compare` tests every
+    metric of every task at once; an adjusted p < 0.05 keeps the expected share of false
+    discoveries among them under 5%."""
+    m = len(p_values)
+    if m == 0:
+        return []
+    p = np.asarray(p_values, dtype=np.float64)
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return [float(x) for x in out]

@@ -79,6 +79,7 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
                  correct: Sequence[int], templates: Sequence[str],
                  option_templates: Sequence[Sequence[str]]) -> TaskResult:
     """``media_index[r]`` is row r's position in ``media``; every distinct caption is encoded once.
+    Questions cluster by their medium (the task declares ``cluster = "image"`` or ``"video"``).
     A question whose media could not be decoded is left out (`negharness.scoring.unreadable`)."""
     media_emb, bad = readable_media(ctx, media)
     asked = [r for r, m in enumerate(media_index) if not bad[m]]
@@ -107,4 +108,5 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
                        "same_words": {"rows": int(sum(v == 100.0 for v in same_values["same_words_rate"])),
                                       "reason": SAME_WORDS_NOTE},
                        "authors_rule": AUTHORS_NOTE, **skip_notes(bad, dropped, "questions")},
-                      perquery.per_query([f"{r}:{media.ids[media_index[r]]}" for r in range(len(options))], values))
+                      perquery.per_query([f"{r}:{media.ids[media_index[r]]}" for r in range(len(options))], values,
+                                         [media.ids[m] for m in media_index]))

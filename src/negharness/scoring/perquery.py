@@ -10,6 +10,15 @@ metric: ``MedR`` is the median of the ranks that ``MeanR`` keeps per query (its 
 catalogue, `negharness.scoring.catalog`); any other
 metric without per-query values cannot be recomputed (`unverifiable`). The values go to a compact sidecar ``<record>.perquery.json`` (no top-k lists:
 those stay behind ``--log-samples``); the record carries a 95% bootstrap interval per metric.
+
+Clusters: queries about one image, video or source item are not independent. A task declares what
+its cluster is (`Task.cluster`: "image", "video", ...; the default "row" makes each query its own
+cluster) and gives one cluster id per query (``per_query["clusters"]``). The record keeps the
+interval over clusters (``intervals``, what the leaderboard bolds by), the one over rows
+(``intervals_rows``), a bootstrap standard error beside each (``standard_errors``,
+``standard_errors_rows``) and the number of clusters (``interval_method.clusters``). A record
+made before clusters has no ``interval_method.cluster``: its intervals are over rows and nothing
+says whether its queries cluster (`clusters_known`).
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from negharness.scoring import catalog
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
-    bootstrap_intervals,
+    bootstrap_estimates,
+    n_clusters,
 )
 from negharness.scoring.catalog import lower_median  # noqa: F401  (MedR's rule, long read from here)
 from negharness.store.atomic import atomic_write_text
@@ -33,6 +43,8 @@ from negharness.store.atomic import atomic_write_text
 SUFFIX = ".perquery.json"
 TOLERANCE = 1e-9
 LEVEL = 0.95
+ROW = "row"  # the default cluster: each query its own
+DEFAULT_CLUSTER_NOTE = "the task declares no cluster: each query is its own cluster"
 
 
 class PerQueryError(UserError):
@@ -52,10 +64,13 @@ def compact(value: Any) -> float | int | None:
     return float(f"{v:.12g}")
 
 
-def per_query(ids: Sequence[Any], values: dict[str, Sequence[Any]]) -> dict[str, Any]:
-    """The per-query block of a TaskResult, values compacted."""
-    return {"ids": [str(i) for i in ids],
-            "values": {k: [compact(x) for x in (v.tolist() if hasattr(v, "tolist") else v)] for k, v in values.items()}}
+def per_query(ids: Sequence[Any], values: dict[str, Sequence[Any]],
+              clusters: Sequence[Any] | None = None) -> dict[str, Any]:
+    """The per-query block of a TaskResult, values compacted; ``clusters``: each query's cluster id
+    (the image, video or source item it belongs to), for a task that declares a cluster."""
+    out = {"ids": [str(i) for i in ids],
+           "values": {k: [compact(x) for x in (v.tolist() if hasattr(v, "tolist") else v)] for k, v in values.items()}}
+    return out if clusters is None else {**out, "clusters": [str(c) for c in clusters]}
 
 
 def covered_mean(values: Sequence[float | None]) -> float:
@@ -106,6 +121,10 @@ def problems(per_query: Any, metrics: dict[str, float]) -> list[str]:
     ids, out = per_query["ids"], []
     if len(set(ids)) != len(ids):
         out.append("query ids are not unique")
+    clusters = per_query.get("clusters")
+    if clusters is not None and (not isinstance(clusters, list) or len(clusters) != len(ids)
+                                 or not all(isinstance(c, str) and c for c in clusters)):
+        out.append(f"clusters must be one non-empty cluster id (text) per query id ({len(ids)})")
     broken: set[str] = set()
     for name, vals in per_query["values"].items():
         found = _value_problem(name, vals, ids, metrics)
@@ -123,9 +142,15 @@ def problems(per_query: Any, metrics: dict[str, float]) -> list[str]:
     return out
 
 
-def check(task_name: str, plugin: str, per_query: Any, metrics: dict[str, float]) -> None:
-    """Refuse a run whose per-query values disagree with its metrics: intervals would be wrong."""
+def check(task_name: str, plugin: str, per_query: Any, metrics: dict[str, float], cluster: str = ROW) -> None:
+    """Refuse a run whose per-query values disagree with its metrics, or whose cluster ids disagree
+    with the cluster its task declares: intervals would be wrong."""
     found = problems(per_query, metrics)
+    has = isinstance(per_query, dict) and per_query.get("clusters") is not None
+    if cluster != ROW and not has:
+        found.append(f"the task declares cluster {cluster!r} but gives no cluster ids (per_query['clusters'])")
+    if cluster == ROW and has:
+        found.append("per_query has cluster ids but the task declares no cluster (Task.cluster)")
     if found:
         raise PerQueryError(f"task {task_name!r} from plugin {plugin!r}: per-query values break the contract: "
                             + "; ".join(found[:3]))
@@ -137,14 +162,45 @@ def interval_metrics(record: dict[str, Any], per_query: dict[str, Any]) -> list[
     return [m for m in dict.fromkeys(wanted) if m in per_query["values"]]
 
 
+def record_cluster(record: dict[str, Any]) -> str:
+    """The cluster a record's task declared (``task.cluster``; "row" when it declares none)."""
+    return str((record.get("task") or {}).get("cluster") or ROW)
+
+
+def clusters_known(record: dict[str, Any]) -> bool:
+    """Whether the record says how its intervals treat clusters (records made before clusters do not:
+    their intervals are over rows, whatever the task's queries share)."""
+    method = record.get("interval_method")
+    return isinstance(method, dict) and isinstance(method.get("cluster"), str) and "clusters" in method
+
+
+def cluster_ids(per_query: dict[str, Any]) -> list[str]:
+    """Each query's cluster id; a query without one is its own cluster (its id)."""
+    return list(per_query.get("clusters") or per_query["ids"])
+
+
+def _fields(found: dict[str, Any], suffix: str) -> dict[str, Any]:
+    return {f"intervals{suffix}": {m: [compact(iv.lo), compact(iv.hi)] for m, iv in found.items()},
+            f"standard_errors{suffix}": {m: compact(iv.se) for m, iv in found.items()}}
+
+
 def intervals(record: dict[str, Any], per_query: dict[str, Any], n: int = BOOTSTRAP_RESAMPLES,
               seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
-    """The record fields: ``intervals`` {metric: [lo, hi]} and how they were made."""
+    """The record fields: ``intervals`` {metric: [lo, hi]} over clusters and ``standard_errors``;
+    the same over rows (``*_rows``); and how they were made (``interval_method``, with the cluster
+    and the number of clusters)."""
     names = interval_metrics(record, per_query)
-    found = bootstrap_intervals({m: per_query["values"][m] for m in names}, n, seed, LEVEL)
-    return {"intervals": {m: [compact(lo), compact(hi)] for m, (lo, hi) in found.items()},
-            "interval_method": {"kind": "percentile bootstrap over queries", "level": LEVEL, "resamples": n,
-                                "seed": seed, "queries": len(per_query["ids"])}}
+    values = {m: per_query["values"][m] for m in names}
+    rows = bootstrap_estimates(values, n, seed, LEVEL, per_query["ids"])
+    cluster = record_cluster(record)
+    clustered = rows if per_query.get("clusters") is None else \
+        bootstrap_estimates(values, n, seed, LEVEL, per_query["clusters"])
+    method = {"kind": "percentile bootstrap over clusters", "level": LEVEL, "resamples": n, "seed": seed,
+              "queries": len(per_query["ids"]), "cluster": cluster,
+              "clusters": n_clusters(cluster_ids(per_query), len(per_query["ids"]))}
+    if cluster == ROW:
+        method["cluster_note"] = DEFAULT_CLUSTER_NOTE
+    return {**_fields(clustered, ""), **_fields(rows, "_rows"), "interval_method": method}
 
 
 def sidecar_path(record_path: Path) -> Path:
@@ -155,6 +211,8 @@ def write_sidecar(record_path: Path, per_query: dict[str, Any]) -> Path:
     """One line per metric keeps the file diff-friendly and small."""
     path = sidecar_path(record_path)
     body = {"ids": per_query["ids"], "values": per_query["values"]}
+    if per_query.get("clusters") is not None:
+        body["clusters"] = per_query["clusters"]
     atomic_write_text(path, json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n")
     return path
 

@@ -110,10 +110,12 @@ def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch
 
 def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
                            relevance: Relevance, media: MediaSet, parts: list[tuple[str, str]] | None = None,
-                           several: bool = False, qrels: Qrels | None = None, limited: bool = False) -> TaskResult:
+                           several: bool = False, qrels: Qrels | None = None, limited: bool = False,
+                           clusters: Sequence[str] | None = None) -> TaskResult:
     """Original or composed queries: R@K, MIR (best-placed relevant item), and with ``several``
     Correct@K and mAP over all relevant items. With FIRE ``qrels``, the same metrics again over the
-    task's positives plus the judged ones (``fire_*``), beside the original ones."""
+    task's positives plus the judged ones (``fire_*``), beside the original ones. ``clusters``:
+    each query's cluster id (its source item), for a task that declares a cluster."""
     if not queries:
         raise UserError(f"no queries to evaluate over {media.key}")
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
@@ -140,7 +142,18 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         for s, r, a in zip(samples or [], fire_ranks.tolist(), fire_ap.tolist()):
             s["fire_rank"], s["fire_ap"] = r, a
     return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
-                      {**relevance_notes(qs.relevance), **notes}, perquery.per_query(qs.ids, per_query))
+                      {**relevance_notes(qs.relevance), **notes},
+                      perquery.per_query(qs.ids, per_query, _kept_clusters(query_ids, clusters, qs.ids)))
+
+
+def _kept_clusters(all_ids: Sequence[str], clusters: Sequence[str] | None, kept: Sequence[str]) -> list[str] | None:
+    """The cluster ids of the queries still scored (unreadable media drop some), in their order."""
+    if clusters is None:
+        return None
+    if len(clusters) != len(all_ids):
+        raise ValueError(f"{len(clusters)} cluster ids for {len(all_ids)} queries")
+    of = dict(zip(all_ids, clusters))
+    return [of[i] for i in kept]
 
 
 def rank_values(ranks: torch.Tensor, ks: Sequence[int] = (1, 5, 10), prefix: str = "") -> dict[str, np.ndarray]:
@@ -180,7 +193,8 @@ def _add_fire(metrics: dict, notes: dict, sim: torch.Tensor, qs: QuerySet, media
 def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, negated: QuerySet,
                      original_of: Sequence[int]) -> TaskResult:
     """ΔR@K and ΔMIR of each negated query against its own original (``original_of[j]`` indexes
-    ``originals``); the source video is the only item each relevance row names."""
+    ``originals``); the source video is the only item each relevance row names, and each negated
+    query's cluster (the task declares ``cluster = "video"`` or ``"image"``)."""
     media, media_emb, originals, negated, original_of, notes = _drop_unreadable_pairs(
         ctx, media, ctx.embed_media(media), originals, negated, original_of)
     orig_ranks = source_rank(similarities(ctx, originals, media_emb), originals.sources())
@@ -202,7 +216,7 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
                                 f"{media.kind}s": len(media)}, samples,
                       {"deltas": "each negated query against its own original, mean over negated queries; "
                                  "positive = the source video dropped under negation", **scoring, **notes},
-                      perquery.per_query(negated.ids, values))
+                      perquery.per_query(negated.ids, values, [media.ids[int(i)] for i in negated.sources()]))
 
 
 def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, originals: QuerySet,

@@ -172,11 +172,13 @@ class NegBenchRetrieval(_NegBenchTask):
         texts = [c for _, caps in rows for c in caps]
         keys = _unique([f"{media.ids[where[m]]}#{k}" for m, caps in rows for k in range(len(caps))])
         relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
+        cluster_of = dict(zip(keys, (media.ids[where[m]] for m, caps in rows for _ in caps)))  # its medium
         queries = QuerySet(keys, texts, relevance)
         media, media_emb, queries, notes = drop_unreadable(ctx, media, embedded[tuple(paths)], queries)
         ranks = best_relevant_rank(similarities(ctx, queries, media_emb), queries.relevance)
         m = retrieval_metrics(ranks)
-        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes, (queries.ids, ranks)
+        return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes, \
+            (queries.ids, ranks, [cluster_of[k] for k in queries.ids])
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         (original, negated), skipped = self._parsed
@@ -223,8 +225,9 @@ def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]
     for one (same media, same number of captions: COCO, MSR-VTT), caption k of a media file is one
     query with its original and negated hit, and drop_R@K is a per-query difference. Otherwise
     (HardNeg-Syn's v1 and v2 differ) the two sets are listed side by side, each metric covering its
-    own captions, and drop_R@K has no per-query value."""
-    (okeys, oranks), (nkeys, nranks) = orig, neg
+    own captions, and drop_R@K has no per-query value. A third element of ``orig`` and ``neg``, each
+    caption's medium, is its cluster (the task's ``cluster`` is the medium's kind)."""
+    (okeys, oranks, *oc), (nkeys, nranks, *nc) = orig, neg
     o = {f"R@{k}": (oranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
     n = {f"R@{k}": (nranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
     if sorted(okeys) == sorted(nkeys):
@@ -232,24 +235,26 @@ def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]
         order = [at[key] for key in okeys]
         values = {**o, **{f"neg_{k}": v[order] for k, v in n.items()},
                   **{f"drop_{k}": o[k] - n[k][order] for k in o}}
-        return per_query(okeys, values), "paired: each caption with its negated rewrite (media, position)"
+        return per_query(okeys, values, oc[0] if oc else None), \
+            "paired: each caption with its negated rewrite (media, position)"
     none_o, none_n = [None] * len(okeys), [None] * len(nkeys)
     values = {**{k: list(v) + none_n for k, v in o.items()}, **{f"neg_{k}": none_o + list(v) for k, v in n.items()}}
     ids = [f"original/{k}" for k in okeys] + [f"negated/{k}" for k in nkeys]
-    return per_query(ids, values), "unpaired: original and negated captions listed side by side"
+    clusters = list(oc[0]) + list(nc[0]) if oc and nc else None
+    return per_query(ids, values, clusters), "unpaired: original and negated captions listed side by side"
 
 
 def _make_mcq(name: str) -> type:
     csv_name, kind, layout, description = MCQ[name]
     return type(name, (NegBenchMCQ,), {"name": name, "csv_name": csv_name, "kind": kind, "layout": layout,
-                                       "binary": name in BINARY, "description": description,
+                                       "binary": name in BINARY, "description": description, "cluster": kind,
                                        "modalities": frozenset({"text", kind})})
 
 
 def _make_retrieval(name: str) -> type:
     original, negated, kind, description = RETRIEVAL[name]
     return type(name, (NegBenchRetrieval,), {"name": name, "original_csv": original, "negated_csv": negated,
-                                             "kind": kind, "description": description,
+                                             "kind": kind, "description": description, "cluster": kind,
                                              "modalities": frozenset({"text", kind})})
 
 

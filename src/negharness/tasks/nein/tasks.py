@@ -69,6 +69,7 @@ class EditSample:
     instruction: str
     target: str  # the object the instruction negates
     objects: list[str]  # the caption's objects, for retention
+    source: str = ""  # the image it was made from (its cluster: NeIn edits one COCO image several ways); "" = its own
 
 
 def instruction_for(target: str, k: int) -> str:
@@ -84,6 +85,7 @@ class NeInTask(Task):
     metric_info = NEIN_METRICS
     leaderboard_metrics = ("Removal", "AUC-Removal", "Retention", "L1", "CLIP-I")
     citation = "Bui et al., NeIn: Telling What You Don't Want, CVPR Workshops 2025"
+    cluster = "source image"  # samples made from one image (EditSample.source) are not independent
     default_detector = "owlv2"
     default_clip = "clip"
     default_dino = "facebook/dino-vits16"
@@ -122,8 +124,10 @@ class NeInTask(Task):
         missing = _Missing()
         gallery: list[EditSample] = []  # the first GALLERY_SAMPLES samples: their images go to disk at once
         ids: list[str] = []  # per-sample outputs are keyed by sample id (ids only: memory stays bounded)
+        clusters: list[str] = []  # and each sample's source image
         for s, source, truth, edited in self._edits(editor, out_dir, ctx, missing):
             ids.append(s.id)
+            clusters.append(s.source or s.id)
             target_scores.append(detector.max_scores(edited, [s.target])[s.target])
             found_in = {o for o, v in detector.max_scores(source, s.objects).items() if v > 0} if s.objects else set()
             found_out = {o for o, v in detector.max_scores(edited, sorted(found_in)).items() if v > 0} if found_in else set()
@@ -160,7 +164,7 @@ class NeInTask(Task):
         metrics = {k: v for k, v in metrics.items() if v == v}
         notes.update(published_notes(self.name, editor, metrics, PUBLISHED, {"samples": n_done}))
         values = {k: v for k, v in values.items() if k in metrics}
-        return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values))
+        return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values, clusters))
 
     def _edits(self, editor, out_dir: Path, ctx, missing: "_Missing"):
         """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume)
@@ -345,7 +349,14 @@ def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Call
     if not m:
         raise UserError(f"sample {ident}: T_generated {e['T_generated']!r} is not 'Add a/an <object>.'")
     return EditSample(ident, load_input, load_truth, e["T_negative"], m.group(1).strip().lower(),
-                      head_nouns(e["T_original"]))
+                      head_nouns(e["T_original"]), _coco_id(e.get("COCO")))
+
+
+def _coco_id(cell: Any) -> str:
+    """The COCO image a sample was made from (its cluster): val.json's id or the parquet cell's file
+    name, without leading zeros (``139`` and ``000000000139.jpg`` are one image); "" when unknown."""
+    name = Path(str(cell.get("path") or "")).stem if isinstance(cell, dict) else "" if cell is None else str(cell)
+    return name.lstrip("0") or ("0" if name else "")
 
 
 def _bytes_opener(cell: Any, where: str) -> Callable[[], Any]:

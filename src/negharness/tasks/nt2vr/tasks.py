@@ -247,7 +247,8 @@ class NT2VROriginal(NT2VRTask):
         ids = self._ids()
         qs = self._originals(ids)
         return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids),
-                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit))
+                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit),
+                                      clusters=[video_of(c) for c in qs.ids])
 
 
 class NT2VRNegated(NT2VROriginal):
@@ -314,6 +315,9 @@ def _make(prefix: str, base: type, query_set: str) -> type:
     return type(f"{prefix}_{query_set}", (base,), {
         "name": f"{prefix}_{query_set}", "prefix": prefix, "query_set": query_set,
         "modalities": frozenset({"text", kind}),
+        # a video's (or image's) captions and their negations are queries about one item; a composed
+        # query has several relevant items and no source: each is its own cluster
+        "cluster": "row" if query_set == "composed" else kind,
         "description": f"nT2VR {query_set} queries, text-to-{kind} retrieval on {what}"})
 
 

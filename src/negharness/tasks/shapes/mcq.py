@@ -45,6 +45,7 @@ def questions(world: WorldData, seed: int) -> list[tuple[tuple[str, ...], str]]:
 class ShapesMCQ(_ShapesRetrieval):
     name = "shapes_mcq"
     kind = "image"
+    cluster = "image"
     modalities = frozenset({"text", "image"})
     description = "embedded world: NegBench-style MCQ with exact ground truth"
     main_score = "accuracy"

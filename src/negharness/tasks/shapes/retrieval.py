@@ -100,7 +100,8 @@ class _ShapesRetrieval(Task):
         world = self.world()
         qs = self.originals(world)
         return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world, ctx),
-                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit))
+                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit),
+                                      clusters=[world.ids[s] for s in qs.source or ()])
 
 
 class _BuiltQueries:
@@ -115,6 +116,7 @@ class ShapesT2VOriginal(_ShapesRetrieval):
     task_options = {**_ShapesRetrieval.task_options, **QRELS_OPTION}
     name = "shapes_t2v_original"
     kind = "video"
+    cluster = "video"  # an item's captions are queries about one clip
     modalities = frozenset({"text", "video"})
     description = "embedded world: text-to-video retrieval, original captions"
 
@@ -123,6 +125,7 @@ class ShapesT2IOriginal(_ShapesRetrieval):
     task_options = {**_ShapesRetrieval.task_options, **QRELS_OPTION}
     name = "shapes_t2i_original"
     kind = "image"
+    cluster = "image"
     modalities = frozenset({"text", "image"})
     description = "embedded world: text-to-image retrieval, original captions"
 
@@ -155,6 +158,7 @@ class ShapesT2VComposed(_BuiltQueries, ShapesT2VOriginal):
 
     name = "shapes_t2v_composed"
     description = "embedded world: composed queries with several relevant videos"
+    cluster = "row"  # no query has one source clip: each is its own cluster
     leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
