@@ -197,6 +197,78 @@ def ccneg(name: str) -> Data:
     return Data(ROWS, write, lambda root, r: [root / f"ccneg/imgs/{r[0]}.jpg"])
 
 
+# the item kinds: SugarCrepe++ (multi_choice, ITT and TOT), NegRefCOCOg (image_choice over boxes),
+# Winoground (group, images embedded in a parquet file as the Hub's conversion stores them) ------------
+OTHER = {"red": "blue", "green": "magenta", "blue": "yellow", "yellow": "red", "cyan": "green", "magenta": "cyan"}
+
+
+def sugarcrepepp(name: str) -> Data:
+    split, text_only = name.removeprefix("sugarcrepepp_")[:-4], name.endswith("_tot")
+
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in ([] if text_only else rows):  # the text-only task reads no image
+            image(root / f"coco/val2017/{i:012d}.jpg", colour)
+        _json(root / f"sugarcrepepp/{split}.json", [{"id": k, "filename": f"{i:012d}.jpg", "caption": t,
+                                                     "caption2": f[1] if text_only else t + " here",
+                                                     "negative_caption": f[0]}
+                                                    for k, (i, (_, t, f)) in enumerate(rows)])
+    return Data(ROWS, write, (lambda root, r: []) if text_only else
+                (lambda root, r: [root / f"coco/val2017/{r[0]:012d}.jpg"]))
+
+
+def two_colours(path: Path, left: str, right: str) -> Path:
+    """An 8x8 image, its left half one colour and its right half another (two regions to choose from)."""
+    from PIL import Image
+
+    arr = np.zeros((8, 8, 3), dtype=np.uint8)
+    arr[:, :4], arr[:, 4:] = COLOURS[left], COLOURS[right]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(arr).save(path)
+    return path
+
+
+def negrefcocog(name: str) -> Data:
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in rows:
+            two_colours(root / f"coco/train2014/COCO_train2014_{i:012d}.jpg", colour, OTHER[colour])
+        _json(root / "negrefcocog/NegRefCOCOg.json", [
+            {"image": f"COCO_train2014_{i:012d}.jpg", "phrase": t, "ref_bbox": [0, 0, 4, 8],
+             "bbox_list": [[0, 0, 4, 8], [4, 0, 4, 8]]} for i, (_, t, _) in rows])
+    return Data(ROWS, write, lambda root, r: [root / f"coco/train2014/COCO_train2014_{r[0]:012d}.jpg"])
+
+
+def png_bytes(colour: str) -> bytes:
+    import base64
+
+    return base64.b64decode(_png_b64(colour))
+
+
+def winoground(name: str) -> Data:
+    def write(root: Path, rows, form: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = [{"id": i, "image_0": {"bytes": png_bytes(colour), "path": f"ex_{i}_img_0.png"},
+                  "image_1": {"bytes": png_bytes(OTHER[colour]), "path": f"ex_{i}_img_1.png"},
+                  "caption_0": t, "caption_1": f[0], "tag": "Object"} for i, (colour, t, f) in rows]
+        (root / "winoground/default/test").mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(table), root / "winoground/default/test/0000.parquet")
+    return Data(ROWS, write)
+
+
+def bivlc(name: str) -> Data:
+    def write(root: Path, rows, form: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = [{"image": {"bytes": png_bytes(colour), "path": None}, "caption": t,
+                  "negative_image": {"bytes": png_bytes(OTHER[colour]), "path": None}, "negative_caption": f[0],
+                  "type": "replace", "subtype": "replace_att"} for colour, t, f in (r for _, r in rows)]
+        (root / "bivlc/default/test").mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(table), root / "bivlc/default/test/0000.parquet")
+    return Data(ROWS, write)
+
+
 # NegBench ------------------------------------------------------------------------------------------
 MCQ_ROWS = [(i, colour, [t, *f, "a " + ("blue" if colour != "blue" else "red") + " dog"])
             for i, (colour, t, f) in ROWS]
@@ -364,7 +436,8 @@ def generated(name: str, model: str = "kw", **extra: str) -> Data:
 
 # the per-family table: every registered task's family (or name) -> its builder --------------------
 FAMILIES: dict[str, Callable[[str], Data]] = {
-    "sugarcrepe": sugarcrepe, "valse": valse, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
+    "sugarcrepe": sugarcrepe, "valse": valse, "sugarcrepepp": sugarcrepepp, "negrefcocog": negrefcocog,
+    "winoground": winoground, "bivlc": bivlc, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
     "shapes": lambda name: generated(name, n_items="12"), "example": generated,
 }
 BY_NAME: dict[str, Callable[[str], Data]] = {

@@ -109,7 +109,8 @@ def test_training_and_declarative_loaders_refuse_16_bit_images_too(tmp_path):
     import io
 
     from negharness.api import FrameSampling, read_rgb
-    from negharness.declarative.tasks import MediaRef, _load_image
+    from negharness.declarative.media import MediaRef
+    from negharness.declarative.media import load_image as _load_image
     from negharness.tasks.negbench.training import _loader
     from negharness.tasks.nt2vr.training import media_loader
 

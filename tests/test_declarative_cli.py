@@ -242,8 +242,11 @@ def test_readme_documents_every_key_a_yaml_task_may_use():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## Declarative tasks", 1)[1].split("\n## ", 1)[0]
+    from negharness.declarative import kind_specs
+
     keys = (register.TOP_KEYS | register.DATA_KEYS | register.MEDIA_KEYS | register.CAPTION_KEYS
-            | register.AUTHORS_KEYS | set(FILTER_KEYS) | {"field", "replace"})
+            | register.AUTHORS_KEYS | set(FILTER_KEYS) | {"field", "replace"} | kind_specs.QUERY_KEYS
+            | kind_specs.QRELS_KEYS | set().union(*kind_specs.ITEM_CAPTIONS.values()))
     missing = [k for k in sorted(keys) if not re.search(rf"(^|[\s{{#`]){re.escape(k)}:", section, re.M)]
     assert missing == []
     for ties in register.AUTHORS_TIES:

@@ -25,6 +25,7 @@ TINY: dict[str, list[str]] = {
     "bench_decode_throughput.py": ["--tiny"],
     "bench_embedding_checks.py": ["--tiny"],
     "bench_leaderboard.py": ["--models", "2", "--diagnosed", "1", "--rounds", "1"],
+    "bench_item_kinds.py": ["--tiny"],
     "bench_mcq.py": ["--tiny"],  # with a folder that has no CSV: generated rows in NegBench's layout
     "bench_metrics.py": ["--tiny"],
     "bench_nein_memory.py": ["--sizes", "4", "--side", "32"],

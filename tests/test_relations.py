@@ -278,6 +278,11 @@ def change(path: Path) -> None:
         video(path, "yellow", 6)
     elif path.suffix == ".pt":
         torch.save(_swap(torch.load(path, weights_only=True)), path)
+    elif path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(_swap(pq.read_table(path).to_pylist())), path)
     else:
         text = path.read_text()
         swapped = _swap(text)

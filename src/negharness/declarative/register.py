@@ -27,24 +27,37 @@ import yaml
 
 from negharness.api.errors import UserError
 from negharness.api.task import MetricInfo, cluster_problems
-from negharness.declarative.annotations import FILTER_KEYS, FORMATS, short
+from negharness.declarative.annotations import FILTER_KEYS, short
+from negharness.declarative.kind_specs import (
+    DEFAULT_ITEM_METRICS,
+    ITEM_KINDS,
+    ITEM_MEDIA_KEYS,
+    data_format,
+    item_captions,
+    item_media,
+    qrels_spec,
+)
+from negharness.declarative.group import GroupTask, ImageChoiceTask, MultiChoiceTask
+from negharness.declarative.qrels import QrelsRetrievalTask
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.discovery.hookspecs import hookimpl
 from negharness.io.json_files import read_capped
 from negharness.records.published import table_rows
 from negharness.scoring import catalog
 
-KINDS = ("choice", "retrieval", "suite")
+KINDS = ("choice", "retrieval", "suite", *ITEM_KINDS)
 AUTHORS_SUFFIX = "_authors_rule"  # the authors' twin of a metric, added with `authors:`, never declared
 # the metrics a YAML task may declare: what its scorer writes, as the one catalogue names them
 CHOICE_METRICS = {m: i for m, i in catalog.of_protocols("choice").items() if not m.endswith(AUTHORS_SUFFIX)}
 RETRIEVAL_METRICS = catalog.of_protocols("retrieval")
-DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"]}
+QRELS_METRICS = catalog.of_protocols("retrieval", "several")  # many relevant items: C@K and mAP too
+GROUP_METRICS = catalog.of_protocols("group")
+DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"], **DEFAULT_ITEM_METRICS}
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
-            "authors", "published", "cluster"}
-DATA_KEYS = {"file", "format", "records", "explode", "where", "slice"}
-MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"}
+            "authors", "published", "cluster", "text_only", "queries", "qrels"}
+DATA_KEYS = {"file", "format", "records", "explode", "where", "slice", "revision"}
+MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"} | ITEM_MEDIA_KEYS
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
 AUTHORS_KEYS = {"ties", "note"}
 AUTHORS_TIES = ("first", "wrong")  # as `negharness.scoring.choices.choice_scoring` reads them
@@ -52,7 +65,10 @@ COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "
                "leaderboard_metrics"}
 # the top-level keys each kind reads (TOP_KEYS is their union): any other is an error, not ignored
 KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
-             "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster"},
+             "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster", "queries", "qrels"},
+             "group": COMMON_KEYS | {"data", "media", "captions", "metrics"},
+             "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only"},
+             "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors"},
              "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
                                       "authors", "published", "cluster"}}
 CLUSTER_WORDS = ("row", "media")  # `cluster:` each row its own (default); the row's image or video
@@ -328,7 +344,8 @@ def _metric_name(c: Checker, key: str, name: str, known: dict[str, MetricInfo], 
 def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricInfo]:
     """metric_info of a choice or retrieval task: its declared metrics (catalogue names), and with
     ``authors:`` each accuracy's authors' twin."""
-    known = RETRIEVAL_METRICS if kind == "retrieval" else CHOICE_METRICS
+    known = {"retrieval": QRELS_METRICS if spec.get("qrels") else RETRIEVAL_METRICS,
+             "group": GROUP_METRICS}.get(kind, CHOICE_METRICS)
     metrics = c.strings("metrics", required=False) or DEFAULT_METRICS[kind]
     names = list(dict.fromkeys(_metric_name(c, f"metrics.{i}", m, known, kind) for i, m in enumerate(metrics)))
     if "macro_accuracy" in names and not spec.get("group_by"):
@@ -341,8 +358,8 @@ def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricIn
 
 
 def _metrics(c: Checker, kind: str, spec: dict[str, Any]) -> None:
-    if kind != "choice" and "authors" in c.data:
-        raise c.fail("authors", "only choice tasks have an authors' tie rule")
+    if kind not in ("choice", "image_choice") and "authors" in c.data:
+        raise c.fail("authors", "only choice and image_choice tasks have an authors' tie rule")
     if kind == "suite":
         spec["metric_info"] = {**{m: MetricInfo(True, ".1f") for m in spec["members"]}, "mean": MetricInfo(True, ".1f")}
     else:
@@ -369,6 +386,31 @@ def _stays_under_root(c: Checker, key: str, path: str, what: str) -> None:
     if os.path.isabs(written) or re.match(r"^[A-Za-z]:", written) or folded == ".." or folded.startswith("../"):
         raise c.fail(key, f"{short(path)} leaves the data root (an absolute path or '..'); {what} is read "
                           "relative to the data root and must stay under it")
+
+
+def _media(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """``media``: where each record's image(s) are, its crop or boxes; none for a text-only task."""
+    if spec["text_only"]:
+        if "media" in c.data:
+            raise c.fail("media", "not read with text_only: true (the captions are compared with each other)")
+        return None
+    m = c.sub("media", allowed=MEDIA_KEYS)
+    elsewhere = {"members", "embedded"} & set(m.data)
+    out = {"kind": m.choice("kind", ("image", "video"), "image"), "base64": m.get("base64", str, False),
+           "path": m.strings("path", required=not ({"base64"} | elsewhere) & set(m.data)),
+           "strip_prefix": m.strings("strip_prefix", required=False) or [],
+           "crop": m.strings("crop", required=False),
+           **item_media(m, kind, bool(spec.get("qrels")))}
+    for key in ("members", "path"):
+        for i, template in enumerate(out[key] or []):
+            _stays_under_root(m, key if isinstance(m.data[key], str) else f"{key}.{i}", template, "a media path")
+    if out["crop"] is not None and len(out["crop"]) != 4:
+        raise m.fail("crop", "expected four field names: x, y, width, height")
+    if out["crop"] is not None and (out["box"] or out["boxes"]):
+        raise m.fail("crop", "give crop (four fields) or box/boxes (a field holding the box), not both")
+    if kind == "group" and not (out["members"] or out["embedded"]):
+        raise m.fail("members", "missing (a group names its images in order: members or embedded)")
+    return out
 
 
 def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -401,11 +443,12 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     file_keys = ["file"] if isinstance(d.data["file"], str) else [f"file.{i}" for i in range(len(files))]
     for key, f in zip(file_keys, files):
         _stays_under_root(d, key, f, "a data file")
-    suffix = Path(files[0]).suffix.lstrip(".").lower()
-    spec["data"] = {"files": files, "file_keys": [f"data.{k}" for k in file_keys], "format": d.choice("format", FORMATS, {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
-                                                     if suffix in FORMATS or suffix in ("pt", "pth") else None),
+    spec["data"] = {"files": files, "file_keys": [f"data.{k}" for k in file_keys],
+                    "format": data_format(d, "format", files), "revision": d.get("revision", (str, int), False),
                     "records": d.get("records", (str, dict), False), "explode": d.get("explode", str, False),
                     "where": _where(d), "slice": d.get("slice", list, False)}
+    if spec["data"]["revision"] is not None:
+        spec["data"]["revision"] = str(spec["data"]["revision"])
     records = spec["data"]["records"]
     if isinstance(records, dict) and not all(isinstance(k, str) and isinstance(v, str) and v
                                              for k, v in records.items()):
@@ -413,26 +456,36 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     if spec["data"]["slice"] is not None and (len(spec["data"]["slice"]) != 2 or not all(
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in spec["data"]["slice"])):
         raise d.fail("slice", "expected [start, stop] (integers or null), as a Python slice")
-    m = c.sub("media", allowed=MEDIA_KEYS)
-    spec["media"] = {"kind": m.choice("kind", ("image", "video"), "image"), "base64": m.get("base64", str, False),
-                     "path": m.strings("path", required="base64" not in m.data),
-                     "strip_prefix": m.strings("strip_prefix", required=False) or [],
-                     "crop": m.strings("crop", required=False)}
-    for i, template in enumerate(spec["media"]["path"] or []):
-        _stays_under_root(m, "path" if isinstance(m.data["path"], str) else f"path.{i}", template, "a media path")
-    if spec["media"]["crop"] is not None and len(spec["media"]["crop"]) != 4:
-        raise m.fail("crop", "expected four field names: x, y, width, height")
-    spec["captions"] = _captions(c, kind, generators)
+    spec["text_only"] = c.get("text_only", bool, False, False)
+    if kind == "retrieval" and ("qrels" in c.data or "queries" in c.data):
+        spec.update(qrels_spec(c, _stays_under_root))
+    spec["media"] = _media(c, kind, spec)
+    if spec.get("qrels"):  # the queries file holds the texts
+        if "captions" in c.data:
+            raise c.fail("captions", "not read with qrels (the queries file's text field holds the queries)")
+        spec["captions"] = None
+    elif kind in ITEM_KINDS:
+        spec["captions"] = item_captions(c, kind, _caption_field)
+    else:
+        spec["captions"] = _captions(c, kind, generators)
     spec["question"] = c.get("question", str, False)
     spec["group_by"] = c.strings("group_by", required=False)
     spec["min_group"] = c.get("min_group", int, False, 1)
     if spec["min_group"] < 1:
         raise c.fail("min_group", f"expected a whole number >= 1, got {spec['min_group']}")
-    spec["authors"] = _authors(c) if kind == "choice" else None
+    spec["authors"] = _authors(c) if kind in ("choice", "image_choice") else None
     spec["published"] = _published(c, source) if kind == "choice" else ()
-    spec["cluster"] = _cluster(c, spec["media"]["kind"])
+    spec["cluster"] = _cluster(c, spec["media"]["kind"]) if kind in ("choice", "retrieval") else {"by": "row", "name": "row"}
     _metrics(c, kind, spec)
     return spec
+
+
+ITEM_BASES = {"group": GroupTask, "multi_choice": MultiChoiceTask, "image_choice": ImageChoiceTask}
+
+
+def _base(spec: dict[str, Any]) -> type | None:
+    """The task class of the item kinds and of retrieval with qrels (the others: `tasks.BASES`)."""
+    return QrelsRetrievalTask if spec.get("qrels") else ITEM_BASES.get(spec["kind"])
 
 
 def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[type]:
@@ -452,7 +505,7 @@ def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[
     classes: dict[str, type] = {}
     for s in specs:
         if s["kind"] != "suite":
-            classes[s["name"]] = task_class(s)
+            classes[s["name"]] = task_class(s, base=_base(s))
     for s in specs:
         if s["kind"] == "suite":
             for metric, member in s["members"].items():

@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from negharness.api.errors import MediaError, UserError
+from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
 from negharness.api.task import Task, TaskOptions, TaskResult
 from negharness.declarative.annotations import (
@@ -32,7 +32,9 @@ from negharness.declarative.annotations import (
     read_records,
     short,
 )
-from negharness.io.image_files import image_decoder_identity, read_rgb
+from negharness.declarative.media import RGB_RECIPE, MediaRef, load_image
+from negharness.declarative.sources import read_source
+from negharness.io.image_files import image_decoder_identity
 from negharness.io.paths import RootGuard
 from negharness.records.published import collection_digest, published_notes
 
@@ -71,22 +73,6 @@ def resolve_generator(target: "str | GeneratorName | Callable[..., Any]") -> Cal
 
 
 @dataclass(frozen=True)
-class MediaRef:
-    id: str
-    path: Path | None = None
-    crop: tuple[float, float, float, float] | None = None  # x, y, width, height (ARO, CREPE)
-    base64: str | None = None  # VLMEvalKit TSVs embed the image
-
-    @property
-    def source(self) -> str:
-        """The image or video itself, for `cluster: media`: its path under the data root (a crop is of
-        its image), or for an embedded image a hash of its bytes (two rows may embed one image)."""
-        if self.base64 is not None:
-            return "sha256:" + hashlib.sha256(self.base64.encode()).hexdigest()[:32]
-        return self.id.split("#crop=", 1)[0]
-
-
-@dataclass(frozen=True)
 class ChoiceRow:
     media: MediaRef
     options: tuple[str, ...]
@@ -96,30 +82,6 @@ class ChoiceRow:
     question: str | None = None
     identical: bool = False  # a false option equals the true one: no test of the model
     cluster: str = ""  # what the row shares with others (`cluster:` in the YAML); "" = its own
-
-
-RGB_RECIPE = "declarative-rgb-v1"  # how `_load_image` makes pixels: read_rgb, then the crop
-
-
-def _load_image(ref: MediaRef) -> Any:
-    """The record's image decoded to RGB (cropped where it says so); 16-bit and float images are
-    refused, naming the file or record, rather than clipped by the conversion."""
-    if ref.base64 is not None:
-        import base64
-        import binascii
-        import io
-
-        try:
-            data = base64.b64decode(ref.base64)
-        except (binascii.Error, ValueError) as exc:
-            raise MediaError(f"cannot read image {ref.id}: not base64 ({exc})") from exc
-        image = read_rgb(io.BytesIO(data), ref.id)
-    else:
-        image = read_rgb(ref.path)
-    if ref.crop is not None:
-        x, y, w, h = ref.crop
-        image = image.crop((x, y, x + w, y + h))
-    return image
 
 
 class DeclarativeTask(Task):
@@ -149,7 +111,8 @@ class DeclarativeTask(Task):
         return path
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "data_files": self.spec["data"]["files"]}
+        revision = self.spec["data"].get("revision")  # a snapshot's commit: in the record (the YAML is hashed too)
+        return {**super().config(), "data_files": self.spec["data"]["files"], **({"revision": revision} if revision else {})}
 
     filtered: list[dict[str, Any]] = []
 
@@ -160,7 +123,8 @@ class DeclarativeTask(Task):
         d = self.spec["data"]
         recs = []
         for path in self.spec_files:
-            for r in read_records(path, d["format"], d["records"]):
+            source = read_source(path, d["format"])  # parquet, imagefolder: a local HF snapshot
+            for r in read_records(path, d["format"], d["records"]) if source is None else source:
                 recs.append(Record({**r.fields, "_file": path.stem}, r.where) if isinstance(r.fields, dict) else r)
         if d["explode"]:
             recs = explode(recs, d["explode"])
@@ -209,10 +173,10 @@ class DeclarativeTask(Task):
         ids = [r.id for r in refs]
         if refs and refs[0].base64 is not None:  # keyed by the bytes the record embeds (and the crop)
             keys = [hash_json([hashlib.sha256(r.base64.encode()).hexdigest(), r.crop], 32) for r in refs]
-            return MediaSet(f"declarative/embedded/{RGB_RECIPE}", "image", ids, lambda i: _load_image(refs[i]),
+            return MediaSet(f"declarative/embedded/{RGB_RECIPE}", "image", ids, lambda i: load_image(refs[i]),
                             content_keys=keys)
         if kind == "image":  # keyed by each file's content and the crop: a replaced image is encoded again
-            return MediaSet("declarative/images", "image", ids, lambda i: _load_image(refs[i]),
+            return MediaSet("declarative/images", "image", ids, lambda i: load_image(refs[i]),
                             sources=[r.path for r in refs], recipe=f"{RGB_RECIPE}|{image_decoder_identity()}",
                             parts=["" if r.crop is None else json.dumps(list(r.crop)) for r in refs])
         from negharness.io.video import (  # lazy: start-up time
@@ -230,7 +194,7 @@ class DeclarativeTask(Task):
         raise NotImplementedError
 
     def required_files(self) -> list[Path]:
-        if not all(p.is_file() for p in self.spec_files):
+        if not all(p.is_file() or (p.is_dir() and self.spec["data"]["format"] == "imagefolder") for p in self.spec_files):
             return self.spec_files
         return self.spec_files + sorted(set(self._media_paths()))
 
@@ -549,7 +513,7 @@ def task_class(spec: dict[str, Any], members: dict[str, type] | None = None, bas
         kinds = {k for cls in (members or {}).values() for k in cls.modalities}
         modalities = frozenset(kinds or {"text", "image"})
     else:
-        modalities = frozenset({"text", spec["media"]["kind"]})
+        modalities = frozenset({"text", spec["media"]["kind"]} if spec.get("media") else {"text"})
     attrs = {"name": spec["name"], "family": spec["family"], "version": spec["version"],
              "description": spec["description"], "modalities": modalities, "main_score": spec["main_score"],
              "metric_info": dict(spec["metric_info"]), "leaderboard_metrics": tuple(spec["leaderboard_metrics"]),

@@ -8,7 +8,7 @@ recomputed from another's values) and ``leaderboard --check``. A name written tw
 YAML task declare ``MdR`` while scoring wrote ``MedR``: the record's main score was null. Old
 spellings survive only as `ALIASES`, resolved to the one name before anything else sees them.
 
-Protocols: ``choice`` (`choice_scoring`: YAML choice tasks), ``mcq`` (`evaluate_mcq`: NegBench),
+Protocols: ``choice`` (`choice_scoring`: YAML choice tasks), ``group`` (YAML group tasks), ``mcq`` (`evaluate_mcq`: NegBench),
 ``retrieval`` (`retrieval_metrics`: every text-to-media run), ``several`` (queries with several
 relevant items), ``fire`` (FIRE's judged positives), ``deltas`` and ``negated`` (`evaluate_negated`:
 nT2VR's deltas, and plain retrieval of the negated queries).
@@ -66,6 +66,8 @@ _ALL: list[Metric] = [
     _m("same_words_rate", False, ".2f", "choice", "mcq", beside="tie_rate"),
     _m("order_blind_ceiling", True, ".1f", "choice", "mcq", beside="tie_rate"),
     _m("macro_accuracy", True, ".1f", "choice"),
+    # Winoground's scores of an N images x N captions group (`negharness.declarative.group`)
+    _m("text_score", True, ".1f", "group"), _m("image_score", True, ".1f", "group"), _m("group_score", True, ".1f", "group"),
     _m("accuracy_authors_rule", True, ".1f", "choice", "mcq"), _m("macro_accuracy_authors_rule", True, ".1f", "choice"),
     *[_m(f"acc_{t}", True, ".1f", "mcq") for t in TEMPLATES],
     *[_m(f"acc_{t}_authors_rule", True, ".1f", "mcq") for t in TEMPLATES],

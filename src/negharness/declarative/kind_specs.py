@@ -1,0 +1,108 @@
+"""The YAML keys of the item kinds (``group``, ``multi_choice``, ``image_choice``) and of retrieval with
+qrels, checked key by key as `negharness.declarative.register` checks the others: every complaint
+names the file and the dotted key, and a key a kind does not read is an error.
+
+- ``group``: N images x N captions per record (``media.members`` or ``media.embedded``: the images in
+  order; ``captions.members``: caption k belongs to image k); Winoground's text, image and group scores.
+- ``multi_choice``: one medium, several true captions (``captions.positives``) and false ones
+  (``captions.false``): right when every positive scores above every negative (SugarCrepe++ ITT); with
+  ``text_only: true`` no medium: the two positives must be closer to each other than either is to a
+  negative (SugarCrepe++ TOT, as the authors' evaluate_ulms.py and test_*.py score it).
+- ``image_choice``: one caption (``captions.text``), several images or regions of one image
+  (``media.boxes``); right when the true one (``media.true_box``, else the first) scores highest.
+- ``retrieval`` with ``queries`` and ``qrels``: many relevant items per query, judged by a qrels file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from negharness.declarative.annotations import FORMATS
+
+ITEM_KINDS = ("group", "multi_choice", "image_choice")
+SOURCE_FORMATS = ("parquet", "imagefolder")  # `negharness.declarative.sources`
+ALL_FORMATS = FORMATS + SOURCE_FORMATS
+ITEM_MEDIA_KEYS = {"members", "embedded", "box", "boxes", "box_format", "true_box", "id"}
+BOX_FORMATS = ("xywh", "xyxy")
+QUERY_KEYS = {"file", "format", "id", "text"}
+QRELS_KEYS = {"file", "format", "query", "item", "score"}
+ITEM_CAPTIONS = {"group": {"members"}, "multi_choice": {"positives", "false"}, "image_choice": {"text"}}
+DEFAULT_ITEM_METRICS = {"group": ["text_score", "image_score", "group_score"],
+                        "multi_choice": ["accuracy", "tie_rate"], "image_choice": ["accuracy", "tie_rate"]}
+
+
+def data_format(c: Any, key: str, files: list[str]) -> str:
+    """A data file's format: declared, or read from the first file's suffix (a folder: imagefolder)."""
+    suffix = Path(files[0]).suffix.lstrip(".").lower()
+    guess = {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
+    return c.choice(key, ALL_FORMATS, guess if guess in ALL_FORMATS else None)
+
+
+def item_media(m: Any, kind: str, qrels: bool) -> dict[str, Any]:
+    """The media keys only the item kinds (and qrels retrieval) read; an error names a key read elsewhere."""
+    allowed = set(ITEM_MEDIA_KEYS) if kind in ITEM_KINDS or qrels else set()
+    if kind != "image_choice":
+        allowed -= {"true_box"}
+    if not qrels:
+        allowed -= {"id"}
+    if kind != "group":
+        allowed -= {"members"}
+    for key in sorted(ITEM_MEDIA_KEYS - allowed):
+        if key in m.data:
+            raise m.fail(key, f"not read by a {kind}{' task with qrels' if qrels else ''} task")
+    out = {"members": m.strings("members", required=False), "embedded": m.strings("embedded", required=False),
+           "box": m.get("box", str, False), "boxes": m.get("boxes", str, False),
+           "box_format": m.choice("box_format", BOX_FORMATS, "xywh"), "true_box": m.get("true_box", str, False),
+           "id": m.get("id", str, False)}
+    if sum(bool(m.data.get(k)) for k in ("path", "base64", "members", "embedded")) > 1:
+        raise m.fail("embedded" if "embedded" in m.data else "members",
+                     "give one of path, base64, members, embedded (where the images are)")
+    if out["box"] and out["boxes"]:
+        raise m.fail("boxes", "give box (one region) or boxes (a list of regions), not both")
+    if out["boxes"] and (out["members"] or len(out["embedded"] or [None]) > 1):
+        raise m.fail("boxes", "regions are cut from one image: not with several members")
+    if out["embedded"] and kind != "group" and len(out["embedded"]) != 1:
+        raise m.fail("embedded", f"a {kind} task reads one image field")
+    if kind == "image_choice" and not out["boxes"]:
+        raise m.fail("boxes", "missing (the field holding the regions an image_choice task chooses among)")
+    if qrels and not out["id"]:
+        raise m.fail("id", "missing (the field naming each item, as the qrels file names it)")
+    return out
+
+
+def item_captions(c: Any, kind: str, caption_field: Any) -> dict[str, Any]:
+    """``captions`` of an item kind: each value a field name or ``{field, replace}`` (`caption_field`)."""
+    raw = c.get("captions", dict)  # YAML 1.1 reads a bare false: as a boolean; it means the field name here
+    c.data["captions"] = {("true" if k is True else "false" if k is False else k): v for k, v in raw.items()}
+    cap = c.sub("captions", allowed=ITEM_CAPTIONS[kind])
+    if kind == "group":
+        fields = cap.get("members", (str, list))
+        fields = [fields] if isinstance(fields, str) else fields  # one field holding the list of captions
+        return {"members": [caption_field(cap, f"members.{i}", f) for i, f in enumerate(fields)]}
+    if kind == "image_choice":
+        return {"text": caption_field(cap, "text", cap.get("text", (str, dict)))}
+    positives = cap.get("positives", (str, list))
+    positives = [positives] if isinstance(positives, str) else positives
+    false = cap.get("false", (str, dict, list))
+    false = false if isinstance(false, list) else [false]
+    if not positives or not false:
+        raise cap.fail("positives" if not positives else "false", "at least one caption field")
+    return {"positives": [caption_field(cap, f"positives.{i}", f) for i, f in enumerate(positives)],
+            "false": [caption_field(cap, f"false.{i}", f) for i, f in enumerate(false)]}
+
+
+def file_source(c: Any, key: str, allowed: set[str], fields: tuple[str, ...], stays: Any) -> dict[str, Any]:
+    """A side file of qrels retrieval (``queries``, ``qrels``): its path under the data root, format and fields."""
+    s = c.sub(key, allowed=allowed)
+    path = s.get("file", str)
+    stays(s, "file", path, f"the {key} file")
+    out = {"file": path, "file_key": f"{key}.file", "format": data_format(s, "format", [path])}
+    for f in fields:
+        out[f] = s.get(f, str, f != "score")
+    return out
+
+
+def qrels_spec(c: Any, stays: Any) -> dict[str, Any]:
+    return {"queries": file_source(c, "queries", QUERY_KEYS, ("id", "text"), stays),
+            "qrels": file_source(c, "qrels", QRELS_KEYS, ("query", "item", "score"), stays)}

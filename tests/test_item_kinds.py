@@ -1,0 +1,512 @@
+"""The item kinds (group, multi_choice, image_choice), retrieval with qrels and the parquet source,
+scored by negharness on files built exactly as the authors' files / dataset cards lay them out, against
+the authors' evaluation code re-implemented here from their repositories:
+
+- NegRefCOCOg: parkquasar/NegationCLIP NegRefCOCOg/negrefcocog_eval.py (crop each [x, y, w, h] box,
+  cosine with the phrase, ``np.argmax``, right when ``bbox_list[pred] == ref_bbox``);
+- SugarCrepe++: Sri-Harsha/scpp VLMs/test_Variants_CLIP.py (ITT: cos_p1 > cos_neg and cos_p2 >
+  cos_neg; TOT: cos_p1p2 > cos_p1_neg and cos_p1p2 > cos_p2_neg);
+- Winoground: the paper's text_correct / image_correct / group_correct over c{j}_i{k} scores;
+- MRMR-style qrels retrieval: Hit@1 = the top item is judged relevant.
+
+The model embeds as 16 entries of +-1/4 (norm 1): every score is a multiple of 1/8 computed exactly,
+so ties are real ties in both scorers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import textwrap
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pytest
+import torch
+from choice_helpers import evaluate
+
+from negharness.api.errors import UserError
+from negharness.api.model import EmbeddingModel
+from negharness.api.task import TaskOptions
+from negharness.declarative.register import load_folder
+from negharness.tasks.builtin import GENERATORS
+
+BUILTIN = {c.name: c for c in load_folder(Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice",
+                                          GENERATORS)}
+SPLITS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+def _bits(text: str) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(hashlib.sha256(text.encode()).digest()[:2], dtype=np.uint8))
+
+
+class GridModel(EmbeddingModel):
+    """A text: the signs of its SHA-256's first 16 bits, times 1/4. An image (any size): its 4x4
+    box-averaged grey levels above or below mid-grey, times 1/4."""
+
+    name = "grid16"
+    modalities = frozenset({"text", "image"})
+
+    def modules(self) -> list[torch.nn.Module]:
+        return []  # no torch modules: nothing to move to a device
+
+    def describe(self) -> dict[str, Any]:
+        return {"arch": "grid16"}
+
+    def preprocess_image(self, image: Any) -> torch.Tensor:
+        from PIL import Image
+
+        small = image.convert("L").resize((4, 4), Image.Resampling.BOX)
+        return torch.from_numpy(np.asarray(small, dtype=np.float32).reshape(-1))
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        return torch.where(pixels > 127.5, 0.25, -0.25)
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        """Whitespace-cleaned first, as CLIP's tokenizer does: the authors' files have captions ending in
+        a space, which their scripts pass on and negharness strips."""
+        cleaned = [" ".join(t.split()) for t in texts]
+        return torch.tensor(np.array([np.where(_bits(t) > 0, 0.25, -0.25) for t in cleaned]), dtype=torch.float32)
+
+
+def _blocks(name: str, size: tuple[int, int]) -> Any:
+    """A black-and-white picture of 8x8-pixel blocks drawn from the name's hash (PNG: exact pixels)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little"))
+    w, h = size
+    grid = rng.integers(0, 2, ((h + 7) // 8, (w + 7) // 8)) * 255
+    arr = np.kron(grid, np.ones((8, 8)))[:h, :w].astype(np.uint8)
+    return Image.fromarray(np.stack([arr] * 3, -1))
+
+
+def _save(image: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, format="PNG")
+    return path
+
+
+def _png(image: Any) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _cos(model: GridModel, images: list[Any], texts: list[str]) -> np.ndarray:
+    """(images, texts) cosines as the authors' scripts compute them: encode, normalise, dot."""
+    img = model.encode_image(torch.stack([model.preprocess_image(i) for i in images]))
+    txt = model.encode_text(texts)
+    img, txt = img / img.norm(dim=-1, keepdim=True), txt / txt.norm(dim=-1, keepdim=True)
+    return (img @ txt.t()).numpy()
+
+
+# NegRefCOCOg ----------------------------------------------------------------------------------------
+def _negrefcocog(root: Path, n: int = 24) -> list[dict[str, Any]]:
+    """NegRefCOCOg.json's layout: {image, phrase, ref_bbox, bbox_list} with [x, y, w, h] float boxes,
+    the reference box first; a uniform image (every region alike: a tie) every seventh item."""
+    from PIL import Image
+
+    items = []
+    for i in range(n):
+        name = f"COCO_train2014_{i:012d}.jpg"
+        image = Image.new("RGB", (64, 48), (255, 255, 255)) if i % 7 == 3 else _blocks(name, (64, 48))
+        _save(image, root / "coco/train2014" / name)
+        boxes = [[0.0, 0.0, 32.0, 48.0], [32.0, 0.0, 32.0, 47.5], [8.25, 8.0, 40.0, 24.0]][: 2 + i % 2]
+        items.append({"image": name, "phrase": f"a thing with no hat {i}", "ref_bbox": list(boxes[0]),
+                      "bbox_list": boxes})
+    path = root / "negrefcocog/NegRefCOCOg.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(items, indent=4))
+    return items
+
+
+def _negrefcocog_eval(model: GridModel, items: list[dict[str, Any]], image_dir: Path) -> dict[str, Any]:
+    """negrefcocog_eval.py's evaluate(): crop each box, similarity with the phrase, np.argmax."""
+    from PIL import Image
+
+    correct, strict = 0, 0
+    for item in items:
+        image = Image.open(image_dir / item["image"])
+        crops = [image.crop((x, y, x + w, y + h)) for x, y, w, h in item["bbox_list"]]
+        similarities = _cos(model, crops, [item["phrase"]])[:, 0].tolist()
+        pred_idx = np.argmax(similarities)
+        if item["bbox_list"][pred_idx] == item["ref_bbox"]:
+            correct += 1
+        ref = item["bbox_list"].index(item["ref_bbox"])  # the tie-safe rule: the reference strictly highest
+        strict += all(similarities[ref] > s for k, s in enumerate(similarities) if k != ref)
+    return {"accuracy": correct / len(items), "strict": strict / len(items)}
+
+
+def test_negrefcocog_scores_as_negrefcocog_eval_with_both_rules(tmp_path):
+    items = _negrefcocog(tmp_path)
+    model = GridModel()
+    authors = _negrefcocog_eval(model, items, tmp_path / "coco/train2014")
+    res = evaluate(BUILTIN["negrefcocog"], tmp_path, model)
+    assert res.n_items["rows"] == len(items)
+    assert res.metrics["accuracy_authors_rule"] == pytest.approx(authors["accuracy"] * 100, abs=1e-9)
+    assert res.metrics["accuracy"] == pytest.approx(authors["strict"] * 100, abs=1e-9)
+    assert res.metrics["accuracy"] < res.metrics["accuracy_authors_rule"]  # the uniform images tie
+    assert res.metrics["tie_rate"] > 0
+
+
+class ConstantModel(GridModel):
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        return torch.full((pixels.shape[0], 16), 0.25)
+
+
+def test_negrefcocog_a_constant_model_gets_100_by_the_authors_rule_and_0_by_the_safe_one(tmp_path):
+    _negrefcocog(tmp_path, 5)
+    res = evaluate(BUILTIN["negrefcocog"], tmp_path, ConstantModel())
+    assert (res.metrics["accuracy_authors_rule"], res.metrics["accuracy"], res.metrics["tie_rate"]) == (100, 0, 100)
+
+
+# SugarCrepe++ ---------------------------------------------------------------------------------------
+def _sugarcrepepp(root: Path, split: str, n: int = 40) -> list[dict[str, Any]]:
+    """data/<split>.json's layout: a list of {id, filename, caption, caption2, negative_caption}."""
+    rows = []
+    for i in range(n):
+        name = f"{i % 9:012d}.jpg"  # images shared between items, as COCO's are
+        if not (root / "coco/val2017" / name).exists():
+            _save(_blocks(name, (32, 32)), root / "coco/val2017" / name)
+        rows.append({"id": i, "filename": name, "caption": f"{split} a dog {i}", "caption2": f"{split} one dog {i}",
+                     "negative_caption": f"{split} a cat {i % 13}"})
+    path = root / f"sugarcrepepp/{split}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def _scpp_eval(model: GridModel, data: list[dict[str, Any]], img_path: Path) -> dict[str, Any]:
+    """VLMs/test_Variants_CLIP.py's loop: correct_full (ITT) and correct_text (TOT) over the file."""
+    from PIL import Image
+
+    total = correct_full = correct_text = 0
+    for line in data:
+        p1, neg, p2 = line["caption"], line["negative_caption"], line["caption2"]
+        cos_p1, cos_p2, cos_neg = _cos(model, [Image.open(img_path / line["filename"])], [p1, p2, neg])[0]
+        t = model.encode_text([p1, p2, neg])
+        t = t / t.norm(dim=-1, keepdim=True)
+        cos_p1p2, cos_p1_neg, cos_p2_neg = float(t[0] @ t[1]), float(t[0] @ t[2]), float(t[1] @ t[2])
+        total += 1
+        correct_full += cos_p1 > cos_neg and cos_p2 > cos_neg
+        correct_text += cos_p1p2 > cos_p1_neg and cos_p1p2 > cos_p2_neg
+    return {"itt": correct_full / total, "tot": correct_text / total}
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_sugarcrepepp_itt_and_tot_score_as_the_authors_test_script(tmp_path, split):
+    data = _sugarcrepepp(tmp_path, split)
+    model = GridModel()
+    authors = _scpp_eval(model, data, tmp_path / "coco/val2017")
+    assert 0 < authors["itt"] < 1 and 0 < authors["tot"] < 1
+    itt = evaluate(BUILTIN[f"sugarcrepepp_{split}_itt"], tmp_path, model)
+    tot = evaluate(BUILTIN[f"sugarcrepepp_{split}_tot"], tmp_path, model)
+    assert itt.metrics["accuracy"] == pytest.approx(authors["itt"] * 100, abs=1e-9)
+    assert tot.metrics["accuracy"] == pytest.approx(authors["tot"] * 100, abs=1e-9)
+    assert itt.n_items == {"rows": len(data), "images": 9} and tot.n_items == {"rows": len(data)}
+
+
+def test_the_text_only_task_lists_no_image(tmp_path):
+    _sugarcrepepp(tmp_path, "swap_obj", 3)
+    task = BUILTIN["sugarcrepepp_swap_obj_tot"](TaskOptions(tmp_path))
+    assert task.modalities == frozenset({"text"})
+    assert [p.name for p in task.required_files()] == ["swap_obj.json"]
+
+
+# Winoground -----------------------------------------------------------------------------------------
+def _winoground(root: Path, n: int = 30, broken: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The Hub's parquet conversion of facebook/winoground: image_0/image_1 as {bytes, path} structs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for i in range(n):
+        img = [_blocks(f"ex_{i}_img_{k}", (32, 32)) for k in range(2)]
+        rows.append({"id": i, "image_0": {"bytes": _png(img[0]), "path": f"ex_{i}_img_0.png"},
+                     "image_1": {"bytes": _png(img[1]), "path": f"ex_{i}_img_1.png"},
+                     "caption_0": f"the dog chases the cat {i % 11}", "caption_1": f"the cat chases the dog {i % 7}",
+                     "tag": "Object", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object",
+                     **(broken or {}).get(i, {})})
+    path = root / "winoground/default/test/0000.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return rows
+
+
+def _winoground_eval(model: GridModel, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The paper's scoring: c{j}_i{k} = score(caption j, image k); text / image / group correct."""
+    from PIL import Image
+
+    def text_correct(r): return r["c0_i0"] > r["c1_i0"] and r["c1_i1"] > r["c0_i1"]
+    def image_correct(r): return r["c0_i0"] > r["c0_i1"] and r["c1_i1"] > r["c1_i0"]
+    def group_correct(r): return image_correct(r) and text_correct(r)
+
+    text = image = group = 0
+    for row in rows:
+        images = [Image.open(io.BytesIO(row[f"image_{k}"]["bytes"])) for k in range(2)]
+        s = _cos(model, images, [row["caption_0"], row["caption_1"]])
+        r = {f"c{j}_i{k}": s[k, j] for j in range(2) for k in range(2)}
+        text, image, group = text + text_correct(r), image + image_correct(r), group + group_correct(r)
+    return {"text_score": text / len(rows) * 100, "image_score": image / len(rows) * 100,
+            "group_score": group / len(rows) * 100}
+
+
+def test_winoground_parquet_scores_as_the_papers_text_image_group(tmp_path):
+    rows = _winoground(tmp_path)
+    model = GridModel()
+    authors = _winoground_eval(model, rows)
+    assert 0 < authors["group_score"] < authors["text_score"]
+    task = BUILTIN["winoground"]
+    res = evaluate(task, tmp_path, model)
+    assert res.metrics == pytest.approx(authors, abs=1e-9)
+    assert res.n_items == {"rows": len(rows), "images": 2 * len(rows)}
+    assert task(TaskOptions(tmp_path)).config()["revision"] == "refs/convert/parquet"
+
+
+def _bivlc_eval(model: GridModel, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """IMirandaM/BiVLC CLIP_utils.evaluate_BiVLC: Ipos_2T, Ineg_2T, Tpos_2I, Tneg_2I; I2T, T2I, group."""
+    from PIL import Image
+
+    i2t = t2i = group = 0
+    for row in rows:
+        images = [Image.open(io.BytesIO(row[k]["bytes"])) for k in ("image", "negative_image")]
+        s = _cos(model, images, [row["caption"], row["negative_caption"]])
+        s_c0_i0, s_c0_i1, s_c1_i0, s_c1_i1 = s[0, 0], s[1, 0], s[0, 1], s[1, 1]
+        ipos_2t, ineg_2t = s_c0_i0 > s_c1_i0, s_c1_i1 > s_c0_i1
+        tpos_2i, tneg_2i = s_c0_i0 > s_c0_i1, s_c1_i1 > s_c1_i0
+        i2t, t2i = i2t + (ipos_2t and ineg_2t), t2i + (tpos_2i and tneg_2i)
+        group += ipos_2t and ineg_2t and tpos_2i and tneg_2i
+    return {"text_score": 100 * i2t / len(rows), "image_score": 100 * t2i / len(rows),
+            "group_score": 100 * group / len(rows)}
+
+
+def test_bivlc_parquet_scores_as_evaluate_bivlc(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"image": {"bytes": _png(_blocks(f"pos{i}", (32, 32))), "path": None}, "caption": f"a red bus {i % 9}",
+             "negative_image": {"bytes": _png(_blocks(f"neg{i}", (32, 32))), "path": None},
+             "negative_caption": f"a bus in red {i % 5}", "type": "replace", "subtype": "replace_att"}
+            for i in range(30)]
+    path = tmp_path / "bivlc/default/test/0000.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    model = GridModel()
+    authors = _bivlc_eval(model, rows)
+    assert 0 < authors["group_score"] < authors["image_score"]
+    assert evaluate(BUILTIN["bivlc"], tmp_path, model).metrics == pytest.approx(authors, abs=1e-9)
+
+
+# declared in a user's folder: a group over files, xyxy boxes, qrels retrieval ------------------------
+def _yaml(folder: Path, text: str) -> type:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "task.yaml").write_text(textwrap.dedent(text))
+    [cls] = load_folder(folder)
+    return cls
+
+
+GROUP_FILES = """\
+    name: my_group
+    kind: group
+    family: mine
+    description: "two images and two captions per line"
+    citation: "none"
+    data_help: "none"
+    data:
+      file: g/groups.jsonl
+    media:
+      members: ["g/{a}.png", "g/{b}.png"]
+    captions:
+      members: [ca, cb]
+    main_score: group_score
+"""
+
+
+def test_a_group_with_a_missing_image_names_the_row_before_anything_is_scored(tmp_path):
+    cls = _yaml(tmp_path / "yaml", GROUP_FILES)
+    root = tmp_path / "data"
+    _save(_blocks("x", (16, 16)), root / "g/x.png")
+    (root / "g/groups.jsonl").write_text(json.dumps({"a": "x", "b": "x", "ca": "one", "cb": "two"}) + "\n"
+                                         + json.dumps({"a": "x", "b": "gone", "ca": "one", "cb": "two"}) + "\n")
+    with pytest.raises(UserError, match=r"groups\.jsonl:line 2: image 1 .*gone\.png.* not found"):
+        cls(TaskOptions(root)).required_files()
+
+
+BOXES = """\
+    name: my_regions
+    kind: image_choice
+    family: mine
+    description: "a phrase and regions in x1, y1, x2, y2"
+    citation: "none"
+    data_help: "none"
+    data:
+      file: r/regions.json
+    media:
+      path: "r/{image}"
+      boxes: boxes
+      box_format: xyxy
+    captions:
+      text: phrase
+    main_score: accuracy
+"""
+
+
+def test_xyxy_boxes_crop_the_same_regions_as_xywh_and_a_box_outside_names_the_row(tmp_path):
+    xywh = BUILTIN["negrefcocog"]
+    items = _negrefcocog(tmp_path / "data")
+    model = GridModel()
+    want = evaluate(xywh, tmp_path / "data", model)
+    converted = [{"image": it["image"], "phrase": it["phrase"],
+                  "boxes": [[x, y, x + w, y + h] for x, y, w, h in it["bbox_list"]]} for it in items]
+    (tmp_path / "data/r").mkdir()
+    (tmp_path / "data/r/regions.json").write_text(json.dumps(converted))
+    for it in items:
+        (tmp_path / "data/r" / it["image"]).symlink_to(tmp_path / "data/coco/train2014" / it["image"])
+    cls = _yaml(tmp_path / "yaml", BOXES)
+    assert evaluate(cls, tmp_path / "data", model).metrics["accuracy"] == want.metrics["accuracy"]
+    converted[2]["boxes"][1] = [30, 0, 66, 48]  # the image is 64 wide
+    (tmp_path / "data/r/regions.json").write_text(json.dumps(converted))
+    with pytest.raises(UserError, match=r"regions\.json: record 2: field 'boxes\.1': box .* outside its image"):
+        cls(TaskOptions(tmp_path / "data")).required_files()
+
+
+QRELS = """\
+    name: my_qrels
+    kind: retrieval
+    family: mine
+    description: "queries with several relevant images"
+    citation: "none"
+    data_help: "none"
+    data:
+      file: q/corpus.parquet
+      revision: 0123abc
+    media:
+      embedded: image
+      id: corpus_id
+    queries: {file: q/queries.jsonl, id: _id, text: text}
+    qrels: {file: q/qrels.tsv, query: query-id, item: corpus-id, score: score}
+    metrics: [R@1, R@5, C@1, mAP]
+    main_score: R@1
+"""
+
+
+def _untied(query: str, corpus: list[dict[str, Any]]) -> str:
+    """A query text whose best item is one item (Hit@1 needs no tie rule): the first of a few wordings."""
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(c["image"]["bytes"])) for c in corpus]
+    for k in range(50):
+        sims = _cos(GridModel(), images, [f"a picture {query} {k}"])[:, 0]
+        if (sims == sims.max()).sum() == 1:
+            return f"a picture {query} {k}"
+    raise AssertionError(query)
+
+
+def _qrels_data(root: Path, bad_line: str | None = None) -> tuple[list[str], dict[str, set[str]]]:
+    """BEIR / MRMR layout: a corpus (ids, embedded images), queries.jsonl and a qrels TSV with a header."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (root / "q").mkdir(parents=True, exist_ok=True)
+    corpus = [{"corpus_id": f"c{i}", "image": {"bytes": _png(_blocks(f"c{i}", (32, 32))), "path": None}}
+              for i in range(12)]
+    pq.write_table(pa.Table.from_pylist(corpus), root / "q/corpus.parquet")
+    queries = [f"q{i}" for i in range(9)]
+    (root / "q/queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": _untied(q, corpus)}) + "\n"
+                                                  for q in queries))
+    relevant = {q: {f"c{(i * 5 + k) % 12}" for k in range(1 + i % 3)} for i, q in enumerate(queries[:8])}
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{c}\t1" for q, cs in relevant.items() for c in sorted(cs)]
+    lines.append("q0\tc11\t0")  # judged not relevant
+    if bad_line:
+        lines.insert(2, bad_line)
+    (root / "q/qrels.tsv").write_text("\n".join(lines) + "\n")
+    return queries, relevant
+
+
+def test_qrels_retrieval_hit_at_1_as_mrmr_counts_it(tmp_path):
+    from PIL import Image
+
+    root = tmp_path / "data"
+    queries, relevant = _qrels_data(root)
+    cls = _yaml(tmp_path / "yaml", QRELS)
+    model = GridModel()
+    import pyarrow.parquet as pq
+
+    corpus = pq.read_table(root / "q/corpus.parquet").to_pylist()
+    images = [Image.open(io.BytesIO(c["image"]["bytes"])) for c in corpus]
+    judged = [q for q in queries if q in relevant]
+    sims = _cos(model, images, [_untied(q, corpus) for q in judged])  # (items, queries)
+    # Hit@1: the first item by score (np.argsort descending, stable) is judged relevant
+    hits = [corpus[int(np.argsort(-sims[:, j], kind="stable")[0])]["corpus_id"] in relevant[q] for j, q in enumerate(judged)]
+    res = evaluate(cls, root, model)
+    assert res.n_items["queries"] == 8 and res.notes["queries_unjudged"] == 1
+    assert not any((sims[:, j] == sims[:, j].max()).sum() > 1 for j in range(len(judged)))  # no tie at the top
+    assert 0 < np.mean(hits) < 1
+    assert res.metrics["R@1"] == pytest.approx(np.mean(hits) * 100, abs=1e-9)
+    assert res.metrics["C@1"] == res.metrics["R@1"] and 0 < res.metrics["R@5"] <= 100
+    assert cls(TaskOptions(root)).config()["revision"] == "0123abc"
+
+
+# bad input: one error naming the file and row, nothing scored ---------------------------------------
+def test_a_qrels_line_naming_an_unknown_id_names_the_file_and_line(tmp_path):
+    root = tmp_path / "data"
+    _qrels_data(root, "q1\tc99\t1")
+    cls = _yaml(tmp_path / "yaml", QRELS)
+    with pytest.raises(UserError, match=r"qrels\.tsv:line 3: item id 'c99' is not in .*corpus\.parquet"):
+        evaluate(cls, root, GridModel())
+    _qrels_data(root, "nobody\tc1\t1")
+    with pytest.raises(UserError, match=r"qrels\.tsv:line 3: query id 'nobody'"):
+        evaluate(cls, root, GridModel())
+
+
+@pytest.mark.parametrize("broken, expected", [
+    ({4: {"caption_1": None}}, r"0000\.parquet: row 4: field 'caption_1' must be a caption"),
+    ({2: {"image_1": {"bytes": None, "path": None}}}, r"0000\.parquet: row 2: field 'image_1' holds no image"),
+])
+def test_a_malformed_parquet_row_names_the_file_and_row(tmp_path, broken, expected):
+    _winoground(tmp_path, 6, broken)
+    with pytest.raises(UserError, match=expected):
+        BUILTIN["winoground"](TaskOptions(tmp_path)).required_files()
+
+
+def test_a_damaged_parquet_file_names_the_file(tmp_path):
+    path = tmp_path / "winoground/default/test/0000.parquet"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"PAR1 not really")
+    with pytest.raises(UserError, match=r"0000\.parquet: not a readable parquet file"):
+        BUILTIN["winoground"](TaskOptions(tmp_path)).required_files()
+
+
+def test_a_negrefcocog_box_outside_its_image_names_the_file_and_row(tmp_path):
+    items = _negrefcocog(tmp_path, 4)
+    items[3]["bbox_list"][1] = [40.0, 0.0, 32.0, 48.0]  # 40 + 32 > 64
+    (tmp_path / "negrefcocog/NegRefCOCOg.json").write_text(json.dumps(items))
+    with pytest.raises(UserError, match=r"NegRefCOCOg\.json: record 3: field 'bbox_list\.1': box \(x=40.*64x48"):
+        BUILTIN["negrefcocog"](TaskOptions(tmp_path)).required_files()
+
+
+# the YAML checker: the new keys, each refusal naming the file and key -------------------------------
+@pytest.mark.parametrize("edit, expected", [
+    (("box_format: xyxy", "box_format: yxyx"), r"key 'media\.box_format': 'yxyx' is not one of xywh, xyxy"),
+    (("      boxes: boxes\n", "      boxes: boxes\n      true_box: ref\n      members: [a, b]\n"),
+     r"key 'media\.members': not read by a image_choice task"),
+    (("kind: image_choice", "kind: group"), r"key 'media\.members': missing"),
+    (("    main_score: accuracy\n", "    main_score: accuracy\n    text_only: true\n"),
+     r"key 'text_only': not read by a image_choice task"),
+    (("      text: phrase", "      positives: phrase"), r"key 'captions\.positives': unknown key \(known: text\)"),
+])
+def test_the_checker_refuses_new_keys_out_of_place(tmp_path, edit, expected):
+    with pytest.raises(UserError, match=expected):
+        _yaml(tmp_path, BOXES.replace(*edit))
+
+
+def test_text_only_reads_no_media_and_qrels_reads_no_captions(tmp_path):
+    tot = (Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice/sugarcrepepp_swap_obj_tot.yaml").read_text()
+    with pytest.raises(UserError, match=r"key 'media': not read with text_only"):
+        _yaml(tmp_path / "a", tot.replace("text_only: true", "media: {path: x}\ntext_only: true"))
+    with pytest.raises(UserError, match=r"key 'captions': not read with qrels"):
+        _yaml(tmp_path / "b", QRELS + "    captions: {field: text}\n")
+    with pytest.raises(UserError, match=r"key 'media\.id': missing"):
+        _yaml(tmp_path / "c", QRELS.replace("      id: corpus_id\n", ""))
