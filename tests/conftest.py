@@ -1,4 +1,6 @@
-"""Shared fixtures: offline environment, a private cache, and a CLI runner in a subprocess."""
+"""Shared fixtures: offline environment, a private cache, and CLI runners: `cli` in this process
+(negharness.testing.run_cli), `cli_subprocess` through a fresh interpreter for the few tests whose
+subject is the process itself (exit under signals, torchrun, imports at start-up, installed packages)."""
 
 from __future__ import annotations
 
@@ -28,8 +30,8 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     return cache
 
 
-def run_cli(args: list[str], cwd: Path, extra_paths: list[Path] = (), env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli_subprocess(args: list[str], cwd: Path, extra_paths: list[Path] = (), env: dict[str, str] | None = None,
+                       timeout: float = 300) -> subprocess.CompletedProcess:
     """`negharness ARGS` in a fresh process, as a user would run it, with extra plugin folders on sys.path."""
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -41,10 +43,29 @@ def run_cli(args: list[str], cwd: Path, extra_paths: list[Path] = (), env: dict[
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_cli(args: list[str], cwd: Path, extra_paths: list[Path] = (), env: dict[str, str] | None = None):
+    """`negharness ARGS` in this process (the same exit code, output and files as the subprocess,
+    without a fresh interpreter and torch import per call), with extra plugin folders on sys.path."""
+    from negharness.testing import (
+        run_cli as run_in_process,  # lazy: conftest loads before any test needs torch
+    )
+
+    return run_in_process(args, cwd=cwd, env={**(env or {}), "COLUMNS": "200"}, paths=extra_paths)
+
+
 @pytest.fixture
 def cli(tmp_path: Path):
+    """`negharness ...` in this process, in tmp_path; ``plugins`` names folders under tests/thirdparty."""
     def _run(*args: str, plugins: tuple[str, ...] = (), env: dict[str, str] | None = None):
         return run_cli(list(args), tmp_path, [THIRDPARTY / p for p in plugins], env)
+    return _run
+
+
+@pytest.fixture
+def cli_subprocess(tmp_path: Path):
+    """As `cli`, through the console entry in a fresh interpreter: for tests of the process itself."""
+    def _run(*args: str, plugins: tuple[str, ...] = (), env: dict[str, str] | None = None, timeout: float = 300):
+        return run_cli_subprocess(list(args), tmp_path, [THIRDPARTY / p for p in plugins], env, timeout)
     return _run
 
 

@@ -1,5 +1,7 @@
 """Every script in perf/ runs on the current record format: each is imported and run on tiny inputs
-(its ``--tiny`` or smallest options), so a moved record field fails here, not for a user.
+(its ``--tiny`` or smallest options), so a moved record field fails here, not for a user, and the
+figures it prints lie in a sane range (marked `perf`: minutes in all, so out of the default run and
+in CI's second pass, ``-m "needs or perf"``).
 
 The two experiments (``exp_*``) take minutes by nature (kill -9 at three moments; training several
 recipes): they are imported and their helpers that read records, shards and samples are run on a
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -46,6 +49,41 @@ TINY: dict[str, list[str]] = {
 }
 HELPERS_ONLY = {"exp_kill_resume.py", "exp_negation_training.py", "text_builders_counts.py",
                 "sample_query_builders.py"}
+NUM = r"(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)"
+# What each script prints on its tiny inputs, as (pattern with one number, low, high): generous where the
+# figure is a timing (a shared machine's load moves those several-fold), tight where it is a count or a
+# difference the script exists to show; a figure outside its range is a broken script or a broken harness.
+FIGURES: dict[str, list[tuple[str, float, float]]] = {
+    "bench_cache_integrity.py": [(rf"run cold .*?ms, ratio {NUM}", 0.05, 20.0)],
+    "bench_concurrent_runs.py": [(rf"runs together: \d+ encodings = {NUM}x one run's", 1.0, 1.2),
+                                 (rf"largest metric difference from the lone run's {NUM}", 0.0, 1e-4)],
+    "bench_decode_throughput.py": [(rf"image: pure forward {NUM}/s", 0.1, 1e6),
+                                   (rf"image: in the loop, \S+\s+[\d.]+/s ratio {NUM}", 0.01, 50.0)],
+    "bench_embedding_checks.py": [(rf"the check alone: {NUM} us per 512-d row", 0.001, 1e4),
+                                  (rf"cold: .*ratio with / without {NUM}", 0.9, 1.5)],
+    "bench_leaderboard.py": [(rf"markdown {NUM} s, with --html", 0.0, 120.0), (rf"page: {NUM} MB", 0.01, 50.0)],
+    "bench_mcq.py": [(rf"encoded: {NUM} texts", 24, 24), (rf"ratio {NUM} \(decoding", 0.1, 100.0)],
+    "bench_metrics.py": [(rf"all metrics, vectorised: {NUM} s", 0.0, 60.0), (rf"original: .*MIR {NUM}", 0.0, 1.0)],
+    "bench_nein_memory.py": [(rf"growth\s+{NUM} MiB", 0.0, 2048.0)],
+    "bench_readme_times.py": [(rf"median {NUM} s", 0.1, 900.0), (rf"cached rerun {NUM} s", 0.05, 900.0)],
+    "bench_reuse_checks.py": [(rf"warm hash \(memo\).*?{NUM} us/file", 0.0, 1e5)],
+    "bench_run_cache.py": [(rf"ratio warm / cold:\s+{NUM}", 0.0, 0.5),
+                           (rf"warm run, tasks' evaluate time:.*'texts_encoded': {NUM}", 0, 0)],
+    "bench_sharded_eval.py": [(rf"largest metric difference: {NUM}", 0.0, 1e-6),
+                              (rf"speed-up, evaluation:\s+{NUM}x", 0.05, 20.0)],
+    "bench_shared_encoding.py": [(rf"video encodes {NUM}x fewer", 2.5, 10.0)],
+    "bench_text_lengths.py": [(rf"against the full context: cut {NUM}", 0.0, 1e-3),
+                              (rf"min cosine \(planned\) {NUM}", 0.999, 1.0 + 1e-6)],
+    "bench_training.py": [(rf"bare loop \(pre-decoded\)\s*:\s*{NUM} samples/s", 0.01, 1e6),
+                          (rf"ratio loop / bare\s*:\s*{NUM}", 0.01, 20.0)],
+    "bench_vlm_choice.py": [(rf"loglik batch\s+1:\s+{NUM} questions/s", 0.001, 1e6)],
+    "profile_cold_run.py": [(rf"-- main: .*?\({NUM}% of wall\)", 30.0, 105.0), (rf"round 1: this {NUM} s", 0.1, 900.0)],
+    # the tiny run has only 40 replicates over 20 clusters: coverage is loose, the gap between the two is the point
+    "sim_cluster_coverage.py": [(rf"interval over clusters covers the true mean in {NUM}%", 75.0, 100.0),
+                                (rf"interval over rows covers it in {NUM}%", 20.0, 85.0)],
+    "bench_item_kinds.py": [(rf"bench_group\s+50 items: .*scored, embeddings cached: {NUM} s", 0.0, 30.0),
+                            (rf"bench_tot\s+50 items: .*'accuracy': {NUM}", 0.0, 100.0)],
+}
 VALUES_CHECKED = {"peer_clip_benchmark.py"}  # run in --tiny mode by its own test, which checks the values it compares
 
 
@@ -59,11 +97,21 @@ def load(name: str):
 
 def test_every_perf_script_is_covered():
     assert {p.name for p in PERF.glob("*.py")} == set(TINY) | HELPERS_ONLY | VALUES_CHECKED
+    assert set(FIGURES) == set(TINY)  # every script run here has its figures checked
+
+
+def check_figures(name: str, out: str) -> None:
+    """Each of the script's figures is printed and lies in its range."""
+    for pattern, low, high in FIGURES[name]:
+        found = re.search(pattern, out)
+        assert found, f"{name} printed no {pattern!r}:\n{out}"
+        assert low <= float(found.group(1)) <= high, f"{name}: {found.group(0)!r} outside [{low}, {high}]:\n{out}"
 
 
 NEEDS_NLTK = {"bench_nein_memory.py", "bench_training.py"}  # real-caption builders: the tagger
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.needs("nltk")) if n in NEEDS_NLTK else n
                                   for n in sorted(TINY)])
 def test_script_runs_on_tiny_inputs(name, tmp_path, capsys):
@@ -73,7 +121,7 @@ def test_script_runs_on_tiny_inputs(name, tmp_path, capsys):
     if name == "bench_sharded_eval.py":  # the session's world, generated once for every test
         argv += ["--data-root", os.environ["NEGHARNESS_DATA"]]
     load(name).main(argv)
-    assert capsys.readouterr().out.strip()
+    check_figures(name, capsys.readouterr().out)
 
 
 @pytest.fixture
@@ -114,6 +162,7 @@ def _peer_benchmark_installed() -> bool:
     return load("peer_clip_benchmark.py").clip_benchmark_installed()
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("hide_peer", [True] + ([False] if _peer_benchmark_installed() else []))
 def test_peer_benchmark_values_equal_where_computed(hide_peer, monkeypatch, capsys):
     """perf/peer_clip_benchmark.py --tiny: negharness's MCQ equals the NegBench authors' MCQ logic as re-implemented

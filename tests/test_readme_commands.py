@@ -76,7 +76,7 @@ def test_every_self_contained_readme_command_runs_and_its_figures_hold(tmp_path)
     for line, command in bash_commands():
         if not needs_no_outside_data(command):
             continue
-        res = run_cli(as_run(command), tmp_path, timeout=600)
+        res = run_cli(as_run(command), tmp_path)
         assert res.returncode == 0, f"README.md:{line}: {command}\n{res.stderr[-2000:]}"
     records = tmp_path / "results" / "shapes_clip"
     rec = {name: json.loads((records / f"{name}.json").read_text())["metrics"]

@@ -3,26 +3,40 @@
 `KeywordModel` embeds text as a sum of fixed random word vectors and images by their mean colour
 per quadrant, so similarities are predictable and no weights are needed; it counts what it encodes.
 `ColourRetrievalTask` is a six-item text-to-image task that such a model solves exactly.
+`run_cli` runs ``negharness ARGV`` in this process (a subprocess pays a fresh interpreter and a torch
+import per call) and `run` is the library call under the same folder and environment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
+import io
 import json
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+import negharness
 from negharness.api.model import EmbeddingModel, ModelOptions
 from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.cli.main import main
 from negharness.discovery.hookspecs import hookimpl
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 from negharness.io.media import MediaSet
+from negharness.records.results import record_files
 from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
 
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255),
@@ -146,3 +160,127 @@ def random_open_clip(folder: Path, config: str) -> list[str]:
     model = open_clip.model.CLIP(**cfg)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
     return ["--model", "clip", "--arch", str(arch), "--checkpoint", str(weights)]
+
+
+# the CLI in this process --------------------------------------------------------------------------
+@dataclass
+class CliResult:
+    """What a `negharness` command left: its exit code and output, as `subprocess.CompletedProcess`
+    names them, and the record files it wrote or rewrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    records: list[Path] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.returncode
+
+
+@contextlib.contextmanager
+def isolated(cwd: Path | str | None = None, env: Mapping[str, str | None] | None = None,
+             paths: Sequence[Path | str] = ()) -> Iterator[Path]:
+    """Run the body in ``cwd`` with ``env`` applied (None unsets a variable) and ``paths`` first on
+    sys.path, as a fresh process would see them; all three are restored afterwards, and the modules
+    the body imported from ``paths`` (plugins found by their entry points) are forgotten, so one
+    test's plugin never answers in another's run (modules imported before are left as they were)."""
+    old_cwd, old_env, old_path, old_modules = os.getcwd(), dict(os.environ), list(sys.path), set(sys.modules)
+    extra = [str(Path(p).resolve()) for p in paths]
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        for key, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        sys.path[:0] = extra
+        importlib.invalidate_caches()
+        yield Path.cwd()
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+        sys.path[:] = old_path
+        _forget_modules_under(extra, keep=old_modules)
+        importlib.invalidate_caches()
+
+
+def _forget_modules_under(folders: Sequence[str], keep: set[str]) -> None:
+    """Drop the modules whose file lies under ``folders`` from sys.modules, but those named in ``keep``."""
+    if not folders:
+        return
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None) if name not in keep else None
+        if file and any(os.path.abspath(file).startswith(folder + os.sep) for folder in folders):
+            del sys.modules[name]
+
+
+def _output_dir(argv: Sequence[str]) -> Path:
+    """The folder ``run`` writes records to: its --output-dir, else results/ (relative to the cwd)."""
+    for i, arg in enumerate(argv):
+        if arg == "--output-dir" and i + 1 < len(argv):
+            return Path(argv[i + 1])
+        if arg.startswith("--output-dir="):
+            return Path(arg.split("=", 1)[1])
+    return Path("results")
+
+
+def _record_stamps(folder: Path) -> dict[Path, tuple[int, int]]:
+    out = {}
+    for path in record_files(folder) if folder.is_dir() else []:
+        st = path.stat()
+        out[path.resolve()] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _call_main(argv: list[str]) -> int:
+    """``main(argv)`` with what the interpreter does around a script: SystemExit's code, and an
+    uncaught exception's traceback on stderr with exit code 1. ``main(argv)``, not the console
+    script's wrapper: that one ends the process."""
+    try:
+        return int(main(argv) or 0)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(exc.code, file=sys.stderr)
+        return 1
+    except Exception:  # noqa: BLE001 -- what an uncaught exception does to a process: traceback, exit 1
+        traceback.print_exc()
+        return 1
+
+
+def _fresh_process_warnings() -> None:
+    """The warning filters of a fresh interpreter, so a warning the test process already showed
+    (Python shows each once per place) is shown again, as a user's next command would show it."""
+    warnings.resetwarnings()
+    warnings.simplefilter("default")
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+        warnings.simplefilter("ignore", category)
+
+
+def run_cli(argv: Sequence[str], *, cwd: Path | str | None = None, env: Mapping[str, str | None] | None = None,
+            paths: Sequence[Path | str] = ()) -> CliResult:
+    """``negharness ARGV`` in this process, as the console script would run it in ``cwd`` with
+    ``env`` (and plugin folders ``paths`` on sys.path): its exit code, stdout, stderr and the
+    records it wrote. Commands that start other processes (``train --nproc``) print there, not here."""
+    argv = [str(a) for a in argv]
+    out, err = io.StringIO(), io.StringIO()
+    with isolated(cwd, env, paths) as folder, warnings.catch_warnings():
+        _fresh_process_warnings()
+        results = folder / _output_dir(argv)
+        before = _record_stamps(results)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = _call_main(argv)
+        after = _record_stamps(results)
+    written = [p for p, stamp in after.items() if before.get(p) != stamp]
+    return CliResult(code, out.getvalue(), err.getvalue(), written)
+
+
+def run(model: str, tasks: str | list[str], *, cwd: Path | str | None = None,
+        env: Mapping[str, str | None] | None = None, paths: Sequence[Path | str] = (), **options: Any) -> list[Any]:
+    """`negharness.run` (the library call) in ``cwd`` with ``env`` and plugin folders ``paths``,
+    restored afterwards as `run_cli` restores them; returns its `RunOutcome` list."""
+    with isolated(cwd, env, paths):
+        return negharness.run(model, tasks, **options)
