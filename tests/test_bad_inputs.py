@@ -108,7 +108,7 @@ def test_training_and_declarative_loaders_refuse_16_bit_images_too(tmp_path):
     import base64
     import io
 
-    from negharness.api import FrameSampling, read_rgb
+    from negharness.api.media import FrameSampling, read_rgb
     from negharness.declarative.media import MediaRef
     from negharness.declarative.media import load_image as _load_image
     from negharness.tasks.negbench.training import _loader

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from layout_rules import (
+    BUILTINS,
     SRC,
     builtin_violations,
     cycles,
@@ -85,6 +86,22 @@ def test_the_api_top_level_is_the_contracts_and_the_rest_lives_in_named_facades(
              "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_builtins_take_the_moved_names_from_their_facades():
+    """The built-ins show plugin authors the way: what moved into a facade is imported from it, not
+    from the top level's 0.x fallback."""
+    import ast
+
+    import negharness.api as api
+
+    found = []
+    for room in BUILTINS:
+        for path in sorted((SRC / "negharness" / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == "negharness.api":
+                    found += [f"{path.name}:{node.lineno} {a.name}" for a in node.names if a.name in api._MOVED]
+    assert found == []
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -122,7 +122,8 @@ def test_model_frame_sampling_applies_to_the_world_videos(cli, tmp_path):
 
 
 def test_world_media_takes_the_sampled_frames(tmp_path):
-    from negharness.api import FrameSampling, TaskOptions
+    from negharness.api import TaskOptions
+    from negharness.api.media import FrameSampling
     from negharness.tasks.shapes.retrieval import ShapesT2VOriginal
 
     task = ShapesT2VOriginal(TaskOptions(data_root=tmp_path, limit=6))
@@ -150,7 +151,7 @@ def test_world_content_keys_follow_the_pixels(tmp_path):
     """The world's media are keyed by each item's pixel hash, computed once per split: one changed
     pixel changes that item's key only, the pixels cannot be changed in place, and a smaller split's
     items (``--limit``) share the larger one's keys."""
-    from negharness.api import hash_array
+    from negharness.api.files import hash_array
     from negharness.world.media import WorldData
 
     world = load_world(0, "test", "image", 8, tmp_path)

@@ -23,14 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from negharness.api import (
-    ModelOptions,
-    OptionSpec,
-    UserError,
-    hash_state_dict,
-    read_checkpoint,
-    takes_options,
-)
+from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api.checkpoints import hash_state_dict, read_checkpoint
 from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
 
 HEADS = ("meanP", "seqTransf")

@@ -13,13 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api import (
-    EmbeddingModel,
-    ModelOptions,
-    UserError,
-    load_or_explain,
-    takes_options,
-)
+from negharness.api import EmbeddingModel, ModelOptions, UserError, takes_options
+from negharness.api.checkpoints import load_or_explain
 
 DEFAULT = "facebook/dino-vits16"
 

@@ -12,15 +12,8 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from negharness.api import (
-    EmbeddingModel,
-    ModelOptions,
-    OptionSpec,
-    UserError,
-    hash_state_dict,
-    load_or_explain,
-    takes_options,
-)
+from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api.checkpoints import hash_state_dict, load_or_explain
 from negharness.plugins.openclip_model import (
     TEXT_ENCODER,
     bucket_overhead,

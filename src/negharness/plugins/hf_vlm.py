@@ -24,15 +24,10 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import (
-    ModelOptions,
-    OptionSpec,
-    UserError,
-    hash_json,
-    pad_scores,
-    resolve_precision,
-    takes_options,
-)
+from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api.devices import resolve_precision
+from negharness.api.files import hash_json
+from negharness.api.scoring import pad_scores
 
 from .lm_scoring import (
     ChoiceScoringModel,

@@ -14,14 +14,9 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import (
-    Editor,
-    ModelOptions,
-    OptionSpec,
-    load_or_explain,
-    resolve_precision,
-    takes_options,
-)
+from negharness.api import Editor, ModelOptions, OptionSpec, takes_options
+from negharness.api.checkpoints import load_or_explain
+from negharness.api.devices import resolve_precision
 
 DEFAULT = "timbrooks/instruct-pix2pix"
 OPTIONS = {

@@ -14,7 +14,8 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from negharness.api import ChoiceScorer, UserError, autocast
+from negharness.api import ChoiceScorer, UserError
+from negharness.api.devices import autocast
 
 NORMS = ("mean", "sum")
 

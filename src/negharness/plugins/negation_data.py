@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from negharness.api import TrainStream, lower_priority
+from negharness.api import TrainStream
+from negharness.api.devices import lower_priority
 
 
 def sample_list(stream: TrainStream, unit: str) -> np.ndarray:

@@ -23,13 +23,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from negharness.api import (
-    OptionSpec,
-    TrainOptions,
-    UserError,
-    check_batch_size,
-    parse_options,
-)
+from negharness.api import OptionSpec, TrainOptions, UserError
+from negharness.api.options import check_batch_size, parse_options
 
 FORMAT = "negharness-trained-v1"
 TRAINSET_KEYS = ("n_train", "n_val", "world_seed")  # the shapes set's sizes, still accepted as -O (moved to -T)

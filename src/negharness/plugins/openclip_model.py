@@ -20,21 +20,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api import (
-    EmbeddingModel,
-    ModelOptions,
-    OptionSpec,
-    UserError,
-    array_to_tensor,
+from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api.checkpoints import (
     base_note,
     fit_state_dict,
-    hash_json,
     hash_state_dict,
-    jpeg_draft,
     load_state_dict,
     read_checkpoint,
-    takes_options,
 )
+from negharness.api.files import hash_json
+from negharness.api.media import array_to_tensor, jpeg_draft
 
 OPTIONS = {  # -M options of every open_clip model
     "quick_gelu": OptionSpec(bool, None, "QuickGELU activations (default: as the weights were trained)"),

@@ -12,15 +12,8 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import (
-    Detection,
-    Detector,
-    ModelOptions,
-    OptionSpec,
-    UserError,
-    load_or_explain,
-    takes_options,
-)
+from negharness.api import Detection, Detector, ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api.checkpoints import load_or_explain
 
 DEFAULT = "google/owlv2-large-patch14-ensemble"
 

@@ -13,19 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from negharness.api import (
-    ModelOptions,
-    OptionSpec,
-    TrainOptions,
-    UserError,
-    atomic_write_json,
-    check_batch_size,
-    data_root,
-    parse_options,
-    resolve_device,
-    save_safetensors,
-    takes_options,
-)
+from negharness.api import ModelOptions, OptionSpec, TrainOptions, UserError, takes_options
+from negharness.api.checkpoints import save_safetensors
+from negharness.api.devices import resolve_device
+from negharness.api.files import atomic_write_json, data_root
+from negharness.api.options import check_batch_size, parse_options
 from negharness.plugins.losses import multi_positive_infonce
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.shapes_clip import CONFIG

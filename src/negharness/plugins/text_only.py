@@ -13,14 +13,9 @@ from typing import Any
 
 import torch
 
-from negharness.api import (
-    ModelOptions,
-    OptionSpec,
-    UserError,
-    hash_json,
-    pad_scores,
-    takes_options,
-)
+from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api.files import hash_json
+from negharness.api.scoring import pad_scores
 
 from .lm_scoring import (
     ChoiceScoringModel,

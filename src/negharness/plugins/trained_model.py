@@ -13,13 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from negharness.api import (
-    EmbeddingModel,
-    ModelOptions,
-    UserError,
-    base_note,
-    load_state_dict,
-)
+from negharness.api import EmbeddingModel, ModelOptions, UserError
+from negharness.api.checkpoints import base_note, load_state_dict
 
 FORMAT = "negharness-trained-v1"
 

@@ -16,24 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from negharness.api import (
-    TrainingSet,
-    TrainOptions,
-    TrainSetOptions,
-    UserError,
-    __version__,
-    atomic_write_json,
-    atomic_write_text,
-    autocast,
-    cpu_autocast_warning,
-    data_root,
-    distributed,
-    hash_json,
-    load_state_dict,
-    resolve_device,
-    save_safetensors,
-    takes_options,
-)
+from negharness.api import TrainOptions, TrainSetOptions, TrainingSet, UserError, __version__, takes_options
+from negharness.api.checkpoints import load_state_dict, save_safetensors
+from negharness.api.devices import autocast, cpu_autocast_warning, distributed, resolve_device
+from negharness.api.files import atomic_write_json, atomic_write_text, data_root, hash_json
 from negharness.plugins import training_state
 from negharness.plugins.negation_data import (
     EpochBatches,

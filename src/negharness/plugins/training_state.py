@@ -23,12 +23,9 @@ except ImportError:  # Windows: no flock; see `one_writer`
 
 import torch
 
-from negharness.api import (
-    UserError,
-    atomic_write_json,
-    load_state_dict,
-    save_safetensors,
-)
+from negharness.api import UserError
+from negharness.api.checkpoints import load_state_dict, save_safetensors
+from negharness.api.files import atomic_write_json
 
 
 LOCK_FILE = ".train.lock"

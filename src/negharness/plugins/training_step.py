@@ -13,14 +13,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from negharness.api import (
-    Dist,
-    Relevance,
-    TrainStream,
-    best_relevant_rank,
-    gather_batch,
-    retrieval_metrics,
-)
+from negharness.api import TrainStream
+from negharness.api.devices import Dist, gather_batch
+from negharness.api.scoring import Relevance, best_relevant_rank, retrieval_metrics
 from negharness.plugins.losses import (
     bcl,
     mcq_cross_entropy,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, median
 
-from negharness.api import QueryBuild, QueryBuildOptions
+from negharness.api.queries import QueryBuild, QueryBuildOptions
 
 from .composer import SUBJECTS, ComposedQuery, compose_captions
 from .negator import Negation, negate

@@ -19,10 +19,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from negharness.api import (
+from negharness.api import UserError
+from negharness.api.files import (
     DATA_ENCODING,
     MAX_CAPTION_CHARS,
-    UserError,
     atomic_write_text,
     check_caption,
     literal_captions,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from negharness.api import atomic_write_bytes, hash_array
+from negharness.api.files import atomic_write_bytes, hash_array
 
 from .render import render_image, render_video
 from .scenes import WORLD_VERSION, build_split

@@ -15,7 +15,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from negharness.api import UserError, atomic_write_text, cached_json
+from negharness.api import UserError
+from negharness.api.files import atomic_write_text, cached_json
 from negharness.text.build_queries import BUILDER_VERSION, build
 
 from .media import load_world

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from negharness.api import atomic_write_text
+from negharness.api.files import atomic_write_text
 from negharness.text.nltk_resources import add_closed_tagger, ensure_nltk, tokenize
 
 from .scenes import ACTIONS, COLOURS, SHAPES, image_caption_forms, video_caption_forms

@@ -1,6 +1,6 @@
 """NegBench (Alhamoud et al.): MCQ and Retrieval-Neg with negated captions."""
 
-from negharness.api import tables_beside
+from negharness.api.published import tables_beside
 
 # the papers' tables this package's tasks own: registered with each task, passed to published_notes
 PUBLISHED = tables_beside(__file__)

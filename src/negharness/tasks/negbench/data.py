@@ -23,9 +23,9 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from negharness.api import (
+from negharness.api import UserError
+from negharness.api.files import (
     RootGuard,
-    UserError,
     check_caption,
     check_csv_header,
     check_csv_width,

@@ -11,28 +11,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from negharness.api import (
+from negharness.api import EvalContext, MetricInfo, MissingDataError, Task, TaskOptions, TaskResult
+from negharness.api.media import FrameSampling, MediaSet, image_files, video_files
+from negharness.api.published import collection_digest, published_notes
+from negharness.api.scoring import (
     MCQ_METRICS,
-    EvalContext,
-    FrameSampling,
-    MediaSet,
-    MetricInfo,
-    MissingDataError,
     QuerySet,
     Relevance,
-    Task,
-    TaskOptions,
-    TaskResult,
     best_relevant_rank,
-    collection_digest,
     drop_unreadable,
     evaluate_mcq,
-    image_files,
     per_query,
-    published_notes,
     retrieval_metrics,
     similarities,
-    video_files,
 )
 from negharness.tasks.negbench import PUBLISHED
 

@@ -20,22 +20,15 @@ import csv
 from pathlib import Path
 from typing import Any, Callable
 
-from negharness.api import (
+from negharness.api import OptionSpec, TrainSetOptions, TrainStream, TrainingSet, UserError, named_trainset
+from negharness.api.files import (
     DATA_ENCODING,
-    FrameSampling,
-    OptionSpec,
-    TrainingSet,
-    TrainSetOptions,
-    TrainStream,
-    UserError,
     check_caption,
-    decode_video,
     literal_captions,
     looks_like_literal,
     numbered_rows,
-    named_trainset,
-    read_rgb,
 )
+from negharness.api.media import FrameSampling, decode_video, read_rgb
 from negharness.tasks.nt2vr.training import file_digest
 
 from .data import map_media_path, read_mcq, read_retrieval

@@ -28,17 +28,15 @@ from negharness.api import (
     MetricInfo,
     ModelOptions,
     OptionSpec,
-    RootGuard,
     Task,
     TaskOptions,
     TaskResult,
     UserError,
-    atomic_write,
-    atomic_write_text,
-    per_query,
-    published_notes,
-    require_8bit,
 )
+from negharness.api.files import RootGuard, atomic_write, atomic_write_text
+from negharness.api.media import require_8bit
+from negharness.api.published import published_notes
+from negharness.api.scoring import per_query
 from negharness.tasks.nein import PUBLISHED
 from negharness.text.phrases import head_nouns
 

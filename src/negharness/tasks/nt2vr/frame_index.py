@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from negharness.api import RootGuard, UserError, require_regular
+from negharness.api import UserError
+from negharness.api.files import RootGuard, require_regular
 from negharness.text.nt2vr_files import open_text
 
 

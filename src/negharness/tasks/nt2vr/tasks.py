@@ -18,29 +18,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from negharness.api import (
+from negharness.api import EvalContext, OptionSpec, Task, TaskOptions, TaskResult, UserError
+from negharness.api.files import RootGuard, require_regular
+from negharness.api.media import FrameSampling, MediaSet, frame_folders, image_files, video_files
+from negharness.api.published import published_notes
+from negharness.api.scoring import (
     NEGATED_METRICS,
     QRELS_OPTION,
-    RETRIEVAL_METRICS,
-    EvalContext,
-    FrameSampling,
-    MediaSet,
-    OptionSpec,
     QuerySet,
+    RETRIEVAL_METRICS,
     Relevance,
-    RootGuard,
-    Task,
-    TaskOptions,
-    TaskResult,
-    UserError,
     evaluate_negated,
     evaluate_text_to_media,
-    frame_folders,
-    image_files,
-    published_notes,
-    require_regular,
     task_qrels,
-    video_files,
 )
 from negharness.tasks.nt2vr import PUBLISHED
 from negharness.text.build_queries import build, write

@@ -23,20 +23,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from negharness.api import (
-    FrameSampling,
     OptionSpec,
     TrainSetOptions,
     TrainStream,
     TrainingSet,
     UserError,
-    cache_root,
-    cached_json,
-    decode_video,
-    load_frames,
     named_trainset,
-    read_rgb,
     takes_options,
 )
+from negharness.api.files import cache_root, cached_json
+from negharness.api.media import FrameSampling, decode_video, load_frames, read_rgb
 from negharness.text.negator import negate
 from negharness.text.nt2vr_files import (
     read_caption_file,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 
-from negharness.api import MCQ_METRICS, EvalContext, TaskResult, evaluate_mcq
+from negharness.api import EvalContext, TaskResult
+from negharness.api.scoring import MCQ_METRICS, evaluate_mcq
 from negharness.world.media import WorldData
 from negharness.world.scenes import COLOURS, SHAPES
 

@@ -6,23 +6,17 @@ under the data root. Items with identical scene facts are all relevant to each o
 
 from __future__ import annotations
 
-from negharness.api import (
+from negharness.api import EvalContext, OptionSpec, Task, TaskOptions, TaskResult
+from negharness.api.files import hash_array, hash_json
+from negharness.api.media import FrameSampling, MediaSet
+from negharness.api.scoring import (
     NEGATED_METRICS,
     QRELS_OPTION,
-    RETRIEVAL_METRICS,
-    EvalContext,
-    FrameSampling,
-    MediaSet,
-    OptionSpec,
     QuerySet,
+    RETRIEVAL_METRICS,
     Relevance,
-    Task,
-    TaskOptions,
-    TaskResult,
     evaluate_negated,
     evaluate_text_to_media,
-    hash_array,
-    hash_json,
     task_qrels,
 )
 from negharness.world.media import WorldData, load_world

@@ -12,15 +12,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from negharness.api import (
-    OptionSpec,
-    TrainSetOptions,
-    TrainStream,
-    TrainingSet,
-    cached_json,
-    hash_json,
-    takes_options,
-)
+from negharness.api import OptionSpec, TrainSetOptions, TrainStream, TrainingSet, takes_options
+from negharness.api.files import cached_json, hash_json
 from negharness.text.negator import negate
 from negharness.world.media import WorldData, load_world
 from negharness.world.scenes import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
