@@ -85,7 +85,7 @@ def test_an_empty_checkpoint_file_is_named_as_empty(cli, tmp_path, tiny):
 
 def test_a_boolean_model_option_takes_only_true_or_false_words(cli, tmp_path):
     res = cli("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--limit", "4", "-M", "quick_gelu=maybe")
-    one_error_line(res, 2, "-M quick_gelu=maybe: expected true or false")
+    one_error_line(res, 2, "-M quick_gelu=maybe (model 'shapes_clip'): expected true or false")
 
 
 def test_pickle_that_would_call_a_command_is_refused_unless_calls_are_skipped(cli, tmp_path, tiny):
