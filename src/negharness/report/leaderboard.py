@@ -39,7 +39,10 @@ MARKDOWN_HEADER = (
     "**Bold**: the best in its column, with an interval that does not overlap the runner-up's. "
     "‡ a record made before clusters: its interval is over rows, never bold. "
     "† circular setup (scored with a tool the model itself used), never bold. "
-    "*published*: a number printed in a paper, not measured here.\n"
+    "*published*: a number printed in a paper, not measured here. "
+    "The same records in the formats other boards read (MTEB results, lm-eval `results_<date>.json`, "
+    "Every Eval Ever): `negharness export --format mteb|lm-eval|eee <results-dir> OUT`; this board's are in "
+    "[exports/](exports/).\n"
 )
 
 
