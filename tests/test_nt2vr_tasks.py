@@ -76,6 +76,51 @@ def test_original_negated_composed_share_one_pass_over_the_videos(tmp_path):
 
 
 @pytest.mark.needs("nltk")
+def test_built_query_files_are_hashed_and_rebuilt_when_their_rules_or_captions_change(tmp_path):
+    """-T build=true: the files it wrote are hashed like any data (an edit reruns, never reuses the
+    record), carry a build mark, and are rebuilt when the builder's version or the captions change;
+    without build=true, stale built files are refused naming the file, never read as current."""
+    folder = write_layout(tmp_path / "data")
+    text = folder / "TextData"
+    first = _run(tmp_path, ["msrvtt1k_composed"], task_extra={"build": "true"})["msrvtt1k_composed"]
+    mark = json.loads((text / f"{COLL}.built.json").read_text())
+    assert mark["complete"] is True and mark["settings"]["seed"] == 0
+    composed = text / f"{COLL}.composed.txt"
+    hashed = first.record["data"]["files"]
+    assert f"{COLL}/TextData/{composed.name}" in hashed and f"{COLL}/TextData/{COLL}.built.json" in hashed
+    again = _run(tmp_path, ["msrvtt1k_composed"], task_extra={"build": "true"})["msrvtt1k_composed"]
+    assert again.skipped  # nothing changed: the record is reused
+    lines = composed.read_text().splitlines()
+    composed.write_text("\n".join(lines[:1]) + "\n")  # an edit of the built file reruns
+    edited = _run(tmp_path, ["msrvtt1k_composed"], task_extra={"build": "true"})["msrvtt1k_composed"]
+    assert not edited.skipped and edited.record["n_items"]["queries"] == 1
+    mark["builder_version"] = "0"  # files built by older rules
+    (text / f"{COLL}.built.json").write_text(json.dumps(mark))
+    with pytest.raises(UserError, match=r"composed.txt: built by builder version 0.*-T build=true"):
+        _run(tmp_path, ["msrvtt1k_composed"])
+    rebuilt = _run(tmp_path, ["msrvtt1k_composed"], task_extra={"build": "true"})["msrvtt1k_composed"]
+    assert not rebuilt.skipped and rebuilt.record["n_items"]["queries"] == first.record["n_items"]["queries"]
+    assert json.loads((text / f"{COLL}.built.json").read_text())["builder_version"] != "0"
+    cap = text / f"{COLL}.caption.txt"  # other captions: the built files no longer describe them
+    cap.write_text(cap.read_text().replace("cooking pasta", "baking bread"))
+    with pytest.raises(UserError, match="built from other captions"):
+        _run(tmp_path, ["msrvtt1k_negated"])
+    neg = _run(tmp_path, ["msrvtt1k_negated"], task_extra={"build": "true"})["msrvtt1k_negated"]
+    assert "baking bread" in (text / f"{COLL}.negated.txt").read_text() and neg.record["n_items"]["negated_queries"]
+
+
+def test_query_files_without_a_build_mark_are_read_as_data(tmp_path):
+    """The authors' files carry no mark: read as they are, with or without build=true."""
+    folder = write_layout(tmp_path / "data")
+    (folder / "TextData" / f"{COLL}.composed.txt").write_text(
+        "{'cap_id': 'q0', 'caption': 'a man not in red', 'video_ids': ['video1', 'video2']}\n")
+    for extra in ({}, {"build": "true"}):
+        out = _run(tmp_path, ["msrvtt1k_composed"], task_extra=extra, overwrite=True)["msrvtt1k_composed"]
+        assert out.record["n_items"]["queries"] == 1
+    assert not (folder / "TextData" / f"{COLL}.built.json").exists()
+
+
+@pytest.mark.needs("nltk")
 def test_query_naming_an_unknown_video_is_an_error_with_file_and_line(tmp_path):
     folder = write_layout(tmp_path / "data")
     cap = folder / "TextData" / f"{COLL}.caption.txt"

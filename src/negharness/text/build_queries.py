@@ -8,12 +8,13 @@ formats, ``<c>.caption.txt`` (when the input was not one already), ``<c>.negated
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, median
 
 from negharness.api.queries import QueryBuild, QueryBuildOptions
 
+from .built_marker import write_marker
 from .composer import SUBJECTS, ComposedQuery, compose_captions
 from .negator import Negation, negate
 from .nt2vr_files import (
@@ -37,6 +38,13 @@ class BuiltQueries:
     negated: list[tuple[str, Negation]]  # (negated cap_id, negation)
     composed: list[ComposedQuery]
     n_items: int
+    settings: dict = field(default_factory=dict)  # seed, mode, per_item, subjects: what else made them
+
+
+def build_settings(seed: int = 0, mode: str = "one", per_item: int | None = None,
+                   subjects: int | None = SUBJECTS) -> dict:
+    """Everything besides the captions and the rules that decides what `build` makes."""
+    return {"seed": seed, "mode": mode, "per_item": per_item, "subjects": subjects}
 
 
 def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0,
@@ -49,12 +57,14 @@ def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0,
         for j, neg in enumerate(negate(caption, mode, seed)):
             negated.append((f"{cap_id}#{j}", neg))
     composed = compose_captions([i for i, _ in items], [c for _, c in items], seed, per_item, subjects)
-    return BuiltQueries(rows, negated, composed, len(items))
+    return BuiltQueries(rows, negated, composed, len(items), build_settings(seed, mode, per_item, subjects))
 
 
 def write(built: BuiltQueries, out_dir: Path, name: str, write_captions: bool) -> list[Path]:
+    """The query files, between two build marks (`built_marker`): a reader knows which rules made them."""
     out_dir = Path(out_dir)
-    paths = []
+    mark = (out_dir, name, BUILDER_VERSION, built.settings, built.captions)
+    paths = [write_marker(*mark, complete=False)]
     if write_captions:
         paths.append(write_caption_file(out_dir / f"{name}.caption.txt", built.captions))
     paths.append(write_caption_file(out_dir / f"{name}.negated.txt", [(i, n.text) for i, n in built.negated]))
@@ -62,6 +72,7 @@ def write(built: BuiltQueries, out_dir: Path, name: str, write_captions: bool) -
         {"cap_id": i, "caption": n.text, "cue": n.cue, "rule": n.rule, "word": n.word,
          "negcap": n.scope, "poscap": n.remainder} for i, n in built.negated]))
     paths.append(write_dict_lines(out_dir / f"{name}.composed.txt", [q.as_record() for q in built.composed]))
+    write_marker(*mark, complete=True)
     return paths
 
 

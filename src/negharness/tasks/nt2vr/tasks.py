@@ -33,7 +33,8 @@ from negharness.api.scoring import (
     task_qrels,
 )
 from negharness.tasks.nt2vr import PUBLISHED
-from negharness.text.build_queries import build, write
+from negharness.text.build_queries import BUILDER_VERSION, BuiltQueries, build, build_settings, write
+from negharness.text.built_marker import marker_path, read_marker, stale_reason
 from negharness.text.nt2vr_files import (
     check_known_videos,
     original_of,
@@ -150,7 +151,10 @@ class NT2VRTask(Task):
 
     def data_files(self) -> list[Path]:
         """The text files, and the media: each video or image, or the frame index and every frame it names."""
+        self._ensure_queries()
         files = [p for p in self._needed_text() if p.exists()]
+        if self.query_set != "original":  # read when present even under build=true: hashed either way
+            files += [p for p in (self._text(self.query_set), self._marker()) if p.is_file() and p not in files]
         files += [p for p in map(self._text, self.side_texts) if p.is_file()]
         present, _ = self._media_files(self._ids())
         index = self.folder / "id.imagepath.txt"
@@ -202,8 +206,38 @@ class NT2VRTask(Task):
         return QuerySet([c for c, _ in rows], [t for _, t in rows],
                         Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
 
-    def _built(self):
+    def _marker(self) -> Path:
+        return self._under_root(marker_path(self.text_dir, self.collection))
 
+    def _stale(self) -> str | None:
+        """Why the query files' build mark does not fit this run (None: no mark, or it fits)."""
+        mark = read_marker(self._marker())
+        if mark is None:
+            return None
+        wanted = build_settings(self.options.seed) if self.build else None
+        return stale_reason(mark, BUILDER_VERSION, read_caption_file(self._text("caption")), wanted)
+
+    def _ensure_queries(self) -> BuiltQueries | None:
+        """Before anything is hashed: query files built by other rules, settings or captions are rebuilt
+        under ``-T build=true`` and refused without it; None when the files on disk are to be read."""
+        if self.query_set == "original" or getattr(self, "_ensured", False):
+            return getattr(self, "_in_memory", None)
+        self._ensured, self._in_memory = True, None
+        path = self._text(self.query_set)
+        reason = self._stale() if self._text("caption").is_file() else None
+        if not self.build:
+            if reason:
+                raise UserError(f"{path}: {reason} (see {self._marker().name}); rebuild them with -T build=true "
+                                f"or negharness build-queries, or delete {self._marker().name} to read them as they are")
+            return None
+        if (path.exists() and reason is None) or not self._text("caption").is_file():
+            return None
+        self._in_memory = self._built()
+        return self._in_memory
+
+    def _built(self) -> BuiltQueries | None:
+        """Build from the captions and write in place; None once written (the files are read like any),
+        the queries themselves where the data root is read-only."""
         items: dict[str, list[str]] = {}
         for cap_id, caption in read_caption_file(self._text("caption")):
             items.setdefault(video_of(cap_id), []).append(caption)
@@ -211,11 +245,12 @@ class NT2VRTask(Task):
         try:
             write(built, self.text_dir, self.collection, write_captions=False)
         except OSError:
-            pass  # read-only data root: use them in memory
-        return built
+            return built  # read-only data root: use them in memory
+        return None
 
     def config(self) -> dict:
-        return {**super().config(), "collection": self.collection, "query_set": self.query_set}
+        built = {"builder_version": BUILDER_VERSION} if self.build and self.query_set != "original" else {}
+        return {**super().config(), "collection": self.collection, "query_set": self.query_set, **built}
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         """The query set's scores, with the paper's numbers for this model where it has a row (Tables 2-4, 9-10)."""
@@ -252,8 +287,9 @@ class NT2VRNegated(NT2VROriginal):
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         originals = self._originals(ids)
-        if self.build and not self._text("negated").exists():
-            rows = [(i, n.text) for i, n in self._built().negated]
+        built = self._ensure_queries()
+        if built is not None:
+            rows = [(i, n.text) for i, n in built.negated]
         else:
             rows = read_caption_file(self._text("negated"))
         where = {c: k for k, c in enumerate(originals.ids)}
@@ -283,8 +319,9 @@ class NT2VRComposed(NT2VROriginal):
         ids = self._ids()
         position = {v: i for i, v in enumerate(ids)}
         path = self._text("composed")
-        if self.build and not path.exists():
-            records = [q.as_record() for q in self._built().composed]
+        built = self._ensure_queries()
+        if built is not None:
+            records = [q.as_record() for q in built.composed]
         else:
             records = read_composed_file(path)
         if not self.options.limit:
