@@ -15,6 +15,7 @@ and `Registrar` from here keeps `negharness list` free of torch; `_EXPORTS` is t
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from negharness.api.exports import resolver
@@ -140,10 +141,10 @@ _resolve, _ = resolver(__name__, {**_EXPORTS, **_MOVED})
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MOVED:  # through the facade, so both spellings are one object
-        value = getattr(importlib.import_module(_MOVED[name]), name)
-        globals()[name] = value
-        return value
+    if name in _MOVED:  # through the facade, so both spellings are one object; not cached, so each use warns
+        warnings.warn(f"negharness.api.{name} moved to {_MOVED[name]}: import it from there (the top-level "
+                      f"name goes in a later release)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_MOVED[name]), name)
     return _resolve(name)
 
 
