@@ -199,10 +199,13 @@ class ItemTask(DeclarativeTask):
         return TaskResult(metrics, counts, samples, notes,
                           per_query([self.query_id(it.where) for it in items], per_item))
 
-    def content_digest(self) -> str:
+    def content_digest(self) -> str | None:
         """The SHA-256 of the data file as it lies on disk (several: `collection_digest` of theirs):
         the item kinds read the authors' own files (NegRefCOCOg.json, SugarCrepe++'s JSON), so the
-        ``content_sha256`` line of ``collections.csv`` is what ``sha256sum`` prints for the paper's file."""
+        ``content_sha256`` line of ``collections.csv`` is what ``sha256sum`` prints for the paper's file.
+        An imagefolder has no one file to hash: None, so a paper's numbers are never shown on it."""
+        if any(p.is_dir() for p in self.spec_files):
+            return None
         digests = [file_sha256(p) for p in self.spec_files]
         return digests[0] if len(digests) == 1 else collection_digest(digests)
 
