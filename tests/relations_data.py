@@ -269,6 +269,18 @@ def bivlc(name: str) -> Data:
     return Data(ROWS, write)
 
 
+
+def vinoground(name: str) -> Data:
+    """vinoground.csv (index, major, minor, pos_cap, neg_cap) and vinoground_videos/{index}_{pos,neg}.mp4."""
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in rows:
+            video(root / f"vinoground/vinoground_videos/{i}_pos.mp4", colour)
+            video(root / f"vinoground/vinoground_videos/{i}_neg.mp4", OTHER[colour])
+        _csv(root / "vinoground/vinoground.csv", ["index", "major", "minor", "pos_cap", "neg_cap"],
+             [[i, "action", "", t, f[0]] for i, (_, t, f) in rows])
+    return Data(ROWS, write, lambda root, r: [root / f"vinoground/vinoground_videos/{r[0]}_{k}.mp4" for k in ("pos", "neg")],
+                needs=("av",))
+
 # NegBench ------------------------------------------------------------------------------------------
 MCQ_ROWS = [(i, colour, [t, *f, "a " + ("blue" if colour != "blue" else "red") + " dog"])
             for i, (colour, t, f) in ROWS]
@@ -437,7 +449,7 @@ def generated(name: str, model: str = "kw", **extra: str) -> Data:
 # the per-family table: every registered task's family (or name) -> its builder --------------------
 FAMILIES: dict[str, Callable[[str], Data]] = {
     "sugarcrepe": sugarcrepe, "valse": valse, "sugarcrepepp": sugarcrepepp, "negrefcocog": negrefcocog,
-    "winoground": winoground, "bivlc": bivlc, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
+    "winoground": winoground, "bivlc": bivlc, "vinoground": vinoground, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
     "shapes": lambda name: generated(name, n_items="12"), "example": generated,
 }
 BY_NAME: dict[str, Callable[[str], Data]] = {

@@ -58,6 +58,7 @@ class GridModel(EmbeddingModel):
     def preprocess_image(self, image: Any) -> torch.Tensor:
         from PIL import Image
 
+        image = Image.fromarray(image) if isinstance(image, np.ndarray) else image  # a video's frame
         small = image.convert("L").resize((4, 4), Image.Resampling.BOX)
         return torch.from_numpy(np.asarray(small, dtype=np.float32).reshape(-1))
 
@@ -297,6 +298,94 @@ def test_bivlc_parquet_scores_as_evaluate_bivlc(tmp_path):
     authors = _bivlc_eval(model, rows)
     assert 0 < authors["group_score"] < authors["image_score"]
     assert evaluate(BUILTIN["bivlc"], tmp_path, model).metrics == pytest.approx(authors, abs=1e-9)
+
+
+# Vinoground -----------------------------------------------------------------------------------------
+def _video(path: Path, pictures: list[Any], per_picture: int = 4) -> Path:
+    """An MP4 showing each picture for ``per_picture`` frames in turn (lossless x264: exact grey levels)."""
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv444p"
+        stream.options = {"crf": "0"}
+        for picture in pictures:
+            for _ in range(per_picture):
+                for packet in stream.encode(av.VideoFrame.from_ndarray(np.asarray(picture), format="rgb24")):
+                    out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def _vinoground(root: Path, n: int = 24) -> list[dict[str, Any]]:
+    """vinoground.csv (index, major, minor, ..., pos_cap, neg_cap; the authors' get_score_all.py reads
+    columns 1 and 2 as the categories) and vinoground_videos/{i}_pos.mp4 / {i}_neg.mp4. Most videos hold
+    one picture; every fifth pair is a true temporal counterfactual (picture A then B, and B then A):
+    a model that pools its frames scores the two videos alike, so that pair ties and is wrong."""
+    import csv
+
+    rows = []
+    for i in range(n):
+        a, b = _blocks(f"vino_{i}_a", (32, 32)), _blocks(f"vino_{i}_b", (32, 32))
+        pos, neg = ([a, b], [b, a]) if i % 5 == 0 else ([a], [b])
+        _video(root / f"vinoground/vinoground_videos/{i}_pos.mp4", pos, 8 // len(pos))
+        _video(root / f"vinoground/vinoground_videos/{i}_neg.mp4", neg, 8 // len(neg))
+        rows.append({"index": i, "major": "action", "minor": "cyclical" if i % 3 else "",
+                     "pos_vid": f"v{i}a", "pos_cap": f"a man jumps and then sits {i % 11}",
+                     "neg_vid": f"v{i}b", "neg_cap": f"a man sits and then jumps {i % 7}"})
+    with open(root / "vinoground/vinoground.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def _vinoground_eval(model: GridModel, root: Path, n: int) -> dict[str, float]:
+    """Vinoground's eval/imagebind_eval.py and eval/langbind.py: results[video][caption] for the pair
+    ({i}_pos.mp4, {i}_neg.mp4) x (pos_cap, neg_cap) of row i; every comparison strict. A video's
+    embedding pools its frames as CLIP-style video models do: the normalised mean of normalised frames,
+    over every decoded frame (PyAV, independently of negharness's sampler)."""
+    import csv
+
+    import av
+
+    def embed(path: Path) -> torch.Tensor:
+        with av.open(str(path)) as container:
+            frames = [f.to_image() for f in container.decode(video=0)]
+        per_frame = model.encode_image(torch.stack([model.preprocess_image(f) for f in frames]))
+        pooled = (per_frame / per_frame.norm(dim=-1, keepdim=True)).mean(0)
+        return pooled / pooled.norm()
+
+    with open(root / "vinoground/vinoground.csv", newline="") as fh:  # pd.read_csv in the authors' scripts
+        table = list(csv.DictReader(fh))
+    vino = {k: [r[k] for r in table] for k in ("pos_cap", "neg_cap")}
+    text_correct = video_correct = group_correct = 0
+    for i in range(n):
+        videos = torch.stack([embed(root / f"vinoground/vinoground_videos/{i}_{k}.mp4") for k in ("pos", "neg")])
+        texts = model.encode_text([vino["pos_cap"][i], vino["neg_cap"][i]])
+        results = videos @ (texts / texts.norm(dim=-1, keepdim=True)).T
+        video_correct += bool(results[0][0] > results[1][0] and results[1][1] > results[0][1])
+        text_correct += bool(results[0][0] > results[0][1] and results[1][1] > results[1][0])
+        group_correct += bool(results[0][0] > results[1][0] and results[1][1] > results[0][1]
+                              and results[0][0] > results[0][1] and results[1][1] > results[1][0])
+    return {"text_score": 100 * text_correct / n, "image_score": 100 * video_correct / n,
+            "group_score": 100 * group_correct / n}
+
+
+def test_vinoground_video_groups_score_as_the_authors_eval_scripts(tmp_path):
+    """Two videos x two captions per row, each video's sampled frames pooled by the model: text, video
+    (= image_score) and group scores equal Vinoground's own strict comparisons."""
+    rows = _vinoground(tmp_path)
+    model = GridModel()
+    authors = _vinoground_eval(model, tmp_path, len(rows))
+    assert 0 < authors["group_score"] < min(authors["text_score"], authors["image_score"])
+    res = evaluate(BUILTIN["vinoground"], tmp_path, model)
+    assert res.metrics == pytest.approx(authors, abs=1e-9)
+    assert res.n_items == {"rows": len(rows), "videos": 2 * len(rows)}
+    reversed_pairs = [s for s in res.samples if s["row"].endswith(tuple(f"line {i + 2}" for i in range(0, len(rows), 5)))]
+    assert len(reversed_pairs) == 5 and not any(s["text"] or s["image"] for s in reversed_pairs)  # pooled alike: a tie
 
 
 # declared in a user's folder: a group over files, xyxy boxes, qrels retrieval ------------------------

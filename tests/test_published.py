@@ -410,8 +410,9 @@ def test_sugarcrepe_collections_are_the_authors_files_as_the_tasks_read_them(tmp
     monkeypatch.setenv("NEGHARNESS_ALLOW_LINKS_OUT", "1")
     (tmp_path / "sugarcrepe").symlink_to(SUGARCREPE.resolve())
     collections, classes = collections_beside(choice.PUBLISHED), _builtin_choice()
-    assert set(collections) == {f"sugarcrepe_{s}" for s in SUGARCREPE_SPLITS}
-    for name, c in collections.items():
+    assert {t for t in collections if t.startswith("sugarcrepe_")} == {f"sugarcrepe_{s}" for s in SUGARCREPE_SPLITS}
+    for name in (f"sugarcrepe_{s}" for s in SUGARCREPE_SPLITS):
+        c = collections[name]
         task = classes[name](TaskOptions(tmp_path))
         assert c.counts == {"rows": len(task.rows)}, name
         assert c.content == {CONTENT: task.content_digest(task.rows)}, name
@@ -472,3 +473,62 @@ def test_a_yaml_tasks_published_key_is_checked_before_any_model_loads(tmp_path, 
             "captions": {"true": "caption", "false": "negative"}, "main_score": "accuracy", "published": value}
     with pytest.raises(UserError, match=message):
         parse_spec(spec, str(tmp_path / "t.yaml"))
+
+
+GROUP_TASK = """\
+name: pairs
+kind: group
+family: mine
+description: "two images x two captions per line"
+citation: "none"
+data_help: "none"
+data:
+  file: g/pairs.jsonl
+media:
+  members: ["g/{a}.jpg", "g/{b}.jpg"]
+captions:
+  members: [ca, cb]
+main_score: group_score
+published: published/paper.csv
+"""
+
+
+def test_an_item_kinds_published_row_shows_on_the_papers_file_hash_only(tmp_path):
+    """Issue 34 (5): group, multi_choice and image_choice tasks take `published:` too; their collection
+    is the data file's sha256 (what `sha256sum` prints for the paper's file). A copy with the same rows
+    and one caption changed shows none of the paper's numbers, and says why."""
+    import hashlib
+    import json
+
+    from choice_helpers import TableModel, evaluate, write_image
+
+    from negharness.declarative.register import load_folder
+
+    lines = [{"a": "red", "b": "blue", "ca": "a red thing", "cb": "a blue thing"}] * 3
+    for name, edit in (("paper", {}), ("edited", {"cb": "a blue thing again"})):
+        write_image(tmp_path / name / "g/red.jpg", "red")
+        write_image(tmp_path / name / "g/blue.jpg", "blue")
+        (tmp_path / name / "g/pairs.jsonl").write_text("".join(json.dumps({**r, **edit}) + "\n" for r in lines))
+    digest = hashlib.sha256((tmp_path / "paper/g/pairs.jsonl").read_bytes()).hexdigest()
+    (tmp_path / "yaml/published").mkdir(parents=True)
+    (tmp_path / "yaml/pairs.yaml").write_text(GROUP_TASK)
+    (tmp_path / "yaml/published/paper.csv").write_text(
+        "paper,table,row,model,arch,pretrained,task,note,group_score,text_score\n"
+        "P,Table 1,Ours,table,table,,pairs,,90.0,95.5\n")
+    (tmp_path / "yaml/published/collections.csv").write_text(
+        f"task,count,value,source\npairs,rows,3,P's pairs.jsonl\npairs,content_sha256,{digest},P's pairs.jsonl\n")
+    [task] = load_folder(tmp_path / "yaml")
+    table = {"a red thing": {"red": 0.9}, "a blue thing": {"blue": 0.9}, "a blue thing again": {"blue": 0.9}}
+    res = evaluate(task, tmp_path / "paper", TableModel(table))
+    assert res.metrics["group_score"] == 100.0
+    shown = {s["metric"]: s for s in res.notes["published"]}
+    assert shown["group_score"]["diff"] == pytest.approx(10.0) and shown["text_score"]["published"] == 95.5
+    assert shown["group_score"]["source"] == "P, Table 1, row 'Ours'"
+    other = evaluate(task, tmp_path / "edited", TableModel(table))
+    assert other.metrics == res.metrics and "published" not in other.notes
+    assert f"(sha256 {digest[:12]}...)" in other.notes["published_not_shown"]
+
+
+def test_every_collection_line_names_a_builtin_task():
+    """A typo in collections.csv would leave a task's published numbers never shown (or another's shown)."""
+    assert set(collections_beside(choice.PUBLISHED)) <= set(_builtin_choice())

@@ -32,6 +32,8 @@ from negharness.declarative.annotations import Record, fill, short
 from negharness.declarative.media import MediaRef, box_of, check_inside, cropped
 from negharness.declarative.sources import embedded_image
 from negharness.declarative.tasks import DeclarativeTask
+from negharness.fetch.manifest import file_sha256
+from negharness.records.published import collection_digest, published_notes
 
 if TYPE_CHECKING:
     import torch
@@ -181,8 +183,8 @@ class ItemTask(DeclarativeTask):
             out["rows_filtered"] = sum(f["rows"] for f in self.filtered)
         return out
 
-    def result(self, items: list[Item], values: dict[str, Any], notes: dict[str, Any], n_media: int,
-               samples: list[dict[str, Any]] | None) -> TaskResult:
+    def result(self, ctx: "EvalContext", items: list[Item], values: dict[str, Any], notes: dict[str, Any],
+               n_media: int, samples: list[dict[str, Any]] | None) -> TaskResult:
         """Metrics as the means of the per-item values (0/100; None: a row the metric leaves out) the
         YAML declares: the record's numbers and their per-query values are one computation."""
         from negharness.scoring.perquery import covered_mean, per_query  # lazy: start-up time (torch)
@@ -190,8 +192,22 @@ class ItemTask(DeclarativeTask):
         per_item = {k: [None if v is None else float(v) for v in vs] for k, vs in values.items() if k in self.metric_info}
         metrics = {k: covered_mean(vs) for k, vs in per_item.items()}
         notes = {**notes, **self.filter_notes()}
-        return TaskResult(metrics, self.counts(items, n_media), samples, notes,
+        counts = self.counts(items, n_media)
+        if self.spec.get("published"):
+            notes.update(published_notes(self.name, ctx.model, metrics, self.spec["published"], counts,
+                                         self.content_digest()))
+        return TaskResult(metrics, counts, samples, notes,
                           per_query([self.query_id(it.where) for it in items], per_item))
+
+    def content_digest(self) -> str | None:
+        """The SHA-256 of the data file as it lies on disk (several: `collection_digest` of theirs):
+        the item kinds read the authors' own files (NegRefCOCOg.json, SugarCrepe++'s JSON), so the
+        ``content_sha256`` line of ``collections.csv`` is what ``sha256sum`` prints for the paper's file.
+        An imagefolder has no one file to hash: None, so a paper's numbers are never shown on it."""
+        if any(p.is_dir() for p in self.spec_files):
+            return None
+        digests = [file_sha256(p) for p in self.spec_files]
+        return digests[0] if len(digests) == 1 else collection_digest(digests)
 
 
 def _strictly_best(scores: "torch.Tensor", dim: int) -> "torch.Tensor":
@@ -238,7 +254,7 @@ class GroupTask(ItemTask):
         notes = {**notes, "scores": "Winoground's: text score = every image's own caption strictly above the "
                                     "others; image score = every caption's own image strictly above the others; "
                                     "group = both (a tie counts wrong)"}
-        return self.result(items, values, notes, n_media, samples)
+        return self.result(ctx, items, values, notes, n_media, samples)
 
 
 class MultiChoiceTask(ItemTask):
@@ -267,7 +283,7 @@ class MultiChoiceTask(ItemTask):
         samples = None
         if ctx.log_samples:
             samples = [{"row": it.where, "margin": round(float(g), 6), "right": bool(g > 0)} for it, g in zip(items, margin)]
-        return self.result(items, values, notes, n_media, samples)
+        return self.result(ctx, items, values, notes, n_media, samples)
 
     @staticmethod
     def _margins(scores: "torch.Tensor", n_pos: list[int], n_all: list[int]) -> np.ndarray:
@@ -345,4 +361,4 @@ class ImageChoiceTask(ItemTask):
         if ctx.log_samples:
             samples = [{"row": it.where, "correct": it.correct, "chosen": int(out.chosen[i]), "tie": bool(out.tie[i]),
                         "scores": [round(float(x), 5) for x in mats[i, : len(it.media), 0]]} for i, it in enumerate(items)]
-        return self.result(items, out.values, notes, n_media, samples)
+        return self.result(ctx, items, out.values, notes, n_media, samples)

@@ -66,9 +66,9 @@ COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "
 # the top-level keys each kind reads (TOP_KEYS is their union): any other is an error, not ignored
 KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
              "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster", "queries", "qrels"},
-             "group": COMMON_KEYS | {"data", "media", "captions", "metrics"},
-             "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only"},
-             "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors"},
+             "group": COMMON_KEYS | {"data", "media", "captions", "metrics", "published"},
+             "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only", "published"},
+             "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors", "published"},
              "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
                                       "authors", "published", "cluster"}}
 CLUSTER_WORDS = ("row", "media")  # `cluster:` each row its own (default); the row's image or video
@@ -474,7 +474,7 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     if spec["min_group"] < 1:
         raise c.fail("min_group", f"expected a whole number >= 1, got {spec['min_group']}")
     spec["authors"] = _authors(c) if kind in ("choice", "image_choice") else None
-    spec["published"] = _published(c, source) if kind == "choice" else ()
+    spec["published"] = _published(c, source) if kind in ("choice", *ITEM_KINDS) else ()
     spec["cluster"] = _cluster(c, spec["media"]["kind"]) if kind in ("choice", "retrieval") else {"by": "row", "name": "row"}
     _metrics(c, kind, spec)
     return spec
