@@ -256,6 +256,21 @@ def winoground(name: str) -> Data:
     return Data(ROWS, write)
 
 
+def naturalbench(name: str) -> Data:
+    """NaturalBench-Retrieval's metadata.json and images/ (naturalbench_retrieval.py's layout)."""
+    folder = "naturalbench/NaturalBench-Retrieval"
+
+    def write(root: Path, rows, form: str) -> None:
+        for i, (colour, _, _) in rows:
+            image(root / f"{folder}/images/{i}_0.jpg", colour)
+            image(root / f"{folder}/images/{i}_1.jpg", OTHER[colour])
+        _json(root / f"{folder}/metadata.json", [{"index": k, "image_0": f"{i}_0.jpg", "image_1": f"{i}_1.jpg",
+                                                  "caption_0": t, "caption_1": f[0]}
+                                                 for k, (i, (_, t, f)) in enumerate(rows)])
+    return Data(ROWS, write, lambda root, r: [root / f"{folder}/images/{r[0]}_0.jpg",
+                                              root / f"{folder}/images/{r[0]}_1.jpg"])
+
+
 def bivlc(name: str) -> Data:
     def write(root: Path, rows, form: str) -> None:
         import pyarrow as pa
@@ -449,7 +464,8 @@ def generated(name: str, model: str = "kw", **extra: str) -> Data:
 # the per-family table: every registered task's family (or name) -> its builder --------------------
 FAMILIES: dict[str, Callable[[str], Data]] = {
     "sugarcrepe": sugarcrepe, "valse": valse, "sugarcrepepp": sugarcrepepp, "negrefcocog": negrefcocog,
-    "winoground": winoground, "bivlc": bivlc, "vinoground": vinoground, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
+    "winoground": winoground, "bivlc": bivlc, "vinoground": vinoground, "naturalbench": naturalbench, "crepe": crepe,
+    "ccneg": ccneg, "nt2vr": nt2vr,
     "shapes": lambda name: generated(name, n_items="12"), "example": generated,
 }
 BY_NAME: dict[str, Callable[[str], Data]] = {

@@ -28,7 +28,8 @@ def test_every_builtin_yaml_is_a_task_with_metadata():
     expected |= {"sugarcrepe_mean", "aro_vg_relation", "aro_vg_attribution", "aro_coco_order", "aro_flickr_order",
                  "valse_existence", "crepe_negate", "ccneg", "negvqa_negated", "negvqa_original"}
     expected |= {f"sugarcrepepp_{s}_{m}" for s in ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
-                 for m in ("itt", "tot")} | {"negrefcocog", "winoground", "bivlc", "vinoground"}  # the item kinds (issue 34)
+                 for m in ("itt", "tot")} | {"negrefcocog", "winoground", "bivlc", "vinoground",
+                                             "naturalbench_retrieval"}  # the item kinds (issue 34)
     assert set(BUILTIN) == expected
     for cls in BUILTIN.values():
         assert cls.main_score in cls.metric_info and cls.citation and cls.data_help and cls.licence

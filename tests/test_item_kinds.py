@@ -386,6 +386,58 @@ def test_vinoground_video_groups_score_as_the_authors_eval_scripts(tmp_path):
     assert res.n_items == {"rows": len(rows), "videos": 2 * len(rows)}
     reversed_pairs = [s for s in res.samples if s["row"].endswith(tuple(f"line {i + 2}" for i in range(0, len(rows), 5)))]
     assert len(reversed_pairs) == 5 and not any(s["text"] or s["image"] for s in reversed_pairs)  # pooled alike: a tie
+# NaturalBench-Retrieval ------------------------------------------------------------------------------
+def _naturalbench(root: Path, n: int = 30) -> list[dict[str, Any]]:
+    """NaturalBench-Retrieval.zip unzipped as naturalbench_retrieval.py reads it: metadata.json (a list of
+    {index, image_0, image_1, caption_0, caption_1}) and images/; every fifth group's two images alike (a tie)."""
+    folder = root / "naturalbench/NaturalBench-Retrieval"
+    rows = []
+    for i in range(n):
+        names = [f"{i}_{k}.jpg" for k in range(2)]
+        for k, name in enumerate(names):
+            _save(_blocks(f"nb{i}" if i % 5 == 0 else f"nb{i}_{k}", (32, 24)), folder / "images" / name)
+        rows.append({"index": i, "image_0": names[0], "image_1": names[1],
+                     "caption_0": f"a man rides a bike {i % 7}", "caption_1": f"a man walks a bike {i % 4}"})
+    (folder / "metadata.json").write_text(json.dumps(rows))
+    return rows
+
+
+def _naturalbench_eval(model: GridModel, rows: list[dict[str, Any]], image_dir: Path) -> dict[str, float]:
+    """naturalbench_retrieval.py: scores[i][image][caption]; c0_i1 = scores[i][1][0]; get_retrieval_acc's
+    strict text / image / group correct, as fractions (x 100 here)."""
+    from PIL import Image
+
+    counts = {"text_score": 0, "image_score": 0, "group_score": 0}
+    for row in rows:
+        assert row["index"] == rows.index(row)  # the loader's own check
+        s = _cos(model, [Image.open(image_dir / row[f"image_{k}"]) for k in range(2)],
+                 [row["caption_0"], row["caption_1"]])  # (image, caption)
+        r = {"c0_i0": s[0][0], "c0_i1": s[1][0], "c1_i0": s[0][1], "c1_i1": s[1][1]}
+        text = r["c0_i0"] > r["c1_i0"] and r["c1_i1"] > r["c0_i1"]
+        image = r["c0_i0"] > r["c0_i1"] and r["c1_i1"] > r["c1_i0"]
+        counts["text_score"] += text
+        counts["image_score"] += image
+        counts["group_score"] += text and image
+    return {k: v / len(rows) * 100 for k, v in counts.items()}
+
+
+def test_naturalbench_retrieval_scores_as_the_authors_get_retrieval_acc(tmp_path):
+    rows = _naturalbench(tmp_path)
+    model = GridModel()
+    authors = _naturalbench_eval(model, rows, tmp_path / "naturalbench/NaturalBench-Retrieval/images")
+    assert 0 < authors["group_score"] < authors["text_score"]
+    task = BUILTIN["naturalbench_retrieval"]
+    res = evaluate(task, tmp_path, model)
+    assert res.metrics == pytest.approx(authors, abs=1e-9)
+    assert res.n_items == {"rows": len(rows), "images": 2 * len(rows)}
+    assert task(TaskOptions(tmp_path)).config()["revision"] == "b6a84a18ba24544169681d4b15543dd103d4d3bb"
+
+
+def test_naturalbench_a_group_with_a_missing_image_names_the_file_and_row(tmp_path):
+    _naturalbench(tmp_path, 6)
+    (tmp_path / "naturalbench/NaturalBench-Retrieval/images/4_1.jpg").unlink()
+    with pytest.raises(UserError, match=r"metadata\.json: record 4.*4_1\.jpg"):
+        BUILTIN["naturalbench_retrieval"](TaskOptions(tmp_path)).required_files()
 
 
 # declared in a user's folder: a group over files, xyxy boxes, qrels retrieval ------------------------
