@@ -296,6 +296,41 @@ def vinoground(name: str) -> Data:
     return Data(ROWS, write, lambda root, r: [root / f"vinoground/vinoground_videos/{r[0]}_{k}.mp4" for k in ("pos", "neg")],
                 needs=("av",))
 
+
+def mmvp_vlm(name: str) -> Data:
+    """Questions.csv (Question ID,Type,Statement): a pair is rows 2k+1, 2k+2; images under MLLM_VLM Images/<Type>/."""
+    def write(root: Path, rows, form: str) -> None:
+        lines = ["Question ID,Type,Statement"]
+        for k, (i, (colour, t, f)) in enumerate(rows):
+            for q, c, text in ((2 * k + 1, colour, t), (2 * k + 2, OTHER[colour], f[0])):
+                image(root / f"mmvp_vlm/MLLM_VLM Images/Color/{q}.jpg", c)
+                lines.append(f"{q},Color,{text}")
+        (root / "mmvp_vlm").mkdir(parents=True, exist_ok=True)
+        (root / "mmvp_vlm/Questions.csv").write_text("\n".join(lines) + "\n")
+    return Data(ROWS, write)
+
+
+def vismin(name: str) -> Data:
+    """datasets' save_to_disk layout: three Arrow stream files of {id, image_0, text_0, image_1, text_1, category}."""
+    def write(root: Path, rows, form: str) -> None:
+        import pyarrow as pa
+
+        category = name.removeprefix("vismin_")
+        table = [{"id": i, "image_0": {"bytes": png_bytes(colour), "path": None}, "text_0": t,
+                  "image_1": {"bytes": png_bytes(OTHER[colour]), "path": None}, "text_1": f[0],
+                  "category": category} for i, (colour, t, f) in rows]
+        folder = root / "vismin/data/test"
+        folder.mkdir(parents=True, exist_ok=True)
+        schema = pa.Table.from_pylist(table).schema
+        cut = [0, len(table) // 3, 2 * len(table) // 3, len(table)]  # contiguous shards, in row order
+        for k in range(3):
+            part = pa.Table.from_pylist(table[cut[k]:cut[k + 1]], schema=schema)
+            with pa.OSFile(str(folder / f"data-0000{k}-of-00003.arrow"), "wb") as sink, \
+                    pa.ipc.new_stream(sink, part.schema) as writer:
+                writer.write_table(part)
+    return Data(ROWS, write)
+
+
 # NegBench ------------------------------------------------------------------------------------------
 MCQ_ROWS = [(i, colour, [t, *f, "a " + ("blue" if colour != "blue" else "red") + " dog"])
             for i, (colour, t, f) in ROWS]
@@ -464,8 +499,8 @@ def generated(name: str, model: str = "kw", **extra: str) -> Data:
 # the per-family table: every registered task's family (or name) -> its builder --------------------
 FAMILIES: dict[str, Callable[[str], Data]] = {
     "sugarcrepe": sugarcrepe, "valse": valse, "sugarcrepepp": sugarcrepepp, "negrefcocog": negrefcocog,
-    "winoground": winoground, "bivlc": bivlc, "vinoground": vinoground, "naturalbench": naturalbench, "crepe": crepe,
-    "ccneg": ccneg, "nt2vr": nt2vr,
+    "winoground": winoground, "bivlc": bivlc, "vinoground": vinoground, "naturalbench": naturalbench,
+    "mmvp_vlm": mmvp_vlm, "vismin": vismin, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
     "shapes": lambda name: generated(name, n_items="12"), "example": generated,
 }
 BY_NAME: dict[str, Callable[[str], Data]] = {

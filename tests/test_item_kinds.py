@@ -438,6 +438,140 @@ def test_naturalbench_a_group_with_a_missing_image_names_the_file_and_row(tmp_pa
     (tmp_path / "naturalbench/NaturalBench-Retrieval/images/4_1.jpg").unlink()
     with pytest.raises(UserError, match=r"metadata\.json: record 4.*4_1\.jpg"):
         BUILTIN["naturalbench_retrieval"](TaskOptions(tmp_path)).required_files()
+# MMVP-VLM -------------------------------------------------------------------------------------------
+MMVP_FOLDERS = ("Orientation", "Presence", "State", "Quantity", "Spatial", "Color", "Structural Character", "Text",
+                "Camera Perspective")  # Questions.csv's Type, 30 rows each in the scorer's order of patterns
+
+
+def _mmvp(root: Path) -> list[list[str]]:
+    """MMVP/MMVP_VLM's layout: Questions.csv (Question ID,Type,Statement; 270 rows, a pair = Question IDs
+    2k-1, 2k) and MLLM_VLM Images/<Type>/<Question ID>.jpg. Every ninth pair shows one picture twice (a tie)."""
+    import csv
+
+    rows = [["Question ID", "Type", "Statement"]]
+    for qid in range(1, 271):
+        folder = MMVP_FOLDERS[(qid - 1) // 30]
+        pair = (qid + 1) // 2
+        name = f"mmvp{pair}" if pair % 9 == 4 else f"mmvp{qid}"
+        _save(_blocks(name, (32, 32)), root / "mmvp_vlm/MLLM_VLM Images" / folder / f"{qid}.jpg")
+        rows.append([str(qid), folder, f"the dog is {'left' if qid % 2 else 'right'}, {qid % 17}"])
+    with open(root / "mmvp_vlm/Questions.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    return rows
+
+
+def _mmvp_eval(model: GridModel, rows: list[list[str]], image_dir: Path) -> dict[str, Any]:
+    """scripts/evaluate_vlm.py: rows read two at a time, both images from the first row's folder, text
+    "a photo of " + statement, softmax over the two images of 100 x cosine, img1 when it is above 0.5;
+    a pair counts when both predictions equal the truth (img1 for the odd Question ID); per pattern
+    (pair index // 15) the share of its 15 pairs, in percent. Also the same pairs with ties wrong."""
+    from PIL import Image
+
+    patterns = [0] * 9
+    strict = 0
+    body = rows[1:]
+    for n, k in enumerate(range(0, len(body), 2)):
+        (q1, t1, s1), (q2, _, s2) = body[k], body[k + 1]
+        images = [Image.open(image_dir / t1 / f"{q}.jpg") for q in (q1, q2)]
+        cos = _cos(model, images, ["a photo of " + s1, "a photo of " + s2])  # (images, texts)
+        probs = torch.softmax(torch.from_numpy(100 * cos.T), dim=-1).numpy()  # per text, over the images
+        pred = ["img1" if probs[j][0] > 0.5 else "img2" for j in range(2)]
+        gt = ["img1" if int(q) % 2 == 1 else "img2" for q in (q1, q2)]
+        patterns[n // 15] += pred == gt
+        strict += cos[0, 0] > cos[1, 0] and cos[1, 1] > cos[0, 1]
+    per_pattern = [p / (len(body) // 2 // 9) * 100 for p in patterns]
+    return {"average": sum(per_pattern) / 9, "strict": strict / (len(body) // 2) * 100}
+
+
+def test_mmvp_vlm_scores_as_evaluate_vlm_a_tie_on_the_second_statement_aside(tmp_path):
+    rows = _mmvp(tmp_path)
+    model = GridModel()
+    authors = _mmvp_eval(model, rows, tmp_path / "mmvp_vlm/MLLM_VLM Images")
+    res = evaluate(BUILTIN["mmvp_vlm"], tmp_path, model)
+    assert res.n_items == {"rows": 135, "images": 270}
+    assert res.metrics["image_score"] == pytest.approx(authors["strict"], abs=1e-9)
+    # the authors' img2 default on a tie (0.5 is not above 0.5) rescues pairs whose second statement ties
+    rescued = 0
+    for s in res.samples:
+        (a, b), (c, d) = s["scores"]  # [image][caption]
+        rescued += a > c and b == d
+    assert rescued > 0
+    assert authors["average"] == pytest.approx(res.metrics["image_score"] + 100 * rescued / 135, abs=1e-9)
+    first = res.samples[0]
+    assert first["media"][0].endswith("MLLM_VLM Images/Orientation/1.jpg") and first["media"][1].endswith("/2.jpg")
+
+
+def test_rows_per_item_refuses_a_file_that_splits_a_pair(tmp_path):
+    rows = _mmvp(tmp_path)
+    with open(tmp_path / "mmvp_vlm/Questions.csv", "a") as fh:
+        fh.write("271,Text,an odd row out\n")
+    with pytest.raises(UserError, match=r"Questions.csv:line 272.*271 rows do not make whole items of 2 rows"):
+        BUILTIN["mmvp_vlm"](TaskOptions(tmp_path)).required_files()
+    assert len(rows) == 271
+
+
+# VisMin ---------------------------------------------------------------------------------------------
+VISMIN_CATEGORIES = ("object", "attribute", "relation", "counting")
+
+
+def _vismin(root: Path, n: int = 48) -> list[dict[str, Any]]:
+    """mair-lab/vismin-bench's data/test: datasets' save_to_disk Arrow stream files data-0000N-of-00003.arrow
+    of {id, image_0, text_0, image_1, text_1, text_question_0/1, image_question_0/1, category}."""
+    import pyarrow as pa
+
+    rows = []
+    for i in range(n):
+        img = [_blocks(f"vismin{i}_{k}", (32, 32)) for k in range(2)]
+        rows.append({"id": i, "image_0": {"bytes": _png(img[0]), "path": None}, "text_0": f"two cups on a table {i % 7}",
+                     "image_1": {"bytes": _png(img[1]), "path": None}, "text_1": f"three cups on a table {i % 5}",
+                     "text_question_0": "", "text_question_1": "", "image_question_0": "", "image_question_1": "",
+                     "category": VISMIN_CATEGORIES[i % 4]})
+    table = pa.Table.from_pylist(rows)
+    folder = root / "vismin/data/test"
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, part in enumerate((table.slice(0, 16), table.slice(16, 16), table.slice(32))):
+        with pa.OSFile(str(folder / f"data-0000{k}-of-00003.arrow"), "wb") as sink, pa.ipc.new_stream(sink, part.schema) as w:
+            w.write_table(part)
+    return rows
+
+
+def _vismin_eval(model: GridModel, rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """vismin-bench/eval.py + metric.py compute_contrastive_accuracy: T{j}_I{k} = cosine(text j, image k);
+    per category text, image, group in percent, rounded to 2 places."""
+    from PIL import Image
+
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        images = [Image.open(io.BytesIO(row[f"image_{k}"]["bytes"])) for k in range(2)]
+        s = _cos(model, images, [row["text_0"], row["text_1"]])
+        p = {"T0_I0": s[0, 0], "T0_I1": s[1, 0], "T1_I0": s[0, 1], "T1_I1": s[1, 1]}
+        text = p["T0_I0"] > p["T1_I0"] and p["T1_I1"] > p["T0_I1"]
+        image = p["T0_I0"] > p["T0_I1"] and p["T1_I1"] > p["T1_I0"]
+        c = counts.setdefault(row["category"], {"text": 0, "image": 0, "group": 0, "count": 0})
+        c["text"], c["image"] = c["text"] + text, c["image"] + image
+        c["group"], c["count"] = c["group"] + (text and image), c["count"] + 1
+    return {k: {m: round(c[m] * 100 / c["count"], 2) for m in ("text", "image", "group")} for k, c in counts.items()}
+
+
+def test_vismin_arrow_scores_as_the_authors_metric_per_category(tmp_path):
+    rows = _vismin(tmp_path)
+    model = GridModel()
+    authors = _vismin_eval(model, rows)
+    assert any(0 < a["group"] < a["text"] for a in authors.values())
+    for category in VISMIN_CATEGORIES:
+        task = BUILTIN[f"vismin_{category}"]
+        res = evaluate(task, tmp_path, model)
+        assert res.n_items["rows"] == 12 and res.n_items["rows_filtered"] == 36
+        assert {m: res.metrics[f"{m}_score"] for m in ("text", "image", "group")} == pytest.approx(
+            authors[category], abs=0.005)
+    assert task(TaskOptions(tmp_path)).config()["revision"] == "2f379d5b9a3af7f10d3266f6389b7b351e54c493"
+
+
+def test_a_damaged_arrow_file_is_refused_naming_it(tmp_path):
+    _vismin(tmp_path, 6)
+    (tmp_path / "vismin/data/test/data-00001-of-00003.arrow").write_bytes(b"not arrow")
+    with pytest.raises(UserError, match=r"data-00001-of-00003.arrow: not a readable Arrow file"):
+        BUILTIN["vismin_object"](TaskOptions(tmp_path)).required_files()
 
 
 # declared in a user's folder: a group over files, xyxy boxes, qrels retrieval ------------------------

@@ -283,6 +283,14 @@ def change(path: Path) -> None:
         import pyarrow.parquet as pq
 
         pq.write_table(pa.Table.from_pylist(_swap(pq.read_table(path).to_pylist())), path)
+    elif path.suffix == ".arrow":  # datasets' save_to_disk: an Arrow stream
+        import pyarrow as pa
+
+        with pa.memory_map(str(path)) as source:
+            table = pa.ipc.open_stream(source).read_all()
+        swapped = pa.Table.from_pylist(_swap(table.to_pylist()), schema=table.schema)
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(swapped)
     else:
         text = path.read_text()
         swapped = _swap(text)

@@ -172,6 +172,26 @@ def read_records(path: Path, fmt: str, records: str | dict[str, str] | None = No
     raise UserError(f"{path}: expected a list or an object of records, found {type(data).__name__}")
 
 
+def edit_captions(texts: list[str], source: dict[str, Any]) -> list[str]:
+    """A caption source's edits: its ``replace`` pairs (CC-Neg drops commas), then its ``prefix``
+    (MMVP-VLM's scorer reads "a photo of " + statement); an empty caption stays empty."""
+    for old, new in source["replace"].items():
+        texts = [t.replace(old, new).strip() for t in texts]
+    prefix = source.get("prefix", "")
+    return [prefix + t if t and prefix else t for t in texts]
+
+
+def join_rows(records: list[Record], n: int) -> list[Record]:
+    """Every ``n`` consecutive records as one whose fields are the list of theirs (read as
+    ``0.field``, ``1.field``): MMVP-VLM's Questions.csv holds a pair as two rows. A count that does
+    not divide is refused naming the last row, rather than a pair being made across two items."""
+    if len(records) % n:
+        raise UserError(f"{records[-1].where}: {len(records)} rows do not make whole items of {n} rows "
+                        f"(data.rows_per_item: {n})")
+    return [Record([r.fields for r in records[i:i + n]], f"{records[i].where} (+{n - 1} rows)")
+            for i in range(0, len(records), n)]
+
+
 def explode(records: list[Record], field: str) -> list[Record]:
     """One record per element of a list field (Karpathy files: one image, five captions)."""
     out = []

@@ -28,7 +28,7 @@ import numpy as np
 
 from negharness.api.errors import UserError
 from negharness.api.task import TaskResult
-from negharness.declarative.annotations import Record, fill, short
+from negharness.declarative.annotations import Record, edit_captions, fill, short
 from negharness.declarative.media import MediaRef, box_of, check_inside, cropped
 from negharness.declarative.sources import embedded_image
 from negharness.declarative.tasks import DeclarativeTask
@@ -111,9 +111,7 @@ class ItemTask(DeclarativeTask):
         """The captions of ``sources`` (each field one caption or a list of them), none empty."""
         out = []
         for src in sources:
-            texts = rec.texts(src["field"], keep_empty=True)
-            for old, new in src["replace"].items():
-                texts = [t.replace(old, new).strip() for t in texts]
+            texts = edit_captions(rec.texts(src["field"], keep_empty=True), src)
             if not texts or not all(texts):
                 raise UserError(f"{rec.where}: field {src['field']!r} holds an empty caption")
             out += texts

@@ -21,7 +21,7 @@ from typing import Any
 from negharness.declarative.annotations import FORMATS
 
 ITEM_KINDS = ("group", "multi_choice", "image_choice")
-SOURCE_FORMATS = ("parquet", "imagefolder")  # `negharness.declarative.sources`
+SOURCE_FORMATS = ("parquet", "imagefolder", "arrow")  # `negharness.declarative.sources`
 ALL_FORMATS = FORMATS + SOURCE_FORMATS
 ITEM_MEDIA_KEYS = {"members", "embedded", "box", "boxes", "box_format", "true_box", "id"}
 BOX_FORMATS = ("xywh", "xyxy")

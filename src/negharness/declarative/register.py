@@ -56,7 +56,7 @@ DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
             "authors", "published", "cluster", "text_only", "queries", "qrels"}
-DATA_KEYS = {"file", "format", "records", "explode", "where", "slice", "revision"}
+DATA_KEYS = {"file", "format", "records", "explode", "where", "slice", "revision", "rows_per_item"}
 MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"} | ITEM_MEDIA_KEYS
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
 AUTHORS_KEYS = {"ties", "note"}
@@ -188,18 +188,19 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _caption_field(c: Checker, key: str, value: Any) -> dict[str, Any]:
-    """A caption source: a field name, or ``{field: NAME, replace: {old: new}}`` (CC-Neg drops commas)."""
+    """A caption source: a field name, or ``{field: NAME, replace: {old: new}, prefix: TEXT}`` (CC-Neg
+    drops commas; MMVP-VLM's scorer puts "a photo of " before each statement)."""
     if isinstance(value, str) and value:
-        return {"field": value, "replace": {}}
+        return {"field": value, "replace": {}, "prefix": ""}
     if isinstance(value, dict):
         sub = Checker(c.source, value, f"{c.prefix}{key}.")
-        extra = sorted(map(str, set(value) - {"field", "replace"}))
+        extra = sorted(map(str, set(value) - {"field", "replace", "prefix"}))
         if extra:
-            raise sub.fail(extra[0], "unknown key (known: field, replace)")
+            raise sub.fail(extra[0], "unknown key (known: field, replace, prefix)")
         replace = sub.get("replace", dict, False, {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in replace.items()):
             raise sub.fail("replace", "expected a mapping of strings to strings")
-        return {"field": sub.get("field", str), "replace": replace}
+        return {"field": sub.get("field", str), "replace": replace, "prefix": sub.get("prefix", str, False, "")}
     raise c.fail(key, "expected a field name or {field: ..., replace: ...}")
 
 
@@ -446,7 +447,10 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     spec["data"] = {"files": files, "file_keys": [f"data.{k}" for k in file_keys],
                     "format": data_format(d, "format", files), "revision": d.get("revision", (str, int), False),
                     "records": d.get("records", (str, dict), False), "explode": d.get("explode", str, False),
-                    "where": _where(d), "slice": d.get("slice", list, False)}
+                    "where": _where(d), "slice": d.get("slice", list, False),
+                    "rows_per_item": d.get("rows_per_item", int, False, 1)}
+    if spec["data"]["rows_per_item"] < 1 or isinstance(d.data.get("rows_per_item"), bool):
+        raise d.fail("rows_per_item", "expected a whole number >= 1 (consecutive rows that make one item)")
     if spec["data"]["revision"] is not None:
         spec["data"]["revision"] = str(spec["data"]["revision"])
     records = spec["data"]["records"]

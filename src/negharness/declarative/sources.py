@@ -34,6 +34,24 @@ def read_parquet(path: Path) -> list[Record]:
     return [Record(row, f"{path}: row {i}") for i, row in enumerate(table.to_pylist())]
 
 
+def read_arrow(path: Path) -> list[Record]:
+    """Every row of an Arrow file as ``datasets``' ``save_to_disk`` writes it (the IPC stream format;
+    VisMin's ``data/test/data-0000N-of-00003.arrow``, read by its eval.py with ``load_from_disk``)."""
+    import pyarrow as pa  # lazy: start-up time
+
+    if not path.is_file():
+        raise UserError(f"file not found: {path}")
+    try:
+        with pa.memory_map(str(path)) as source:
+            try:
+                table = pa.ipc.open_stream(source).read_all()
+            except pa.ArrowInvalid:  # the random-access file format
+                table = pa.ipc.open_file(source).read_all()
+    except Exception as exc:  # noqa: BLE001 (pyarrow raises several types for a damaged file)
+        raise UserError(f"{path}: not a readable Arrow file ({type(exc).__name__}: {exc})") from None
+    return [Record(row, f"{path}: row {i}") for i, row in enumerate(table.to_pylist())]
+
+
 def read_imagefolder(folder: Path) -> list[Record]:
     """An ``imagefolder`` snapshot: the rows of its metadata file (``file_name`` relative to the
     folder), or without one a row per image, labelled by its subfolder."""
@@ -72,9 +90,11 @@ def embedded_image(rec: Record, field: str) -> tuple[str | None, str | None]:
 
 
 def read_source(path: Path, fmt: str) -> list[Record] | None:
-    """Records of the formats this module reads (``parquet``, ``imagefolder``); None for the others."""
+    """Records of the formats this module reads (``parquet``, ``imagefolder``, ``arrow``); None for the others."""
     if fmt == "parquet":
         return read_parquet(path)
     if fmt == "imagefolder":
         return read_imagefolder(path)
+    if fmt == "arrow":
+        return read_arrow(path)
     return None

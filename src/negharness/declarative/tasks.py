@@ -26,9 +26,11 @@ from negharness.api.hashing import hash_json
 from negharness.api.task import Task, TaskOptions, TaskResult
 from negharness.declarative.annotations import (
     Record,
+    edit_captions,
     explode,
     fill,
     filter_counts,
+    join_rows,
     read_records,
     short,
 )
@@ -130,6 +132,8 @@ class DeclarativeTask(Task):
             recs = explode(recs, d["explode"])
         if d["slice"]:
             recs = recs[slice(*d["slice"])]
+        if d.get("rows_per_item", 1) > 1 and recs:
+            recs = join_rows(recs, d["rows_per_item"])
         recs, self.filtered = filter_counts(recs, d["where"])
         return recs
 
@@ -234,9 +238,7 @@ class ChoiceTask(DeclarativeTask):
         return resolve_generator(self.spec["captions"]["generate"])(caption, rng)
 
     def _texts(self, rec: Record, source: dict[str, Any], keep_empty: bool = False) -> list[str]:
-        texts = rec.texts(source["field"], keep_empty)
-        for old, new in source["replace"].items():
-            texts = [t.replace(old, new).strip() for t in texts]
+        texts = edit_captions(rec.texts(source["field"], keep_empty), source)
         return [t for t in texts if t or keep_empty]
 
     def _options(self, rec: Record, cap: dict[str, Any]) -> tuple[list[str], int]:
