@@ -446,6 +446,10 @@ def test_list_names_the_fetch_command_and_sizes(cli):
     r = cli("list", "--brief")
     assert r.returncode == 0, r.stderr
     assert "negharness fetch TASK|GLOB|BENCHMARK" in r.stdout and "sugarcrepe 817.3 MB" in r.stdout
+    released = next(line for line in r.stdout.splitlines() if line.startswith("released weights"))
+    for shown in ("negclip size unknown", "negationclip size unknown", "tripletclip size unknown",
+                  "clip_bnl --pretrained nt2vr-msrvtt by hand", "conclip by hand"):
+        assert shown in released, released
 
 
 def test_released_weights_are_fetched_into_the_model_cache(server, tmp_path, monkeypatch):
@@ -477,3 +481,58 @@ def test_a_run_without_checkpoint_offline_names_the_weights(cli, tmp_path):
 
 def test_meter_without_a_bar_is_silent():
     Meter().advance(10)
+
+
+TINY_TRAIN = {"epochs": "1", "steps_per_epoch": "1", "n_train": "32", "n_val": "32", "lr": "1e-4"}
+COMMANDS = {  # every command that builds a model, as a user types it (the released weights: --pretrained loopback)
+    "run": lambda out: ["run", "--task", "shapes_t2i_original", "--limit", "20", "--output-dir", str(out)],
+    "fire": lambda out: ["fire", "--task", "shapes_t2i_original", "-T", "n_items=20", "--sizes", "10",
+                         "--resamples", "20", "--out", str(out / "fire.svg")],
+    "diagnose": lambda out: ["diagnose", "--objects", "red circle,blue square", "--out", str(out / "d.png"),
+                             "--results-dir", str(out)],
+    "train": lambda out: ["train", "--trainer", "bnl", "--task", "shapes", "--out", str(out / "trained"),
+                          "--workers", "0", "--max-steps", "1", "--batch-size", "16",
+                          *[a for k, v in TINY_TRAIN.items() for a in ("-O", f"{k}={v}")]],
+}
+
+
+@pytest.mark.parametrize("command", ["run", "fire", "diagnose", pytest.param("train", marks=pytest.mark.needs("nltk"))])
+def test_every_command_that_builds_a_model_fetches_its_released_weights(command, cli, server, tmp_path, monkeypatch):
+    """`run` used to be the only command that fetched released weights: `diagnose` and `train` built
+    the model without them (the plugin asked for --checkpoint). All now build it through the plugin
+    lookup, which fetches the file once into the model cache and passes it as the checkpoint."""
+    from negharness.plugins.shapes_clip import WEIGHTS as BUNDLED
+
+    url = _serve(server, "/shapes_clip.safetensors", BUNDLED.read_bytes())
+    monkeypatch.setitem(weights.WEIGHTS, ("shapes_clip", "loopback"), weights.Weights("released.safetensors", url))
+    r = cli(*COMMANDS[command](tmp_path), "--model", "shapes_clip", "--pretrained", "loopback")
+    assert r.returncode == 0, r.stderr
+    cached = Path(os.environ["NEGHARNESS_CACHE"]) / "models/shapes_clip/released.safetensors"
+    assert cached.read_bytes() == BUNDLED.read_bytes()
+    assert server.seen == [("/shapes_clip.safetensors", None)]
+
+
+def test_negationclip_and_tripletclip_have_released_weights():
+    for model in ("negationclip", "tripletclip"):
+        w = weights.weights_for(model, None)
+        assert w is not None and w.url.startswith("https://") and not w.manual, model
+        assert w.sha256 is None and "first download" in w.origin, model  # no published checksum: pinned at first use
+    assert "huggingface.co/jerryray/negationclip" in weights.weights_for("negationclip", None).url
+    assert "14mupW26LMh6U4FQPa74FOIMEg8MndxCh" in weights.weights_for("tripletclip", None).url
+
+
+def test_a_run_of_the_new_models_offline_names_their_weights(cli):
+    for model, url in (("negationclip", "https://huggingface.co/jerryray"), ("tripletclip", "https://drive.")):
+        r = cli("run", "--model", model, "--task", "shapes_t2i_original", "--limit", "2", env={"HF_HUB_OFFLINE": "1"})
+        assert r.returncode == 2
+        assert f"cannot download models/{model}/" in r.stderr and url in r.stderr, r.stderr
+
+
+def test_archive_sizes_are_exact_where_published():
+    """Only NeIn's hub snapshot keeps an approximate size; the COCO and VOC archives carry the
+    SHA-256 that TFDS / torchvision publish."""
+    by_name = {s.name: s for s in SOURCES}
+    approx = sorted(s.name for s in SOURCES if "~" in s.origin)
+    assert approx == ["nein"]
+    for name in ("coco/val2017.zip", "coco/val2014.zip", "coco/train2014.zip", "voc2007/VOCtest_06-Nov-2007.tar"):
+        assert by_name[name].sha256 and len(by_name[name].sha256) == 64 and by_name[name].size, name

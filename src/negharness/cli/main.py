@@ -72,6 +72,11 @@ def cmd_list(args: argparse.Namespace) -> int:
             row = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
             table.add_row(*row, *([_options_cell(e, flag)] if flag and not args.brief else []))
         console.print(table)
+        if kind == "model":
+            from negharness.fetch.weights import listing  # lazy: start-up time
+
+            if line := listing([e.name for e in entries]):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
         if kind == "task":
             from negharness.fetch.select import benchmark_sizes  # lazy: start-up time
 
@@ -241,14 +246,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         host.registry.get("model", args.model)
     err = _console(stderr=True)
     log = None if err.is_terminal else (lambda line: err.print(line, soft_wrap=True))
+    cache_dir = Path(args.cache_dir) if args.cache_dir else None
     with _progress(err, training=True) as progress:
         opts = TrainOptions(
             out=Path(args.out), model=args.model,
             model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
             task=args.task, task_extra=_pairs(args.task_arg, "-T"), seed=args.seed, device=args.device,
-            cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-            data_root=Path(args.data_root) if args.data_root else None,
-            extra=_pairs(args.option, "-O"), progress=progress, plugins=PluginLookup(host.registry),
+            cache_dir=cache_dir, data_root=Path(args.data_root) if args.data_root else None,
+            extra=_pairs(args.option, "-O"), progress=progress,
+            plugins=PluginLookup(host.registry, cache_dir=cache_dir),
             max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
             precision=args.precision, batch_size=args.batch_size)
         path = entry.load()(opts)

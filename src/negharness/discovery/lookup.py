@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 from negharness.api.editing import Detector, Editor
@@ -19,6 +20,8 @@ from negharness.api.model import ModelOptions, ModelPlugin
 from negharness.api.options import BindsOptions, declared_options
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
+from negharness.fetch.weights import with_released
+from negharness.io.paths import cache_root
 
 # What each kind's factory must return; checked where the plugin is made (names plugin and entry).
 _BASES: dict[str, type] = {"model": ModelPlugin, "editor": Editor, "detector": Detector}
@@ -50,11 +53,16 @@ def bind_declared(factory: Any, options: Any, name: str) -> Any:
 
 
 class PluginLookup:
-    """Plugins by kind and name for one run, each created once per (kind, name, options)."""
+    """Plugins by kind and name for one run, each created once per (kind, name, options).
 
-    def __init__(self, registry: Registry, device: Any = None) -> None:
+    Every command builds its models here (run, fire, diagnose, train, a wrapper's base model), so
+    this is where a model named without ``--checkpoint`` gets its authors' released weights
+    (`negharness.fetch.weights`), fetched into ``<cache_dir>/models/``."""
+
+    def __init__(self, registry: Registry, device: Any = None, cache_dir: Path | None = None) -> None:
         self.registry = registry
         self.device = device
+        self.cache_dir = cache_dir  # None: $NEGHARNESS_CACHE, else the default cache folder
         self._made: dict[tuple[str, str, str], Any] = {}
 
     @classmethod
@@ -70,9 +78,17 @@ class PluginLookup:
             self._made[key] = self.create(kind, name, options)
         return self._made[key]
 
+    def resolved(self, kind: str, name: str, options: Any) -> Any:
+        """The options a plugin is built with: a model's released weights as its checkpoint where it
+        has them and none was given (`negharness run` asks first, to plan its records on them)."""
+        if kind != "model" or not isinstance(options, ModelOptions):
+            return options
+        return with_released(name, options, cache_root(self.cache_dir))
+
     def create(self, kind: str, name: str, options: Any) -> Any:
         """A new instance (not shared): the model under test, or a plugin a caller will change."""
         entry = self.registry.get(kind, name)
+        options = self.resolved(kind, name, options)
         if dataclasses.is_dataclass(options) and any(f.name == "plugins" for f in dataclasses.fields(options)):
             options = dataclasses.replace(options, plugins=self)
         factory = entry.load()

@@ -53,7 +53,6 @@ from negharness.engine.runner import CachedEvalContext, ModelOrigin, RunSettings
 from negharness.fetch.manifest import verify_files
 from negharness.fetch.select import fetch_hint
 from negharness.fetch.sources import SOURCES
-from negharness.fetch.weights import released_checkpoint, weights_for
 from negharness.io.paths import (
     RootGuard,
     cache_root,
@@ -142,19 +141,6 @@ def _fetch_line(task: str) -> str:
     return f"\n{hint}" if hint else ""
 
 
-def _with_released_weights(req: RunRequest, cache_dir: Path) -> RunRequest:
-    """A model named without ``--checkpoint`` whose authors published weights (negclip, ...): the
-    weights fetched into the model cache and passed as the checkpoint."""
-    opts = req.model_options
-    if opts.checkpoint:
-        return req
-    path = released_checkpoint(req.model, opts.pretrained, cache_dir)
-    if path is None:
-        return req
-    pretrained = None if weights_for(req.model, opts.pretrained) and opts.pretrained else opts.pretrained
-    return dataclasses.replace(req, model_options=dataclasses.replace(opts, checkpoint=str(path), pretrained=pretrained))
-
-
 def _protocol(entries: list[Entry]) -> str:
     """"editing" when the tasks edit images, else "embedding"; one run speaks one protocol."""
     editing = {e.name: "edit" in getattr(e.load(), "modalities", ()) for e in entries}
@@ -186,7 +172,9 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     _check_task_options(req.task_extra, [t for _, t in tasks])
     hasher = FileHasher(memo_path(cache_dir))
     _check_data([t for _, t in tasks], root, source, hasher)
-    req = _with_released_weights(req, cache_dir)
+    plugins = PluginLookup(host.registry, device, cache_dir)
+    # released weights (negclip, ...) become the checkpoint before the records are planned on it
+    req = dataclasses.replace(req, model_options=plugins.resolved(model_entry.kind, req.model, req.model_options))
 
     model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
     sources = model_sources(req.model_options, hasher)
@@ -197,7 +185,6 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         # the options name the weights and every record matches them: nothing to load
         return _kept(host, req, sources, planned, [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe],
                      shards)
-    plugins = PluginLookup(host.registry, device)
     model = plugins.create(model_entry.kind, req.model, req.model_options)
     fingerprint = _fingerprint(model)
     if getattr(model, "random_weights", False):

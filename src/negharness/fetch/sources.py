@@ -5,8 +5,9 @@ that commit (``git show COMMIT:path | sha256sum``); an archive from its official
 checksum its publisher or well-kept downloaders publish (MD5 where that is all there is) and its
 SHA-256 is recorded in the data root's manifest at first download; a Drive- or hub-hosted file with
 no published checksum is hashed at first download and held to that hash afterwards (`manifest`).
-``origin`` says what was checked, and when, so a reader can redo it. Sizes are bytes: exact where a
-mirror gave them, else the size the host served when last checked (``~`` in ``origin``).
+``origin`` says what was checked, and when, so a reader can redo it. Sizes are bytes, exact (a
+mirror's blob, a published checksum list, a download script that checks the byte count) unless
+``origin`` marks them ``~`` (NeIn's hub snapshot); None where nothing published says.
 
 A ``--sources FILE`` (JSON: a list of objects with these field names) replaces the table: a lab's
 mirror, a private benchmark, the tests' loopback server.
@@ -127,6 +128,7 @@ _NEGBENCH_FILES = {  # data/<path>: (sha256, bytes, tasks)
 
 VALSE = ("Heidelberg-NLP/VALSE", "2152d90d4aecd11f7f74cf03420abcb63efff9c5")
 CREPE = ("RAIVNLab/CREPE", "1fa81c425f442396fe304f170c8eb6dc0747c814")
+TFDS = "tensorflow/datasets@333639b tensorflow_datasets/url_checksums/coco.txt"  # url, bytes, sha256 per archive
 ARO = "mertyg/vision-language-models-are-bows@81fdd20 dataset_zoo/aro_datasets.py"
 COCO_VAL2017_TASKS = ("sugarcrepe_*", "negbench_mcq_coco", "negbench_retrieval_coco*", "nein_*")
 MSRVTT_TASKS = ("negbench_mcq_msrvtt*", "negbench_retrieval_msrvtt")
@@ -165,33 +167,40 @@ SOURCES: tuple[Source, ...] = (
     Source("aro/flickr30k_test.json",
            "https://storage.googleapis.com/sfr-vision-language-research/datasets/flickr30k_test.json", None, None,
            ("aro_flickr_order",), origin=f"URL from {ARO} (BLIP's split files)", licence="BSD-3 (BLIP)"),
-    Source("coco/val2017.zip", "http://images.cocodataset.org/zips/val2017.zip", None, 815585330, COCO_VAL2017_TASKS,
+    Source("coco/val2017.zip", "http://images.cocodataset.org/zips/val2017.zip",
+           "4f7e2ccb2866ec5041993c9cf2a952bbed69647b115d0f74da7ce8f4bef82f05", 815585330, COCO_VAL2017_TASKS,
            md5="442b8da7639aecaf257c1dceb8ba8c80", unpack=Unpack("coco", only="val2017/"), done="coco/val2017",
-           origin="images.cocodataset.org (URL from cocodataset.org/#download); MD5 as published in detectron / "
-                  "NVIDIA's download scripts; size as served", licence="COCO: CC BY 4.0 annotations, Flickr terms"),
-    Source("coco/val2014.zip", "http://images.cocodataset.org/zips/val2014.zip", None, 6645013297, ("aro_coco_order",),
+           origin=f"images.cocodataset.org (URL from cocodataset.org/#download); SHA-256 and size as {TFDS} pins "
+                  "them; MD5 as published in detectron / NVIDIA's download scripts",
+           licence="COCO: CC BY 4.0 annotations, Flickr terms"),
+    Source("coco/val2014.zip", "http://images.cocodataset.org/zips/val2014.zip",
+           "fe9be816052049c34717e077d9e34aa60814a55679f804cd043e3cbee3b9fde0", 6645013297, ("aro_coco_order",),
            md5="a3d79f5ed8d289b7a7554ce06a5782b3", unpack=Unpack("coco", only="val2014/"), done="coco/val2014",
-           origin="images.cocodataset.org; MD5 as PaddlePaddle's COCO download pins it (~size as served)",
-           licence="COCO: CC BY 4.0 annotations, Flickr terms"),
-    Source("coco/train2014.zip", "http://images.cocodataset.org/zips/train2014.zip", None, 13510573713, (),
+           origin=f"images.cocodataset.org; SHA-256 and size as {TFDS} pins them; MD5 as PaddlePaddle's COCO "
+                  "download pins it", licence="COCO: CC BY 4.0 annotations, Flickr terms"),
+    Source("coco/train2014.zip", "http://images.cocodataset.org/zips/train2014.zip",
+           "ede4087e640bddba550e090eae701092534b554b42b05ac33f0300b984b31775", 13510573713, (),
            md5="0da8c0bd3d6becc4dcb32757491aca88", unpack=Unpack("coco", only="train2014/"), done="coco/train2014",
-           origin="images.cocodataset.org; MD5 as PaddlePaddle's COCO download pins it (~size as served)",
-           licence="COCO: CC BY 4.0 annotations, Flickr terms"),
+           origin=f"images.cocodataset.org; SHA-256 and size as {TFDS} pins them; MD5 as PaddlePaddle's COCO "
+                  "download pins it", licence="COCO: CC BY 4.0 annotations, Flickr terms"),
     Source("voc2007/VOCtest_06-Nov-2007.tar", "http://host.robots.ox.ac.uk/pascal/VOC/voc2007/VOCtest_06-Nov-2007.tar",
-           None, 451020800, ("negbench_mcq_voc2007*",), md5="b6e924de25625d8de591ea690078ad9f",
+           "6836888e2e01dca84577a849d339fa4f73e1e4f135d312430c4856b5609b4892", 451020800, ("negbench_mcq_voc2007*",),
+           md5="b6e924de25625d8de591ea690078ad9f",
            unpack=Unpack("voc2007", only="JPEGImages/", strip="VOCdevkit/VOC2007/"), done="voc2007/JPEGImages",
-           origin="URL from m1k2zoo/negbench datasets.md; MD5 as torchvision's VOCDetection pins it",
+           origin="URL from m1k2zoo/negbench datasets.md; SHA-256 as pytorch/vision's prototype VOC dataset pins it "
+                  "for this URL (tensorflow/datasets url_checksums/voc.txt: the same SHA-256 and size for the "
+                  "pjreddie.com mirror); MD5 as torchvision's VOCDetection pins it",
            licence="PASCAL VOC: research use, Flickr terms"),
     Source("visual_genome/images.zip", "https://cs.stanford.edu/people/rak248/VG_100K_2/images.zip", None, 9731705982,
            ("crepe_negate",), sha1="a055367f675dd5476220e9b93e4ca9957b024b94",
            unpack=Unpack("visual_genome", only="VG_100K/"), done="visual_genome/VG_100K",
-           origin="Visual Genome v1.2 download page; SHA-1 as GluonCV's visualgenome.py pins it (~size)",
-           licence="CC BY 4.0"),
+           origin="Visual Genome v1.2 download page; SHA-1 as GluonCV's visualgenome.py pins it; size as "
+                  "independent download scripts check it byte for byte", licence="CC BY 4.0"),
     Source("visual_genome/images2.zip", "https://cs.stanford.edu/people/rak248/VG_100K_2/images2.zip", None, 5471658058,
            ("crepe_negate",), sha1="2add3aab77623549e92b7f15cda0308f50b64ecf",
            unpack=Unpack("visual_genome", only="VG_100K_2/"), done="visual_genome/VG_100K_2",
-           origin="Visual Genome v1.2 download page; SHA-1 as GluonCV's visualgenome.py pins it (~size)",
-           licence="CC BY 4.0"),
+           origin="Visual Genome v1.2 download page; SHA-1 as GluonCV's visualgenome.py pins it; size as "
+                  "independent download scripts check it byte for byte", licence="CC BY 4.0"),
     Source("visual7w/visual7w_images.zip", "http://vision.stanford.edu/yukezhu/visual7w_images.zip", None, None,
            ("valse_existence",), unpack=Unpack("visual7w", only="images/"), done="visual7w/images",
            origin="Visual7W README (github.com/yukezhu/visual7w-toolkit); no published checksum",
@@ -201,7 +210,8 @@ SOURCES: tuple[Source, ...] = (
                                  "the manifest at first download", licence="see the dataset card"),
     Source("nein", "hf://datasets/nhatttanbui/NeIn@main", None, 4_900_000_000, ("nein_*",),
            patterns=("*validation*.parquet",),
-           origin="Hugging Face dataset nhatttanbui/NeIn (validation split, ~4.9 GB); the revision and each file's "
+           origin="Hugging Face dataset nhatttanbui/NeIn (validation split, ~4.9 GB: no file list published, so "
+                  "approximate); the revision and each file's "
                   "SHA-256 are pinned in the manifest at first download", licence="CC BY 4.0"),
     # sources no program may fetch -------------------------------------------------------------------------------
     Source("flickr30k/flickr30k-images", tasks=("aro_flickr_order",), done="flickr30k/flickr30k-images",

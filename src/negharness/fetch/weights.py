@@ -9,6 +9,7 @@ fetch (Baidu Pan, a Drive folder) print the steps and the path to put the file a
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,18 @@ WEIGHTS: dict[tuple[str, str | None], Weights] = {
         "pytorch_model.bin", manual="CLIP4Clip's authors publish no trained checkpoint (github.com/ArrowLuo/"
         "CLIP4Clip); train one with their code (or take a colleague's pytorch_model.bin.N) and put it at {target}",
         origin="ArrowLuo/CLIP4Clip README"),
+    ("negationclip", None): Weights(
+        "negationclip_ViT-B32.pth",
+        "https://huggingface.co/jerryray/negationclip/resolve/main/negationclip_ViT-B32.pth", None, None,
+        origin="parkquasar/NegationCLIP@6f858ee README links huggingface.co/jerryray/negationclip (ViT-B/32, B/16, "
+               "L/14, L/14@336px); the ViT-B/32 file name as other code fetches it, not checked against the hub; no "
+               "published checksum or size: the first download's SHA-256 is recorded"),
+    ("tripletclip", None): Weights(
+        "tripletclip_openclip_finetune.ckpt", "https://drive.usercontent.google.com/download?"
+        "id=14mupW26LMh6U4FQPa74FOIMEg8MndxCh&export=download&confirm=t", None, None,
+        origin="tripletclip/TripletCLIP@abbf81c README, 'TripletCLIP OpenCLIP Finetuning Checkpoint' (a Drive file; "
+               "the hub's CC3M/CC12M checkpoints are split vision/text encoders the plugin does not read); no "
+               "published checksum or size: the first download's SHA-256 is recorded"),
 }
 
 
@@ -80,6 +93,30 @@ def released_checkpoint(model: str, pretrained: str | None, cache: Path, progres
                                   "url": w.url, "pinned": "sha256" if w.sha256 else "first download",
                                   "source": model})
     return dest
+
+
+def with_released(model: str, options: Any, cache: Path, progress: Any = None) -> Any:
+    """``options`` (a `ModelOptions`) with the released weights of ``model`` as the checkpoint, when
+    no ``--checkpoint`` was given and the table has a row for the model (and ``--pretrained`` tag,
+    which the file then stands for); otherwise ``options`` unchanged."""
+    if options.checkpoint:
+        return options
+    path = released_checkpoint(model, options.pretrained, cache, progress)
+    if path is None:
+        return options
+    return dataclasses.replace(options, checkpoint=str(path), pretrained=None)
+
+
+def listing(models: list[str]) -> str:
+    """For `negharness list`: which of ``models`` fetch their released weights when run without
+    ``--checkpoint``, each with its file's size (or "by hand" where no program may fetch it)."""
+    rows = [(m, tag, w) for (m, tag), w in sorted(WEIGHTS.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))
+            if m in models]
+    if not rows:
+        return ""
+    shown = "; ".join(f"{m}{f' --pretrained {tag}' if tag else ''} {'by hand' if w.manual else human_size(w.size)}"
+                      for m, tag, w in rows)
+    return f"released weights, fetched into the model cache when no --checkpoint is given: {shown}"
 
 
 def describe(model: str, pretrained: str | None) -> str:
