@@ -23,11 +23,18 @@ if (SHARED / "nltk_data").is_dir() and "NLTK_DATA" not in os.environ:
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own embedding cache; the generated world (a pure function of its seed)
-    is shared by the whole session through one data root."""
+    is shared by the whole session through one data root, by all xdist workers of one run alike
+    (each generated file is written atomically, so a worker reads a whole file or generates it)."""
     cache = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("NEGHARNESS_CACHE", str(cache))
-    monkeypatch.setenv("NEGHARNESS_DATA", str(tmp_path_factory.getbasetemp() / "data-root"))
+    monkeypatch.setenv("NEGHARNESS_DATA", str(_session_root(tmp_path_factory) / "data-root"))
     return cache
+
+
+def _session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This run's temporary folder: under xdist, the parent of the workers' own folders."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def run_cli_subprocess(args: list[str], cwd: Path, extra_paths: list[Path] = (), env: dict[str, str] | None = None,

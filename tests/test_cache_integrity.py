@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import run_cli
 
 from negharness.api.model import ModelOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
@@ -336,12 +337,22 @@ TASK = "shapes_t2i_original"
 BATCH = 64  # the CLI's default batch size: nothing lowered for the test
 
 
+RUN = ["run", "--model", "slow_shapes", "--task", TASK, "--device", "cpu"]
+
+
 def _run(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """The run that gets killed: its own process, so SIGKILL ends it mid-write."""
     full = dict(os.environ)
     full.update(env)
     full["PYTHONPATH"] = os.pathsep.join([str(THIRDPARTY / "slowmodel"), full.get("PYTHONPATH", "")])
-    return subprocess.Popen([sys.executable, "-m", "negharness.cli", "run", "--model", "slow_shapes", "--task", TASK,
-                             "--device", "cpu", *args], env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen([sys.executable, "-m", "negharness.cli", *RUN, *args], env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _run_here(args: list[str], cwd: Path) -> None:
+    """A run nobody kills: in this process (the same command, without a torch import per run)."""
+    res = run_cli([*RUN, *args], cwd, [THIRDPARTY / "slowmodel"])
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 def _stored(cache: Path, kind: str) -> int:
@@ -368,8 +379,7 @@ def _record(out: Path) -> dict:
 def uninterrupted(tmp_path_factory) -> dict:
     """The record of a run that nobody killed (the reference every resumed run must equal)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
-    clean = _run(["--cache-dir", str(folder / "cache"), "--output-dir", str(folder / "out")], {})
-    assert clean.wait(timeout=300) == 0, clean.stdout.read().decode()[-2000:]
+    _run_here(["--cache-dir", str(folder / "cache"), "--output-dir", str(folder / "out")], folder)
     return _record(folder / "out")
 
 
@@ -392,8 +402,7 @@ def test_kill_9_mid_run_resumes_losing_at_most_one_batch(tmp_path, moment, unint
     encoded = {k: _logged(log, k) for k in ("image", "text")}
     for k in ("image", "text"):  # what was encoded but not kept: at most the batch in flight
         assert 0 <= encoded[k] - kept[k] <= BATCH, (k, encoded, kept)
-    rerun = _run(["--cache-dir", str(cache), "--output-dir", str(tmp_path / "rerun")], {})
-    assert rerun.wait(timeout=300) == 0, rerun.stdout.read().decode()[-2000:]
+    _run_here(["--cache-dir", str(cache), "--output-dir", str(tmp_path / "rerun")], tmp_path)
     resumed, reference = _record(tmp_path / "rerun"), uninterrupted
     counts = resumed["counts"]
     assert counts["media_cached"] == kept["image"] and counts["media_encoded"] == 500 - kept["image"]

@@ -54,6 +54,34 @@ def needs_no_outside_data(command: str) -> bool:
             and (checkpoint is None or checkpoint.startswith("runs/")))
 
 
+# README sections whose commands need nothing an earlier section's commands wrote: each runs in a
+# scratch folder of its own (under xdist, beside the others). Every other section continues the
+# folder of the section before it, so a renamed heading only merges parts: no command is left out.
+OWN_FOLDER = ("## NeIn", "## Training a negation-aware model", "## Reproducing the bundled weights")
+
+
+def readme_parts() -> dict[str, list[tuple[int, str]]]:
+    """The runnable commands, in README order, grouped by the scratch folder they run in (keyed by
+    the section heading that starts it; "start" for the first)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    parts: dict[str, list[tuple[int, str]]] = {"start": []}
+    for line, command in bash_commands():
+        if not needs_no_outside_data(command):
+            continue
+        heading = next((h for h in reversed(lines[:line]) if h.startswith("## ")), "")
+        key = heading if heading.startswith(OWN_FOLDER) else next(reversed(parts))
+        parts.setdefault(key, []).append((line, command))
+    return parts
+
+
+def run_part(commands: list[tuple[int, str]], folder: Path) -> None:
+    """Each command as written, in order, in ``folder`` (with a copy of the leaderboard's records)."""
+    shutil.copytree(ROOT / "leaderboard", folder / "leaderboard")
+    for line, command in commands:
+        res = run_cli(as_run(command), folder)
+        assert res.returncode == 0, f"README.md:{line}: {command}\n{res.stderr[-2000:]}"
+
+
 def as_run(command: str) -> list[str]:
     args = shlex.split(command)[1:]
     if args[0] == "train":
@@ -66,18 +94,16 @@ def test_the_readme_has_the_commands_this_test_runs():
     assert "negharness run --model shapes_clip --task 'shapes_*'" in runnable  # the first command
     assert any(c.startswith("negharness train") for c in runnable) and "negharness list" in runnable
     assert len(runnable) >= 9
+    parts = readme_parts()
+    assert [c for part in parts.values() for _, c in part] == runnable  # each command in one part, in order
+    assert len(parts) == 1 + len(OWN_FOLDER)  # each section that runs apart still has commands
 
 
 def test_every_self_contained_readme_command_runs_and_its_figures_hold(tmp_path):
-    """Each command as written, in order, in one scratch folder; then the figures the README quotes
-    for the embedded default ("R@1 ≈ 84%, R@10 ≈ 100%, MIR ≈ 0.91 on original captions ... MIR ≈ 0.36
-    on composed") from the records the first command wrote."""
-    shutil.copytree(ROOT / "leaderboard", tmp_path / "leaderboard")
-    for line, command in bash_commands():
-        if not needs_no_outside_data(command):
-            continue
-        res = run_cli(as_run(command), tmp_path)
-        assert res.returncode == 0, f"README.md:{line}: {command}\n{res.stderr[-2000:]}"
+    """The first part's commands as written, in order, in one scratch folder (the other parts in the
+    test below); then the figures the README quotes for the embedded default ("R@1 ≈ 84%, R@10 ≈ 100%,
+    MIR ≈ 0.91 on original captions ... MIR ≈ 0.36 on composed") from the records the first command wrote."""
+    run_part(readme_parts()["start"], tmp_path)
     records = tmp_path / "results" / "shapes_clip"
     rec = {name: json.loads((records / f"{name}.json").read_text())["metrics"]
            for name in ("shapes_t2v_original", "shapes_t2v_composed")}
@@ -86,3 +112,10 @@ def test_every_self_contained_readme_command_runs_and_its_figures_hold(tmp_path)
     original, composed = rec["shapes_t2v_original"], rec["shapes_t2v_composed"]
     assert original["R@1"] == pytest.approx(84, abs=1.0) and original["R@10"] == pytest.approx(100, abs=0.5)
     assert original["MIR"] == pytest.approx(0.91, abs=0.006) and composed["MIR"] == pytest.approx(0.36, abs=0.006)
+
+
+@pytest.mark.parametrize("section", OWN_FOLDER, ids=lambda h: h.split(":")[0].removeprefix("## ").replace(" ", "_"))
+def test_each_readme_section_that_runs_apart_runs_as_written(tmp_path, section):
+    """The commands of a section that needs nothing earlier sections wrote, as written, in order."""
+    part = next(p for key, p in readme_parts().items() if key.startswith(section))
+    run_part(part, tmp_path)

@@ -164,13 +164,15 @@ def test_ranks_shares_concatenate_to_the_one_process_batch():
 
 @pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
                     reason="torch.distributed with gloo is not available")
-def test_ddp_two_gloo_processes_equal_one_and_resume_on_another_world_size(cli_subprocess, tmp_path):
+def test_ddp_two_gloo_processes_equal_one_and_resume_on_another_world_size(cli, cli_subprocess, tmp_path):
+    """The two-rank runs are launched through the console script; the one-process runs they are
+    compared with run in this process (the same training, without a torch import each)."""
     arch = _arch(tmp_path)
     args = ["train", "--trainer", "bnl", "--model", "clip", "--arch", arch, "--task", "shapes", "--device", "cpu",
             "--workers", "0", "-T", "n_train=48", "-T", "n_val=24", "--batch-size", "8", "-O", "epochs=1",
             "-O", "lr=1e-5", "-O", "lambda_v=1", "-O", "lambda_q=1", "-O", "checkpoint_every=1"]
     env = {"OMP_NUM_THREADS": "1"}
-    one = cli_subprocess(*args, "--out", str(tmp_path / "one"), "--max-steps", "3", env=env)
+    one = cli(*args, "--out", str(tmp_path / "one"), "--max-steps", "3", env=env)
     assert one.returncode == 0, one.stderr
     two = cli_subprocess(*args, "--out", str(tmp_path / "two"), "--max-steps", "3", "--nproc", "2", env=env)
     assert two.returncode == 0, two.stderr
@@ -180,6 +182,6 @@ def test_ddp_two_gloo_processes_equal_one_and_resume_on_another_world_size(cli_s
     # killed on 2 ranks after 1 step, resumed on 1 process
     part = cli_subprocess(*args, "--out", str(tmp_path / "mixed"), "--max-steps", "1", "--nproc", "2", env=env)
     assert part.returncode == 0, part.stderr
-    rest = cli_subprocess(*args, "--out", str(tmp_path / "mixed"), "--max-steps", "3", env=env)
+    rest = cli(*args, "--out", str(tmp_path / "mixed"), "--max-steps", "3", env=env)
     assert rest.returncode == 0, rest.stderr
     _close(tmp_path / "one", tmp_path / "mixed", 1e-4)
