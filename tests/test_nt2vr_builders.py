@@ -63,6 +63,26 @@ def test_no_negation_inside_a_to_clause_on_with_or_on_a_compound_participle():
     assert negate("a cooking video of frying dried prawns and fish", mode="all") == []  # "dried", "fish": no verbs
 
 
+@pytest.mark.parametrize("caption, expected", [
+    # a base-form participle after a singular noun is no present verb ("a clip does not set to jazz")
+    ("a music clip set to jazz", set()),
+    ("this is a clip from a film set in paris", {"this isn't a clip from a film set in paris"}),
+    ("they set the table", {"they do not set the table"}),  # a plural subject: a present verb
+    # a participle describing a preposition's noun is no verb of the caption
+    ("a crowd walking through a street lined with trees", {"a crowd not walking through a street lined with trees"}),
+    # inside an embedded question or free relative: the caption's own claim is the main verb
+    ("a girl explains how she will fix her bike", {"a girl does not explain how she will fix her bike"}),
+    ("a man talking about what he keeps in his garage", set()),
+    # "try and catch" is one action, negated once, on "try"
+    ("two girls try and catch fish in a river", {"two girls do not try and catch fish in a river"}),
+    # a verb that with the noun before it makes that noun's compound ("water falls", "sun sets")
+    ("small water falls near a cabin", set()),
+])
+def test_negation_stays_on_the_main_clause_and_off_participles_and_compounds(caption, expected):
+    """Issue 35 (independent grade, seed 58213): the causes the readers named, on other captions."""
+    assert {n.text for n in negate(caption, mode="all")} == expected
+
+
 def test_negation_goes_before_manner_adverbs_and_never_on_a_name_or_a_compound_verb():
     """Issue 35: "casually do not shoot" and "fully not dressed" are no English: the cue goes before
     the adverb; "will smith" is a name, no modal; "is test driving" a compound verb; a third-person

@@ -29,7 +29,9 @@ from .nt2vr_files import (
 # so cached query sets built by older rules are rebuilt (the world's file names carry it)
 # 3: A needs a second caption's support, B's entailed actions exclude targets, the negator adds a
 # negation (never removes one), never "without", negates the main verb and both of two coordinated verbs
-BUILDER_VERSION = "3"
+# 4: no negation inside an embedded question ("why it will...") or on the second verb of "try and get",
+# none on a participle after a singular noun or a preposition's noun, none on a split compound ("water falls")
+BUILDER_VERSION = "4"
 
 
 @dataclass

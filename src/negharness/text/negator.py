@@ -263,7 +263,7 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
             continue  # a gerund: "styles of dressing", "enjoy boating", "keeps running" (negate the verb before)
         if penn == "VBN" and w == _lemma(w) and prev_word not in AUX_WORDS and is_known_verb(w) \
                 and (prev_tag.startswith(("NN", "PRP")) or prev_tag == "VBZ" and prev_word.endswith("s")):
-            if not _noun_read_as_verb(tagged, i):
+            if not _noun_read_as_verb(tagged, i) and _plural_subject(prev_word, prev_tag):
                 out.append((i, "VBP"))  # "two boys come/VBN": a present verb whose participle is its base
             continue
         if w in BE_NEG or w == "am":
@@ -283,6 +283,8 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
         elif penn in ("VBG", "VBN") and is_known_verb(w) and prev_tag.startswith("NN") and i > 1 \
                 and tagged[i - 2][1] in ("DT", "JJ", "NN") and _finite_verb_follows(tagged, i):
             continue  # "a man [playing] a shooter dodges an attack": a participle inside the subject
+        elif penn == "VBN" and prev_tag.startswith("NN") and _noun_in_phrase(tagged, i):
+            continue  # "around a mall [filled] with stores": the participle describes a preposition's noun
         elif penn in ("VBG", "VBN") and is_known_verb(w):
             if i > 1 and tagged[i - 2][0].lower() in AUX_WORDS and (prev_tag in ("NN", "NNS") or prev_tag == "RB"
                                                                     and getAllLemmas(prev_word, upos="NOUN")):
@@ -291,7 +293,47 @@ def _candidates(tagged: list[tuple[str, str]]) -> list[tuple[int, str]]:
                 out.append((i, penn))  # "is not running"; after a modal the MD rule covers it
     # never a verb inside a "to" clause ("goes to not play": the main verb is negated), nor "with"
     # -> "without" (a function word, which a reader does not take as the caption's negation)
-    return out
+    return [(i, rule) for i, rule in out if not _subordinate(tagged, i) and not _split_compound(tagged, i)]
+
+
+# words opening an embedded question or free relative: a verb after them is not the caption's claim
+WH_OPENERS = frozenset("why what how whether whatever wherever whenever".split())
+# "try and get", "go and see": the second verb belongs to the first, which carries the negation
+VERB_AND_VERB = frozenset("try go come".split())
+
+
+def _plural_subject(word: str, penn: str) -> bool:
+    """A base form read as a present verb needs a subject it agrees with: "boys come", "they set",
+    never a singular noun ("a video set to music", "a cartoon set in rome": a participle)."""
+    if penn in ("NN", "NNP"):
+        return word in ("people", "police")
+    return penn != "PRP" or word in ("i", "you", "we", "they")
+
+
+def _noun_in_phrase(tagged: list[tuple[str, str]], i: int) -> bool:
+    """The noun before ``i`` heads a preposition's object ("around a mall [filled]")."""
+    k = i - 1
+    while k > 0 and tagged[k - 1][1] in ("DT", "JJ", "CD", "PRP$", "NN", "NNS", "NNP", "NNPS", "POS"):
+        k -= 1
+    return k > 0 and tagged[k - 1][1] in ("IN", "TO")
+
+
+def _subordinate(tagged: list[tuple[str, str]], i: int) -> bool:
+    """A verb inside an embedded question ("why it will strengthen", "what she puts") or the second
+    verb of "try and get": negating it leaves the caption's own claim standing."""
+    if any(w.lower() in WH_OPENERS for w, _ in tagged[:i]):
+        return True
+    return i > 1 and tagged[i - 1][0].lower() == "and" and _lemma(tagged[i - 2][0]) in VERB_AND_VERB
+
+
+def _split_compound(tagged: list[tuple[str, str]], i: int) -> bool:
+    """A verb that, written together with the noun before it, is that noun's compound: "water falls"
+    (waterfalls), "sun sets" (sunsets). Either reading is possible; a wrong one is no English, so skip."""
+    from lemminflect import getAllLemmas
+
+    if not i or not tagged[i - 1][1].startswith("NN") or tagged[i][1] not in ("VBZ", "VBP"):
+        return False
+    return bool(getAllLemmas(tagged[i - 1][0].lower() + tagged[i][0].lower(), upos="NOUN"))
 
 
 def _verb_after_modal(tagged: list[tuple[str, str]], i: int) -> bool:
@@ -364,6 +406,8 @@ def _coordinate(tokens: list[str], tagged: list[tuple[str, str]], i: int, rule: 
     dancing" (negating the first only, "does not sing and dances", says something else)."""
     from lemminflect import getAllLemmas
 
+    if _lemma(tokens[i]) in VERB_AND_VERB:
+        return tokens  # "do not try and get": one action, negated once
     j = i + 1
     if rule in ("AUX", "AUX-have", "MD"):  # the auxiliary's own verb first
         while j < len(tagged) and not tagged[j][1].startswith("VB") and tagged[j][0].lower() not in CLAUSE_END:
