@@ -259,11 +259,17 @@ def test_winoground_parquet_scores_as_the_papers_text_image_group(tmp_path):
     model = GridModel()
     authors = _winoground_eval(model, rows)
     assert 0 < authors["group_score"] < authors["text_score"]
-    task = BUILTIN["winoground"]
-    res = evaluate(task, tmp_path, model)
+    _scores_as_authors("winoground", tmp_path, model, rows, authors, "refs/convert/parquet")
+
+
+def _scores_as_authors(name: str, root: Path, model: GridModel, rows: list, authors: dict[str, float],
+                       revision: str) -> None:
+    """A group task over image pairs: the authors' numbers, one item per row, the pinned revision recorded."""
+    task = BUILTIN[name]
+    res = evaluate(task, root, model)
     assert res.metrics == pytest.approx(authors, abs=1e-9)
     assert res.n_items == {"rows": len(rows), "images": 2 * len(rows)}
-    assert task(TaskOptions(tmp_path)).config()["revision"] == "refs/convert/parquet"
+    assert task(TaskOptions(root)).config()["revision"] == revision
 
 
 def _bivlc_eval(model: GridModel, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -426,11 +432,8 @@ def test_naturalbench_retrieval_scores_as_the_authors_get_retrieval_acc(tmp_path
     model = GridModel()
     authors = _naturalbench_eval(model, rows, tmp_path / "naturalbench/NaturalBench-Retrieval/images")
     assert 0 < authors["group_score"] < authors["text_score"]
-    task = BUILTIN["naturalbench_retrieval"]
-    res = evaluate(task, tmp_path, model)
-    assert res.metrics == pytest.approx(authors, abs=1e-9)
-    assert res.n_items == {"rows": len(rows), "images": 2 * len(rows)}
-    assert task(TaskOptions(tmp_path)).config()["revision"] == "b6a84a18ba24544169681d4b15543dd103d4d3bb"
+    _scores_as_authors("naturalbench_retrieval", tmp_path, model, rows, authors,
+                       "b6a84a18ba24544169681d4b15543dd103d4d3bb")
 
 
 def test_naturalbench_a_group_with_a_missing_image_names_the_file_and_row(tmp_path):

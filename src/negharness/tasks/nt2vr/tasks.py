@@ -89,6 +89,8 @@ class NT2VRTask(Task):
         self.text_dir = self.folder / "TextData"
         self.modalities = frozenset({"text", self.kind})
         self.build = self.opts["build"]
+        self._ensured = False  # the query files checked (and built) once per task object
+        self._in_memory: BuiltQueries | None = None  # built queries kept where the data root is read-only
 
     def _text(self, kind: str) -> Path:
         return self._under_root(self.text_dir / f"{self.collection}.{kind}.txt")
@@ -220,9 +222,9 @@ class NT2VRTask(Task):
     def _ensure_queries(self) -> BuiltQueries | None:
         """Before anything is hashed: query files built by other rules, settings or captions are rebuilt
         under ``-T build=true`` and refused without it; None when the files on disk are to be read."""
-        if self.query_set == "original" or getattr(self, "_ensured", False):
-            return getattr(self, "_in_memory", None)
-        self._ensured, self._in_memory = True, None
+        if self.query_set == "original" or self._ensured:
+            return self._in_memory
+        self._ensured = True
         path = self._text(self.query_set)
         reason = self._stale() if self._text("caption").is_file() else None
         if not self.build:
