@@ -297,6 +297,26 @@ def vinoground(name: str) -> Data:
                 needs=("av",))
 
 
+def mrmr(name: str) -> Data:
+    """MRMR Negation's parquet conversion: query (id, image), corpus (id "<query>_<k>", text), qrels. Each
+    query's candidates are its own row's captions, so a file cut to N rows equals --limit N."""
+    def write(root: Path, rows, form: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        base = root / "mrmr_negation"
+        # a colour word in every file (an unread column in two), so R6's change reaches each file's content
+        tables = {"query": [{"id": str(i), "image": {"bytes": png_bytes(colour), "path": None}, "text": colour}
+                            for i, (colour, _, _) in rows],
+                  "corpus": [{"id": f"{i}_{k + 1}", "text": c} for i, (_, t, f) in rows for k, c in enumerate([t, *f])],
+                  "qrels": [{"query-id": str(i), "corpus-id": f"{i}_1", "score": 1, "colour": colour}
+                            for i, (colour, _, _) in rows]}
+        for part, table in tables.items():
+            (base / part / "test").mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.Table.from_pylist(table), base / part / "test/0000.parquet")
+    return Data(ROWS, write)
+
+
 def mmvp_vlm(name: str) -> Data:
     """Questions.csv (Question ID,Type,Statement): a pair is rows 2k+1, 2k+2; images under MLLM_VLM Images/<Type>/."""
     def write(root: Path, rows, form: str) -> None:
@@ -500,7 +520,7 @@ def generated(name: str, model: str = "kw", **extra: str) -> Data:
 FAMILIES: dict[str, Callable[[str], Data]] = {
     "sugarcrepe": sugarcrepe, "valse": valse, "sugarcrepepp": sugarcrepepp, "negrefcocog": negrefcocog,
     "winoground": winoground, "bivlc": bivlc, "vinoground": vinoground, "naturalbench": naturalbench,
-    "mmvp_vlm": mmvp_vlm, "vismin": vismin, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
+    "mmvp_vlm": mmvp_vlm, "vismin": vismin, "mrmr": mrmr, "crepe": crepe, "ccneg": ccneg, "nt2vr": nt2vr,
     "shapes": lambda name: generated(name, n_items="12"), "example": generated,
 }
 BY_NAME: dict[str, Callable[[str], Data]] = {

@@ -30,7 +30,7 @@ def test_every_builtin_yaml_is_a_task_with_metadata():
     expected |= {f"sugarcrepepp_{s}_{m}" for s in ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
                  for m in ("itt", "tot")} | {"negrefcocog", "winoground", "bivlc", "vinoground",
                                              "naturalbench_retrieval"}  # the item kinds (issue 34)
-    expected |= {"mmvp_vlm"} | {f"vismin_{c}" for c in ("object", "attribute", "relation", "counting")}
+    expected |= {"mmvp_vlm", "mrmr_negation"} | {f"vismin_{c}" for c in ("object", "attribute", "relation", "counting")}
     assert set(BUILTIN) == expected
     for cls in BUILTIN.values():
         assert cls.main_score in cls.metric_info and cls.citation and cls.data_help and cls.licence

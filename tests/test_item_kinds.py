@@ -7,7 +7,9 @@ the authors' evaluation code re-implemented here from their repositories:
 - SugarCrepe++: Sri-Harsha/scpp VLMs/test_Variants_CLIP.py (ITT: cos_p1 > cos_neg and cos_p2 >
   cos_neg; TOT: cos_p1p2 > cos_p1_neg and cos_p1p2 > cos_p2_neg);
 - Winoground: the paper's text_correct / image_correct / group_correct over c{j}_i{k} scores;
-- MRMR-style qrels retrieval: Hit@1 = the top item is judged relevant.
+- MRMR-style qrels retrieval: Hit@1 = the top item is judged relevant;
+- MRMR Negation (image to text, each query against its own four descriptions): mteb's MRMR loader
+  (corpus id ``rsplit("_", 1)[0]`` == query id gives the top_ranked candidates), Hit@1 over them.
 
 The model embeds as 16 entries of +-1/4 (norm 1): every score is a multiple of 1/8 computed exactly,
 so ties are real ties in both scorers.
@@ -725,6 +727,121 @@ def test_qrels_retrieval_hit_at_1_as_mrmr_counts_it(tmp_path):
     assert res.metrics["R@1"] == pytest.approx(np.mean(hits) * 100, abs=1e-9)
     assert res.metrics["C@1"] == res.metrics["R@1"] and 0 < res.metrics["R@5"] <= 100
     assert cls(TaskOptions(root)).config()["revision"] == "0123abc"
+
+
+def _mrmr(root: Path, n: int = 30, int_ids: bool = True) -> tuple[list[dict], list[dict], list[dict]]:
+    """MRMRbenchmark/negation's parquet conversion: query (id, image, text None), corpus (id "<query>_<k>",
+    text, vision), qrels (query-id, corpus-id, score); the query ids are integers there as mteb casts them
+    to text (``int_ids``). One description in four is relevant; a tie-free query every time (GridModel)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    queries, corpus, qrels = [], [], []
+    for i in range(n):
+        qid = 150000 + 7 * i
+        picture = _blocks(f"mrmr{i}", (24, 24))
+        queries.append({"id": qid if int_ids else str(qid), "image": {"bytes": _png(picture), "path": None},
+                        "text": None, "modality": "image"})
+        texts = [f"a scene {i} without item {k}" for k in range(4)]
+        sims = _cos(GridModel(), [picture], texts)[0]
+        while len(set(sims.tolist())) < 4:  # reword until the four scores differ: Hit@1 needs no tie rule
+            texts = [t + " ." for t in texts]
+            sims = _cos(GridModel(), [picture], texts)[0]
+        for k, t in enumerate(texts):
+            corpus.append({"id": f"{qid}_{k + 1}", "text": t, "vision": {"bytes": _png(Image.new("L", (4, 4))), "path": None}})
+        qrels.append({"query-id": str(qid), "corpus-id": f"{qid}_{int(rng.integers(1, 5))}", "score": 1})
+    for part, table in (("query", queries), ("corpus", corpus), ("qrels", qrels)):
+        (root / "mrmr_negation" / part / "test").mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(table), root / "mrmr_negation" / part / "test/0000.parquet")
+    return queries, corpus, qrels
+
+
+def _mrmr_hit_at_1(model: GridModel, queries: list[dict], corpus: list[dict], qrels: list[dict]) -> float:
+    """mteb's MRMR loader and retrieval with top_ranked: each query scores only the corpus ids whose
+    ``rsplit("_", 1)[0]`` is its id; Hit@1 = the best-scored of them is judged relevant."""
+    from PIL import Image
+
+    groups: dict[str, list[dict]] = {}
+    for doc in corpus:
+        groups.setdefault(str(doc["id"]).rsplit("_", 1)[0], []).append(doc)
+    relevant = {(str(r["query-id"]), str(r["corpus-id"])) for r in qrels if int(r["score"]) > 0}
+    hits = []
+    for q in queries:
+        qid, docs = str(q["id"]), groups[str(q["id"])]
+        sims = _cos(model, [Image.open(io.BytesIO(q["image"]["bytes"]))], [d["text"] for d in docs])[0]
+        hits.append((qid, str(docs[int(np.argmax(sims))]["id"])) in relevant)
+    return float(np.mean(hits) * 100)
+
+
+@pytest.mark.parametrize("int_ids", [True, False])
+def test_mrmr_negation_ranks_each_image_against_its_own_four_descriptions_as_mteb_does(tmp_path, int_ids):
+    queries, corpus, qrels = _mrmr(tmp_path, int_ids=int_ids)
+    model = GridModel()
+    authors = _mrmr_hit_at_1(model, queries, corpus, qrels)
+    res = evaluate(BUILTIN["mrmr_negation"], tmp_path, model)
+    assert 10 < authors < 90
+    assert res.metrics["R@1"] == pytest.approx(authors, abs=1e-9)
+    assert res.n_items == {"queries": 30, "texts": 120} and res.notes["candidates_per_query"] == 4
+    assert all(len(s["top"]) == 4 for s in res.samples)  # the other 116 texts are never ranked
+    # ranked against all 120 descriptions (no candidates), the same files give another number
+    spec = (Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice/mrmr_negation.yaml").read_text()
+    whole = _yaml(tmp_path / "yaml", spec.replace("candidates: {item: '(.*)_[^_]*'}", ""))
+    assert evaluate(whole, tmp_path, model).metrics["R@1"] < res.metrics["R@1"]
+
+
+def test_mrmr_negation_refuses_a_relevant_description_outside_the_querys_own_four(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    queries, corpus, qrels = _mrmr(tmp_path, 4)
+    qrels[2]["corpus-id"] = f"{queries[0]['id']}_1"  # another query's description
+    pq.write_table(pa.Table.from_pylist(qrels), tmp_path / "mrmr_negation/qrels/test/0000.parquet")
+    with pytest.raises(UserError, match=r"qrels/test/0000\.parquet: item '150000_1', judged relevant to query "
+                                        r"'150014', is not among its candidates"):
+        evaluate(BUILTIN["mrmr_negation"], tmp_path, GridModel())
+    corpus[5]["id"] = "nounderscore"
+    pq.write_table(pa.Table.from_pylist(corpus), tmp_path / "mrmr_negation/corpus/test/0000.parquet")
+    with pytest.raises(UserError, match=r"corpus/test/0000\.parquet: row 5: item id 'nounderscore' does not match"):
+        evaluate(BUILTIN["mrmr_negation"], tmp_path, GridModel())
+
+
+def test_candidates_on_text_to_media_equal_the_collection_cut_to_each_querys_set(tmp_path):
+    """The same measurement two ways: qrels retrieval with ``candidates`` against, per query, a task whose
+    collection holds only that query's candidates."""
+    root = tmp_path / "data"
+    queries, relevant = _qrels_data(root)
+    cand = QRELS + "    candidates: {query: 'q(\\d+)', item: 'c(\\d+)'}\n"
+    # keys: a query's number and an item's number mod 3 (rewritten below into the ids)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    corpus = pq.read_table(root / "q/corpus.parquet").to_pylist()
+    judged = [q for q in queries if q in relevant]
+    per_query = {}
+    for q in judged:  # the collection: its relevant items plus two others, keyed by the query's number
+        keep = sorted(relevant[q]) + [c["corpus_id"] for c in corpus if c["corpus_id"] not in relevant[q]][:2]
+        per_query[q] = keep
+    rows, lines = [], ["query-id\tcorpus-id\tscore"]
+    for q, keep in per_query.items():
+        for c in keep:
+            rows.append({"corpus_id": f"{c}-{q}", "image": next(x["image"] for x in corpus if x["corpus_id"] == c)})
+        lines += [f"{q}\t{c}-{q}\t1" for c in sorted(relevant[q])]
+    pq.write_table(pa.Table.from_pylist(rows), root / "q/corpus.parquet")
+    (root / "q/qrels.tsv").write_text("\n".join(lines) + "\n")
+    cls = _yaml(tmp_path / "yaml", cand.replace("q(\\d+)", "(q\\d+)").replace("c(\\d+)", "c\\d+-(q\\d+)"))
+    res = evaluate(cls, root, GridModel())
+    assert res.notes["candidates_per_query"] == pytest.approx(np.mean([len(k) for k in per_query.values()]))
+    for q, keep in per_query.items():  # one query, one small collection, no candidates rule
+        sub = tmp_path / f"one_{q}"
+        (sub / "q").mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist([r for r in rows if r["corpus_id"].endswith(f"-{q}")]), sub / "q/corpus.parquet")
+        (sub / "q/queries.jsonl").write_text((root / "q/queries.jsonl").read_text())
+        (sub / "q/qrels.tsv").write_text("\n".join([lines[0]] + [l for l in lines[1:] if l.startswith(q + "\t")]) + "\n")
+        one = evaluate(_yaml(tmp_path / f"yaml_{q}", QRELS), sub, GridModel())
+        sample = next(s for s in res.samples if s["id"] == q)
+        assert sample["rank"] == one.samples[0]["rank"] and sample["ap"] == pytest.approx(one.samples[0]["ap"])
 
 
 # bad input: one error naming the file and row, nothing scored ---------------------------------------

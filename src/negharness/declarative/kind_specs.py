@@ -11,10 +11,14 @@ names the file and the dotted key, and a key a kind does not read is an error.
 - ``image_choice``: one caption (``captions.text``), several images or regions of one image
   (``media.boxes``); right when the true one (``media.true_box``, else the first) scores highest.
 - ``retrieval`` with ``queries`` and ``qrels``: many relevant items per query, judged by a qrels file.
+  With ``direction: media_to_text`` the data's media are the queries and a ``texts`` file holds the
+  candidates (MRMR's image-to-text Negation); ``candidates`` limits each query to the items whose key
+  (a regular expression's first group over the id) equals its own (MRMR's four per query).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,8 @@ ITEM_MEDIA_KEYS = {"members", "embedded", "box", "boxes", "box_format", "true_bo
 BOX_FORMATS = ("xywh", "xyxy")
 QUERY_KEYS = {"file", "format", "id", "text"}
 QRELS_KEYS = {"file", "format", "query", "item", "score"}
+DIRECTIONS = ("text_to_media", "media_to_text")  # which side the queries are; the other is ranked
+CANDIDATE_KEYS = {"query", "item"}
 ITEM_CAPTIONS = {"group": {"members"}, "multi_choice": {"positives", "false"}, "image_choice": {"text"}}
 DEFAULT_ITEM_METRICS = {"group": ["text_score", "image_score", "group_score"],
                         "multi_choice": ["accuracy", "tie_rate"], "image_choice": ["accuracy", "tie_rate"]}
@@ -104,5 +110,32 @@ def file_source(c: Any, key: str, allowed: set[str], fields: tuple[str, ...], st
 
 
 def qrels_spec(c: Any, stays: Any) -> dict[str, Any]:
-    return {"queries": file_source(c, "queries", QUERY_KEYS, ("id", "text"), stays),
-            "qrels": file_source(c, "qrels", QRELS_KEYS, ("query", "item", "score"), stays)}
+    """``queries`` (texts that rank the media) or, with ``direction: media_to_text``, ``texts`` (the
+    candidates the media rank); ``qrels`` (query id, item id as the direction names them); ``candidates``."""
+    direction = c.choice("direction", DIRECTIONS, DIRECTIONS[0])
+    side, other = ("queries", "texts") if direction == DIRECTIONS[0] else ("texts", "queries")
+    if other in c.data:
+        raise c.fail(other, f"not read with direction: {direction} (the text file is '{side}')")
+    return {"direction": direction, "queries": file_source(c, side, QUERY_KEYS, ("id", "text"), stays),
+            "qrels": file_source(c, "qrels", QRELS_KEYS, ("query", "item", "score"), stays),
+            "candidates": candidate_rule(c)}
+
+
+def candidate_rule(c: Any) -> dict[str, Any] | None:
+    """``candidates: {query: REGEX, item: REGEX}``: each id's key is the pattern's first group (the whole
+    id where a side has no pattern); a query ranks only the items whose key equals its own."""
+    if "candidates" not in c.data:
+        return None
+    s = c.sub("candidates", allowed=CANDIDATE_KEYS)
+    out = {}
+    for side in ("query", "item"):
+        pattern = s.get(side, str, False)
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise s.fail(side, f"not a regular expression ({e})") from None
+        out[side] = pattern
+    if not any(out.values()):
+        raise c.fail("candidates", "give query or item (a pattern whose first group is the shared key)")
+    return out

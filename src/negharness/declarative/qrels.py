@@ -2,15 +2,21 @@
 file (``queries``: id and text) and a qrels file (``qrels``: query id, item id, optional score > 0 for
 relevant), as BEIR / MTEB / MRMR ship them. Scored by the shared text-to-media retrieval
 (`negharness.scoring.retrieval.evaluate_text_to_media` with several relevant items: R@K = C@K, MIR,
-mAP), the metrics FIRE and nT2VR report.
+mAP), the metrics FIRE and nT2VR report. With ``direction: media_to_text`` the media are the queries
+and the ``texts`` file's texts are ranked (`evaluate_media_to_text`, the same metrics); ``candidates``
+ranks each query against its own candidate set only (MRMR's ``split_corpus``: Hit@1 = R@1 over four).
 
 A qrels line naming a query or an item the files do not have is refused naming the file and line
-(a judgement of nothing would be dropped without a word); a duplicated id too. A query no line
+(a judgement of nothing would be dropped without a word); a duplicated id too; so is, under
+``candidates``, an id the pattern does not match, a query with no candidate, or a relevant item that
+is not among its query's candidates (a judgement the protocol could never count). A query no line
 judges relevant to anything is left out and counted (``queries_unjudged``), as trec_eval does.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,12 +44,40 @@ def _ids(recs: list[Record], field: str, what: str) -> dict[str, Record]:
     return out
 
 
+@dataclass(frozen=True)
+class Judged:
+    """The queries kept (--limit applied), each one's relevant items and candidates (indices into the
+    ranked side), and how many queries no qrels line judges."""
+
+    ids: list[str]
+    query_recs: list[Record]
+    relevant: list[list[int]]
+    candidates: list[list[int]] | None
+    unjudged: int
+
+
+def _key(pattern: str | None, value: str, where: str, what: str) -> str:
+    """An id's candidate key: the pattern's first group (whole match without a group); the id itself
+    without a pattern. An id the pattern does not match is refused naming its row."""
+    if pattern is None:
+        return value
+    m = re.fullmatch(pattern, value)
+    if m is None:
+        raise UserError(f"{where}: {what} id {short(value)} does not match the candidates pattern {pattern!r}")
+    return m.group(1) if m.re.groups else m.group(0)
+
+
 class QrelsRetrievalTask(ItemTask):
-    """Text-to-media retrieval where a qrels file says which items each query finds relevant."""
+    """Retrieval where a qrels file says which items each query finds relevant: texts rank the media,
+    or (``direction: media_to_text``) the media rank the texts."""
+
+    @property
+    def media_queries(self) -> bool:
+        return self.spec.get("direction") == "media_to_text"
 
     @property
     def side_files(self) -> list[Path]:
-        return [self._under_root(self.spec[k]["file"], f"{self.spec['source']}: key '{k}.file'")
+        return [self._under_root(self.spec[k]["file"], f"{self.spec['source']}: key '{self.spec[k]['file_key']}'")
                 for k in ("queries", "qrels")]
 
     def required_files(self) -> list[Path]:
@@ -60,35 +94,68 @@ class QrelsRetrievalTask(ItemTask):
         return Item(tuple(self.record_media(rec)), (), rec.where)
 
     @cached_property
-    def judged(self) -> tuple[list[str], list[str], list[list[int]], int]:
-        """(query ids, texts, relevant item indices per query, queries left unjudged), --limit applied."""
-        q, j = self.spec["queries"], self.spec["qrels"]
-        items = {key: i for i, key in enumerate(_ids(list(self.records()), self.spec["media"]["id"], "item"))}
-        queries = _ids(self._read("queries"), q["id"], "query")
+    def _sides(self) -> tuple[dict[str, Record], dict[str, Record]]:
+        """(query side, ranked side) by id: the texts and the media, in the task's direction."""
+        media = _ids(list(self.records()), self.spec["media"]["id"], "item")
+        texts = _ids(self._read("queries"), self.spec["queries"]["id"], "text" if self.media_queries else "query")
+        return (media, texts) if self.media_queries else (texts, media)
+
+    @cached_property
+    def judged(self) -> Judged:
+        """The qrels read against both sides; --limit cuts the queries, never the candidates."""
+        j = self.spec["qrels"]
+        queries, ranked = self._sides
+        index = {key: i for i, key in enumerate(ranked)}
+        query_file, ranked_file = ((self.spec_files[0], self.side_files[0]) if self.media_queries
+                                   else (self.side_files[0], self.spec_files[0]))
         relevant: dict[str, list[int]] = {}
         for rec in self._read("qrels"):
             qid, item = rec.text(j["query"]), rec.text(j["item"])
             if qid not in queries:
-                raise UserError(f"{rec.where}: query id {short(qid)} is not in {self.side_files[0]}")
-            if item not in items:
-                raise UserError(f"{rec.where}: item id {short(item)} is not in {self.spec_files[0]}")
+                raise UserError(f"{rec.where}: query id {short(qid)} is not in {query_file}")
+            if item not in index:
+                raise UserError(f"{rec.where}: item id {short(item)} is not in {ranked_file}")
             score = rec.get(j["score"]) if j["score"] else 1
             try:
                 positive = float(score) > 0
             except (TypeError, ValueError):
                 raise UserError(f"{rec.where}: score {short(score)} in field {j['score']!r} is not a number") from None
-            if positive and items[item] not in relevant.setdefault(qid, []):
-                relevant[qid].append(items[item])
+            if positive and index[item] not in relevant.setdefault(qid, []):
+                relevant[qid].append(index[item])
         kept = [k for k in queries if relevant.get(k)]
         if self.options.limit:
             kept = kept[: self.options.limit]
-        texts = [queries[k].text(q["text"]) for k in kept]
-        for k, t in zip(kept, texts):
-            if not t:
-                raise UserError(f"{queries[k].where}: empty query text in field {q['text']!r}")
         if not kept:
             raise UserError(f"{self.side_files[1]}: no query is judged relevant to any item")
-        return kept, texts, [sorted(relevant[k]) for k in kept], sum(1 for k in queries if not relevant.get(k))
+        recs = [queries[k] for k in kept]
+        if not self.media_queries:
+            field = self.spec["queries"]["text"]
+            for rec in recs:
+                if not rec.text(field):
+                    raise UserError(f"{rec.where}: empty query text in field {field!r}")
+        rel = [sorted(relevant[k]) for k in kept]
+        return Judged(kept, recs, rel, self._candidates(kept, recs, rel), sum(1 for k in queries if not relevant.get(k)))
+
+    def _candidates(self, kept: list[str], recs: list[Record], relevant: list[list[int]]) -> list[list[int]] | None:
+        """Each kept query's candidate items under ``candidates`` (None: the whole collection)."""
+        rule = self.spec.get("candidates")
+        if not rule:
+            return None
+        by_key: dict[str, list[int]] = {}
+        for i, (key, rec) in enumerate(self._sides[1].items()):
+            by_key.setdefault(_key(rule["item"], key, rec.where, "item"), []).append(i)
+        out = []
+        for qid, rec, rel in zip(kept, recs, relevant):
+            cands = by_key.get(_key(rule["query"], qid, rec.where, "query"), [])
+            if not cands:
+                raise UserError(f"{rec.where}: query {short(qid)} has no candidate (no item's key equals its own)")
+            outside = sorted(set(rel) - set(cands))
+            if outside:
+                name = list(self._sides[1])[outside[0]]
+                raise UserError(f"{self.side_files[1]}: item {short(name)}, judged relevant to query {short(qid)}, "
+                                "is not among its candidates")
+            out.append(cands)
+        return out
 
     @cached_property
     def items(self) -> list[Item]:
@@ -100,16 +167,29 @@ class QrelsRetrievalTask(ItemTask):
 
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
         from negharness.scoring.metrics import Relevance  # lazy: start-up time (torch)
-        from negharness.scoring.retrieval import evaluate_text_to_media  # lazy: start-up time (torch)
+        from negharness.scoring.retrieval import evaluate_media_to_text, evaluate_text_to_media  # lazy (torch)
 
-        ids, texts, relevant, unjudged = self.judged
-        refs = [it.media[0] for it in self.items]
-        relevance = Relevance.from_lists(relevant, len(refs))
-        result = evaluate_text_to_media(ctx, ids, texts, relevance, self.media_set(ctx, refs), several=True)
+        judged = self.judged
+        ranked = self._sides[1]
+        relevance = Relevance.from_lists(judged.relevant, len(ranked))
+        candidates = None if judged.candidates is None else Relevance.from_lists(judged.candidates, len(ranked))
+        if self.media_queries:
+            field = self.spec["queries"]["text"]
+            texts = [rec.text(field) for rec in ranked.values()]
+            refs = [self.item(rec).media[0] for rec in judged.query_recs]
+            result = evaluate_media_to_text(ctx, self.media_set(ctx, refs), list(ranked), texts, relevance,
+                                            candidates=candidates)
+        else:
+            texts = [rec.text(self.spec["queries"]["text"]) for rec in judged.query_recs]
+            refs = [it.media[0] for it in self.items]
+            result = evaluate_text_to_media(ctx, judged.ids, texts, relevance, self.media_set(ctx, refs),
+                                            several=True, candidates=candidates)
         result.metrics = {k: v for k, v in result.metrics.items() if k in self.metric_info}
         notes: dict[str, Any] = {**(result.notes or {}), **self.filter_notes()}
-        if unjudged:
-            notes["queries_unjudged"] = unjudged
+        if judged.unjudged:
+            notes["queries_unjudged"] = judged.unjudged
+        if candidates is not None:
+            notes["candidates_per_query"] = float(candidates.counts().mean())
         result.notes = notes
         if result.per_query is not None:
             result.per_query["values"] = {k: v for k, v in result.per_query["values"].items() if k in result.metrics}

@@ -55,7 +55,8 @@ GROUP_METRICS = catalog.of_protocols("group")
 DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"], **DEFAULT_ITEM_METRICS}
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
-            "authors", "published", "cluster", "text_only", "queries", "qrels"}
+            "authors", "published", "cluster", "text_only", "queries", "qrels", "texts", "direction",
+            "candidates"}
 DATA_KEYS = {"file", "format", "records", "explode", "where", "slice", "revision", "rows_per_item"}
 MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"} | ITEM_MEDIA_KEYS
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
@@ -65,7 +66,8 @@ COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "
                "leaderboard_metrics"}
 # the top-level keys each kind reads (TOP_KEYS is their union): any other is an error, not ignored
 KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
-             "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster", "queries", "qrels"},
+             "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster", "queries", "qrels", "texts",
+                                        "direction", "candidates"},
              "group": COMMON_KEYS | {"data", "media", "captions", "metrics", "published"},
              "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only", "published"},
              "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors", "published"},
@@ -461,7 +463,7 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in spec["data"]["slice"])):
         raise d.fail("slice", "expected [start, stop] (integers or null), as a Python slice")
     spec["text_only"] = c.get("text_only", bool, False, False)
-    if kind == "retrieval" and ("qrels" in c.data or "queries" in c.data):
+    if kind == "retrieval" and any(k in c.data for k in ("qrels", "queries", "texts", "direction", "candidates")):
         spec.update(qrels_spec(c, _stays_under_root))
     spec["media"] = _media(c, kind, spec)
     if spec.get("qrels"):  # the queries file holds the texts

@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from negharness.api import Detection, Detector, ModelOptions, takes_options
-from negharness.world.render import BACKGROUND, CANVAS, coverage
+from negharness.world.render import BACKGROUND, CANVAS, coverage, coverages
 from negharness.world.scenes import COLOURS, SHAPES
 
 MAX_COLOUR_DISTANCE = 70.0  # seeds: the tint moves a colour by at most 18 per channel (31 in all)
@@ -98,21 +98,30 @@ def fit(shape: str, cov: np.ndarray, window: tuple[slice, slice]) -> tuple[float
     r = float(np.sqrt(area / k_area))
     params = [float((cov * xs).sum() / area), float((cov * ys).sum() / area) - k_dy * r, r]
 
-    def error(p: list[float]) -> float:
-        return float(np.abs(coverage(shape, *p)[window] - cov[window]).sum()) if p[2] > 0 else np.inf
+    observed = cov[window]
+    seen: dict[tuple[float, ...], float] = {}  # the search revisits points: each is rendered once
 
-    best = error(params)
+    def errors(trials: list[list[float]]) -> list[float]:
+        """Each trial's error; the new ones rendered together (one numpy pass, not one per point)."""
+        todo = list(dict.fromkeys(tuple(t) for t in trials if t[2] > 0 and tuple(t) not in seen))
+        if todo:
+            diff = np.abs(coverages(shape, np.array(todo), window) - observed)
+            seen.update(zip(todo, (float(d.sum()) for d in diff)))
+        return [seen[tuple(t)] if t[2] > 0 else np.inf for t in trials]
+
+    best = errors([params])[0]
+    moves = [(i, sign) for i in range(3) for sign in (1, -1)]
     for step in (0.5, 0.25, 0.125, 0.0625):
         improved = True
-        while improved:
-            improved = False
-            for i in range(3):
-                for sign in (1, -1):
-                    trial = list(params)
-                    trial[i] += sign * step
-                    e = error(trial)
-                    if e < best - 1e-12:
-                        best, params, improved = e, trial, True
+        while improved:  # a sweep tries each move from the current point, taking each improvement at once
+            improved, pending = False, moves
+            while pending:
+                trials = [[v + sign * step if j == i else v for j, v in enumerate(params)] for i, sign in pending]
+                hit = next((n for n, e in enumerate(errors(trials)) if e < best - 1e-12), None)
+                if hit is None:
+                    break
+                best, params, improved = seen[tuple(trials[hit])], trials[hit], True
+                pending = pending[hit + 1:]
     return best / area, (params[0], params[1], params[2])
 
 

@@ -57,6 +57,11 @@ class Relevance:
                 kept[q] = True
         return Relevance.from_lists(lists, int(keep_items.sum())), kept
 
+    def select(self, rows: np.ndarray) -> "Relevance":
+        """The queries a boolean mask keeps, in order (items unchanged)."""
+        return Relevance.from_lists([self.indices[self.indptr[q]:self.indptr[q + 1]]
+                                     for q in np.flatnonzero(rows)], self.n_items)
+
     @property
     def n_queries(self) -> int:
         return len(self.indptr) - 1
@@ -71,6 +76,20 @@ class Relevance:
         mask = torch.zeros(stop - start, self.n_items, dtype=torch.bool, device=device)
         mask[torch.from_numpy(rows).to(device), torch.from_numpy(self.indices[lo:hi]).to(device)] = True
         return mask
+
+
+def only_candidates(sim: torch.Tensor, candidates: Relevance, chunk: int = 512) -> torch.Tensor:
+    """``sim`` with every item outside a query's candidate set at -inf: it then ranks behind every
+    candidate even under the pessimistic tie rule, so the metrics rank each query within its own set
+    (MRMR's split_corpus; mteb's top_ranked)."""
+    if sim.shape != (candidates.n_queries, candidates.n_items):
+        raise ValueError(f"similarity {tuple(sim.shape)} does not match candidates "
+                         f"({candidates.n_queries}, {candidates.n_items})")
+    out = sim.clone()
+    for start in range(0, sim.shape[0], chunk):
+        stop = min(start + chunk, sim.shape[0])
+        out[start:stop].masked_fill_(~candidates.dense(start, stop, sim.device), -torch.inf)
+    return out
 
 
 def _count(mask: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -27,6 +27,7 @@ from negharness.scoring.metrics import (
     average_precision,
     best_relevant_rank,
     negation_deltas,
+    only_candidates,
     retrieval_metrics,
     several_relevant_metrics,
     source_rank,
@@ -80,19 +81,23 @@ def relevance_notes(relevance: Relevance) -> dict[str, float]:
     }
 
 
-def drop_unreadable(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, queries: QuerySet) -> tuple:
+def drop_unreadable(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, queries: QuerySet,
+                    candidates: Relevance | None = None) -> tuple:
     """`negharness.scoring.unreadable`'s rule for retrieval: unreadable items leave the candidates, and a
-    query left with no relevant item leaves the scoring. Returns (media, media_emb, queries, notes)."""
+    query left with no relevant item leaves the scoring. Returns (media, media_emb, queries, notes,
+    candidates) (candidates: each query's own set, restricted the same way; None stays None)."""
     bad = unreadable_items(ctx, media, media_emb)
     if not bad.any():
-        return media, media_emb, queries, {}
+        return media, media_emb, queries, {}, candidates
     relevance, kept = restrict_relevance(queries.relevance, bad)
     if not kept.any():
         raise nothing_left(media, "query")
     media, media_emb = kept_media(media, media_emb, bad)
     keep = lambda xs: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
     queries = QuerySet(keep(queries.ids), keep(queries.texts), relevance, keep(queries.parts))
-    return media, media_emb, queries, skip_notes(bad, int((~kept).sum()))
+    if candidates is not None:  # a kept query keeps a readable relevant item, so a candidate
+        candidates = candidates.select(kept).restrict(~bad)[0]
+    return media, media_emb, queries, skip_notes(bad, int((~kept).sum())), candidates
 
 
 def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -> torch.Tensor:
@@ -111,18 +116,21 @@ def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch
 def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
                            relevance: Relevance, media: MediaSet, parts: list[tuple[str, str]] | None = None,
                            several: bool = False, qrels: Qrels | None = None, limited: bool = False,
-                           clusters: Sequence[str] | None = None) -> TaskResult:
+                           clusters: Sequence[str] | None = None, candidates: Relevance | None = None) -> TaskResult:
     """Original or composed queries: R@K, MIR (best-placed relevant item), and with ``several``
     Correct@K and mAP over all relevant items. With FIRE ``qrels``, the same metrics again over the
     task's positives plus the judged ones (``fire_*``), beside the original ones. ``clusters``:
-    each query's cluster id (its source item), for a task that declares a cluster."""
+    each query's cluster id (its source item), for a task that declares a cluster. ``candidates``:
+    each query ranked within its own set of items only (`only_candidates`)."""
     if not queries:
         raise UserError(f"no queries to evaluate over {media.key}")
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
     all_ids = list(media.ids)
-    media, media_emb, qs, notes = drop_unreadable(ctx, media, ctx.embed_media(media), qs)
+    media, media_emb, qs, notes, candidates = drop_unreadable(ctx, media, ctx.embed_media(media), qs, candidates)
     skipped = frozenset(all_ids) - frozenset(media.ids)
     sim = similarities(ctx, qs, media_emb)
+    if candidates is not None:
+        sim = only_candidates(sim, candidates)
     notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
     metrics = retrieval_metrics(ranks)
@@ -144,6 +152,44 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
                       {**relevance_notes(qs.relevance), **notes},
                       perquery.per_query(qs.ids, per_query, _kept_clusters(query_ids, clusters, qs.ids)))
+
+
+def evaluate_media_to_text(ctx: EvalContext, media: MediaSet, text_ids: Sequence[str], texts: Sequence[str],
+                           relevance: Relevance, candidates: Relevance | None = None) -> TaskResult:
+    """Media as queries ranking texts (image-to-text retrieval): each medium's scores against every
+    text, as the model scores the pair (its text-to-media scores, transposed), then the several-relevant
+    metrics of `evaluate_text_to_media`. An unreadable medium is a query that cannot be asked: it leaves
+    the scoring, counted. ``candidates``: each query ranked within its own set of texts only."""
+    if not texts:
+        raise UserError(f"no texts to rank for {media.key}")
+    media_emb = ctx.embed_media(media)
+    bad = unreadable_items(ctx, media, media_emb)
+    notes: dict = skip_notes(bad, int(bad.sum()))
+    if bad.all():
+        raise nothing_left(media, "query")
+    if bad.any():
+        media, media_emb = kept_media(media, media_emb, bad)
+        relevance = relevance.select(~bad)
+        candidates = None if candidates is None else candidates.select(~bad)
+    sim = query_scores(ctx, texts, media_emb).T.contiguous()  # (media queries, texts)
+    if candidates is not None:
+        sim = only_candidates(sim, candidates)
+    ranks = best_relevant_rank(sim, relevance)
+    ap = average_precision(sim, relevance)
+    metrics = {**retrieval_metrics(ranks), **several_relevant_metrics(sim, relevance, ranks, ap=ap)}
+    per_query = rank_values(ranks)
+    per_query.update({f"C@{k}": per_query[f"R@{k}"] for k in (1, 5, 10)}, mAP=ap.numpy())
+    notes["several_relevant"] = ("R@K counts a hit when any relevant text is in the top K (= C@K); MIR uses the "
+                                 "best-ranked relevant text; mAP uses all of them")
+    samples = None
+    if ctx.log_samples:
+        top = torch.topk(sim, min(10, sim.shape[1]), dim=1).indices.numpy()
+        samples = [{"id": media.ids[q], "rank": int(ranks[q]), "ap": float(ap[q]),
+                    "relevant": [text_ids[i] for i in relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]]],
+                    "top": [text_ids[i] for i in top[q] if torch.isfinite(sim[q, i])]} for q in range(len(media))]
+    ranked = len(texts) if candidates is None else len(np.unique(candidates.indices))  # texts some query ranks
+    return TaskResult(metrics, {"queries": len(media), "texts": ranked}, samples,
+                      {**relevance_notes(relevance), **notes}, perquery.per_query(list(media.ids), per_query, None))
 
 
 def _kept_clusters(all_ids: Sequence[str], clusters: Sequence[str] | None, kept: Sequence[str]) -> list[str] | None:

@@ -6,6 +6,8 @@ edges are soft and a conv tower sees shape rather than aliasing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .scenes import COLOURS, Scene, ShapeObject
@@ -21,25 +23,51 @@ _grid = (np.arange(CANVAS * _SS, dtype=np.float32) + 0.5) / _SS
 _GX, _GY = np.meshgrid(_grid, _grid)
 
 
-def _mask(shape: str, cx: float, cy: float, r: float) -> np.ndarray:
-    dx, dy = _GX - cx, _GY - cy
+def _f32(value: Any) -> np.ndarray:
+    """A float64 value (scalar or array) rounded to float32: what a Python float becomes beside the
+    float32 grid, so k placements as arrays give the very masks k scalar calls give."""
+    return np.asarray(value, dtype=np.float64).astype(np.float32)
+
+
+def _mask(shape: str, cx: Any, cy: Any, r: Any, gx: np.ndarray = _GX, gy: np.ndarray = _GY) -> np.ndarray:
+    """The supersampled pixels the shape covers (over the whole canvas, or the part of the grid given).
+    Centres and sizes may be (k, 1, 1) arrays, giving k masks; products of the size are taken in float64
+    and then rounded, as Python floats are."""
+    r = np.asarray(r, dtype=np.float64)
+    dx, dy = gx - _f32(cx), gy - _f32(cy)
     if shape == "circle":
-        return (dx * dx + dy * dy) <= r * r
+        return (dx * dx + dy * dy) <= _f32(r * r)
     if shape == "square":
-        return np.maximum(np.abs(dx), np.abs(dy)) <= r * 0.82
+        return np.maximum(np.abs(dx), np.abs(dy)) <= _f32(r * 0.82)
     if shape == "triangle":  # apex up
-        t = (dy + r) / (2 * r)
-        return (t >= 0) & (t <= 1) & (np.abs(dx) <= t * r * 1.1)
+        t = (dy + _f32(r)) / _f32(2 * r)
+        return (t >= 0) & (t <= 1) & (np.abs(dx) <= t * _f32(r) * np.float32(1.1))
     if shape == "cross":
-        arm = r * 0.36
-        return ((np.abs(dx) <= arm) & (np.abs(dy) <= r)) | ((np.abs(dy) <= arm) & (np.abs(dx) <= r))
+        arm = _f32(r * 0.36)
+        return ((np.abs(dx) <= arm) & (np.abs(dy) <= _f32(r))) | ((np.abs(dy) <= arm) & (np.abs(dx) <= _f32(r)))
     raise ValueError(f"unknown shape {shape!r}")
 
 
-def coverage(shape: str, cx: float, cy: float, r: float) -> np.ndarray:
+def coverage(shape: str, cx: float, cy: float, r: float,
+             window: tuple[slice, slice] | None = None) -> np.ndarray:
     """(32, 32) float: the fraction of each pixel the shape covers, as `render_frame` draws it (the
-    supersampled mask, 2x2 averaged). A pixel of an opaque shape is background * (1 - c) + colour * c."""
-    return _mask(shape, cx, cy, r).reshape(CANVAS, _SS, CANVAS, _SS).mean(axis=(1, 3))
+    supersampled mask, 2x2 averaged). A pixel of an opaque shape is background * (1 - c) + colour * c.
+    With ``window`` (slices with start and stop), only that part: equal to ``coverage(...)[window]``,
+    as each pixel reads only its own supersamples (the exact detector's fit evaluates it ~10^5 times)."""
+    return coverages(shape, np.array([[cx, cy, r]]), window)[0]
+
+
+def coverages(shape: str, params: np.ndarray, window: tuple[slice, slice] | None = None) -> np.ndarray:
+    """`coverage` of k placements at once: ``params`` (k, 3) rows of (cx, cy, r) -> (k, h, w)."""
+    gx, gy = _GX, _GY
+    if window is not None:
+        ys, xs = window
+        grid = (slice(ys.start * _SS, ys.stop * _SS), slice(xs.start * _SS, xs.stop * _SS))
+        gx, gy = _GX[grid], _GY[grid]
+    h, w = gx.shape[0] // _SS, gx.shape[1] // _SS
+    cx, cy, r = (np.asarray(params[:, i], dtype=np.float64)[:, None, None] for i in range(3))
+    counts = _mask(shape, cx, cy, r, gx, gy).reshape(len(params), h, _SS, w, _SS).sum(axis=(2, 4))
+    return counts * (1.0 / (_SS * _SS))  # a count of quarters: exact, as the mean was
 
 
 def _position(o: ShapeObject, t: float) -> tuple[float, float]:

@@ -165,7 +165,7 @@ class NegBenchRetrieval(_NegBenchTask):
         relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
         cluster_of = dict(zip(keys, (media.ids[where[m]] for m, caps in rows for _ in caps)))  # its medium
         queries = QuerySet(keys, texts, relevance)
-        media, media_emb, queries, notes = drop_unreadable(ctx, media, embedded[tuple(paths)], queries)
+        media, media_emb, queries, notes, _ = drop_unreadable(ctx, media, embedded[tuple(paths)], queries)
         ranks = best_relevant_rank(similarities(ctx, queries, media_emb), queries.relevance)
         m = retrieval_metrics(ranks)
         return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes, \
