@@ -1,4 +1,5 @@
-"""The item kinds (group, multi_choice ITT and TOT, image_choice over boxes) on 10,000 generated items:
+"""The item kinds (group, multi_choice ITT and TOT, image_choice over boxes) and qrels retrieval image to
+text within per-query candidate sets (MRMR Negation's protocol: 4 texts per image) on 10,000 generated items:
 each task's evaluate time with its embeddings already cached (a second context over the same cache
 folder, a fresh task object: rows re-read and re-checked, every embedding looked up, scores and metrics).
 
@@ -33,6 +34,10 @@ TASKS = {
                  "captions: {positives: [ca, cc], false: cb}\nmain_score: accuracy\n",
     "bench_regions": "kind: image_choice\ndata: {file: items.jsonl}\nmedia: {path: 'img/{a}.png', boxes: boxes}\n"
                      "captions: {text: ca}\nmain_score: accuracy\n",
+    "bench_mrmr": "kind: retrieval\ndirection: media_to_text\ndata: {file: items.jsonl}\n"
+                  "media: {path: 'img/{a}.png', id: id}\ntexts: {file: texts.jsonl, id: id, text: text}\n"
+                  "qrels: {file: qrels.tsv, query: query-id, item: corpus-id}\ncandidates: {item: '(.*)_[^_]*'}\n"
+                  "metrics: [R@1, MIR]\nmain_score: R@1\n",
 }
 IMAGES = 64  # distinct image files: items share them, as COCO-based sets do
 
@@ -47,12 +52,16 @@ def write_data(root: Path, n: int) -> None:
         arr = np.zeros((8, 8, 3), dtype=np.uint8)
         arr[:, :4], arr[:, 4:] = COLOURS[names[i % len(names)]], COLOURS[names[(i // len(names) + 1) % len(names)]]
         Image.fromarray(arr).save(root / "img" / f"{i}.png")
-    with (root / "items.jsonl").open("w") as fh:
+    with (root / "items.jsonl").open("w") as fh, (root / "texts.jsonl").open("w") as texts:
         for k in range(n):
             c1, c2 = names[k % len(names)], names[(k // 3) % len(names)]
-            fh.write(json.dumps({"a": k % IMAGES, "b": (k * 7 + 1) % IMAGES, "ca": f"a {c1} thing number {k}",
+            for j, caption in enumerate((f"a {c1} thing number {k}", f"a {c2} thing number {k}",
+                                         f"one {c1} object, item {k}", f"no {c2} item here, {k}")):
+                texts.write(json.dumps({"id": f"{k}_{j + 1}", "text": caption}) + "\n")
+            fh.write(json.dumps({"id": str(k), "a": k % IMAGES, "b": (k * 7 + 1) % IMAGES, "ca": f"a {c1} thing number {k}",
                                  "cb": f"a {c2} thing number {k}", "cc": f"one {c1} object, item {k}",
                                  "boxes": [[0, 0, 4, 8], [4, 0, 4, 8]]}) + "\n")
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\n" + "".join(f"{k}\t{k}_{1 + k % 4}\n" for k in range(n)))
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

@@ -44,7 +44,7 @@ TINY: dict[str, list[str]] = {
     "bench_text_lengths.py": ["--tiny"],
     "bench_training.py": ["--videos", "4", "--steps", "1", "--batch", "2", "--size", "32", "--workers", "0"],
     "bench_vlm_choice.py": ["--questions", "2", "--batch-sizes", "1"],
-    "profile_cold_run.py": ["--tiny", "--top", "3", "--rounds", "1"],
+    "profile_cold_run.py": ["--tiny", "--run", "negbench", "--top", "3", "--rounds", "1"],  # the world run is the simpler path
     "sim_cluster_coverage.py": ["--tiny"],  # both runs profiled, then timed once unprofiled
 }
 HELPERS_ONLY = {"exp_kill_resume.py", "exp_negation_training.py", "text_builders_counts.py",

@@ -81,9 +81,14 @@ class QrelsRetrievalTask(ItemTask):
                 for k in ("queries", "qrels")]
 
     def required_files(self) -> list[Path]:
+        """The files, and with them all present, the qrels read against both sides: a bad line is refused
+        while the run plans, before any model loads."""
         if not all(p.is_file() for p in self.side_files):
             return self.spec_files + self.side_files
-        return self.side_files + super().required_files()
+        files = self.side_files + super().required_files()
+        if all(p.is_file() for p in self.spec_files):
+            self.judged  # noqa: B018 (read and checked now; evaluate reuses it)
+        return files
 
     def _read(self, key: str) -> list[Record]:
         path, fmt = self.side_files[("queries", "qrels").index(key)], self.spec[key]["format"]

@@ -78,18 +78,43 @@ class Relevance:
         return mask
 
 
-def only_candidates(sim: torch.Tensor, candidates: Relevance, chunk: int = 512) -> torch.Tensor:
-    """``sim`` with every item outside a query's candidate set at -inf: it then ranks behind every
-    candidate even under the pessimistic tie rule, so the metrics rank each query within its own set
-    (MRMR's split_corpus; mteb's top_ranked)."""
-    if sim.shape != (candidates.n_queries, candidates.n_items):
-        raise ValueError(f"similarity {tuple(sim.shape)} does not match candidates "
-                         f"({candidates.n_queries}, {candidates.n_items})")
-    out = sim.clone()
-    for start in range(0, sim.shape[0], chunk):
-        stop = min(start + chunk, sim.shape[0])
-        out[start:stop].masked_fill_(~candidates.dense(start, stop, sim.device), -torch.inf)
-    return out
+@dataclass(frozen=True)
+class Within:
+    """Each query ranked within its own candidate items (MRMR's split_corpus, mteb's top_ranked): the
+    candidates are the columns of a small (queries, largest set) matrix, ``cols[q, j]`` the item in
+    column j (-1: padding, scored -inf so it ranks behind every candidate even under pessimistic ties),
+    and ``relevance`` names columns. Only candidate pairs are ever scored."""
+
+    cols: np.ndarray
+    relevance: Relevance
+
+    @classmethod
+    def of(cls, candidates: Relevance, relevance: Relevance) -> "Within":
+        counts = candidates.counts()
+        cols = np.full((candidates.n_queries, int(counts.max(initial=0))), -1, dtype=np.int64)
+        lists = []
+        for q in range(candidates.n_queries):
+            own = candidates.indices[candidates.indptr[q]:candidates.indptr[q + 1]]
+            cols[q, :len(own)] = own
+            where = {int(item): j for j, item in enumerate(own)}
+            rel = relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]]
+            missing = [int(i) for i in rel if int(i) not in where]
+            if missing:
+                raise ValueError(f"query {q}: relevant item {missing[0]} is not among its candidates")
+            lists.append([where[int(i)] for i in rel])
+        return cls(cols, Relevance.from_lists(lists, cols.shape[1]))
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(query, item) of every candidate pair, row by row: the pairs to score."""
+        q, j = np.nonzero(self.cols >= 0)
+        return q, self.cols[q, j]
+
+    def scatter(self, scores: torch.Tensor) -> torch.Tensor:
+        """The pairs' scores (in `pairs` order) as the (queries, columns) matrix, -inf in the padding."""
+        out = torch.full(self.cols.shape, -torch.inf, dtype=scores.dtype)
+        q, j = np.nonzero(self.cols >= 0)
+        out[torch.from_numpy(q), torch.from_numpy(j)] = scores.cpu()
+        return out
 
 
 def _count(mask: torch.Tensor, dim: int = -1) -> torch.Tensor:

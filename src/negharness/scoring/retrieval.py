@@ -27,7 +27,7 @@ from negharness.scoring.metrics import (
     average_precision,
     best_relevant_rank,
     negation_deltas,
-    only_candidates,
+    Within,
     retrieval_metrics,
     several_relevant_metrics,
     source_rank,
@@ -39,7 +39,7 @@ from negharness.scoring.unreadable import (
     skip_notes,
     unreadable_items,
 )
-from negharness.scoring.views import query_scores
+from negharness.scoring.views import pair_scores, query_scores
 
 # what a retrieval task may return (read from the one catalogue, `negharness.scoring.catalog`)
 RETRIEVAL_METRICS = of_protocols("retrieval", "several", "deltas", "fire")
@@ -105,12 +105,17 @@ def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -
     return query_scores(ctx, queries.texts, media_emb, queries.parts)
 
 
-def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch.Tensor, top_k: int = 10) -> list[dict]:
+def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch.Tensor, top_k: int = 10,
+             cols: np.ndarray | None = None) -> list[dict]:
+    """Each query's rank, relevant and top items by id; ``cols``: the item of each column when every
+    query ranks its own candidates (`Within`), padding left out."""
     top = torch.topk(sim, min(top_k, sim.shape[1]), dim=1).indices.numpy()
     rel = queries.relevance
+    item = (lambda q, i: int(cols[q, i])) if cols is not None else (lambda q, i: int(i))  # noqa: E731
     return [{"id": queries.ids[q], "query": queries.texts[q], "rank": int(ranks[q]),
-             "relevant": [media.ids[i] for i in np.asarray(rel.indices[rel.indptr[q]:rel.indptr[q + 1]])],
-             "top": [media.ids[i] for i in top[q]]} for q in range(len(queries.texts))]
+             "relevant": [media.ids[item(q, i)] for i in np.asarray(rel.indices[rel.indptr[q]:rel.indptr[q + 1]])],
+             "top": [media.ids[item(q, i)] for i in top[q] if torch.isfinite(sim[q, i])]}
+            for q in range(len(queries.texts))]
 
 
 def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: Sequence[str],
@@ -128,9 +133,16 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     all_ids = list(media.ids)
     media, media_emb, qs, notes, candidates = drop_unreadable(ctx, media, ctx.embed_media(media), qs, candidates)
     skipped = frozenset(all_ids) - frozenset(media.ids)
-    sim = similarities(ctx, qs, media_emb)
-    if candidates is not None:
-        sim = only_candidates(sim, candidates)
+    if candidates is not None:  # scored within each query's own set: the relevance then names columns
+        if qrels is not None or qs.parts is not None:
+            raise ValueError("candidate sets are scored pair by pair: not with FIRE qrels or query parts")
+        within = Within.of(candidates, qs.relevance)
+        q, item = within.pairs()
+        sim = within.scatter(pair_scores(ctx, [qs.texts[i] for i in q], media_emb[torch.from_numpy(item)]))
+        qs, cols = QuerySet(qs.ids, qs.texts, within.relevance), within.cols
+        n_media = len(np.unique(candidates.indices))  # the media some query ranks
+    else:
+        sim, cols, n_media = similarities(ctx, qs, media_emb), None, len(media)
     notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
     metrics = retrieval_metrics(ranks)
@@ -141,7 +153,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         per_query.update({f"C@{k}": per_query[f"R@{k}"] for k in (1, 5, 10)}, mAP=ap.numpy())
         notes["several_relevant"] = ("R@K counts a hit when any relevant item is in the top K (= C@K, FIRE's "
                                      "Correct@K); MIR uses the best-ranked relevant item; mAP uses all of them")
-    samples = _samples(qs, media, sim, ranks) if ctx.log_samples else None
+    samples = _samples(qs, media, sim, ranks, cols=cols) if ctx.log_samples else None
     if samples is not None:  # each query's AP, so `negharness fire` can resample mAP as FIRE reports it
         for s, a in zip(samples, (ap if several else average_precision(sim, qs.relevance)).tolist()):
             s["ap"] = a
@@ -149,7 +161,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         fire_ranks, fire_ap = _add_fire(metrics, notes, sim, qs, media, qrels, limited, skipped)
         for s, r, a in zip(samples or [], fire_ranks.tolist(), fire_ap.tolist()):
             s["fire_rank"], s["fire_ap"] = r, a
-    return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": len(media)}, samples,
+    return TaskResult(metrics, {"queries": len(qs.texts), f"{media.kind}s": n_media}, samples,
                       {**relevance_notes(qs.relevance), **notes},
                       perquery.per_query(qs.ids, per_query, _kept_clusters(query_ids, clusters, qs.ids)))
 
@@ -171,9 +183,14 @@ def evaluate_media_to_text(ctx: EvalContext, media: MediaSet, text_ids: Sequence
         media, media_emb = kept_media(media, media_emb, bad)
         relevance = relevance.select(~bad)
         candidates = None if candidates is None else candidates.select(~bad)
-    sim = query_scores(ctx, texts, media_emb).T.contiguous()  # (media queries, texts)
-    if candidates is not None:
-        sim = only_candidates(sim, candidates)
+    names = list(text_ids)
+    if candidates is not None:  # only the candidate pairs are scored; the relevance then names columns
+        within = Within.of(candidates, relevance)
+        q, text = within.pairs()
+        sim = within.scatter(pair_scores(ctx, [texts[i] for i in text], media_emb[torch.from_numpy(q)]))
+        relevance, names = within.relevance, [[text_ids[i] for i in row if i >= 0] for row in within.cols]
+    else:
+        sim = query_scores(ctx, texts, media_emb).T.contiguous()  # (media queries, texts)
     ranks = best_relevant_rank(sim, relevance)
     ap = average_precision(sim, relevance)
     metrics = {**retrieval_metrics(ranks), **several_relevant_metrics(sim, relevance, ranks, ap=ap)}
@@ -184,9 +201,10 @@ def evaluate_media_to_text(ctx: EvalContext, media: MediaSet, text_ids: Sequence
     samples = None
     if ctx.log_samples:
         top = torch.topk(sim, min(10, sim.shape[1]), dim=1).indices.numpy()
+        name = (lambda q, i: names[q][i]) if candidates is not None else (lambda q, i: names[i])  # noqa: E731
         samples = [{"id": media.ids[q], "rank": int(ranks[q]), "ap": float(ap[q]),
-                    "relevant": [text_ids[i] for i in relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]]],
-                    "top": [text_ids[i] for i in top[q] if torch.isfinite(sim[q, i])]} for q in range(len(media))]
+                    "relevant": [name(q, i) for i in relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]]],
+                    "top": [name(q, i) for i in top[q] if torch.isfinite(sim[q, i])]} for q in range(len(media))]
     ranked = len(texts) if candidates is None else len(np.unique(candidates.indices))  # texts some query ranks
     return TaskResult(metrics, {"queries": len(media), "texts": ranked}, samples,
                       {**relevance_notes(relevance), **notes}, perquery.per_query(list(media.ids), per_query, None))
