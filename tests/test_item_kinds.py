@@ -472,7 +472,7 @@ def _mmvp_eval(model: GridModel, rows: list[list[str]], image_dir: Path) -> dict
     (pair index // 15) the share of its 15 pairs, in percent. Also the same pairs with ties wrong."""
     from PIL import Image
 
-    patterns = [0] * 9
+    patterns, strict_patterns = [0] * 9, [0] * 9
     strict = 0
     body = rows[1:]
     for n, k in enumerate(range(0, len(body), 2)):
@@ -484,8 +484,10 @@ def _mmvp_eval(model: GridModel, rows: list[list[str]], image_dir: Path) -> dict
         gt = ["img1" if int(q) % 2 == 1 else "img2" for q in (q1, q2)]
         patterns[n // 15] += pred == gt
         strict += cos[0, 0] > cos[1, 0] and cos[1, 1] > cos[0, 1]
+        strict_patterns[n // 15] += cos[0, 0] > cos[1, 0] and cos[1, 1] > cos[0, 1]
     per_pattern = [p / (len(body) // 2 // 9) * 100 for p in patterns]
-    return {"average": sum(per_pattern) / 9, "strict": strict / (len(body) // 2) * 100}
+    return {"average": sum(per_pattern) / 9, "strict": strict / (len(body) // 2) * 100, "per_pattern": per_pattern,
+            "strict_per_pattern": [p / (len(body) // 2 // 9) * 100 for p in strict_patterns]}
 
 
 def test_mmvp_vlm_scores_as_evaluate_vlm_a_tie_on_the_second_statement_aside(tmp_path):
@@ -502,6 +504,12 @@ def test_mmvp_vlm_scores_as_evaluate_vlm_a_tie_on_the_second_statement_aside(tmp
         rescued += a > c and b == d
     assert rescued > 0
     assert authors["average"] == pytest.approx(res.metrics["image_score"] + 100 * rescued / 135, abs=1e-9)
+    # per pattern (group_by: 0.Type): each of the 9 patterns' 15 pairs, the authors' table with ties wrong
+    by = res.notes["by_group"]
+    assert by["fields"] == ["0.Type"] and list(by["groups"]) == list(MMVP_FOLDERS)
+    assert [g["items"] for g in by["groups"].values()] == [15] * 9
+    assert [g["image_score"] for g in by["groups"].values()] == pytest.approx(authors["strict_per_pattern"], abs=1e-9)
+    assert len(set(authors["strict_per_pattern"])) > 1 and authors["strict_per_pattern"] != authors["per_pattern"]
     first = res.samples[0]
     assert first["media"][0].endswith("MLLM_VLM Images/Orientation/1.jpg") and first["media"][1].endswith("/2.jpg")
 

@@ -19,7 +19,7 @@ items score in well under a second once their embeddings are cached (perf/bench_
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +53,7 @@ class Item:
     where: str
     correct: int = 0  # image_choice: the true region; multi_choice: how many texts are positives
     identical: bool = False  # image_choice: a region equals the true one (nothing to choose)
+    group: str | None = None  # its ``group_by`` value (MMVP's visual pattern), reported apart
 
 
 class ItemTask(DeclarativeTask):
@@ -119,7 +120,10 @@ class ItemTask(DeclarativeTask):
 
     @cached_property
     def items(self) -> list[Item]:
-        items = [self.item(r) for r in self.records()]
+        records = self.records()
+        items = [self.item(r) for r in records]
+        if self.spec.get("group_by"):
+            items = [replace(it, group=self.group(r)) for it, r in zip(items, records)]
         if not items:
             raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
         return items[: self.options.limit] if self.options.limit else items
@@ -189,7 +193,7 @@ class ItemTask(DeclarativeTask):
 
         per_item = {k: [None if v is None else float(v) for v in vs] for k, vs in values.items() if k in self.metric_info}
         metrics = {k: covered_mean(vs) for k, vs in per_item.items()}
-        notes = {**notes, **self.filter_notes()}
+        notes = {**notes, **self.filter_notes(), **_by_group(items, per_item, self.spec.get("group_by"))}
         counts = self.counts(items, n_media)
         if self.spec.get("published"):
             notes.update(published_notes(self.name, ctx.model, metrics, self.spec["published"], counts,
@@ -206,6 +210,21 @@ class ItemTask(DeclarativeTask):
             return None
         digests = [file_sha256(p) for p in self.spec_files]
         return digests[0] if len(digests) == 1 else collection_digest(digests)
+
+
+def _by_group(items: list[Item], per_item: dict[str, list[float | None]], fields: list[str] | None) -> dict[str, Any]:
+    """``group_by``: each group's metrics (the mean over its items) and size, as the authors' per-pattern
+    or per-category tables report them; {} without it."""
+    if not fields:
+        return {}
+    from negharness.scoring.perquery import covered_mean  # lazy: start-up time (torch)
+
+    rows: dict[str, list[int]] = defaultdict(list)
+    for i, it in enumerate(items):
+        rows[str(it.group)].append(i)
+    groups = {g: {"items": len(idx), **{k: covered_mean([vs[i] for i in idx]) for k, vs in per_item.items()}}
+              for g, idx in rows.items()}
+    return {"by_group": {"fields": list(fields), "groups": groups}}
 
 
 def _strictly_best(scores: "torch.Tensor", dim: int) -> "torch.Tensor":

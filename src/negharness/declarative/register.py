@@ -68,9 +68,9 @@ COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "
 KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
              "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster", "queries", "qrels", "texts",
                                         "direction", "candidates"},
-             "group": COMMON_KEYS | {"data", "media", "captions", "metrics", "published"},
-             "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only", "published"},
-             "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors", "published"},
+             "group": COMMON_KEYS | {"data", "media", "captions", "metrics", "published", "group_by"},
+             "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only", "published", "group_by"},
+             "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors", "published", "group_by"},
              "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
                                       "authors", "published", "cluster"}}
 CLUSTER_WORDS = ("row", "media")  # `cluster:` each row its own (default); the row's image or video
