@@ -18,6 +18,7 @@ import zipfile
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -461,6 +462,33 @@ def test_released_weights_are_fetched_into_the_model_cache(server, tmp_path, mon
     assert manifest.read_manifest(tmp_path)["models/negclip/negclip.pth"]["sha256"] == _sha(data)
     assert weights.released_checkpoint("negclip", None, tmp_path) == path and len(server.seen) == 1
     assert weights.released_checkpoint("clip", None, tmp_path) is None
+
+
+def test_two_ranks_fetching_the_same_weights_at_once_download_them_once(server, tmp_path, monkeypatch):
+    """torchrun ranks (here two threads, each opening its own lock as a process would) asking for the
+    same released weights at once: one downloads, the other waits and finds the file; before, both
+    wrote one .part side by side."""
+    data = os.urandom(200_000)
+    url = _serve(server, "/negclip.pth", data, "slow")  # ~1 s of transfer: the second asks meanwhile
+    monkeypatch.setitem(weights.WEIGHTS, ("negclip", None), replace(weights.WEIGHTS[("negclip", None)], url=url))
+    got: list[Any] = []
+
+    def rank() -> None:
+        try:
+            got.append(weights.released_checkpoint("negclip", None, tmp_path))
+        except Exception as e:  # noqa: BLE001 - shown by the assertion below
+            got.append(e)
+
+    threads = [threading.Thread(target=rank) for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    for t in threads:
+        t.join(60)
+    path = tmp_path / "models/negclip/negclip.pth"
+    assert got == [path, path] and path.read_bytes() == data
+    assert [p for p, _ in server.seen] == ["/negclip.pth"]  # one transfer, from its start
+    assert not list(tmp_path.rglob("*.part"))
 
 
 def test_weights_no_program_may_fetch_name_the_steps_and_the_path(tmp_path):

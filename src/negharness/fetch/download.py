@@ -4,11 +4,13 @@ Bytes go to ``<file>.part``; an interrupted transfer (a dropped connection, a ki
 resumes from the part's size with a ``Range`` request; the whole file is then hashed and renamed
 into place only when it matches what is known of it (a pinned SHA-256, a published MD5, a git blob
 id, or the hash of the first download recorded in the manifest). A file that does not match is
-moved to ``<file>.rejected`` and refused: kept for inspection, never read.
+moved to ``<file>.rejected`` and refused: kept for inspection, never read. `exclusive` lets one
+process at a time fetch a file (torchrun ranks, two runs on one cache would otherwise write one part).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -20,7 +22,12 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 
 from negharness.api.errors import UserError
 from negharness.api.options import env_flag
@@ -30,6 +37,28 @@ from negharness.version import __version__
 CHUNK = 1 << 16
 RETRIES = 5
 TIMEOUT_S = 60.0
+
+
+@contextlib.contextmanager
+def exclusive(dest: Path) -> Iterator[None]:
+    """Held while this process checks and fetches ``dest``: another process (a torchrun rank, a second
+    run on the cache) waits on ``<dest>.lock``, then finds the file in place instead of writing the same
+    ``.part`` beside it. The kernel drops the lock of a killed process. Without ``flock`` (not POSIX, a
+    filesystem without locks) nothing waits, as before."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield
+        return
+    with open(dest.with_name(dest.name + ".lock"), "ab") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except OSError:  # ENOLCK: unlocked, as before
+            yield
+            return
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class OfflineError(UserError):

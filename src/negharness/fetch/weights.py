@@ -16,7 +16,7 @@ from typing import Any
 
 from negharness.api.errors import UserError
 from negharness.fetch import manifest
-from negharness.fetch.download import Meter, Transfer, download
+from negharness.fetch.download import Meter, Transfer, download, exclusive
 from negharness.fetch.sources import human_size
 
 
@@ -82,16 +82,17 @@ def released_checkpoint(model: str, pretrained: str | None, cache: Path, progres
         raise UserError(f"model {model}: no --checkpoint given and its released weights cannot be fetched by a "
                         f"program: {w.manual.replace('{target}', str(dest))} (or pass --checkpoint PATH)")
     name = f"models/{model}/{w.file}"
-    want = manifest.expected_sha256(cache, name, w.sha256)
-    if dest.is_file():
-        if want and manifest.file_sha256(dest) != want:
-            raise UserError(f"{dest}: SHA-256 differs from the one recorded at its download; move it aside and "
-                            "run again to download it anew")
-        return dest
-    got = download(Transfer(name, w.url, dest, sha256=want, size=w.size), Meter(progress, w.size))
-    manifest.record(cache, name, {"file": dest.relative_to(cache).as_posix(), "sha256": got.sha256, "size": got.size,
-                                  "url": w.url, "pinned": "sha256" if w.sha256 else "first download",
-                                  "source": model})
+    with exclusive(dest):  # torchrun ranks: one downloads, the others wait and then find it
+        want = manifest.expected_sha256(cache, name, w.sha256)
+        if dest.is_file():
+            if want and manifest.file_sha256(dest) != want:
+                raise UserError(f"{dest}: SHA-256 differs from the one recorded at its download; move it aside and "
+                                "run again to download it anew")
+            return dest
+        got = download(Transfer(name, w.url, dest, sha256=want, size=w.size), Meter(progress, w.size))
+        manifest.record(cache, name, {"file": dest.relative_to(cache).as_posix(), "sha256": got.sha256,
+                                      "size": got.size, "url": w.url,
+                                      "pinned": "sha256" if w.sha256 else "first download", "source": model})
     return dest
 
 
