@@ -1,6 +1,6 @@
 """What the model contract costs where embeddings enter the host (round 4, item 1).
 
-`negharness.engine.runner.EmbeddingContract` checks each batch a model computes (2-D, the rows asked
+`negharness.engine.embedding_contract.EmbeddingContract` checks each batch a model computes (2-D, the rows asked
 for, one dimension, finite, unit norm) before it is cached; a cached row passed it when it was
 computed, so a warm run (every embedding cached) does not check again. Measured in one process on the
 embedded default (shapes_clip on ``shapes_t2v_original`` and ``shapes_t2i_original``, ``--limit``
@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import torch
 
 from negharness.discovery.manager import make_host
-from negharness.engine import runner
+from negharness.engine import embedding_contract
 from negharness.engine.evaluate import RunRequest, run_evaluation
 
 TASKS = ["shapes_t2v_original", "shapes_t2i_original"]
@@ -35,7 +35,7 @@ TASKS = ["shapes_t2v_original", "shapes_t2i_original"]
 def check(enabled: bool, spent: list[float] | None = None) -> Iterator[None]:
     """The contract as shipped (its time added to ``spent``), or only the conversion to float32 on
     the CPU that it also does."""
-    original = runner.EmbeddingContract.checked
+    original = embedding_contract.EmbeddingContract.checked
 
     def timed(self: Any, raw: Any, ids: Any, what: str) -> torch.Tensor:
         start = time.perf_counter()
@@ -45,11 +45,11 @@ def check(enabled: bool, spent: list[float] | None = None) -> Iterator[None]:
             if spent is not None:
                 spent.append(time.perf_counter() - start)
 
-    runner.EmbeddingContract.checked = timed if enabled else lambda self, raw, ids, what: raw.float().cpu()
+    embedding_contract.EmbeddingContract.checked = timed if enabled else lambda self, raw, ids, what: raw.float().cpu()
     try:
         yield
     finally:
-        runner.EmbeddingContract.checked = original
+        embedding_contract.EmbeddingContract.checked = original
 
 
 def evaluate_seconds(host: Any, cache: str, out: str, limit: int | None) -> float:
@@ -77,7 +77,7 @@ def measure(host: Any, limit: int, warm_runs: int) -> tuple[float, list[float], 
 def per_row_microseconds(rows: int = 4096, dim: int = 512) -> float:
     """The check alone on one (rows, dim) batch of unit rows, per row."""
     table = torch.nn.functional.normalize(torch.randn(rows, dim), dim=1)
-    contract = runner.EmbeddingContract(runner.ModelOrigin("bench"))
+    contract = embedding_contract.EmbeddingContract(embedding_contract.ModelOrigin("bench"))
     ids = [str(i) for i in range(rows)]
     start = time.perf_counter()
     for _ in range(10):

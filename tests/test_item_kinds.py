@@ -793,6 +793,9 @@ def test_mrmr_negation_ranks_each_image_against_its_own_four_descriptions_as_mte
     assert res.metrics["R@1"] == pytest.approx(authors, abs=1e-9)
     assert res.n_items == {"queries": 30, "texts": 120} and res.notes["candidates_per_query"] == 4
     assert all(len(s["top"]) == 4 for s in res.samples)  # the other 116 texts are never ranked
+    ids = [str(q["id"]) for q in queries]  # queries are named by their ids, as the qrels name them
+    assert res.per_query["ids"] == ids and [s["id"] for s in res.samples] == ids
+    assert all(s["top"][0].startswith(s["id"] + "_") for s in res.samples)
     # ranked against all 120 descriptions (no candidates), the same files give another number
     spec = (Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice/mrmr_negation.yaml").read_text()
     whole = _yaml(tmp_path / "yaml", spec.replace("candidates: {item: '(.*)_[^_]*'}", ""))
@@ -806,8 +809,8 @@ def test_mrmr_negation_refuses_a_relevant_description_outside_the_querys_own_fou
     queries, corpus, qrels = _mrmr(tmp_path, 4)
     qrels[2]["corpus-id"] = f"{queries[0]['id']}_1"  # another query's description
     pq.write_table(pa.Table.from_pylist(qrels), tmp_path / "mrmr_negation/qrels/test/0000.parquet")
-    with pytest.raises(UserError, match=r"qrels/test/0000\.parquet: item '150000_1', judged relevant to query "
-                                        r"'150014', is not among its candidates"):
+    with pytest.raises(UserError, match=r"qrels/test/0000\.parquet: row 2: item '150000_1', judged relevant to "
+                                        r"query '150014', is not among its candidates"):
         evaluate(BUILTIN["mrmr_negation"], tmp_path, GridModel())
     corpus[5]["id"] = "nounderscore"
     pq.write_table(pa.Table.from_pylist(corpus), tmp_path / "mrmr_negation/corpus/test/0000.parquet")

@@ -16,12 +16,8 @@ from negharness.api.errors import UserError
 from negharness.api.model import ModelOptions
 from negharness.discovery.manager import PluginHost
 from negharness.engine.evaluate import RunRequest, run_evaluation
-from negharness.engine.runner import (
-    CachedEvalContext,
-    EmbeddingContract,
-    ModelOrigin,
-    RunSettings,
-)
+from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
+from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import MediaSet
 from negharness.store.cache import EmbeddingCache, read_shard
 from negharness.testing import (

@@ -116,7 +116,7 @@ class ChoiceScorer(ModelPlugin):
 
 class EmbeddingModel(ModelPlugin):
     """Base of every retrieval model plugin, the encoder contract. All ``encode_*`` outputs are
-    L2-normalised float32 (the host checks, `negharness.engine.runner.EmbeddingContract`)."""
+    L2-normalised float32 (the host checks, `negharness.engine.embedding_contract.EmbeddingContract`)."""
 
     # -- to implement -------------------------------------------------------------------------
     @abstractmethod

@@ -15,6 +15,7 @@ judges relevant to anything is left out and counted (``queries_unjudged``), as t
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -62,9 +63,10 @@ def _key(pattern: str | None, value: str, where: str, what: str) -> str:
     if pattern is None:
         return value
     m = re.fullmatch(pattern, value)
-    if m is None:
+    key = None if m is None else m.group(1) if m.re.groups else m.group(0)
+    if key is None:  # no match, or a first group that took no part in it
         raise UserError(f"{where}: {what} id {short(value)} does not match the candidates pattern {pattern!r}")
-    return m.group(1) if m.re.groups else m.group(0)
+    return key
 
 
 class QrelsRetrievalTask(ItemTask):
@@ -103,6 +105,11 @@ class QrelsRetrievalTask(ItemTask):
         """(query side, ranked side) by id: the texts and the media, in the task's direction."""
         media = _ids(list(self.records()), self.spec["media"]["id"], "item")
         texts = _ids(self._read("queries"), self.spec["queries"]["id"], "text" if self.media_queries else "query")
+        if self.media_queries:  # the ranked texts, checked while the run plans (queries: once kept, below)
+            field = self.spec["queries"]["text"]
+            for rec in texts.values():
+                if not rec.text(field):
+                    raise UserError(f"{rec.where}: empty text in field {field!r}")
         return (media, texts) if self.media_queries else (texts, media)
 
     @cached_property
@@ -110,6 +117,7 @@ class QrelsRetrievalTask(ItemTask):
         """The qrels read against both sides; --limit cuts the queries, never the candidates."""
         j = self.spec["qrels"]
         queries, ranked = self._sides
+        self._judged_at: dict[tuple[str, int], str] = {}  # (query, item) -> the qrels row judging it relevant
         index = {key: i for i, key in enumerate(ranked)}
         query_file, ranked_file = ((self.spec_files[0], self.side_files[0]) if self.media_queries
                                    else (self.side_files[0], self.spec_files[0]))
@@ -122,11 +130,14 @@ class QrelsRetrievalTask(ItemTask):
                 raise UserError(f"{rec.where}: item id {short(item)} is not in {ranked_file}")
             score = rec.get(j["score"]) if j["score"] else 1
             try:
-                positive = float(score) > 0
+                value = float(score)
             except (TypeError, ValueError):
-                raise UserError(f"{rec.where}: score {short(score)} in field {j['score']!r} is not a number") from None
-            if positive and index[item] not in relevant.setdefault(qid, []):
+                value = math.nan
+            if not math.isfinite(value):
+                raise UserError(f"{rec.where}: score {short(score)} in field {j['score']!r} is not a finite number")
+            if value > 0 and index[item] not in relevant.setdefault(qid, []):
                 relevant[qid].append(index[item])
+                self._judged_at[(qid, index[item])] = rec.where
         kept = [k for k in queries if relevant.get(k)]
         if self.options.limit:
             kept = kept[: self.options.limit]
@@ -157,8 +168,8 @@ class QrelsRetrievalTask(ItemTask):
             outside = sorted(set(rel) - set(cands))
             if outside:
                 name = list(self._sides[1])[outside[0]]
-                raise UserError(f"{self.side_files[1]}: item {short(name)}, judged relevant to query {short(qid)}, "
-                                "is not among its candidates")
+                raise UserError(f"{self._judged_at[(qid, outside[0])]}: item {short(name)}, judged relevant to query "
+                                f"{short(qid)}, is not among its candidates")
             out.append(cands)
         return out
 
@@ -182,8 +193,8 @@ class QrelsRetrievalTask(ItemTask):
             field = self.spec["queries"]["text"]
             texts = [rec.text(field) for rec in ranked.values()]
             refs = [self.item(rec).media[0] for rec in judged.query_recs]
-            result = evaluate_media_to_text(ctx, self.media_set(ctx, refs), list(ranked), texts, relevance,
-                                            candidates=candidates)
+            result = evaluate_media_to_text(ctx, judged.ids, self.media_set(ctx, refs), list(ranked), texts,
+                                            relevance, candidates=candidates)
         else:
             texts = [rec.text(self.spec["queries"]["text"]) for rec in judged.query_recs]
             refs = [it.media[0] for it in self.items]
@@ -193,8 +204,6 @@ class QrelsRetrievalTask(ItemTask):
         notes: dict[str, Any] = {**(result.notes or {}), **self.filter_notes()}
         if judged.unjudged:
             notes["queries_unjudged"] = judged.unjudged
-        if candidates is not None:
-            notes["candidates_per_query"] = float(candidates.counts().mean())
         result.notes = notes
         if result.per_query is not None:
             result.per_query["values"] = {k: v for k, v in result.per_query["values"].items() if k in result.metrics}

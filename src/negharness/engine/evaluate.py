@@ -49,7 +49,8 @@ from negharness.engine.reuse import (
     option_files,
     stale_reason,
 )
-from negharness.engine.runner import CachedEvalContext, ModelOrigin, RunSettings, device_name, resolve_device
+from negharness.engine.embedding_contract import ModelOrigin
+from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
 from negharness.fetch.manifest import verify_files
 from negharness.fetch.select import fetch_hint
 from negharness.fetch.sources import SOURCES

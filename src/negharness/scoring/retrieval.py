@@ -131,7 +131,13 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         raise UserError(f"no queries to evaluate over {media.key}")
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
     all_ids = list(media.ids)
+    asked = None if candidates is None else dict(zip(qs.ids, candidates.counts().tolist()))
     media, media_emb, qs, notes, candidates = drop_unreadable(ctx, media, ctx.embed_media(media), qs, candidates)
+    if candidates is not None:  # after unreadable media left the sets: a set of 1 is a sure hit, so say so
+        notes["candidates_per_query"] = float(candidates.counts().mean())
+        shrunk = sum(1 for q, n in zip(qs.ids, candidates.counts().tolist()) if n < asked[q])
+        if shrunk:
+            notes["candidate_sets_shrunk"] = shrunk
     skipped = frozenset(all_ids) - frozenset(media.ids)
     if candidates is not None:  # scored within each query's own set: the relevance then names columns
         if qrels is not None or qs.parts is not None:
@@ -166,12 +172,14 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
                       perquery.per_query(qs.ids, per_query, _kept_clusters(query_ids, clusters, qs.ids)))
 
 
-def evaluate_media_to_text(ctx: EvalContext, media: MediaSet, text_ids: Sequence[str], texts: Sequence[str],
-                           relevance: Relevance, candidates: Relevance | None = None) -> TaskResult:
+def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: MediaSet, text_ids: Sequence[str],
+                           texts: Sequence[str], relevance: Relevance,
+                           candidates: Relevance | None = None) -> TaskResult:
     """Media as queries ranking texts (image-to-text retrieval): each medium's scores against every
     text, as the model scores the pair (its text-to-media scores, transposed), then the several-relevant
     metrics of `evaluate_text_to_media`. An unreadable medium is a query that cannot be asked: it leaves
-    the scoring, counted. ``candidates``: each query ranked within its own set of texts only."""
+    the scoring, counted. ``query_ids``: one per medium, the ids the records and samples name queries by.
+    ``candidates``: each query ranked within its own set of texts only."""
     if not texts:
         raise UserError(f"no texts to rank for {media.key}")
     media_emb = ctx.embed_media(media)
@@ -179,8 +187,10 @@ def evaluate_media_to_text(ctx: EvalContext, media: MediaSet, text_ids: Sequence
     notes: dict = skip_notes(bad, int(bad.sum()))
     if bad.all():
         raise nothing_left(media, "query")
+    query_ids = list(query_ids)
     if bad.any():
         media, media_emb = kept_media(media, media_emb, bad)
+        query_ids = [q for q, b in zip(query_ids, bad) if not b]
         relevance = relevance.select(~bad)
         candidates = None if candidates is None else candidates.select(~bad)
     names = list(text_ids)
@@ -202,12 +212,14 @@ def evaluate_media_to_text(ctx: EvalContext, media: MediaSet, text_ids: Sequence
     if ctx.log_samples:
         top = torch.topk(sim, min(10, sim.shape[1]), dim=1).indices.numpy()
         name = (lambda q, i: names[q][i]) if candidates is not None else (lambda q, i: names[i])  # noqa: E731
-        samples = [{"id": media.ids[q], "rank": int(ranks[q]), "ap": float(ap[q]),
+        samples = [{"id": query_ids[q], "medium": media.ids[q], "rank": int(ranks[q]), "ap": float(ap[q]),
                     "relevant": [name(q, i) for i in relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]]],
                     "top": [name(q, i) for i in top[q] if torch.isfinite(sim[q, i])]} for q in range(len(media))]
     ranked = len(texts) if candidates is None else len(np.unique(candidates.indices))  # texts some query ranks
+    if candidates is not None:
+        notes["candidates_per_query"] = float(candidates.counts().mean())
     return TaskResult(metrics, {"queries": len(media), "texts": ranked}, samples,
-                      {**relevance_notes(relevance), **notes}, perquery.per_query(list(media.ids), per_query, None))
+                      {**relevance_notes(relevance), **notes}, perquery.per_query(query_ids, per_query, None))
 
 
 def _kept_clusters(all_ids: Sequence[str], clusters: Sequence[str] | None, kept: Sequence[str]) -> list[str] | None:
