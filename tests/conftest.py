@@ -109,7 +109,10 @@ def _missing(what: str) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The one rule for outside data: a test marked `needs(...)` skips, naming what is missing."""
+    """The one rule for outside data: a test marked `needs(...)` skips, naming what is missing. And
+    tests marked `heavy` (tens of seconds each) go first, in their order: xdist hands out tests in
+    collection order, so a heavy test collected last would run alone while the other worker idles."""
+    items[:] = sorted(items, key=lambda item: item.get_closest_marker("heavy") is None)
     cache: dict[str, str | None] = {}
     for item in items:
         for mark in item.iter_markers("needs"):

@@ -383,6 +383,7 @@ def uninterrupted(tmp_path_factory) -> dict:
     return _record(folder / "out")
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 @pytest.mark.parametrize("moment", [("image", 1), ("image", 5), ("text", 3)])
 def test_kill_9_mid_run_resumes_losing_at_most_one_batch(tmp_path, moment, uninterrupted):
     """`negharness run` at default settings, killed with SIGKILL once the cache holds ``n`` batches

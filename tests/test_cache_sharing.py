@@ -157,6 +157,7 @@ def _records_and_encodes(tmp_path: Path, n: int) -> tuple[list[dict], dict[str, 
     return records, encodes
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 def test_four_identical_runs_encode_each_item_once_and_agree(tmp_path):
     records, encodes = _records_and_encodes(tmp_path, 4)
     distinct_texts = records[0]["counts"]["texts_encoded"] + records[0]["counts"]["texts_cached"]

@@ -31,7 +31,7 @@ def test_the_workflow_is_valid_yaml_with_the_documented_jobs():
 
 
 def test_every_negharness_command_in_the_workflow_parses():
-    from negharness.cli.main import build_parser
+    from negharness.cli.parser import build_parser
 
     commands = _commands()
     assert {c[0] for c in commands} >= {"run", "leaderboard", "diagnose"}

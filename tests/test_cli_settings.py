@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from negharness.cli.main import RUN_SETTINGS, build_parser
+from negharness.cli.parser import RUN_SETTINGS, build_parser
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:

@@ -160,6 +160,7 @@ def test_parquet_rows_read_in_small_batches(tmp_path, monkeypatch):
     assert max(seen) <= sources.PARQUET_BATCH_ROWS and sum(seen) == 50
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tmp_path):
     """Every image a sample loads is tracked by a weak reference: at any load, the images still alive
     are at most what one edit batch needs, never one per sample (the gallery too is written at once)."""

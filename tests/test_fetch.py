@@ -464,6 +464,26 @@ def test_released_weights_are_fetched_into_the_model_cache(server, tmp_path, mon
     assert weights.released_checkpoint("clip", None, tmp_path) is None
 
 
+def _at_once(call: Any, n: int = 2) -> list[Any]:
+    """``call`` in ``n`` threads started 0.1 s apart (each opens its own lock, as a process would):
+    what each returned or raised, in the order they ended."""
+    got: list[Any] = []
+
+    def one() -> None:
+        try:
+            got.append(call())
+        except Exception as e:  # noqa: BLE001 - shown by the caller's assertion
+            got.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    for t in threads:
+        t.join(60)
+    return got
+
+
 def test_two_ranks_fetching_the_same_weights_at_once_download_them_once(server, tmp_path, monkeypatch):
     """torchrun ranks (here two threads, each opening its own lock as a process would) asking for the
     same released weights at once: one downloads, the other waits and finds the file; before, both
@@ -471,23 +491,20 @@ def test_two_ranks_fetching_the_same_weights_at_once_download_them_once(server, 
     data = os.urandom(200_000)
     url = _serve(server, "/negclip.pth", data, "slow")  # ~1 s of transfer: the second asks meanwhile
     monkeypatch.setitem(weights.WEIGHTS, ("negclip", None), replace(weights.WEIGHTS[("negclip", None)], url=url))
-    got: list[Any] = []
-
-    def rank() -> None:
-        try:
-            got.append(weights.released_checkpoint("negclip", None, tmp_path))
-        except Exception as e:  # noqa: BLE001 - shown by the assertion below
-            got.append(e)
-
-    threads = [threading.Thread(target=rank) for _ in range(2)]
-    for t in threads:
-        t.start()
-        time.sleep(0.1)
-    for t in threads:
-        t.join(60)
+    got = _at_once(lambda: weights.released_checkpoint("negclip", None, tmp_path))
     path = tmp_path / "models/negclip/negclip.pth"
     assert got == [path, path] and path.read_bytes() == data
     assert [p for p, _ in server.seen] == ["/negclip.pth"]  # one transfer, from its start
+    assert not list(tmp_path.rglob("*.part"))
+
+
+def test_two_fetches_of_one_source_at_once_download_it_once(server, tmp_path):
+    """Two `negharness fetch` runs on one data root (two threads here, each opening its own lock as a
+    process would): one downloads, the other waits and finds the file in place."""
+    src = Source("bench/a.json", _serve(server, "/a.json", PAYLOAD, "slow"), _sha(PAYLOAD), len(PAYLOAD), ("bench_a",))
+    got = _at_once(lambda: fetch_sources([src], tmp_path)[0].state)
+    assert sorted(map(str, got)) == ["fetched", "present"]
+    assert (tmp_path / "bench/a.json").read_bytes() == PAYLOAD and [p for p, _ in server.seen] == ["/a.json"]
     assert not list(tmp_path.rglob("*.part"))
 
 

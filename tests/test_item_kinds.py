@@ -908,6 +908,40 @@ def test_the_checker_refuses_new_keys_out_of_place(tmp_path, edit, expected):
         _yaml(tmp_path, BOXES.replace(*edit))
 
 
+@pytest.mark.parametrize("yaml_text, expected", [
+    # a key the scoring would drop unseen is refused (each gave a number as if it were not there)
+    (GROUP_FILES.replace("      members: [\"g/{a}.png\", \"g/{b}.png\"]\n",
+                         "      members: [\"g/{a}.png\", \"g/{b}.png\"]\n      crop: [x, y, w, h]\n"),
+     r"key 'media\.crop': not read with members or embedded images"),
+    (GROUP_FILES.replace("    media:\n", "    media:\n      kind: video\n      box: region\n"),
+     r"key 'media\.box': regions of a video are not read"),
+    (BOXES.replace("kind: image_choice", "kind: multi_choice").replace("      text: phrase", "      positives: phrase\n"
+                   "      false: other"), r"key 'media\.boxes': not read by a multi_choice task"),
+    (GROUP_FILES.replace("      file: g/groups.jsonl\n", "      file: g/groups.jsonl\n      rows_per_item: 2\n"
+                         "      slice: [1, -1]\n"), r"key 'data\.slice': the slice cuts rows .* multiple of 2"),
+])
+def test_the_checker_refuses_a_key_the_scoring_would_drop(tmp_path, yaml_text, expected):
+    with pytest.raises(UserError, match=expected):
+        _yaml(tmp_path, yaml_text)
+
+
+def test_an_imagefolder_reads_its_path_cells_inside_the_folder(tmp_path):
+    """A metadata file's paths are relative to the folder holding it (the imagefolder), not its parent."""
+    folder = tmp_path / "data/ds/test"
+    rows = []
+    for i in range(6):
+        for k in "ab":
+            _save(_blocks(f"{i}{k}", (32, 32)), folder / "imgs" / f"{i}{k}.png")
+        rows.append({"file_name": f"imgs/{i}a.png", "other": f"imgs/{i}b.png", "ca": f"a {i}", "cb": f"b {i}"})
+    (folder / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cls = _yaml(tmp_path / "yaml", GROUP_FILES.replace("      file: g/groups.jsonl\n", "      file: ds/test\n"
+                                                       "      format: imagefolder\n")
+                .replace("      members: [\"g/{a}.png\", \"g/{b}.png\"]\n", "      embedded: [file_name, other]\n"))
+    res = evaluate(cls, tmp_path / "data", GridModel())
+    assert res.n_items == {"rows": 6, "images": 12}
+    assert res.samples[0]["media"] == ["ds/test/imgs/0a.png", "ds/test/imgs/0b.png"]
+
+
 def test_text_only_reads_no_media_and_qrels_reads_no_captions(tmp_path):
     tot = (Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice/sugarcrepepp_swap_obj_tot.yaml").read_text()
     with pytest.raises(UserError, match=r"key 'media': not read with text_only"):

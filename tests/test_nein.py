@@ -30,6 +30,7 @@ def test_every_table2_format_names_its_object():
         assert negated_object(f.format(S="red circle")) == "red circle"
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 def test_detector_is_exact_on_every_sample_of_the_default_split():
     """Every sample nein_shapes builds by default: the input shows exactly its objects and the added
     target, the truth exactly its objects, asked about every colour and shape of the world."""
@@ -60,6 +61,7 @@ def test_detector_reads_any_size_and_rejects_what_is_no_shape():
     assert det.max_scores(Image.fromarray(half), [p.target])[p.target] == 0.0
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 def test_reference_editors_bound_the_scores_and_edits_resume(tmp_path):
     ident = _run(tmp_path, "identity")
     m = ident.record["metrics"]

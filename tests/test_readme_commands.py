@@ -114,6 +114,7 @@ def test_every_self_contained_readme_command_runs_and_its_figures_hold(tmp_path)
     assert original["MIR"] == pytest.approx(0.91, abs=0.006) and composed["MIR"] == pytest.approx(0.36, abs=0.006)
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 @pytest.mark.parametrize("section", OWN_FOLDER, ids=lambda h: h.split(":")[0].removeprefix("## ").replace(" ", "_"))
 def test_each_readme_section_that_runs_apart_runs_as_written(tmp_path, section):
     """The commands of a section that needs nothing earlier sections wrote, as written, in order."""

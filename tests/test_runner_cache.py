@@ -411,9 +411,9 @@ def test_a_broken_embedding_is_refused_naming_model_plugin_and_checkpoint(tmp_pa
 
 def test_embeddings_that_are_not_unit_norm_are_normalised_once_with_a_warning(tmp_path):
     """Raw features (norms 3, 6, ... 18) were scored on dot products: R@1 33.3 instead of 100, no word."""
-    from negharness.engine import runner
+    from negharness.engine import embedding_contract
 
-    runner._NORMALISED.clear()
+    embedding_contract._NORMALISED.clear()
     req = RunRequest(model="faulty", tasks=["colours"], output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "c"))
     with pytest.warns(UserWarning, match=r"model 'faulty' \(plugin 'faulty_plugin'.*not L2-normalised") as seen:

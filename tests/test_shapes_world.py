@@ -57,6 +57,7 @@ def test_identical_facts_are_grouped():
     assert len(COLOURS) * len(SHAPES) * len(ACTIONS) == 96
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 def test_embedded_default_runs_far_above_chance(cli, tmp_path):
     res = cli("run", "--model", "shapes_clip", "--task", "shapes_*")
     assert res.returncode == 0, res.stderr

@@ -171,6 +171,7 @@ def _records(folder: Path) -> dict[str, dict]:
     return {r["task"]["name"]: r for r in recs if "task" in r and "metrics" in r}
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     common = ["run", "--model", "shapes_clip", *TASKS, "--device", "cpu", "--limit", "41", "--batch-size", "16"]
     from negharness.cli.main import main
@@ -198,6 +199,7 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     assert single["shapes_mcq"]["counts"]["media_encoded"] == 41
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 def test_no_cache_under_torchrun_is_one_clear_error(tmp_path: Path) -> None:
     out = _run(["run", "--model", "shapes_clip", "--task", "shapes_mcq", "--device", "cpu", "--no-cache",
                 "--output-dir", str(tmp_path / "r")], tmp_path, 2)

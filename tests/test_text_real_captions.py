@@ -161,7 +161,7 @@ def test_composer_plural_place_only_for_plural_subjects():
 
 def test_composed_queries_on_real_videos_have_none_of_the_defects():
     from negharness.text.composer import compose_captions
-    from negharness.text.phrases import NOT_AGENTS
+    from negharness.text.vocabulary import NOT_AGENTS
 
     videos = dict(list(_videos().items())[:120])
     queries = compose_captions(list(videos), list(videos.values()), seed=0)

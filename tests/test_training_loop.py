@@ -162,6 +162,7 @@ def test_ranks_shares_concatenate_to_the_one_process_batch():
         EpochBatches(40, 8, 0, 0, rank=0, world=3)
 
 
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
 @pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
                     reason="torch.distributed with gloo is not available")
 def test_ddp_two_gloo_processes_equal_one_and_resume_on_another_world_size(cli, cli_subprocess, tmp_path):

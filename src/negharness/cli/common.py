@@ -1,6 +1,6 @@
 """What every `negharness` command shares: KEY=VALUE pairs, consoles, progress, the plugin host.
 
-Kept apart from the commands so `cli` (run, train, list, the parser) and `cli_reports`
+Kept apart from the commands so `cli.commands` (run, train, list, fetch) and `cli.reports`
 (leaderboard, compare, fire, diagnose, build-queries) use one copy; nothing heavy is imported here.
 """
 

@@ -100,7 +100,8 @@ class ItemTask(DeclarativeTask):
             return MediaRef(f"{self.query_id(rec.where)}:{field}", None, None, data)
         for prefix in self.spec["media"]["strip_prefix"]:  # a snapshot may keep its maker's absolute paths
             path = path.removeprefix(prefix)
-        folder = self.spec_files[0].parent.relative_to(self.root).as_posix()
+        data = self.spec_files[0]  # an imagefolder's paths are inside it; a file's beside it
+        folder = (data if data.is_dir() else data.parent).relative_to(self.root).as_posix()
         return self._file(f"{folder}/{path}", rec, 0)
 
     def _crop(self, ref: MediaRef, rec: Record, field: str, value: Any) -> MediaRef:

@@ -70,6 +70,9 @@ def item_media(m: Any, kind: str, qrels: bool) -> dict[str, Any]:
         raise m.fail("boxes", "regions are cut from one image: not with several members")
     if out["embedded"] and kind != "group" and len(out["embedded"]) != 1:
         raise m.fail("embedded", f"a {kind} task reads one image field")
+    if out["boxes"] and (kind == "multi_choice" or qrels):  # they score one medium per record
+        raise m.fail("boxes", f"not read by a {kind}{' task with qrels' if qrels else ''} task (it scores one image "
+                              "per record): give box (one region)")
     if kind == "image_choice" and not out["boxes"]:
         raise m.fail("boxes", "missing (the field holding the regions an image_choice task chooses among)")
     if qrels and not out["id"]:

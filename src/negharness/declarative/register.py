@@ -411,6 +411,11 @@ def _media(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None
         raise m.fail("crop", "expected four field names: x, y, width, height")
     if out["crop"] is not None and (out["box"] or out["boxes"]):
         raise m.fail("crop", "give crop (four fields) or box/boxes (a field holding the box), not both")
+    if out["crop"] is not None and (out["members"] or out["embedded"]):  # record_media reads crop with path only
+        raise m.fail("crop", "not read with members or embedded images: give box (a field holding [x, y, w, h])")
+    regions = [k for k in ("crop", "box", "boxes") if out[k]]
+    if out["kind"] == "video" and regions:  # frames are decoded whole: a region would be dropped unseen
+        raise m.fail(regions[0], "regions of a video are not read: crop, box and boxes cut images only")
     if kind == "group" and not (out["members"] or out["embedded"]):
         raise m.fail("members", "missing (a group names its images in order: members or embedded)")
     return out
@@ -462,6 +467,10 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     if spec["data"]["slice"] is not None and (len(spec["data"]["slice"]) != 2 or not all(
             v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in spec["data"]["slice"])):
         raise d.fail("slice", "expected [start, stop] (integers or null), as a Python slice")
+    n = spec["data"]["rows_per_item"]
+    if spec["data"]["slice"] is not None and n > 1 and any(v is not None and v % n for v in spec["data"]["slice"]):
+        raise d.fail("slice", f"the slice cuts rows before they join into items of {n}: each bound must be a "
+                              f"multiple of {n}, or a pair would take rows of two items")
     spec["text_only"] = c.get("text_only", bool, False, False)
     if kind == "retrieval" and any(k in c.data for k in ("qrels", "queries", "texts", "direction", "candidates")):
         spec.update(qrels_spec(c, _stays_under_root))

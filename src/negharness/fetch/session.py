@@ -22,6 +22,7 @@ from negharness.fetch.download import (
     OfflineError,
     Transfer,
     download,
+    exclusive,
     offline,
     offline_error,
 )
@@ -93,7 +94,17 @@ def _transfer(source: Source, root: Path) -> Transfer:
 
 
 def fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
-    """Download (and unpack, or snapshot) one source; its manifest entry written once it is whole."""
+    """Download (and unpack, or snapshot) one source; its manifest entry written once it is whole. One
+    process at a time (`exclusive`, its lock kept under ``.locks/``: removing a lock file another process
+    waits on would let a third one in): a second `negharness fetch` on the same data root waits, then
+    finds the source in place instead of writing the same ``.part``."""
+    with exclusive(root / ".locks" / source.name.replace("/", "_")):
+        if in_place(source, root):
+            return Outcome(source, "present")
+        return _fetch_one(source, root, meter)
+
+
+def _fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
     if source.kind == "snapshot":
         return _snapshot(source, root)
     t = _transfer(source, root)

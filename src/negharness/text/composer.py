@@ -48,19 +48,14 @@ from typing import Sequence
 
 from .nltk_resources import tag
 from .phrases import (  # noqa: F401 (re-exported)
-    INDEFINITE,
-    PARTICLES,
-    PEOPLE,
-    STOP_WORDS,
     Subject,
     VerbPhrase,
     extract_pairs,
     head_nouns,
-    lemma,
     normalise,
-    repair_tags,
-    token_lemma,
 )
+from .tag_repair import repair_tags
+from .vocabulary import INDEFINITE, PARTICLES, PEOPLE, STOP_WORDS, token_lemma
 
 
 @dataclass

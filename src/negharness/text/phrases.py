@@ -23,10 +23,43 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from .negator import expand_contractions, is_known_verb
 from .nltk_resources import tag
+from .tag_repair import repair_tags
+from .vocabulary import (
+    ANIMALS,
+    AUX_VERBS,
+    BE_LEMMAS,
+    CLAUSE_BOUNDARY,
+    COLLECTIVES,
+    COLOURS,
+    FEMALE,
+    INCOMPLETE_END_TAGS,
+    INDEFINITE,
+    KEY_FUNCTION_WORDS,
+    LEAD_VERBS,
+    MALE,
+    NON_ACTION_VERBS,
+    NOT_AGENTS,
+    NUMERALS,
+    OBJECT_PRONOUNS,
+    PEOPLE,
+    PERCEPTION_VERBS,
+    PLAIN_PEOPLE,
+    PLURAL_NOUNS,
+    PREDICATIVE_ADVERBS,
+    PRONOUNS,
+    QUANTITIES,
+    RECORDING_MODIFIERS,
+    STOP_WORDS,
+    SUBORDINATORS,
+    UNSEXED,
+    VBG_COMPOUNDS,
+    VEHICLES,
+    lemma,
+)
 
 GRAMMAR = r"""
 NP: {<DT|JJ|CD|PRP\$|NN.*>*<NN.*>}
@@ -34,111 +67,6 @@ PP: {<IN|RP|TO><NP>}
 VP: {<VB.*><RP>?<NP|PP|CLAUSE>*}
 CLAUSE: {<NP><VP>}
 """
-STOP_WORDS = frozenset("""
-a an the and or but if while of at by for with about against between into through during before after above
-below to from up down in out on off over under again further then once here there when where why how all any
-both each few more most other some such no nor not only own same so than too very can will just don should now
-i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself
-it its itself they them their theirs themselves what which who whom this that these those am is are was were be
-been being have has had having do does did doing would could ought s t one two another its as very also
-""".split())
-MALE = frozenset("man boy guy gentleman father dad son husband king brother uncle actor player male boyfriend "
-                 "grandfather grandpa he sir prince groom".split())
-FEMALE = frozenset("woman girl lady mother mom daughter wife queen sister aunt actress female girlfriend "
-                   "grandmother grandma she madam princess bride".split())
-PEOPLE = MALE | FEMALE | frozenset("""person people someone somebody kid child baby player chef team student teacher
-crowd family friend couple singer dancer athlete reporter host model cook worker driver rider musician band audience
-soldier police officer doctor customer character group teen teenager youth adult individual fan celebrity star
-artist performer gamer contestant judge anchor presenter speaker narrator tourist surfer skier skater biker
-cyclist runner swimmer fighter wrestler boxer chef protestor protester human golfer comedian batter pitcher
-goalkeeper quarterback batsman bowler pilot mermaid choir chorus cartoon superhero hero villain robot""".split())
-ANIMALS = frozenset("""animal dog puppy cat kitten horse bird fish cow pig monkey bear lion tiger elephant deer sheep
-goat duck chicken rabbit mouse rat snake turtle dolphin whale shark penguin panda fox wolf giraffe zebra parrot
-hamster squirrel frog insect bug spider butterfly bee pet creature alligator crocodile buffalo hippo squid
-octopus camel lizard kangaroo koala otter seal""".split())
-VEHICLES = frozenset("car truck bus train plane airplane jet helicopter boat ship bike bicycle motorcycle vehicle "
-                     "van suv tractor racecar kart scooter".split())
-PLURAL_NOUNS = frozenset("clothes glasses pants shorts jeans news sports goggles scissors trousers stairs lyrics "
-                         "graphics things others people headphones".split())
-NUMERALS = {w: w for w in "two three four five six seven eight nine ten twelve".split()} | {
-    str(i): w for i, w in enumerate("zero one two three four five six seven eight nine ten".split()) if i >= 2}
-COLOURS = frozenset("red blue green yellow black white purple pink orange brown grey gray gold silver".split())
-BE_LEMMAS = {"be"}
-AUX_VERBS = {"be", "do", "have", "will", "can", "get"}
-CLAUSE_BOUNDARY = {"while", "whilst", "and", "or", "but", "as", "when", "because", "then", ",", ";", ".", "who",
-                   "which", "that", "where"}
-# heads that name the recording or a quantity, not the one who acts: "a video of a man" -> "a man"
-NOT_AGENTS = frozenset("video clip scene footage film movie trailer picture image photo screen show program "
-                       "segment compilation montage slideshow commercial advertisement ad episode tutorial vlog "
-                       "kind type sort part view shot closeup version animation news report title music song "
-                       "audio voice sound background camera clips videos thing something graphic graphics logo "
-                       "text words website page map diagram chart slide pop game match event competition tournament "
-                        "concert performance debate ceremony".split())
-# nouns that, before a subject's head, say where it was filmed rather than what it is ("a movie scene girl")
-RECORDING_MODIFIERS = frozenset("scene scenes clip footage screen".split())
-INDEFINITE = frozenset("someone somebody everyone everybody anyone anybody nobody something".split())
-# a VBG that with the next noun is a noun compound, not a verb phrase ("and he cutting board")
-VBG_COMPOUNDS = frozenset(("cutting board", "swimming pool", "living room", "dining table", "dining room",
-                           "frying pan", "washing machine", "sleeping bag", "running shoes", "parking lot",
-                           "shopping mall", "boxing ring", "wrestling ring", "driving range", "cooking show",
-                           "baking sheet", "mixing bowl", "waiting room", "fishing rod", "singing competition",
-                           "dancing competition", "talking head", "racing car", "rolling pin", "walking stick"))
-QUANTITIES = frozenset("group couple bunch lot pair team crowd set number series few lots".split())
-# verbs whose bare or light use no reader takes as an action a video shows (the authors drop a
-# similar list: show, explain, talk, say, speak, argue, display, wear; go, make, get, do, try)
-NON_ACTION_VERBS = frozenset("""
-be have do get go make let seem appear need want try attempt begin start continue keep show display feature
-depict contain include involve consist represent describe explain wear sport become remain tell ask say speak
-argue talk discuss mention happen know think understand believe like love hate wish hope
-""".split())
-# people named plainly: after another noun they start a new clause ("play guitar | women sing")
-PLAIN_PEOPLE = frozenset("man woman girl boy people person kid guy child lady".split())
-# plural nouns the tagger's repair must never read as a verb ("on the voice kids")
-NEVER_VERBS = frozenset("kids games video videos outfit outfits".split())
-# singular nouns for many people: "a choir ... her hair" does not fit, "a choir ... each other" does
-COLLECTIVES = QUANTITIES | frozenset("crowd audience band family choir chorus class orchestra army troop cast "
-                                     "squad crew gang".split())
-# people-like doers a caption gives no sex: "a cartoon ... her boyfriend" is a guess
-UNSEXED = frozenset("cartoon character robot superhero hero villain".split())
-# particles and adverbs that complete a verb ("lying down", "splitting up", "dancing together"): kept
-# in the phrase (tagged RP) when no noun phrase follows them
-PARTICLES = frozenset("up down out off away back around over together apart along aside forward backward "
-                      "backwards inside outside".split())
-# function words that change what a phrase says, so its key keeps them: "lie down" is not "lie",
-# "dance with each other" / "with others" is not "dance"
-KEY_FUNCTION_WORDS = frozenset("up down out off over other".split())
-OBJECT_PRONOUNS = frozenset("them him her it me us you".split())
-# -ing words that are nouns first ("designer clothing"), never retagged as participles
-ING_NOUNS = frozenset("""clothing building painting ceiling wedding evening morning meeting drawing ring king thing
-string wing spring swing offering ending opening beginning feeling recording setting""".split())
-# verbs whose object does the next participle: "watching other people | walking down a runway"
-PERCEPTION_VERBS = frozenset("watch see observe hear film record photograph notice view spot stare".split())
-SUBORDINATORS = frozenset("while whilst as because when after before".split())
-LEAD_VERBS = frozenset("start begin continue keep go prepare".split())  # "starts to sing": sings
-INCOMPLETE_END_TAGS = {"DT", "JJ", "JJR", "JJS", "IN", "CC", "TO", "PRP$", "POS", "WDT", "CD"}
-PRONOUNS = {"his": "he", "him": "he", "himself": "he", "her": "she", "herself": "she", "hers": "she",
-            "their": "they", "them": "they", "themselves": "they", "its": "it", "itself": "it"}
-
-
-@lru_cache(maxsize=65536)
-def lemma(word: str, upos: str | None = None) -> str:
-    """Lemma by lemminflect; without a part of speech, inflected-looking words are read as verbs."""
-    from lemminflect import getLemma
-
-    w = word.lower()
-    if upos is None:
-        lemmas = getLemma(w, upos="VERB") if w.endswith(("ing", "ed", "es", "s")) else (w,)
-    else:
-        lemmas = getLemma(w, upos=upos)
-    return lemmas[0] if lemmas else w
-
-
-def token_lemma(word: str, penn: str) -> str:
-    if penn.startswith("NN"):
-        return lemma(word, "NOUN")
-    if penn.startswith("VB"):
-        return lemma(word, "VERB")
-    return word.lower()
 
 
 @dataclass(frozen=True)
@@ -498,8 +426,6 @@ def _vague(rest: list[tuple[str, str]]) -> bool:
     return any(w == "lot" and (i == 0 or words[i - 1] not in ("a", "the", "whole")) for i, w in enumerate(words))
 
 
-# adverbs that complete a verb as an adjective would ("falling asleep", "staying home")
-PREDICATIVE_ADVERBS = frozenset("asleep awake alone aboard ahead home upstairs downstairs abroad ashore".split())
 
 
 def _predicative(items: list[Item], k: int) -> tuple[str, str] | None:
@@ -582,76 +508,6 @@ def _verb_phrase(items: list[Item], k: int) -> VerbPhrase | None:
             and items[k + 1][1][0][1] == "PRP" and items[k + 1][1][0][0] in OBJECT_PRONOUNS:
         return None  # object pronoun left out of the chunk: "a boat circles | them" is no bare "circle"
     return VerbPhrase(verb, tuple(w for w, _ in rest), _plural_in_pp(rest))
-
-
-def _after_preposition_or_verb(tagged: list[tuple[str, str]], i: int) -> bool:
-    """The noun phrase ending at ``i`` is a verb's object or in a PP ("in designer clothing")."""
-    while i >= 0 and tagged[i][1] in ("NN", "NNS", "JJ", "DT", "PRP$", "CD"):
-        i -= 1
-    return i >= 0 and (tagged[i][1].startswith("VB") or tagged[i][1] in ("IN", "TO"))
-
-
-def _object_of_verb(tagged: list[tuple[str, str]], i: int) -> bool:
-    """The bare noun at ``i`` directly follows a verb ("practicing [sex] acts"), so a plural noun
-    after it is a compound's head ("sex acts", "video games"), not the verb."""
-    return i >= 1 and tagged[i - 1][1].startswith("VB")
-
-
-def repair_tags(tagged: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The tagger's commonest slips on captions: a singular noun's verb read as a plural noun
-    ("a character jumps/NNS and"): retag it VBZ when no verb follows and the noun is no verb's
-    object; a noun read as an adjective between a determiner and a verb ("a girl/JJ looks"); a
-    participle read as a noun after a noun ("an audience jumping/NN"); a participle read as a verb
-    before a noun ("animated/VBN characters"); a plural noun read as a verb before a verb ("dresses/VBZ walk")."""
-    out = list(tagged)
-    for i in range(len(out)):
-        word, penn = out[i]
-        nxt = out[i + 1][1] if i + 1 < len(out) else "."
-        prev = out[i - 1][1] if i else "."
-        if word in PARTICLES and i and (prev.startswith("VB") or prev == "RP" and out[i - 2][1].startswith("VB")) \
-                and penn in ("RB", "RP", "IN") and nxt not in ("DT", "NN", "NNS", "JJ", "PRP$", "CD", "PRP"):
-            out[i] = (word, "RP")  # "lying down/RB on the bed", "dancing together/RB with her friends"
-        elif word in ("other", "others") and i and out[i - 1][0] in ("each", "one", "the") and not nxt.startswith("NN"):
-            out[i] = (word, "NNS" if word == "others" else "NN")  # "dancing with each other/JJ"
-        elif penn.startswith("VB") and word in NEVER_VERBS:
-            out[i] = (word, "NNS" if word.endswith("s") else "NN")  # "the sims video/VBP game"
-        elif penn == "VBN" and prev in (".", "DT", "JJ", "CD", "PRP$") and nxt in ("NN", "NNS"):
-            out[i] = (word, "JJ")  # "animated/VBN characters are swearing"
-        elif penn == "VBZ" and prev in ("NN", "JJ") and nxt in ("VBP", "VBZ", "VBD"):
-            out[i] = (word, "NNS")  # "women in long pink dresses/VBZ walk"
-        elif not i:
-            continue
-        elif penn == "NNS" and out[i - 1][1] == "NN" and not nxt.startswith(("VB", "NN", "MD")) \
-                and word not in PLURAL_NOUNS | NEVER_VERBS and not _object_of_verb(out, i - 1) \
-                and is_known_verb(word) and lemma(word, "VERB") != word:
-            out[i] = (word, "VBZ")
-        elif penn == "JJ" and out[i - 1][1] == "DT" and nxt in ("VBZ", "VBD", "VBP"):
-            out[i] = (word, "NN")  # "a girl/JJ looks"
-        elif penn == "NN" and word.endswith("ing") and out[i - 1][1] in ("NN", "NNS") and not nxt.startswith("NN") \
-                and word not in ING_NOUNS and not _after_preposition_or_verb(out, i - 1) \
-                and is_known_verb(word) and lemma(word, "VERB") != word:
-            out[i] = (word, "VBG")  # "a big audience jumping/NN and waving"
-        elif _coordinated_verb(out, i):
-            out[i] = (word, "VBG" if word.endswith("ing") else "VBZ")  # "playing a guitar and singing/NN"
-    return out
-
-
-def _coordinated_verb(tagged: list[tuple[str, str]], i: int) -> bool:
-    """A verb after "and" read as a noun, when the caption has a verb of its form before: "is playing
-    a guitar and singing/NN", "plays a guitar and sings/NNS". An -s word only when it is no noun
-    ("and drums" stays a noun)."""
-    from lemminflect import getAllLemmas
-
-    word, penn = tagged[i]
-    if tagged[i - 1][0] not in ("and", "or") or word in ING_NOUNS | NEVER_VERBS | PLURAL_NOUNS:
-        return False
-    if not is_known_verb(word) or lemma(word, "VERB") == word:
-        return False
-    if penn == "NN" and word.endswith("ing"):
-        return any(t == "VBG" for _, t in tagged[:i - 1])
-    if penn == "NNS" and not getAllLemmas(word, upos="NOUN"):
-        return any(t == "VBZ" and lemma(w, "VERB") not in AUX_VERBS for w, t in tagged[:i - 1])
-    return False
 
 
 def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:

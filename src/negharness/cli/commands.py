@@ -1,0 +1,293 @@
+"""The commands that run things: `run` (evaluate models on tasks), `train`, `list`, `fetch`. The
+reporting commands are in `negharness.cli.reports`; the parser that names them all in `negharness.cli.parser`.
+
+Heavy modules (torch, open_clip) are imported inside the commands that need them, so ``--help``
+and ``list`` answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from negharness.api.errors import UserError
+from negharness.cli.common import _console, _host, _pairs, _progress
+from negharness.cli.process import (
+    LogProgress,
+    PluginRunError,
+    debug_requested,
+    from_env,
+    os_error_in,
+    torchrun_argv,
+)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    host = _host(args)
+    console = _console()
+    for kind in ("model", "task", "trainer", "trainset", "editor", "detector", "query_builder"):
+        entries = host.registry.entries(kind)
+        if not entries:
+            continue
+        table = Table(title=f"{kind}s", title_justify="left")
+        table.add_column("name", style="cyan", no_wrap=True, min_width=12)
+        table.add_column("plugin")
+        table.add_column("description")
+        flag = OPTION_FLAGS.get(kind)
+        if flag and not args.brief:
+            table.add_column(f"{flag} options")
+        clashes = host.registry.duplicates(kind)
+        for e in entries:
+            row = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
+            table.add_row(*row, *([_options_cell(e, flag)] if flag and not args.brief else []))
+        console.print(table)
+        if kind == "model":
+            from negharness.fetch.weights import listing  # lazy: start-up time
+
+            if line := listing([e.name for e in entries]):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if kind == "task":
+            from negharness.fetch.select import benchmark_sizes  # lazy: start-up time
+
+            console.print(benchmark_sizes([e.name for e in entries]), markup=False, highlight=False, soft_wrap=True)
+        for name, plugins in clashes.items():
+            console.print(f"{kind} {name!r} is registered by {' and '.join(map(repr, plugins))}: commands that use "
+                          f"it fail until all but one are blocked, e.g. -p no:{plugins[-1]}", markup=False)
+    for info in sorted(host.plugins.values(), key=lambda p: p.name):
+        if info.status != "loaded":
+            console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
+    return 0
+
+
+OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "trainer": "-O"}
+
+
+def _options_cell(entry: Any, flag: str) -> str:
+    """The options an entry declares, one per line (loads its module, not its weights)."""
+    from negharness.api.options import (  # lazy: start-up time
+        declared_options,
+        describe_options,
+    )
+
+    try:
+        specs = declared_options(entry.load())
+    except Exception as exc:  # a broken plugin still lists; the cell says why
+        return f"(cannot load: {str(exc).splitlines()[0][:60]})"
+    if specs is None:
+        return "(see its description)"
+    return describe_options(specs, with_help=False) or "none"
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """Numbers that argparse types as int but that make no sense below a bound."""
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit {args.limit}: must be at least 1 (leave --limit out to use every item)")
+    if args.workers is not None and args.workers < 0:
+        raise UserError(f"--workers {args.workers}: must be 0 (decode in this process) or more")
+
+
+def _check_cache_dir(explicit: str | None) -> None:
+    """The cache folder must be a folder we can write, found out before a model loads."""
+    import os
+
+    from negharness.io.paths import cache_root, writable_folder  # lazy: start-up time
+
+    option = "--cache-dir" if explicit else ("$NEGHARNESS_CACHE" if os.environ.get("NEGHARNESS_CACHE") else "cache folder")
+    writable_folder(cache_root(explicit), option)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from negharness.api.model_options import ModelOptions  # lazy: start-up time
+    from negharness.engine.plan import (  # lazy: start-up time
+        RunRequest,
+        answer_from_receipt,
+        plan_head,
+        plan_lines,
+    )
+
+    _check_counts(args)
+    if not args.no_cache:
+        _check_cache_dir(args.cache_dir)
+    req = RunRequest(
+        model=args.model, tasks=args.task,
+        model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+        task_extra=_pairs(args.task_arg, "-T"), data_root=args.data_root, device=args.device,
+        precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
+        seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
+    err = _console(stderr=True)
+    say = err.is_terminal and not from_env().active  # the plan, in a terminal (a log gets the progress lines)
+    if say:
+        err.print(plan_head(req), markup=False)
+    host = _host(args)
+    if say:
+        for line in plan_lines(host, req):
+            err.print(line, markup=False)
+    outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
+    if outcomes is None:
+        if say:
+            err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
+        outcomes = _evaluate(args, host, req, err)
+    if outcomes is not None:
+        _print_run_summary(outcomes)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[Any] | None:
+    """The run the normal way (torch, the tasks, the model); None on a torchrun rank that prints nothing."""
+    from negharness.engine.evaluate import run_evaluation  # lazy: start-up time
+    from negharness.engine.sharding import (  # lazy: start-up time
+        quiet_stderr_for_followers,
+        shard_session,
+    )
+
+    with shard_session(req) as shards:  # None unless started by torchrun
+        quiet_stderr_for_followers(shards)
+        with _progress(err) as progress:
+            try:
+                outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards)
+            except (UserError, OSError, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                from negharness.engine.failures import blame_run  # lazy: start-up time
+
+                if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
+                    raise
+                raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
+    return outcomes if shards is None or shards.writes else None
+
+
+def _print_run_summary(outcomes: list[Any]) -> None:
+    """One row per task, one line per score and per count, so the table reads at 80 columns; the
+    model is named once in the title (one run, one model)."""
+    from rich.table import Table
+
+    console = _console()
+    labels = sorted({(o.record or {}).get("model", {}).get("label", "?") for o in outcomes})
+    table = Table(title=f"negharness run: {', '.join(labels)}", title_justify="left")
+    table.add_column("task")  # a rerun's reason may wrap; names and numbers never do
+    table.add_column("scores", no_wrap=True)
+    table.add_column("items", justify="right", no_wrap=True)
+    for o in outcomes:
+        rec = o.record or {}
+        info = rec.get("metric_info", {})
+        names = rec.get("task", {}).get("leaderboard_metrics") or list(rec.get("metrics", {}))
+        scores = "\n".join(f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
+                           for k in names if k in rec.get("metrics", {}))
+        items = "\n".join(f"{v} {k.replace('_', ' ')}" for k, v in rec.get("n_items", {}).items())
+        table.add_row(_task_cell(o, rec), scores, items)
+    console.print(table)
+    for o in outcomes:
+        rec = o.record or {}
+        if rec.get("n_skipped_media"):
+            first = [i for ids in rec.get("skipped_media", {}).values() for i in ids]
+            console.print(f"{o.task}: {rec['n_skipped_media']} unreadable media left out of scoring "
+                          f"(--skip-broken-media), e.g. {', '.join(first[:3])}", markup=False)
+    folders = sorted({str(o.path.parent) for o in outcomes})
+    console.print(f"records in {', '.join(folders)}; `negharness leaderboard` builds the leaderboard"
+                  + ("; --overwrite reruns cached records" if any(o.skipped for o in outcomes) else ""))
+
+
+def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
+    """The task, its variant (a --limit or -T run) and whether it was reused or why it reran."""
+    from rich.markup import escape
+
+    text = outcome.task + (f" [{rec['variant_label']}]" if rec.get("variant_label") else "")
+    if outcome.skipped:
+        text += " (cached)"
+    elif outcome.reason:
+        text += f" (rerun: {outcome.reason})"
+    return escape(text)  # "[limit=2]" is text, not a Rich style
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from negharness.api.model import ModelOptions  # lazy: start-up time
+    from negharness.api.training import TrainOptions  # lazy: start-up time
+    from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
+
+    if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
+        import subprocess
+
+        return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
+    host = _host(args)
+    entry = host.registry.get("trainer", args.trainer)
+    if args.model:
+        host.registry.get("model", args.model)
+    err = _console(stderr=True)
+    log = None if err.is_terminal else (lambda line: err.print(line, soft_wrap=True))
+    cache_dir = Path(args.cache_dir) if args.cache_dir else None
+    with _progress(err, training=True) as progress:
+        opts = TrainOptions(
+            out=Path(args.out), model=args.model,
+            model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+            task=args.task, task_extra=_pairs(args.task_arg, "-T"), seed=args.seed, device=args.device,
+            cache_dir=cache_dir, data_root=Path(args.data_root) if args.data_root else None,
+            extra=_pairs(args.option, "-O"), progress=progress,
+            plugins=PluginLookup(host.registry, cache_dir=cache_dir),
+            max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
+            precision=args.precision, batch_size=args.batch_size)
+        path = entry.load()(opts)
+    if from_env().main:
+        _console().print(f"wrote {path}")
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """`negharness fetch`: the sources the patterns name, into the data root (exit 1 while some wait
+    for a person: their steps are printed)."""
+    from negharness.fetch import session  # lazy: start-up time
+    from negharness.fetch.select import download_size, select  # lazy: start-up time
+    from negharness.fetch.sources import (  # lazy: start-up time
+        SOURCES,
+        human_size,
+        read_sources,
+    )
+    from negharness.io.paths import data_root  # lazy: start-up time
+
+    sources = read_sources(args.sources) if args.sources else SOURCES
+    if not args.pattern and not args.list:
+        raise UserError("negharness fetch: name a task, glob or benchmark (e.g. 'sugarcrepe_*', negbench), "
+                        "or --list the sources")
+    host = _host(args)
+    names = [e.name for kind in ("task", "trainset") for e in host.registry.entries(kind)]
+    chosen = select(args.pattern, names, sources) if args.pattern else list(sources)
+    root, _ = data_root(args.data_root)
+    console, err = _console(), _console(stderr=True)
+    if args.list:
+        for s in chosen:
+            check = "by hand" if s.kind == "manual" else session.pin_kind(s)
+            state = "in place" if session.in_place(s, root) else "missing"
+            console.print(f"{s.name}  {s.kind}  {human_size(s.size)}  {check}  {state}  {s.url or '-'}",
+                          markup=False, highlight=False, soft_wrap=True)
+        console.print(f"data root {root}; download {download_size(chosen)}", markup=False, highlight=False)
+        return 0
+    root.mkdir(parents=True, exist_ok=True)
+    if err.is_terminal:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        bar: Any = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                            TimeRemainingColumn(), console=err, transient=True)
+    else:
+        bar = LogProgress(sys.stderr)
+    with bar:
+        outcomes = session.fetch_sources(chosen, root, args.jobs, bar,
+                                         log=lambda line: err.print(line, markup=False, highlight=False))
+    waiting = [o for o in outcomes if o.state == "by hand"]
+    for o in outcomes:
+        line = f"{o.source.name}: {o.state}" + (f" ({o.note})" if o.note and o.state != "by hand" else "")
+        console.print(line, markup=False, highlight=False)
+    for o in waiting:
+        console.print(f"\n{o.source.name}: by hand: {o.note}\nthen run this command again to check it.",
+                      markup=False, highlight=False, soft_wrap=True)
+    return 1 if waiting else 0
