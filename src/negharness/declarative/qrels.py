@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from negharness.api.errors import UserError
 from negharness.api.task import TaskResult
@@ -55,6 +55,13 @@ class Judged:
     relevant: list[list[int]]
     candidates: list[list[int]] | None
     unjudged: int
+
+
+def _texts_present(recs: Iterable[Record], field: str, what: str) -> None:
+    """Every record's text in ``field`` is non-empty; the first empty one is refused naming its row."""
+    for rec in recs:
+        if not rec.text(field):
+            raise UserError(f"{rec.where}: empty {what} in field {field!r}")
 
 
 def _key(pattern: str | None, value: str, where: str, what: str) -> str:
@@ -106,10 +113,7 @@ class QrelsRetrievalTask(ItemTask):
         media = _ids(list(self.records()), self.spec["media"]["id"], "item")
         texts = _ids(self._read("queries"), self.spec["queries"]["id"], "text" if self.media_queries else "query")
         if self.media_queries:  # the ranked texts, checked while the run plans (queries: once kept, below)
-            field = self.spec["queries"]["text"]
-            for rec in texts.values():
-                if not rec.text(field):
-                    raise UserError(f"{rec.where}: empty text in field {field!r}")
+            _texts_present(texts.values(), self.spec["queries"]["text"], "text")
         return (media, texts) if self.media_queries else (texts, media)
 
     @cached_property
@@ -117,7 +121,7 @@ class QrelsRetrievalTask(ItemTask):
         """The qrels read against both sides; --limit cuts the queries, never the candidates."""
         j = self.spec["qrels"]
         queries, ranked = self._sides
-        self._judged_at: dict[tuple[str, int], str] = {}  # (query, item) -> the qrels row judging it relevant
+        judged_at: dict[tuple[str, int], str] = {}  # (query, item) -> the qrels row judging it relevant
         index = {key: i for i, key in enumerate(ranked)}
         query_file, ranked_file = ((self.spec_files[0], self.side_files[0]) if self.media_queries
                                    else (self.side_files[0], self.spec_files[0]))
@@ -137,7 +141,7 @@ class QrelsRetrievalTask(ItemTask):
                 raise UserError(f"{rec.where}: score {short(score)} in field {j['score']!r} is not a finite number")
             if value > 0 and index[item] not in relevant.setdefault(qid, []):
                 relevant[qid].append(index[item])
-                self._judged_at[(qid, index[item])] = rec.where
+                judged_at[(qid, index[item])] = rec.where
         kept = [k for k in queries if relevant.get(k)]
         if self.options.limit:
             kept = kept[: self.options.limit]
@@ -145,14 +149,13 @@ class QrelsRetrievalTask(ItemTask):
             raise UserError(f"{self.side_files[1]}: no query is judged relevant to any item")
         recs = [queries[k] for k in kept]
         if not self.media_queries:
-            field = self.spec["queries"]["text"]
-            for rec in recs:
-                if not rec.text(field):
-                    raise UserError(f"{rec.where}: empty query text in field {field!r}")
+            _texts_present(recs, self.spec["queries"]["text"], "query text")
         rel = [sorted(relevant[k]) for k in kept]
-        return Judged(kept, recs, rel, self._candidates(kept, recs, rel), sum(1 for k in queries if not relevant.get(k)))
+        return Judged(kept, recs, rel, self._candidates(kept, recs, rel, judged_at),
+                      sum(1 for k in queries if not relevant.get(k)))
 
-    def _candidates(self, kept: list[str], recs: list[Record], relevant: list[list[int]]) -> list[list[int]] | None:
+    def _candidates(self, kept: list[str], recs: list[Record], relevant: list[list[int]],
+                    judged_at: dict[tuple[str, int], str]) -> list[list[int]] | None:
         """Each kept query's candidate items under ``candidates`` (None: the whole collection)."""
         rule = self.spec.get("candidates")
         if not rule:
@@ -168,7 +171,7 @@ class QrelsRetrievalTask(ItemTask):
             outside = sorted(set(rel) - set(cands))
             if outside:
                 name = list(self._sides[1])[outside[0]]
-                raise UserError(f"{self._judged_at[(qid, outside[0])]}: item {short(name)}, judged relevant to query "
+                raise UserError(f"{judged_at[(qid, outside[0])]}: item {short(name)}, judged relevant to query "
                                 f"{short(qid)}, is not among its candidates")
             out.append(cands)
         return out

@@ -24,14 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
-
 from negharness.api.errors import UserError
 from negharness.api.options import env_flag
 from negharness.fetch.sources import human_size
+from negharness.store.locks import locked
 from negharness.version import __version__
 
 CHUNK = 1 << 16
@@ -46,19 +42,8 @@ def exclusive(dest: Path) -> Iterator[None]:
     ``.part`` beside it. The kernel drops the lock of a killed process. Without ``flock`` (not POSIX, a
     filesystem without locks) nothing waits, as before."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
+    with locked(dest.with_name(dest.name + ".lock")):
         yield
-        return
-    with open(dest.with_name(dest.name + ".lock"), "ab") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        except OSError:  # ENOLCK: unlocked, as before
-            yield
-            return
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class OfflineError(UserError):

@@ -126,7 +126,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     Correct@K and mAP over all relevant items. With FIRE ``qrels``, the same metrics again over the
     task's positives plus the judged ones (``fire_*``), beside the original ones. ``clusters``:
     each query's cluster id (its source item), for a task that declares a cluster. ``candidates``:
-    each query ranked within its own set of items only (`only_candidates`)."""
+    each query ranked within its own set of items only (`Within`)."""
     if not queries:
         raise UserError(f"no queries to evaluate over {media.key}")
     qs = QuerySet(list(query_ids), list(queries), relevance, parts)
@@ -154,11 +154,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     metrics = retrieval_metrics(ranks)
     per_query = rank_values(ranks)
     if several:
-        ap = average_precision(sim, qs.relevance)
-        metrics.update(several_relevant_metrics(sim, qs.relevance, ranks, ap=ap))
-        per_query.update({f"C@{k}": per_query[f"R@{k}"] for k in (1, 5, 10)}, mAP=ap.numpy())
-        notes["several_relevant"] = ("R@K counts a hit when any relevant item is in the top K (= C@K, FIRE's "
-                                     "Correct@K); MIR uses the best-ranked relevant item; mAP uses all of them")
+        ap = _add_several(metrics, per_query, notes, sim, qs.relevance, ranks, "item")
     samples = _samples(qs, media, sim, ranks, cols=cols) if ctx.log_samples else None
     if samples is not None:  # each query's AP, so `negharness fire` can resample mAP as FIRE reports it
         for s, a in zip(samples, (ap if several else average_precision(sim, qs.relevance)).tolist()):
@@ -202,12 +198,8 @@ def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: Me
     else:
         sim = query_scores(ctx, texts, media_emb).T.contiguous()  # (media queries, texts)
     ranks = best_relevant_rank(sim, relevance)
-    ap = average_precision(sim, relevance)
-    metrics = {**retrieval_metrics(ranks), **several_relevant_metrics(sim, relevance, ranks, ap=ap)}
-    per_query = rank_values(ranks)
-    per_query.update({f"C@{k}": per_query[f"R@{k}"] for k in (1, 5, 10)}, mAP=ap.numpy())
-    notes["several_relevant"] = ("R@K counts a hit when any relevant text is in the top K (= C@K); MIR uses the "
-                                 "best-ranked relevant text; mAP uses all of them")
+    metrics, per_query = retrieval_metrics(ranks), rank_values(ranks)
+    ap = _add_several(metrics, per_query, notes, sim, relevance, ranks, "text")
     samples = None
     if ctx.log_samples:
         top = torch.topk(sim, min(10, sim.shape[1]), dim=1).indices.numpy()
@@ -220,6 +212,18 @@ def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: Me
         notes["candidates_per_query"] = float(candidates.counts().mean())
     return TaskResult(metrics, {"queries": len(media), "texts": ranked}, samples,
                       {**relevance_notes(relevance), **notes}, perquery.per_query(query_ids, per_query, None))
+
+
+def _add_several(metrics: dict, per_query: dict, notes: dict, sim: torch.Tensor, relevance: Relevance,
+                 ranks: torch.Tensor, what: str) -> torch.Tensor:
+    """Correct@K and mAP over all relevant ``what``s beside R@K and MIR, their per-query values, and the
+    note saying how they differ; returns each query's AP."""
+    ap = average_precision(sim, relevance)
+    metrics.update(several_relevant_metrics(sim, relevance, ranks, ap=ap))
+    per_query.update({f"C@{k}": per_query[f"R@{k}"] for k in (1, 5, 10)}, mAP=ap.numpy())
+    notes["several_relevant"] = (f"R@K counts a hit when any relevant {what} is in the top K (= C@K, FIRE's "
+                                 f"Correct@K); MIR uses the best-ranked relevant {what}; mAP uses all of them")
+    return ap
 
 
 def _kept_clusters(all_ids: Sequence[str], clusters: Sequence[str] | None, kept: Sequence[str]) -> list[str] | None:

@@ -22,7 +22,9 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterator, Sequence
+from typing import IO, Sequence
+
+from negharness.store.locks import locked
 
 try:
     import fcntl
@@ -30,22 +32,10 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 
-@contextlib.contextmanager
-def folder_mutex(folder: Path) -> Iterator[None]:
-    """Exclusive, short: around reading or writing claims and around merging shards."""
-    if fcntl is None:
-        yield
-        return
-    with open(folder / ".lock", "ab") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        except OSError:  # a filesystem without locks (ENOLCK): merges as before claims, unlocked
-            yield
-            return
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def folder_mutex(folder: Path) -> contextlib.AbstractContextManager[None]:
+    """Exclusive, short: around reading or writing claims and around merging shards (unlocked where
+    the filesystem has no locks: merges as before claims)."""
+    return locked(folder / ".lock")
 
 
 @dataclass
