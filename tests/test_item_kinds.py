@@ -514,6 +514,21 @@ def test_mmvp_vlm_scores_as_evaluate_vlm_a_tie_on_the_second_statement_aside(tmp
     assert first["media"][0].endswith("MLLM_VLM Images/Orientation/1.jpg") and first["media"][1].endswith("/2.jpg")
 
 
+def test_a_patterns_by_group_scores_equal_the_task_filtered_to_that_pattern(tmp_path):
+    """One measurement two ways: notes.by_group's scores for a pattern, and the same task with a `where`
+    filter keeping only that pattern's pairs."""
+    _mmvp(tmp_path)
+    model = GridModel()
+    whole = evaluate(BUILTIN["mmvp_vlm"], tmp_path, model).notes["by_group"]["groups"]
+    spec = (Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice/mmvp_vlm.yaml").read_text()
+    for pattern in ("Orientation", "Camera Perspective"):
+        one = _yaml(tmp_path / f"yaml_{pattern[:3]}",
+                    spec.replace("  rows_per_item: 2", f"  rows_per_item: 2\n  where: {{0.Type: {{in: [{pattern}]}}}}"))
+        res = evaluate(one, tmp_path, model)
+        assert res.n_items["rows"] == whole[pattern]["items"] == 15
+        assert res.metrics == pytest.approx({k: whole[pattern][k] for k in res.metrics}, abs=1e-9)
+
+
 def test_rows_per_item_refuses_a_file_that_splits_a_pair(tmp_path):
     rows = _mmvp(tmp_path)
     with open(tmp_path / "mmvp_vlm/Questions.csv", "a") as fh:
