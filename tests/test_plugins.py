@@ -21,7 +21,7 @@ def test_third_party_plugin_is_listed_and_runs(cli, tmp_path):
     assert ran.returncode == 0, ran.stderr
     record = json.loads((tmp_path / "results" / "mean_colour" / "example_colours.json").read_text())
     assert record["metrics"]["R@1"] == 100.0
-    assert record["task"]["plugin"] == "example" and record["model"]["plugin"] == "example"
+    assert record["task"]["plugin"] == "negharness-example" and record["model"]["plugin"] == "negharness-example"
     assert record["versions"]["plugins"]["negharness-example"] == "0.1"
 
 
@@ -41,7 +41,7 @@ def test_strict_mode_turns_a_broken_plugin_into_an_error(cli):
 
 
 def test_blocking_a_plugin_by_name(cli):
-    res = cli("-p", "no:broken", "-p", "no:example", "list", plugins=("broken", "good"))
+    res = cli("-p", "no:broken", "-p", "no:negharness-example", "list", plugins=("broken", "good"))
     assert res.returncode == 0
     assert "broken on purpose" not in res.stderr and "mean_colour" not in res.stdout
     assert "plugin broken: blocked" in res.stdout
@@ -175,7 +175,7 @@ def test_readme_plugin_example_is_the_tested_plugin_installs_and_passes_the_lead
     assert imported and all(m == "negharness.api" or m.startswith("negharness.api.") for m in imported), imported
     assert toml_block == (good / "pyproject.toml").read_text()
     model_lines = python_block[python_block.index("class MeanColourModel"):python_block.index("class ExampleColours")]
-    task_lines = python_block[python_block.index("class ExampleColours"):python_block.index("@hookimpl")]
+    task_lines = python_block[python_block.index("class ExampleColours"):python_block.index("def mean_colour")]
     assert len(model_lines.strip().splitlines()) <= 25 and len(task_lines.strip().splitlines()) <= 40
 
     src = tmp_path / "src"

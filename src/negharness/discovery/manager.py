@@ -4,6 +4,12 @@ pluggy's own ``load_setuptools_entrypoints`` stops at the first plugin that fail
 each entry point is loaded on its own and a failure is recorded by plugin name, so one broken
 third-party package never takes the built-in models down with it (``strict`` turns a failure into
 an error). A plugin can be blocked by name, as pytest's ``-p no:name``.
+
+Plugins cost nothing until used. A distribution may declare its entries in entry-point metadata
+(groups ``negharness.models``, ``negharness.tasks``, ...: ``name = "module:attribute"``), which is
+read without importing anything; and a hook-style plugin (group ``negharness``) is imported once,
+after which `negharness.discovery.plugin_index` replays what its hooks added until the installed
+distributions or its module file change.
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pluggy
 
@@ -20,9 +27,19 @@ from negharness.version import HOOK_API
 from negharness.api.errors import DuplicateNameError, PluginLoadError
 from negharness.api.options import env_flag
 from negharness.discovery import hookspecs
-from negharness.discovery.registry import Registrar, Registry
+from negharness.discovery.plugin_index import (
+    IndexedEntry,
+    IndexedPlugin,
+    environment_stamp,
+    plugin_stamp,
+    read_index,
+    replayable,
+    write_index,
+)
+from negharness.discovery.registry import Entry, Registrar, Registry
 
 ENTRY_POINT_GROUP = "negharness"
+HOST_DISTRIBUTION = "negharness"  # its built-in plugins are part of the host: cheap to import, never indexed
 _HOOK_KINDS = {
     "negharness_register_models": "model",
     "negharness_register_tasks": "task",
@@ -56,32 +73,90 @@ class PluginHost:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self._registry: Registry | None = None
+        self._index_dir: Path | None = None
+        self._environment: list[Any] = []
+        self._indexed: dict[str, tuple[IndexedPlugin, md.EntryPoint | None]] = {}  # replayed, not imported
+        self._stamps: dict[str, str] = {}  # imported plugins to index: name -> stamp
+        self._new_index: dict[str, IndexedPlugin] = {}
 
     # loading ----------------------------------------------------------------------------------
-    def load_entrypoints(self, entry_points: Iterable[md.EntryPoint] | None = None) -> None:
+    def load_entrypoints(self, entry_points: Iterable[md.EntryPoint] | None = None,
+                         index_dir: Path | None = None) -> None:
+        """Every hook-style plugin, from the index in ``index_dir`` where it holds (no import), else
+        imported; then the entries distributions declare in the ``negharness.<kind>s`` groups."""
         eps = md.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
+        self._index_dir = index_dir
+        self._environment = environment_stamp()
+        index = read_index(index_dir, self._environment) if index_dir is not None else {}
         for ep in sorted(eps, key=lambda e: e.name):
+            info = self._admit(ep.name, ep.value, getattr(ep, "dist", None))
+            if info is None:
+                continue
+            stamp = self._stamp(ep, info)
+            known = index.get(stamp) if stamp else None
+            if known is not None and known.error is not None:
+                self._fail(info, PluginLoadError(known.error), error=known.error)
+            elif known is not None:
+                self._indexed[info.name] = (known, ep)
+            else:
+                self._import(ep, info, stamp)
+        if entry_points is None:
+            self.load_declared()
+
+    def _admit(self, name: str, module: str, dist: Any) -> PluginInfo | None:
+        """The plugin's record; None for a duplicate plugin name (reported) or a blocked plugin."""
+        info = PluginInfo(name, module, dist.name if dist else None, dist.version if dist else None)
+        if name in self.plugins:  # the second one is reported, the first keeps working
+            other = self.plugins[name]
+            info.name = f"{name} ({info.distribution or info.module})"
+            self.plugins[info.name] = info
+            self._fail(info, DuplicateNameError(
+                f"plugin name {name!r} is used by two distributions: "
+                f"{other.distribution!r} ({other.module}) and {info.distribution!r} ({info.module}); "
+                "uninstall one"))
+            return None
+        self.plugins[name] = info
+        if name in self.blocked:
+            info.status = "blocked"
+            return None
+        return info
+
+    def _stamp(self, ep: md.EntryPoint, info: PluginInfo) -> str | None:
+        if self._index_dir is None or info.distribution == HOST_DISTRIBUTION:
+            return None
+        return plugin_stamp(ep.name, ep.value, info.distribution, info.version)
+
+    def _import(self, ep: md.EntryPoint, info: PluginInfo, stamp: str | None) -> None:
+        try:
+            module = ep.load()
+        except Exception as exc:  # a broken plugin is reported, never fatal unless strict
+            if stamp:
+                self._new_index[stamp] = IndexedPlugin(error=f"{type(exc).__name__}: {exc}")
+            self._fail(info, exc)
+            return
+        if stamp and getattr(module, "NEGHARNESS_INDEX", True) is not False:
+            self._stamps[info.name] = stamp
+        self._register(module, info)
+
+    def load_declared(self, entry_points: Iterable[md.EntryPoint] | None = None) -> None:
+        """Entries declared in entry-point metadata (``[project.entry-points."negharness.models"]``,
+        ``mean_colour = "pkg.module:factory"``): names and targets without importing anything. The
+        plugin is the distribution; its module is imported when an entry is used."""
+        groups = {f"{ENTRY_POINT_GROUP}.{kind}s": kind for kind in _HOOK_KINDS.values()}
+        eps = ([ep for group in groups for ep in md.entry_points(group=group)] if entry_points is None
+               else list(entry_points))
+        by_dist: dict[str, list[md.EntryPoint]] = {}
+        for ep in eps:
             dist = getattr(ep, "dist", None)
-            info = PluginInfo(ep.name, ep.value, dist.name if dist else None, dist.version if dist else None)
-            if ep.name in self.plugins:  # the second one is reported, the first keeps working
-                other = self.plugins[ep.name]
-                info.name = f"{ep.name} ({info.distribution or info.module})"
-                self.plugins[info.name] = info
-                self._fail(info, DuplicateNameError(
-                    f"plugin name {ep.name!r} is used by two distributions: "
-                    f"{other.distribution!r} ({other.module}) and {info.distribution!r} ({info.module}); "
-                    "uninstall one"))
+            by_dist.setdefault(dist.name if dist else ep.value.partition(":")[0], []).append(ep)
+        for plugin, found in sorted(by_dist.items()):
+            dist = getattr(found[0], "dist", None)
+            info = self._admit(plugin, "entry-point metadata", dist)
+            if info is None:
                 continue
-            self.plugins[ep.name] = info
-            if ep.name in self.blocked:
-                info.status = "blocked"
-                continue
-            try:
-                module = ep.load()
-            except Exception as exc:  # a broken plugin is reported, never fatal unless strict
-                self._fail(info, exc)
-                continue
-            self._register(module, info)
+            entries = tuple(IndexedEntry(groups[ep.group], ep.name, ep.value, "", {})
+                            for ep in sorted(found, key=lambda e: (e.group, e.name)) if ep.group in groups)
+            self._indexed[info.name] = (IndexedPlugin(entries), None)
 
     def register(self, plugin: ModuleType | object, name: str) -> None:
         """Register a plugin object directly (tests, notebooks); it is treated like an entry point."""
@@ -106,9 +181,9 @@ class PluginHost:
             self.pm.unregister(name=info.name)
             self._fail(info, exc)
 
-    def _fail(self, info: PluginInfo, exc: BaseException) -> None:
+    def _fail(self, info: PluginInfo, exc: BaseException, error: str | None = None) -> None:
         info.status = "failed"
-        info.error = f"{type(exc).__name__}: {exc}"
+        info.error = error or f"{type(exc).__name__}: {exc}"
         if self.strict:
             raise PluginLoadError(f"plugin {info.name!r} ({info.module}) failed: {info.error}") from exc
 
@@ -121,17 +196,59 @@ class PluginHost:
 
     def _build_registry(self) -> Registry:
         """Call each plugin's hooks itself, so every entry is attributed to the plugin that made it
-        and one plugin raising in its hook is reported without losing the others' entries."""
+        and one plugin raising in its hook is reported without losing the others' entries; indexed
+        and declared plugins are replayed in the same order (by plugin name) without importing them."""
         registry = Registry()
         for hook_name, kind in _HOOK_KINDS.items():
-            impls = getattr(self.pm.hook, hook_name).get_hookimpls()
-            for impl in sorted(impls, key=lambda i: i.plugin_name):
+            calls: list[tuple[str, Callable[[], None]]] = [
+                (impl.plugin_name, lambda impl=impl: impl.function(registry=Registrar(registry, kind, impl.plugin_name)))
+                for impl in getattr(self.pm.hook, hook_name).get_hookimpls()]
+            calls += [(name, lambda name=name: self._replay(registry, kind, name)) for name in self._indexed]
+            for plugin_name, call in sorted(calls, key=lambda c: c[0]):
                 try:
-                    impl.function(registry=Registrar(registry, kind, impl.plugin_name))
+                    call()
                 except Exception as exc:
-                    info = self.plugins.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
+                    self._stamps.pop(plugin_name, None)  # a hook that raised is not indexed
+                    info = self.plugins.setdefault(plugin_name, PluginInfo(plugin_name, "?"))
                     self._fail(info, exc)
+        self._remember(registry)
         return registry
+
+    def _replay(self, registry: Registry, kind: str, plugin_name: str) -> None:
+        indexed, ep = self._indexed[plugin_name]
+        for e in indexed.entries:
+            if e.kind != kind:
+                continue
+            resolve = None if e.target is not None else self._live_target(ep, plugin_name, kind, e.name)
+            registry.add_entry(Entry(kind, e.name, e.target or f"{ep.value if ep else plugin_name} (a callable)",
+                                     e.description, plugin_name, dict(e.meta), resolve))
+
+    def _live_target(self, ep: md.EntryPoint | None, plugin_name: str, kind: str, name: str
+                     ) -> Callable[[], Callable[..., Any]]:
+        """For an indexed entry whose hook gave a callable: import the plugin and run its hook now."""
+        def resolve() -> Callable[..., Any]:
+            if ep is None:
+                raise PluginLoadError(f"{kind} {name!r}: plugin {plugin_name!r} declares no hook module")
+            scratch = PluginHost(strict=True)
+            scratch._register(ep.load(), PluginInfo(plugin_name, ep.value))
+            target = scratch.registry.get(kind, name).target
+            if not callable(target):
+                return Entry(kind, name, target, "", plugin_name).load()
+            return target
+        return resolve
+
+    def _remember(self, registry: Registry) -> None:
+        """Index what each imported third-party plugin registered, for the next command."""
+        if self._index_dir is None or not (self._stamps or self._new_index):
+            return
+        for plugin_name, stamp in self._stamps.items():
+            entries = [IndexedEntry(e.kind, e.name, e.target if isinstance(e.target, str) else None,
+                                    e.description, e.meta)
+                       for kind in _HOOK_KINDS.values() for e in registry.entries(kind) if e.plugin == plugin_name]
+            if replayable(entries):
+                self._new_index[stamp] = IndexedPlugin(tuple(entries))
+        write_index(self._index_dir, self._environment, self._new_index)
+        self._stamps, self._new_index = {}, {}
 
     def failures(self) -> list[PluginInfo]:
         return [p for p in self.plugins.values() if p.status == "failed"]
@@ -155,10 +272,14 @@ def blocked_from_env() -> frozenset[str]:
     return frozenset(x.strip() for x in raw.split(",") if x.strip())
 
 
-def make_host(blocked: Iterable[str] = (), strict: bool | None = None, **_: Any) -> PluginHost:
-    """The host as the CLI builds it: entry points, minus blocked plugins, strictness from env or flag."""
+def make_host(blocked: Iterable[str] = (), strict: bool | None = None, cache_dir: str | os.PathLike[str] | None = None,
+              **_: Any) -> PluginHost:
+    """The host as the CLI builds it: entry points, minus blocked plugins, strictness from env or flag,
+    third-party plugins replayed from the index in the cache folder where it holds."""
+    from negharness.io.paths import cache_root  # lazy: start-up time
+
     if strict is None:
         strict = env_flag("NEGHARNESS_STRICT_PLUGINS")
     host = PluginHost(blocked=frozenset(blocked) | blocked_from_env(), strict=strict)
-    host.load_entrypoints()
+    host.load_entrypoints(index_dir=cache_root(cache_dir))
     return host

@@ -23,9 +23,13 @@ class Entry:
     description: str
     plugin: str
     meta: dict[str, Any] = field(default_factory=dict)
+    # an entry replayed from the plugin index whose hook gave a callable: imports the plugin to get it
+    resolve: Callable[[], Callable[..., Any]] | None = field(default=None, compare=False, repr=False)
 
     def load(self) -> Callable[..., Any]:
         """Import the target only now, so registration stays free of heavy imports."""
+        if self.resolve is not None:
+            return self.resolve()
         if callable(self.target):
             return self.target
         module_name, _, attr = self.target.partition(":")
@@ -45,12 +49,16 @@ class Registry:
 
     def add(self, kind: str, name: str, target: str | Callable[..., Any], description: str, plugin: str,
             **meta: Any) -> Entry:
+        return self.add_entry(Entry(kind, name, target, description, plugin, dict(meta)))
+
+    def add_entry(self, entry: Entry) -> Entry:
+        """Where every entry comes in, from a hook or replayed from the plugin index."""
+        kind, name, plugin = entry.kind, entry.name, entry.plugin
         if kind not in self._entries:
             raise ValueError(f"unknown kind {kind!r}")
         problem = name_problem(name)
         if problem:  # a look-alike letter would register a second entry with the same look
             raise UserError(f"plugin {plugin!r}: invalid {kind} name {name!r}: {problem}")
-        entry = Entry(kind, name, target, description, plugin, dict(meta))
         if name in self._entries[kind]:  # kept aside: only a command that uses this name fails
             self._clashes.setdefault((kind, name), [self._entries[kind][name]]).append(entry)
         else:
