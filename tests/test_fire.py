@@ -167,3 +167,24 @@ def test_an_edited_qrels_file_reruns_and_says_which(tmp_path):
     assert not again.skipped and again.reason == f"data file {qrels} changed"
     added = [r["notes"]["fire"]["qrels_positives_added"] for r in (first.record, again.record)]
     assert added[1] > added[0]
+
+
+def test_default_sizes_keep_what_the_task_can_supply_and_name_the_rest():
+    from negharness.scoring.fire import default_sizes
+
+    assert default_sizes(5000) == ([500, 1000, 3000], None)
+    kept, note = default_sizes(1500)
+    assert kept == [500, 1000] and note == "N=3000 left out: the task has 1500 queries; resampling N=500,1000"
+    assert default_sizes(180)[0] == [45, 90, 180] and default_sizes(1)[0] == [1]
+
+
+@pytest.mark.heavy
+def test_fire_with_its_defaults_runs_on_a_bundled_task(cli, tmp_path):
+    """Issue 46: `fire` with its defaults stopped on every bundled task ("--sizes 3000: task
+    shapes_t2v_original has only 1500 queries"); the sizes it cannot draw are now named and left out
+    (the rule itself: `test_default_sizes_keep_what_the_task_can_supply_and_name_the_rest`)."""
+    out = tmp_path / "fire.svg"
+    res = cli("fire", "--model", "shapes_clip", "--task", "shapes_t2v_original", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "N=3000 left out: the task has 1500 queries" in res.stdout
+    assert "N=500" in res.stdout and "N=1000" in res.stdout and out.stat().st_size > 1000

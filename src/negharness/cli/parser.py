@@ -156,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="one retrieval task (-T qrels=FILE adds FIRE judgements)")
     _model_options(p)
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
-    p.add_argument("--sizes", default="500,1000,3000", help="query counts N to resample (default 500,1000,3000)")
+    p.add_argument("--sizes", help="query counts N to resample (default: those of 500,1000,3000 the task has, "
+                   "else a quarter, half and all of its queries)")
     p.add_argument("--resamples", type=int, default=10_000, help="resamples per N (default 10,000, as FIRE)")
     p.add_argument("--out", default="fire.png", help="plot of the distributions (PNG or SVG)")
     _run_settings(p, "device", "precision", "batch_size", "workers", "seed", "data_root", "cache_dir",

@@ -161,12 +161,13 @@ def cmd_fire(args: argparse.Namespace) -> int:
     )
     from negharness.scoring.fire import (  # lazy: start-up time
         check_sizes,
+        default_sizes,
         detectable_differences,
         plot_deltas,
     )
 
-    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
-    if not sizes or min(sizes) < 1 or args.resamples < 1:
+    sizes = None if args.sizes is None else [int(x) for x in args.sizes.split(",") if x.strip()]
+    if (sizes is not None and (not sizes or min(sizes) < 1)) or args.resamples < 1:
         raise UserError("--sizes must be positive integers (e.g. 500,1000,3000) and --resamples at least 1")
     host = _host(args)
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,7 +183,13 @@ def cmd_fire(args: argparse.Namespace) -> int:
         samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
     if not samples or "rank" not in samples[0]:
         raise UserError(f"task {args.task}: has no per-query ranks (FIRE needs a retrieval task)")
-    check_sizes(sizes, len(samples), task)
+    console = _console()
+    if sizes is None:
+        sizes, note = default_sizes(len(samples))
+        if note:
+            console.print(f"{task}: {note}", markup=False, highlight=False)
+    else:
+        check_sizes(sizes, len(samples), task)
     table, dists = detectable_differences(samples, sizes, args.resamples, args.seed)
     out = Table(title=f"{args.model} on {args.task}: smallest difference N queries detect (95%), "
                       f"{len(samples)} queries, {args.resamples} resamples", title_justify="left")
@@ -191,7 +198,6 @@ def cmd_fire(args: argparse.Namespace) -> int:
         out.add_column(f"N={n}", justify="right")
     for metric, row in table.items():
         out.add_row(metric, *(f"{row[n]:.3f}" for n in sizes))
-    console = _console()
     console.print(out)
     png = plot_deltas(dists, Path(args.out), f"{args.model} / {args.task}")
     console.print(f"wrote {png}")

@@ -132,6 +132,22 @@ def per_query_values(ranks: np.ndarray, average_precisions: np.ndarray | None = 
     return out
 
 
+DEFAULT_SIZES = (500, 1000, 3000)  # FIRE's Figure 4
+
+
+def default_sizes(n_queries: int) -> tuple[list[int], str | None]:
+    """The N to resample when the user names none: FIRE's sizes the task can supply, and a note
+    naming those left out; for a task smaller than all of them, a quarter, half and all of its
+    queries. (Sizes a user names are held to `check_sizes` instead: asked for, never dropped.)"""
+    kept = [n for n in DEFAULT_SIZES if n <= n_queries]
+    left = [n for n in DEFAULT_SIZES if n > n_queries]
+    if not kept:
+        kept = sorted({max(1, n_queries // 4), max(1, n_queries // 2), n_queries})
+    note = (f"N={','.join(map(str, left))} left out: the task has {n_queries} queries; resampling "
+            f"N={','.join(map(str, kept))}") if left else None
+    return kept, note
+
+
 def check_sizes(sizes: Sequence[int], n_queries: int, task: str) -> None:
     """Refuse an N the task cannot supply: FIRE samples N of the evaluation's own examples, so
     resampling more than there are would claim a precision the task does not have."""
