@@ -60,3 +60,33 @@ def test_generative_model_on_a_negbench_mcq_file(cli, tmp_path, models, model):
     assert res.returncode == 0, res.stderr
     rec = _record(tmp_path / "res", "negbench_mcq_coco")
     assert rec["n_items"]["questions"] == 3 and 0.0 <= rec["metrics"]["accuracy"] <= 100.0
+
+
+def test_hf_vlm_scores_a_video_mcq_as_evenly_spaced_frames(cli, tmp_path, models):
+    """NegBench's MSR-VTT MCQ (issue 46 item 7: it was refused, "cannot encode video"): each video is
+    shown as -M frames= images in one turn; frames=1 and frames=4 are different runs, told apart."""
+    pytest.importorskip("av", reason="the generated MSR-VTT clips are written with PyAV")
+    from relations_data import MCQ_ROWS, negbench_mcq
+
+    root = negbench_mcq("negbench_mcq_msrvtt").build(tmp_path / "data")
+    scored: list[str] = []
+    for frames in ("4", "1"):
+        res = cli("run", "--model", "hf_vlm", "--arch", str(models["hf_vlm"]), "--task", "negbench_mcq_msrvtt",
+                  "-M", f"frames={frames}", "--data-root", str(root), "--output-dir", str(tmp_path / f"res{frames}"))
+        assert res.returncode == 0, res.stderr
+        rec = _record(tmp_path / f"res{frames}", "negbench_mcq_msrvtt")
+        assert rec["n_items"]["questions"] == len(MCQ_ROWS) and 0.0 <= rec["metrics"]["accuracy"] <= 100.0
+        assert rec["model"]["fingerprint"] != (scored[-1] if scored else None)
+        scored.append(rec["model"]["fingerprint"])
+
+
+def test_a_video_becomes_evenly_spaced_pictures_and_the_prompt_one_image_token_each(models):
+    from negharness.api.model import ModelOptions
+    from negharness.plugins.hf_vlm import as_pictures, evenly_spaced, hf_vlm
+
+    assert evenly_spaced(12, 4) == [0, 4, 7, 11] and evenly_spaced(3, 4) == [0, 1, 2] and evenly_spaced(9, 1) == [0]
+    clip = np.stack([np.full((16, 16, 3), t * 20, dtype=np.uint8) for t in range(12)])
+    pictures = as_pictures(clip, 4)
+    assert [np.asarray(p)[0, 0, 0] for p in pictures] == [0, 80, 140, 220]
+    model = hf_vlm(ModelOptions(arch=str(models["hf_vlm"]), extra={"frames": "4"}))
+    assert model.chat("which?", 4).count("<image>") == 4 and model.describe()["video_frames"] == 4

@@ -13,6 +13,10 @@ Two ways to score, chosen with ``-M scoring=``:
 
 NegVQA's own protocol (VLMEvalKit) generates a reply and extracts the letter; reading the letter's
 logit picks the same letter whenever the reply starts with it, and never fails to parse.
+
+A video (NegBench's MSR-VTT MCQ) is shown as ``-M frames=`` images (4 by default), evenly spaced over
+the frames the task samples, in one user turn before the text, the multi-image form image-text chat
+templates take (4 LLaVA-1.5 images are 2,304 tokens of its 4,096).
 Batches follow ``--batch-size`` (sequences per forward pass), under autocast on a GPU; the weights
 load in ``-M dtype=`` (fp32 by default; bf16 for a 7B model on one GPU).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
@@ -44,17 +49,44 @@ LETTER_QUESTION = "Which caption describes the image?"
 LETTER_SUFFIX = "Answer with the option's letter from the given choices directly."
 
 
+DEFAULT_FRAMES = 4
+
+
+def evenly_spaced(n_total: int, n: int) -> list[int]:
+    """``n`` frame positions spread over ``n_total`` (all of them when there are fewer), first and last
+    included, so a clip is seen from its start to its end."""
+    if n_total <= n:
+        return list(range(n_total))
+    return sorted({int(round(x)) for x in np.linspace(0, n_total - 1, n)})
+
+
+def as_pictures(item: Any, frames: int) -> list[Any]:
+    """An image as itself; a video ((T, H, W, 3) uint8 frames, or a list of frame images) as
+    ``frames`` RGB images evenly spaced over it."""
+    from PIL import Image
+
+    if isinstance(item, np.ndarray) and item.ndim == 4:
+        return [Image.fromarray(item[t]) for t in evenly_spaced(item.shape[0], frames)]
+    if isinstance(item, (list, tuple)):
+        return [as_pictures(item[t], frames)[0] for t in evenly_spaced(len(item), frames)]
+    if isinstance(item, np.ndarray):
+        return [item]
+    return [item.convert("RGB") if hasattr(item, "convert") else item]
+
+
 class HFVLM(ChoiceScoringModel):
     name = "hf_vlm"
-    modalities = frozenset({"text", "image"})
+    modalities = frozenset({"text", "image", "video"})
 
     def __init__(self, processor: Any, vlm: torch.nn.Module, arch: str, scoring: str = "loglik", norm: str = "mean",
-                 prompt: str = DEFAULT_PROMPT, dtype: str = "fp32") -> None:
+                 prompt: str = DEFAULT_PROMPT, dtype: str = "fp32", frames: int = DEFAULT_FRAMES) -> None:
         """From a loaded processor and model (`hf_vlm` loads them; perf scripts build them from configs)."""
         super().__init__()
         if scoring not in ("loglik", "letter"):
             raise UserError(f"-M scoring={scoring}: choose loglik or letter")
-        self.processor, self.vlm = processor, vlm
+        if frames < 1:
+            raise UserError(f"-M frames={frames}: a video needs at least one frame")
+        self.processor, self.vlm, self.frames = processor, vlm, frames
         self.arch, self.scoring, self.norm, self.prompt, self.dtype = arch, scoring, check_norm(norm), prompt, dtype
         tok = self.processor.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
@@ -64,18 +96,20 @@ class HFVLM(ChoiceScoringModel):
 
     def describe(self) -> dict[str, Any]:
         return {"arch": self.arch, "scoring": self.scoring, "norm": self.norm, "prompt": self.prompt,
-                "dtype": self.dtype, "config": hash_json(self.vlm.config.to_dict()),
+                "dtype": self.dtype, "video_frames": self.frames, "config": hash_json(self.vlm.config.to_dict()),
                 "parameters": sum(p.numel() for p in self.vlm.parameters())}
 
 
     # prompts ------------------------------------------------------------------------------------
-    def chat(self, text: str) -> str:
-        """The model's own chat template around one image and ``text``, ending where the reply starts."""
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+    def chat(self, text: str, n_images: int = 1) -> str:
+        """The model's own chat template around ``n_images`` images (one, or a video's frames) and
+        ``text``, ending where the reply starts."""
+        content = [{"type": "image"}] * n_images + [{"type": "text", "text": text}]
+        messages = [{"role": "user", "content": content}]
         if getattr(self.processor, "chat_template", None):
             return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         image_token = getattr(self.processor, "image_token", "<image>")
-        return f"USER: {image_token}\n{text} ASSISTANT:"
+        return f"USER: {image_token * n_images}\n{text} ASSISTANT:"
 
     @staticmethod
     def letter_order(r: int, options: Sequence[str]) -> list[int]:
@@ -98,10 +132,12 @@ class HFVLM(ChoiceScoringModel):
         return out
 
     # scoring ------------------------------------------------------------------------------------
-    def _forward(self, prompts: list[str], images: list[Any], tails: list[list[int]]) -> tuple[Any, torch.Tensor, list[int], list[int]]:
-        """One batch: the processor expands image tokens in each prompt; ``tails`` (option tokens)
-        are appended after each prompt's real tokens. Returns logits, ids, tail starts and ends."""
-        enc = self.processor(text=prompts, images=images, return_tensors="pt", padding=True)
+    def _forward(self, prompts: list[str], images: list[list[Any]], tails: list[list[int]]) -> tuple[Any, torch.Tensor, list[int], list[int]]:
+        """One batch: the processor expands image tokens in each prompt (``images``: each prompt's
+        pictures, in order); ``tails`` (option tokens) are appended after each prompt's real tokens.
+        Returns logits, ids, tail starts and ends."""
+        flat = [picture for pictures in images for picture in pictures]
+        enc = self.processor(text=prompts, images=flat, return_tensors="pt", padding=True)
         mask = enc["attention_mask"].bool()
         heads = [enc["input_ids"][b][mask[b]].tolist() for b in range(len(prompts))]
         seqs = [h + t for h, t in zip(heads, tails)]
@@ -120,16 +156,13 @@ class HFVLM(ChoiceScoringModel):
         logits = self.vlm(input_ids=ids.to(self.device), attention_mask=attn.to(self.device), **inputs, **keep).logits
         return logits, ids, [len(h) for h in heads], [len(s) for s in seqs]
 
-    def _images(self, choices: Any) -> dict[int, Any]:
-        out = {}
-        for i in dict.fromkeys(choices.media_index):
-            image = choices.media.load(i)
-            out[i] = image.convert("RGB") if hasattr(image, "convert") else image
-        return out
+    def _images(self, choices: Any) -> dict[int, list[Any]]:
+        """Each medium the rows use, as the pictures the model is shown (see `as_pictures`)."""
+        return {i: as_pictures(choices.media.load(i), self.frames) for i in dict.fromkeys(choices.media_index)}
 
     def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
-        if choices.media.kind != "image":
-            raise UserError(f"model hf_vlm scores images; task media are {choices.media.kind}s")
+        if choices.media.kind not in ("image", "video"):
+            raise UserError(f"model hf_vlm scores images and videos; task media are {choices.media.kind}s")
         images = self._images(choices)
         bs = batch_size
         with inference(self.device, precision):
@@ -140,9 +173,10 @@ class HFVLM(ChoiceScoringModel):
             flat = []
             for lo in range(0, len(items), bs):
                 chunk = items[lo: lo + bs]
-                prompts = [self.chat(choices.question(r) or self.prompt) for r, _ in chunk]
+                shown = [images[choices.media_index[r]] for r, _ in chunk]
+                prompts = [self.chat(choices.question(r) or self.prompt, len(p)) for (r, _), p in zip(chunk, shown)]
                 tails = [tok(o, add_special_tokens=False)["input_ids"] for _, o in chunk]
-                logits, ids, starts, ends = self._forward(prompts, [images[choices.media_index[r]] for r, _ in chunk], tails)
+                logits, ids, starts, ends = self._forward(prompts, shown, tails)
                 flat.append(continuation_scores(logits, ids.to(logits.device), starts, ends, self.norm))
         return pad_scores(torch.cat(flat), choices.options)
 
@@ -151,8 +185,10 @@ class HFVLM(ChoiceScoringModel):
         for lo in range(0, len(choices), bs):
             rows = list(range(lo, min(lo + bs, len(choices))))
             orders = [self.letter_order(r, choices.options[r]) for r in rows]
-            prompts = [self.chat(self.letter_prompt(choices.question(r), choices.options[r], o)) for r, o in zip(rows, orders)]
-            logits, ids, _, ends = self._forward(prompts, [images[choices.media_index[r]] for r in rows], [[] for _ in rows])
+            shown = [images[choices.media_index[r]] for r in rows]
+            prompts = [self.chat(self.letter_prompt(choices.question(r), choices.options[r], o), len(p))
+                       for r, o, p in zip(rows, orders, shown)]
+            logits, ids, _, ends = self._forward(prompts, shown, [[] for _ in rows])
             for b, (r, order) in enumerate(zip(rows, orders)):
                 last = logits[b, ends[b] - 1 - (ids.shape[1] - logits.shape[1])].float().cpu()
                 for j, letter_tokens in enumerate(self.letter_ids(len(order))):
@@ -166,6 +202,7 @@ HF_VLM_OPTIONS = {
     "norm": OptionSpec(str, "mean", "loglik per token (mean) or summed (sum)"),
     "prompt": OptionSpec(str, None, "prompt where the task has no question"),
     "dtype": OptionSpec(str, "fp32", "weights' dtype", choices=("fp32", "fp16", "bf16")),
+    "frames": OptionSpec(int, DEFAULT_FRAMES, "a video's frames shown as images, evenly spaced over those the task samples"),
 }
 
 
@@ -184,4 +221,5 @@ def hf_vlm(options: ModelOptions) -> HFVLM:
         vlm = AutoModelForImageTextToText.from_pretrained(options.arch, dtype=torch_dtype)
     except (OSError, ValueError) as exc:
         raise UserError(f"--arch {options.arch}: cannot load a vision-language model and its processor ({exc})") from exc
-    return HFVLM(processor, vlm, options.arch, e["scoring"], e["norm"], e["prompt"] or DEFAULT_PROMPT, dtype)
+    return HFVLM(processor, vlm, options.arch, e["scoring"], e["norm"], e["prompt"] or DEFAULT_PROMPT, dtype,
+                 e["frames"])
