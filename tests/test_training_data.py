@@ -206,6 +206,19 @@ def test_own_captions_csv(tmp_path):
         captions(TrainSetOptions(tmp_path, {"media": str(media)}))
 
 
+def test_own_captions_csv_errors_name_the_options_train_takes(tmp_path):
+    """Issue 46: a missing column was reported as `--id-column`, a flag `train` does not have."""
+    from negharness.tasks.nt2vr.training import captions
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "caps.csv").write_text("video,text\nv0,a man is walking\n")
+    with pytest.raises(UserError, match=r"no column 'image_id' \(-T id_column=\)"):
+        captions(TrainSetOptions(tmp_path, {"file": str(tmp_path / "caps.csv"), "media": str(tmp_path / "mine"),
+                                            "negatives": "none"})).streams
+    with pytest.raises(UserError, match="-T id_column= .default image_id. and -T caption_column="):
+        captions(TrainSetOptions(tmp_path, {"media": str(tmp_path / "mine")}))
+
+
 @pytest.mark.parametrize("cell", ['["a dog on grass", "no cat here"]', "('a dog on grass', 'no cat here')",
                                   "{'no cat here', 'a dog on grass'}"])
 def test_negbench_training_captions_read_every_cell_form_alike(tmp_path, cell):

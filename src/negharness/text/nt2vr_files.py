@@ -176,16 +176,21 @@ def write_dict_lines(path: str | Path, records: Iterable[dict]) -> Path:
     return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-def read_caption_table(path: str | Path, id_column: str | None = None,
-                       caption_column: str | None = None) -> list[tuple[str, list[str]]]:
+CAPTION_TABLE_FLAGS = ("--id-column", "--caption-column")  # how build-queries names the two columns
+
+
+def read_caption_table(path: str | Path, id_column: str | None = None, caption_column: str | None = None,
+                       flags: tuple[str, str] = CAPTION_TABLE_FLAGS) -> list[tuple[str, list[str]]]:
     """Items and their captions from an nT2VR caption file, a CSV, or a JSON file.
 
-    CSV: ``--id-column`` and ``--caption-column`` (a cell may hold a Python list literal of captions,
-    as NegBench's ``all_captions``). JSON: ``{id: [captions]}`` or ``[{"id": .., "caption(s)": ..}]``.
+    CSV: the id and caption columns (a cell may hold a Python list literal of captions, as NegBench's
+    ``all_captions``); ``flags`` are how the caller's user names them (``--id-column`` for
+    build-queries, ``-T id_column=`` for a training set), so an error names an option that exists.
+    JSON: ``{id: [captions]}`` or ``[{"id": .., "caption(s)": ..}]``.
     """
     path = Path(path)
     if path.suffix == ".csv":
-        return _read_csv(path, id_column or "image_id", caption_column or "captions")
+        return _read_csv(path, id_column or "image_id", caption_column or "captions", flags)
     if path.suffix == ".json":
         return _read_json(path)
     grouped: dict[str, list[str]] = {}
@@ -201,10 +206,10 @@ def _cell_captions(cell: str, where: str) -> list[str]:
     return [check_caption(cell, where)] if cell else []
 
 
-def _read_csv(path: Path, id_column: str, caption_column: str) -> list[tuple[str, list[str]]]:
+def _read_csv(path: Path, id_column: str, caption_column: str, flags: tuple[str, str]) -> list[tuple[str, list[str]]]:
     with contextlib.closing(decoded_lines(path)) as lines:
         reader = csv.DictReader(line for _, line in lines)
-        for col, opt in ((id_column, "--id-column"), (caption_column, "--caption-column")):
+        for col, opt in zip((id_column, caption_column), flags):
             if col not in (reader.fieldnames or []):
                 raise UserError(f"{path}: no column {col!r} ({opt}); columns are {reader.fieldnames}")
         grouped: dict[str, list[str]] = {}

@@ -202,8 +202,8 @@ CAPTION_OPTIONS = {
     "media": OptionSpec(str, None, "folder of the media the ids name"),
     "kind": OptionSpec(str, None, "video or image (default: guessed from the media folder)", choices=("video", "image")),
     "val_file": OptionSpec(str, None, "validation captions table", data_file=True),
-    "id_column": OptionSpec(str, None, "a CSV's id column"),
-    "caption_column": OptionSpec(str, None, "a CSV's caption column"),
+    "id_column": OptionSpec(str, None, "a CSV's id column (default image_id)"),
+    "caption_column": OptionSpec(str, None, "a CSV's caption column (default captions)"),
     "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
     "negatives": OptionSpec(str, "negator", "soft negatives from the negator, or none", choices=("negator", "none")),
 }
@@ -216,7 +216,8 @@ def captions(options: TrainSetOptions) -> TrainingSet:
     values = options.bound_to(CAPTION_OPTIONS, "captions").values
     if not values["file"] or not values["media"]:
         raise UserError("training set captions: needs -T file=CAPTIONS (csv, nT2VR .txt or json) and -T media=DIR "
-                        "(files named <id>.mp4 / <id>.jpg, or a videos/ or images/ folder inside)")
+                        "(files named <id>.mp4 / <id>.jpg, or a videos/ or images/ folder inside); a CSV's columns "
+                        "are -T id_column= (default image_id) and -T caption_column= (default captions)")
     media = Path(values["media"])
     spec = values["frames"]
     sampling = FrameSampling.parse(spec) if spec else (options.sampling or DEFAULT_SAMPLING)
@@ -224,7 +225,8 @@ def captions(options: TrainSetOptions) -> TrainingSet:
     def stream(path: Path, name: str) -> TrainStream:
         if not path.is_file():
             raise UserError(f"-T file: {path} not found")
-        items = read_caption_table(path, values["id_column"], values["caption_column"])
+        items = read_caption_table(path, values["id_column"], values["caption_column"],
+                                   ("-T id_column=", "-T caption_column="))
         ids = [i for i, caps in items if caps]
         kind = values["kind"] or _guess_kind(media, ids)
         nested = (media / ("videos" if kind == "video" else "images")).is_dir()
