@@ -105,15 +105,15 @@ def test_single_relevant_fast_path_matches_masked_path():
 
 
 def test_bootstrap_intervals():
-    from negharness.scoring.bootstrap import bootstrap_ci, paired_bootstrap
+    from negharness.scoring.bootstrap import bootstrap_estimates, paired_test
     values = np.r_[np.zeros(500), np.ones(500)]
-    lo, hi = bootstrap_ci(values, n=500)
-    assert lo < 0.5 < hi and hi - lo < 0.1
+    found = bootstrap_estimates({"m": list(values)}, n=500)["m"]
+    assert found.lo < 0.5 < found.hi and found.hi - found.lo < 0.1
     a = np.random.default_rng(0).random(400)
-    lo, hi, p = paired_bootstrap(a, a + 0.1, n=500)
-    assert lo == pytest.approx(0.1) and hi == pytest.approx(0.1) and p == 0.0
+    res = paired_test(a, a + 0.1, n=500)
+    assert res.lo == pytest.approx(0.1) and res.hi == pytest.approx(0.1) and res.p_value == pytest.approx(1 / 501)
     with pytest.raises(ValueError):
-        paired_bootstrap(a, a[:10])
+        paired_test(a, a[:10])
 
 
 def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_reads():
