@@ -170,11 +170,11 @@ def test_retrieval_neg_pairs_captions_when_the_negated_file_rewrites_them():
     neg = (["b.jpg#0", "a.jpg#0", "a.jpg#1"], torch.tensor([1, 9, 2]))  # another order, the same captions
     pq, how = retrieval_neg_values(orig, neg)
     assert how.startswith("paired") and pq["ids"] == keys
-    assert pq["values"]["R@5"] == [100, 100, 0] and pq["values"]["neg_R@5"] == [0, 100, 100]
+    assert pq["values"]["R@5"] == [100, 100, 0] and pq["values"]["R-Neg@5"] == [0, 100, 100]
     assert pq["values"]["drop_R@5"] == [100, 0, -100]
     pq, how = retrieval_neg_values(orig, (["c.jpg#0"], torch.tensor([2])))  # HardNeg-Syn: other captions
     assert how.startswith("unpaired") and len(pq["ids"]) == 4 and "drop_R@5" not in pq["values"]
-    assert perquery.covered_mean(pq["values"]["neg_R@5"]) == 100.0
+    assert perquery.covered_mean(pq["values"]["R-Neg@5"]) == 100.0
     assert perquery.covered_mean(pq["values"]["R@1"]) == pytest.approx(100 / 3)
 
 

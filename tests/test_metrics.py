@@ -125,7 +125,7 @@ def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_read
     from negharness.scoring.fire import FIRE_METRICS
     from negharness.scoring.mcq import MCQ_METRICS, mcq_metrics
     from negharness.scoring.metrics import Relevance, negation_deltas, retrieval_metrics, several_relevant_metrics
-    from negharness.scoring.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS
+    from negharness.scoring.retrieval import NEGATED_METRICS, RETRIEVAL_NEG_METRICS, TEXT_TO_MEDIA_METRICS
 
     def names(protocol):
         return {m.name for m in catalog.METRICS.values() if protocol in m.protocols}
@@ -143,11 +143,11 @@ def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_read
     same = same_words_metrics([t, t, t], [0, 0, 0], np.ones(3, dtype=bool))[0]  # evaluate_mcq adds them
     assert set(mcq_metrics(torch.tensor([0, 1, 0]), torch.zeros(3, dtype=torch.bool), [0, 0, 0], t,
                            [t, t, t])) | set(same) == names("mcq")
-    for declared in (MCQ_METRICS, RETRIEVAL_METRICS, NEGATED_METRICS, register.CHOICE_METRICS,
-                     register.RETRIEVAL_METRICS):
+    for declared in (MCQ_METRICS, TEXT_TO_MEDIA_METRICS, NEGATED_METRICS, RETRIEVAL_NEG_METRICS,
+                     register.CHOICE_METRICS, register.YAML_RETRIEVAL_METRICS):
         assert declared == {k: catalog.METRICS[k].info for k in declared}
-    assert set(register.RETRIEVAL_METRICS) == names("retrieval")
-    assert all(catalog.canonical(a) in register.RETRIEVAL_METRICS for a in catalog.ALIASES)
+    assert set(register.YAML_RETRIEVAL_METRICS) == names("retrieval")
+    assert all(catalog.canonical(a) in register.YAML_RETRIEVAL_METRICS for a in catalog.ALIASES)
     # a metric that is no mean of its own values is recomputed from its source, prefixed names too
     assert catalog.derivation("neg_MedR", {"neg_MeanR": []})[0] == "neg_MeanR"
     assert catalog.derivation("MedR", {"R@1": []}) is None

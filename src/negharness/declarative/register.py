@@ -49,7 +49,7 @@ KINDS = ("choice", "retrieval", "suite", *ITEM_KINDS)
 AUTHORS_SUFFIX = "_authors_rule"  # the authors' twin of a metric, added with `authors:`, never declared
 # the metrics a YAML task may declare: what its scorer writes, as the one catalogue names them
 CHOICE_METRICS = {m: i for m, i in catalog.of_protocols("choice").items() if not m.endswith(AUTHORS_SUFFIX)}
-RETRIEVAL_METRICS = catalog.of_protocols("retrieval")
+YAML_RETRIEVAL_METRICS = catalog.of_protocols("retrieval")  # what a YAML retrieval task may declare
 QRELS_METRICS = catalog.of_protocols("retrieval", "several")  # many relevant items: C@K and mAP too
 GROUP_METRICS = catalog.of_protocols("group")
 DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"], **DEFAULT_ITEM_METRICS}
@@ -352,7 +352,7 @@ def _metric_name(c: Checker, key: str, name: str, known: dict[str, MetricInfo], 
 def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricInfo]:
     """metric_info of a choice or retrieval task: its declared metrics (catalogue names), and with
     ``authors:`` each accuracy's authors' twin."""
-    known = {"retrieval": QRELS_METRICS if spec.get("qrels") else RETRIEVAL_METRICS,
+    known = {"retrieval": QRELS_METRICS if spec.get("qrels") else YAML_RETRIEVAL_METRICS,
              "group": GROUP_METRICS}.get(kind, CHOICE_METRICS)
     metrics = c.strings("metrics", required=False) or DEFAULT_METRICS[kind]
     names = list(dict.fromkeys(_metric_name(c, f"metrics.{i}", m, known, kind) for i, m in enumerate(metrics)))
