@@ -3,30 +3,19 @@ table reach the same paired difference, the table's one-seed interval is its rec
 interval, and the NaN rule (a query NaN in either run leaves the pair) holds on the reviewer's vectors
 whichever way they are compared."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from test_seed_intervals import exp  # noqa: F401  (the script, loaded once: a fixture)
 
 from negharness.records.compare import compare_task, load_runs, to_markdown
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig
 from negharness.scoring.bootstrap import pairs, paired_test
 
-SCRIPT = Path(__file__).resolve().parents[1] / "perf" / "exp_negation_training.py"
 # the reviewer's vectors (issue 45): one query in four is NaN in A only
 A = np.array([100.0, np.nan, 0.0, 100.0] * 25)
 B = np.array([100.0, 100.0, 0.0, 100.0] * 25)
 TASK = "shapes_t2v_original"
-
-
-@pytest.fixture(scope="module")
-def exp():
-    spec = importlib.util.spec_from_file_location("exp_negation_training", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _records(tmp_path, a, b, clusters=None, resamples=500):
