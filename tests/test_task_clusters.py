@@ -110,3 +110,29 @@ def test_negbench_rows_share_images_and_its_tasks_cluster_by_them():
     assert len(set(images)) < len(images)
     clustered = [n for n in TASKS if n.startswith("negbench_")]
     assert clustered and all(TASKS[n].cluster in ("image", "video") for n in clustered)
+
+
+CHOICE_DIR = Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice"
+
+
+def _yaml_task(tmp_path, source: str, cluster_line: str):
+    """A built-in YAML with its ``cluster:`` line replaced, loaded as a user's task."""
+    from negharness.declarative.register import load_folder
+
+    text = "".join(line for line in (CHOICE_DIR / source).read_text().splitlines(keepends=True)
+                   if not line.startswith("cluster:"))
+    folder = tmp_path / "tasks"
+    folder.mkdir(parents=True)
+    (folder / source).write_text(text + cluster_line)
+    return load_folder(folder)
+
+
+def test_an_item_kind_reads_cluster_and_a_text_only_one_must_name_a_field(tmp_path):
+    from negharness.api.errors import UserError
+
+    [tot] = _yaml_task(tmp_path / "a", "sugarcrepepp_swap_obj_tot.yaml", "cluster: {field: filename, name: COCO image}\n")
+    assert tot.cluster == "COCO image"
+    with pytest.raises(UserError, match="key 'cluster': a text_only task scores no media"):
+        _yaml_task(tmp_path / "b", "sugarcrepepp_swap_obj_tot.yaml", "cluster: media\n")
+    [itt] = _yaml_task(tmp_path / "c", "sugarcrepepp_swap_obj_itt.yaml", "cluster: media\n")
+    assert itt.cluster == "image"
