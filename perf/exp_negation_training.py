@@ -2,8 +2,12 @@
 
 From the same tiny CLIP (shapes_clip), seed and data, fine-tune several ways, evaluate each on the
 original, negated and composed query sets of a 2,000-video test split and on the world's MCQ, over
-several seeds, with bootstrap intervals and paired intervals against CLIP*: queries are resampled,
-each query's value the mean over seeds (seeds of one query are not independent queries). Run: python perf/exp_negation_training.py [--seeds 0 1 2] [--out runs/exp]
+several seeds, with bootstrap intervals and paired intervals against CLIP*. The intervals are the
+records' own routines on the records' own clusters: each query's value is read from its record's
+per-query file, averaged over seeds (seeds of one query are not independent queries), and the
+clusters its task declares (the video a query is about) are resampled with the records' resamples
+and seed (`bootstrap_estimates`, `paired_test`), so a one-seed row's interval is its record's.
+Run: python perf/exp_negation_training.py [--seeds 0 1 2] [--out runs/exp]
 Writes runs/exp/results/ (records) and prints the table; `negharness leaderboard --results-dir
 runs/exp/results --out ...` renders the records.
 """
@@ -21,7 +25,8 @@ from negharness.api.training import TrainOptions
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import RunRequest, run_evaluation
-from negharness.scoring.bootstrap import bootstrap_ci, paired_bootstrap, seed_means
+from negharness.scoring.bootstrap import bootstrap_estimates, paired_test, seed_means
+from negharness.scoring.perquery import LEVEL, cluster_ids, clusters_known, read_sidecar
 
 COMMON = {"lr": "1e-5", "epochs": "4", "patience": "2"}
 RECIPES = {
@@ -36,28 +41,25 @@ TASKS = ["shapes_t2v_original", "shapes_t2v_negated", "shapes_t2v_composed", "sh
 TEST_ITEMS = "2000"
 
 
-def per_query(samples_file: Path, task: str) -> dict[str, np.ndarray]:
-    """Per-query metric values, and under "query" each value's query (to line seeds up)."""
-    rows = [json.loads(line) for line in samples_file.read_text().splitlines()]
-    if task == "shapes_mcq":
-        return {"query": np.array([f"{r['row']}:{r['media']}" for r in rows]),
-                "accuracy": np.array([100.0 * (r["chosen"] == r["correct"] and not r["tie"]) for r in rows])}
-    ranks = np.array([r["rank"] for r in rows], dtype=np.float64)
-    keys = np.array([r["id"] for r in rows])
-    if task == "shapes_t2v_negated":
-        orig = np.array([r["source_rank_original"] for r in rows], dtype=np.float64)
-        return {"query": keys, "ΔMIR": 1 / orig - 1 / ranks}
-    return {"query": keys, "MIR": 1 / ranks, "R@1": 100.0 * (ranks <= 1)}
+def per_query(record_path: Path) -> dict[str, np.ndarray]:
+    """A record's per-query values by metric (its per-query file), and under "query" and "clusters"
+    each value's query and cluster id, under "method" the record's (resamples, seed): the table
+    resamples what the record's intervals resample. A record made before clusters is refused."""
+    rec = json.loads(Path(record_path).read_text())
+    pq = read_sidecar(Path(record_path), rec)
+    if pq is None or not clusters_known(rec):
+        raise ValueError(f"{record_path}: no per-query values with clusters (a record made before them): rerun it")
+    method = rec["interval_method"]
+    values = {m: np.array([np.nan if x is None else x for x in v], dtype=np.float64) for m, v in pq["values"].items()}
+    return {"query": np.array(pq["ids"]), "clusters": np.array(cluster_ids(pq)),
+            "method": np.array([int(method["resamples"]), int(method["seed"])]), **values}
 
 
 def evaluate(host, model: str, checkpoint: str | None, out: Path) -> dict[str, dict[str, np.ndarray]]:
     req = RunRequest(model=model, model_options=ModelOptions(checkpoint=checkpoint), tasks=TASKS,
                      task_extra={"n_items": TEST_ITEMS}, output_dir=str(out), log_samples=True, overwrite=True,
                      device="auto")
-    values: dict[str, dict[str, np.ndarray]] = {}
-    for o in run_evaluation(host, req):
-        values[o.task] = per_query(o.path.with_suffix(".samples.jsonl"), o.task)
-    return values
+    return {o.task: per_query(o.path) for o in run_evaluation(host, req)}
 
 
 def main() -> None:
@@ -87,14 +89,13 @@ def main() -> None:
 
 
 def collect(results_dir: Path) -> dict[str, list[dict]]:
-    """Per-query values back from the records' samples files, grouped by recipe (checkpoint folder)."""
+    """Per-query values back from the records' per-query files, grouped by recipe (checkpoint folder)."""
     runs: dict[tuple[str, str], dict] = {}
     for rec_path in sorted(results_dir.glob("*/shapes_*.json")):
         rec = json.loads(rec_path.read_text())
         ckpt = rec["model"]["options"].get("checkpoint")
         name, seed = (Path(ckpt).name.rsplit("-s", 1) if ckpt else ("shapes_clip (no fine-tuning)", "0"))
-        runs.setdefault((name, seed), {})[rec["task"]["name"]] = per_query(rec_path.with_suffix(".samples.jsonl"),
-                                                                          rec["task"]["name"])
+        runs.setdefault((name, seed), {})[rec["task"]["name"]] = per_query(rec_path)
     out: dict[str, list[dict]] = {}
     for (name, _), values in sorted(runs.items(), key=lambda kv: (list(RECIPES).index(kv[0][0])
                                                                    if kv[0][0] in RECIPES else -1, kv[0][1])):
@@ -117,26 +118,41 @@ Generated by `python perf/exp_negation_training.py --table leaderboard/negation_
 Each recipe fine-tunes shapes_clip ({seeds} seeds; lr 1e-5, up to 4 epochs, early stopping on
 validation MIR) and is evaluated on a {items}-video test split. Cells: mean over queries and seeds
 [95% bootstrap interval]; for the fine-tuned recipes also the paired difference to CLIP* [interval].
-Intervals resample queries, each query's value its mean over the seeds.
+Intervals resample what the records' intervals resample (the video a query is about, where its task
+says so; the records' resamples and seed), each query's value its mean over the seeds.
 
 """
 
 
 def seed_averaged(runs: list[dict], task: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(queries, each query's value averaged over the runs' seeds); every seed must score the same
-    queries, which the fixed test split guarantees (checked)."""
-    keys = runs[0][task]["query"]
+    queries in the same clusters with the same bootstrap settings, which the fixed test split
+    guarantees (checked)."""
+    first = runs[0][task]
     for r in runs[1:]:
-        if not np.array_equal(r[task]["query"], keys):
-            raise ValueError(f"{task}: the seeds scored different queries; cannot average them per query")
-    return keys, seed_means([r[task][metric] for r in runs])
+        if any(not np.array_equal(r[task][k], first[k]) for k in ("query", "clusters", "method")):
+            raise ValueError(f"{task}: the seeds scored different queries (or clusters); cannot average them per query")
+    return first["query"], seed_means([r[task][metric] for r in runs])
 
 
 def seed_interval(runs: list[dict], task: str, metric: str) -> tuple[float, float, float]:
-    """Mean and 95% bootstrap interval, resampling queries (values averaged over seeds)."""
+    """Mean and 95% bootstrap interval over the records' clusters (values averaged over seeds): the
+    routine and settings of the records' own ``intervals``."""
     _, v = seed_averaged(runs, task, metric)
-    lo, hi = bootstrap_ci(v)
-    return float(v.mean()), lo, hi
+    n, seed = (int(x) for x in runs[0][task]["method"])
+    found = bootstrap_estimates({metric: v}, n, seed, LEVEL, list(runs[0][task]["clusters"]))[metric]
+    return float(np.nanmean(v)), found.lo, found.hi
+
+
+def paired_cell(base: list[dict], runs: list[dict], task: str, metric: str) -> str:
+    """The paired difference to ``base`` over the records' clusters (`paired_test`, as `compare`)."""
+    keys, v = seed_averaged(runs, task, metric)
+    base_keys, b = seed_averaged(base, task, metric)
+    if any(not np.array_equal(base[0][task][k], runs[0][task][k]) for k in ("query", "clusters", "method")):
+        raise ValueError(f"{task}: the recipe and clip_star scored different queries (or clusters)")
+    n, seed = (int(x) for x in runs[0][task]["method"])
+    res = paired_test(b, v, n, seed, LEVEL, clusters=list(runs[0][task]["clusters"]))
+    return f" Δ{res.diff:+.3f} [{res.lo:+.3f}, {res.hi:+.3f}]"
 
 
 def report(results: dict[str, list[dict]]) -> str:
@@ -151,12 +167,7 @@ def report(results: dict[str, list[dict]]) -> str:
             mean, lo, hi = seed_interval(runs, task, metric)
             cell = f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
             if base is not None and name in RECIPES and name != "clip_star":
-                keys, v = seed_averaged(runs, task, metric)
-                base_keys, b = seed_averaged(base, task, metric)
-                if not np.array_equal(keys, base_keys):
-                    raise ValueError(f"{task}: {name} and clip_star scored different queries")
-                dlo, dhi, _ = paired_bootstrap(b, v)
-                cell += f" Δ{v.mean() - b.mean():+.3f} [{dlo:+.3f}, {dhi:+.3f}]"
+                cell += paired_cell(base, runs, task, metric)
             cells.append(cell)
         lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -390,7 +390,7 @@ def retrieval_equal(nh: dict[str, float], cb: dict[str, dict[str, float]], capti
             ours, theirs = nh[f"{prefix}R@{k}"], 100 * cb[key][f"image_retrieval_recall@{k}"]
             if abs(ours - theirs) > 10 / captions[key]:
                 diffs.append(f"{prefix}R@{k} {ours:.3f} vs {theirs:.3f}")
-    return not diffs, "; ".join(diffs) or ", ".join(f"{k}={nh[k]:.2f}" for k in ("R@1", "R@5", "R@10", "neg_R@1", "neg_R@5", "neg_R@10"))
+    return not diffs, "; ".join(diffs) or ", ".join(f"{k}={nh[k]:.2f}" for k in ("R@1", "R@5", "R@10", "R-Neg@1", "R-Neg@5", "R-Neg@10"))
 
 
 MCQ_PAIRS = (("accuracy", "total_accuracy"), ("acc_positive", "positive_accuracy"),

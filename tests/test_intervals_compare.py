@@ -18,9 +18,7 @@ from negharness.scoring import perquery
 from negharness.scoring.bootstrap import (
     benjamini_hochberg,
     binomial_two_sided,
-    bootstrap_ci,
     bootstrap_estimates,
-    bootstrap_intervals,
     cluster_totals,
     mcnemar_exact,
     paired_test,
@@ -43,7 +41,8 @@ def _independent_interval(values, resamples=10_000, seed=99):
 
 @pytest.mark.parametrize("values", [FIXED, 1.0 / RANKS])
 def test_intervals_agree_with_an_independent_bootstrap(values):
-    ours = bootstrap_intervals({"m": list(values)}, n=10_000, seed=0)["m"]
+    found = bootstrap_estimates({"m": list(values)}, n=10_000, seed=0)["m"]
+    ours = (found.lo, found.hi)
     theirs = _independent_interval(values)
     width = theirs[1] - theirs[0]
     assert ours[0] == pytest.approx(theirs[0], abs=0.04 * width)
@@ -56,9 +55,9 @@ def test_intervals_agree_with_an_independent_bootstrap(values):
 def test_uncovered_queries_are_left_out_of_each_resample():
     covered = [100.0, 0.0, 100.0, 100.0] * 50
     with_gaps = [v for c in covered for v in (c, None)]  # another metric's queries in between
-    a = bootstrap_intervals({"m": covered}, n=4000, seed=1)["m"]
-    b = bootstrap_intervals({"m": with_gaps}, n=4000, seed=1)["m"]
-    assert b[0] == pytest.approx(a[0], abs=2.0) and b[1] == pytest.approx(a[1], abs=2.0)
+    a = bootstrap_estimates({"m": covered}, n=4000, seed=1)["m"]
+    b = bootstrap_estimates({"m": with_gaps}, n=4000, seed=1)["m"]
+    assert b.lo == pytest.approx(a.lo, abs=2.0) and b.hi == pytest.approx(a.hi, abs=2.0)
     assert perquery.covered_mean(perquery.per_query(range(400), {"m": with_gaps})["values"]["m"]) == 75.0
 
 
@@ -67,7 +66,8 @@ def test_chunking_bounds_memory_and_never_changes_the_numbers():
     whole = resampled_means(v, 300, seed=4, chunk_elems=1 << 22)
     tiny = resampled_means(v, 300, seed=4, chunk_elems=700)  # one resample per chunk
     assert np.array_equal(whole, tiny)
-    assert bootstrap_ci(v[0], n=300, seed=4) == pytest.approx(tuple(np.quantile(whole[:, 0], [0.025, 0.975])))
+    found = bootstrap_estimates({"m": list(v[0])}, n=300, seed=4)["m"]
+    assert (found.lo, found.hi) == pytest.approx(tuple(np.quantile(whole[:, 0], [0.025, 0.975])))
 
 
 def test_paired_p_values_are_calibrated_under_the_null():
@@ -170,11 +170,11 @@ def test_retrieval_neg_pairs_captions_when_the_negated_file_rewrites_them():
     neg = (["b.jpg#0", "a.jpg#0", "a.jpg#1"], torch.tensor([1, 9, 2]))  # another order, the same captions
     pq, how = retrieval_neg_values(orig, neg)
     assert how.startswith("paired") and pq["ids"] == keys
-    assert pq["values"]["R@5"] == [100, 100, 0] and pq["values"]["neg_R@5"] == [0, 100, 100]
+    assert pq["values"]["R@5"] == [100, 100, 0] and pq["values"]["R-Neg@5"] == [0, 100, 100]
     assert pq["values"]["drop_R@5"] == [100, 0, -100]
     pq, how = retrieval_neg_values(orig, (["c.jpg#0"], torch.tensor([2])))  # HardNeg-Syn: other captions
     assert how.startswith("unpaired") and len(pq["ids"]) == 4 and "drop_R@5" not in pq["values"]
-    assert perquery.covered_mean(pq["values"]["neg_R@5"]) == 100.0
+    assert perquery.covered_mean(pq["values"]["R-Neg@5"]) == 100.0
     assert perquery.covered_mean(pq["values"]["R@1"]) == pytest.approx(100 / 3)
 
 

@@ -105,15 +105,15 @@ def test_single_relevant_fast_path_matches_masked_path():
 
 
 def test_bootstrap_intervals():
-    from negharness.scoring.bootstrap import bootstrap_ci, paired_bootstrap
+    from negharness.scoring.bootstrap import bootstrap_estimates, paired_test
     values = np.r_[np.zeros(500), np.ones(500)]
-    lo, hi = bootstrap_ci(values, n=500)
-    assert lo < 0.5 < hi and hi - lo < 0.1
+    found = bootstrap_estimates({"m": list(values)}, n=500)["m"]
+    assert found.lo < 0.5 < found.hi and found.hi - found.lo < 0.1
     a = np.random.default_rng(0).random(400)
-    lo, hi, p = paired_bootstrap(a, a + 0.1, n=500)
-    assert lo == pytest.approx(0.1) and hi == pytest.approx(0.1) and p == 0.0
+    res = paired_test(a, a + 0.1, n=500)
+    assert res.lo == pytest.approx(0.1) and res.hi == pytest.approx(0.1) and res.p_value == pytest.approx(1 / 501)
     with pytest.raises(ValueError):
-        paired_bootstrap(a, a[:10])
+        paired_test(a, a[:10])
 
 
 def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_reads():
@@ -125,7 +125,7 @@ def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_read
     from negharness.scoring.fire import FIRE_METRICS
     from negharness.scoring.mcq import MCQ_METRICS, mcq_metrics
     from negharness.scoring.metrics import Relevance, negation_deltas, retrieval_metrics, several_relevant_metrics
-    from negharness.scoring.retrieval import NEGATED_METRICS, RETRIEVAL_METRICS
+    from negharness.scoring.retrieval import NEGATED_METRICS, RETRIEVAL_NEG_METRICS, TEXT_TO_MEDIA_METRICS
 
     def names(protocol):
         return {m.name for m in catalog.METRICS.values() if protocol in m.protocols}
@@ -143,11 +143,11 @@ def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_read
     same = same_words_metrics([t, t, t], [0, 0, 0], np.ones(3, dtype=bool))[0]  # evaluate_mcq adds them
     assert set(mcq_metrics(torch.tensor([0, 1, 0]), torch.zeros(3, dtype=torch.bool), [0, 0, 0], t,
                            [t, t, t])) | set(same) == names("mcq")
-    for declared in (MCQ_METRICS, RETRIEVAL_METRICS, NEGATED_METRICS, register.CHOICE_METRICS,
-                     register.RETRIEVAL_METRICS):
+    for declared in (MCQ_METRICS, TEXT_TO_MEDIA_METRICS, NEGATED_METRICS, RETRIEVAL_NEG_METRICS,
+                     register.CHOICE_METRICS, register.YAML_RETRIEVAL_METRICS):
         assert declared == {k: catalog.METRICS[k].info for k in declared}
-    assert set(register.RETRIEVAL_METRICS) == names("retrieval")
-    assert all(catalog.canonical(a) in register.RETRIEVAL_METRICS for a in catalog.ALIASES)
+    assert set(register.YAML_RETRIEVAL_METRICS) == names("retrieval")
+    assert all(catalog.canonical(a) in register.YAML_RETRIEVAL_METRICS for a in catalog.ALIASES)
     # a metric that is no mean of its own values is recomputed from its source, prefixed names too
     assert catalog.derivation("neg_MedR", {"neg_MeanR": []})[0] == "neg_MeanR"
     assert catalog.derivation("MedR", {"R@1": []}) is None

@@ -151,7 +151,7 @@ def test_retrieval_neg_side_by_side_and_unparseable_cell(tmp_path):
     assert m["R@1"] == 100.0  # colour words alone retrieve the originals
     # negated: "a red car and no blue" mixes red and blue -> cos equal-ish: by hand, red image wins (red+blue
     # normalised vs red: 0.707; vs blue: 0.707 -> tie -> pessimistic rank 2); "blue is not here" -> blue image
-    assert m["neg_R@1"] < 100.0 and m["drop_R@1"] == pytest.approx(m["R@1"] - m["neg_R@1"])
+    assert m["R-Neg@1"] < 100.0 and m["drop_R@1"] == pytest.approx(m["R@1"] - m["R-Neg@1"])
     assert rec["n_items"]["original_captions"] == 4 and rec["n_items"]["negated_captions"] == 4
     assert rec["counts"]["media_encoded"] == 3 and rec["counts"]["media_cached"] == 0  # both files: one encode
     uncached = run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True, "use_cache": False}))[0].record

@@ -140,15 +140,18 @@ def test_kill_resume_helpers_read_records_and_shards(tiny_run):
     assert mod.stored(root / "cache", "image") == 8 and mod.stored(root / "cache", "text") > 0
 
 
-def test_negation_training_helpers_read_samples(tiny_run, monkeypatch):
+def test_negation_training_helpers_read_records(tiny_run, monkeypatch):
+    """The table reads each record's per-query file with its clusters and bootstrap settings."""
     root, outcome = tiny_run
     mod = load("exp_negation_training.py")
-    values = mod.per_query(outcome.path.with_suffix(".samples.jsonl"), "shapes_t2i_original")
-    assert len(values["query"]) == len(values["MIR"]) > 0
+    values = mod.per_query(outcome.path)
+    assert len(values["query"]) == len(values["clusters"]) == len(values["MIR"]) > 0
     monkeypatch.setattr(mod, "TEST_ITEMS", "24")
     monkeypatch.setattr(mod, "TASKS", ["shapes_t2v_negated", "shapes_mcq"])
     got = mod.evaluate(make_host(), "shapes_clip", None, root / "exp")
-    assert set(got["shapes_t2v_negated"]) == {"query", "ΔMIR"} and set(got["shapes_mcq"]) == {"query", "accuracy"}
+    assert {"query", "clusters", "method", "ΔMIR"} <= set(got["shapes_t2v_negated"])
+    assert {"query", "clusters", "method", "accuracy"} <= set(got["shapes_mcq"])
+    assert len(set(got["shapes_t2v_negated"]["clusters"])) < len(got["shapes_t2v_negated"]["query"])  # by video
 
 
 def test_sharded_eval_reads_records_not_sidecars(tiny_run):

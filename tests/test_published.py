@@ -202,7 +202,7 @@ def test_negbench_paper_and_nein_rows():
     assert _rows_per_table("NegBench paper") == {"Table 1 (COCO)": 8, "Table 1 (MSR-VTT)": 8,
                                                  "Section 4 text (Figure 3a)": 3, "Section 4 text (Figure 3b)": 2,
                                                  "Section 5 alpha ablation": 5}
-    assert _value("NegBench paper", "Table 1 (COCO)", "NegCLIP / None", "negbench_retrieval_coco", "neg_R@5") == 64.4
+    assert _value("NegBench paper", "Table 1 (COCO)", "NegCLIP / None", "negbench_retrieval_coco", "R-Neg@5") == 64.4
     assert _value("NegBench paper", "Table 1 (MSR-VTT)", "CLIP / CC12M-NegFull", "negbench_mcq_msrvtt", "accuracy_authors_rule") == 35.6
     assert _value("NegBench paper", "Section 4 text (Figure 3b)", "NegCLIP", "negbench_retrieval_hardneg_syn",
                   "drop_R@5") == 23.0

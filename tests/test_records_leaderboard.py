@@ -89,8 +89,8 @@ def test_overlapping_intervals_and_circular_rows_are_never_bold(tmp_path):
 
 def test_published_rows_are_shown_beside_measured_ones(tmp_path):
     root = tmp_path / "results"
-    write_fake_record(root, ModelConfig("clip", {}), "negbench_retrieval_coco", {"R@5": _hits(0.5), "neg_R@5": _hits(0.4)},
-                      leaderboard=["R@5", "neg_R@5"], main="neg_R@5")
+    write_fake_record(root, ModelConfig("clip", {}), "negbench_retrieval_coco", {"R@5": _hits(0.5), "R-Neg@5": _hits(0.4)},
+                      leaderboard=["R@5", "R-Neg@5"], main="R-Neg@5")
     md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
     rows = _table(md, "negbench_retrieval_coco")
     assert rows[0].startswith("| clip | [40.0 ±")

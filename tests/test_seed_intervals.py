@@ -1,5 +1,6 @@
-"""The negation-training experiment's intervals resample queries, each query's value its mean over
-seeds (issue 14 item 6), checked against an independent computation on fixed data."""
+"""The negation-training experiment's intervals resample the records' clusters, each query's value
+its mean over seeds (issue 14 item 6; issue 45 item 3), checked against an independent computation
+on fixed data."""
 
 import importlib.util
 import random
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.scoring.bootstrap import bootstrap_ci, paired_bootstrap, seed_means
+from negharness.scoring.bootstrap import bootstrap_estimates, paired_test, seed_means
 
 SCRIPT = Path(__file__).resolve().parents[1] / "perf" / "exp_negation_training.py"
 
@@ -22,9 +23,16 @@ def exp():
     return module
 
 
-def _runs(per_seed, task="shapes_t2v_original", metric="MIR"):
+def _runs(per_seed, task="shapes_t2v_original", metric="MIR", resamples=1000):
+    """Runs as the script reads them from records: each query its own cluster here."""
     keys = np.array([f"q{i}" for i in range(len(per_seed[0]))])
-    return [{task: {"query": keys, metric: np.asarray(v, dtype=np.float64)}} for v in per_seed]
+    return [{task: {"query": keys, "clusters": keys, "method": np.array([resamples, 0]),
+                    metric: np.asarray(v, dtype=np.float64)}} for v in per_seed]
+
+
+def _interval(values, clusters=None):
+    found = bootstrap_estimates({"m": list(values)}, 1000, 0, clusters=clusters)["m"]
+    return found.lo, found.hi
 
 
 def _fixed_data(n=60, seeds=3):
@@ -70,8 +78,8 @@ def test_identical_seeds_give_the_single_seed_interval_not_a_narrower_one(exp):
     not shrink. Pooling them as 3n queries (the old computation) shrinks it by about 1/sqrt(3)."""
     one = _fixed_data(seeds=1)[0]
     _, lo, hi = exp.seed_interval(_runs([one, one, one]), "shapes_t2v_original", "MIR")
-    assert (lo, hi) == pytest.approx(bootstrap_ci(one), abs=1e-12)
-    pooled_lo, pooled_hi = bootstrap_ci(np.concatenate([one, one, one]))
+    assert (lo, hi) == pytest.approx(_interval(one, [f"q{i}" for i in range(len(one))]), abs=1e-12)
+    pooled_lo, pooled_hi = _interval(np.concatenate([one, one, one]))
     assert 0.45 < (pooled_hi - pooled_lo) / (hi - lo) < 0.7
 
 
@@ -81,8 +89,9 @@ def test_paired_difference_uses_seed_means_and_refuses_other_queries(exp):
     base, tuned = _runs(per_seed), _runs(better)
     _, b = exp.seed_averaged(base, "shapes_t2v_original", "MIR")
     _, v = exp.seed_averaged(tuned, "shapes_t2v_original", "MIR")
-    lo, hi, p = paired_bootstrap(b, v)
-    assert lo == pytest.approx(0.02) and hi == pytest.approx(0.02) and p == 0.0
+    res = paired_test(b, v, 1000, 0)
+    assert res.lo == pytest.approx(0.02) and res.hi == pytest.approx(0.02) and res.p_value == pytest.approx(1 / 1001)
+    assert exp.paired_cell(base, tuned, "shapes_t2v_original", "MIR") == " Δ+0.020 [+0.020, +0.020]"
     shuffled = _runs(per_seed)
     shuffled[1]["shapes_t2v_original"]["query"] = shuffled[1]["shapes_t2v_original"]["query"][::-1].copy()
     with pytest.raises(ValueError, match="different queries"):
@@ -96,7 +105,8 @@ def test_report_builds_the_table_from_per_query_values(exp):
 
     def run(shift):
         keys = np.array([f"q{i}" for i in range(20)])
-        return {t: {"query": keys, **{m: rng.uniform(0, 1, 20) + shift for m in ms}} for t, ms in columns.items()}
+        return {t: {"query": keys, "clusters": keys, "method": np.array([200, 0]),
+                    **{m: rng.uniform(0, 1, 20) + shift for m in ms}} for t, ms in columns.items()}
 
     table = exp.report({"shapes_clip (no fine-tuning)": [run(0)], "clip_star": [run(0) for _ in range(3)],
                         "bnl": [run(0.5) for _ in range(3)]})

@@ -173,7 +173,8 @@ def test_every_builtin_task_declares_its_cluster():
             "sugarcrepe_mean": "image", "aro_vg_relation": "image", "valse_existence": "image",
             "crepe_negate": "image", "nein_val": "source image", "nein_shapes": "source image",
             "shapes_t2v_original": "video", "shapes_t2v_negated": "video", "shapes_t2i_original": "image",
-            "shapes_mcq": "image", "shapes_t2v_composed": "row"}
+            "shapes_mcq": "image", "shapes_t2v_composed": "row", "negrefcocog": "image",
+            "sugarcrepepp_swap_obj_itt": "image", "sugarcrepepp_swap_obj_tot": "image"}
     assert {k: declared.get(k) for k in want} == want
 
 

@@ -381,7 +381,7 @@ def test_yaml_cluster_by_field_and_the_default(tmp_path):
 
 @pytest.mark.parametrize("line, key, message", [
     ("cluster: pixels\n", "cluster", "'pixels' is not one of row, media or {field: NAME}"),
-    ("cluster: {column: scene}\n", "cluster.column", "unknown key (known: field)"),
+    ("cluster: {column: scene}\n", "cluster.column", "unknown key (known: field, name)"),
     ("cluster: [media]\n", "cluster", "['media'] is not one of row, media"),
 ])
 def test_a_bad_cluster_key_is_named(tmp_path, line, key, message):

@@ -54,6 +54,7 @@ class Item:
     correct: int = 0  # image_choice: the true region; multi_choice: how many texts are positives
     identical: bool = False  # image_choice: a region equals the true one (nothing to choose)
     group: str | None = None  # its ``group_by`` value (MMVP's visual pattern), reported apart
+    cluster: str = ""  # what it shares with other rows (`cluster:` in the YAML: its image); "" = its own
 
 
 class ItemTask(DeclarativeTask):
@@ -125,6 +126,9 @@ class ItemTask(DeclarativeTask):
         items = [self.item(r) for r in records]
         if self.spec.get("group_by"):
             items = [replace(it, group=self.group(r)) for it, r in zip(items, records)]
+        if (self.spec.get("cluster") or {"by": "row"})["by"] != "row":  # a crop's image: the item's first medium's
+            items = [replace(it, cluster=self.cluster_of(r, it.media[0] if it.media else None))
+                     for it, r in zip(items, records)]
         if not items:
             raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
         return items[: self.options.limit] if self.options.limit else items
@@ -200,7 +204,8 @@ class ItemTask(DeclarativeTask):
             notes.update(published_notes(self.name, ctx.model, metrics, self.spec["published"], counts,
                                          self.content_digest()))
         return TaskResult(metrics, counts, samples, notes,
-                          per_query([self.query_id(it.where) for it in items], per_item))
+                          per_query([self.query_id(it.where) for it in items], per_item,
+                                    self.clusters([it.cluster for it in items])))
 
     def content_digest(self) -> str | None:
         """The SHA-256 of the data file as it lies on disk (several: `collection_digest` of theirs):

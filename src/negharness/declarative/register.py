@@ -49,7 +49,7 @@ KINDS = ("choice", "retrieval", "suite", *ITEM_KINDS)
 AUTHORS_SUFFIX = "_authors_rule"  # the authors' twin of a metric, added with `authors:`, never declared
 # the metrics a YAML task may declare: what its scorer writes, as the one catalogue names them
 CHOICE_METRICS = {m: i for m, i in catalog.of_protocols("choice").items() if not m.endswith(AUTHORS_SUFFIX)}
-RETRIEVAL_METRICS = catalog.of_protocols("retrieval")
+YAML_RETRIEVAL_METRICS = catalog.of_protocols("retrieval")  # what a YAML retrieval task may declare
 QRELS_METRICS = catalog.of_protocols("retrieval", "several")  # many relevant items: C@K and mAP too
 GROUP_METRICS = catalog.of_protocols("group")
 DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"], **DEFAULT_ITEM_METRICS}
@@ -69,11 +69,14 @@ KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
              "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster", "queries", "qrels", "texts",
                                         "direction", "candidates"},
              "group": COMMON_KEYS | {"data", "media", "captions", "metrics", "published", "group_by"},
-             "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only", "published", "group_by"},
-             "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors", "published", "group_by"},
+             "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only", "published", "group_by",
+                                            "cluster"},
+             "image_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "authors", "published", "group_by",
+                                            "cluster"},
              "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
                                       "authors", "published", "cluster"}}
 CLUSTER_WORDS = ("row", "media")  # `cluster:` each row its own (default); the row's image or video
+CLUSTERED_KINDS = ("choice", "retrieval", "multi_choice", "image_choice")  # the kinds that read `cluster:`
 # the caption keys of each way a choice task names its options
 CAPTION_MODES = {"options": {"options", "answer", "answer_base"}, "generate": {"true", "generate"},
                  "false": {"true", "false"}}
@@ -319,11 +322,13 @@ def registration_meta(cls: type) -> dict[str, Any]:
 def _cluster(c: Checker, media_kind: str) -> dict[str, str]:
     """What a row's queries share, for the intervals: ``row`` (the default: each row its own
     cluster), ``media`` (the row's image or video: rows on one file, or one embedded image, resample
-    together; a crop is of its image) or ``{field: NAME}`` (a field of the row, e.g. a source id)."""
+    together; a crop is of its image) or ``{field: NAME}`` (a field of the row, e.g. the file name of
+    the image a text-only row is about; ``name:`` says what it names, default the field)."""
     raw = c.data.get("cluster", "row")
     if isinstance(raw, dict):
-        field = c.sub("cluster", allowed={"field"}).get("field", str)
-        spec = {"by": "field", "field": field, "name": field}
+        sub = c.sub("cluster", allowed={"field", "name"})
+        field = sub.get("field", str)
+        spec = {"by": "field", "field": field, "name": sub.get("name", str, False) or field}
     elif raw in CLUSTER_WORDS:
         spec = {"by": raw, "name": media_kind if raw == "media" else "row"}
     else:
@@ -347,7 +352,7 @@ def _metric_name(c: Checker, key: str, name: str, known: dict[str, MetricInfo], 
 def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricInfo]:
     """metric_info of a choice or retrieval task: its declared metrics (catalogue names), and with
     ``authors:`` each accuracy's authors' twin."""
-    known = {"retrieval": QRELS_METRICS if spec.get("qrels") else RETRIEVAL_METRICS,
+    known = {"retrieval": QRELS_METRICS if spec.get("qrels") else YAML_RETRIEVAL_METRICS,
              "group": GROUP_METRICS}.get(kind, CHOICE_METRICS)
     metrics = c.strings("metrics", required=False) or DEFAULT_METRICS[kind]
     names = list(dict.fromkeys(_metric_name(c, f"metrics.{i}", m, known, kind) for i, m in enumerate(metrics)))
@@ -490,7 +495,9 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
         raise c.fail("min_group", f"expected a whole number >= 1, got {spec['min_group']}")
     spec["authors"] = _authors(c) if kind in ("choice", "image_choice") else None
     spec["published"] = _published(c, source) if kind in ("choice", *ITEM_KINDS) else ()
-    spec["cluster"] = _cluster(c, spec["media"]["kind"]) if kind in ("choice", "retrieval") else {"by": "row", "name": "row"}
+    spec["cluster"] = _cluster(c, (spec["media"] or {}).get("kind", "image")) if kind in CLUSTERED_KINDS else {"by": "row", "name": "row"}
+    if spec["cluster"]["by"] == "media" and spec.get("text_only"):
+        raise c.fail("cluster", "a text_only task scores no media: cluster by the field naming the image ({field: NAME})")
     _metrics(c, kind, spec)
     return spec
 

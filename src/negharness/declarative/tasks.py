@@ -211,10 +211,12 @@ class DeclarativeTask(Task):
         fields = self.spec["group_by"]
         return "_".join(str(rec.get(f)) for f in fields) if fields else None
 
-    def cluster_of(self, rec: Record, media: MediaRef) -> str:
+    def cluster_of(self, rec: Record, media: MediaRef | None) -> str:
         """The row's cluster id as the YAML's ``cluster`` says ("" for ``row``: its own)."""
         how = self.spec.get("cluster") or {"by": "row"}
         if how["by"] == "media":
+            if media is None:
+                raise UserError(f"{rec.where}: cluster 'media' but the row has no image or video")
             return media.source
         if how["by"] == "field":
             value = rec.text(how["field"])

@@ -14,6 +14,7 @@ from negharness.api.errors import UserError
 from negharness.api.names import lookalikes, name_problem
 from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded_bytes
 from negharness.records.results import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key
+from negharness.scoring.catalog import renamed_record
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"
 # field path -> accepted types; a "?" suffix marks a field that may be absent
@@ -86,7 +87,7 @@ def load_checked(path: Path) -> dict[str, Any]:
         raise RecordError(f"{path}: {said}; this negharness reads schema_version {SCHEMA_VERSION} ({FIX}, "
                           "or use the negharness version that wrote it)")
     check_fields(rec, str(path))
-    return rec
+    return renamed_record(rec)  # an old NegBench record's neg_R@K read as R-Neg@K (`catalog.RENAMED`)
 
 
 def check_fields(rec: dict[str, Any], where: str) -> None:

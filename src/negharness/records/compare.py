@@ -4,7 +4,8 @@ For every task both runs have, and every metric both have per-query values for: 
 B - A, its 95% paired bootstrap interval (the task's clusters, e.g. images or videos, resampled
 jointly; each query its own cluster where the task declares none) and a two-sided p-value; for
 0/100 metrics (accuracies, R@K hits, removal) also McNemar's exact test on the discordant
-questions. Every metric of every task is one test: the p-values are also given adjusted by
+questions. A query one run does not cover (NaN) is left out of the pair and the row says how many
+(`negharness.scoring.bootstrap.pairs`, the one NaN rule). Every metric of every task is one test: the p-values are also given adjusted by
 Benjamini-Hochberg over all the tests of the comparison (and McNemar's over its own), as the
 output says. Runs are only compared when their query id lists are identical (same queries in the
 same order) with the same clusters: anything else would compare different questions, and the
@@ -31,6 +32,7 @@ from negharness.scoring.bootstrap import (
     benjamini_hochberg,
     mcnemar_exact,
     paired_test,
+    pairs,
 )
 from negharness.scoring.perquery import cluster_ids, clusters_known, read_sidecar, record_cluster
 
@@ -60,6 +62,7 @@ class MetricComparison:
     clusters: int = 0  # the units resampled
     p_adjusted: float | None = None  # Benjamini-Hochberg over every bootstrap test of the comparison
     mcnemar_adjusted: float | None = None  # the same over every McNemar test
+    dropped: int = 0  # queries one of the runs does not cover (NaN), left out of the pair (`pairs`)
 
 
 @dataclass
@@ -139,18 +142,19 @@ def compare_task(name: str, a: Run, b: Run, n: int = BOOTSTRAP_RESAMPLES, seed: 
     info = {**b.record.get("metric_info", {}), **a.record.get("metric_info", {})}
     for metric in [m for m in a.per_query["values"] if m in b.per_query["values"]]:
         va, vb = _array(a.per_query["values"][metric]), _array(b.per_query["values"][metric])
-        if not np.array_equal(np.isnan(va), np.isnan(vb)):
-            continue  # covered on different queries (another template split): not a paired comparison
+        try:
+            pair = pairs(va, vb)  # the NaN rule of every paired routine: queries both runs cover
+        except ValueError:
+            continue  # no query both runs cover: nothing to pair
         res = paired_test(va, vb, n, seed, clusters=clusters)
         mi = info.get(metric, {})
         mc = None
-        if _binary(va) and _binary(vb):
-            keep = ~np.isnan(va)
-            mc = mcnemar_exact(va[keep] == 100.0, vb[keep] == 100.0)
+        if _binary(pair.a) and _binary(pair.b):
+            mc = mcnemar_exact(pair.a == 100.0, pair.b == 100.0)
         out.metrics.append(MetricComparison(metric, float(a.record["metrics"][metric]), float(b.record["metrics"][metric]),
                                             res.diff, res.lo, res.hi, res.p_value, res.n_queries,
                                             bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), mc,
-                                            res.n_clusters))
+                                            res.n_clusters, dropped=res.dropped))
     return out
 
 
@@ -208,7 +212,10 @@ def _cells(m: MetricComparison) -> list[str]:
     f = m.fmt
     mc = (f"{m.mcnemar[0]}/{m.mcnemar[1]}, p={_p(m.mcnemar[2])}, BH {_adjusted(m.mcnemar_adjusted)}"
           if m.mcnemar else "–")
-    return [m.metric + (" ↑" if m.higher_is_better else " ↓"), format(m.a, f), format(m.b, f),
+    name = m.metric + (" ↑" if m.higher_is_better else " ↓")
+    if m.dropped:
+        name += f" ({m.queries} paired, {m.dropped} covered by one run only)"
+    return [name, format(m.a, f), format(m.b, f),
             f"{m.diff:+{f}} [{m.lo:+{f}}, {m.hi:+{f}}]", _p(m.p_value), _adjusted(m.p_adjusted), mc]
 
 

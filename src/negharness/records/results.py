@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from negharness.api.hashing import hash_json
 from negharness.io.json_files import loads_unique
+from negharness.scoring.catalog import renamed_record
 from negharness.scoring.perquery import write_sidecar
 from negharness.store.atomic import atomic_write_json, atomic_write_text
 
@@ -257,7 +258,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION or nonfinite_fields(rec):
         return None
-    return rec
+    return renamed_record(rec)  # an old NegBench record's neg_R@K read as R-Neg@K (`catalog.RENAMED`)
 
 
 SIDECAR_SUFFIXES = (".perquery.json", ".diagnosis.json")  # per-query values; `negharness diagnose` results

@@ -8,8 +8,10 @@ hold (a ratio of sums, so clusters of unequal size weigh by their queries). Clus
 before resampling, so the same rows in another order give the same intervals. Without cluster ids
 each query is its own cluster.
 
-Numpy only (no torch), so the leaderboard, `compare` and `--check` import them without loading a
-deep-learning stack; `negharness.scoring.metrics` re-exports them for the tasks and scripts that use them.
+One routine per question: `bootstrap_estimates` for a run's intervals and `paired_test` for
+the difference between two runs; their NaN rules are stated where they live (`pairs` for the paired
+one). Numpy only (no torch), so the leaderboard, `compare` and `--check` import them without loading a
+deep-learning stack.
 """
 
 from __future__ import annotations
@@ -102,13 +104,6 @@ def _interval(means: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_ci(values: np.ndarray, n: int = 1000, seed: int = 0, level: float = 0.95,
-                 clusters: Sequence[str] | None = None) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of per-query values (FIRE, Rodriguez et al.);
-    NaN values are queries the metric does not cover."""
-    return _interval(resampled_means(values, n, seed, clusters=clusters)[:, 0], level)
-
-
 @dataclass(frozen=True)
 class Interval:
     """A percentile interval and the bootstrap standard error (the resampled means' spread)."""
@@ -118,17 +113,13 @@ class Interval:
     se: float
 
 
-def bootstrap_intervals(values: dict[str, Sequence[float | None]], n: int = BOOTSTRAP_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED, level: float = 0.95,
-                        clusters: Sequence[str] | None = None) -> dict[str, tuple[float, float]]:
-    """One interval per metric, every metric over the same resampled queries (None = not covered)."""
-    return {k: (iv.lo, iv.hi) for k, iv in bootstrap_estimates(values, n, seed, level, clusters).items()}
-
-
 def bootstrap_estimates(values: dict[str, Sequence[float | None]], n: int = BOOTSTRAP_RESAMPLES,
                         seed: int = BOOTSTRAP_SEED, level: float = 0.95,
                         clusters: Sequence[str] | None = None) -> dict[str, Interval]:
-    """Interval and standard error per metric, every metric over the same resampled clusters."""
+    """The one interval routine (the records' intervals, so the board's; the negation-training
+    table): interval and standard error per metric, every metric over the same resampled clusters.
+    A NaN (or None) value is a query the metric does not cover: each resample averages the queries
+    it covers (one run's mean, nothing paired; a paired difference goes through `paired_test`)."""
     names = list(values)
     if not names:
         return {}
@@ -143,56 +134,69 @@ def bootstrap_estimates(values: dict[str, Sequence[float | None]], n: int = BOOT
 
 
 @dataclass(frozen=True)
+class Pairs:
+    """The queries two runs both cover, by the one NaN rule of every paired routine (`pairs`)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    clusters: list[str] | None
+    dropped: int  # queries NaN (not covered) in either run, left out of the pair
+
+
+def pairs(a: np.ndarray, b: np.ndarray, clusters: Sequence[str] | None = None) -> Pairs:
+    """The NaN rule, stated once: a query whose value is NaN (not covered) in either run leaves the
+    pair, and how many left is kept (`Pairs.dropped`) for the report. Averaging each run over what it
+    covers instead would compare different queries: on a = [100, NaN, 0, 100], b = [100, 100, 0, 100]
+    it reports a difference of 8.3 where the queries both answered agree exactly. Different lengths,
+    or no query both cover, are errors."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"a paired test needs one value per query, the same queries for both runs "
+                         f"(got {a.shape} and {b.shape})")
+    if clusters is not None and len(clusters) != len(a):
+        raise ValueError(f"{len(clusters)} cluster ids for {len(a)} queries")
+    both = ~(np.isnan(a) | np.isnan(b))
+    if not both.any():
+        raise ValueError(f"no query is covered by both runs ({len(a)} queries, each NaN in one of them)")
+    kept = None if clusters is None else [str(c) for c, k in zip(clusters, both) if k]
+    return Pairs(a[both], b[both], kept, int((~both).sum()))
+
+
+@dataclass(frozen=True)
 class PairedResult:
-    """b - a over the same queries: the observed difference, its percentile interval, and a
-    two-sided p-value for "no difference"."""
+    """b - a over the queries both runs cover (`pairs`): the observed difference, its percentile
+    interval, and a two-sided p-value for "no difference"."""
 
     diff: float
     lo: float
     hi: float
     p_value: float
-    n_queries: int
+    n_queries: int  # the queries paired
     n_clusters: int = 0  # the units resampled (= n_queries when each query is its own cluster)
+    dropped: int = 0  # queries NaN in either run, left out (`pairs`)
 
 
 def paired_test(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
                 level: float = 0.95, clusters: Sequence[str] | None = None) -> PairedResult:
-    """Paired bootstrap: resample queries (or with ``clusters``, whole clusters) jointly, difference
-    of the two means per resample.
+    """The one paired test (`compare`, the negation-training table): resample queries (or with
+    ``clusters``, whole clusters) jointly, difference of the two means per resample, over the
+    queries both runs cover (`pairs`: the NaN rule).
 
     The p-value centres the bootstrap distribution on zero (the null) and counts resampled
     differences at least as far from the observed one as the observed is from zero:
     p = (1 + #{c |d* - d| >= |d|}) / (n + 1), c = sqrt(G / (G - 1)) undoing the plug-in variance's
     shrinkage over the G resampled units; p is never 0 and is 1 for identical runs. Its calibration
     under the null is tested by simulation (tests/test_intervals_compare.py)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        raise ValueError("paired bootstrap needs the same queries for both models")
-    both = ~(np.isnan(a) | np.isnan(b))
-    a, b = a[both], b[both]
-    kept = None if clusters is None else [c for c, k in zip(clusters, both) if k]
-    observed = float(b.mean() - a.mean())
-    means = resampled_means(np.vstack([a, b]), n, seed, clusters=kept)
+    pair = pairs(a, b, clusters)
+    observed = float(pair.b.mean() - pair.a.mean())
+    means = resampled_means(np.vstack([pair.a, pair.b]), n, seed, clusters=pair.clusters)
     diffs = means[:, 1] - means[:, 0]
     lo, hi = _interval(diffs, level)
     # the resampled spread is the plug-in one, (G - 1) / G of the unbiased variance: widen it back
-    units = n_clusters(kept, len(a))
+    units = n_clusters(pair.clusters, len(pair.a))
     spread = np.abs(diffs - observed) * np.sqrt(units / max(units - 1, 1))
     extreme = int((spread >= abs(observed) - 1e-12).sum())
-    return PairedResult(observed, lo, hi, (1 + extreme) / (n + 1), int(both.sum()), units)
-
-
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, n: int = 1000, seed: int = 0,
-                     level: float = 0.95) -> tuple[float, float, float]:
-    """Mean difference b - a over the same queries, its interval, resampling queries jointly; and
-    the share of resamples where the difference is <= 0 (a one-sided p-value for "b beats a")."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape != b.shape:
-        raise ValueError("paired bootstrap needs the same queries for both models")
-    means = resampled_means(np.vstack([a, b]), n, seed)
-    diffs = means[:, 1] - means[:, 0]
-    lo, hi = _interval(diffs, level)
-    return lo, hi, float((diffs <= 0).mean())
+    return PairedResult(observed, lo, hi, (1 + extreme) / (n + 1), len(pair.a), units, pair.dropped)
 
 
 def mcnemar_exact(a_right: np.ndarray, b_right: np.ndarray) -> tuple[int, int, float]:

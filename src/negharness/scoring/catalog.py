@@ -2,22 +2,25 @@
 format, how its per-query values give it, and the scoring protocols that produce it.
 
 Every place that spells a metric reads it here: the YAML checker (which names a YAML task may
-declare), the scorers' declared ``metric_info`` (`MCQ_METRICS`, `RETRIEVAL_METRICS`, ...), the
+declare), the scorers' declared ``metric_info`` (`MCQ_METRICS`, `TEXT_TO_MEDIA_METRICS`, ...), the
 per-query contract (`negharness.scoring.perquery`: a metric that is not a mean, e.g. ``MedR``, is
 recomputed from another's values) and ``leaderboard --check``. A name written two ways once let a
 YAML task declare ``MdR`` while scoring wrote ``MedR``: the record's main score was null. Old
-spellings survive only as `ALIASES`, resolved to the one name before anything else sees them.
+spellings survive only as `ALIASES`, resolved to the one name before anything else sees them. One
+name, one meaning, one direction: where two benchmarks mean different things they get different
+names (nT2VR's ``neg_R@K``, NegBench's ``R-Neg@K``), and records written under an old name are read
+under today's (`RENAMED`).
 
 Protocols: ``choice`` (`choice_scoring`: YAML choice tasks), ``group`` (YAML group tasks), ``mcq`` (`evaluate_mcq`: NegBench),
 ``retrieval`` (`retrieval_metrics`: every text-to-media run), ``several`` (queries with several
 relevant items), ``fire`` (FIRE's judged positives), ``deltas`` and ``negated`` (`evaluate_negated`:
-nT2VR's deltas, and plain retrieval of the negated queries).
+nT2VR's deltas, and plain retrieval of the negated queries), ``retrieval_neg`` (NegBench's Retrieval-Neg).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from negharness.api.task import MetricInfo
 
@@ -72,7 +75,7 @@ _ALL: list[Metric] = [
     *[_m(f"acc_{t}", True, ".1f", "mcq") for t in TEMPLATES],
     *[_m(f"acc_{t}_authors_rule", True, ".1f", "mcq") for t in TEMPLATES],
     *[_m(f"chose_{t}", True, ".1f", "mcq") for t in TEMPLATES],
-    *[_m(f"R@{k}", True, ".1f", "retrieval") for k in KS], _m("MIR", True, ".3f", "retrieval"),
+    *[_m(f"R@{k}", True, ".1f", "retrieval", "retrieval_neg") for k in KS], _m("MIR", True, ".3f", "retrieval"),
     _m("MedR", False, ".1f", "retrieval", derived_from="MeanR", rule="lower_median"),
     _m("MeanR", False, ".1f", "retrieval"),
     *[_m(f"C@{k}", True, ".1f", "several") for k in KS], _m("mAP", True, ".3f", "several"),
@@ -81,13 +84,55 @@ _ALL: list[Metric] = [
     _m("SrcMeanR_orig", False, ".1f", "deltas"), _m("SrcMeanR_neg", True, ".1f", "deltas"),
     *[_m(f"fire_C@{k}", True, ".1f", "fire") for k in KS], _m("fire_MIR", True, ".3f", "fire"),
     _m("fire_mAP", True, ".3f", "fire"),
-    # plain retrieval of the negated queries: the source video ranking low is what negation asks
+    # nT2VR: plain retrieval of the negated queries ("A not B") against the video written for "A B": that
+    # video ranking low is what negation asks, so lower is better (NegBench's R-Neg@K is another metric)
     _m("neg_R@1", False, ".1f", "negated"), _m("neg_R@10", False, ".1f", "negated"),
     _m("neg_MIR", False, ".3f", "negated"),
+    # NegBench's Retrieval-Neg: R@K of the negated captions ("a dog, no cat") against their own image, which
+    # they still describe (the paper's R-Neg@K: higher is better), and the drop R@K - R-Neg@K (lower is better)
+    *[_m(f"R-Neg@{k}", True, ".1f", "retrieval_neg") for k in KS],
+    *[_m(f"drop_R@{k}", False, ".1f", "retrieval_neg") for k in KS],
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 # old spellings a YAML task may still write (the README listed them): resolved to the one name
 ALIASES: dict[str, str] = {"MdR": "MedR", "MnR": "MeanR"}
+
+
+# names one benchmark's records once wrote with another benchmark's meaning, by the task-name prefix that
+# wrote them: NegBench's Retrieval-Neg called R-Neg@K "neg_R@K", nT2VR's lower-is-better name. A record
+# read from disk gets today's names (`renamed_record`); nothing else maps old names.
+RENAMED: dict[str, dict[str, str]] = {"negbench_retrieval_": {f"neg_R@{k}": f"R-Neg@{k}" for k in KS}}
+RECORD_METRIC_MAPS = ("metrics", "metric_info", "intervals", "intervals_rows", "standard_errors", "standard_errors_rows")
+
+
+def renames(task: str) -> dict[str, str]:
+    """Old metric name -> today's, for the records of ``task`` (empty for a task whose names never changed)."""
+    return next((m for prefix, m in RENAMED.items() if task.startswith(prefix)), {})
+
+
+def renamed_keys(mapping: dict[str, Any], task: str) -> dict[str, Any]:
+    """``mapping`` (metric -> anything) with ``task``'s old metric names replaced, order kept."""
+    old = renames(task)
+    return {old.get(k, k): v for k, v in mapping.items()} if old.keys() & mapping.keys() else mapping
+
+
+def renamed_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record read from disk, its metric names today's: every metric-keyed field, the main score and
+    the leaderboard columns (an old NegBench record's ``neg_R@5`` becomes ``R-Neg@5``; its numbers
+    are unchanged). Anything not shaped as a record is returned as it is, for the checks to name."""
+    task = rec.get("task") if isinstance(rec, dict) else None
+    old = renames(task.get("name", "")) if isinstance(task, dict) and isinstance(task.get("name"), str) else {}
+    if not old:
+        return rec
+    out = dict(rec)
+    for field in RECORD_METRIC_MAPS:
+        if isinstance(out.get(field), dict):
+            out[field] = renamed_keys(out[field], task["name"])
+    if isinstance(out.get("main_score"), dict) and out["main_score"].get("name") in old:
+        out["main_score"] = {**out["main_score"], "name": old[out["main_score"]["name"]]}
+    if isinstance(task.get("leaderboard_metrics"), list):
+        out["task"] = {**task, "leaderboard_metrics": [old.get(m, m) for m in task["leaderboard_metrics"]]}
+    return out
 
 
 def canonical(name: str) -> str:

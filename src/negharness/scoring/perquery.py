@@ -235,6 +235,9 @@ def read_sidecar(record_path: Path, record: dict[str, Any], results_dir: Path | 
         raise PerQueryError(str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise PerQueryError(f"{where}: {exc}") from None
+    task = (record.get("task") or {}).get("name")
+    if isinstance(data, dict) and isinstance(data.get("values"), dict) and isinstance(task, str):
+        data["values"] = catalog.renamed_keys(data["values"], task)  # as the record's (`catalog.renamed_record`)
     if problems(data, {k: v for k, v in record.get("metrics", {}).items()}):
         raise PerQueryError(f"{record_path}: per_query_file {name!r}: "
                             + "; ".join(problems(data, record.get("metrics", {}))[:3]))

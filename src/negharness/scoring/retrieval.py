@@ -41,8 +41,10 @@ from negharness.scoring.unreadable import (
 )
 from negharness.scoring.views import pair_scores, query_scores
 
-# what a retrieval task may return (read from the one catalogue, `negharness.scoring.catalog`)
-RETRIEVAL_METRICS = of_protocols("retrieval", "several", "deltas", "fire")
+# what a text-to-media retrieval task may return (read from the one catalogue, `negharness.scoring.catalog`)
+TEXT_TO_MEDIA_METRICS = of_protocols("retrieval", "several", "deltas", "fire")
+# NegBench's Retrieval-Neg: R@K on the original captions, R-Neg@K on the negated ones, and the drop
+RETRIEVAL_NEG_METRICS = of_protocols("retrieval_neg")
 QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'",
                                     data_file=True)}  # its content is hashed with the task's data
 

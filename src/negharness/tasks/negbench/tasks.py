@@ -11,12 +11,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from negharness.api import EvalContext, MetricInfo, MissingDataError, Task, TaskOptions, TaskResult
+from negharness.api import EvalContext, MissingDataError, Task, TaskOptions, TaskResult
 from negharness.api.media import FrameSampling, MediaSet, image_files, video_files
 from negharness.api.published import collection_digest, published_notes
 from negharness.api.scoring import (
     MCQ_METRICS,
     QuerySet,
+    RETRIEVAL_NEG_METRICS,
     Relevance,
     best_relevant_rank,
     drop_unreadable,
@@ -120,18 +121,13 @@ class NegBenchMCQ(_NegBenchTask):
         return result
 
 
-RETRIEVAL_NEG_METRICS = {
-    **{f"{p}R@{k}": MetricInfo(p != "drop_", ".1f") for p in ("", "neg_", "drop_") for k in (1, 5, 10)},
-}
-
-
 class NegBenchRetrieval(_NegBenchTask):
     """Text-to-media R@1/5/10 on the original and on the negated captions, side by side with the drop.
     Each caption's one positive is its own row's media, matched by path, not by loader order."""
 
-    main_score = "neg_R@5"
+    main_score = "R-Neg@5"  # the paper's R-Neg@5 (nT2VR's neg_R@K is another metric, lower is better)
     metric_info = RETRIEVAL_NEG_METRICS
-    leaderboard_metrics = ("R@5", "neg_R@5", "drop_R@5")
+    leaderboard_metrics = ("R@5", "R-Neg@5", "drop_R@5")
     original_csv, negated_csv, kind = "", "", "image"
 
     def _csvs(self) -> list[Path]:
@@ -176,7 +172,7 @@ class NegBenchRetrieval(_NegBenchTask):
         embedded: dict[tuple, Any] = {}
         orig, n_orig, m_orig, orig_notes, orig_q = self._score(ctx, original, embedded)
         neg, n_neg, m_neg, neg_notes, neg_q = self._score(ctx, negated, embedded)
-        metrics = {**orig, **{f"neg_{k}": v for k, v in neg.items()},
+        metrics = {**orig, **{negated_name(k): v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
         notes = {"empty_captions_skipped": skipped} if skipped else {}
         notes.update({f"{k}_original": v for k, v in orig_notes.items()})
@@ -211,6 +207,11 @@ def _unique(keys: list[str]) -> list[str]:
     return out
 
 
+def negated_name(metric: str) -> str:
+    """The name of ``metric`` (R@K) on the negated captions: the paper's R-Neg@K."""
+    return metric.replace("R@", "R-Neg@", 1)
+
+
 def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]):
     """Per-query values of Retrieval-Neg. When the negated file rewrites the original captions one
     for one (same media, same number of captions: COCO, MSR-VTT), caption k of a media file is one
@@ -224,12 +225,12 @@ def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]
     if sorted(okeys) == sorted(nkeys):
         at = {key: i for i, key in enumerate(nkeys)}
         order = [at[key] for key in okeys]
-        values = {**o, **{f"neg_{k}": v[order] for k, v in n.items()},
+        values = {**o, **{negated_name(k): v[order] for k, v in n.items()},
                   **{f"drop_{k}": o[k] - n[k][order] for k in o}}
         return per_query(okeys, values, oc[0] if oc else None), \
             "paired: each caption with its negated rewrite (media, position)"
     none_o, none_n = [None] * len(okeys), [None] * len(nkeys)
-    values = {**{k: list(v) + none_n for k, v in o.items()}, **{f"neg_{k}": none_o + list(v) for k, v in n.items()}}
+    values = {**{k: list(v) + none_n for k, v in o.items()}, **{negated_name(k): none_o + list(v) for k, v in n.items()}}
     ids = [f"original/{k}" for k in okeys] + [f"negated/{k}" for k in nkeys]
     clusters = list(oc[0]) + list(nc[0]) if oc and nc else None
     return per_query(ids, values, clusters), "unpaired: original and negated captions listed side by side"

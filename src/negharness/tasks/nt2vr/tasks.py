@@ -26,8 +26,8 @@ from negharness.api.scoring import (
     NEGATED_METRICS,
     QRELS_OPTION,
     QuerySet,
-    RETRIEVAL_METRICS,
     Relevance,
+    TEXT_TO_MEDIA_METRICS,
     evaluate_negated,
     evaluate_text_to_media,
     task_qrels,
@@ -266,7 +266,7 @@ class NT2VRTask(Task):
 
 class NT2VROriginal(NT2VRTask):
     main_score = "MIR"
-    metric_info = RETRIEVAL_METRICS
+    metric_info = TEXT_TO_MEDIA_METRICS
     leaderboard_metrics = ("R@1", "R@10", "MIR")
     task_options = {**NT2VRTask.task_options, **QRELS_OPTION}
 
@@ -314,7 +314,7 @@ class NT2VRNegated(NT2VROriginal):
 class NT2VRComposed(NT2VROriginal):
     query_set = "composed"
     main_score = "MIR"
-    metric_info = RETRIEVAL_METRICS
+    metric_info = TEXT_TO_MEDIA_METRICS
     leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
 
     def _score(self, ctx: EvalContext) -> TaskResult:

@@ -13,8 +13,8 @@ from negharness.api.scoring import (
     NEGATED_METRICS,
     QRELS_OPTION,
     QuerySet,
-    RETRIEVAL_METRICS,
     Relevance,
+    TEXT_TO_MEDIA_METRICS,
     evaluate_negated,
     evaluate_text_to_media,
     task_qrels,
@@ -33,7 +33,7 @@ class _ShapesRetrieval(Task):
     version = "1"
     kind = "video"
     main_score = "MIR"
-    metric_info = RETRIEVAL_METRICS
+    metric_info = TEXT_TO_MEDIA_METRICS
     leaderboard_metrics = ("R@1", "R@10", "MIR")
     citation = "negharness embedded world (procedurally generated)"
     task_options = {
