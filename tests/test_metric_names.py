@@ -90,3 +90,14 @@ def test_old_and_new_records_give_one_number_on_the_board_and_in_compare(tmp_pat
                                             ("msrvtt3k_negated", "neg_R@1", "neg_R@1")])
 def test_the_rename_map(task, old, new):
     assert catalog.renamed_keys({old: 1.0, "R@5": 2.0}, task) == {new: 1.0, "R@5": 2.0}
+
+
+def test_the_renamed_retrieval_constant_still_resolves_with_a_warning_naming_its_new_name():
+    """`negharness.api.RETRIEVAL_METRICS` (and the scoring facade's) was one of two constants of that
+    name; a plugin written against it keeps working, told the new spelling each time."""
+    import negharness.api as api
+    import negharness.api.scoring as facade
+
+    for module in (api, facade):
+        with pytest.warns(DeprecationWarning, match="renamed negharness.api.scoring.TEXT_TO_MEDIA_METRICS"):
+            assert module.RETRIEVAL_METRICS is facade.TEXT_TO_MEDIA_METRICS

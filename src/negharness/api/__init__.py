@@ -18,7 +18,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from negharness.api.exports import resolver
+from negharness.api.exports import RENAMED, renamed, resolver
 from negharness.version import HOOK_API, __version__
 
 # public name -> the host module that defines it (the module itself where the name is a module)
@@ -142,6 +142,8 @@ _resolve, _ = resolver(__name__, {**_EXPORTS, **_MOVED})
 
 
 def __getattr__(name: str) -> Any:
+    if name in RENAMED:
+        return renamed(__name__, name)
     if name in _MOVED:  # through the facade, so both spellings are one object; not cached, so each use warns
         warnings.warn(f"negharness.api.{name} moved to {_MOVED[name]}: import it from there (the top-level "
                       f"name goes in a later release)", DeprecationWarning, stacklevel=2)
