@@ -266,3 +266,20 @@ def test_manual_weights_name_the_model_cache_path(tmp_path):
     _, weights = plan(["conclip"], _task_names(), SOURCES)
     (out,) = fetch_sources(weights, tmp_path)
     assert out.state == "by hand" and str(tmp_path / "models/conclip/conclip_b32_openclip_version.pt") in out.note
+
+
+def test_a_large_hub_file_redirected_to_a_cdn_keeps_its_commit_and_not_the_token(server, tmp_path, monkeypatch):
+    """The hub answers an LFS file with a redirect carrying X-Repo-Commit; the CDN's answer has none.
+    On fc4bba0 the commit was read from the last answer only (so never recorded) and urllib sent the
+    token on to the CDN's host."""
+    monkeypatch.setenv("HF_ENDPOINT", server.url)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    cdn = server.url.replace("127.0.0.1", "localhost") + "/cdn/blob"  # the same server, another host name
+    server.redirects["/datasets/o/wino/resolve/main/a.parquet"] = (cdn, {"X-Repo-Commit": COMMIT})
+    _serve(server, "/cdn/blob", PAYLOAD)
+    src = Source("wino/a.parquet", "hf://datasets/o/wino@main/a.parquet")
+    fetch_sources([src], tmp_path)
+    assert (tmp_path / src.name).read_bytes() == PAYLOAD
+    assert manifest.read_manifest(tmp_path)[src.name]["revision"] == COMMIT
+    assert [p for p, _ in server.seen] == ["/datasets/o/wino/resolve/main/a.parquet", "/cdn/blob"]
+    assert server.auth == ["Bearer hf_secret", None]

@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,6 +137,23 @@ def _request(url: str, have: int) -> urllib.request.Request:
     return urllib.request.Request(url, headers=headers)
 
 
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as urllib does, but keeps the hub's ``X-Repo-Commit`` from the first answer
+    (a large hub file is a redirect to a CDN, whose answer has no such header) and drops the token
+    when the redirect leaves the host it was meant for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commit: str | None = None
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        self.commit = self.commit or headers.get("X-Repo-Commit")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+            new.remove_header("Authorization")
+        return new
+
+
 def _is_unreachable(exc: BaseException) -> bool:
     """A name that does not resolve or a host that refuses: no network, rather than a bad transfer."""
     reason = getattr(exc, "reason", exc)
@@ -170,9 +188,10 @@ def _transfer(t: Transfer, part: Path, meter: Meter, sleep: Callable[[float], No
     for attempt in range(RETRIES + 1):
         have = part.stat().st_size if part.exists() else 0
         try:
-            with urllib.request.urlopen(_request(t.url, have), timeout=TIMEOUT_S) as resp:
+            redirects = _Redirects()
+            with urllib.request.build_opener(redirects).open(_request(t.url, have), timeout=TIMEOUT_S) as resp:
                 total = _receive(resp, part, have, meter, t)
-                commit = resp.headers.get("X-Repo-Commit")
+                commit = resp.headers.get("X-Repo-Commit") or redirects.commit
             if total is None or part.stat().st_size >= total:
                 return commit
             last = ConnectionError(f"connection closed at {part.stat().st_size} of {total} bytes")
