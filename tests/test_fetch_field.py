@@ -237,7 +237,7 @@ def test_a_snapshot_keeps_the_repository_layout_and_holds_its_commit(tmp_path, m
 
     shutil.rmtree(tmp_path / "mmvp_vlm")
     state["sha"] = "d" * 40  # the hub answers another commit for the recorded one
-    with pytest.raises(UserError, match="not the c{40} of its first download"):
+    with pytest.raises(UserError, match="not the pinned c{40}"):
         fetch_sources([src], tmp_path)
 
 

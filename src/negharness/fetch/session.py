@@ -105,14 +105,19 @@ def gated_note(source: Source) -> str:
             "`huggingface-cli login` or set HF_TOKEN")
 
 
-def _same_commit(source: Source, root: Path, path: Path, commit: str | None) -> None:
-    """A hub file must come from the commit its source pins (in its URL, or recorded at its first
-    download); one the hub served from another commit is moved aside and refused."""
-    if not hub.is_hub(source.url):
-        return
+def _other_commit(source: Source, root: Path, commit: str | None) -> str | None:
+    """The commit a hub source must come from (recorded at its first download, else the one in its
+    URL) when ``commit``, the one the hub answered, is another; else None."""
+    if not hub.is_hub(source.url) or not commit:
+        return None
     pinned = hub.parse(source.url).revision
     want = _entry(root, source).get("revision") or (pinned if hub.is_commit(pinned) else None)
-    if want and commit and commit != want:
+    return want if want and want != commit else None
+
+
+def _same_commit(source: Source, root: Path, path: Path, commit: str | None) -> None:
+    """A hub file served from another commit than its pin is moved aside and refused."""
+    if want := _other_commit(source, root, commit):
         rejected = path.with_name(path.name + ".rejected")
         path.replace(rejected)
         raise UserError(f"{source.name}: the hub served it from commit {commit}, not the pinned {want}; refused and "
@@ -156,9 +161,9 @@ def _snapshot(source: Source, root: Path) -> Outcome:
     entry = _entry(root, source)
     scratch = root / ".downloads" / f"{source.name.replace('/', '_')}-snapshot"
     commit, found = hub.snapshot(ref, entry.get("revision"), source.patterns, scratch)
-    if entry.get("revision") and commit != entry["revision"]:
-        raise UserError(f"{source.name}: the hub answered commit {commit}, not the {entry['revision']} of its first "
-                        f"download; refused and kept aside in {scratch}")
+    if want := _other_commit(source, root, commit):
+        raise UserError(f"{source.name}: the hub answered commit {commit}, not the pinned {want}; refused and kept "
+                        f"aside in {scratch}")
     known = entry.get("files") or {}
     in_repo = {src: src.relative_to(scratch).as_posix() for src in found}
     rel = {(src.name if source.flat else in_repo[src]): src for src in found}
