@@ -33,7 +33,9 @@ from negharness.fetch.sources import SOURCES, Source, Unpack
 
 class Handler(BaseHTTPRequestHandler):
     """Serves ``server.files`` with Range support; ``server.modes[path]``: "drop" (the first answer
-    stops half-way), "wrong" (other bytes), "slow" (small chunks with pauses)."""
+    stops half-way), "wrong" (other bytes), "slow" (small chunks with pauses), "401" (refused, as a
+    gated hub file without a token). ``server.auth`` keeps each request's Authorization header;
+    ``server.redirects[path] = (location, headers)`` answers 302 (the hub sending a large file to its CDN)."""
 
     def log_message(self, *args: object) -> None:
         return None
@@ -43,11 +45,24 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         rng = self.headers.get("Range")
         srv.seen.append((path, rng))  # type: ignore[attr-defined]
+        srv.auth.append(self.headers.get("Authorization"))  # type: ignore[attr-defined]
+        if path in srv.redirects:  # type: ignore[attr-defined]
+            location, extra = srv.redirects[path]  # type: ignore[attr-defined]
+            self.send_response(302)
+            self.send_header("Location", location)
+            for key, value in extra.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         body = srv.files.get(path)  # type: ignore[attr-defined]
         if body is None:
             self.send_error(404)
             return
         mode = srv.modes.get(path, "")  # type: ignore[attr-defined]
+        if mode == "401":
+            self.send_error(401)
+            return
         if mode == "wrong":
             body = bytes(reversed(body))
         start = int(rng.split("=")[1].split("-")[0]) if rng else 0
@@ -75,6 +90,7 @@ class Handler(BaseHTTPRequestHandler):
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.files, srv.modes, srv.seen, srv.dropped, srv.headers_for, srv.delay = {}, {}, [], {}, {}, 0.02
+    srv.auth, srv.redirects = [], {}
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
@@ -315,7 +331,7 @@ def test_a_hub_snapshot_is_pinned_and_flattened(tmp_path, monkeypatch):
         dataset_info=lambda repo, revision: types.SimpleNamespace(sha="abc123")))
     monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
-    src = Source("nein", "hf://datasets/o/NeIn@main", patterns=("*validation*.parquet",))
+    src = Source("nein", "hf://datasets/o/NeIn@main", patterns=("*validation*.parquet",), flat=True)
     fetch_sources([src], tmp_path)
     assert (tmp_path / "nein/validation-00000.parquet").read_bytes() == b"parquet"
     assert calls == {"revision": "abc123", "patterns": ["*validation*.parquet"], "endpoint": "http://127.0.0.1:9",

@@ -240,13 +240,13 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     """`negharness fetch`: the sources the patterns name, into the data root (exit 1 while some wait
     for a person: their steps are printed)."""
     from negharness.fetch import session  # lazy: start-up time
-    from negharness.fetch.select import download_size, select  # lazy: start-up time
+    from negharness.fetch.select import download_size, plan  # lazy: start-up time
     from negharness.fetch.sources import (  # lazy: start-up time
         SOURCES,
         human_size,
         read_sources,
     )
-    from negharness.io.paths import data_root  # lazy: start-up time
+    from negharness.io.paths import cache_root, data_root  # lazy: start-up time
 
     sources = read_sources(args.sources) if args.sources else SOURCES
     if not args.pattern and not args.list:
@@ -254,16 +254,19 @@ def cmd_fetch(args: argparse.Namespace) -> int:
                         "or --list the sources")
     host = _host(args)
     names = [e.name for kind in ("task", "trainset") for e in host.registry.entries(kind)]
-    chosen = select(args.pattern, names, sources) if args.pattern else list(sources)
+    chosen, models = plan(args.pattern, names, sources)  # data root; released weights -> model cache
     root, _ = data_root(args.data_root)
+    places = [(where, group) for where, group in ((root, chosen), (cache_root(args.cache_dir), models)) if group]
     console, err = _console(), _console(stderr=True)
     if args.list:
-        for s in chosen:
-            check = "by hand" if s.kind == "manual" else session.pin_kind(s)
-            state = "in place" if session.in_place(s, root) else "missing"
-            console.print(f"{s.name}  {s.kind}  {human_size(s.size)}  {check}  {state}  {s.url or '-'}",
-                          markup=False, highlight=False, soft_wrap=True)
-        console.print(f"data root {root}; download {download_size(chosen)}", markup=False, highlight=False)
+        for where, group in places:
+            for s in group:
+                check = "by hand" if s.kind == "manual" else session.pin_kind(s)
+                state = "in place" if session.in_place(s, where) else "missing"
+                console.print(f"{s.name}  {s.kind}  {human_size(s.size)}  {check}  {state}  {s.url or '-'}",
+                              markup=False, highlight=False, soft_wrap=True)
+            console.print(f"{'data root' if where == root else 'model cache'} {where}; download "
+                          f"{download_size(group)}", markup=False, highlight=False)
         return 0
     root.mkdir(parents=True, exist_ok=True)
     if err.is_terminal:
@@ -281,8 +284,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     else:
         bar = LogProgress(sys.stderr)
     with bar:
-        outcomes = session.fetch_sources(chosen, root, args.jobs, bar,
-                                         log=lambda line: err.print(line, markup=False, highlight=False))
+        outcomes = [o for where, group in places for o in session.fetch_sources(
+            group, where, args.jobs, bar, log=lambda line: err.print(line, markup=False, highlight=False))]
     waiting = [o for o in outcomes if o.state == "by hand"]
     for o in outcomes:
         line = f"{o.source.name}: {o.state}" + (f" ({o.note})" if o.note and o.state != "by hand" else "")

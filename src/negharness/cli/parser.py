@@ -87,14 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fetch", help="download the files tasks read (pinned, SHA-256 checked, resumable) into the "
                                      "data root")
-    p.add_argument("pattern", nargs="*", metavar="TASK|GLOB|BENCHMARK",
-                   help="task name or glob ('sugarcrepe_*'), benchmark (negbench, aro, ...) or source name")
+    p.add_argument("pattern", nargs="*", metavar="TASK|GLOB|BENCHMARK|MODEL",
+                   help="task name or glob ('sugarcrepe_*'), benchmark (negbench, aro, ...), source name, or a model "
+                        "with released weights (negclip: into <cache>/models/)")
     p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
     p.add_argument("--list", action="store_true", help="show the sources (size, checksum, in place?) and fetch nothing")
     p.add_argument("--sources", metavar="FILE", help="a JSON list of sources to use instead of the built-in table "
                                                     "(a mirror, private data)")
     _include_path(p)
-    _run_settings(p, "data_root")
+    _run_settings(p, "data_root", "cache_dir")  # released weights go to <cache>/models/
     p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("run", help="evaluate a model on tasks", epilog=EXAMPLES,

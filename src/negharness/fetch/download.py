@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any, Iterator
 
 from negharness.api.errors import UserError
 from negharness.api.options import env_flag
+from negharness.fetch import hub
 from negharness.fetch.sources import human_size
 from negharness.store.locks import locked
 from negharness.version import __version__
@@ -62,6 +64,8 @@ class Transfer:
     git_blob: str | None = None
     size: int | None = None  # expected bytes (display and offline message only)
     sha1: str | None = None
+    lands: Path | None = None  # where the files end up, when not ``dest`` (an archive's unpacked folder)
+    note: str = ""  # said with the offline message (a gated dataset: what to do first)
 
 
 @dataclass(frozen=True)
@@ -103,15 +107,51 @@ def offline() -> bool:
 
 
 def offline_error(t: Transfer, why: str = "HF_HUB_OFFLINE=1") -> OfflineError:
-    return OfflineError(f"offline ({why}): cannot download {t.label} from {t.url} ({human_size(t.size)}); "
-                        f"run `negharness fetch` where there is a network, then copy the data root")
+    """One line: the file, its URL and size, and the path it goes to (``t.lands``, else ``t.dest``),
+    so it can be fetched elsewhere and copied there."""
+    return OfflineError(f"offline ({why}): cannot download {_goes(t)}; run `negharness fetch {t.label}` where there "
+                        f"is a network and copy {t.lands or t.dest} here (or put the file there yourself)")
+
+
+def offline_errors(ts: list[Transfer], why: str = "HF_HUB_OFFLINE=1") -> OfflineError:
+    """`offline_error` for several files: one line each, saying where each goes."""
+    if len(ts) == 1:
+        return offline_error(ts[0], why)
+    lines = "\n".join(f"  {_goes(t)}" for t in ts)
+    return OfflineError(f"offline ({why}): cannot download {len(ts)} files; run the same `negharness fetch` where "
+                        f"there is a network and copy each to its place (or put it there yourself):\n{lines}")
+
+
+def _goes(t: Transfer) -> str:
+    """"NAME from URL (SIZE) into PATH", and the note (a gated dataset's first step)."""
+    return (f"{t.label} from {t.url} ({human_size(t.size)}) into {t.lands or t.dest}"
+            + (f" ({t.note})" if t.note else ""))
 
 
 def _request(url: str, have: int) -> urllib.request.Request:
     headers = {"User-Agent": f"negharness/{__version__}"}
+    if hub.is_hub_url(url) and (key := hub.token()):  # a gated dataset; never sent to another host
+        headers["Authorization"] = f"Bearer {key}"
     if have:
         headers["Range"] = f"bytes={have}-"
     return urllib.request.Request(url, headers=headers)
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as urllib does, but keeps the hub's ``X-Repo-Commit`` from the first answer
+    (a large hub file is a redirect to a CDN, whose answer has no such header) and drops the token
+    when the redirect leaves the host it was meant for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commit: str | None = None
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        self.commit = self.commit or headers.get("X-Repo-Commit")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+            new.remove_header("Authorization")
+        return new
 
 
 def _is_unreachable(exc: BaseException) -> bool:
@@ -148,9 +188,10 @@ def _transfer(t: Transfer, part: Path, meter: Meter, sleep: Callable[[float], No
     for attempt in range(RETRIES + 1):
         have = part.stat().st_size if part.exists() else 0
         try:
-            with urllib.request.urlopen(_request(t.url, have), timeout=TIMEOUT_S) as resp:
+            redirects = _Redirects()
+            with urllib.request.build_opener(redirects).open(_request(t.url, have), timeout=TIMEOUT_S) as resp:
                 total = _receive(resp, part, have, meter, t)
-                commit = resp.headers.get("X-Repo-Commit")
+                commit = resp.headers.get("X-Repo-Commit") or redirects.commit
             if total is None or part.stat().st_size >= total:
                 return commit
             last = ConnectionError(f"connection closed at {part.stat().st_size} of {total} bytes")
@@ -158,8 +199,10 @@ def _transfer(t: Transfer, part: Path, meter: Meter, sleep: Callable[[float], No
             if exc.code == 416 and have:  # nothing left to send: the part is whole
                 return None
             if exc.code < 500:
-                raise UserError(f"{t.label}: {t.url} answered HTTP {exc.code} ({exc.reason}); the source may have "
-                                "moved: check the URL in the sources table (`negharness fetch --list`)") from exc
+                raise UserError(f"{t.label}: {t.url} answered HTTP {exc.code} ({exc.reason})"
+                                + (hub.refused_help(t.url, exc.code) or "; the source may have moved: check the URL "
+                                   "in the sources table (`negharness fetch --list`)")
+                                + f"; the file goes to {t.lands or t.dest}") from exc
             last = exc
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             if attempt == 0 and have == 0 and not part.exists() and _is_unreachable(exc):

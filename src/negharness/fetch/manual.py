@@ -10,7 +10,7 @@ from negharness.fetch.sources import Source
 
 def target(source: Source, root: Path) -> Path:
     """Where the user puts the files: the source's ``done`` path (a folder or a file) under the root."""
-    return root / (source.done or source.name)
+    return root / source.lands
 
 
 def steps(source: Source, root: Path) -> str:

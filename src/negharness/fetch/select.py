@@ -1,10 +1,11 @@
 """Which sources a `negharness fetch` pattern means: a task name or glob (the sources those tasks
-read), a benchmark name (its tasks), or a source's own name (``coco/train2014.zip``)."""
+read), a benchmark name (its tasks), a source's own name (``coco/train2014.zip``), or a model with
+released weights (``negclip``: its file, a source of the model cache)."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 
 from negharness.api.errors import UserError
@@ -15,17 +16,21 @@ def sources_of_task(task: str, sources: Iterable[Source]) -> list[Source]:
     return [s for s in sources if any(fnmatchcase(task, g) for g in s.tasks)]
 
 
-def select(patterns: list[str], task_names: list[str], sources: tuple[Source, ...]) -> list[Source]:
+def select(patterns: list[str], task_names: list[str], sources: tuple[Source, ...],
+           elsewhere: Callable[[str], bool] = lambda _: False, also: Iterable[str] = ()) -> list[Source]:
     """The sources the patterns name, each once, in table order; a pattern that names nothing is an
-    error with the closest names."""
+    error with the closest names (``also``: more names to suggest), unless ``elsewhere`` takes it (a
+    model's weights)."""
     chosen: set[str] = set()
     for pattern in patterns:
         globs = BENCHMARKS.get(pattern, (pattern,))
         tasks = [t for t in task_names if any(fnmatchcase(t, g) for g in globs)]
         hits = [s for s in sources if fnmatchcase(s.name, pattern)]
         hits += [s for t in tasks for s in sources_of_task(t, sources)]
+        if not hits and elsewhere(pattern):
+            continue
         if not hits:
-            known = sorted(set(task_names) | set(BENCHMARKS) | {s.name for s in sources})
+            known = sorted(set(task_names) | set(BENCHMARKS) | {s.name for s in sources} | set(also))
             close = difflib.get_close_matches(pattern, known, n=3)
             why = "names no task, benchmark or source" if not tasks else "reads no file that can be fetched"
             raise UserError(f"negharness fetch {pattern!r}: {why}" + (f" (did you mean {', '.join(close)}?)"
@@ -33,6 +38,17 @@ def select(patterns: list[str], task_names: list[str], sources: tuple[Source, ..
                                                                        "shows every source"))
         chosen.update(s.name for s in hits)
     return [s for s in sources if s.name in chosen]
+
+
+def plan(patterns: list[str], task_names: list[str], sources: tuple[Source, ...]) -> tuple[list[Source], list[Source]]:
+    """What `negharness fetch PATTERN...` brings: (sources of the data root, released weights for the
+    model cache); no pattern means every one of both (``--list``)."""
+    from negharness.fetch.weights import WEIGHTS, weight_sources  # lazy: only fetch itself needs the session
+
+    if not patterns:
+        return list(sources), weight_sources(["*"])
+    data = select(patterns, task_names, sources, lambda p: bool(weight_sources([p])), {m for m, _ in WEIGHTS})
+    return data, weight_sources(patterns)
 
 
 def download_size(sources: Iterable[Source]) -> str:

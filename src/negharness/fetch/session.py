@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from negharness.fetch.download import (
     download,
     exclusive,
     offline,
-    offline_error,
+    offline_errors,
 )
 from negharness.fetch.sources import Source
 from negharness.fetch.unpack import unpack
@@ -84,13 +84,44 @@ def _record_file(root: Path, source: Source, path: Path, sha: str, url: str, com
 
 
 def _transfer(source: Source, root: Path) -> Transfer:
+    """What to download for ``source``: a hub file at the commit its first download recorded."""
     url = source.url
     if hub.is_hub(url):
-        url = hub.resolve_url(hub.parse(url), _entry(root, source).get("revision"))
+        ref, revision = hub.parse(url), _entry(root, source).get("revision")
+        url = (f"{hub.page(ref)}/tree/{revision or ref.revision} ({', '.join(source.patterns)})"
+               if source.kind == "snapshot" else hub.resolve_url(ref, revision))
     want = source.sha256 or (_entry(root, source).get("sha256") if source.kind == "file" else
                              _entry(root, source).get("archive_sha256"))
+    lands = root / source.lands
     return Transfer(source.name, url, root / source.target, want, source.md5, source.git_blob, source.size,
-                    source.sha1)
+                    source.sha1, lands if lands != root / source.target else None, gated_note(source))
+
+
+def gated_note(source: Source) -> str:
+    """For a gated hub source: the terms to accept and the token to give before it downloads."""
+    if not (source.gated and hub.is_hub(source.url)):
+        return ""
+    return (f"gated: accept its terms at {hub.page(hub.parse(source.url))} while signed in, then "
+            "`huggingface-cli login` or set HF_TOKEN")
+
+
+def _other_commit(source: Source, root: Path, commit: str | None) -> str | None:
+    """The commit a hub source must come from (recorded at its first download, else the one in its
+    URL) when ``commit``, the one the hub answered, is another; else None."""
+    if not hub.is_hub(source.url) or not commit:
+        return None
+    pinned = hub.parse(source.url).revision
+    want = _entry(root, source).get("revision") or (pinned if hub.is_commit(pinned) else None)
+    return want if want and want != commit else None
+
+
+def _same_commit(source: Source, root: Path, path: Path, commit: str | None) -> None:
+    """A hub file served from another commit than its pin is moved aside and refused."""
+    if want := _other_commit(source, root, commit):
+        rejected = path.with_name(path.name + ".rejected")
+        path.replace(rejected)
+        raise UserError(f"{source.name}: the hub served it from commit {commit}, not the pinned {want}; refused and "
+                        f"kept aside as {rejected}")
 
 
 def fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
@@ -109,6 +140,7 @@ def _fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
         return _snapshot(source, root)
     t = _transfer(source, root)
     got = download(t, meter)
+    _same_commit(source, root, got.path, got.commit)
     if source.kind == "file":
         _record_file(root, source, got.path, got.sha256, t.url, got.commit)
         return Outcome(source, "fetched")
@@ -116,38 +148,45 @@ def _fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
     manifest.record(root, source.name, {"archive_sha256": got.sha256, "size": got.size, "url": t.url,
                                         "pinned": pin_kind(source),
                                         "unpacked_into": source.unpack.into, "members": count,  # type: ignore[union-attr]
-                                        "complete": True, "source": source.name})
+                                        "complete": True, "source": source.name,
+                                        **({"revision": got.commit} if got.commit else {})})
     got.path.unlink()
     return Outcome(source, "fetched", f"{count} files unpacked into {root / source.unpack.into}")  # type: ignore[union-attr]
 
 
 def _snapshot(source: Source, root: Path) -> Outcome:
-    """A hub snapshot: each file's hash recorded (and checked against the first download's)."""
+    """A hub snapshot: each file's hash recorded (and checked against the first download's); each
+    file at its path in the repository under ``name/`` (straight under it when ``flat``)."""
     ref = hub.parse(source.url)
     entry = _entry(root, source)
     scratch = root / ".downloads" / f"{source.name.replace('/', '_')}-snapshot"
     commit, found = hub.snapshot(ref, entry.get("revision"), source.patterns, scratch)
+    if want := _other_commit(source, root, commit):
+        raise UserError(f"{source.name}: the hub answered commit {commit}, not the pinned {want}; refused and kept "
+                        f"aside in {scratch}")
     known = entry.get("files") or {}
-    hashes = {src.name: manifest.file_sha256(src) for src in found}
+    in_repo = {src: src.relative_to(scratch).as_posix() for src in found}
+    rel = {(src.name if source.flat else in_repo[src]): src for src in found}
+    hashes = {name: manifest.file_sha256(src) for name, src in rel.items()}
     for name, sha in hashes.items():  # all checked before any is moved into place
         if known.get(name) not in (None, sha):
             raise UserError(f"{source.name}: {name} from hub {ref.repo}@{commit} has SHA-256 {sha}, not the "
                             f"{known[name]} of its first download; refused and kept aside in {scratch}")
     into = root / source.name
-    into.mkdir(parents=True, exist_ok=True)
-    files = []
-    for src in found:
-        files.append(into / src.name)
-        shutil.move(str(src), files[-1])
-    for path in files:
-        sha = hashes[path.name]
-        manifest.record(root, f"{source.name}/{path.name}", {"file": path.relative_to(root).as_posix(), "sha256": sha,
-                                                             "url": hub.resolve_url(ref, commit), "source": source.name,
-                                                             "pinned": "first download", "revision": commit})
+    for name, src in rel.items():
+        (into / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(src), into / name)
+    for name, sha in hashes.items():
+        path = into / name
+        manifest.record(root, f"{source.name}/{name}", {"file": path.relative_to(root).as_posix(), "sha256": sha,
+                                                        "url": hub.resolve_url(replace(ref, path=in_repo[rel[name]]),
+                                                                               commit),
+                                                        "source": source.name, "pinned": "first download",
+                                                        "revision": commit})
     shutil.rmtree(scratch, ignore_errors=True)
     manifest.record(root, source.name, {"revision": commit, "files": hashes, "complete": True, "source": source.name,
                                         "url": source.url})
-    return Outcome(source, "fetched", f"{len(files)} files at revision {commit[:12]}")
+    return Outcome(source, "fetched", f"{len(rel)} files at revision {commit[:12]} in {into}")
 
 
 def _placed_by_hand(source: Source, root: Path) -> Outcome:
@@ -181,8 +220,7 @@ def fetch_sources(sources: list[Source], root: Path, jobs: int = DEFAULT_JOBS, p
         else:
             todo.append(s)
     if todo and offline():
-        first = todo[0]
-        raise offline_error(Transfer(first.name, first.url, root / first.target, size=first.size))
+        raise offline_errors([_transfer(s, root) for s in todo])
     if todo:
         outcomes += _run_all(todo, root, jobs, Meter(progress, sum(s.size or 0 for s in todo)))
     return outcomes

@@ -4,7 +4,9 @@ Declarative data only. A GitHub file is pinned to a commit and its SHA-256 taken
 that commit (``git show COMMIT:path | sha256sum``); an archive from its official host carries the
 checksum its publisher or well-kept downloaders publish (MD5 where that is all there is) and its
 SHA-256 is recorded in the data root's manifest at first download; a Drive- or hub-hosted file with
-no published checksum is hashed at first download and held to that hash afterwards (`manifest`).
+no published checksum is hashed at first download and held to that hash afterwards (`manifest`);
+a hub file on a moving revision (``main``, ``refs/convert/parquet``) has the commit it came from
+recorded there too, and later fetches ask for that commit (`hub`).
 ``origin`` says what was checked, and when, so a reader can redo it. Sizes are bytes, exact (a
 mirror's blob, a published checksum list, a download script that checks the byte count) unless
 ``origin`` marks them ``~`` (NeIn's hub snapshot); None where nothing published says.
@@ -50,6 +52,8 @@ class Source:
     done: str = ""  # a path under the data root that is there once an archive or manual source is in place
     manual: str = ""  # the steps, for a source no program may fetch (licence, sign-up, Drive folder)
     patterns: tuple[str, ...] = ()  # hub snapshot: the files of the repository to take (globs)
+    flat: bool = False  # snapshot: each file straight under ``name/`` (else at its path in the repository)
+    gated: bool = False  # hub: the terms must be accepted on the Hub, and a token given, before it downloads
     origin: str = ""
     licence: str = ""
 
@@ -61,6 +65,16 @@ class Source:
         if self.patterns:
             return "snapshot"
         return "archive" if self.unpack else "file"
+
+    @property
+    def lands(self) -> str:
+        """Where the files tasks read end up under the data root: the file, the snapshot's folder, the
+        folder an archive's kept members are written to, the manual target."""
+        if self.kind == "archive" and self.unpack:
+            return f"{self.unpack.into}/{self.unpack.only}".rstrip("/")
+        if self.kind == "manual":
+            return self.done or self.name
+        return self.name
 
     @property
     def target(self) -> str:
@@ -126,13 +140,41 @@ _NEGBENCH_FILES = {  # data/<path>: (sha256, bytes, tasks)
         "e37fcae4e00ec5dac6aa7a32c2ef7dd34eb81783e8f55bc846d1124d80b39483", 306640, ("negbench_mcq_msrvtt_templated",)),
 }
 
+# SugarCrepe++ (Dumpala et al.): data/*.json of the authors' repository (not generated_data/: the
+# item counts of data/ are the ones the task YAMLs state: 788, 1652, 1406, 666, 245).
+SUGARCREPEPP = ("Sri-Harsha/scpp", "c083bbf039a5ca215acaf25e7ee736d2ea6f3864")
+_SUGARCREPEPP_FILES = {  # file: (sha256, bytes), from the mirror at SUGARCREPEPP's commit (data/ added in cfdcd82)
+    "replace_att": ("6826413592894754eeca02aeebbcbbc8b95a7456998abcc714e71c033ce6fe87", 226275),
+    "replace_obj": ("5c6dc499ec8f511a8aa4ec1b7b5eb0eca90317488abe36ec39573355e2d361ab", 456601),
+    "replace_rel": ("040fb95d3f0619bf515db60879e99709a87a5e9b4f524ec3403b127243480fd4", 392738),
+    "swap_att": ("450d0fd9fcad3e6f44950dc634e7f901ab1c6d9c60a569ade5ae8ffb3d203ad8", 198206),
+    "swap_obj": ("5f33cae824de431a7ecd3c5de6301f689815f9497aa36d96b154bbaf117b201b", 74611),
+}
+NEGATIONCLIP = ("parkquasar/NegationCLIP", "6f858ee490d5c17d54cbc1862dfd44f74f36324d")
+VISMIN = "2f379d5b9a3af7f10d3266f6389b7b351e54c493"  # mair-lab/vismin-bench, as the vismin_* YAMLs pin it
+NATURALBENCH = "b6a84a18ba24544169681d4b15543dd103d4d3bb"  # BaiqiL/NaturalBench: the commit that uploaded the zip
+UNPINNED = ("revision not pinned ({why}): the first download records the commit it got in the manifest, later "
+            "fetches ask for that commit and refuse another; each file's SHA-256 is recorded at first download")
+PARQUET = "the Hub's parquet conversion, a branch the Hub rewrites; the task YAML reads it"
+
 VALSE = ("Heidelberg-NLP/VALSE", "2152d90d4aecd11f7f74cf03420abcb63efff9c5")
 CREPE = ("RAIVNLab/CREPE", "1fa81c425f442396fe304f170c8eb6dc0747c814")
 TFDS = "tensorflow/datasets@333639b tensorflow_datasets/url_checksums/coco.txt"  # url, bytes, sha256 per archive
 ARO = "mertyg/vision-language-models-are-bows@81fdd20 dataset_zoo/aro_datasets.py"
-COCO_VAL2017_TASKS = ("sugarcrepe_*", "negbench_mcq_coco", "negbench_retrieval_coco*", "nein_*")
+COCO_VAL2017_TASKS = ("sugarcrepe_*", "sugarcrepepp_*_itt", "negbench_mcq_coco", "negbench_retrieval_coco*", "nein_*")
 MSRVTT_TASKS = ("negbench_mcq_msrvtt*", "negbench_retrieval_msrvtt")
 NT2VR_TASKS = ("msrvtt3k_*", "msrvtt1k_*", "vatex_*", "mscoco_*", "flickr30k_*", "msrvtt10ktrain")
+_NT2VR = {  # collection folder: (tasks, media folder, where the media come from), as the nT2VR tasks read them
+    "msrvtt10ktest": (("msrvtt3k_*",), "videos", "MSR-VTT (the MSR-VTT site or Frozen-in-Time's MSRVTT.zip)"),
+    "msrvtt1kAtest": (("msrvtt1k_*",), "videos", "MSR-VTT (the MSR-VTT site or Frozen-in-Time's MSRVTT.zip)"),
+    "vatex_test1k5": (("vatex_*",), "videos", "VATEX (the VATEX site, HGR split)"),
+    "flickr30ktest": (("flickr30k_*",), "images", "Flickr30k (the licence form at forms.illinois.edu/sec/229675)"),
+    "mscoco5ktest": (("mscoco_*",), "images", "MS-COCO (cocodataset.org, val2014)"),
+    "msrvtt10ktrain": (("msrvtt10ktrain",), "videos", "MSR-VTT (the MSR-VTT site or Frozen-in-Time's MSRVTT.zip)"),
+}
+_CHEXPERT_CSVS = {"chexpert_mcq.csv": "negbench_mcq_chexpert", "chexpert_mcq_no_negation.csv": "negbench_mcq_chexpert_control",
+                  "chexpert_binary_mcq.csv": "negbench_mcq_chexpert_binary",
+                  "chexpert_binary_mcq_control.csv": "negbench_mcq_chexpert_binary_control"}
 
 SOURCES: tuple[Source, ...] = (
     *(Source(f"sugarcrepe/{n}.json", _gh(*SUGARCREPE, f"data/{n}.json"), sha, size, (f"sugarcrepe_{n}", "sugarcrepe_mean"),
@@ -179,7 +221,7 @@ SOURCES: tuple[Source, ...] = (
            origin=f"images.cocodataset.org; SHA-256 and size as {TFDS} pins them; MD5 as PaddlePaddle's COCO "
                   "download pins it", licence="COCO: CC BY 4.0 annotations, Flickr terms"),
     Source("coco/train2014.zip", "http://images.cocodataset.org/zips/train2014.zip",
-           "ede4087e640bddba550e090eae701092534b554b42b05ac33f0300b984b31775", 13510573713, (),
+           "ede4087e640bddba550e090eae701092534b554b42b05ac33f0300b984b31775", 13510573713, ("negrefcocog",),
            md5="0da8c0bd3d6becc4dcb32757491aca88", unpack=Unpack("coco", only="train2014/"), done="coco/train2014",
            origin=f"images.cocodataset.org; SHA-256 and size as {TFDS} pins them; MD5 as PaddlePaddle's COCO "
                   "download pins it", licence="COCO: CC BY 4.0 annotations, Flickr terms"),
@@ -209,10 +251,63 @@ SOURCES: tuple[Source, ...] = (
            ("negvqa_*",), origin="Hugging Face dataset yuhuizhang/NegVQA; the revision and SHA-256 are pinned in "
                                  "the manifest at first download", licence="see the dataset card"),
     Source("nein", "hf://datasets/nhatttanbui/NeIn@main", None, 4_900_000_000, ("nein_*",),
-           patterns=("*validation*.parquet",),
+           patterns=("*validation*.parquet",), flat=True,
            origin="Hugging Face dataset nhatttanbui/NeIn (validation split, ~4.9 GB: no file list published, so "
                   "approximate); the revision and each file's "
                   "SHA-256 are pinned in the manifest at first download", licence="CC BY 4.0"),
+    *(Source(f"sugarcrepepp/{n}.json", _gh(*SUGARCREPEPP, f"data/{n}.json"), sha, size, (f"sugarcrepepp_{n}_*",),
+             origin=f"github {SUGARCREPEPP[0]}@{SUGARCREPEPP[1][:7]} data/{n}.json (sha256 from the mirror)",
+             licence="MIT")
+      for n, (sha, size) in _SUGARCREPEPP_FILES.items()),
+    Source("negrefcocog/NegRefCOCOg.json", _gh(*NEGATIONCLIP, "NegRefCOCOg/NegRefCOCOg.json"),
+           "e3519e02c26aa3d507e7cb32f4e202375bc8860b5cb7cb4c34ad436cf063031f", 232340, ("negrefcocog",),
+           origin=f"github {NEGATIONCLIP[0]}@{NEGATIONCLIP[1][:7]} NegRefCOCOg/NegRefCOCOg.json (sha256 from the mirror)",
+           licence="MIT (parkquasar/NegationCLIP)"),
+    Source("winoground/default/test/0000.parquet",
+           "hf://datasets/facebook/winoground@refs/convert/parquet/default/test/0000.parquet", None, None,
+           ("winoground",), gated=True,
+           origin="Hugging Face dataset facebook/winoground, " + UNPINNED.format(why=PARQUET + "; mteb's Winoground "
+                  "pins b400e173549071916ad1b3d449293bc8d8b4b763 of main, whose loader script the conversion reads "
+                  "(mteb/tasks/image_text_pair_classification/eng/winoground.py)"),
+           licence="gated: accept the terms on the dataset page; research use, images licensed from Getty Images"),
+    Source("bivlc/default/test/0000.parquet",
+           "hf://datasets/imirandam/BiVLC@refs/convert/parquet/default/test/0000.parquet", None, None, ("bivlc",),
+           origin="Hugging Face dataset imirandam/BiVLC, " + UNPINNED.format(why=PARQUET), licence="MIT"),
+    *(Source(f"mrmr_negation/{part}/test/0000.parquet",
+             f"hf://datasets/MRMRbenchmark/negation@refs/convert/parquet/{part}/test/0000.parquet", None, None,
+             ("mrmr_negation",),
+             origin="Hugging Face dataset MRMRbenchmark/negation, " + UNPINNED.format(
+                 why=PARQUET + "; the task YAML notes mteb pins ee5e669c8b257790a9c66c4d9464f6d77f33636b of main, "
+                     "not in the installed mteb 2.26.24"), licence="MIT")
+      for part in ("query", "corpus", "qrels")),
+    *(Source(f"vismin/data/test/data-0000{k}-of-00003.arrow",
+             f"hf://datasets/mair-lab/vismin-bench@{VISMIN}/data/test/data-0000{k}-of-00003.arrow", None, None,
+             ("vismin_*",),
+             origin=f"Hugging Face dataset mair-lab/vismin-bench@{VISMIN[:7]} (the commit the vismin_* YAMLs pin; "
+                    "SHA-256 recorded at first download)", licence="CC BY 4.0")
+      for k in range(3)),
+    Source("naturalbench/NaturalBench-Retrieval.zip",
+           f"hf://datasets/BaiqiL/NaturalBench@{NATURALBENCH}/NaturalBench-Retrieval.zip", None, None,
+           ("naturalbench_retrieval",), unpack=Unpack("naturalbench", only="NaturalBench-Retrieval/"),
+           done="naturalbench/NaturalBench-Retrieval",
+           origin=f"Hugging Face dataset BaiqiL/NaturalBench@{NATURALBENCH[:7]} (the commit the task YAML pins, which "
+                  "uploaded the zip; its LFS SHA-256 is not copied here: the archive's SHA-256 is recorded at first "
+                  "download)", licence="Apache-2.0; Flickr30k images under their owners' terms"),
+    Source("mmvp_vlm", "hf://datasets/MMVP/MMVP_VLM@main", None, None, ("mmvp_vlm",),
+           patterns=("Questions.csv", "MLLM_VLM Images/*"),
+           origin="Hugging Face dataset MMVP/MMVP_VLM, " + UNPINNED.format(
+               why="the task YAML reads main, whose last commit of the files it notes as 211372d, too short to ask "
+                   "the Hub for"), licence="MIT"),
+    Source("vinoground/vinoground.csv", "hf://datasets/HanSolo9682/Vinoground@main/vinoground.csv", None, None,
+           ("vinoground",), origin="Hugging Face dataset HanSolo9682/Vinoground, " + UNPINNED.format(
+               why="the authors' README clones main; no commit pinned anywhere found"),
+           licence="the dataset card's terms (clips from VATEX / YouTube)"),
+    Source("vinoground/vinoground_videos.zip", "hf://datasets/HanSolo9682/Vinoground@main/vinoground_videos.zip",
+           None, None, ("vinoground",), unpack=Unpack("vinoground", only="vinoground_videos/"),
+           done="vinoground/vinoground_videos",
+           origin="Hugging Face dataset HanSolo9682/Vinoground, " + UNPINNED.format(
+               why="the authors' README clones main; no commit pinned anywhere found"),
+           licence="the dataset card's terms (clips from VATEX / YouTube)"),
     # sources no program may fetch -------------------------------------------------------------------------------
     Source("flickr30k/flickr30k-images", tasks=("aro_flickr_order",), done="flickr30k/flickr30k-images",
            manual="Flickr30k images are licence-gated: sign the form at https://forms.illinois.edu/sec/229675, "
@@ -225,13 +320,14 @@ SOURCES: tuple[Source, ...] = (
                   "(https://www.robots.ox.ac.uk/~maxbain/frozen-in-time/data/MSRVTT.zip, videos/all/), and put the "
                   "video<N>.mp4 files in {target}/.",
            origin="m1k2zoo/negbench datasets.md", licence="MSR-VTT: research use"),
-    Source("nt2vr", tasks=NT2VR_TASKS, done="nt2vr",
-           manual="nT2VR text data is on Baidu Pan only (https://pan.baidu.com/s/14awvWfhitDvF3CVNKbcA5Q?pwd=5m34, "
-                  "from github.com/ruc-aimc-lab/nT2VR's README): unpack it into the data root so that "
-                  "<data root>/<collection>/TextData/<collection>.caption.txt exists for each collection "
-                  "(msrvtt10ktest, msrvtt1kAtest, vatex_test1k5, ...).",
-           origin="ruc-aimc-lab/nT2VR@35babc0 README", licence="no licence file"),
-    Source("ccneg", tasks=("ccneg",), done="ccneg/ccneg_preprocessed.pt",
+    *(Source(f"nt2vr/{c}", tasks=tasks, done=c,
+             manual="nT2VR text data is on Baidu Pan only (https://pan.baidu.com/s/14awvWfhitDvF3CVNKbcA5Q?pwd=5m34, "
+                    f"from github.com/ruc-aimc-lab/nT2VR's README): unpack it into the data root so that "
+                    f"{{target}}/TextData/{c}.caption.txt and {{target}}/VideoSets/{c}.txt exist; the {media} of "
+                    f"{where} go in {{target}}/{media}/ (named by the ids in VideoSets/{c}.txt).",
+             origin="ruc-aimc-lab/nT2VR@35babc0 README", licence="no licence file; media under their own terms")
+      for c, (tasks, media, where) in _NT2VR.items()),
+    Source("ccneg", tasks=("ccneg",), done="ccneg",
            manual="CC-Neg is on Proton Drive (links in github.com/jaisidhsingh/CoN-CLIP, ccneg_dataset/README.md): "
                   "download ccneg_preprocessed.pt and ccneg_images.zip into {target}/ and unzip the images there.",
            origin="jaisidhsingh/CoN-CLIP README", licence="see CoN-CLIP"),
@@ -244,13 +340,19 @@ SOURCES: tuple[Source, ...] = (
                   "download it and put the train/ and valid/ folders in <data root>/chexpert/; NegBench's CheXpert "
                   "CSVs are in its Drive folder (github.com/m1k2zoo/negbench datasets.md), into <data root>/negbench/.",
            origin="m1k2zoo/negbench datasets.md", licence="CheXpert research use agreement"),
+    *(Source(f"negbench/{csv}", tasks=(task,), done=f"negbench/{csv}",
+             manual=f"NegBench's {csv} is only in the authors' Google Drive folder (github.com/m1k2zoo/negbench "
+                    "datasets.md; a folder no program may fetch, and no mirror found): download it and put it at "
+                    "{target}.", origin="m1k2zoo/negbench datasets.md", licence="CheXpert research use agreement")
+      for csv, task in _CHEXPERT_CSVS.items()),
 )
 
 # A benchmark name stands for its tasks: `negharness fetch sugarcrepe` = `negharness fetch 'sugarcrepe_*'`.
 BENCHMARKS: dict[str, tuple[str, ...]] = {
     "sugarcrepe": ("sugarcrepe_*",), "negbench": ("negbench_*",), "aro": ("aro_*",), "crepe": ("crepe_*",),
     "valse": ("valse_*",), "negvqa": ("negvqa_*",), "nein": ("nein_*",), "ccneg": ("ccneg",),
-    "nt2vr": NT2VR_TASKS,
+    "nt2vr": NT2VR_TASKS, "sugarcrepepp": ("sugarcrepepp_*",), "vismin": ("vismin_*",), "mrmr": ("mrmr_*",),
+    "naturalbench": ("naturalbench_*",),
 }
 
 

@@ -2,22 +2,25 @@
 authors' published weights into the model cache (``<cache>/models/<model>/``), verified like data.
 
 Keyed by (model, ``--pretrained`` tag or None), so another model (NegationCLIP, TripletCLIP) is one
-more row. The file is only downloaded here; the model plugin reads it as any ``--checkpoint``, so a
-pickle still goes through `negharness.io.safe_unpickle` and nothing else. Weights no program may
-fetch (Baidu Pan, a Drive folder) print the steps and the path to put the file at.
+more row. Each row is a `Source` of the model cache (``models/<model>/<file>``), fetched by the same
+session as data (lock, resume, SHA-256, manifest), whether a run needs it or ``negharness fetch
+MODEL`` asks for it. The file is only downloaded here; the model plugin reads it as any
+``--checkpoint``, so a pickle still goes through `negharness.io.safe_unpickle` and nothing else.
+Weights no program may fetch (Baidu Pan, a Drive folder) print the steps and the path to put the file at.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from negharness.api.errors import UserError
-from negharness.fetch import manifest
-from negharness.fetch.download import Meter, Transfer, download, exclusive
-from negharness.fetch.sources import human_size
+from negharness.fetch import session
+from negharness.fetch.sources import Source, human_size
 
 
 @dataclass(frozen=True)
@@ -68,32 +71,32 @@ def weights_for(model: str, pretrained: str | None) -> Weights | None:
     return WEIGHTS.get((model, pretrained))
 
 
+def as_source(model: str, w: Weights) -> Source:
+    """The row as a source of the model cache: ``models/<model>/<file>``, where runs look for it."""
+    name = f"models/{model}/{w.file}"
+    return Source(name, w.url, w.sha256, w.size, manual=w.manual, done=name if w.manual else "", origin=w.origin,
+                  licence=f"released weights of {model}")
+
+
+def weight_sources(patterns: list[str]) -> list[Source]:
+    """The released weights the patterns name (a model name or glob, or a source's own name
+    ``models/negclip/negclip.pth``), in table order; [] when they name none."""
+    return [as_source(m, w) for (m, _), w in WEIGHTS.items()
+            if any(fnmatchcase(m, p) or fnmatchcase(f"models/{m}/{w.file}", p) for p in patterns)]
+
+
 def released_checkpoint(model: str, pretrained: str | None, cache: Path, progress: Any = None) -> Path | None:
     """The released weights of ``model`` (with ``--pretrained`` tag) in the model cache, downloaded
     and verified when absent; None when the table has no row for it."""
     w = weights_for(model, pretrained)
     if w is None:
         return None
-    folder = cache / "models" / model
-    dest = folder / w.file
-    if w.manual:
-        if dest.is_file():
-            return dest
+    source = as_source(model, w)
+    (out,) = session.fetch_sources([source], cache, 1, progress, log=lambda line: print(line, file=sys.stderr))
+    if out.state == "by hand":
         raise UserError(f"model {model}: no --checkpoint given and its released weights cannot be fetched by a "
-                        f"program: {w.manual.replace('{target}', str(dest))} (or pass --checkpoint PATH)")
-    name = f"models/{model}/{w.file}"
-    with exclusive(dest):  # torchrun ranks: one downloads, the others wait and then find it
-        want = manifest.expected_sha256(cache, name, w.sha256)
-        if dest.is_file():
-            if want and manifest.file_sha256(dest) != want:
-                raise UserError(f"{dest}: SHA-256 differs from the one recorded at its download; move it aside and "
-                                "run again to download it anew")
-            return dest
-        got = download(Transfer(name, w.url, dest, sha256=want, size=w.size), Meter(progress, w.size))
-        manifest.record(cache, name, {"file": dest.relative_to(cache).as_posix(), "sha256": got.sha256,
-                                      "size": got.size, "url": w.url,
-                                      "pinned": "sha256" if w.sha256 else "first download", "source": model})
-    return dest
+                        f"program: {out.note} (or pass --checkpoint PATH)")
+    return cache / source.lands
 
 
 def with_released(model: str, options: Any, cache: Path, progress: Any = None) -> Any:
