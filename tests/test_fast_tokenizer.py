@@ -5,6 +5,7 @@ one encodes; the length plan is chosen per device and can be forced."""
 from __future__ import annotations
 
 import ast
+import copy
 import csv
 import json
 import random
@@ -134,6 +135,7 @@ def test_only_open_clips_default_tokenizer_is_replaced(reference):
         assert fast_tokenizer(other) is other
     made = fast_tokenizer(reference)
     assert fast_tokenizer(made) is made and made.vocab_size == reference.vocab_size  # the rest is open_clip's
+    assert torch.equal(copy.deepcopy(made)(HARD), reference(HARD))
 
 
 @pytest.fixture(scope="module")

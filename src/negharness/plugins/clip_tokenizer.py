@@ -82,6 +82,8 @@ class FastClipTokenizer:
         self._memo: dict[str, list[int]] = {}
 
     def __getattr__(self, name: str) -> Any:  # only names not set in __init__
+        if "original" not in self.__dict__:  # a copy being built: no attributes yet
+            raise AttributeError(name)
         return getattr(self.__dict__["original"], name)
 
     def word_ids(self, word: str) -> list[int]:
