@@ -298,7 +298,7 @@ def lengths_pay(device: torch.device, choice: str = "auto") -> bool:
     context on ``device``: ``-M text_lengths=on|off`` forces it; ``auto`` is where it was measured faster,
     the CPU only (perf/bench_text_lengths.py). On an H100 the full context was faster: ViT-B-32 bf16, 16,384
     COCO captions, batch 1,024, the planned batches ran at 0.36-0.79x of full context's texts/s
-    (/work/shared/gpu/gpu_check_run2_h100.log, step 2), launches and small batches costing more there than
+    (perf/gpu_check.sh step 2 on 2026-11-28: ../shared/gpu/gpu_check_run2_h100.log), launches and small batches costing more there than
     the padding saves. Other accelerators, unmeasured, keep open_clip's own full-context path."""
     if choice != "auto":
         return choice == "on"
