@@ -42,6 +42,7 @@ TINY: dict[str, list[str]] = {
     "bench_sharded_eval.py": ["--tiny", "--ranks", "1"],
     "bench_shared_encoding.py": ["--tiny"],
     "bench_text_lengths.py": ["--tiny"],
+    "bench_tokenizer.py": ["--tiny"],
     "bench_training.py": ["--videos", "4", "--steps", "1", "--batch", "2", "--size", "32", "--workers", "0"],
     "bench_vlm_choice.py": ["--questions", "2", "--batch-sizes", "1"],
     "profile_cold_run.py": ["--tiny", "--run", "negbench", "--top", "3", "--rounds", "1"],  # the world run is the simpler path
@@ -72,6 +73,8 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
     "bench_sharded_eval.py": [(rf"largest metric difference: {NUM}", 0.0, 1e-6),
                               (rf"speed-up, evaluation:\s+{NUM}x", 0.05, 20.0)],
     "bench_shared_encoding.py": [(rf"video encodes {NUM}x fewer", 2.5, 10.0)],
+    "bench_tokenizer.py": [(rf"tokenizer fast/open_clip {NUM}x", 0.5, 1e3),
+                           (rf"after vs before {NUM}", 0.0, 1e-4)],
     "bench_text_lengths.py": [(rf"against the full context: cut {NUM}", 0.0, 1e-3),
                               (rf"min cosine \(planned\) {NUM}", 0.999, 1.0 + 1e-6)],
     "bench_training.py": [(rf"bare loop \(pre-decoded\)\s*:\s*{NUM} samples/s", 0.01, 1e6),

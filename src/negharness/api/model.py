@@ -141,6 +141,17 @@ class EmbeddingModel(ModelPlugin):
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         return [order[lo:lo + batch_size] for lo in range(0, len(order), max(1, batch_size))]
 
+    def prepare_texts(self, texts: Sequence[str]) -> Any:
+        """The CPU part of encoding ``texts`` (tokenising), split off so the host runs it for the next
+        batch in a thread while this batch encodes. Returns what `encode_prepared` takes, sliceable
+        like the texts (the host halves a batch that runs out of memory); must not touch the device.
+        Default: the texts themselves, all work left to `encode_text`."""
+        return list(texts)
+
+    def encode_prepared(self, prepared: Any) -> torch.Tensor:
+        """`encode_text` of texts `prepare_texts` made ready (or a slice of them)."""
+        return self.encode_text(prepared)
+
     def preprocess_video(self, frames: Any) -> torch.Tensor:
         """A sequence of frames (T, H, W, 3 uint8 array or list of images) -> (T, 3, H, W)."""
         return torch.stack([self.preprocess_image(f) for f in frames])

@@ -40,6 +40,17 @@ CACHE_KEYS = 5  # 2: media keyed by content hash and decoding recipe, shards wit
 # 5: every row passed the model contract on entry (`EmbeddingContract`), and MP4 frames are chosen by timestamp
 
 
+def _encodes_prepared(model: EmbeddingModel) -> bool:
+    """Whether ``model.encode_prepared`` is its text encoder: no class between it and the one that defines
+    `encode_prepared` overrides `encode_text` (a subclass that wraps only `encode_text` is still called)."""
+    mro = type(model).__mro__
+
+    def owner(name: str) -> int:
+        return next(i for i, cls in enumerate(mro) if name in cls.__dict__)
+
+    return owner("encode_prepared") <= owner("encode_text")
+
+
 def resolve_device(spec: str) -> torch.device:
     """``auto`` picks CUDA when present; an explicit CUDA device that is absent is a clear error."""
     if spec == "auto":
@@ -297,16 +308,40 @@ class CachedEvalContext(RunContext):
         if sorted(b for batch in batches for b in batch) != list(range(len(todo))):
             raise UserError(f"model {self.model.name}: text_batches() must list each of the {len(todo)} texts "
                             "exactly once")
-        for batch in batches:
-            idx = [todo[b] for b in batch]
-            texts = [unique[i] for i in idx]
-            out = self._encode_fitting(texts, "text", lambda part: self.model.encode_text(texts[part]))
+        split = _encodes_prepared(self.model)
+        prepare, encode = (self.model.prepare_texts, self.model.encode_prepared) if split else (list, self.model.encode_text)
+        for idx, texts, prepared in self._prepared_texts(unique, [[todo[b] for b in batch] for batch in batches], prepare):
+            out = self._encode_fitting(texts, "text", lambda part: encode(prepared[part]))
             emb.update(zip(idx, out))
             if store is not None:
                 store.add([keys[i] for i in idx], out)
             self.counters.texts_encoded += len(idx)
             self._advance(bar, len(idx))
         self.counters.encode_seconds += time.perf_counter() - start
+
+    @staticmethod
+    def _prepared_texts(unique: Sequence[str], batches: list[list[int]],
+                        prepare: Callable[[list[str]], Any]) -> Iterator[tuple[list[int], list[str], Any]]:
+        """(positions, texts, ``prepare`` of them) per batch, the next batch prepared in a thread while the
+        caller encodes this one: tokenising is CPU work the device need not wait for (the forward pass
+        releases the GIL while it waits on the device). One thread, so a model's tokenizer is never
+        called from two at once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        texts = [[unique[i] for i in idx] for idx in batches]
+        if len(batches) < 2:
+            yield from ((idx, t, prepare(t)) for idx, t in zip(batches, texts))
+            return
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="negharness-tokenize")
+        try:
+            ahead = pool.submit(prepare, texts[0])
+            for k, idx in enumerate(batches):
+                prepared = ahead.result()
+                if k + 1 < len(batches):
+                    ahead = pool.submit(prepare, texts[k + 1])
+                yield idx, texts[k], prepared
+        finally:  # an error or Ctrl-C does not wait for the batch queued behind it
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _encode_fitting(self, ids: Sequence[str], what: str, encode: Callable[[slice], Any]) -> torch.Tensor:
         """One batch's checked embeddings, (len(ids), D) on the CPU. On CUDA out-of-memory the

@@ -30,11 +30,15 @@ from negharness.api.checkpoints import (
 )
 from negharness.api.files import hash_json
 from negharness.api.media import array_to_tensor, jpeg_draft
+from negharness.plugins.clip_tokenizer import fast_tokenizer
 
 OPTIONS = {  # -M options of every open_clip model
     "quick_gelu": OptionSpec(bool, None, "QuickGELU activations (default: as the weights were trained)"),
     "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
     "jpeg_draft": OptionSpec(bool, False, "decode JPEGs at reduced scale before resizing (faster)"),
+    "text_lengths": OptionSpec(str, "auto", "texts in batches by token length, each cut to its longest: "
+                               "auto (on the CPU only, see lengths_pay), on, off (the full context)",
+                               choices=("auto", "on", "off")),
 }
 # How texts become embeddings, in describe() (so in the cache key) for models on the length path:
 # an embedding of it differs from a full-context one by float rounding only, never mixed in a cache.
@@ -289,6 +293,18 @@ def bucket_overhead(device: torch.device) -> int:
     return BUCKET_OVERHEAD.get(device.type, BUCKET_OVERHEAD_DEFAULT)
 
 
+def lengths_pay(device: torch.device, choice: str = "auto") -> bool:
+    """Whether texts run on their token lengths (`token_batches`, `length_buckets`) rather than the full
+    context on ``device``: ``-M text_lengths=on|off`` forces it; ``auto`` is where it was measured faster,
+    the CPU only (perf/bench_text_lengths.py). On an H100 the full context was faster: ViT-B-32 bf16, 16,384
+    COCO captions, batch 1,024, the planned batches ran at 0.36-0.79x of full context's texts/s
+    (perf/gpu_check.sh step 2 on 2026-11-28: ../shared/gpu/gpu_check_run2_h100.log), launches and small batches costing more there than
+    the padding saves. Other accelerators, unmeasured, keep open_clip's own full-context path."""
+    if choice != "auto":
+        return choice == "on"
+    return device.type == "cpu"
+
+
 def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
     """Row indices sorted by length and packed so that rows x longest length <= ``budget`` per batch
     (one row alone may exceed it). With budget = batch size x context length, a batch holds the
@@ -386,7 +402,10 @@ class OpenClipModel(EmbeddingModel):
         super().__init__()
         self.name = name
         self.model = model.eval()
-        self.tokenizer = tokenizer
+        # open_clip's default BPE tokenizer, memoised per word (`negharness.plugins.clip_tokenizer`). Not in
+        # describe() (the cache key): its ids equal open_clip's (tested on every benchmark text), so no
+        # embedding depends on which of the two ran; any other tokenizer is kept as it is.
+        self.tokenizer = fast_tokenizer(tokenizer)
         self._arch_id = arch_id
         self._weights_id = weights_id
         self._quick_gelu = quick_gelu
@@ -399,7 +418,8 @@ class OpenClipModel(EmbeddingModel):
         self._geometry: Any = None  # the transform's resize and crop, when its tail is `normalised_chw`
         self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.api.model.jpeg_draft)
         self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
-        self.text_on_lengths = causal_text_tower(model)  # see encode_text
+        self.text_on_lengths = causal_text_tower(model)  # cutting is exact for this tower (see encode_text)
+        self.text_lengths = "auto"  # -M text_lengths: whether to cut, by device (`lengths_pay`)
 
     # construction ---------------------------------------------------------------------------
     @classmethod
@@ -460,6 +480,10 @@ class OpenClipModel(EmbeddingModel):
         made.frame_sampling = options.frame_sampling()
         made.random_weights = state is None and not pretrained
         made.jpeg_draft = bool(options.values["jpeg_draft"])
+        made.text_lengths = options.values.get("text_lengths") or "auto"
+        if made.text_lengths == "on" and not made.text_on_lengths:
+            warnings.warn(f"-M text_lengths=on: the text tower of {name} is not one that can be cut to token lengths "
+                          "exactly (see causal_text_tower); it runs on the full context", stacklevel=2)
         made.checkpoint_notes = notes
         made.revision = None if state is not None or not pretrained else pretrained_revision(arch, pretrained)
         return made
@@ -492,7 +516,7 @@ class OpenClipModel(EmbeddingModel):
     def describe(self) -> dict[str, Any]:
         out = {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
                "preprocess": self.preprocess_cfg}
-        if self.text_on_lengths:  # the cache never mixes these embeddings with full-context ones
+        if self.on_lengths():  # the cache never mixes these embeddings with full-context ones
             out["text_encoder"] = TEXT_ENCODER
         if self.jpeg_draft:  # only when on: fingerprints of existing caches stay as they were
             out["jpeg_draft"] = True
@@ -535,26 +559,39 @@ class OpenClipModel(EmbeddingModel):
             return self._transform(image)
         return normalised_chw(np.asarray(self._geometry(image)), self._mean, self._std)
 
+    def on_lengths(self) -> bool:
+        """Whether texts run on their token lengths here: a tower where that is exact, on a device where it pays."""
+        return self.text_on_lengths and lengths_pay(self.device, self.text_lengths)
+
     def _token_lengths(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B,) each text's length in tokens up to the one it is pooled at (what the tower must compute)."""
         return pool_positions(tokens, self.model.text_pool_type, getattr(self.model, "text_eos_id", None)) + 1
 
     def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
         """Sorted by token length, at most ``batch_size`` x context token positions a batch (see `token_batches`)."""
-        if not self.text_on_lengths or not len(texts):
+        if not self.on_lengths() or not len(texts):
             return super().text_batches(texts, batch_size)
         lengths = self._token_lengths(self.tokenizer(list(texts))).tolist()
         return token_batches(lengths, max(1, batch_size) * int(self.model.positional_embedding.shape[0]))
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        """Texts of similar token length run together, each bucket cut to its longest text, and come
-        back in the order given (equal to the full 77-token context up to float rounding). With
-        gradients on (training) or a text tower where cutting is not exact, the full context."""
+        """Where `on_lengths`: texts of similar token length run together, each bucket cut to its longest
+        text, and come back in the order given (equal to the full 77-token context up to float rounding).
+        With gradients on (training), a text tower where cutting is not exact, or a device where it does
+        not pay (`lengths_pay`), the full context."""
+        return self.encode_prepared(self.prepare_texts(texts))
+
+    def prepare_texts(self, texts: Sequence[str]) -> torch.Tensor:
+        """The texts' tokens, (N, context) on the CPU: what the runner makes for the next batch in a
+        thread while this one encodes."""
+        return self.tokenizer(list(texts))
+
+    def encode_prepared(self, tokens: torch.Tensor) -> torch.Tensor:
         with sequence_first(self.model, self.device):
-            return self._encode_tokens(self.tokenizer(list(texts)))
+            return self._encode_tokens(tokens)
 
     def _encode_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
-        if not self.text_on_lengths or torch.is_grad_enabled() or not len(tokens):
+        if not self.on_lengths() or torch.is_grad_enabled() or not len(tokens):
             return F.normalize(self.model.encode_text(tokens.to(self.device)).float(), dim=-1)
         lengths = self._token_lengths(tokens)
         out: torch.Tensor | None = None
