@@ -108,7 +108,7 @@ _MOVED: dict[str, str] = {
     "load_frames": "negharness.api.media",
     "load_or_explain": "negharness.api.checkpoints",
     "load_state_dict": "negharness.api.checkpoints",
-    "looks_like_literal": "negharness.api.files",
+    "cell_captions": "negharness.api.files",
     "lower_priority": "negharness.api.devices",
     "numbered_rows": "negharness.api.files",
     "pad_scores": "negharness.api.scoring",
