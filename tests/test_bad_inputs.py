@@ -343,8 +343,10 @@ def _record(**changes):
                                                                              "precision 0 to 10"]),
 ])
 def test_leaderboard_reports_every_unusable_record(cli, tmp_path, content, needles):
-    (tmp_path / "results" / "m").mkdir(parents=True)
-    (tmp_path / "results" / "m" / "ok.json").write_text(json.dumps(_record(task={"name": "ok", "family": "f"})))
+    from negharness.records.fake import write_fake_record
+    from negharness.records.results import ModelConfig
+
+    write_fake_record(tmp_path / "results", ModelConfig("m", {}), "ok", {"R@1": [100.0, 0.0]})  # a valid one beside
     data = content()
     (tmp_path / "results" / "m" / "t.json").write_bytes(data if isinstance(data, bytes) else data.encode())
     _one_error_line(cli("leaderboard", "--out", str(tmp_path / "board.md")), 2, "t.json", *needles)

@@ -342,6 +342,35 @@ def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
         assert got["accuracy"] == pytest.approx(theirs.metrics[f"acc_{template}"], abs=1e-3)
 
 
+@pytest.mark.needs("data/negbench/negbench_eval_csvs/images/COCO_val_mcq_llama3.1_rephrased.csv")
+def test_an_option_in_parentheses_is_a_caption_in_yaml_as_in_the_python_task(tmp_path):
+    """Line 236 of the real COCO MCQ file has the option ``(Your response)``: fc4bba0's YAML reader took
+    it for a tuple literal and stopped ("captions cell is not a list literal"); one rule
+    (`cell_captions`) keeps it a caption, so the YAML task and negbench_mcq_coco give one accuracy."""
+    from negharness.api.task import TaskOptions
+    from negharness.tasks.negbench.tasks import negbench_mcq_coco
+
+    lines = (NEGBENCH_COCO / "COCO_val_mcq_llama3.1_rephrased.csv").read_text(encoding="utf-8").splitlines(True)
+    assert "(Your response)" in lines[235]
+    (tmp_path / "negbench").mkdir()
+    (tmp_path / "negbench/COCO_val_mcq_llama3.1_rephrased.csv").write_text("".join([lines[0]] + lines[230:240]),
+                                                                           encoding="utf-8")
+    (tmp_path / "yaml").mkdir()
+    (tmp_path / "yaml/coco.yaml").write_text(NEGBENCH_YAML)
+    yaml_task = load_folder(tmp_path / "yaml")[0]
+    rows = yaml_task(TaskOptions(tmp_path)).rows
+    assert "(Your response)" in rows[5].options
+    table: dict[str, dict[str, float]] = {}
+    for i, ref in enumerate(rows):
+        write_image(ref.media.path, ["red", "green", "blue"][i % 3])
+        for k, option in enumerate(ref.options):
+            table.setdefault(option, {"red": 0.1 * ((i + k) % 4), "green": 0.1 * ((i + 2 * k) % 5), "blue": 0.05 * k})
+    ours = evaluate(yaml_task, tmp_path, TableModel(table))
+    theirs = evaluate(negbench_mcq_coco, tmp_path, TableModel(table))
+    assert ours.n_items["rows"] == theirs.n_items["questions"] == 10
+    assert ours.metrics["accuracy"] == pytest.approx(theirs.metrics["accuracy"])
+
+
 SKIP_YAML = """\
 name: {name}
 kind: choice

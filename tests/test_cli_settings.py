@@ -32,3 +32,20 @@ def test_fire_and_train_take_what_run_takes(command):
     not be set as `run` sets it."""
     options = {o for a in _subparsers()[command]._actions for o in a.option_strings}
     assert {"--device", "--precision", "--batch-size", "--workers", "--seed", "--data-root", "--cache-dir"} <= options
+
+
+def test_every_list_of_precisions_reads_the_one_table():
+    """fc4bba0 kept one table (api/precision) and five hand-written lists of it; now every list is
+    `PRECISION_NAMES` (a trainer's also "auto"), and each name resolves to a dtype."""
+    from negharness.api.precision import PRECISION_NAMES, resolve_precision
+    from negharness.plugins.hf_vlm import HF_VLM_OPTIONS
+    from negharness.plugins.instruct_pix2pix import OPTIONS
+    from negharness.plugins.negation_training import CHOICES
+
+    lists = {name: next(a.choices for a in sub._actions if "--precision" in a.option_strings)
+             for name, sub in _subparsers().items() if any("--precision" in a.option_strings for a in sub._actions)}
+    assert set(lists) == {"run", "fire", "train"}
+    assert lists["run"] == lists["fire"] == list(PRECISION_NAMES)
+    assert list(lists["train"]) == list(CHOICES["precision"]) == ["auto", *PRECISION_NAMES]
+    assert HF_VLM_OPTIONS["dtype"].choices == OPTIONS["precision"].choices == PRECISION_NAMES
+    assert [str(resolve_precision(p)) for p in PRECISION_NAMES] == ["torch.float32", "torch.float16", "torch.bfloat16"]

@@ -207,3 +207,32 @@ def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tm
     assert peak[0] <= bound, peak[0]
     gallery = outcome.path.with_suffix(".edits")  # -T options make a variant record (<task>@<hash>)
     assert len(list(gallery.glob("*.input.png"))) == 12 and (gallery / "gallery.html").read_text().count("<tr>") == 13
+
+
+# one caption or a list of them ---------------------------------------------------------------------
+CELLS = {"(Your response)": ["(Your response)"], "('a dog', 'a cat')": ["a dog", "a cat"],
+         "{'a dog', 'a cat'}": ["a cat", "a dog"], '["a dog", "a cat"]': ["a dog", "a cat"], "a dog": ["a dog"]}
+
+
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_every_reader_reads_a_cell_as_one_caption_or_a_list_by_one_rule(tmp_path, cell):
+    """A YAML task's field, NegBench training CSVs and build-queries' CSV read a cell alike
+    (`cell_captions`): on fc4bba0 the YAML reader refused ``(Your response)`` and build-queries took a
+    tuple or set for one caption."""
+    from negharness.declarative.annotations import Record
+    from negharness.tasks.negbench.training import _cell
+    from negharness.text.nt2vr_files import read_caption_table
+
+    path = tmp_path / "c.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([["image_id", "captions"], ["1", cell]])
+    assert Record({"c": cell}, "here").texts("c") == CELLS[cell]
+    assert _cell(cell, "here") == CELLS[cell]
+    assert read_caption_table(path) == [("1", CELLS[cell])]
+
+
+def test_a_bracketed_cell_that_starts_like_a_list_but_is_none_is_refused():
+    from negharness.declarative.annotations import Record
+
+    with pytest.raises(UserError, match=r"here: field 'c': captions cell is not a list literal"):
+        Record({"c": "('a dog', not quoted)"}, "here").texts("c")

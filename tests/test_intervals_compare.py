@@ -326,7 +326,8 @@ def test_compare_resamples_clusters_and_adjusts_many_tests(tmp_path):
 
 
 def test_compare_refuses_a_record_made_before_clusters(tmp_path):
-    (_, ra), (_, rb) = _clustered_runs(tmp_path, old_b=True)
-    by = {t.task: t for t in compare(ra, rb, n=100)}
-    assert by["t"].metrics == [] and "run B was recorded before clustered intervals" in by["t"].skipped
-    assert "rerun it with --overwrite" in by["t"].skipped
+    """As ``leaderboard --check`` refuses it: the one record reader (`read_checked`) names the file."""
+    from negharness.records.check import RecordError
+
+    with pytest.raises(RecordError, match=r"b/t\.json: made before clustered intervals.*rerun it with --overwrite"):
+        _clustered_runs(tmp_path, old_b=True)

@@ -118,7 +118,8 @@ def test_a_record_holding_a_key_twice_or_a_look_alike_name_is_refused_by_name(cl
     args = ("leaderboard", "--results-dir", str(root), "--out", str(tmp_path / "board.md"))
     for run in (args, (*args, "--check")):
         res = cli(*run)
-        assert res.returncode != 0 and str(twice) in res.stderr and "'acc' appears twice" in res.stderr, res.stderr
+        out = res.stderr + res.stdout  # --check lists it among the problems (exit 1), the board stops (exit 2)
+        assert res.returncode != 0 and str(twice) in out and "'acc' appears twice" in out, out
     twice.unlink()
     twice.with_suffix(".perquery.json").unlink()
     for field, value in (("task", "c\u03bfco"), ("model", "m\u0456"), ("label", "m (arch=ViT-\u0392-32)")):
@@ -129,7 +130,7 @@ def test_a_record_holding_a_key_twice_or_a_look_alike_name_is_refused_by_name(cl
             rec[field]["name"] = value
         good.write_text(json.dumps(rec))
         res = cli(*args, "--check")
-        assert res.returncode != 0 and str(good) in res.stderr and "U+0" in res.stderr, res.stderr
+        assert res.returncode != 0 and str(good) in res.stdout and "U+0" in res.stdout, res.stdout
 
 
 def _chromium() -> str | None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from negharness.api.errors import UserError
+from negharness.api.errors import MediaError, UserError
 from negharness.api.model import ModelOptions
 
 transformers = pytest.importorskip("transformers")
@@ -165,9 +165,12 @@ def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_
     try:
         req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(root), output_dir=str(tmp_path / "res"),
                          task_extra=extra)
+        with pytest.raises(MediaError, match=r"image not found: .*NeIn_2_1\.png"):  # a missing input stops the run
+            run_evaluation(make_host(), req)
+        req = RunRequest(**{**req.__dict__, "skip_broken_media": True})  # or is counted and named
         rec = run_evaluation(make_host(), req)[0].record
-        assert rec["n_items"] == {"samples": 3} and rec["notes"]["missing_samples"] == 1
-        assert "NeIn_2_1" in rec["notes"]["missing_first"][0]
+        assert rec["n_items"] == {"samples": 3} and rec["n_skipped_media"] == 1
+        assert rec["skipped_media"] == {"nein_val": ["nein/images/NeIn_2_1.png"]}
         assert {"Removal", "AUC-Removal", "L1", "L2", "CLIP-I", "DINO"} <= set(rec["metrics"])
         assert rec["notes"]["scoring_detector"] == "owlv2"
         entries[1].pop("T_generated")
@@ -259,3 +262,57 @@ def test_nein_val_overwrite_equals_a_fresh_output_folder(tmp_path):
     fresh = _nein_val(root, tmp_path / "fresh")
     assert over.record["metrics"] == fresh.record["metrics"]
     assert over.record["counts"] == {"reused": 3, "edited": 1} and fresh.record["counts"] == {"edited": 4}
+
+
+def _break_idat(path: Path) -> None:
+    """The PNG with its IDAT chunk renamed: the header reads, the pixels do not (Pillow: SyntaxError)."""
+    path.write_bytes(path.read_bytes().replace(b"IDAT", b"IDAX", 1))
+
+
+@pytest.mark.needs("nltk")
+def test_nein_val_with_an_undecodable_input_stops_or_skips_it_as_every_task_does(tmp_path, cli):
+    """fc4bba0: exit 0, "3 samples", n_skipped_media 0, not a word said. Now without
+    --skip-broken-media the run stops naming the file; with it the sample is counted and named,
+    and the metrics are those of the same data without that sample."""
+    root = tmp_path / "data"
+    entries = _nein_layout(root)
+    _break_idat(root / "nein" / "images" / "NeIn_2_1.png")
+    run = ["run", "--model", "identity", "--task", "nein_val", "--data-root", str(root), "--cache-dir",
+           str(tmp_path / "cache"), "-T", "detector=shapes_exact", "-T", "clip_model=none", "-T", "dino_model=none"]
+    stopped = cli(*run, "--output-dir", str(tmp_path / "res"))
+    assert stopped.returncode != 0 and "NeIn_2_1.png" in stopped.stderr, stopped.stderr
+    assert "SyntaxError" not in stopped.stderr
+    skipped = cli(*run, "--output-dir", str(tmp_path / "res"), "--skip-broken-media")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "1 unreadable media left out of scoring" in skipped.stdout and "nein/images/NeIn_2_1.png" in skipped.stdout
+    rec = json.loads(next((tmp_path / "res").glob("*/nein_val@*.json")).read_text())
+    assert rec["n_skipped_media"] == 1 and rec["skipped_media"] == {"nein_val": ["nein/images/NeIn_2_1.png"]}
+    assert rec["n_items"] == {"samples": 3}
+    (root / "nein" / "val.json").write_text(json.dumps([e for e in entries if e["NeIn"] != "NeIn_2_1"]))
+    without = _nein_val(root, tmp_path / "without").record
+    assert without["n_skipped_media"] == 0 and without["n_items"] == {"samples": 3}
+    assert rec["metrics"] == pytest.approx(without["metrics"])
+
+
+def _break_second_chunk(path: Path) -> None:
+    """A noise PNG of several IDAT chunks, the second's length field damaged (Pillow: a bare SyntaxError)."""
+    import struct
+
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (256, 256, 3), dtype=np.uint8)).save(path)
+    data = path.read_bytes()
+    second = data.index(b"IDAT", data.index(b"IDAT") + 4)
+    length = struct.unpack(">I", data[second - 4:second])[0]
+    path.write_bytes(data[:second - 4] + struct.pack(">I", length + 5) + data[second:])
+
+
+@pytest.mark.needs("nltk")
+def test_a_png_with_a_broken_chunk_is_a_named_media_error_in_nein_val(tmp_path):
+    """fc4bba0's NeIn openers let Pillow's bare SyntaxError through; the shared reader names the file."""
+    from negharness.api.task import TaskOptions
+    from negharness.tasks.nein.tasks import NeInVal
+
+    _nein_layout(tmp_path, 1)
+    _break_second_chunk(tmp_path / "nein" / "images" / "NeIn_0_1.png")
+    sample = next(iter(NeInVal(TaskOptions(tmp_path)).samples()))
+    with pytest.raises(MediaError, match=r"cannot decode image .*NeIn_0_1\.png: broken PNG file"):
+        sample.load_input()

@@ -33,6 +33,7 @@ TINY: dict[str, list[str]] = {
     "bench_metrics.py": ["--tiny"],
     "bench_nein_memory.py": ["--sizes", "4", "--side", "32"],
     "bench_readme_times.py": ["--tiny"],
+    "bench_record_reader.py": ["--records", "2", "--queries", "50", "--rounds", "1"],
     "bench_reuse_checks.py": ["--images", "5", "--videos", "3", "--image-kb", "1", "--video-kb", "1"],
     "bench_run_cache.py": ["--tiny"],
     # one process both ways: the 2-rank torchrun path is tested in tests/test_sharded_eval.py; run here
@@ -67,6 +68,7 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
     "bench_metrics.py": [(rf"all metrics, vectorised: {NUM} s", 0.0, 60.0), (rf"original: .*MIR {NUM}", 0.0, 1.0)],
     "bench_nein_memory.py": [(rf"growth\s+{NUM} MiB", 0.0, 2048.0)],
     "bench_readme_times.py": [(rf"median {NUM} s", 0.1, 900.0), (rf"cached rerun {NUM} s", 0.05, 900.0)],
+    "bench_record_reader.py": [(rf"\ncold\s+{NUM}", 0.0, 120.0), (rf"\nwarm\s+\S+\s+\S+\s+{NUM}", 0.0, 1e4)],
     "bench_reuse_checks.py": [(rf"warm hash \(memo\).*?{NUM} us/file", 0.0, 1e5)],
     "bench_run_cache.py": [(rf"ratio warm / cold:\s+{NUM}", 0.0, 0.5),
                            (rf"warm run, tasks' evaluate time:.*'texts_encoded': {NUM}", 0, 0)],

@@ -229,15 +229,16 @@ def test_bold_needs_clustered_intervals_to_clear_and_headings_count_clusters(tmp
     assert _table(md, "u")[0].startswith("| c | **[80.0 ±")
 
 
-def test_a_record_made_before_clusters_is_read_marked_and_never_bold(tmp_path):
+def test_a_record_made_before_clusters_is_refused_by_the_board_as_by_check(tmp_path):
+    """One reader, one policy (issue 45, item 7): the board no longer shows what --check refuses
+    (fc4bba0 showed it marked ‡ while --check failed on it)."""
+    from negharness.records.check import RecordError, checked_records
+    from negharness.report.check import invalid_records
+
     root = tmp_path / "results"
     old = write_fake_record(root, ModelConfig("old", {}), "t", {"acc": _hits(0.9)})
     write_fake_record(root, ModelConfig("new", {}), "t", {"acc": _hits(0.3)})
     _before_clusters(old)
-    md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
-    rows = _table(md, "t")
-    assert rows[0].startswith("| old ‡ | [90.0 ±") and "**" not in "".join(rows)  # far ahead, but over rows only
-    assert "‡ old: interval over rows: its record was made before clustered intervals" in md
-    from negharness.report.check import invalid_records
-
+    with pytest.raises(RecordError, match=f"{re.escape(str(old))}: made before clustered intervals"):
+        list(checked_records(root))
     assert [f"{old}: made before clustered intervals"] == [p.split(" (no")[0] for p in invalid_records(root)]

@@ -387,3 +387,15 @@ def test_yaml_cluster_by_field_and_the_default(tmp_path):
 def test_a_bad_cluster_key_is_named(tmp_path, line, key, message):
     with pytest.raises(UserError, match=re.escape(f"task.yaml: key '{key}': {message}")):
         load_folder(_folder(tmp_path, CHOICE + line))
+
+
+def test_a_task_name_with_a_look_alike_letter_is_refused_naming_the_yaml_file(cli, tmp_path):
+    """fc4bba0 answered "unknown task 'negbench_mcq_c\u03bfco'; did you mean negbench_mcq_coco?" and never
+    named the YAML file that declared the look-alike (a Greek omicron)."""
+    name = "negbench_mcq_c\u03bfco"
+    folder = _folder(tmp_path, CHOICE.replace("name: my_colours", f"name: {name}"), "lookalike.yaml")
+    _data(tmp_path / "data", ROWS)
+    err = _refused(_run(cli, tmp_path, folder, name), f"{folder / 'lookalike.yaml'}: key 'name'", "U+03BF",
+                   "GREEK SMALL LETTER OMICRON")
+    assert "unknown task" not in err
+    _no_record(tmp_path)

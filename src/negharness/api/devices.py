@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "Dist": "negharness.engine.distributed",
     "gather_batch": "negharness.engine.distributed",
     "PRECISIONS": "negharness.api.precision",
+    "PRECISION_NAMES": "negharness.api.precision",
     "resolve_precision": "negharness.api.precision",
     "autocast": "negharness.api.precision",
     "cpu_autocast_warning": "negharness.api.precision",
@@ -26,7 +27,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = resolver(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
-    from negharness.api.precision import PRECISIONS, autocast, cpu_autocast_warning, resolve_precision
+    from negharness.api.precision import PRECISION_NAMES, PRECISIONS, autocast, cpu_autocast_warning, resolve_precision
     from negharness.engine import distributed
     from negharness.engine.distributed import Dist, gather_batch
     from negharness.engine.runner import lower_priority, resolve_device

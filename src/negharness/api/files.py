@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "numbered_rows": "negharness.io.csv_rows",
     "check_caption": "negharness.io.csv_rows",
     "literal_captions": "negharness.io.csv_rows",
-    "looks_like_literal": "negharness.io.csv_rows",
+    "cell_captions": "negharness.io.csv_rows",
     "MAX_CAPTION_CHARS": "negharness.io.csv_rows",
     "DATA_ENCODING": "negharness.io.csv_rows",
     "atomic_write": "negharness.store.atomic",
@@ -40,11 +40,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     from negharness.io.csv_rows import (
         DATA_ENCODING,
         MAX_CAPTION_CHARS,
+        cell_captions,
         check_caption,
         check_csv_header,
         check_csv_width,
         literal_captions,
-        looks_like_literal,
         numbered_rows,
     )
     from negharness.io.paths import RootGuard, cache_root, data_root, require_regular

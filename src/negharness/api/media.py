@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "load_frames": "negharness.io.video",
     "require_8bit": "negharness.io.image_files",
     "read_rgb": "negharness.io.image_files",
+    "open_image": "negharness.io.image_files",
     "FrameSampling": "negharness.api.sampling",
     "jpeg_draft": "negharness.api.model",
     "array_to_tensor": "negharness.api.model",
@@ -30,6 +31,6 @@ __getattr__, __dir__ = resolver(__name__, _EXPORTS)
 if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
     from negharness.api.model import array_to_tensor, jpeg_draft
     from negharness.api.sampling import FrameSampling
-    from negharness.io.image_files import read_rgb, require_8bit
+    from negharness.io.image_files import open_image, read_rgb, require_8bit
     from negharness.io.media import MediaSet, frame_folders, image_files, video_files
     from negharness.io.video import decode_video, load_frames

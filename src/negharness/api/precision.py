@@ -8,25 +8,44 @@ numbers and is rarely faster for small batches: `cpu_autocast_warning` says so o
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
-
-import torch
+from typing import TYPE_CHECKING, Any, Iterator
 
 from negharness.api.errors import UserError
 
-PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+if TYPE_CHECKING:
+    import torch
+
+# The one precision table: name -> torch dtype attribute. Every list of precisions (the CLI's
+# --precision choices, trainers' and editors' and VLMs' options) reads `PRECISION_NAMES`, so none can
+# offer a name `resolve_precision` refuses. Kept torch-free: the CLI's parser reads it at start-up.
+_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+PRECISION_NAMES = tuple(_DTYPES)
 
 
-def resolve_precision(name: str, option: str = "--precision") -> torch.dtype:
+def __getattr__(name: str) -> Any:
+    """``PRECISIONS`` (name -> torch dtype), built from the table when first asked (it imports torch)."""
+    if name == "PRECISIONS":
+        import torch
+
+        return {k: getattr(torch, v) for k, v in _DTYPES.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def resolve_precision(name: str, option: str = "--precision") -> "torch.dtype":
     """The dtype of a precision name; anything else is an error naming the option."""
-    if name not in PRECISIONS:
-        raise UserError(f"{option} {name}: choose one of {', '.join(PRECISIONS)}")
-    return PRECISIONS[name]
+    import torch
+
+    if name not in _DTYPES:
+        raise UserError(f"{option} {name}: choose one of {', '.join(PRECISION_NAMES)}")
+    dtype: torch.dtype = getattr(torch, _DTYPES[name])
+    return dtype
 
 
 @contextlib.contextmanager
-def autocast(device: torch.device, precision: str) -> Iterator[None]:
+def autocast(device: "torch.device", precision: str) -> Iterator[None]:
     """Autocast to ``precision`` on ``device`` (no-op for fp32); callers add inference mode where they infer."""
+    import torch
+
     dtype = resolve_precision(precision)
     if dtype == torch.float32:
         yield
@@ -35,7 +54,7 @@ def autocast(device: torch.device, precision: str) -> Iterator[None]:
             yield
 
 
-def cpu_autocast_warning(device: torch.device, precision: str) -> str | None:
+def cpu_autocast_warning(device: "torch.device", precision: str) -> str | None:
     """One line to show when reduced precision will run on the CPU, else None."""
     if device.type == "cpu" and precision != "fp32":
         return (f"--precision {precision} on the CPU: autocast runs in {precision} there too, so numbers differ "

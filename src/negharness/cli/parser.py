@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from negharness.api.precision import PRECISION_NAMES
 from negharness.cli.commands import cmd_fetch, cmd_list, cmd_run, cmd_train
 from negharness.cli.reports import (
     cmd_build_queries,
@@ -42,7 +43,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
 # takes those its protocol honours (a setting it would only record is not offered).
 RUN_SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "device": (("--device",), {"default": "auto", "help": "auto | cpu | cuda | cuda:N (default auto)"}),
-    "precision": (("--precision",), {"default": "fp32", "choices": ["fp32", "fp16", "bf16"],
+    "precision": (("--precision",), {"default": "fp32", "choices": list(PRECISION_NAMES),
                                     "help": "autocast precision (default fp32)"}),
     "batch_size": (("--batch-size",), {"type": int, "default": 64, "help": "items per encoded batch (default 64)"}),
     "workers": (("--workers",), {"type": int, "default": None,
@@ -197,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-O", "--option", action="append", metavar="KEY=VALUE", help="trainer option, repeatable")
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="training-set option, repeatable")
     _run_settings(p, "device", "precision", "batch_size", "workers", "seed", "data_root", "cache_dir",
-                  precision={"default": None, "choices": ["auto", "bf16", "fp16", "fp32"],
+                  precision={"default": None, "choices": ["auto", *PRECISION_NAMES],
                              "help": "as for run (default: the trainer's, auto: bf16 on GPUs, fp32 on CPUs)"},
                   batch_size={"default": None, "help": "training batch size (default: the trainer's, 64)"},
                   workers={"help": "DataLoader worker processes (default: min(8, CPUs - 1))"},

@@ -25,7 +25,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     results = Path(args.results_dir)
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
-    records = list(checked_records(results))  # a damaged record is reported, never skipped
+    invalid: list[str] = []  # --check lists every refused record's problems; else the first one stops
+    records = list(checked_records(results, invalid if args.check else None))
     diagnoses = load_all(results)  # likewise a damaged `negharness diagnose` result
     tables = build_tables(records)
     out = Path(args.out) if args.out else results / "README.md"
@@ -36,15 +37,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         expected.update({site / name: text for name, text in site_files(tables, records, site, experiment, diagnoses).items()})
     console = _console()
     if args.check:
-        from negharness.report.check import (  # numpy: only the check recomputes intervals  # lazy: start-up time
+        from negharness.report.check import (  # lazy: start-up time
             diagnosis_problems,
-            invalid_records,
             partial_records,
             stale_files,
             unverifiable_metrics,
         )
 
-        problems = invalid_records(results) + diagnosis_problems(results, records) + stale_files(expected)
+        problems = invalid + diagnosis_problems(results, records) + stale_files(expected)
         unchecked = unverifiable_metrics(records)
         if unchecked:
             console.print("not verifiable (no per-query values to recompute them from; the record's number is "

@@ -24,8 +24,7 @@ from negharness.io.csv_rows import (
     check_caption,
     check_csv_header,
     check_csv_width,
-    literal_captions,
-    looks_like_literal,
+    cell_captions,
     numbered_rows,
 )
 
@@ -75,8 +74,8 @@ class Record:
         refused (`check_caption`), never cut by a tokenizer."""
         value = self.get(path)
         where = f"{self.where}: field {path!r}"
-        if isinstance(value, str) and looks_like_literal(value):
-            value = literal_captions(value, where)
+        if isinstance(value, str):
+            value = cell_captions(value, where)
         if isinstance(value, (str, int, float)):
             value = [str(value)]
         if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):

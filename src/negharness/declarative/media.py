@@ -23,7 +23,7 @@ from typing import Any
 
 from negharness.api.errors import MediaError, UserError
 from negharness.declarative.annotations import Record, short
-from negharness.io.image_files import read_rgb
+from negharness.io.image_files import open_image, read_rgb
 
 BOX_FORMATS = ("xywh", "xyxy")
 BOX_SLACK = 1.0  # pixels a box may pass the image's edge by (float rounding in the authors' files)
@@ -89,11 +89,9 @@ def box_of(rec: Record, field: str, value: Any, fmt: str) -> Box:
 def image_size(ref: MediaRef) -> tuple[int, int] | None:
     """(width, height) from the image's header; None when it cannot be read (an unreadable image is
     the embedding's business: --skip-broken-media, or an error naming it)."""
-    from PIL import Image  # lazy: start-up time
-
     try:
         source = io.BytesIO(_decoded(ref)) if ref.base64 is not None else ref.path
-        with Image.open(source) as image:
+        with open_image(source, ref.id) as image:
             return image.size
     except Exception:  # noqa: BLE001 (any unreadable image is reported when it is embedded)
         return None

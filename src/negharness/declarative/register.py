@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from negharness.api.errors import UserError
+from negharness.api.names import name_problem
 from negharness.api.task import MetricInfo, cluster_problems
 from negharness.declarative.annotations import FILTER_KEYS, short
 from negharness.declarative.kind_specs import (
@@ -444,6 +445,9 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
                             "data_help": c.get("data_help", str), "licence": c.get("licence", str, False, "")}
     if any(ch in spec["name"] for ch in "*?[] /"):
         raise c.fail("name", f"{short(spec['name'])}: no spaces, slashes or glob characters")
+    problem = name_problem(spec["name"])  # the registry's rule, said here with the file: a look-alike
+    if problem:  # (a Greek omicron in negbench_mcq_coco) was answered "unknown task ..., did you mean"
+        raise c.fail("name", f"{short(spec['name'])}: {problem}")
     if kind == "suite":
         members = c.get("members", dict)
         if not members or not all(isinstance(k, str) and isinstance(v, str) for k, v in members.items()):

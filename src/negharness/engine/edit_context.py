@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 from negharness.api.context import PluginSource, RunContext
 from negharness.api.editing import Editor
-from negharness.api.errors import UserError
+from negharness.api.errors import MediaError, UserError
 from negharness.api.hashing import hash_json
 from negharness.store.content import hash_array
 
@@ -24,15 +25,27 @@ class EditContext(RunContext):
     """The editing protocol's context, peer of `negharness.engine.runner.EvalContext`: the editor under
     test (``ctx.model``), where edits are written (``artifacts``), and other plugins by kind and name
     (``ctx.plugin("detector", name)``). ``editor_key`` stands for everything an edit depends on
-    besides its input, instruction and seed: the editor's fingerprint, options, weight files, device."""
+    besides its input, instruction and seed: the editor's fingerprint, options, weight files, device.
+    An image that cannot be read stops the run, or with ``skip_broken_media`` is counted and named
+    (`unreadable`), as the embedding runner does for every other task."""
 
     def __init__(self, editor: Editor, plugins: PluginSource | None, artifacts: Path, seed: int, device: Any = None,
-                 editor_key: str = "") -> None:
+                 editor_key: str = "", skip_broken_media: bool = False) -> None:
         super().__init__(editor, plugins, seed)
         self.artifacts = artifacts
         self.device = device
         self.editor_key = editor_key
-        self.broken: dict[str, list[str]] = {}
+        self.skip_broken_media = skip_broken_media
+        self.broken: dict[str, list[str]] = {}  # collection -> files left out as unreadable (the record's skipped_media)
+
+    def unreadable(self, key: str, name: str, error: MediaError) -> None:
+        """A sample whose image ``name`` (of collection ``key``) could not be read: ``error`` stops the
+        run, or with --skip-broken-media the sample is left out, counted and named in the record."""
+        if not self.skip_broken_media:
+            raise error
+        self.broken.setdefault(key, []).append(name)
+        self.counters["media_skipped"] += 1
+        warnings.warn(f"skipped unreadable media: {error}", stacklevel=2)
 
     def edit_key(self, image: Any, instruction: str, seed: int) -> str:
         """What one edit is a function of, hashed: the input's pixels, the instruction, the sample's

@@ -219,7 +219,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     for item in todo:
         entry, task, path = item.entry, item.task, item.path
         if protocol == "editing":
-            ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device, editor_key)
+            ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device, editor_key,
+                                   req.skip_broken_media)
         else:
             ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed, origin)
         start = time.perf_counter()

@@ -4,8 +4,8 @@ annotation files), so that no reader is laxer than another:
 - one encoding rule (`DATA_ENCODING`): UTF-8, a leading BOM (Excel, Notepad) dropped;
 - one caption limit (`check_caption`): a caption longer than `MAX_CAPTION_CHARS` is refused, never
   truncated by a tokenizer into another query;
-- a cell holding a list of captions is read as a Python or JSON literal, never evaluated
-  (`literal_captions`);
+- one rule decides whether a cell is one caption or a list of them (`cell_captions`), for every
+  reader: a list read as a Python or JSON literal, never evaluated (`literal_captions`);
 - a header whose columns a dict cannot hold apart, a row whose cell count is not the header's (an
   unquoted comma), and a row the csv module cannot read (a cell over its field limit) are errors
   naming the file and line (`check_csv_header`, `check_csv_width`, `numbered_rows`), never shifted or
@@ -40,18 +40,33 @@ def check_caption(text: str, where: str) -> str:
     return text
 
 
-def looks_like_literal(cell: str) -> bool:
-    """Whether a cell is written as a list, tuple or set literal (``[...]``, ``(...)``, ``{...}``)."""
-    cell = cell.strip()
-    return len(cell) >= 2 and _LITERAL_ENDS.get(cell[0]) == cell[-1]
+def cell_captions(cell: str, where: str) -> list[str]:
+    """The one rule for "one caption or a list of them", shared by every reader of such cells: a cell
+    is a list (`literal_captions`; malformed, an error at ``where``) when it is written ``[...]``, or
+    ``(...)`` / ``{...}`` holding nothing or starting with a quote (CREPE's tuples and sets of
+    ``hard_negs``); anything else is one caption as written, ``(Your response)`` among them (an
+    option in NegBench's COCO MCQ file, line 236)."""
+    if _is_list_cell(cell):
+        return literal_captions(cell, where)
+    return [cell]
+
+
+def _is_list_cell(cell: str) -> bool:
+    """Whether a cell is written as a list of captions (`cell_captions`'s rule)."""
+    text = cell.strip()
+    if len(text) < 2 or _LITERAL_ENDS.get(text[0]) != text[-1]:
+        return False
+    inner = text[1:-1].strip()
+    return text[0] == "[" or not inner or inner[0] in "'\""
 
 
 def literal_captions(cell: str, where: str) -> list[str]:
     """The captions a cell lists as a Python list, tuple or set literal (`ast.literal_eval`, never
     eval) or a JSON array (read as JSON). A set's captions come sorted: its written order is whatever the writer's
     hash seed gave (CREPE wrote ``hard_negs`` as sets on a fifth of its rows), so it means nothing,
-    and sorting makes the options' order the same on every machine. A cell that looks like a literal
-    but is none, or holds anything but strings, is an error at ``where``."""
+    and sorting makes the options' order the same on every machine. A cell that is no such literal,
+    or holds anything but strings, is an error at ``where`` (a cell that may be one caption instead:
+    `cell_captions`)."""
     cell = cell.strip()
     if len(cell) > MAX_LIST_CELL_CHARS:  # before literal_eval, which would parse it all
         raise UserError(f"{where}: captions cell of {len(cell):,} characters")

@@ -1,4 +1,6 @@
-"""Opening image files for a `MediaSet`: every way a file can fail becomes a `MediaError` naming it.
+"""Opening image files: the one reader every image in the package goes through (a `MediaSet`'s files,
+NeIn's inputs and saved edits, YAML tasks' crops, pre-extracted video frames), so that every way a
+file can fail becomes a `MediaError` naming it, which --skip-broken-media counts on every task alike.
 
 The image is opened lazily (header only), so a model may still ask a JPEG for a reduced-scale
 decode (`negharness.api.model.jpeg_draft`); a file whose pixels are damaged (a truncated JPEG) fails
@@ -7,6 +9,7 @@ when it is decoded, and `PreprocessedItems` turns that failure into a `MediaErro
 
 from __future__ import annotations
 
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,8 @@ def open_image(source: str | Path | Any, name: str | Path | None = None) -> Any:
     if isinstance(source, str):
         source = Path(source)
     name = name if name is not None else source
+    if isinstance(source, Path):
+        _require_file(source, name)
     try:
         image = Image.open(source)
     except FileNotFoundError:
@@ -43,6 +48,21 @@ def open_image(source: str | Path | Any, name: str | Path | None = None) -> Any:
         image.close()
         raise
     return image
+
+
+def _require_file(path: Path, name: str | Path) -> None:
+    """A `MediaError` naming ``name`` unless ``path`` is a regular file, checked before it is opened:
+    opening a FIFO blocks forever."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise MediaError(f"image not found: {name}") from None
+    except OSError as exc:
+        raise MediaError(f"cannot read image {name}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise MediaError(f"cannot read image {name}: a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise MediaError(f"cannot read image {name}: not a regular file (a FIFO, socket or device)")
 
 
 def read_rgb(source: str | Path | Any, name: str | Path | None = None) -> Any:

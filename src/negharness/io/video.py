@@ -16,7 +16,7 @@ import numpy as np
 
 from negharness.api.errors import MediaError, UserError
 from negharness.api.sampling import FrameSampling
-from negharness.io.image_files import image_decoder_identity, require_8bit
+from negharness.io.image_files import DECODE_ERRORS, decode_failure, image_decoder_identity, open_image
 
 DECODERS = ("av", "decord", "cv2")
 FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
@@ -341,17 +341,14 @@ def load_frame_images(paths: Sequence[Path], sampling: FrameSampling, native_fps
     """Sampled frames of a pre-extracted video as decoded RGB Pillow images, which a model's
     preprocessing resizes directly; `load_frames`'s array costs three full-size copies per frame more
     (to an array, into the stack, back to an image) for the same pixels."""
-    from PIL import Image
-
     out = []
     for path in sampled_frame_paths(paths, sampling, native_fps):
-        try:
-            with Image.open(path) as im:
-                require_8bit(im, path)
+        with open_image(path) as im:  # the shared reader: a damaged frame is a MediaError naming it
+            try:
                 im.load()
-                out.append(im if im.mode == "RGB" else im.convert("RGB"))
-        except (OSError, ValueError) as exc:
-            raise MediaError(f"cannot read frame {path}: {exc}") from exc
+            except DECODE_ERRORS as exc:
+                raise decode_failure(im, exc, str(path)) from exc
+            out.append(im if im.mode == "RGB" else im.convert("RGB"))
     if not out:
         raise MediaError("video has no frames in the frame index")
     return out

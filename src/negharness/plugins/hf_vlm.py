@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
-from negharness.api.devices import resolve_precision
+from negharness.api.devices import PRECISION_NAMES, resolve_precision
 from negharness.api.files import hash_json
 from negharness.api.scoring import pad_scores
 
@@ -201,7 +201,7 @@ HF_VLM_OPTIONS = {
                           choices=("loglik", "letter")),
     "norm": OptionSpec(str, "mean", "loglik per token (mean) or summed (sum)"),
     "prompt": OptionSpec(str, None, "prompt where the task has no question"),
-    "dtype": OptionSpec(str, "fp32", "weights' dtype", choices=("fp32", "fp16", "bf16")),
+    "dtype": OptionSpec(str, "fp32", "weights' dtype", choices=PRECISION_NAMES),
     "frames": OptionSpec(int, DEFAULT_FRAMES, "a video's frames shown as images, evenly spaced over those the task samples"),
 }
 

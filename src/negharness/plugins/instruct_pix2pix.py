@@ -16,7 +16,7 @@ import torch
 
 from negharness.api import Editor, ModelOptions, OptionSpec, takes_options
 from negharness.api.checkpoints import load_or_explain
-from negharness.api.devices import resolve_precision
+from negharness.api.devices import PRECISION_NAMES, resolve_precision
 
 DEFAULT = "timbrooks/instruct-pix2pix"
 OPTIONS = {
@@ -25,7 +25,7 @@ OPTIONS = {
     "guidance": OptionSpec(float, 7.5, "text guidance scale"),
     "image_guidance": OptionSpec(float, 1.5, "image guidance scale"),
     "size": OptionSpec(int, 512, "long side of the edited image", minimum=64),
-    "precision": OptionSpec(str, "fp32", "pipeline dtype", choices=("fp32", "fp16", "bf16")),
+    "precision": OptionSpec(str, "fp32", "pipeline dtype", choices=PRECISION_NAMES),
 }
 
 

@@ -24,6 +24,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from negharness.api import OptionSpec, TrainOptions, UserError
+from negharness.api.devices import PRECISION_NAMES
 from negharness.api.options import check_batch_size, parse_options
 
 FORMAT = "negharness-trained-v1"
@@ -31,7 +32,7 @@ TRAINSET_KEYS = ("n_train", "n_val", "world_seed")  # the shapes set's sizes, st
 
 
 CHOICES = {"pivot": ("video", "query"), "optimizer": ("rmsprop", "adamw"), "unit": ("auto", "caption", "item"),
-           "precision": ("auto", "bf16", "fp16", "fp32")}
+           "precision": ("auto", *PRECISION_NAMES)}
 
 
 @dataclass

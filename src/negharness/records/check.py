@@ -1,6 +1,19 @@
-"""Result records as the leaderboard reads them: every file is either used or reported, never
-silently skipped. A truncated file, a record of another schema version, a missing or mistyped field,
-a NaN or infinite metric, main score or interval is an error naming the file and the field (the run that wrote it can be redone with --overwrite).
+"""The one reader of result records (`read_checked`), with one policy for reuse, the leaderboard,
+export, compare and ``leaderboard --check``: nothing leaves the project that ``--check`` would
+refuse. Every file is either used or reported, never silently skipped. A file over the size cap, a
+truncated file, a record of another schema version, a missing or mistyped field, a NaN or infinite
+metric, main score or interval is an error naming the file and the field; so is a record whose
+metrics, main score or intervals are not what its per-query values give (`record_problems`). The
+run that wrote it can be redone with --overwrite.
+
+A record passes `record_problems` when it is of the current schema, holds no NaN or infinite
+number, has its main score among its metrics, names its model's fingerprint, and has its per-query
+sidecar beside it, consistent with its metrics (mean of the per-query values = the metric; a derived
+metric as the metric catalogue, `negharness.scoring.catalog`, says: ``MedR`` = the median of the
+ranks kept for ``MeanR``) and with its intervals over clusters and over rows, their standard errors
+and its number of clusters (recomputed with the record's seed). A record made before clustered
+intervals is refused: its intervals are over rows, and the board bolds by clustered ones. A
+``--limit`` record is checked for its form only: it never enters the board.
 """
 
 from __future__ import annotations
@@ -11,10 +24,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from negharness.api.errors import UserError
+from negharness.api.hashing import hash_json
 from negharness.api.names import lookalikes, name_problem
 from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded_bytes
-from negharness.records.results import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key
+from negharness.io.paths import cache_root
+from negharness.records.schema import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key
+from negharness.scoring import perquery
 from negharness.scoring.catalog import renamed_record
+from negharness.store.atomic import cached_json
+from negharness.version import __version__
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"
 # field path -> accepted types; a "?" suffix marks a field that may be absent
@@ -30,11 +48,39 @@ MAX_PRECISION = 10
 
 
 class RecordError(UserError):
-    """A result record the leaderboard cannot use; the message names the file and the field."""
+    """A result record the project may not use; the message names the file and each problem
+    (``lines``: one ``path: problem`` per problem, as ``--check`` lists them)."""
+
+    def __init__(self, message: str, lines: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.lines = lines or [message]
 
 
-def checked_records(results_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    records = [(path, load_checked(path)) for path in record_files(results_dir)]
+def read_checked(path: Path, results_dir: Path | None = None) -> dict[str, Any]:
+    """A record, read and validated as ``leaderboard --check`` validates it (`load_checked`, then
+    `record_problems` for a full run); else a `RecordError` naming the file and every problem. Its
+    per-query file is read only from inside ``results_dir`` (default: the record's grandparent)."""
+    rec = load_checked(path)
+    if is_partial(rec):
+        return rec
+    problems = record_problems(Path(path), rec, results_dir)
+    if problems:
+        raise RecordError(f"{path}: {'; '.join(problems)}; {FIX}", [f"{path}: {p}" for p in problems])
+    return rec
+
+
+def checked_records(results_dir: Path, problems: list[str] | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every record under ``results_dir``, each through `read_checked`: the first refused one is an
+    error, or, given a ``problems`` list (``--check``), each refused record's problems are added to
+    it and the record left out."""
+    records = []
+    for path in record_files(results_dir):
+        try:
+            records.append((path, read_checked(path, results_dir)))
+        except RecordError as exc:
+            if problems is None:
+                raise
+            problems.extend(exc.lines)
     refuse_duplicates(records)
     yield from records
 
@@ -134,3 +180,100 @@ def _get(rec: dict[str, Any], dotted: str) -> tuple[Any, bool]:
             return None, False
         value = value[part]
     return value, True
+
+
+REQUIRED = ("created_at", "model", "task", "metrics", "main_score", "config_hash")
+
+
+def record_problems(path: Path, rec: Any, results_dir: Path | None = None) -> list[str]:
+    """Why this record may not enter the board (empty when it may); its sidecar is read only from
+    inside ``results_dir`` (default: the record's grandparent)."""
+    if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
+        return [f"not a result record of schema {SCHEMA_VERSION}"]
+    out = [f"no {k!r}" for k in REQUIRED if k not in rec]
+    if out:
+        return out
+    out += [f"{field}: not a finite number (NaN or infinity)" for field in nonfinite_fields(rec)]
+    out += _main_score_problems(rec)
+    if not (rec["model"].get("fingerprint") or "").strip():
+        out.append("no model fingerprint (model.fingerprint)")
+    try:
+        pq = perquery.read_sidecar(path, rec, results_dir)
+    except UserError as exc:
+        return out + [str(exc).removeprefix(f"{path}: ")]
+    if pq is None:
+        return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
+                      "(TaskResult.per_query, see the README's 'Writing a plugin'), or an older negharness "
+                      "wrote it; rerun it with a task that returns them"]
+    out += _remembered_interval_problems(rec, pq)
+    return out
+
+
+INTERVAL_CHECK = "record-intervals-v1"  # change it when `_interval_problems` changes: remembered answers then lapse
+
+
+def _remembered_interval_problems(rec: dict[str, Any], pq: dict[str, Any]) -> list[str]:
+    """`_interval_problems`, remembered under the cache root by the content of the record and its
+    per-query values (and this code's version): recomputing 10,000 resamples per metric costs about a
+    second per record of 1,000 queries, which every read (board, reuse, export) would otherwise pay."""
+    key = hash_json({"check": INTERVAL_CHECK, "negharness": __version__, "record": rec, "per_query": pq}, 32)
+    found = cached_json(cache_root() / "checked_records" / f"{key}.json", lambda: _interval_problems(rec, pq))
+    if isinstance(found, list) and all(isinstance(p, str) for p in found):
+        return found
+    return _interval_problems(rec, pq)  # a damaged memo is never trusted
+
+
+def _main_score_problems(rec: dict[str, Any]) -> list[str]:
+    """A main score the record's metrics do not hold (a name spelt two ways once gave ``value: null``)."""
+    main = rec["main_score"] if isinstance(rec["main_score"], dict) else {}
+    name, value = main.get("name"), main.get("value")
+    metrics = rec["metrics"] if isinstance(rec["metrics"], dict) else {}
+    if name not in metrics:
+        return [f"main score {name!r} is not among the record's metrics ({', '.join(map(str, metrics))})"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != metrics[name]:
+        return [f"main score {name!r} is {value!r}, not its metric's value {metrics[name]!r}"]
+    return []
+
+
+BEFORE_CLUSTERS = ("made before clustered intervals (no interval_method.cluster): its intervals are over rows, "
+                   "which is too narrow where queries share an image or video; rerun it with --overwrite")
+
+
+def _interval_problems(rec: dict[str, Any], pq: dict[str, Any]) -> list[str]:
+    method = rec.get("interval_method") or {}
+    if not perquery.clusters_known(rec):
+        return [BEFORE_CLUSTERS]
+    if (perquery.record_cluster(rec) != perquery.ROW) != (pq.get("clusters") is not None):
+        return [f"task cluster {perquery.record_cluster(rec)!r} but the per-query file "
+                f"{'lacks' if pq.get('clusters') is None else 'has'} cluster ids"]
+    try:
+        fresh = perquery.intervals(rec, pq, int(method.get("resamples", 0)), int(method.get("seed", 0)))
+    except (ValueError, TypeError):
+        return ["interval_method is missing or malformed"]
+    out = []
+    if method.get("clusters") != fresh["interval_method"]["clusters"]:
+        out.append(f"interval_method.clusters {method.get('clusters')!r} is not the per-query file's "
+                   f"{fresh['interval_method']['clusters']}")
+    for field in ("intervals", "intervals_rows", "standard_errors", "standard_errors_rows"):
+        stored = rec.get(field) or {}
+        for metric, want in fresh[field].items():
+            if not _same(stored.get(metric), want):
+                name = "interval" if field.startswith("intervals") else "standard error"
+                where = " over rows" if field.endswith("_rows") else ""
+                out.append(f"{name}{where} of {metric!r} {stored.get(metric)} is not what its per-query values give "
+                           f"({want})")
+    return out
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Stored and recomputed numbers (a bound pair or one number) agree to 1e-9."""
+    got_l, want_l = (got, want) if isinstance(want, list) else ([got], [want])
+    if not isinstance(got_l, list) or len(got_l) != len(want_l):
+        return False
+    return all(isinstance(g, (int, float)) and not isinstance(g, bool)
+               and abs(float(g) - float(w)) <= 1e-9 * max(1.0, abs(float(w))) for g, w in zip(got_l, want_l))
+
+
+def is_partial(rec: Any) -> bool:
+    """A ``--limit`` run: kept beside the default record, never on the board, so never a problem."""
+    return isinstance(rec, dict) and bool(rec.get("limited") or rec.get("limit") is not None)

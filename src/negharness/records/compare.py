@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from negharness.api.errors import UserError
-from negharness.records.check import load_checked
+from negharness.records.check import read_checked
 from negharness.records.results import SIDECAR_SUFFIXES, iter_records, record_key
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
@@ -86,7 +86,7 @@ def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[st
     for path in sorted(folder.glob("*.json")):
         if path.name.endswith(SIDECAR_SUFFIXES):
             continue
-        rec = load_checked(path)  # a damaged record (NaN metrics included) is an error naming it, not skipped
+        rec = read_checked(path)  # a record --check refuses is an error naming it, not skipped
         key = record_key(rec)
         if rec.get("limited") or (task and task not in (key.task, key.task_cell)):
             continue

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import platform
 import sys
 from dataclasses import dataclass
@@ -17,13 +16,18 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from negharness.api.hashing import hash_json
-from negharness.io.json_files import loads_unique
-from negharness.scoring.catalog import renamed_record
+from negharness.records.check import RecordError, read_checked
+from negharness.records.schema import (  # noqa: F401  (long imported from here)
+    INTERVAL_FIELDS,
+    SCHEMA_VERSION,
+    SIDECAR_SUFFIXES,
+    RecordKey,
+    nonfinite_fields,
+    record_files,
+    record_key,
+)
 from negharness.scoring.perquery import write_sidecar
 from negharness.store.atomic import atomic_write_json, atomic_write_text
-
-SCHEMA_VERSION = 1
-
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -77,29 +81,6 @@ def variant_suffix(variant: dict[str, Any]) -> str:
     rest = {k: v for k, v in variant.items() if k != "limit"}
     limit = f".limit{variant['limit']}" if variant.get("limit") is not None else ""
     return limit + (f"@{hash_json(rest, 8)}" if rest else "")
-
-
-@dataclass(frozen=True)
-class RecordKey:
-    """A record's identity, the one that reuse, `compare`, the leaderboard and ``--check`` all use:
-    the model's label (its name, options, precision and, for random weights, the draw) and the task
-    with its variant (--seed, -T, --limit). Two records with one key measure the same thing."""
-
-    model: str
-    task: str
-    variant: str = ""
-
-    @property
-    def task_cell(self) -> str:
-        """``task`` for the task's default run, ``task [seed=1]`` for a variant: a table of its own."""
-        return f"{self.task} [{self.variant}]" if self.variant else self.task
-
-    def __str__(self) -> str:
-        return f"model {self.model!r}, task {self.task_cell!r}"
-
-
-def record_key(rec: dict[str, Any]) -> RecordKey:
-    return RecordKey(str(rec["model"]["label"]), str(rec["task"]["name"]), str(rec.get("variant_label") or ""))
 
 
 def record_path(output_dir: Path, model: ModelConfig, task: str, variant: dict[str, Any] | None = None) -> Path:
@@ -224,49 +205,14 @@ def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any
     return atomic_write_json(path, record)
 
 
-def _bad_number(value: Any) -> bool:
-    return isinstance(value, float) and not math.isfinite(value)
-
-
-def nonfinite_fields(rec: dict[str, Any]) -> list[str]:
-    """``metrics.MIR = nan``-style names of the numbers a record must not hold: NaN or infinity
-    (JSON's NaN/Infinity, or 1e999) in its metrics, main score or intervals. Python's json reads
-    them without complaint; a board would show "nan ±0.250"."""
-    out = [f"metrics.{k} = {v!r}" for k, v in (rec.get("metrics") or {}).items() if _bad_number(v)] \
-        if isinstance(rec.get("metrics"), dict) else []
-    main = rec.get("main_score")
-    if isinstance(main, dict) and _bad_number(main.get("value")):
-        out.append(f"main_score.value = {main['value']!r}")
-    for field in INTERVAL_FIELDS:
-        found = rec.get(field)
-        for k, iv in (found.items() if isinstance(found, dict) else ()):
-            if (isinstance(iv, list) and any(_bad_number(v) for v in iv)) or _bad_number(iv):
-                out.append(f"{field}.{k} = {iv!r}")
-    return out
-
-
-# the intervals over clusters and over rows and their standard errors (`negharness.scoring.perquery`)
-INTERVAL_FIELDS = ("intervals", "standard_errors", "intervals_rows", "standard_errors_rows")
-
-
 def read_record(path: Path) -> dict[str, Any] | None:
-    """A record, or None when the file is unreadable, of another schema, or holds NaN/inf numbers
-    (`nonfinite_fields`; readers that report rather than skip use `negharness.records.check`)."""
+    """A record reuse may answer from, or None when the one reader (`negharness.records.check.read_checked`:
+    bounded, its schema, consistent with its per-query values, as ``leaderboard --check`` validates)
+    refuses it: the run is done again."""
     try:
-        rec = loads_unique(Path(path).read_text())
-    except (OSError, ValueError, RecursionError):  # a key written twice too: the run is done again
+        return read_checked(Path(path))
+    except RecordError:
         return None
-    if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION or nonfinite_fields(rec):
-        return None
-    return renamed_record(rec)  # an old NegBench record's neg_R@K read as R-Neg@K (`catalog.RENAMED`)
-
-
-SIDECAR_SUFFIXES = (".perquery.json", ".diagnosis.json")  # per-query values; `negharness diagnose` results
-
-
-def record_files(results_dir: Path) -> list[Path]:
-    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them."""
-    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(SIDECAR_SUFFIXES)]
 
 
 def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:

@@ -25,7 +25,7 @@ from negharness.api.files import (
     MAX_CAPTION_CHARS,
     atomic_write_text,
     check_caption,
-    literal_captions,
+    cell_captions,
     numbered_rows,
 )
 
@@ -200,10 +200,7 @@ def read_caption_table(path: str | Path, id_column: str | None = None, caption_c
 
 
 def _cell_captions(cell: str, where: str) -> list[str]:
-    cell = cell.strip()
-    if cell.startswith("["):  # a list literal (or JSON array), read by the rule every reader shares
-        return [check_caption(v.strip(), where) for v in literal_captions(cell, where) if v.strip()]
-    return [check_caption(cell, where)] if cell else []
+    return [check_caption(v.strip(), where) for v in cell_captions(cell, where) if v.strip()]
 
 
 def _read_csv(path: Path, id_column: str, caption_column: str, flags: tuple[str, str]) -> list[tuple[str, list[str]]]:

@@ -24,8 +24,7 @@ from negharness.api import OptionSpec, TrainSetOptions, TrainStream, TrainingSet
 from negharness.api.files import (
     DATA_ENCODING,
     check_caption,
-    literal_captions,
-    looks_like_literal,
+    cell_captions,
     numbered_rows,
 )
 from negharness.api.media import FrameSampling, decode_video, read_rgb
@@ -69,7 +68,7 @@ def _open_csv(path: Path):
 def _cell(cell: str, where: str) -> list[str]:
     """A caption, or the captions a list/tuple/set/JSON cell holds, each within the one caption limit."""
     cell = (cell or "").strip()
-    caps = literal_captions(cell, where) if looks_like_literal(cell) else [cell]
+    caps = cell_captions(cell, where)
     return [check_caption(c.strip(), where) for c in caps if c.strip()]
 
 

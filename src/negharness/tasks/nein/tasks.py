@@ -34,7 +34,7 @@ from negharness.api import (
     UserError,
 )
 from negharness.api.files import RootGuard, atomic_write, atomic_write_text
-from negharness.api.media import require_8bit
+from negharness.api.media import open_image, read_rgb
 from negharness.api.published import published_notes
 from negharness.api.scoring import per_query
 from negharness.tasks.nein import PUBLISHED
@@ -68,6 +68,8 @@ class EditSample:
     target: str  # the object the instruction negates
     objects: list[str]  # the caption's objects, for retention
     source: str = ""  # the image it was made from (its cluster: NeIn edits one COCO image several ways); "" = its own
+    input_name: str = ""  # the input's and ground truth's files as a record names them when unreadable
+    truth_name: str = ""
 
 
 def instruction_for(target: str, k: int) -> str:
@@ -119,11 +121,10 @@ class NeInTask(Task):
         out_dir = ctx.artifacts
         out_dir.mkdir(parents=True, exist_ok=True)
         target_scores, before, after, l1s, l2s, clip_i, dino_s = [], [], [], [], [], [], []
-        missing = _Missing()
         gallery: list[EditSample] = []  # the first GALLERY_SAMPLES samples: their images go to disk at once
         ids: list[str] = []  # per-sample outputs are keyed by sample id (ids only: memory stays bounded)
         clusters: list[str] = []  # and each sample's source image
-        for s, source, truth, edited in self._edits(editor, out_dir, ctx, missing):
+        for s, source, truth, edited in self._edits(editor, out_dir, ctx):
             ids.append(s.id)
             clusters.append(s.source or s.id)
             target_scores.append(detector.max_scores(edited, [s.target])[s.target])
@@ -143,7 +144,8 @@ class NeInTask(Task):
                 _gallery_images(out_dir, s, source, truth)
         n_done = len(target_scores)
         if not n_done:
-            raise UserError(f"task {self.name}: no sample could be evaluated ({missing.count} missing)")
+            n_skipped = sum(len(v) for v in ctx.broken.values())
+            raise UserError(f"task {self.name}: no sample could be evaluated ({n_skipped} unreadable, skipped)")
         kept, empty = retention(before, after)
         values = {"Removal": [100.0 * (x == 0) for x in target_scores],
                   "AUC-Removal": [100.0 * (1.0 - x) for x in target_scores],
@@ -157,19 +159,20 @@ class NeInTask(Task):
             metrics["DINO"] = float(np.mean(dino_s))
         _gallery_page(out_dir, gallery)
         notes = {"per_sample_seed": "run seed * 1000003 + sample index", "scoring_detector": self.detector_name, "editor_detector": getattr(editor, "detector_used", None),
-                 "retention_empty_inputs": empty, "missing_samples": missing.count, "missing_first": missing.first,
+                 "retention_empty_inputs": empty,
                  "edits": str(out_dir), **ctx.notes}
         metrics = {k: v for k, v in metrics.items() if v == v}
         notes.update(published_notes(self.name, editor, metrics, PUBLISHED, {"samples": n_done}))
         values = {k: v for k, v in values.items() if k in metrics}
         return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values, clusters))
 
-    def _edits(self, editor, out_dir: Path, ctx, missing: "_Missing"):
+    def _edits(self, editor, out_dir: Path, ctx):
         """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume)
         only when its key (`EditContext.edit_key`: input pixels, instruction, seed, editor) is this
         run's, so a replaced input or another editor edits again; the rest are made in batches and each
-        written atomically, its key inside, as soon as it exists. A sample whose images cannot be read
-        is skipped and named; an output that is not an image is an error."""
+        written atomically, its key inside, as soon as it exists. An image that cannot be read stops the
+        run naming it, or with --skip-broken-media leaves its sample out, counted and named
+        (`EditContext.unreadable`); an output that is not an image is an error."""
         pending: list[tuple[EditSample, Any, Any, int, str]] = []
 
         def flush():
@@ -184,11 +187,10 @@ class NeInTask(Task):
             pending.clear()
 
         for k, s in enumerate(self.samples()):
-            try:
-                source, truth = s.load_input(), s.load_truth()
-            except (MediaError, OSError) as exc:
-                missing.add(f"{s.id}: {exc}")
+            images = _read_images(s, ctx, self.name)
+            if images is None:
                 continue
+            source, truth = images
             seed = ctx.seed * 1_000_003 + k
             key = ctx.edit_key(source, s.instruction, seed)
             done = _saved_edit(out_dir / f"{_safe(s.id)}.png", key)
@@ -203,6 +205,18 @@ class NeInTask(Task):
             yield from flush()
 
 
+def _read_images(s: EditSample, ctx: Any, key: str) -> tuple[Any, Any] | None:
+    """(input, ground truth) of a sample, or None when one could not be read and the run skips it."""
+    images = []
+    for load, name in ((s.load_input, s.input_name), (s.load_truth, s.truth_name)):
+        try:
+            images.append(load())
+        except MediaError as exc:
+            ctx.unreadable(key, name or s.id, exc)
+            return None
+    return images[0], images[1]
+
+
 def _save_edit(path: Path, image: Any, key: str) -> None:
     """The edited image as PNG with its edit key in a text chunk (written before the pixels)."""
     from PIL.PngImagePlugin import PngInfo
@@ -214,30 +228,16 @@ def _save_edit(path: Path, image: Any, key: str) -> None:
 
 def _saved_edit(path: Path, key: str) -> Any:
     """The saved edit when it was made under ``key``, else None (absent, damaged, older or other)."""
-    from PIL import Image
-
+    if not path.exists():
+        return None
     try:
-        with Image.open(path) as im:
+        with open_image(path) as im:
             if im.format != "PNG" or im.info.get(EDIT_KEY) != key:  # text chunks before the pixels, read by open
                 return None
-            return im.convert("RGB")
-    except FileNotFoundError:
-        return None
-    except OSError:
+        return read_rgb(path)
+    except MediaError:  # damaged (an interrupted copy): edited again
         path.unlink(missing_ok=True)
         return None
-
-
-class _Missing:
-    """Samples whose images could not be read: a count and the first few, not an unbounded list."""
-
-    def __init__(self, keep: int = 5) -> None:
-        self.count, self.first, self.keep = 0, [], keep
-
-    def add(self, what: str) -> None:
-        self.count += 1
-        if len(self.first) < self.keep:
-            self.first.append(what)
 
 
 def _gallery_images(out_dir: Path, s: EditSample, source: Any, truth: Any) -> None:
@@ -293,8 +293,8 @@ class NeInVal(NeInTask):
 
     def data_files(self) -> list[Path]:
         """Every file a number rests on: the parquet files (images inside), or val.json and each
-        sample's input and ground truth (one that is absent skips its sample; once it appears, the
-        record reruns)."""
+        sample's input and ground truth (one that is absent stops the run, or with
+        --skip-broken-media skips its sample; once it appears, the record reruns)."""
         if self._parquet():
             return self._parquet()
         return [self._json()] + [p for _, _, source, truth in self._limited(self._json_rows())
@@ -320,8 +320,9 @@ class NeInVal(NeInTask):
             yield e, where, guard.check(source, where), guard.check(truth, where)
 
     def _json_samples(self) -> Iterator[EditSample]:
-        for e, where, source, truth in self._json_rows():
-            yield _sample(str(e["NeIn"]), e, _opener(source, where), _opener(truth, where))
+        root = self.options.data_root
+        for e, _, source, truth in self._json_rows():
+            yield _sample(str(e["NeIn"]), e, _opener(source), _opener(truth), (_named(source, root), _named(truth, root)))
 
     def _parquet_samples(self) -> Iterator[EditSample]:
         """The published parquet files (images embedded as {bytes, path}), a few rows at a time."""
@@ -329,7 +330,8 @@ class NeInVal(NeInTask):
             where = f"{path} row {n}"
             _check_entry(row, where)
             ident = Path((row["NeIn"] or {}).get("path") or f"{path.stem}_{n}").stem
-            yield _sample(ident, row, _bytes_opener(row["NeIn"], where), _bytes_opener(row["COCO"], where))
+            names = (f"{path.name} row {n} NeIn", f"{path.name} row {n} COCO")
+            yield _sample(ident, row, _bytes_opener(row["NeIn"], names[0]), _bytes_opener(row["COCO"], names[1]), names)
 
 
 def _check_entry(e: Any, where: str) -> None:
@@ -338,7 +340,8 @@ def _check_entry(e: Any, where: str) -> None:
             raise UserError(f"{where}: no {key!r}")
 
 
-def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Callable[[], Any]) -> EditSample:
+def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Callable[[], Any],
+            names: tuple[str, str]) -> EditSample:
     """The object to remove is the text after "Add a/an" in T_generated, without the final '.'."""
     import re
 
@@ -347,7 +350,7 @@ def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Call
     if not m:
         raise UserError(f"sample {ident}: T_generated {e['T_generated']!r} is not 'Add a/an <object>.'")
     return EditSample(ident, load_input, load_truth, e["T_negative"], m.group(1).strip().lower(),
-                      head_nouns(e["T_original"]), _coco_id(e.get("COCO")))
+                      head_nouns(e["T_original"]), _coco_id(e.get("COCO")), *names)
 
 
 def _coco_id(cell: Any) -> str:
@@ -358,29 +361,25 @@ def _coco_id(cell: Any) -> str:
 
 
 def _bytes_opener(cell: Any, where: str) -> Callable[[], Any]:
+    """An image embedded in a parquet cell ({bytes, path}), read by the shared reader."""
     def load() -> Any:
         import io
 
-        from PIL import Image
-
         data = cell.get("bytes") if isinstance(cell, dict) else cell
-        try:
-            with Image.open(io.BytesIO(data)) as im:
-                require_8bit(im, where)
-                return im.convert("RGB")
-        except (OSError, TypeError) as exc:
-            raise MediaError(f"{where}: embedded image cannot be read ({exc.__class__.__name__})") from exc
+        if not isinstance(data, (bytes, bytearray)):
+            raise MediaError(f"cannot read image {where}: no embedded image bytes ({type(data).__name__})")
+        return read_rgb(io.BytesIO(data), where)
     return load
 
 
-def _opener(path: Path, where: str) -> Callable[[], Any]:
-    def load() -> Any:
-        from PIL import Image
+def _named(path: Path, root: Path) -> str:
+    """``nein/images/NeIn_1_1.png``: a file as a record names it, under the data root."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
 
-        try:
-            with Image.open(path) as im:
-                require_8bit(im, path)
-                return im.convert("RGB")
-        except OSError as exc:
-            raise MediaError(f"{where}: cannot read {path} ({exc.__class__.__name__})") from exc
-    return load
+
+def _opener(path: Path) -> Callable[[], Any]:
+    """An image file, read by the shared reader: any failure is a `MediaError` naming the file."""
+    return lambda: read_rgb(path)

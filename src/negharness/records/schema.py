@@ -1,0 +1,68 @@
+"""What a result record is, for every reader and writer: its schema version, its identity (the
+board cell it fills), the numbers it must never hold, and which files in a results folder are records.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RecordKey:
+    """A record's identity, the one that reuse, `compare`, the leaderboard and ``--check`` all use:
+    the model's label (its name, options, precision and, for random weights, the draw) and the task
+    with its variant (--seed, -T, --limit). Two records with one key measure the same thing."""
+
+    model: str
+    task: str
+    variant: str = ""
+
+    @property
+    def task_cell(self) -> str:
+        """``task`` for the task's default run, ``task [seed=1]`` for a variant: a table of its own."""
+        return f"{self.task} [{self.variant}]" if self.variant else self.task
+
+    def __str__(self) -> str:
+        return f"model {self.model!r}, task {self.task_cell!r}"
+
+
+def record_key(rec: dict[str, Any]) -> RecordKey:
+    return RecordKey(str(rec["model"]["label"]), str(rec["task"]["name"]), str(rec.get("variant_label") or ""))
+
+
+def _bad_number(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def nonfinite_fields(rec: dict[str, Any]) -> list[str]:
+    """``metrics.MIR = nan``-style names of the numbers a record must not hold: NaN or infinity
+    (JSON's NaN/Infinity, or 1e999) in its metrics, main score or intervals. Python's json reads
+    them without complaint; a board would show "nan ±0.250"."""
+    out = [f"metrics.{k} = {v!r}" for k, v in (rec.get("metrics") or {}).items() if _bad_number(v)] \
+        if isinstance(rec.get("metrics"), dict) else []
+    main = rec.get("main_score")
+    if isinstance(main, dict) and _bad_number(main.get("value")):
+        out.append(f"main_score.value = {main['value']!r}")
+    for field in INTERVAL_FIELDS:
+        found = rec.get(field)
+        for k, iv in (found.items() if isinstance(found, dict) else ()):
+            if (isinstance(iv, list) and any(_bad_number(v) for v in iv)) or _bad_number(iv):
+                out.append(f"{field}.{k} = {iv!r}")
+    return out
+
+
+# the intervals over clusters and over rows and their standard errors (`negharness.scoring.perquery`)
+INTERVAL_FIELDS = ("intervals", "standard_errors", "intervals_rows", "standard_errors_rows")
+
+
+SIDECAR_SUFFIXES = (".perquery.json", ".diagnosis.json")  # per-query values; `negharness diagnose` results
+
+
+def record_files(results_dir: Path) -> list[Path]:
+    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them."""
+    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(SIDECAR_SUFFIXES)]
