@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.api.errors import UserError
+from negharness.api.task import Task
 from negharness.io.paths import require_regular
 from negharness.store.content import FileHasher, named_hash
 
@@ -92,8 +93,6 @@ def files_known_from_options(task: Any) -> bool:
     """Whether `read_files` is the option files alone, known from the task's class without its code
     running: a task that keeps `Task.data_files` and `Task.required_files` (the embedded world's make
     their data). A cached rerun lists only such tasks' files without torch; any other goes the run's way."""
-    from negharness.api.task import Task
-
     kind = type(task)
     return kind.data_files is Task.data_files and kind.required_files is Task.required_files
 
