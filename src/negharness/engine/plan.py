@@ -233,7 +233,7 @@ def answer_from_receipt(host: PluginHost, req: RunRequest) -> list[RunOutcome] |
         if receipt.get("key") != json.loads(json.dumps(key)):
             return None
         hasher = FileHasher(memo_path(cache_root(req.cache_dir)))
-        now = (model_sources(req.model_options, hasher), code_versions(host.distributions()))
+        now = (model_sources(req.model_options, hasher), key["code"])  # the code versions now, in the key
         outcomes = [_standing(task, hasher, *now) for task in receipt["tasks"]]
     except (UserError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None  # no receipt, one this code cannot read, or a data file gone: the normal way decides and says
