@@ -94,7 +94,7 @@ def test_no_receipt_for_random_weights(tmp_path):
     record.parent.mkdir()
     record.write_text("{}")
     task = make_host().registry.get("task", "shapes_t2i_original").load()(TaskOptions(tmp_path))
-    planned = [SimpleNamespace(path=record, task=task, files=[], root=tmp_path, config_hash="c")]
+    planned = [SimpleNamespace(path=record, task=task, root=tmp_path, config_hash="c")]
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "cache"))
     drawn = RunOutcome("shapes_t2i_original", record, {"model": {"random_weights": "1a2b"}})

@@ -88,7 +88,6 @@ class _Planned:
     config_hash: str
     task_run: TaskRun
     old: dict[str, Any] | None
-    files: list[Path]  # the data files hashed
     root: Path
 
 
@@ -178,8 +177,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     req = dataclasses.replace(req, model_options=plugins.resolved(model_entry.kind, req.model, req.model_options))
 
     # one model, one folder and row: -M values bound to the factory's declared options, defaults dropped
-    model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options),
-                            req.precision)
+    model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options), req.precision)
     sources = model_sources(req.model_options, hasher)
     planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
     hasher.save()
@@ -264,10 +262,8 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
         default_config = {"name": task.name}
     variant = task_variant(task.config(), default_config)
     path = record_path(out_dir, model_cfg, task.name, variant)
-    files = read_files(task)
-    data = data_hashes(files, root, hasher, task.name)
-    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path), files,
-                    root)
+    data = data_hashes(read_files(task), root, hasher, task.name)
+    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path), root)
 
 
 def config_hash(model_cfg: ModelConfig, task: Task) -> str:
