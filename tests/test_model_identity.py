@@ -74,3 +74,22 @@ def test_two_spellings_reach_one_record_and_one_row_on_every_road(tmp_path):
     assert explicit.skipped and explicit.path == plain.path and explicit.record["metrics"] == plain.record["metrics"]
     labels = sorted({rec["model"]["label"] for _, rec in checked_records(tmp_path / "res")})
     assert labels == ["shapes_clip", "shapes_clip (quick_gelu=true)"]
+
+
+def test_diagnose_files_its_picture_under_the_folder_a_run_of_the_same_options_writes(cli, tmp_path):
+    """`negharness diagnose -M quick_gelu=YES -M jpeg_draft=0` names the model as a run does: the folder of
+    ``quick_gelu=true`` (jpeg_draft's default dropped), not one of its own spelling."""
+    import json
+
+    from negharness.report.diagnosis_file import FILE_NAME
+
+    arch = tmp_path / "tiny_clip.json"
+    arch.write_text(json.dumps({"model_cfg": {
+        "embed_dim": 16, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
+        "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}}))
+    res = cli("diagnose", "--model", "clip", "--arch", str(arch), "-M", "quick_gelu=YES", "-M", "jpeg_draft=0",
+              "--objects", "dog,cat,car", "--device", "cpu", "--out", str(tmp_path / "d.png"), "--results-dir", "results")
+    assert res.returncode == 0, res.stderr
+    cfg = ModelConfig("clip", {"arch": str(arch), "quick_gelu": "true"})
+    written = json.loads((tmp_path / "results" / cfg.dirname / FILE_NAME).read_text())
+    assert written["model"]["label"] == cfg.label and written["model"]["options"] == cfg.options
