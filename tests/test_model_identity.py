@@ -88,7 +88,8 @@ def test_diagnose_files_its_picture_under_the_folder_a_run_of_the_same_options_w
         "embed_dim": 16, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
         "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}}))
     res = cli("diagnose", "--model", "clip", "--arch", str(arch), "-M", "quick_gelu=YES", "-M", "jpeg_draft=0",
-              "--objects", "dog,cat,car", "--device", "cpu", "--out", str(tmp_path / "d.png"), "--results-dir", "results")
+              "--objects", "dog,cat,car", "--device", "cpu", "--out", str(tmp_path / "d.png"),
+              "--results-dir", "results")
     assert res.returncode == 0, res.stderr
     cfg = ModelConfig("clip", {"arch": str(arch), "quick_gelu": "true"})
     written = json.loads((tmp_path / "results" / cfg.dirname / FILE_NAME).read_text())

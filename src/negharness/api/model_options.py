@@ -57,7 +57,8 @@ class ModelOptions(BindsOptions):
         out.update(self.extra)
         return out
 
-    def identity(self, specs: "Mapping[str, OptionSpec] | None", model: str, passes_rest: bool = False) -> dict[str, Any]:
+    def identity(self, specs: "Mapping[str, OptionSpec] | None", model: str,
+                 passes_rest: bool = False) -> dict[str, Any]:
         """The options that name this model in its record folder, label and config hash: each ``-M``
         value the factory declares bound to its type and written one way (`canonical_text`:
         ``quick_gelu=1``, ``=YES`` and ``=true`` are all ``true``), dropped when it equals the declared

@@ -240,7 +240,8 @@ def answer_from_receipt(host: PluginHost, req: RunRequest) -> list[RunOutcome] |
     return None if any(o is None for o in outcomes) else outcomes  # type: ignore[return-value]
 
 
-def _standing(task: dict[str, Any], hasher: FileHasher, sources: dict[str, str], code: dict[str, Any]) -> RunOutcome | None:
+def _standing(task: dict[str, Any], hasher: FileHasher, sources: dict[str, str],
+              code: dict[str, Any]) -> RunOutcome | None:
     """The task's record when it is the receipt's, byte for byte, and `stale_reason` lets it stand on
     the files read now (those the task's options name: see `write_receipt`)."""
     path = Path(task["record"])
