@@ -40,9 +40,15 @@ class Data:
     extra: dict[str, str] = field(default_factory=dict)  # -T options; "{root}" is the run's data root
     forms: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()  # outside resources: 'nltk', 'av'
+    # files the task reads when present, left out by `build` (R12 adds them after a run): path under the root -> text
+    later: dict[str, str] = field(default_factory=dict)
 
     def options(self, root: Path) -> dict[str, str]:
         return {k: v.format(root=root) for k, v in self.extra.items()}
+
+    def add_later(self, root: Path) -> None:
+        for name, text in self.later.items():
+            (root / name).write_text(text)
 
     def build(self, root: Path, rows: Sequence[Any] | None = None, form: str = "list") -> Path:
         root.mkdir(parents=True, exist_ok=True)
@@ -416,6 +422,11 @@ QRELS = ("flickr30k_original",)  # read with -T qrels=<data root>/<collection>/q
 ALSO = {"video0": "video1", "video1": "video2", "video2": "video0", "video3": "video4", "video4": "video3"}
 OBJECT = {"video0": "guitar", "video1": "pasta", "video2": "guitar", "video3": "book", "video4": "bike"}
 NT2VR_ROWS = [(vid, colour) for vid, colour in VIDEOS.items()]
+# the authors' negated_neginfo.txt (read when present): each negated query's positive part and negation scope,
+# two of them other than the negator's (so the boolean baseline's numbers change when the file appears)
+NEGINFO = {"video0": ("a man", "red"), "video1": ("a man in green", "cooking pasta"),
+           "video2": ("a man playing a guitar", "blue"), "video3": ("a woman", "yellow"),
+           "video4": ("a woman riding a bike", "cyan")}
 
 
 def nt2vr(name: str) -> Data:
@@ -456,7 +467,10 @@ def nt2vr(name: str) -> Data:
                 repr({"cap_id": f"c{v}", "caption": f"a {c} scene without {OBJECT[v]}", "video_ids": [v]}) + "\n"
                 for v, c in rows))
     extra = {"qrels": f"{{root}}/{collection}/qrels.txt"} if name in QRELS else {}
-    return Data(NT2VR_ROWS, write, media, extra=extra)
+    later = {f"{collection}/TextData/{collection}.negated_neginfo.txt": "".join(
+        repr({"cap_id": f"{v}#enc#0#0", "caption": NEGATED[v], "poscap": pos, "negcap": neg}) + "\n"
+        for v, (pos, neg) in NEGINFO.items())} if query_set == "negated" else {}
+    return Data(NT2VR_ROWS, write, media, extra=extra, later=later)
 
 
 class AskingKeywordModel(KeywordModel):

@@ -86,20 +86,21 @@ def test_no_receipt_for_random_weights(tmp_path):
     """A draw of random weights stands for no other draw: its run leaves no receipt."""
     from types import SimpleNamespace
 
+    from negharness.api.task import TaskOptions
     from negharness.discovery.manager import make_host
     from negharness.engine.plan import RECEIPTS, RunOutcome, RunRequest, write_receipt
 
     record = tmp_path / "res" / "r.json"
     record.parent.mkdir()
     record.write_text("{}")
-    task = SimpleNamespace(name="shapes_t2i_original", required_files=lambda: [])
-    planned = [SimpleNamespace(path=record, task=task, files=[], root=tmp_path)]
+    task = make_host().registry.get("task", "shapes_t2i_original").load()(TaskOptions(tmp_path))
+    planned = [SimpleNamespace(path=record, task=task, root=tmp_path, config_hash="c")]
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "cache"))
     drawn = RunOutcome("shapes_t2i_original", record, {"model": {"random_weights": "1a2b"}})
-    write_receipt(make_host(), req, {}, planned, [drawn])
+    write_receipt(make_host(), req, planned, [drawn])
     assert not (tmp_path / "cache" / RECEIPTS).exists()
-    write_receipt(make_host(), req, {}, planned, [RunOutcome("shapes_t2i_original", record, {"model": {}})])
+    write_receipt(make_host(), req, planned, [RunOutcome("shapes_t2i_original", record, {"model": {}})])
     assert len(list((tmp_path / "cache" / RECEIPTS).glob("*.json"))) == 1  # the same run with named weights has one
 
 

@@ -1,4 +1,4 @@
-"""Two roads, one number: R1 skip-broken = rows removed, R2 shuffle, R3 list/tuple/set/JSON cells, R4 YAML = built-in twin, R5 --overwrite = fresh, R6 changed file = fresh rerun, R7 random weights never reused, R8 warm = cold cache, R9 compare A A = 0, R10 2 ranks = 1, R11 --limit N = N rows.
+"""Two roads, one number: R1 skip-broken = rows removed, R2 shuffle, R3 list/tuple/set/JSON cells, R4 YAML = built-in twin, R5 --overwrite = fresh, R6 changed file = fresh rerun, R7 random weights never reused, R8 warm = cold cache, R9 compare A A = 0, R10 2 ranks = 1, R11 --limit N = N rows, R12 a file read when present, added after a run = fresh rerun on every road (the run, the CLI's receipt, negharness.run).
 
 Every registered task (built-in, YAML choice suites, the third-party example) is enumerated; each
 relation that applies to it runs on tiny data from `relations_data`, with the keyword model, in this
@@ -9,6 +9,7 @@ to report a difference on a deliberately broken copy (`test_each_relation_can_fa
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -155,6 +156,7 @@ def relations_for(name: str) -> list[str]:
     out += ["R4", "R6-yaml"] if name in TWINS else []
     out += ["R7"] if name in R7_TASKS else []
     out += ["R10"] if name == R10_TASK else []
+    out += ["R12"] if data.later else []
     return sorted((r for r in out if (name, r) not in NOT_APPLICABLE), key=lambda r: (int(r[1:].split("-")[0]), r))
 
 
@@ -182,13 +184,15 @@ class Case:
     model_options: ModelOptions = field(default_factory=ModelOptions)
     _base: tuple[Path, RunOutcome] | None = None
 
+    def request(self, root: Path, out: Path, cache: Path | None = None, **kw: Any) -> RunRequest:
+        return RunRequest(model=kw.pop("model", self.data.model), tasks=[self.name], data_root=str(root),
+                          output_dir=str(out), cache_dir=str(cache or out / "cache"), task_extra=self.data.options(root),
+                          device="cpu", model_options=kw.pop("model_options", self.model_options), **kw)
+
     def run(self, root: Path, out: Path, cache: Path | None = None, **kw: Any) -> RunOutcome:
-        req = RunRequest(model=kw.pop("model", self.data.model), tasks=[self.name], data_root=str(root),
-                         output_dir=str(out), cache_dir=str(cache or out / "cache"), task_extra=self.data.options(root),
-                         device="cpu", model_options=kw.pop("model_options", self.model_options), **kw)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return run_evaluation(self.host, req)[0]
+            return run_evaluation(self.host, self.request(root, out, cache, **kw))[0]
 
     def base(self) -> tuple[Path, RunOutcome]:
         if self._base is None:
@@ -452,10 +456,57 @@ def r11_limit(case: Case, relation: str, tmp: Path) -> list[str]:
     return differences(numbers(cut), numbers(case.run(root, tmp / "r2", tmp / "c2", limit=LIMIT)))
 
 
+# R12: the model whose numbers a read-when-present file changes (nT2VR's neginfo: the boolean baseline's parts);
+# built in, so the first run leaves a receipt for the CLI's road to answer from
+R12_MODEL = {"model": "boolean", "model_options": ModelOptions(extra={"base": "kw"})}
+
+
+def _cli_road(case: Case, req: RunRequest) -> RunOutcome:
+    """What `negharness run` does (`cli.commands.cmd_run`): the receipt's answer, else the run."""
+    from negharness.engine.plan import answer_from_receipt
+
+    return (answer_from_receipt(case.host, req) or run_evaluation(case.host, req))[0]
+
+
+def _library_road(case: Case, req: RunRequest) -> RunOutcome:
+    """`negharness.run`, on this case's host (the keyword model is not installed)."""
+    import negharness
+    import negharness.discovery.manager as manager
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(manager, "make_host", lambda *a, **k: case.host)
+        return negharness.run(req.model, req.tasks, model_args=req.model_options.extra, task_args=req.task_extra,
+                              data_root=req.data_root, output_dir=req.output_dir, cache_dir=req.cache_dir,
+                              device=req.device)[0]
+
+
+ROADS: dict[str, Callable[[Case, RunRequest], RunOutcome]] = {
+    "run": lambda case, req: run_evaluation(case.host, req)[0], "cli": _cli_road, "library": _library_road}
+
+
+def r12_read_when_present(case: Case, relation: str, tmp: Path,
+                          roads: dict[str, Callable[[Case, RunRequest], RunOutcome]] | None = None) -> list[str]:
+    """A file the task reads when present (`Data.later`), added after a run: on every road the rerun is
+    made again (never `(cached)`) and gives a fresh run's numbers, which the file changes."""
+    fresh_root = case.data.build(tmp / "fresh" / "d")
+    case.data.add_later(fresh_root)
+    fresh = case.run(fresh_root, tmp / "fresh" / "r", **R12_MODEL)
+    problems: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, road in (roads or ROADS).items():
+            root = case.data.build(tmp / name / "d")
+            req = case.request(root, tmp / name / "r", **R12_MODEL)
+            before = road(case, req)
+            case.data.add_later(root)
+            problems += [f"{name}: {p}" for p in fresh_problems(fresh, road(case, req))]
+    return problems + ([] if differences(numbers(before), numbers(fresh)) else ["the file changes no number"])
+
+
 RELATIONS = {"R1": r1_skip_broken, "R2": r2_shuffle, "R3": r3_cells, "R4": r4_twin, "R5": r5_overwrite,
              "R6": lambda case, r, tmp: (r6_yaml if r == "R6-yaml" else r6_changed_file)(case, r, tmp),
              "R7": r7_random_weights, "R8": r8_warm_cache, "R9": r9_compare_same,
-             "R10": r10_ranks, "R11": r11_limit}
+             "R10": r10_ranks, "R11": r11_limit, "R12": r12_read_when_present}
 
 
 def test_every_task_is_covered():
@@ -625,7 +676,21 @@ BROKEN: dict[str, tuple[str, Callable[[Case, Path], list[str]]]] = {
     "R9": ("none", _broken_r9),
     "R10": ("none", _broken_r10),
     "R11": ("ignores_limit", lambda c, t: r11_limit(c, "R11", t)),
+    "R12": ("none", lambda c, t: _broken_r12(c, t)),
 }
+
+
+def _broken_r12(case: Case, tmp: Path) -> list[str]:
+    """A road that answers a request from what its last run returned (as a receipt that hashes the files
+    it listed then, not those read now, did): the file added since goes unseen."""
+    seen: dict[str, RunOutcome] = {}
+
+    def stale(case: Case, req: RunRequest) -> RunOutcome:
+        if req.output_dir not in seen:
+            seen[req.output_dir] = ROADS["run"](case, req)
+            return seen[req.output_dir]
+        return dataclasses.replace(seen[req.output_dir], skipped=True)
+    return r12_read_when_present(case, "R12", tmp, {"stale": stale})
 
 
 def _ignored_overwrite(case: Case, tmp: Path) -> list[str]:
@@ -640,7 +705,7 @@ def _ignored_overwrite(case: Case, tmp: Path) -> list[str]:
         case._base = None
 
 
-CASE_TASK = {"R4": "negbench_mcq_coco", "R9": "sugarcrepe_add_att"}  # checks that need a registered task's runs
+CASE_TASK = {"R4": "negbench_mcq_coco", "R9": "sugarcrepe_add_att", "R12": "flickr30k_negated"}  # checks that need a registered task's runs
 
 
 @pytest.mark.parametrize("relation", sorted(BROKEN, key=lambda r: int(r[1:])))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from negharness.api.options import BindsOptions, OptionSpec, frozen_empty
+from negharness.api.options import BindsOptions, OptionSpec, canonical_text, frozen_empty, split_options
 from negharness.api.plugin_source import PluginSource, require_plugins
 from negharness.api.sampling import FrameSampling
 
@@ -51,7 +51,26 @@ class ModelOptions(BindsOptions):
         return FrameSampling.parse(spec, "-M frames") if spec else None
 
     def as_dict(self) -> dict[str, Any]:
+        """The options as given (``-M`` values as typed on the command line)."""
         out: dict[str, Any] = {k: v for k, v in (("arch", self.arch), ("pretrained", self.pretrained),
                                                   ("checkpoint", self.checkpoint)) if v is not None}
         out.update(self.extra)
+        return out
+
+    def identity(self, specs: "Mapping[str, OptionSpec] | None", model: str,
+                 passes_rest: bool = False) -> dict[str, Any]:
+        """The options that name this model in its record folder, label and config hash: each ``-M``
+        value the factory declares bound to its type and written one way (`canonical_text`:
+        ``quick_gelu=1``, ``=YES`` and ``=true`` are all ``true``), dropped when it equals the declared
+        default (``jpeg_draft=false`` is no option at all); undeclared keys (a factory that declares
+        none, a wrapper's rest) as given. A bad value is the binding's error, naming the model."""
+        out = {k: v for k, v in self.as_dict().items() if k not in self.extra}
+        if specs is None:
+            return {**out, **self.extra}
+        values, rest = split_options(self.extra, specs, self.FLAG, f"{self.OWNER} {model!r}", passes_rest)
+        for key in sorted(self.extra):
+            if key in rest:
+                out[key] = rest[key]
+            elif values[key] != specs[key].default:
+                out[key] = canonical_text(values[key], self.extra[key])
         return out

@@ -82,6 +82,17 @@ class OptionSpec:
         return value
 
 
+def canonical_text(value: Any, raw: str) -> str:
+    """One spelling of a parsed option value, for what names a model (records, rows): booleans
+    ``true``/``false``, numbers as Python writes them (``-M scale=1e0`` is ``1.0``), strings as
+    parsed; a value of another type (a custom parser's object) keeps its raw spelling."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    return raw
+
+
 def parse_options(raw: Mapping[str, str], specs: Mapping[str, OptionSpec], flag: str, owner: str,
                   ignore_unknown: bool = False) -> dict[str, Any]:
     """Typed values for every declared option (defaults filled in); unknown keys are an error unless

@@ -225,7 +225,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if objects is None:  # the model's own words where its plugin declares them (shapes_clip: the world's)
         objects, source = default_objects(model)
     result = diagnose(model, objects, Path(args.out))
-    saved = _save_diagnosis(args, host, entry.plugin, model, options, objects, result)
+    saved = _save_diagnosis(args, host, entry, model, options, objects, result)
     console = _console()
     console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects ({source}: "
                   f"{', '.join(objects[:4])}{', …' if len(objects) > 4 else ''})", highlight=False, markup=False)
@@ -237,9 +237,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def _save_diagnosis(args: argparse.Namespace, host, plugin: str, model, options, objects: list[str], result) -> Path:
-    """The PCA picture as data beside the model's records, for the leaderboard page."""
+def _save_diagnosis(args: argparse.Namespace, host, entry, model, options, objects: list[str], result) -> Path:
+    """The PCA picture as data beside the model's records (the folder a run of these options writes),
+    for the leaderboard page."""
     from negharness.api.hashing import hash_json  # lazy: start-up time
+    from negharness.discovery.lookup import identity_options  # lazy: start-up time
     from negharness.records.results import (  # lazy: start-up time
         ModelConfig,
         environment_versions,
@@ -247,9 +249,9 @@ def _save_diagnosis(args: argparse.Namespace, host, plugin: str, model, options,
     )
     from negharness.report import diagnosis_file  # lazy: start-up time
 
-    cfg = ModelConfig(args.model, options.as_dict())
+    cfg = ModelConfig(args.model, identity_options(entry, options))
     fingerprint = model.fingerprint() if hasattr(model, "fingerprint") else hash_json(model.describe())
-    block = {"name": cfg.name, "label": cfg.label, "options": cfg.options, "plugin": plugin,
+    block = {"name": cfg.name, "label": cfg.label, "options": cfg.options, "plugin": entry.plugin,
              "fingerprint": fingerprint, "describe": model.describe()}
     content = diagnosis_file.build(block, objects, result.rows, result.xy, result.explained, result.summary(),
                                    now_iso(), environment_versions(host.distributions()))

@@ -52,6 +52,17 @@ def bind_declared(factory: Any, options: Any, name: str) -> Any:
     return options.bind(specs, name, passes_rest=bool(getattr(factory, "passes_rest", False)))
 
 
+def identity_options(entry: Any, options: Any) -> dict[str, Any]:
+    """The options that name the model a registry ``entry`` makes (its record folder, row label and
+    config hash): `ModelOptions.identity` against the options its factory declares, so spellings of
+    one typed value, and a default given explicitly, name one model. Without ``-M`` options the
+    factory's module is not imported (a fully cached run need not load it)."""
+    if not isinstance(options, ModelOptions) or not options.extra:
+        return options.as_dict()
+    factory = entry.load()
+    return options.identity(declared_options(factory), entry.name, bool(getattr(factory, "passes_rest", False)))
+
+
 class PluginLookup:
     """Plugins by kind and name for one run, each created once per (kind, name, options).
 

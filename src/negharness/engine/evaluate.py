@@ -29,7 +29,7 @@ from negharness.api.task import (
     TaskOptions,
     check_result,
 )
-from negharness.discovery.lookup import PluginLookup
+from negharness.discovery.lookup import PluginLookup, identity_options
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
 from negharness.engine.edit_context import EditContext, refuse_precision
@@ -46,7 +46,7 @@ from negharness.engine.reuse import (
     fingerprint_reason,
     model_revision,
     model_sources,
-    option_files,
+    read_files,
     stale_reason,
 )
 from negharness.engine.embedding_contract import ModelOrigin
@@ -88,7 +88,6 @@ class _Planned:
     config_hash: str
     task_run: TaskRun
     old: dict[str, Any] | None
-    files: list[Path]  # the data files hashed (a receipt lists them)
     root: Path
 
 
@@ -177,14 +176,15 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     # released weights (negclip, ...) become the checkpoint before the records are planned on it
     req = dataclasses.replace(req, model_options=plugins.resolved(model_entry.kind, req.model, req.model_options))
 
-    model_cfg = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
+    # one model, one folder and row: -M values bound to the factory's declared options, defaults dropped
+    model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options), req.precision)
     sources = model_sources(req.model_options, hasher)
     planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
     hasher.save()
     todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
     if not todo and (sources or not maybe):
         # the options name the weights and every record matches them: nothing to load
-        return _kept(host, req, sources, planned, [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe],
+        return _kept(host, req, planned, [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe],
                      shards)
     model = plugins.create(model_entry.kind, req.model, req.model_options)
     fingerprint = _fingerprint(model)
@@ -205,7 +205,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         else:
             todo.append(_with_reason(item, reason))
     if not todo:
-        return _kept(host, req, sources, planned, outcomes, shards)
+        return _kept(host, req, planned, outcomes, shards)
     if protocol == "embedding":
         _check_modalities(model, req.model, [i.task for i in todo])
     run = RunInfo(model_cfg, model_entry.plugin, fingerprint, model.describe(), host.distributions(),
@@ -240,15 +240,15 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
             rec.update(perquery.intervals(rec, result.per_query))
         write_record(path, rec, result.samples if req.log_samples else None, result.per_query)
         outcomes.append(RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason))
-    return _kept(host, req, sources, planned, outcomes, shards)
+    return _kept(host, req, planned, outcomes, shards)
 
 
-def _kept(host: PluginHost, req: RunRequest, sources: dict[str, str], planned: list[_Planned],
-          outcomes: list[RunOutcome], shards: Any) -> list[RunOutcome]:
+def _kept(host: PluginHost, req: RunRequest, planned: list[_Planned], outcomes: list[RunOutcome],
+          shards: Any) -> list[RunOutcome]:
     """The outcomes, once their receipt is written (`negharness.engine.plan`): the next identical
     request answers from these records without loading torch while nothing they rest on changes."""
     if shards is None:
-        write_receipt(host, req, sources, planned, outcomes)
+        write_receipt(host, req, planned, outcomes)
     return outcomes
 
 
@@ -263,11 +263,8 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
         default_config = {"name": task.name}
     variant = task_variant(task.config(), default_config)
     path = record_path(out_dir, model_cfg, task.name, variant)
-    # files named by -T options first: a record lists the first files by name, a rerun names the changed one
-    files = option_files(task.task_options, task.opts) + task.data_files()
-    data = data_hashes(files, root, hasher, task.name)
-    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path), files,
-                    root)
+    data = data_hashes(read_files(task), root, hasher, task.name)
+    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path), root)
 
 
 def config_hash(model_cfg: ModelConfig, task: Task) -> str:

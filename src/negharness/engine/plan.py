@@ -2,21 +2,25 @@
 when a receipt says every record stands, the answer itself.
 
 Loading torch, open_clip and a model takes 10-14 s on 2 cores; a rerun whose records all stand
-needs none of it. But whether a record stands (`negharness.engine.reuse`) is decided on the task's
-config and data files and the model's fingerprint, which need the task's and model's code, and so
-torch. A *receipt* carries that decision from the run that made it: written by `run_evaluation`
-once every task of a request has a record (reused or new), keyed by everything the decision rests
-on, it lets the next identical request answer from the records when all of these are unchanged:
+needs none of it. Whether a record stands is decided by `negharness.engine.reuse.stale_reason`, on
+the task's config, the data files it reads now, the files the model options name now, the code
+versions, and the model's fingerprint, which needs the model loaded. A *receipt*, written by
+`run_evaluation` once every task of a request has a record (reused or new), carries what only the
+code and the request decide, keyed by everything that decides it:
 
 - the request (model and its options, task patterns and the tasks they matched, with their plugins,
   -T, --limit, --seed, precision, device, folders), the versions of negharness, its plugins and its
   dependencies, and every file of the negharness package (code and bundled weights, by size and
-  modification time): what the task configs and the fingerprint are computed from;
-- the files the model options name and the task's data files (content hashes, through the memo);
-- each record file (a SHA-256 of its bytes), none drawn from random weights.
+  modification time): what the task configs, the model's fingerprint and which files a task's
+  options name are computed from;
+- each record file (a SHA-256 of its bytes: the record whose fingerprint that run checked).
 
-Anything else (a third-party plugin, reduced precision, a GPU, --overwrite, --no-cache, torchrun)
-goes the normal way, which loads what it needs and decides as always.
+The next identical request then computes the rest now and asks `stale_reason`, as the run would:
+the data files each task reads (its option files, hashed through the memo), the files the model
+options name, the code versions. A task's files are listed without torch only where its class says
+they are the option files alone (`reuse.files_known_from_options`); a run with any other task leaves
+no receipt and goes the normal way, as does anything else the receipt cannot vouch for (a third-party
+plugin, reduced precision, a GPU, --overwrite, --no-cache, torchrun).
 """
 
 from __future__ import annotations
@@ -36,7 +40,14 @@ from negharness.api.model_options import ModelOptions
 from negharness.cli.process import torchrun_env
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
-from negharness.engine.reuse import data_hashes, model_sources
+from negharness.engine.reuse import (
+    data_hashes,
+    file_option_values,
+    files_known_from_options,
+    model_sources,
+    named_files,
+    stale_reason,
+)
 from negharness.io.paths import cache_root, data_root
 from negharness.records.results import ModelConfig, code_versions, read_record, record_path
 from negharness.store.atomic import atomic_write_json
@@ -44,7 +55,7 @@ from negharness.store.content import FileHasher
 
 RECEIPTS = "run-receipts"  # folder under the cache root
 PACKAGE = Path(__file__).resolve().parents[1]  # the negharness package folder
-MAX_RECEIPT_BYTES = 4 << 20  # a receipt lists data files by path; NeIn's 48,000 images fit
+MAX_RECEIPT_BYTES = 4 << 20  # far above a receipt's size (a few hundred bytes a task)
 # settings that never decide whether a record stands: a receipt holds across them
 NOT_DECIDING = ("workers", "batch_size", "overwrite", "use_cache", "cache_dir")
 
@@ -108,7 +119,8 @@ def plan_lines(host: PluginHost, req: RunRequest) -> list[str]:
     are unchanged): for the terminal, before anything heavy loads."""
     names = [e.name for e in task_entries(host, req.tasks)]
     lines = [f"tasks: {', '.join(names) or '(none match)'}"]
-    if req.limit is None and not req.task_extra and req.seed == 0 and names:  # default runs: paths known now
+    # default runs without -M (whose folder binds them to the model's declared options): paths known now
+    if req.limit is None and not req.task_extra and not req.model_options.extra and req.seed == 0 and names:
         model = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
         folder = record_path(Path(req.output_dir), model, names[0]).parent
         found = [n for n in names if (folder / f"{n}.json").is_file()]
@@ -183,10 +195,10 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_receipt(host: PluginHost, req: RunRequest, sources: dict[str, str], planned: Sequence[Any],
-                  outcomes: Sequence[RunOutcome]) -> None:
-    """After a run in which every task has its record: what the next identical request needs to
-    answer from them. ``planned``: the run's tasks with their record paths and data files."""
+def write_receipt(host: PluginHost, req: RunRequest, planned: Sequence[Any], outcomes: Sequence[RunOutcome]) -> None:
+    """After a run in which every task has its record: what the next identical request needs, besides
+    what it computes now, to decide as the run would. ``planned``: the run's tasks with their record
+    paths and config hashes. No receipt where a task's files cannot be listed without its code."""
     by_path = {o.path: o for o in outcomes}
     try:
         key = receipt_key(host, req)
@@ -196,19 +208,20 @@ def write_receipt(host: PluginHost, req: RunRequest, sources: dict[str, str], pl
         for item in planned:
             outcome = by_path.get(item.path)
             rec = outcome.record if outcome else None
-            if rec is None or (rec.get("model") or {}).get("random_weights"):
-                return  # a draw of random weights stands for nothing
+            if rec is None or (rec.get("model") or {}).get("random_weights") or not files_known_from_options(item.task):
+                return  # a draw of random weights stands for nothing; files known only by running the task's code
             tasks.append({"task": item.task.name, "record": str(item.path), "sha256": _sha256(item.path),
-                          "files": [str(p) for p in item.files], "root": str(item.root),
-                          "required": [str(p) for p in item.task.required_files()]})
-        atomic_write_json(_receipt_path(req, key), {"key": key, "sources": sources, "tasks": tasks})
+                          "root": str(item.root), "config_hash": item.config_hash, "config": item.task.config(),
+                          "file_options": file_option_values(item.task.task_options, item.task.opts)})
+        atomic_write_json(_receipt_path(req, key), {"key": key, "tasks": tasks})
     except OSError:  # a receipt only saves time: the run's records are what counts
         pass
 
 
 def answer_from_receipt(host: PluginHost, req: RunRequest) -> list[RunOutcome] | None:
     """The run's outcomes read from its records, every one reused, without torch; None (go the
-    normal way, which decides and reports) unless the receipt of this very request holds."""
+    normal way, which decides and reports) unless the receipt of this very request holds and
+    `stale_reason`, on the inputs computed now, finds every record standing."""
     try:
         key = receipt_key(host, req)
         if key is None:
@@ -220,25 +233,24 @@ def answer_from_receipt(host: PluginHost, req: RunRequest) -> list[RunOutcome] |
         if receipt.get("key") != json.loads(json.dumps(key)):
             return None
         hasher = FileHasher(memo_path(cache_root(req.cache_dir)))
-        if model_sources(req.model_options, hasher) != receipt["sources"]:
-            return None
-        outcomes = [_standing(task, hasher) for task in receipt["tasks"]]
+        now = (model_sources(req.model_options, hasher), key["code"])  # the code versions now, in the key
+        outcomes = [_standing(task, hasher, *now) for task in receipt["tasks"]]
     except (UserError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None  # no receipt, one this code cannot read, or a data file gone: the normal way decides and says
     return None if any(o is None for o in outcomes) else outcomes  # type: ignore[return-value]
 
 
-def _standing(task: dict[str, Any], hasher: FileHasher) -> RunOutcome | None:
-    """The task's record when it is the receipt's, byte for byte, and its data files are unchanged."""
+def _standing(task: dict[str, Any], hasher: FileHasher, sources: dict[str, str],
+              code: dict[str, Any]) -> RunOutcome | None:
+    """The task's record when it is the receipt's, byte for byte, and `stale_reason` lets it stand on
+    the files read now (those the task's options name: see `write_receipt`)."""
     path = Path(task["record"])
     if not path.is_file() or _sha256(path) != task["sha256"]:
         return None
     rec = read_record(path)
-    if rec is None or (rec.get("model") or {}).get("random_weights") or rec["task"]["name"] != task["task"]:
+    if rec is None or rec["task"]["name"] != task["task"]:
         return None
-    if not all(Path(p).exists() for p in task["required"]):
-        return None
-    data = data_hashes([Path(p) for p in task["files"]], Path(task["root"]), hasher, task["task"])
-    if data["digest"] != (rec.get("data") or {}).get("digest"):
+    data = data_hashes(named_files(task["file_options"]), Path(task["root"]), hasher, task["task"])
+    if stale_reason(rec, task["config_hash"], task["config"], data, sources, False, code) is not None:
         return None
     return RunOutcome(task["task"], path, rec, skipped=True)
