@@ -5,9 +5,9 @@ on the same samples of a generated MSR-VTT-layout train split (short videos writ
 PyAV needed; 8 uniform frames):
 
 - loop: the real thing (`plugins.training_run`): decoding + preprocessing in DataLoader workers,
-  checkpoints off, no validation (``-T val=none``). Its warm-up is excluded by difference: a run of
-  ``--warm-steps`` and one of ``--warm-steps + --steps``, each timed by its own training record; the
-  extra steps over the extra seconds (worker start and first batch are in both and cancel).
+  checkpoints off, no validation (``-T val=none``), ``--warm-steps + --steps`` steps with a log line
+  after each (``log_every=0``), stamped as it arrives: the rate is taken over the last ``--steps`` only
+  (worker start and the first batches left out).
 - bare: the same steps over batches decoded and preprocessed *before* timing, after one untimed step,
   so it measures forward + backward + optimizer only: the ceiling of any loop.
 - decode: samples/s of decode + preprocess alone in this process (one core).
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -68,18 +69,22 @@ def write_split(root: Path, n: int, size: int) -> str:
     return written[0].suffix
 
 
-def steady_rate(short: tuple[int, float], long: tuple[int, float]) -> float:
-    """Samples/s of the steps the longer run has beyond the shorter: worker start, the first batch and
-    every other once-per-run cost are in both runs' times and cancel. Each pair is (samples, seconds)."""
-    return (long[0] - short[0]) / max(long[1] - short[1], 1e-9)
+def steady_rate(stamps: list[tuple[int, float]], warm: int, batch: int) -> float:
+    """Samples/s of the steps after the first ``warm``, from (step, time at its end) pairs: worker start
+    and the first batches are left out."""
+    after = [(k, t) for k, t in stamps if k >= warm]
+    if len(after) < 2:
+        raise SystemExit(f"the loop logged {len(stamps)} steps; need 2 beyond the {warm} warm-up steps")
+    (k0, t0), (k1, t1) = after[0], after[-1]
+    return (k1 - k0) * batch / (t1 - t0)
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser()
     ap.add_argument("--videos", type=int, default=48)
     ap.add_argument("--steps", type=int, default=12, help="timed steps per round (after the warm-up steps)")
-    ap.add_argument("--warm-steps", type=int, default=2, help="steps of the loop's warm-up run, whose time is "
-                    "subtracted (worker start, first batch); the bare loop runs one untimed step")
+    ap.add_argument("--warm-steps", type=int, default=1, help="the loop's first steps, left out of its rate (worker "
+                    "start, first batches; at least 1); the bare loop runs one untimed step")
     ap.add_argument("--rounds", type=int, default=1, help="rounds of (loop, bare); medians are reported")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--arch", default="tiny")
@@ -116,18 +121,24 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     recipe_opts = {"epochs": "1000", "checkpoint_every": "0", "lr": "1e-6", "unit": "item"}
 
-    def loop_run(out: Path, steps: int) -> tuple[int, float]:
-        """The real thing (checkpoints off, no validation) for ``steps`` steps: (samples, seconds) from its
-        record, the seconds being its own (from the first step's start to the record), not the set-up's."""
+    def loop_rate(out: Path) -> float:
+        """The real thing (checkpoints off, no validation) for warm-up + timed steps, one log line per
+        step (``log_every=0``), each stamped here when it arrives: the rate over the timed steps."""
+        stamps: list[tuple[int, float]] = []
+
+        def log(line: str) -> None:
+            found = re.search(r"\bstep (\d+)/\d+", line)
+            if found:
+                stamps.append((int(found.group(1)), time.perf_counter()))
+
         opts = TrainOptions(out=out, model="clip", model_options=mopts, task="msrvtt10ktrain",
-                            task_extra={"val": "none"}, device=args.device, data_root=tmp / "data", extra=recipe_opts,
-                            precision=args.precision, batch_size=args.batch,
+                            task_extra={"val": "none"}, device=args.device, data_root=tmp / "data",
+                            extra={**recipe_opts, "log_every": "0"}, precision=args.precision, batch_size=args.batch,
                             plugins=lookup(model={"clip": lambda o: load_model("clip", o)},
                                            trainset={"msrvtt10ktrain": msrvtt10ktrain}),
-                            max_steps=steps, workers=args.workers)
+                            max_steps=args.warm_steps + args.steps, workers=args.workers, log=log)
         train(opts, "bnl")
-        samples = steps * args.batch
-        return samples, samples / json.loads((out / "training.json").read_text())["samples_per_second_this_run"]
+        return steady_rate(stamps, args.warm_steps, args.batch)
 
     # bare: the same recipe's steps on batches decoded before timing
     torch.manual_seed(0)
@@ -172,8 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     loops, bares, walls = [], [], []
     for r in range(args.rounds):  # interleaved: a shared machine's load drifts between rounds
         t0 = time.perf_counter()
-        short = loop_run(tmp / f"loop{r}_warm", args.warm_steps)
-        loops.append(steady_rate(short, loop_run(tmp / f"loop{r}", args.warm_steps + args.steps)))
+        loops.append(loop_rate(tmp / f"loop{r}"))
         walls.append(time.perf_counter() - t0)
         bares.append(bare_rate())
     ratios = [lo / b for lo, b in zip(loops, bares)]
@@ -184,7 +194,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
           f"(+{args.warm_steps} warm-up) rounds {args.rounds} workers {args.workers} cores {cores} "
           f"videos {args.size}px 3 s {container}, 8 frames")
     print(f"bare loop (pre-decoded)   : {bare_sps:8.1f} samples/s")
-    print(f"negharness loop (workers) : {loop_sps:8.1f} samples/s   (warm-up excluded; both runs of a round incl. "
+    print(f"negharness loop (workers) : {loop_sps:8.1f} samples/s   (warm-up excluded; a whole run incl. "
           f"start-up: {np.median(walls):.1f} s)")
     print(f"decode+preprocess, 1 core : {decode_sps:8.1f} samples/s")
     print(f"ratio loop / bare         : {ratio:8.2f}   (rounds {min(ratios):.2f}-{max(ratios):.2f}) "

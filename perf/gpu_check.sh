@@ -71,18 +71,20 @@ run_step() {  # on the GPU one after another (each measures the machine); the sm
   if [ "$mode" = smoke ]; then step "$@" & else step "$@"; cat "$RESULTS/$1.summary"; fi
 }
 
+# GPU sizes: the limits sum to 345 s (+ ~15 s of wheel installs); expected ~290 s on one H100, estimated from
+# the 2026-11-28 logs (../shared/gpu): ~15 s of imports per process, 19,886 img/s pure, ~1,000 img/s in the loop
 if [ "$mode" = gpu ]; then
-  run_step media 85 "images and video, ViT-B-32 bf16, decoding in the loop vs pure forward" \
+  run_step media 80 "images and video, ViT-B-32 bf16, decoding in the loop vs pure forward" \
     "$PY" perf/gpu/media.py --device cuda --precision bf16 --model ViT-B-32 --images 2048 --videos 48 \
     --video-items 768 --batch 256 --rounds 3
-  run_step text 45 "text encoding, 16,384 real captions, ViT-B-32 bf16" \
+  run_step text 50 "text encoding, 16,384 real captions, ViT-B-32 bf16" \
     "$PY" perf/bench_text_lengths.py --device cuda --precision bf16 --texts 16384 --batch-size 1024 --rounds 3 \
     --paths full planned
-  run_step peers 115 "Retrieval-Neg and MCQ end to end vs the peers, fp32, 1,000 rows" \
-    "$PY" perf/peer_clip_benchmark.py --device cuda --rounds 1 --rows 1000 --mcq-rows 1000 --precisions fp32
-  run_step training 65 "BNL training steps vs a bare loop, ViT-B-32 bf16" \
-    "$PY" perf/bench_training.py --device cuda --precision bf16 --arch ViT-B-32 --videos 256 --steps 16 \
-    --warm-steps 4 --batch 64 --workers 12 --rounds 3
+  run_step peers 110 "Retrieval-Neg and MCQ end to end vs the peers, fp32, 500 rows each" \
+    "$PY" perf/peer_clip_benchmark.py --device cuda --rounds 1 --rows 500 --mcq-rows 500 --precisions fp32
+  run_step training 70 "BNL training steps vs a bare loop, ViT-B-32 bf16" \
+    "$PY" perf/bench_training.py --device cuda --precision bf16 --arch ViT-B-32 --videos 256 --steps 12 \
+    --warm-steps 3 --batch 64 --workers 12 --rounds 3
   run_step harness 35 "negharness.run on the GPU, random ViT-B-32 bf16, batch 256" \
     "$PY" perf/gpu/harness.py --device cuda --precision bf16 --arch ViT-B-32 --batch-size 256
 else

@@ -46,7 +46,7 @@ MEDIA = {"setup": "threads:auto", "gpu_setup": None, "gpu_setup_error": "no GPU-
          "batch": 256, "rounds": 3, "video_items": 768, "frames_per_video": 4,
          "image": {"pure": 20_000.0, "loop": {"threads:auto": {"rate": 18_500.0, "ratio": 0.925}}},
          "video": {"pure": 2_000.0, "loop": {"threads:auto": {"rate": 1_000.0, "ratio": 0.5}}}}
-PEERS = {"clip_benchmark_installed": False, "rows": 1000, "runs": [
+PEERS = {"clip_benchmark_installed": False, "rows": 1000, "mcq_rows": 500, "runs": [
     {"name": "nh_ret_fp32", "round": 1, "wall_s": 26.0, "timings": {"encode_s": 10.0, "total_s": 11.0}}],
     "pairings": {"retrieval fp32 vs fp32": [{"ratio": None, "equal": None}],
                  "MCQ fp32 vs fp32": [{"ratio": 0.4, "equal": False}]}}

@@ -71,7 +71,7 @@ def _texts(m: dict[str, Any]) -> tuple[str, bool]:
     return figure, rate >= 50_000
 
 
-def _pairing(label: str, peer: str) -> Callable[[dict[str, Any]], tuple[str, bool]]:
+def _pairing(label: str, peer: str, rows: str) -> Callable[[dict[str, Any]], tuple[str, bool]]:
     def judge(m: dict[str, Any]) -> tuple[str, bool]:
         rounds = [r for r in m["pairings"].get(label, []) if r["ratio"] is not None]
         if not rounds:
@@ -79,7 +79,7 @@ def _pairing(label: str, peer: str) -> Callable[[dict[str, Any]], tuple[str, boo
         ratio = _median([r["ratio"] for r in rounds])
         equal = all(r["equal"] for r in rounds)
         return (f"{ratio:.2f}x {peer}'s wall; values {'equal' if equal else 'DIFFER'} ({len(rounds)} round(s), "
-                f"{m['rows']} rows)", ratio <= 0.5 and equal)
+                f"{m[rows]} rows)", ratio <= 0.5 and equal)
     return judge
 
 
@@ -111,9 +111,9 @@ GOALS = (
     Goal("video frames in the loop", "media", ">= 0.9 of pure", _video),
     Goal("texts, real captions (the runner's planned batches)", "text", ">= 50,000 texts/s", _texts),
     Goal("Retrieval-Neg end to end vs CLIP_benchmark, fp32", "peers", "<= 0.5x its wall, values equal",
-         _pairing("retrieval fp32 vs fp32", "CLIP_benchmark")),
+         _pairing("retrieval fp32 vs fp32", "CLIP_benchmark", "rows")),
     Goal("MCQ end to end vs the authors' loop, fp32", "peers", "<= 0.5x its wall, values equal",
-         _pairing("MCQ fp32 vs fp32", "the authors' loop")),
+         _pairing("MCQ fp32 vs fp32", "the authors' loop", "mcq_rows")),
     Goal("a whole run vs its encoding time", "peers", "<= 1.3x encode_s", _whole_run),
     Goal("BNL training step rate vs a bare loop", "training", ">= 0.9", _training),
     Goal("negharness.run on the device (shapes tasks)", "harness", "records name the device; peak memory", _harness),
