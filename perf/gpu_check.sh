@@ -14,6 +14,7 @@
 #             whole run's wall vs its encode_s (perf/peer_clip_benchmark.py; peers skipped if not installed)
 #   training  BNL step rate vs a bare loop (perf/bench_training.py; videos written with OpenCV, no PyAV)
 #   harness   negharness.run of the shapes tasks on the device, peak memory (perf/gpu/harness.py)
+# GPU_DECODE_SETUP=NAME names bench_decode_throughput.py's GPU-decode setup (default: found in its help).
 # Results go to $GPU_CHECK_RESULTS, else $OUT/gpu_check (the device machine's returned folder), else a
 # temporary folder; each step's full output is <step>.log there. Exit code: the steps that did not finish.
 set -uo pipefail
@@ -55,6 +56,9 @@ else
 fi
 printf '{"mode": "%s", "device": "%s"}\n' "$mode" "${device//\"/}" > "$RESULTS/check.json"
 echo "== $mode check on $device; results in $RESULTS"
+"$PY" -c "import importlib.util as u; print('modules missing:', [m for m in ('torch', 'open_clip', 'nltk', 'lemminflect',
+  'ftfy', 'cv2', 'clip_benchmark', 'pycocotools') if u.find_spec(m) is None] or 'none')"
+gpu_setup=(${GPU_DECODE_SETUP:+--gpu-setup "$GPU_DECODE_SETUP"})  # else the one bench_decode_throughput's help names
 
 step() {  # step NAME SECONDS TITLE COMMAND...: run with a time limit; its log, a summary, exit code and wall
   local name=$1 limit=$2 title=$3; shift 3
@@ -76,7 +80,7 @@ run_step() {  # on the GPU one after another (each measures the machine); the sm
 if [ "$mode" = gpu ]; then
   run_step media 80 "images and video, ViT-B-32 bf16, decoding in the loop vs pure forward" \
     "$PY" perf/gpu/media.py --device cuda --precision bf16 --model ViT-B-32 --images 2048 --videos 48 \
-    --video-items 768 --batch 256 --rounds 3
+    --video-items 768 --batch 256 --rounds 3 ${gpu_setup[@]+"${gpu_setup[@]}"}
   run_step text 50 "text encoding, 16,384 real captions, ViT-B-32 bf16" \
     "$PY" perf/bench_text_lengths.py --device cuda --precision bf16 --texts 16384 --batch-size 1024 --rounds 3 \
     --paths full planned
@@ -88,14 +92,15 @@ if [ "$mode" = gpu ]; then
   run_step harness 35 "negharness.run on the GPU, random ViT-B-32 bf16, batch 256" \
     "$PY" perf/gpu/harness.py --device cuda --precision bf16 --arch ViT-B-32 --batch-size 256
 else
-  run_step media 240 "images and video, micro model, decoding in the loop vs pure forward" \
-    "$PY" perf/gpu/media.py --device cpu --model micro --images 16 --videos 2 --video-items 4 --batch 8 --rounds 1
-  run_step text 240 "text encoding, 16 captions, tiny model" "$PY" perf/bench_text_lengths.py --tiny
-  run_step peers 240 "Retrieval-Neg and MCQ end to end vs the peers, tiny" \
+  run_step media 600 "images and video, micro model, decoding in the loop vs pure forward" \
+    "$PY" perf/gpu/media.py --device cpu --model micro --images 16 --videos 2 --video-items 4 --batch 8 --rounds 1 \
+    ${gpu_setup[@]+"${gpu_setup[@]}"}
+  run_step text 600 "text encoding, 16 captions, tiny model" "$PY" perf/bench_text_lengths.py --tiny
+  run_step peers 600 "Retrieval-Neg and MCQ end to end vs the peers, tiny" \
     "$PY" perf/peer_clip_benchmark.py --tiny --precisions fp32
-  run_step training 240 "BNL training steps vs a bare loop, tiny" \
+  run_step training 600 "BNL training steps vs a bare loop, tiny" \
     "$PY" perf/bench_training.py --videos 4 --steps 1 --warm-steps 1 --batch 2 --size 32 --workers 0 --rounds 1
-  run_step harness 240 "negharness.run, tiny model, 8 items per task" "$PY" perf/gpu/harness.py --arch tiny --limit 8
+  run_step harness 600 "negharness.run, tiny model, 8 items per task" "$PY" perf/gpu/harness.py --arch tiny --limit 8
 fi
 
 wait
