@@ -106,4 +106,5 @@ fi
 wait
 if [ "$mode" = smoke ]; then for s in media text peers training harness; do cat "$RESULTS/$s.summary"; done; fi
 echo; echo "== total $(( SECONDS - start )) s"
-"$PY" perf/gpu/table.py "$RESULTS"
+"$PY" perf/gpu/table.py "$RESULTS" | tee "$RESULTS/table.md"
+exit "${PIPESTATUS[0]}"
