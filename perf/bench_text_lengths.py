@@ -16,7 +16,8 @@ round: texts/s of each path, the ratios, the load average; then the max abs diff
 embeddings against the full context.
 
 Run: python perf/bench_text_lengths.py [--csv PATH] [--texts 256] [--rounds 3] [--arch ViT-B-32]
-     [--precision fp32|bf16] [--device cpu|cuda] [--tiny]
+     [--precision fp32|bf16] [--device cpu|cuda] [--paths full planned] [--json FILE] [--tiny]
+(``--paths``: a subset to time, ``full`` always among them: the reference; ``--json``: the medians to a file.)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import ast
 import csv
 import json
+import math
 import os
 import random
 import statistics
@@ -43,7 +45,8 @@ from negharness.plugins.openclip_model import (
     pool_positions,
 )
 
-CSV = Path(__file__).resolve().parents[1] / ".." / "shared/data/negbench/negbench_eval_csvs/images/COCO_val_retrieval.csv"
+SHARED = Path(os.environ.get("NEGHARNESS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+CSV = SHARED / "data/negbench/negbench_eval_csvs/images/COCO_val_retrieval.csv"
 TINY = {"model_cfg": {"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16,
                                        "head_width": 16},
                       "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1}}}
@@ -110,8 +113,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--arch", default="ViT-B-32")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="which paths to time")
+    ap.add_argument("--json", type=Path, help="also write the median rates and differences to this JSON file")
     ap.add_argument("--tiny", action="store_true", help="a 1-layer width-32 model, 16 texts, 1 round (a check of the script)")
     opts = ap.parse_args(argv)
+    paths = ["full", *(k for k in PATHS if k in opts.paths and k != "full")]
     if opts.tiny:
         opts.texts, opts.rounds = min(opts.texts, 16), 1
     texts, source = load_texts(opts.csv, opts.texts)
@@ -122,23 +128,33 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"{len(texts)} {source}; tokens min {min(lengths)} mean {sum(lengths) / len(lengths):.1f} max {max(lengths)}; "
           f"{'tiny model' if opts.tiny else opts.arch + ' (random weights)'}, {opts.precision} on {opts.device}, batch {opts.batch_size}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} cores")
-    rates: dict[str, list[float]] = {k: [] for k in PATHS}
+    rates: dict[str, list[float]] = {k: [] for k in paths}
     outs: dict[str, torch.Tensor] = {}
     for r in range(opts.rounds):
-        for name in PATHS:
+        for name in paths:
             seconds, outs[name] = timed(name, model, texts, opts.batch_size, opts.precision)
             rates[name].append(len(texts) / seconds)
         load = os.getloadavg()[0]
         print(f"round {r}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()) + " texts/s; "
-              + ", ".join(f"{k}/full {rates[k][-1] / rates['full'][-1]:.2f}x" for k in ("cut", "buckets", "planned"))
-              + f"; planned/buckets {rates['planned'][-1] / rates['buckets'][-1]:.2f}x; load average {load:.2f}")
-    diff = {k: float((outs[k] - outs["full"]).abs().max()) for k in ("cut", "buckets", "planned")}
-    cosine = float((outs["planned"] * outs["full"]).sum(-1).min())
+              + ", ".join(f"{k}/full {rates[k][-1] / rates['full'][-1]:.2f}x" for k in paths[1:])
+              + (f"; planned/buckets {rates['planned'][-1] / rates['buckets'][-1]:.2f}x" if {"planned", "buckets"} <= set(paths) else "")
+              + f"; load average {load:.2f}")
+    diff = {k: float((outs[k] - outs["full"]).abs().max()) for k in paths[1:]}
+    cosine = float((outs["planned"] * outs["full"]).sum(-1).min()) if "planned" in outs else float("nan")
     print("max abs difference against the full context: " + ", ".join(f"{k} {v:.2e}" for k, v in diff.items())
           + f"; min cosine (planned) {cosine:.7f}")
     median = {k: statistics.median(v) for k, v in rates.items()}
-    return {"speedup": median["planned"] / median["full"], "over_buckets": median["planned"] / median["buckets"],
-            "max_abs_diff": max(diff.values())}
+    if opts.json:
+        from negharness.store.atomic import atomic_write_json
+
+        atomic_write_json(opts.json, {"texts": len(texts), "source": source, "real": source.startswith("real"),
+                                      "mean_tokens": sum(lengths) / len(lengths), "arch": "tiny" if opts.tiny else opts.arch,
+                                      "device": opts.device, "precision": opts.precision, "batch": opts.batch_size,
+                                      "rounds": opts.rounds, "median_texts_per_s": median, "rates": rates,
+                                      "max_abs_diff": diff, "min_cosine_planned": cosine})
+    return {"speedup": median.get("planned", math.nan) / median["full"],
+            "over_buckets": median.get("planned", math.nan) / median.get("buckets", math.nan),
+            "max_abs_diff": max(diff.values(), default=0.0)}
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ encoding (texts/s over real captions), a whole ``negharness run`` of the Retriev
 decoding in the loop (perf/bench_decode_throughput.py, threads:auto), interleaved.
 
 Run: python perf/peer_clip_benchmark.py [--rounds 3] [--rows 200] [--mcq-rows 500] [--parts retrieval mcq]
-     [--omp-rounds 3] [--tiny: a few rows, a tiny model config, one round]
+     [--precisions fp32 bf16] [--json FILE] [--omp-rounds 3] [--tiny: a few rows, a tiny model config, one round]
 Without clip_benchmark installed the Retrieval-Neg comparison is skipped with one line (the MCQ part runs).
 """
 
@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CSVS = REPO.parent / "shared" / "data" / "negbench" / "negbench_eval_csvs" / "images"
+SHARED = Path(os.environ.get("NEGHARNESS_SHARED") or REPO.parent / "shared")
+CSVS = SHARED / "data" / "negbench" / "negbench_eval_csvs" / "images"
 RET_ORIG = "COCO_val_retrieval.csv"
 RET_NEG = "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv"
 MCQ_CSV = "COCO_val_mcq_llama3.1_rephrased.csv"
@@ -322,6 +323,7 @@ class Measured:
     peak_pss_mb: float
     load: tuple[float, float, float]
     result: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)  # a negharness record's timings (encode_s, total_s)
 
 
 def run_child(cmd: list[str], env: dict[str, str], log: Path, result: Path | None = None) -> Measured:
@@ -370,15 +372,16 @@ def negharness_cmd(inp: Inputs, task: str, precision: str | None, out: Path, pas
     entry = (["-m", "negharness.cli"] if passive else
              ["-c", "import sys, torch; from negharness.cli.main import main; sys.exit(main(sys.argv[1:]))"])
     return [sys.executable, *entry, "run", "--model", "clip", "--arch", inp.arch, "--checkpoint", str(inp.checkpoint),
+            "-M", "quick_gelu=false",  # random weights built with GELU; the layout alone cannot say (the CLI refuses)
             "--task", task, "--data-root", str(inp.root), "--device", DEVICE, "--output-dir", str(out / "results"),
             "--cache-dir", str(out / "cache"), *(["--precision", precision] if precision else [])]
 
 
-def record_metrics(out: Path, task: str) -> dict[str, float]:
+def record(out: Path, task: str) -> dict[str, Any]:
     found = list((out / "results").rglob(f"{task}.json"))
     if len(found) != 1:
         raise SystemExit(f"expected one record for {task} under {out / 'results'}, found {[str(p) for p in found]}")
-    return json.loads(found[0].read_text())["metrics"]
+    return json.loads(found[0].read_text())
 
 
 def retrieval_equal(nh: dict[str, float], cb: dict[str, dict[str, float]], captions: dict[str, int]) -> tuple[bool, str]:
@@ -415,13 +418,15 @@ def fmt(m: Measured) -> str:
 
 
 def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb: bool, peer_workers: int | None,
-                diagnose_bf16: bool = False, first: int = 1) -> dict[str, list]:
-    """Interleaved rounds; returns per pairing the (ratio, values equal) of each round."""
+                diagnose_bf16: bool = False, first: int = 1, precisions: tuple[str, ...] = ("fp32", "bf16"),
+                runs: list[dict[str, Any]] | None = None) -> dict[str, list]:
+    """Interleaved rounds; returns per pairing the (ratio, values equal) of each round. ``runs``, if given,
+    gets one entry per process run (name, round, wall, memory, a negharness record's timings)."""
     jobs: list[tuple[str, list[str], Path | None, Path]] = []
     cb_workers = 4 if peer_workers is None else peer_workers  # CLIP_benchmark's CLI default
     au_workers = 8 if peer_workers is None else peer_workers  # the authors' eval script and params default
     if "retrieval" in parts:
-        for prec in ("fp32", "bf16"):
+        for prec in precisions:
             jobs.append((f"nh_ret_{prec}", [], None, work / f"nh_ret_{prec}"))
             if have_cb:
                 spec = {"arch": inp.arch, "checkpoint": str(inp.checkpoint), "cb_root": str(inp.cb_root),
@@ -454,12 +459,16 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                 task = RET_TASK if name.startswith("nh_ret") else MCQ_TASK
                 cmd = negharness_cmd(inp, task, "bf16" if name.endswith("bf16") else None, out)
                 got[name] = run_child(cmd, child_env(), out / "log.txt")
-                got[name].result = record_metrics(out, task)
+                rec = record(out, task)
+                got[name].result, got[name].timings = rec["metrics"], rec.get("timings", {})
             shown = ""
             if name.startswith("nh_"):
                 shown = " " + ", ".join(f"{k}={v:.2f}" for k, v in got[name].result.items()
                                         if re.fullmatch(r"(neg_)?R@\d+|acc(uracy|_\w+)", k) and isinstance(v, float))
             print(f"  {name:12s} {fmt(got[name])}{shown}")
+            if runs is not None:
+                runs.append({"name": name, "round": r + 1, "wall_s": got[name].wall_s, "maxrss_mb": got[name].maxrss_mb,
+                             "peak_pss_mb": got[name].peak_pss_mb, "timings": got[name].timings})
         pairs = [("retrieval fp32 vs fp32", "nh_ret_fp32", "cb_ret_fp32"), ("retrieval bf16 vs bf16", "nh_ret_bf16", "cb_ret_bf16"),
                  ("retrieval defaults (nh fp32 vs CB amp)", "nh_ret_fp32", "cb_ret_bf16"),
                  ("retrieval bf16 vs bf16, CB scoring in fp32 (diagnosis)", "nh_ret_bf16", "cb_ret_bf16w"), ("MCQ fp32 vs fp32", "nh_mcq", "au_mcq")]
@@ -538,6 +547,9 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
     ap.add_argument("--omp-rounds", type=int, default=0, help="measure OMP_WAIT_POLICY PASSIVE vs unset instead")
     ap.add_argument("--tiny", action="store_true", help="12 + 8 rows, a tiny model config, one round: a check of the script")
     ap.add_argument("--device", default="cpu", help="cpu or cuda: every side (negharness, CLIP_benchmark, the authors') runs there")
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"],
+                    help="the Retrieval-Neg pairings to run (fp32: the one whose values must be equal)")
+    ap.add_argument("--json", type=Path, help="also write each pairing's rounds and each process's wall to this JSON file")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "ARGS", "RESULT"), help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     global DEVICE
@@ -561,14 +573,23 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
         if opts.omp_rounds:
             omp_rounds(inp, work, opts.omp_rounds, opts.tiny)
             return {}
+        runs: list[dict[str, Any]] = []
         outcome = peer_rounds(inp, work, opts.rounds, opts.parts, have_cb, opts.peer_workers, opts.diagnose_bf16,
-                              opts.first_round)
+                              opts.first_round, tuple(opts.precisions), runs)
     for label, values in outcome.items():
         ratios = [r for r, _ in values if r is not None]
         if ratios:
             equal = [e for _, e in values if e is not None]
             print(f"{label}: ratios {' / '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
                   + (f"; values equal in {sum(equal)}/{len(equal)} rounds" if equal else ""))
+    if opts.json:
+        from negharness.store.atomic import atomic_write_json
+
+        atomic_write_json(opts.json, {"clip_benchmark_installed": have_cb, "device": DEVICE, "rows": opts.rows,
+                                      "mcq_rows": opts.mcq_rows, "images": inp.images, "captions": inp.captions,
+                                      "csvs_real": (opts.csvs / MCQ_CSV).is_file(), "rounds": opts.rounds,
+                                      "pairings": {k: [{"ratio": r, "equal": e} for r, e in v] for k, v in outcome.items()},
+                                      "runs": runs})
     return outcome
 
 

@@ -1,0 +1,130 @@
+"""perf/gpu_check.sh's media step: image and video encoding with decoding in the loop against the pure
+forward pass, by perf/bench_decode_throughput.py's own code, at the check's sizes, its figures to JSON.
+
+That script is run in this process (its ``main``) with three things set from here: its sizes (module
+constants: images, video files and items, batch), its stand-in videos written with OpenCV instead of
+PyAV (the GPU machine has no PyAV; `standin_video`), and its printed figures read back. A GPU-decode
+setup is asked for only if the script's ``--setups`` help names one (another change adds it); if it
+names none, or that setup fails, the figure is left out with the reason, and the rest still runs.
+
+    python perf/gpu/media.py --json FILE [--device cuda] [--precision bf16] [--model ViT-B-32]
+        [--images 2048] [--videos 48] [--video-items 768] [--batch 256] [--rounds 3] [--gpu-setup NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PERF = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(PERF), str(Path(__file__).resolve().parent)]
+
+import bench_decode_throughput as bdt  # noqa: E402
+from standin_video import write_videos  # noqa: E402
+
+NEEDED = ("N_IMAGES", "N_VIDEOS", "VIDEO_ITEMS", "BATCH", "SAMPLING", "write_videos", "main")
+GPU_SETUP = re.compile(r"\b(gpu-decode|gpu_decode|nvjpeg|gpu|device)(:(?:auto|\d+))?\b")
+PURE = re.compile(r"^\s*([\w+]+): pure forward ([\d.]+|nan)/s", re.M)
+LOOP = re.compile(r"^\s*([\w+]+): in the loop, (\S+)\s+([\d.]+|nan)/s ratio ([\d.]+|nan)", re.M)
+
+
+def cv2_videos(folder: Path) -> list[Path]:
+    """bench_decode_throughput's stand-in clips (10 s, 320x240, 25 fps, a noise image sliding) written
+    with OpenCV."""
+    base = np.random.default_rng(0).integers(0, 255, (240, 320, 3), dtype=np.uint8)
+
+    def frames(v: int):
+        return (np.roll(base, shift=t * 2 + v, axis=1) for t in range(250))
+
+    return write_videos([folder / f"vid{v}" for v in range(bdt.N_VIDEOS)], frames, 25)
+
+
+def gpu_setup_named() -> str | None:
+    """The GPU-decode setup bench_decode_throughput.py's ``--setups`` help names, if any."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        bdt.main(["--help"])
+    entry = re.search(r"^  --setups\b(.*\n(?:\s{8,}\S.*\n?)*)", out.getvalue(), re.M)  # its line + continuations
+    found = GPU_SETUP.search(entry.group(1)) if entry else None
+    return found.group(0) if found else None
+
+
+class Tee(io.StringIO):
+    """Captures what the script prints and passes it on (the check's log shows it)."""
+
+    def write(self, s: str) -> int:
+        sys.__stdout__.write(s)
+        return super().write(s)
+
+
+def run_bench(argv: list[str]) -> str:
+    out = Tee()
+    with contextlib.redirect_stdout(out):
+        bdt.main(argv)
+    return out.getvalue()
+
+
+def parse(text: str) -> dict[str, Any]:
+    """{kind: {"pure": rate, "loop": {setup: {"rate", "ratio"}}}} from the script's printed lines."""
+    got: dict[str, Any] = {}
+    for kind, rate in PURE.findall(text):
+        got.setdefault(kind, {"loop": {}})["pure"] = float(rate)
+    for kind, setup, rate, ratio in LOOP.findall(text):
+        got.setdefault(kind, {"loop": {}})["loop"][setup] = {"rate": float(rate), "ratio": float(ratio)}
+    return got
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--model", default="micro", help="micro, ViT-S-32, ViT-B-32 (bench_decode_throughput's names)")
+    ap.add_argument("--images", type=int, default=16)
+    ap.add_argument("--videos", type=int, default=2, help="video files written")
+    ap.add_argument("--video-items", type=int, default=4, help="video items encoded (the files, repeated)")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--setup", default="threads:auto", help="the CPU-decode setup")
+    ap.add_argument("--gpu-setup", help="the GPU-decode setup's name (default: the one the script's help names)")
+    args = ap.parse_args(argv)
+    missing = [n for n in NEEDED if not hasattr(bdt, n)]
+    if missing:
+        raise SystemExit(f"perf/bench_decode_throughput.py has no {', '.join(missing)}: update perf/gpu/media.py")
+    bdt.N_IMAGES, bdt.N_VIDEOS, bdt.VIDEO_ITEMS, bdt.BATCH = args.images, args.videos, args.video_items, args.batch
+    bdt.write_videos = cv2_videos
+    from negharness.store.atomic import atomic_write_json
+
+    common = ["--device", args.device, "--precision", args.precision, "--models", args.model, "--rounds", str(args.rounds)]
+    gpu = args.gpu_setup or gpu_setup_named()
+    result: dict[str, Any] = {"device": args.device, "precision": args.precision, "model": args.model,
+                              "images": args.images, "video_items": args.video_items, "video_files": args.videos,
+                              "frames_per_video": bdt.SAMPLING.frames, "batch": args.batch, "rounds": args.rounds,
+                              "setup": args.setup, "gpu_setup": gpu, "gpu_setup_error": None if gpu else
+                              "no GPU-decode setup named in bench_decode_throughput.py --setups"}
+    try:
+        text = run_bench([*common, "--kinds", "image", "--setups", args.setup, *([gpu] if gpu else [])])
+    except Exception as exc:  # noqa: BLE001 - the other setup's failure is a figure left out, said in the table
+        if not gpu:
+            raise
+        traceback.print_exc()
+        result["gpu_setup_error"] = f"{gpu}: {type(exc).__name__}: {exc}"[:300]
+        text = run_bench([*common, "--kinds", "image", "--setups", args.setup])
+    text += run_bench([*common, "--kinds", "video", "--setups", args.setup])
+    result.update(parse(text))
+    if gpu and result["gpu_setup_error"] is None and gpu not in result.get("image", {}).get("loop", {}):
+        result["gpu_setup_error"] = f"{gpu}: no figure printed"
+    atomic_write_json(args.json, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
