@@ -89,6 +89,13 @@ def default_workers(device: torch.device) -> int:
     return min(4, max(0, cores - torch.get_num_threads()))
 
 
+def batched_decoding(device: torch.device) -> bool:
+    """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch,
+    in a producer thread beside the forward pass): on a GPU. On the CPU a batched call would decode
+    on one core, so there items go one per decode thread or worker (`DecodedFiles`)."""
+    return device.type == "cuda"
+
+
 DECODE_NICENESS = 10
 
 
@@ -440,7 +447,7 @@ class CachedEvalContext(RunContext):
         GPU (batched nvjpeg, overlapping the forward pass); all else, and those on the CPU (one
         item per core), through `_loaded`."""
         transform = self._tensor_decoding(media)
-        if transform is None or self.settings.device.type != "cuda":
+        if transform is None or not batched_decoding(self.settings.device):
             return self._loaded(media, todo)
         bs = self.settings.batch_size
         chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
