@@ -6,9 +6,10 @@ decoded in one batched call, ``torchvision.io.decode_jpeg(list, device=...)`` (n
 libjpeg-turbo on the CPU), and resized, cropped and normalised as tensor ops on that device. On CUDA a
 producer thread decodes batch k+1 on its own stream while the model encodes batch k.
 
-The resize is torch's antialiased bicubic (ported from Pillow's), rounded to uint8 as Pillow's is; what
-is left of the difference from open_clip's PIL transform is measured (perf/compare_tensor_decode.py),
-and the cache keys such embeddings apart (`tensor_recipe`). Files that are not plain 8-bit
+The resize is torch's antialiased bicubic (ported from Pillow's): on the CPU in uint8 fixed point, on
+CUDA in float32 rounded to uint8 as Pillow's output is. What is left of the difference from open_clip's
+PIL transform is measured (perf/bench_tensor_decode_difference.py), and the cache keys such embeddings
+apart (`tensor_recipe`). Files that are not plain 8-bit
 YCbCr/grey JPEGs (PNG, CMYK, 12-bit, arithmetic-coded, truncated, ...) are decoded by Pillow,
 item by item, through `negharness.io.image_files.read_rgb`: an unreadable file raises the same named
 `MediaError` as the PIL path, skippable with ``--skip-broken-media``.
@@ -59,9 +60,16 @@ class PixelTransform:
             raise ValueError(f"interpolation {self.interpolation!r} (tensor decoding does {', '.join(INTERPOLATIONS)})")
 
     def identity(self) -> str:
-        """What the pixels depend on besides the decoder: part of the model's fingerprint."""
-        return (f"{self.resize_mode}-{self.interpolation}-antialias-uint8|torch-{torch.__version__.split('+')[0]}|"
+        """What the pixels depend on besides the decoder and the device: part of the model's fingerprint."""
+        return (f"{self.resize_mode}-{self.interpolation}-antialias|torch-{torch.__version__.split('+')[0]}|"
                 f"{self.size[0]}x{self.size[1]}|mean{list(self.mean)}|std{list(self.std)}")
+
+    @staticmethod
+    def uint8_resize(device: torch.device) -> bool:
+        """Whether the resize runs on uint8 pixels (torch's CPU kernel, Pillow-SIMD's fixed-point
+        arithmetic: within a level of Pillow's and 30x faster than in float32 here) or in float32,
+        rounded to uint8 afterwards (CUDA, whose antialiased kernels take floats only)."""
+        return device.type == "cpu"
 
     def resized_size(self, height: int, width: int) -> tuple[int, int]:
         """torchvision's ``_compute_resized_output_size`` for one int (shorter side) or the squash size."""
@@ -95,10 +103,14 @@ class PixelTransform:
 
     def _geometry(self, stack: torch.Tensor, height: int, width: int) -> torch.Tensor:
         """(n, 3, H, W) uint8 -> (n, 3, h, w) float holding integers 0..255: resized as Pillow does
-        (antialiased, rounded to uint8), then centre-cropped as torchvision's ``CenterCrop``."""
+        (antialiased, to uint8; see `uint8_resize`), then centre-cropped as torchvision's ``CenterCrop``."""
         new_h, new_w = self.resized_size(height, width)
         if (new_h, new_w) == (height, width):  # torchvision's resize returns such an image as it is
             pixels = stack.float()
+        elif self.uint8_resize(stack.device):
+            pixels = torch.nn.functional.interpolate(stack.contiguous(memory_format=torch.channels_last),
+                                                     size=(new_h, new_w), mode=self.interpolation, antialias=True,
+                                                     align_corners=False).float()
         else:
             pixels = torch.nn.functional.interpolate(stack.float(), size=(new_h, new_w), mode=self.interpolation,
                                                      antialias=True, align_corners=False)
@@ -120,7 +132,8 @@ def tensor_decoder_identity(device: torch.device) -> str:
 def tensor_recipe(transform: PixelTransform, device: torch.device) -> str:
     """The cache collection's recipe for images decoded this way on ``device``: decoder and resize, so
     embeddings of the PIL path (``image-file|pillow-...``) and of each decoder never share an entry."""
-    return f"image-tensor|{tensor_decoder_identity(device)}|{transform.identity()}"
+    resize = "uint8" if transform.uint8_resize(device) else "float32"
+    return f"image-tensor|{tensor_decoder_identity(device)}|{transform.identity()}|resize-{resize}"
 
 
 def plain_jpeg(data: bytes | memoryview) -> bool:
