@@ -80,16 +80,18 @@ class PixelTransform:
             return int(target * height / width), target
         return target, int(target * width / height)
 
-    def __call__(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+    def __call__(self, images: Sequence[torch.Tensor], uint8: bool | None = None) -> torch.Tensor:
         """uint8 (3, H, W) images of any sizes, on one device -> float32 (N, 3, h, w) there. Images of
-        one size are resized in one call, so a batch of equal-sized photos costs a handful of kernels."""
+        one size are resized in one call, so a batch of equal-sized photos costs a handful of kernels.
+        ``uint8``: resize in uint8 (else float32); None: as `uint8_resize` says for the device."""
         if not images:
             return torch.empty(0, 3, *self.size)
         device = images[0].device
+        uint8 = self.uint8_resize(device) if uint8 is None else uint8
         groups: dict[tuple[int, ...], list[int]] = {}
         for i, image in enumerate(images):
             groups.setdefault(tuple(image.shape), []).append(i)
-        parts = {shape: self._geometry(torch.stack([images[i] for i in idx]), shape[1], shape[2])
+        parts = {shape: self._geometry(torch.stack([images[i] for i in idx]), shape[1], shape[2], uint8)
                  for shape, idx in groups.items()}
         if len(parts) == 1:  # one size (a resized dataset): no scatter
             out = next(iter(parts.values())).contiguous()
@@ -101,13 +103,13 @@ class PixelTransform:
         std = torch.tensor(self.std, device=device).view(1, 3, 1, 1)
         return out.div_(255.0).sub_(mean).div_(std)
 
-    def _geometry(self, stack: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    def _geometry(self, stack: torch.Tensor, height: int, width: int, uint8: bool) -> torch.Tensor:
         """(n, 3, H, W) uint8 -> (n, 3, h, w) float holding integers 0..255: resized as Pillow does
         (antialiased, to uint8; see `uint8_resize`), then centre-cropped as torchvision's ``CenterCrop``."""
         new_h, new_w = self.resized_size(height, width)
         if (new_h, new_w) == (height, width):  # torchvision's resize returns such an image as it is
             pixels = stack.float()
-        elif self.uint8_resize(stack.device):
+        elif uint8:
             pixels = torch.nn.functional.interpolate(stack.contiguous(memory_format=torch.channels_last),
                                                      size=(new_h, new_w), mode=self.interpolation, antialias=True,
                                                      align_corners=False).float()
