@@ -108,17 +108,17 @@ def test_resized_size_is_torchvisions(size):
 
 
 def test_pixels_within_a_few_levels_of_open_clips_pil_transform(files, tensor_model):
-    """Same decoder output on the CPU; torch's antialiased float resize differs from Pillow's
-    fixed-point one by a level here and there (4/255 at most on a sharp edge, measured), and an
-    image at the model's size is exact."""
+    """Same decoder output on the CPU; torch's uint8 antialiased resize differs from Pillow's by a
+    level here and there (2/255 at most, measured on the shapes world), and an image at the model's
+    size is exact."""
     from PIL import Image
 
     pil = torch.stack([tensor_model.preprocess_image(Image.open(p)) for p in files])
     decoded = DecodedFiles(files, list(range(len(files))), tensor_model.pixel_transform())
     tensor = torch.stack([decoded[i][1] for i in range(len(files))])
     levels = (pil - tensor).abs() * tensor_model._std * 255
-    assert float(levels.max()) <= 5.01
-    assert float(levels.mean()) < 0.2
+    assert float(levels.max()) <= 2.01
+    assert float(levels.mean()) < 0.05
     assert float(levels[SIZES.index((224, 224))].max()) < 1e-3
 
 
@@ -140,7 +140,7 @@ def test_embeddings_close_and_rankings_equal(files, pil_model, tensor_model):
     media = image_files("t/images", [p.name for p in files], files)
     pil, _ = _embed(pil_model, media)
     tensor, _ = _embed(tensor_model, media)
-    assert float((pil - tensor).abs().max()) < 0.02
+    assert float((pil - tensor).abs().max()) < 1e-3
     assert torch.equal((tensor @ pil.t()).argmax(1), torch.arange(len(files)))
     texts = pil_model.encode_text([f"a photo of thing number {i}" for i in range(12)])
     for k in (1, 5):
