@@ -76,7 +76,7 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
     "bench_shared_encoding.py": [(rf"video encodes {NUM}x fewer", 2.5, 10.0)],
     "bench_tensor_decode_difference.py": [(rf"photos: .*pixels max {NUM} levels", 0.0, 2.0),
                                           (rf"photos: .*embeddings max abs diff {NUM}", 0.0, 1e-3),
-                                          (rf"shapes: .*largest metric difference {NUM}", 0.0, 0.0)],
+                                          (rf"shapes: .*largest R@K difference {NUM}", 0.0, 0.0)],
     "bench_text_lengths.py": [(rf"against the full context: cut {NUM}", 0.0, 1e-3),
                               (rf"min cosine \(planned\) {NUM}", 0.999, 1.0 + 1e-6)],
     "bench_training.py": [(rf"bare loop \(pre-decoded\)\s*:\s*{NUM} samples/s", 0.01, 1e6),
