@@ -15,8 +15,9 @@ decoder's CPU seconds per item (measured here): ``ceiling`` is that rate over th
 Setup ``tensor:N`` (N reader threads, ``auto`` the runner's default) runs the same model with
 ``-M decode=tensor`` on files read by the runner itself (`negharness.io.tensor_images`): on CUDA,
 batched nvjpeg decoding and resizing on the GPU beside the forward pass; on the CPU, libjpeg-turbo
-and torch's resize, one item per decode thread. ``of cores x 1-core decode`` is the loop's rate over
-(cores / that path's CPU seconds per item): issue 44's CPU goal is >= 0.8. The last line is a JSON
+and torch's resize, one item per decode thread. On the CPU, ``decoding alone`` is the runner's
+batches taken without encoding them, and ``of cores x 1-core decode`` that rate over (cores / the
+path's CPU seconds per item, measured on one thread): issue 44's CPU goal is >= 0.8. The last line is a JSON
 object of every figure (``{"bench": "decode_throughput", ...}``) for scripts.
 
 Run: python perf/bench_decode_throughput.py [--models micro ViT-S-32 ViT-B-32]
@@ -148,17 +149,30 @@ def pure_rate(model, kind: str, tensors: torch.Tensor, precision: str = "fp32") 
     return len(tensors) / (time.perf_counter() - start)
 
 
-def loop_rate(model, media: MediaSet, setup: str, precision: str = "fp32") -> float:
+def run_settings(model, setup: str, precision: str = "fp32") -> RunSettings:
     """``setup``: ``threads:N`` (N decode threads; ``auto`` = the runner's default), ``processes:N``,
     or ``tensor:N`` (a ``-M decode=tensor`` model on plain image files, N reader/decode threads)."""
     how, _, n = setup.partition(":")
     count = None if n == "auto" else int(n)
     common = {"device": model.device, "precision": precision, "batch_size": BATCH}
-    settings = (RunSettings(workers=count, **common) if how == "processes"
-                else RunSettings(workers=0, decode_threads=count, **common))
-    ctx = CachedEvalContext(model, settings, cache=None)
+    return (RunSettings(workers=count, **common) if how == "processes"
+            else RunSettings(workers=0, decode_threads=count, **common))
+
+
+def loop_rate(model, media: MediaSet, setup: str, precision: str = "fp32") -> float:
+    ctx = CachedEvalContext(model, run_settings(model, setup, precision), cache=None)
     start = time.perf_counter()
     ctx.embed_media(media)
+    return len(media) / (time.perf_counter() - start)
+
+
+def pipeline_rate(model, media: MediaSet, setup: str) -> float:
+    """The runner's decoding alone (its batches taken, nothing encoded): on the CPU, what the
+    decoders reach on all cores, to set against cores x the single-core decode rate."""
+    ctx = CachedEvalContext(model, run_settings(model, setup), cache=None)
+    start = time.perf_counter()
+    for _ in ctx._batches(media, list(range(len(media)))):
+        pass
     return len(media) / (time.perf_counter() - start)
 
 
@@ -201,17 +215,19 @@ def report(model, kind: str, tensors: torch.Tensor, media: MediaSet, decode_s: f
     on_cpu = model.device.type == "cpu"
     skipped = [s for s in setups if s.startswith("tensor") and tensor is None]
     if skipped:
-        print(f"  {kind}: {', '.join(skipped)} not run (tensor decoding reads image files only)")
+        print(f"  {kind}: {', '.join(skipped)} not run (tensor decoding: image files, without jpeg_draft)")
     setups = [s for s in setups if s not in skipped]
     forward_s = cpu_seconds(lambda: pure_rate(model, kind, tensors[:BATCH]), min(BATCH, len(tensors)))[1] if on_cpu else 0.0
     tensors = tensors.to(model.device)
-    pures, ratios = [], {s: [] for s in setups}
+    pures, ratios, alone = [], {s: [] for s in setups}, {s: [] for s in setups}
     for _ in range(rounds):
         pure = pure_rate(model, kind, tensors, precision)
         pures.append(pure)
         for s in setups:
             m, items = (tensor[0], tensor[1]) if s.startswith("tensor") and tensor else (model, media)
             ratios[s].append(loop_rate(m, items, s, precision) / pure)
+            if on_cpu:
+                alone[s].append(pipeline_rate(m, items, s))
     pure = float(np.median(pures))
     threads = torch.get_num_threads()
     ceiling = min(1.0, threads / (forward_s + decode_s) / pure) if on_cpu else 1.0
@@ -223,17 +239,19 @@ def report(model, kind: str, tensors: torch.Tensor, media: MediaSet, decode_s: f
     for s in setups:
         r = float(np.median(ratios[s]))
         item_s = tensor[2] if s.startswith("tensor") and tensor else decode_s
-        decode_bound = pure * r * item_s / cores()  # the loop over cores x the single-core decode rate
+        decoding = float(np.median(alone[s])) if on_cpu else 0.0
+        decode_bound = decoding * item_s / cores()  # decoding alone over cores x the single-core decode rate
         line = (f"  {kind}: in the loop, {s:<12} {pure * r:.1f}/s ratio {r:.3f} (goal >= 0.9; rounds {min(ratios[s]):.3f}-"
                 f"{max(ratios[s]):.3f})")
-        print(line + (f"  efficiency {r / ceiling:.3f}; of cores x 1-core decode {decode_bound:.3f} (goal >= 0.8)"
-                      if on_cpu else ""))
+        print(line + (f"  efficiency {r / ceiling:.3f}; decoding alone {decoding:.1f}/s = {decode_bound:.3f} of cores x "
+                      "1-core decode (goal >= 0.8)" if on_cpu else ""))
         FIGURES.append({"model": getattr(model, "bench_name", model.name), "kind": kind, "setup": s,
                         "device": model.device.type, "precision": precision, "pure_per_s": round(pure, 2),
                         "loop_per_s": round(pure * r, 2), "ratio": round(r, 4),
                         "ratio_range": [round(min(ratios[s]), 4), round(max(ratios[s]), 4)],
                         "decode_cpu_ms": round(item_s * 1e3, 3), "cores": cores(), "torch_threads": threads,
-                        **({"ceiling": round(ceiling, 4), "of_cores_x_decode": round(decode_bound, 4)} if on_cpu else {})})
+                        **({"ceiling": round(ceiling, 4), "decoding_alone_per_s": round(decoding, 2),
+                            "of_cores_x_decode": round(decode_bound, 4)} if on_cpu else {})})
 
 
 def tensor_variant(name: str, folder: Path, device: torch.device, paths: list[Path], setups: list[str]
