@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "FrameSampling": "negharness.api.sampling",
     "jpeg_draft": "negharness.api.model",
     "array_to_tensor": "negharness.api.model",
+    "PixelTransform": "negharness.io.tensor_images",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -33,4 +34,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORT
     from negharness.api.sampling import FrameSampling
     from negharness.io.image_files import open_image, read_rgb, require_8bit
     from negharness.io.media import MediaSet, frame_folders, image_files, video_files
+    from negharness.io.tensor_images import PixelTransform
     from negharness.io.video import decode_video, load_frames

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
 from negharness.api.model_options import ModelOptions as ModelOptions  # its home is torch-free
 from negharness.api.sampling import FrameSampling
+
+if TYPE_CHECKING:
+    from negharness.io.tensor_images import PixelTransform
 
 
 def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
@@ -155,6 +158,13 @@ class EmbeddingModel(ModelPlugin):
     def preprocess_video(self, frames: Any) -> torch.Tensor:
         """A sequence of frames (T, H, W, 3 uint8 array or list of images) -> (T, 3, H, W)."""
         return torch.stack([self.preprocess_image(f) for f in frames])
+
+    def pixel_transform(self) -> "PixelTransform | None":
+        """Where the model asks for it (open_clip's ``-M decode=tensor``), its eval preprocessing as
+        tensor ops: the host then decodes image files in batches on the run's device and applies it
+        there (`negharness.io.tensor_images`) instead of calling `preprocess_image`. Its pixels differ
+        slightly from the PIL transform's, so a model that returns one says so in `describe`."""
+        return None
 
     def preprocess_batch(self, raw: Any, kind: str) -> torch.Tensor:
         """A batch of raw items (e.g. one stacked array) -> (B, 3, H, W) or (B, T, 3, H, W).

@@ -32,6 +32,7 @@ from negharness.io.media import (
     collate_images,
     collate_videos,
 )
+from negharness.io.tensor_images import DecodedBatches, DecodedFiles, PixelTransform, tensor_recipe
 from negharness.store.cache import EmbeddingCache, text_key
 from negharness.store.content import hash_array
 
@@ -97,6 +98,13 @@ def default_workers(device: torch.device) -> int:
     if device.type == "cuda":
         return min(8, max(1, cores // 2))
     return min(4, max(0, cores - torch.get_num_threads()))
+
+
+def batched_decoding(device: torch.device) -> bool:
+    """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch,
+    in a producer thread beside the forward pass): on a GPU. On the CPU a batched call would decode
+    on one core, so there items go one per decode thread or worker (`DecodedFiles`)."""
+    return device.type == "cuda"
 
 
 DECODE_NICENESS = 10
@@ -195,11 +203,12 @@ class CachedEvalContext(RunContext):
             return f"{media.kind}|content|{media.key}", list(media.content_keys)
         if media.sources is not None:
             assert self.cache is not None
-            threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
-            keys = self.cache.hasher.many(media.sources, threads)
+            keys = self.cache.hasher.many(media.sources, self._decode_threads())
             if media.parts is not None:  # a crop of a file is its own item: the part joins the file's hash
                 keys = [k if k is None or not part else f"{k}|{part}" for k, part in zip(keys, media.parts)]
-            return f"{media.kind}|{media.recipe or 'file'}", keys
+            transform = self._tensor_decoding(media)
+            recipe = tensor_recipe(transform, self.settings.device) if transform is not None else media.recipe
+            return f"{media.kind}|{recipe or 'file'}", keys
         if media.cheap:
             return f"{media.kind}|memory", self._memory_keys(media)
         return f"{media.kind}:{media.key}", list(media.ids)
@@ -426,14 +435,29 @@ class CachedEvalContext(RunContext):
                 self.broken.setdefault(media.key, []).append(media.ids[i])
                 self.counters.media_skipped += 1
 
+    def _tensor_decoding(self, media: MediaSet) -> PixelTransform | None:
+        """The model's tensor preprocessing where this set is decoded with it (plain image files and a
+        model that asks, ``-M decode=tensor``), else None: the one place that decides, for the cache
+        key (`media_keys`) and the loader (`_batches`) alike."""
+        if media.kind != "image" or not media.plain_files or media.sources is None:
+            return None
+        return self.model.pixel_transform()
+
+    def _decode_threads(self) -> int:
+        return self.settings.decode_threads or min(8, os.cpu_count() or 1)
+
     def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader:
         workers = self.settings.workers
         if workers is None:
             workers = 0 if media.cheap else default_workers(self.settings.device)
         collate = collate_videos if media.kind == "video" else collate_images
         preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
+        transform = self._tensor_decoding(media)
+        items: torch.utils.data.Dataset = (
+            PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media) if transform is None
+            else DecodedFiles(list(media.sources or ()), todo, transform, self.settings.skip_broken_media))
         return torch.utils.data.DataLoader(
-            PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media), batch_size=self.settings.batch_size,
+            items, batch_size=self.settings.batch_size,
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
             worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
 
@@ -445,13 +469,25 @@ class CachedEvalContext(RunContext):
                 positions = todo[lo:lo + bs]
                 yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
         else:
-            for positions, pixels, mask, broken in self._loaded(media, todo):
+            for positions, pixels, mask, broken in self._decoded(media, todo):
                 for pos, message in broken:
                     self.broken.setdefault(media.key, []).append(media.ids[pos])
                     self.counters.media_skipped += 1
                     warnings.warn(f"skipped unreadable media: {message}", stacklevel=2)
                 if positions:
                     yield positions, pixels, mask
+
+    def _decoded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+        """Decoded batches: image files the model decodes as tensors go through `DecodedBatches` on a
+        GPU (batched nvjpeg, overlapping the forward pass); all else, and those on the CPU (one
+        item per core), through `_loaded`."""
+        transform = self._tensor_decoding(media)
+        if transform is None or not batched_decoding(self.settings.device):
+            return self._loaded(media, todo)
+        bs = self.settings.batch_size
+        chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
+        return iter(DecodedBatches(list(media.sources or ()), chunks, transform, self.settings.device,
+                                   self.settings.skip_broken_media, self._decode_threads()))
 
     def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
         """Decoded batches: from worker processes when there are any, else from a pool of threads
@@ -468,7 +504,7 @@ class CachedEvalContext(RunContext):
         items, collate = loader.dataset, loader.collate_fn
         bs = self.settings.batch_size
         chunks = [range(lo, min(lo + bs, len(items))) for lo in range(0, len(items), bs)]
-        threads = self.settings.decode_threads or min(8, os.cpu_count() or 1)
+        threads = self._decode_threads()
         pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-decode",
                                   initializer=lower_priority)
         try:

@@ -46,7 +46,9 @@ class MediaSet:
     sets of the same ``key`` only. A set with none is keyed by ``(key, id)``
     only, as third-party tasks built before content keys were. ``parts[i]``, where given, says which
     part of its source item ``i`` is (a crop box: two crops of one file are two items); it joins the
-    file's content hash in the item's key.
+    file's content hash in the item's key. ``plain_files`` says that ``load(i)`` is no more than
+    opening ``sources[i]`` (as `image_files` without a ``load`` of its own), so the runner may decode
+    the files its own way (``-M decode=tensor``, `negharness.io.tensor_images`).
     """
 
     key: str
@@ -59,6 +61,7 @@ class MediaSet:
     recipe: str | None = None
     content_keys: Sequence[str] | None = None
     parts: Sequence[str] | None = None
+    plain_files: bool = False  # item i is the whole of the image file sources[i]: a runner may decode it itself
 
     def __post_init__(self) -> None:
         if self.kind not in ("image", "video"):
@@ -93,7 +96,7 @@ def image_files(key: str, ids: list[str], paths: Sequence[Path], load: Callable[
     """Images read from files with Pillow, keyed in the cache by their content."""
     paths = list(paths)
     return MediaSet(key, "image", ids, load or (lambda i: open_image(paths[i])), sources=paths,
-                    recipe=f"image-file|{image_decoder_identity()}")
+                    recipe=f"image-file|{image_decoder_identity()}", plain_files=load is None)
 
 
 def video_files(key: str, ids: list[str], paths: Sequence[Path], sampling: Any) -> MediaSet:

@@ -29,7 +29,7 @@ from negharness.api.checkpoints import (
     read_checkpoint,
 )
 from negharness.api.files import hash_json
-from negharness.api.media import array_to_tensor, jpeg_draft
+from negharness.api.media import PixelTransform, array_to_tensor, jpeg_draft
 from negharness.plugins.clip_tokenizer import fast_tokenizer
 
 OPTIONS = {  # -M options of every open_clip model
@@ -39,6 +39,9 @@ OPTIONS = {  # -M options of every open_clip model
     "text_lengths": OptionSpec(str, "auto", "texts in batches by token length, each cut to its longest: "
                                "auto (on the CPU only, see lengths_pay), on, off (the full context)",
                                choices=("auto", "on", "off")),
+    "decode": OptionSpec(str, "pil", "image files: pil (open_clip's PIL transforms) or tensor (batched JPEG "
+                         "decoding, nvjpeg on CUDA, and resizing on the run's device; pixels differ slightly, "
+                         "a fingerprint of its own)", choices=("pil", "tensor")),
 }
 # How texts become embeddings, in describe() (so in the cache key) for models on the length path:
 # an embedding of it differs from a full-context one by float rounding only, never mixed in a cache.
@@ -417,6 +420,7 @@ class OpenClipModel(EmbeddingModel):
         self._transform = None
         self._geometry: Any = None  # the transform's resize and crop, when its tail is `normalised_chw`
         self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.api.model.jpeg_draft)
+        self.tensor_transform: PixelTransform | None = None  # -M decode=tensor (see pixel_transform)
         self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
         self.text_on_lengths = causal_text_tower(model)  # cutting is exact for this tower (see encode_text)
         self.text_lengths = "auto"  # -M text_lengths: whether to cut, by device (`lengths_pay`)
@@ -484,6 +488,8 @@ class OpenClipModel(EmbeddingModel):
         if made.text_lengths == "on" and not made.text_on_lengths:
             warnings.warn(f"-M text_lengths=on: the text tower of {name} is not one that can be cut to token lengths "
                           "exactly (see causal_text_tower); it runs on the full context", stacklevel=2)
+        if options.values["decode"] == "tensor":
+            made.tensor_transform = made.tensor_preprocessing()
         made.checkpoint_notes = notes
         made.revision = None if state is not None or not pretrained else pretrained_revision(arch, pretrained)
         return made
@@ -520,9 +526,31 @@ class OpenClipModel(EmbeddingModel):
             out["text_encoder"] = TEXT_ENCODER
         if self.jpeg_draft:  # only when on: fingerprints of existing caches stay as they were
             out["jpeg_draft"] = True
+        if self.tensor_transform is not None:  # likewise: PIL-decoded embeddings keep their fingerprint
+            out["image_decode"] = f"tensor|{self.tensor_transform.identity()}"
         if self.checkpoint_notes:
             out["checkpoint_notes"] = self.checkpoint_notes
         return out
+
+    def tensor_preprocessing(self) -> PixelTransform:
+        """open_clip's eval transform (`preprocess_cfg`: size, mean, std, interpolation, resize mode)
+        as tensor ops; a transform they cannot do (longest-side resize, a non-square shortest-side
+        one) or ``-M jpeg_draft`` beside it is refused, naming the option."""
+        if self.jpeg_draft:
+            raise UserError(f"model {self.name}: -M decode=tensor and -M jpeg_draft=true: choose one (jpeg_draft "
+                            "is a PIL decoding option)")
+        cfg = self.preprocess_cfg
+        try:
+            return PixelTransform(self._size, tuple(float(v) for v in cfg["mean"]),  # type: ignore[arg-type]
+                                  tuple(float(v) for v in cfg["std"]),  # type: ignore[arg-type]
+                                  "bilinear" if cfg.get("interpolation") == "bilinear" else "bicubic",  # as open_clip
+                                  cfg.get("resize_mode") or "shortest")
+        except ValueError as exc:
+            raise UserError(f"model {self.name}: -M decode=tensor cannot do its preprocessing: {exc}; use "
+                            "-M decode=pil") from None
+
+    def pixel_transform(self) -> PixelTransform | None:
+        return self.tensor_transform
 
     def _at_size(self, frames: Any) -> torch.Tensor | None:
         if getattr(frames, "shape", None) is not None and tuple(frames.shape[-3:-1]) == self._size:

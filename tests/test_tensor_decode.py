@@ -1,0 +1,214 @@
+"""Tensor image decoding (``-M decode=tensor``, negharness.io.tensor_images): pixels and embeddings close
+to open_clip's PIL transform, rankings equal, a cache namespace of its own, and broken files refused or
+skipped as on the PIL path. The GPU's batched path (`DecodedBatches`) runs here on the CPU."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from negharness.api.errors import MediaError, UserError
+from negharness.api.model import ModelOptions
+from negharness.engine import runner
+from negharness.engine.runner import CachedEvalContext, RunSettings
+from negharness.io.media import image_files
+from negharness.io.tensor_images import (
+    DecodedBatches,
+    DecodedFiles,
+    PixelTransform,
+    plain_jpeg,
+    tensor_recipe,
+)
+from negharness.plugins.openclip_model import OpenClipModel
+from negharness.store.cache import EmbeddingCache
+
+MICRO = {"embed_dim": 64, "vision_cfg": {"image_size": 224, "layers": 2, "width": 64, "patch_size": 32},
+         "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1}}
+SIZES = [(480, 640), (480, 640), (640, 480), (300, 200), (224, 224), (100, 150), (333, 500), (250, 250)]
+
+
+def _photo(h: int, w: int, seed: int) -> np.ndarray:
+    """Photo-like content (gradients, a bright disc, mild grain): what resizing differences show on."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([x * 255 / w, y * 255 / h, np.full_like(x, 30 * (seed % 8))], -1).astype(np.float32)
+    cy, cx, r = rng.integers(0, h), rng.integers(0, w), rng.integers(10, max(11, min(h, w) // 3))
+    img[(y - cy) ** 2 + (x - cx) ** 2 < r * r] = rng.integers(0, 255, 3)
+    return np.clip(img + rng.normal(0, 6, img.shape), 0, 255).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> list[Path]:
+    """JPEGs of many sizes (down- and upscaled, one at the model's size), plus a PNG, a grey, a CMYK
+    and a progressive JPEG: every branch of the decoder choice."""
+    from PIL import Image
+
+    folder = tmp_path_factory.mktemp("images")
+    paths = []
+    for i, (h, w) in enumerate(SIZES * 3):
+        p = folder / f"img{i:02d}.jpg"
+        Image.fromarray(_photo(h, w, i)).save(p, quality=90)
+        paths.append(p)
+    extra = Image.fromarray(_photo(240, 320, 99))
+    for name, image, kw in (("png.png", extra, {}), ("grey.jpg", extra.convert("L"), {}),
+                            ("cmyk.jpg", extra.convert("CMYK"), {}), ("prog.jpg", extra, {"progressive": True})):
+        image.save(folder / name, **kw)
+        paths.append(folder / name)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def arch(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("arch") / "micro.json"
+    path.write_text(json.dumps(MICRO))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def pil_model(arch: str) -> OpenClipModel:
+    return _model(arch)
+
+
+@pytest.fixture(scope="module")
+def tensor_model(arch: str) -> OpenClipModel:
+    return _model(arch, decode="tensor")
+
+
+def _model(arch: str, **extra: str) -> OpenClipModel:
+    torch.manual_seed(0)
+    return OpenClipModel.create("clip", ModelOptions(arch=arch, extra=extra), default_pretrained=None).eval_mode()
+
+
+def _embed(model, media, cache=None, **settings):
+    ctx = CachedEvalContext(model, RunSettings(batch_size=8, **settings), cache)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ctx.embed_media(media), ctx
+
+
+def test_which_files_the_tensor_decoder_takes(files):
+    taken = {p.name: plain_jpeg(p.read_bytes()) for p in files}
+    assert taken["img00.jpg"] and taken["grey.jpg"] and taken["prog.jpg"]
+    assert not taken["png.png"] and not taken["cmyk.jpg"]  # Pillow decodes these, as on the PIL path
+    data = files[0].read_bytes()
+    assert not plain_jpeg(data[: len(data) // 2])  # truncated: Pillow names it
+
+
+@pytest.mark.parametrize("size", [(480, 640), (640, 480), (99, 224), (224, 500), (250, 250), (224, 224), (37, 41)])
+def test_resized_size_is_torchvisions(size):
+    from torchvision.transforms.functional import _compute_resized_output_size
+
+    transform = PixelTransform((224, 224), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+    assert list(transform.resized_size(*size)) == _compute_resized_output_size(size, [224])
+
+
+def test_pixels_within_a_few_levels_of_open_clips_pil_transform(files, tensor_model):
+    """Same decoder output on the CPU; torch's uint8 antialiased resize differs from Pillow's by a
+    level here and there (2/255 at most, measured on the shapes world), and an image at the model's
+    size is exact."""
+    from PIL import Image
+
+    pil = torch.stack([tensor_model.preprocess_image(Image.open(p)) for p in files])
+    decoded = DecodedFiles(files, list(range(len(files))), tensor_model.pixel_transform())
+    tensor = torch.stack([decoded[i][1] for i in range(len(files))])
+    levels = (pil - tensor).abs() * tensor_model._std * 255
+    assert float(levels.max()) <= 2.01
+    assert float(levels.mean()) < 0.05
+    assert float(levels[SIZES.index((224, 224))].max()) < 1e-3
+
+
+def test_float_resize_a_gpu_runs_is_close_to_the_cpus_uint8_one(files, tensor_model):
+    """CUDA resizes in float32 (rounded); the CPU in uint8 fixed point. Both run here on the CPU, on the
+    downscaled, upscaled and square sizes: a level or two apart at most (4 on a sharp edge, measured
+    against Pillow), a fraction of a level on average."""
+    from negharness.io import tensor_images
+
+    transform = tensor_model.pixel_transform()
+    images = [tensor_images.pil_pixels(p.read_bytes(), p) for p in files[:8]]
+    levels = (transform(images, uint8=False) - transform(images, uint8=True)).abs() * torch.tensor(transform.std).view(1, 3, 1, 1) * 255
+    assert float(levels.max()) <= 4.01 and float(levels.mean()) < 0.2
+
+
+def test_embeddings_close_and_rankings_equal(files, pil_model, tensor_model):
+    """Each tensor-decoded image's nearest PIL-decoded embedding is its own, and text queries rank
+    the images identically at the top (R@1 and R@5 equal for any relevance)."""
+    media = image_files("t/images", [p.name for p in files], files)
+    pil, _ = _embed(pil_model, media)
+    tensor, _ = _embed(tensor_model, media)
+    assert float((pil - tensor).abs().max()) < 1e-3
+    assert torch.equal((tensor @ pil.t()).argmax(1), torch.arange(len(files)))
+    texts = pil_model.encode_text([f"a photo of thing number {i}" for i in range(12)])
+    for k in (1, 5):
+        assert torch.equal((texts @ pil.t()).topk(k).indices.sort().values,
+                           (texts @ tensor.t()).topk(k).indices.sort().values)
+
+
+def test_batched_gpu_path_equals_per_item_path_on_cpu(files, tensor_model, monkeypatch):
+    """`DecodedBatches` (what a CUDA run takes) through the runner gives the per-item path's numbers."""
+    media = image_files("t/images", [p.name for p in files], files)
+    model = tensor_model
+    per_item, _ = _embed(model, media, workers=0)
+    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    batched, _ = _embed(model, media, workers=0)
+    torch.testing.assert_close(batched, per_item, atol=1e-5, rtol=0)
+
+
+def test_cache_never_mixes_decoders(files, pil_model, tensor_model, tmp_path):
+    media = image_files("t/images", [p.name for p in files], files)
+    assert pil_model.fingerprint() != tensor_model.fingerprint()
+    assert "image_decode" not in pil_model.describe()  # PIL embeddings keep the fingerprint they had
+    _embed(pil_model, media, EmbeddingCache(tmp_path))
+    _, ctx = _embed(tensor_model, media, EmbeddingCache(tmp_path))
+    assert ctx.counters.media_cached == 0 and ctx.counters.media_encoded == len(files)
+    _, again = _embed(tensor_model, media, EmbeddingCache(tmp_path))
+    assert again.counters.media_cached == len(files) and again.counters.media_encoded == 0
+    collection, _ = ctx.media_keys(media)
+    assert collection == f"image|{tensor_recipe(tensor_model.pixel_transform(), torch.device('cpu'))}"
+    assert "nvjpeg" in tensor_recipe(tensor_model.pixel_transform(), torch.device("cuda"))  # no GPU used
+    assert ctx.media_keys(media)[0] != CachedEvalContext(pil_model, RunSettings(), EmbeddingCache(tmp_path)).media_keys(media)[0]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_broken_files_are_skipped_or_refused_as_on_the_pil_path(files, pil_model, tensor_model, tmp_path, monkeypatch,
+                                                                 batched):
+    monkeypatch.setattr(runner, "batched_decoding", lambda device: batched)
+    data = files[0].read_bytes()
+    (tmp_path / "truncated.jpg").write_bytes(data[: len(data) // 2])
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "folder.jpg").mkdir()
+    bad = [tmp_path / "truncated.jpg", tmp_path / "empty.jpg", tmp_path / "missing.jpg", tmp_path / "folder.jpg"]
+    paths = files[:3] + bad + files[3:5]
+    media = image_files("t/broken", [p.name for p in paths], paths)
+    skipped = {}
+    for decode, model in (("pil", pil_model), ("tensor", tensor_model)):
+        out, ctx = _embed(model, media, workers=0, skip_broken_media=True)
+        skipped[decode] = sorted(ctx.broken["t/broken"])
+        assert torch.isnan(out).any(1).sum() == len(bad)
+    assert skipped["tensor"] == skipped["pil"] == sorted(p.name for p in bad)
+    for p in bad:
+        one = image_files("t/one", ["x", p.name], [files[0], p])
+        with pytest.raises(MediaError, match=p.name):
+            _embed(tensor_model, one, workers=0)
+
+
+def test_decoded_batches_stop_cleanly_when_the_consumer_stops(files, tensor_model):
+    transform = tensor_model.pixel_transform()
+    chunks = [[i] for i in range(len(files))]
+    batches = iter(DecodedBatches(files, chunks, transform, torch.device("cpu"), False, 2))
+    first = next(batches)
+    assert first[0] == [0] and first[1].shape == (1, 3, 224, 224)
+    batches.close()  # the producer thread and readers end; nothing hangs
+
+
+def test_refused_option_values_name_the_option(arch):
+    with pytest.raises(UserError, match="decode"):
+        _model(arch, decode="nvjpeg")
+    with pytest.raises(UserError, match="jpeg_draft"):
+        _model(arch, decode="tensor", jpeg_draft="true")
+    with pytest.raises(ValueError, match="longest"):
+        PixelTransform((224, 224), (0.5,) * 3, (0.5,) * 3, resize_mode="longest")  # type: ignore[arg-type]
