@@ -85,7 +85,8 @@ def test_table_in_smoke_mode_shows_figures_unjudged(table, tmp_path):
 
 def test_gpu_setup_is_taken_from_the_decode_scripts_help(monkeypatch):
     media = load("gpu/media.py")
-    helps = {"threads:N decode threads, processes:N workers, gpu-decode: nvJPEG on the device": "gpu-decode",
+    helps = {"threads:N decode threads, processes:N workers, gpu-decode: nvJPEG on the device": "gpu-decode:auto",
+             "threads:N decode threads, processes:N workers, tensor:N (-M decode=tensor: nvjpeg)": "tensor:auto",
              "threads:N decode threads, device:auto decodes on the model's device": "device:auto",
              "threads:N decode threads (auto: the runner's default), processes:N workers": None}
     for setups_help, expected in helps.items():

@@ -31,7 +31,7 @@ import bench_decode_throughput as bdt  # noqa: E402
 from standin_video import write_videos  # noqa: E402
 
 NEEDED = ("N_IMAGES", "N_VIDEOS", "VIDEO_ITEMS", "BATCH", "SAMPLING", "write_videos", "main")
-GPU_SETUP = re.compile(r"\b(gpu-decode|gpu_decode|nvjpeg|gpu|device)(:(?:auto|\d+))?\b")
+GPU_SETUP = re.compile(r"\b(tensor|gpu-decode|gpu_decode|nvjpeg|gpu|device)(:(?:auto|\d+))?\b")
 PURE = re.compile(r"^\s*([\w+]+): pure forward ([\d.]+|nan)/s", re.M)
 LOOP = re.compile(r"^\s*([\w+]+): in the loop, (\S+)\s+([\d.]+|nan)/s ratio ([\d.]+|nan)", re.M)
 
@@ -54,7 +54,9 @@ def gpu_setup_named() -> str | None:
         bdt.main(["--help"])
     entry = re.search(r"^  --setups\b(.*\n(?:\s{8,}\S.*\n?)*)", out.getvalue(), re.M)  # its line + continuations
     found = GPU_SETUP.search(entry.group(1)) if entry else None
-    return found.group(0) if found else None
+    if found is None:
+        return None
+    return found.group(0) if found.group(2) else f"{found.group(1)}:auto"  # "tensor:N" in the help: N is a count
 
 
 class Tee(io.StringIO):
