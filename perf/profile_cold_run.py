@@ -16,7 +16,7 @@ pool included) and writes their stats. Printed per run: the
 top ``--top`` functions by own time (tottime) and by cumulative time, main thread and the decode threads
 apart, each as seconds and as a share of the command's wall time (decode threads run beside the main
 thread, so their shares add to it), and the load average; then the stage times the records keep
-(`negharness.engine.stages`: start-up, torch import, data, model import and build; per task forward,
+(`negharness.engine.stages`: start-up, plan, torch import, data, model import and build; per task forward,
 embed, score, write) and the run's wall time over its encoding time (issue 44's target: at most 1.3x).
 Profiling slows Python-heavy code more than
 torch's C++ kernels: compare shares between runs, not seconds with an unprofiled run.

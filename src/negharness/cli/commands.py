@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +145,10 @@ def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[A
     from negharness.engine.stages import StageClock  # lazy: start-up time
 
     clock = StageClock(getattr(args, "started_at", None))
-    if (since := clock.wall()) is not None:
-        clock.add("startup", since)
+    ready = getattr(args, "ready_at", None)
+    if clock.started_at is not None and ready is not None:
+        clock.add("startup", ready - clock.started_at)
+        clock.add("plan", time.perf_counter() - ready)
     with clock.timed("torch_import"):
         from negharness.engine.evaluate import run_evaluation  # lazy: start-up time (torch)
     from negharness.engine.sharding import (  # lazy: start-up time

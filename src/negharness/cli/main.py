@@ -76,6 +76,7 @@ def _main(argv: Sequence[str] | None) -> int:
         args.argv = list(argv)  # what --nproc re-launches
     since = None if argv is not None else seconds_since_process_start()  # a process of its own: from its start
     args.started_at = entered if since is None else time.perf_counter() - since  # records' startup_s, wall_s
+    args.ready_at = time.perf_counter()  # the CLI is ready: the run's plan_s counts from here
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

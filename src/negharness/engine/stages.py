@@ -26,12 +26,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # stage -> what it measures; a record's timings name each as "<stage>_s"
 STAGES: dict[str, str] = {
-    "startup": "process start (the command's, when `main` is called from Python) to the run's first step: "
-               "the interpreter, the CLI's imports, the plugin host, the receipt check",
+    "startup": "process start (the command's, when `main` is called from Python) to the CLI ready: "
+               "the interpreter, the CLI's imports, the parse",
+    "plan": "the CLI ready to the run's first step: the plugin host, the request's checks, the receipt",
     "torch_import": "how long the run waited for `import torch, open_clip` (0 where they were already loaded)",
     "data": "building the tasks and checking and hashing their data files, before the model is built",
-    "model_import": "importing the model plugin's module and the libraries it imports (open_clip, transformers)",
-    "model_build": "building the model and loading its weights (the plugin's factory)",
+    "model_import": "importing the model plugin's module and what it imports at its top",
+    "model_build": "the plugin's factory: the libraries it imports inside (open_clip's plugin imports open_clip, "
+                   "torchvision, timm and transformers here), building the model, loading its weights",
     "decode": "time the media loop waited on decoded batches (reported by the runner's media loop)",
     "tokenise": "tokenising texts outside the forward pass (reported by the runner's text loop)",
     "forward": "the model's encode calls, transfers to and from the device included",
@@ -39,7 +41,7 @@ STAGES: dict[str, str] = {
     "score": "the task's evaluation outside its embedding calls: reading its files, scoring",
     "write": "building the record and writing its per-query and sample files (the record's own write excluded)",
 }
-RUN_WIDE = ("startup", "torch_import", "data", "model_import", "model_build")
+RUN_WIDE = ("startup", "plan", "torch_import", "data", "model_import", "model_build")
 
 
 class StageClock:
