@@ -10,11 +10,15 @@ Two runs, each a fresh process with an empty cache (``--cache-dir`` in a new fol
   stand-in JPEG per image path and a random-weight open_clip ViT-B-32 (seed 0) saved once to a
   safetensors file (``--arch`` + ``--checkpoint``).
 
-The child process installs a profiler in the main thread and in every thread started later (the
-decode pool: cProfile alone sees only the main thread) and writes their stats. Printed per run: the
+The child process runs the command under `negharness.cli.profiling.CommandProfile` (what ``negharness
+--profile FILE`` uses: a profiler in the main thread and in every thread started later, the decode
+pool included) and writes their stats. Printed per run: the
 top ``--top`` functions by own time (tottime) and by cumulative time, main thread and the decode threads
 apart, each as seconds and as a share of the command's wall time (decode threads run beside the main
-thread, so their shares add to it), and the load average. Profiling slows Python-heavy code more than
+thread, so their shares add to it), and the load average; then the stage times the records keep
+(`negharness.engine.stages`: start-up, plan, torch import, data, model import and build; per task forward,
+embed, score, write) and the run's wall time over its encoding time (issue 44's target: at most 1.3x).
+Profiling slows Python-heavy code more than
 torch's C++ kernels: compare shares between runs, not seconds with an unprofiled run.
 
 Run: python perf/profile_cold_run.py [--run world|negbench|both] [--images 200] [--top 10]
@@ -48,43 +52,45 @@ TINY_VIT = {  # a ViT small enough for the --tiny check (the real profile uses o
 
 # child: the profiled command ---------------------------------------------------------------------
 def child(out: Path, argv: list[str]) -> None:
-    """Run ``negharness <argv>`` in this process with a profiler per thread; write main.prof,
-    one ``threads-<group>.prof`` per thread-name group and ``wall.json``."""
-    import cProfile
-    import threading
+    """Run ``negharness <argv>`` in this process under `negharness.cli.profiling.CommandProfile` (the
+    profiler ``--profile`` uses: one per thread); write main.prof, one ``threads-<group>.prof`` per
+    thread-name group and ``wall.json``."""
+    from negharness.cli.profiling import CommandProfile
 
-    started: list[tuple[str, cProfile.Profile]] = []
-
-    def on_thread_start(_frame, _event, _arg) -> None:  # the first profile event of a new thread
-        sys.setprofile(None)
-        prof = cProfile.Profile()
-        started.append((threading.current_thread().name, prof))
-        prof.enable()
-
-    threading.setprofile(on_thread_start)
-    main_prof = cProfile.Profile()
     start = time.perf_counter()
-    main_prof.enable()
-    try:
+    with CommandProfile() as profile:
         from negharness.cli.main import main
 
         code = main(argv)
-    finally:
-        main_prof.disable()
-        wall = time.perf_counter() - start
-        threading.setprofile(None)
-    main_prof.dump_stats(str(out / "main.prof"))
-    groups: dict[str, pstats.Stats] = {}
-    for name, prof in started:
-        prof.create_stats()
-        group = name.rsplit("_", 1)[0] if name.startswith("negharness-") else "other"
-        if group in groups:
-            groups[group].add(prof)
-        else:
-            groups[group] = pstats.Stats(prof)
-    for group, stats in groups.items():
-        stats.dump_stats(str(out / f"threads-{group}.prof"))
-    (out / "wall.json").write_text(json.dumps({"wall_s": wall, "exit": code, "threads": len(started)}))
+    wall = time.perf_counter() - start
+    for group, stats in profile.groups().items():
+        stats.dump_stats(str(out / ("main.prof" if group == "main" else f"threads-{group}.prof")))
+    (out / "wall.json").write_text(json.dumps({"wall_s": wall, "exit": code, "threads": len(profile.threads)}))
+
+
+def stage_lines(out: Path, wall: float | None = None) -> list[str]:
+    """The records' stage times (`negharness.engine.stages`), the run-wide ones once, and the whole
+    run against its encoding: ``wall`` (the process's, measured outside it; else the last record's
+    ``wall_s``) over the sum of the records' ``encode_s``."""
+    from negharness.engine.stages import RUN_WIDE
+    from negharness.records.results import iter_records
+
+    timings = {rec["task"]["name"]: rec.get("timings") or {} for _, rec in iter_records(out)}
+    if not timings:
+        return ["(no records)"]
+    first = next(iter(timings.values()))
+    lines = ["run-wide: " + (", ".join(f"{s} {first[f'{s}_s']:.2f} s" for s in RUN_WIDE if f"{s}_s" in first)
+                             or "no stage times (older code)")]
+    for task, t in timings.items():
+        own = ", ".join(f"{k[:-2]} {v:.2f}" for k, v in t.items() if k[:-2] not in RUN_WIDE and k != "wall_s")
+        lines.append(f"{task}: {own}")
+    encode = sum(t.get("encode_s", 0.0) for t in timings.values())
+    wall = wall if wall is not None else max((t.get("wall_s", 0.0) for t in timings.values()), default=0.0)
+    tasks = sum(t.get("total_s", 0.0) for t in timings.values())
+    ratio = f"{wall / encode:.2f}x" if encode else "n/a"
+    lines.append(f"wall {wall:.2f} s, tasks {tasks:.2f} s, encode {encode:.2f} s: wall/encode {ratio}, "
+                 f"outside the tasks {wall - tasks:.2f} s")
+    return lines
 
 
 # parent: inputs, launches, tables ------------------------------------------------------------------
@@ -211,6 +217,8 @@ def timed_rounds(label: str, args: list[str], root: Path, trees: dict[str, Path]
             subprocess.run(cmd, env=_env(trees[name]), capture_output=True, check=True)
             walls[name].append(time.perf_counter() - start)
             metrics[name] = {p.stem: rec["metrics"] for p, rec in iter_records(work / "out")}
+            for line in stage_lines(work / "out", walls[name][-1]):
+                print(f"   {name}: {line}")
         base = names[0]
         cells = ", ".join(f"{n} {walls[n][-1]:.2f} s" + (f" ({walls[n][-1] / walls[base][-1]:.2f}x {base}'s, metrics "
                                                           f"{'equal' if metrics[n] == metrics[base] else 'DIFFER'})"
@@ -274,6 +282,9 @@ def main(argv: list[str] | None = None) -> None:
                 work = root / f"{label}-{stamp}"
                 info = launch(work, [*args, "--cache-dir", str(work / "cache"), "--output-dir", str(work / "out")], env)
                 print_tables(title, work, info, opts.top)
+                print("-- stage times from the records (under the profiler):")
+                for line in stage_lines(work / "out"):
+                    print(f"   {line}")
             if opts.rounds:
                 timed_rounds(label, args, root, trees, opts.rounds)
         print(f"\nload average after: {_load()}")

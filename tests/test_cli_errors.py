@@ -107,3 +107,70 @@ def test_a_repeated_option_with_the_same_value_is_one_option():
     assert _pairs(["n=2", " n = 2 ", "seed=1"], "-T") == {"n": "2", "seed": "1"}
     with pytest.raises(UserError, match="-M arch given twice"):
         _pairs(["arch=a", "arch=b"], "-M")
+
+
+BEFORE_TORCH = {  # a mistake -> what its one line must say
+    "unknown model": (["run", "--model", "shapes_clp", "--task", "shapes_t2i_original"], "did you mean shapes_clip"),
+    "unknown task": (["run", "--model", "shapes_clip", "--task", "shapes_t2i_orignal"], "shapes_t2i_original"),
+    "tasks with a comma": (["run", "--model", "shapes_clip", "--task", "shapes_t2i_original,shapes_t2v_original"],
+                           "repeat --task: --task shapes_t2i_original --task shapes_t2v_original"),
+    "no such device": (["run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--device", "tpu"],
+                       "--device tpu: not a device"),
+    "mps off macOS": (["run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--device", "mps"],
+                      "--device mps"),
+    "data root is a file": (["run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--data-root",
+                             "a_file"], "is a file, not a folder"),
+    "missing weights file": (["run", "--model", "clip", "--task", "shapes_t2i_original", "--checkpoint", "gone.pt"],
+                             "--checkpoint gone.pt: no such file"),
+    "blocking no plugin": (["-p", "no:nonexistent", "run", "--model", "shapes_clip", "--task", "shapes_t2i_original"],
+                           "-p no:nonexistent: no plugin is named"),
+    "blocking nothing": (["-p", "no:", "list"], "-p no: names no plugin"),
+}
+
+
+@pytest.mark.parametrize("name", list(BEFORE_TORCH))
+def test_mistakes_are_answered_before_torch_loads(name, tmp_path):
+    """One line, exit 2, and no torch in the process's import listing (`python -X importtime`)."""
+    import sys
+
+    from test_cli_imports import TORCH_LINE, console_script
+
+    if name == "mps off macOS" and sys.platform == "darwin":
+        pytest.skip("on macOS MPS may exist: torch decides")
+    args, needle = BEFORE_TORCH[name]
+    (tmp_path / "a_file").write_text("not a folder")
+    done = console_script(args, tmp_path)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:") and line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    assert needle in lines[0]
+    assert not TORCH_LINE.search(done.stderr), f"{name}: torch was imported before the mistake was told"
+
+
+def test_cuda_on_a_machine_without_a_gpu_driver_is_told_before_torch(tmp_path):
+    from pathlib import Path
+
+    from test_cli_imports import TORCH_LINE, console_script
+
+    from negharness.engine.precheck import _GPU_DRIVER_FILES
+
+    if any(Path(p).exists() for p in _GPU_DRIVER_FILES) or not os.uname().sysname == "Linux":
+        pytest.skip("a GPU driver is here (or not Linux): torch decides, right after it loads")
+    done = console_script(["run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--device", "cuda"],
+                          tmp_path)
+    assert done.returncode == 2 and "--device cuda: CUDA is not available" in done.stderr
+    assert not TORCH_LINE.search(done.stderr)
+
+
+def test_an_unavailable_mps_is_refused_before_the_model_is_built(monkeypatch):
+    """Where MPS may exist (macOS) torch says whether it does; absent, one line, exit 2 (was: exit 1
+    after the model was built, blaming its plugin)."""
+    import sys
+
+    import torch
+
+    from negharness.engine.runner import resolve_device
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(UserError, match="--device mps: MPS is not available"):
+        resolve_device("mps")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,7 @@ def _check_cache_dir(explicit: str | None) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from negharness.api.model_options import ModelOptions  # lazy: start-up time
+    from negharness.engine.precheck import check_request  # lazy: start-up time
     from negharness.engine.plan import (  # lazy: start-up time
         RunRequest,
         answer_from_receipt,
@@ -124,6 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if say:
         err.print(plan_head(req), markup=False)
     host = _host(args)
+    check_request(host, req)  # names, device, data root, weights files: a mistake is told before torch loads
     if say:
         for line in plan_lines(host, req):
             err.print(line, markup=False)
@@ -139,7 +142,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[Any] | None:
     """The run the normal way (torch, the tasks, the model); None on a torchrun rank that prints nothing."""
-    from negharness.engine.evaluate import run_evaluation  # lazy: start-up time
+    from negharness.engine.stages import StageClock  # lazy: start-up time
+
+    clock = StageClock(getattr(args, "started_at", None))
+    ready = getattr(args, "ready_at", None)
+    if clock.started_at is not None and ready is not None:
+        clock.add("startup", ready - clock.started_at)
+        clock.add("plan", time.perf_counter() - ready)
+    with clock.timed("torch_import"):
+        from negharness.engine.evaluate import run_evaluation  # lazy: start-up time (torch)
     from negharness.engine.sharding import (  # lazy: start-up time
         quiet_stderr_for_followers,
         shard_session,
@@ -149,7 +160,8 @@ def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[A
         quiet_stderr_for_followers(shards)
         with _progress(err) as progress:
             try:
-                outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards)
+                outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards,
+                                          clock)
             except (UserError, OSError, KeyboardInterrupt):
                 raise
             except Exception as exc:

@@ -68,6 +68,7 @@ def _host(args: argparse.Namespace):
         )
 
         host.register(include_plugin(includes), "include_path")
+    _check_blocked(host, blocked)
     if host.failures():
         from rich.text import Text
 
@@ -76,3 +77,17 @@ def _host(args: argparse.Namespace):
             err.print(Text.assemble(("warning: ", "yellow"), f"plugin {info.name!r} ({info.module}) failed to load: {info.error}"),
                       soft_wrap=True)
     return host
+
+
+def _check_blocked(host: Any, blocked: Sequence[str]) -> None:
+    """Each ``-p no:NAME`` names a plugin there is (an entry point or ``include_path``): a typo would
+    block nothing and say nothing."""
+    from difflib import get_close_matches
+
+    for name in blocked:
+        if not name:
+            raise UserError("-p no: names no plugin: give -p no:NAME (`negharness list` shows the plugins)")
+        if name not in host.plugins:
+            close = get_close_matches(name, list(host.plugins), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; `negharness list` shows the plugins"
+            raise UserError(f"-p no:{name}: no plugin is named {name!r}{hint}")

@@ -5,14 +5,18 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+import time
 import warnings
 from typing import Any, Sequence
 
 from negharness.api.errors import UserError
 from negharness.api.options import check_env_flags, env_flag
 from negharness.cli.common import _console
+from negharness.engine.stages import seconds_since_process_start
 from negharness.cli.parser import build_parser
+from negharness.cli.profiling import CommandProfile, profile_target
 from negharness.cli.process import (
     debug_requested,
     exit_now,
@@ -57,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    entered = time.perf_counter()
     prefer_passive_waiting()  # before any command imports torch
     warnings.showwarning = _one_line_warning
     try:
@@ -69,9 +74,32 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if argv is not None and hasattr(args, "argv"):
         args.argv = list(argv)  # what --nproc re-launches
+    since = None if argv is not None else seconds_since_process_start()  # a process of its own: from its start
+    args.started_at = entered if since is None else time.perf_counter() - since  # records' startup_s, wall_s
+    args.ready_at = time.perf_counter()  # the CLI is ready: the run's plan_s counts from here
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    try:
+        target = profile_target(args.profile)
+    except UserError as exc:
+        _console(stderr=True).print(f"error: {exc}", markup=False, highlight=False)
+        return 2
+    if target is None:
+        return _command(args)
+    with CommandProfile() as profile:
+        code = _command(args)
+    try:
+        profile.write(target)  # before the console script's fast exit, which no atexit profiler survives
+    except OSError as exc:
+        message, _ = one_line(exc, str(target.parent))
+        _console(stderr=True).print(f"error: writing the profile: {message}", markup=False, highlight=False)
+        return code or 2
+    return code
+
+
+def _command(args: argparse.Namespace) -> int:
+    """The command, its failure as one line (exit 2 for the user's input, 1 for a plugin's bug)."""
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="block the plugin NAME (repeatable); also $NEGHARNESS_DISABLE_PLUGINS=a,b")
     parser.add_argument("--strict-plugins", action="store_true",
                         help="a plugin that fails to load is an error (default: a warning)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="write a cProfile of the command, every thread, to FILE (pstats format); "
+                             "also $NEGHARNESS_PROFILE=FILE")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("list", help="every model, task and trainer, with the plugin that gave it and its options")

@@ -50,7 +50,9 @@ from negharness.engine.reuse import (
     stale_reason,
 )
 from negharness.engine.embedding_contract import ModelOrigin
+from negharness.engine.precheck import check_request
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
+from negharness.engine.stages import StageClock, stage_timings
 from negharness.fetch.manifest import verify_files
 from negharness.fetch.select import fetch_hint
 from negharness.fetch.sources import SOURCES
@@ -71,9 +73,10 @@ from negharness.records.results import (
     read_record,
     record_path,
     task_variant,
-    write_record,
+    write_sidecars,
 )
 from negharness.scoring import perquery
+from negharness.store.atomic import atomic_write_json
 from negharness.store.cache import EmbeddingCache
 from negharness.store.content import FileHasher
 
@@ -152,8 +155,13 @@ def _protocol(entries: list[Entry]) -> str:
     return "editing" if any(editing.values()) else "embedding"
 
 
-def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shards: Any = None) -> list[RunOutcome]:
-    """``shards``: this rank's `negharness.engine.sharding.ShardSession` under torchrun, else None."""
+def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shards: Any = None,
+                   clock: StageClock | None = None) -> list[RunOutcome]:
+    """``shards``: this rank's `negharness.engine.sharding.ShardSession` under torchrun, else None.
+    ``clock``: the process's stage times so far (the CLI's start-up and imports), which every record
+    of the run repeats beside its own (`negharness.engine.stages`)."""
+    clock = clock or StageClock()
+    check_request(host, req)  # the CLI asked already, before torch; a library call asks here
     entries = task_entries(host, req.tasks)
     protocol = _protocol(entries)
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
@@ -168,10 +176,11 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     cache_dir = cache_root(req.cache_dir)  # resolved once: the memo, the embeddings and the tasks share it
     root, source = data_root(req.data_root)
     topts = TaskOptions(root, source, cache_dir, req.seed, req.limit, dict(req.task_extra))
-    tasks = [(e, _made_task(e, topts)) for e in entries]
-    _check_task_options(req.task_extra, [t for _, t in tasks])
-    hasher = FileHasher(memo_path(cache_dir))
-    _check_data([t for _, t in tasks], root, source, hasher)
+    with clock.timed("data"):
+        tasks = [(e, _made_task(e, topts)) for e in entries]
+        _check_task_options(req.task_extra, [t for _, t in tasks])
+        hasher = FileHasher(memo_path(cache_dir))
+        _check_data([t for _, t in tasks], root, source, hasher)
     plugins = PluginLookup(host.registry, device, cache_dir)
     # released weights (negclip, ...) become the checkpoint before the records are planned on it
     req = dataclasses.replace(req, model_options=plugins.resolved(model_entry.kind, req.model, req.model_options))
@@ -179,14 +188,18 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     # one model, one folder and row: -M values bound to the factory's declared options, defaults dropped
     model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options), req.precision)
     sources = model_sources(req.model_options, hasher)
-    planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
-    hasher.save()
+    with clock.timed("data"):
+        planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
+        hasher.save()
     todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
     if not todo and (sources or not maybe):
         # the options name the weights and every record matches them: nothing to load
         return _kept(host, req, planned, [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe],
                      shards)
-    model = plugins.create(model_entry.kind, req.model, req.model_options)
+    with clock.timed("model_import"):
+        model_entry.load()
+    with clock.timed("model_build"):
+        model = plugins.create(model_entry.kind, req.model, req.model_options)
     fingerprint = _fingerprint(model)
     if getattr(model, "random_weights", False):
         if shards is not None:
@@ -231,16 +244,31 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         if result.per_query is not None:
             perquery.check(task.name, entry.plugin, result.per_query, result.metrics, task.cluster)
         counts = dict(ctx.counters)
-        timings = {"total_s": round(time.perf_counter() - start, 3)}
-        if "encode_seconds" in counts:
-            timings["encode_s"] = round(counts.pop("encode_seconds"), 3)
+        timings = _timings(time.perf_counter() - start, counts, clock, ctx)
+        writing = time.perf_counter()
         rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
                            item.task_run)
         if result.per_query is not None:
             rec.update(perquery.intervals(rec, result.per_query))
-        write_record(path, rec, result.samples if req.log_samples else None, result.per_query)
+        rec = write_sidecars(path, rec, result.samples if req.log_samples else None, result.per_query)
+        wall = clock.wall()
+        rec["timings"] = {**rec["timings"], **stage_timings({"write": time.perf_counter() - writing}),
+                          **({"wall_s": round(wall, 3)} if wall is not None else {})}
+        atomic_write_json(path, rec)
         outcomes.append(RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason))
     return _kept(host, req, planned, outcomes, shards)
+
+
+def _timings(total: float, counts: dict[str, Any], clock: StageClock, ctx: Any) -> dict[str, float]:
+    """A task's ``timings``: its evaluation's total, the encoding loops' time, the run's stages and
+    its own (`negharness.engine.stages`); ``score`` is the total less the task's embedding calls."""
+    timings = {"total_s": round(total, 3)}
+    if "encode_seconds" in counts:
+        timings["encode_s"] = round(counts.pop("encode_seconds"), 3)
+    own = ctx.stages.seconds() if isinstance(getattr(ctx, "stages", None), StageClock) else {}
+    if "embed" in own:
+        own["score"] = max(0.0, total - own["embed"])
+    return {**timings, **stage_timings(clock.seconds(), own)}
 
 
 def _kept(host: PluginHost, req: RunRequest, planned: list[_Planned], outcomes: list[RunOutcome],

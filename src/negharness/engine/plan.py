@@ -93,7 +93,14 @@ class RunOutcome:
 def task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
     seen: dict[str, Entry] = {}
     for pattern in patterns:
-        for entry in host.registry.match("task", pattern):
+        try:
+            matched = host.registry.match("task", pattern)
+        except UserError as exc:
+            if "," not in pattern:
+                raise
+            each = " ".join(f"--task {p.strip()}" for p in pattern.split(",") if p.strip())
+            raise UserError(f"{exc}; for several tasks, repeat --task: {each}") from None
+        for entry in matched:
             seen.setdefault(entry.name, entry)
     return list(seen.values())
 

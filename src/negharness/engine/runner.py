@@ -26,6 +26,8 @@ from negharness.api.precision import autocast
 from negharness.api.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
+from negharness.engine.precheck import DEVICES, check_device_spec
+from negharness.engine.stages import StageClock, timed_method
 from negharness.io.media import (
     MediaSet,
     PreprocessedItems,
@@ -53,13 +55,16 @@ def _encodes_prepared(model: EmbeddingModel) -> bool:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """``auto`` picks CUDA when present; an explicit CUDA device that is absent is a clear error."""
-    if spec == "auto":
+    """``auto`` picks CUDA when present; an explicit CUDA or MPS device that is absent is a clear
+    error (what can be known without torch is refused first: `negharness.engine.precheck`)."""
+    if check_device_spec(spec) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(spec)
     except RuntimeError as exc:
-        raise UserError(f"--device {spec}: not a device (use auto, cpu, cuda or cuda:N)") from exc
+        raise UserError(f"--device {spec}: not a device (use {DEVICES})") from exc
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise UserError(f"--device {spec}: MPS is not available on this machine (use --device cpu)")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise UserError(f"--device {spec}: CUDA is not available on this machine (use --device cpu)")
@@ -169,6 +174,7 @@ class CachedEvalContext(RunContext):
         self.log_samples = log_samples
         self.counters.update({k: 0 for k in self.COUNTED})
         self.counters.encode_seconds = 0.0
+        self.stages = StageClock()  # the record's stage times (`negharness.engine.stages`): loops add decode, tokenise
         self.broken: dict[str, list[str]] = {}  # media key -> ids skipped as unreadable, with --skip-broken-media
         self._fitted: dict[str, int] = {}  # "text" / "image" / "video" -> the batch size that fits after an OOM
         self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision, "keys": CACHE_KEYS})
@@ -242,6 +248,7 @@ class CachedEvalContext(RunContext):
                             "embeddings: run it on choice tasks (sugarcrepe_*, aro_*, valse_*, crepe_*, ccneg, "
                             "negvqa_*, negbench_mcq_*), not on retrieval tasks")
 
+    @timed_method("embed")
     def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """(N, D) float32 on CPU, in the order given; each distinct text is encoded at most once."""
         self._require_encoder()
@@ -268,6 +275,7 @@ class CachedEvalContext(RunContext):
         where = {t: i for i, t in enumerate(unique)}
         return table[torch.tensor([where[t] for t in texts], dtype=torch.long)]
 
+    @timed_method("embed")
     def embed_media(self, media: MediaSet) -> torch.Tensor:
         """(len(media), D) float32 on CPU, in ``media.ids`` order; cached per (model, item content),
         and items with equal content (see `media_keys`) are encoded once.
@@ -362,7 +370,7 @@ class CachedEvalContext(RunContext):
         while lo < len(ids):
             size = min(len(ids) - lo, self._fitted.get(what, len(ids)))
             try:
-                with self._autocast():
+                with self.stages.timed("forward"), self._autocast():
                     raw = encode(slice(lo, lo + size))
             except torch.cuda.OutOfMemoryError as exc:
                 if size == 1:
@@ -371,7 +379,8 @@ class CachedEvalContext(RunContext):
                                     "or run with --precision bf16 or on another device") from None
                 failed = size  # the retry waits until the except block has let go of the failed batch
             else:
-                parts.append(self.contract.checked(raw, ids[lo:lo + size], what))
+                with self.stages.timed("forward"):  # the copy back to the CPU waits for the device's work
+                    parts.append(self.contract.checked(raw, ids[lo:lo + size], what))
                 lo += size
                 continue
             self._halve(what, failed)

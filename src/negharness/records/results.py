@@ -195,14 +195,20 @@ def write_record(path: Path, record: dict[str, Any], samples: list[dict[str, Any
                  per_query: dict[str, Any] | None = None) -> Path:
     """Samples and per-query values first, record last: a record on disk always has its samples and
     per-query files complete beside it."""
-    if per_query is not None:
+    return atomic_write_json(path, write_sidecars(path, record, samples, per_query))
 
+
+def write_sidecars(path: Path, record: dict[str, Any], samples: list[dict[str, Any]] | None = None,
+                   per_query: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The files beside the record at ``path``, written; returns the record naming them, for the
+    caller to write last (`write_record`, or a run that times this first)."""
+    if per_query is not None:
         record = {**record, "per_query_file": write_sidecar(path, per_query).name}
     if samples is not None:
         lines = "".join(json.dumps(s, sort_keys=True, ensure_ascii=False) + "\n" for s in samples)
         atomic_write_text(path.with_suffix(".samples.jsonl"), lines)
         record = {**record, "samples_file": path.with_suffix(".samples.jsonl").name}
-    return atomic_write_json(path, record)
+    return record
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
