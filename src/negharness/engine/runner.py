@@ -327,7 +327,8 @@ class CachedEvalContext(RunContext):
                             "exactly once")
         split = _encodes_prepared(self.model)
         prepare, encode = (self.model.prepare_texts, self.model.encode_prepared) if split else (list, self.model.encode_text)
-        for idx, texts, prepared in self._prepared_texts(unique, [[todo[b] for b in batch] for batch in batches], prepare):
+        for idx, texts, prepared in self._waited("tokenise", self._prepared_texts(
+                unique, [[todo[b] for b in batch] for batch in batches], prepare)):
             out = self._encode_fitting(texts, "text", lambda part: encode(prepared[part]))
             emb.update(zip(idx, out))
             if store is not None:
@@ -335,6 +336,24 @@ class CachedEvalContext(RunContext):
             self.counters.texts_encoded += len(idx)
             self._advance(bar, len(idx))
         self.counters.encode_seconds += time.perf_counter() - start
+
+    def _waited(self, stage: str, batches: Iterator[Any]) -> Iterator[Any]:
+        """``batches``, each one's wait counted as ``stage`` (`negharness.engine.stages`): the time the
+        loop stood idle for the decoders or the tokenizer, not their work done beside the forward pass."""
+        try:
+            while True:
+                start = time.perf_counter()
+                try:
+                    item = next(batches)
+                except StopIteration:
+                    return
+                finally:
+                    self.stages.add(stage, time.perf_counter() - start)
+                yield item
+        finally:  # an error in the loop stops the decoders or the tokenizer thread now, not at collection
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
 
     @staticmethod
     def _prepared_texts(unique: Sequence[str], batches: list[list[int]],
@@ -532,7 +551,7 @@ class CachedEvalContext(RunContext):
         bar = self._track(f"encoding {media.kind}s", len(todo))
         start = time.perf_counter()
         device = self.settings.device
-        for positions, pixels, mask in self._batches(media, todo):
+        for positions, pixels, mask in self._waited("decode", self._batches(media, todo)):
             pixels = pixels.to(device, non_blocking=True)
             mask = None if mask is None else mask.to(device)
 
