@@ -8,7 +8,7 @@ index); and the README's example as it is now (entries declared in entry-point m
 wall time (median of ``--rounds``), the ratio to the baseline, and whether torch was imported
 (`-X importtime`).
 
-Run: python perf/bench_plugin_cost.py [--rounds 3]
+Run: python perf/bench_plugin_cost.py [--rounds 3]   (--tiny: one round of `list --brief` only)
 """
 
 from __future__ import annotations
@@ -66,10 +66,13 @@ def timed(args: list[str], plugin: Path | None, cwd: Path, cache: Path) -> tuple
     return wall, torch
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    ap.add_argument("--tiny", action="store_true", help="one round of list --brief: a check of the script")
+    args = ap.parse_args(argv)
+    commands = {"list --brief": COMMANDS["list --brief"]} if args.tiny else COMMANDS
+    rounds = 1 if args.tiny else args.rounds
     tmp = Path(tempfile.mkdtemp(prefix="plugin-cost-"))
     (tmp / "empty").mkdir()
     hook = hook_style_plugin(tmp / "hook")
@@ -77,8 +80,8 @@ def main() -> None:
               "declared entries": GOOD}
     times: dict[tuple[str, str], list[float]] = {}
     torch_seen: dict[tuple[str, str], bool] = {}
-    for r in range(args.rounds):
-        for cmd, argv in COMMANDS.items():
+    for r in range(rounds):
+        for cmd, argv in commands.items():
             for setup, plugin in setups.items():
                 cache = tmp / f"cache-{r}-{cmd.replace(' ', '_')}"
                 if setup == "hook module, first command":
@@ -86,8 +89,8 @@ def main() -> None:
                 wall, torch = timed(argv, plugin, tmp, cache)
                 times.setdefault((cmd, setup), []).append(wall)
                 torch_seen[(cmd, setup)] = torch_seen.get((cmd, setup), False) or torch
-    print(f"{args.rounds} rounds, interleaved; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores")
-    for cmd in COMMANDS:
+    print(f"{rounds} rounds, interleaved; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores")
+    for cmd in commands:
         base = statistics.median(times[(cmd, "no plugin")])
         for setup in setups:
             med = statistics.median(times[(cmd, setup)])

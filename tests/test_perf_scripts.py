@@ -45,6 +45,7 @@ TINY: dict[str, list[str]] = {
     "bench_tensor_decode_difference.py": ["--tiny"],
     "bench_text_lengths.py": ["--tiny"],
     "bench_tokenizer.py": ["--tiny"],
+    "bench_plugin_cost.py": ["--tiny"],
     "bench_training.py": ["--videos", "4", "--steps", "1", "--batch", "2", "--size", "32", "--workers", "0"],
     "bench_vlm_choice.py": ["--questions", "2", "--batch-sizes", "1"],
     "profile_cold_run.py": ["--tiny", "--run", "negbench", "--top", "3", "--rounds", "1"],  # the world run is the simpler path
@@ -77,6 +78,9 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
     "bench_sharded_eval.py": [(rf"largest metric difference: {NUM}", 0.0, 1e-6),
                               (rf"speed-up, evaluation:\s+{NUM}x", 0.05, 20.0)],
     "bench_shared_encoding.py": [(rf"video encodes {NUM}x fewer", 2.5, 10.0)],
+    # the property, not the time: with the index or declared entries no torch is imported (x: against no plugin)
+    "bench_plugin_cost.py": [(rf"hook module, indexed\s+[\d.]+ s\s+x\s*{NUM}  torch imported: False", 0.0, 1e3),
+                             (rf"declared entries\s+[\d.]+ s\s+x\s*{NUM}  torch imported: False", 0.0, 1e3)],
     "bench_tokenizer.py": [(rf"tokenizer fast/open_clip {NUM}x", 0.5, 1e3),
                            (rf"after vs before {NUM}", 0.0, 1e-4)],
     "bench_tensor_decode_difference.py": [(rf"photos: .*pixels max {NUM} levels", 0.0, 2.0),

@@ -406,27 +406,13 @@ def test_task_option_variants_get_their_own_records_and_columns(tmp_path):
 
 
 def test_leaderboard_keeps_two_configs_in_two_columns(tmp_path):
-    from negharness.records.results import (
-        ModelConfig,
-        iter_records,
-        record_path,
-        write_record,
-    )
+    from negharness.records.fake import write_fake_record
+    from negharness.records.results import ModelConfig, iter_records
     from negharness.report.leaderboard import build_tables, to_markdown
-
-    def rec(model, n_items, value):
-        variant = {"n_items": n_items} if n_items else {}
-        return {"schema_version": 1, "created_at": "2026-01-01T00:00:00+00:00", "limited": False,
-                "model": {"name": model, "label": model, "options": {}},
-                "task": {"name": "t", "family": "f", "leaderboard_metrics": ["R@1"]},
-                "metrics": {"R@1": value}, "metric_info": {"R@1": {"higher_is_better": True, "fmt": ".1f"}},
-                "main_score": {"name": "R@1", "value": value}, "variant": variant,
-                "variant_label": f"n_items={n_items}" if n_items else ""}
 
     root = tmp_path / "results"
     for model, n, v in (("a", None, 10.0), ("b", 100, 90.0)):
-        cfg = ModelConfig(model, {})
-        write_record(record_path(root, cfg, "t", {"n_items": n} if n else {}), rec(model, n, v))
+        write_fake_record(root, ModelConfig(model, {}), "t", {"R@1": [v] * 4}, variant={"n_items": n} if n else None)
     md = to_markdown(build_tables(iter_records(root)), root / "README.md")
     header = next(line for line in md.splitlines() if line.startswith("| model |"))
     assert header == "| model | t R@1 ↑ | t [n_items=100] R@1 ↑ |"  # 500 items and 100 never share a column

@@ -56,14 +56,18 @@ class RecordError(UserError):
         self.lines = lines or [message]
 
 
-def read_checked(path: Path, results_dir: Path | None = None) -> dict[str, Any]:
+def read_checked(path: Path, results_dir: Path | None = None, board: bool = True) -> dict[str, Any]:
     """A record, read and validated as ``leaderboard --check`` validates it (`load_checked`, then
     `record_problems` for a full run); else a `RecordError` naming the file and every problem. Its
-    per-query file is read only from inside ``results_dir`` (default: the record's grandparent)."""
+    per-query file is read only from inside ``results_dir`` (default: the record's grandparent).
+
+    ``board=False`` is reuse's reading: the same checks, but a record whose task gave no per-query
+    values (it names no per-query file) still answers a rerun of that task, which would give none
+    again; it never reaches the board, export or compare, which read with ``board=True``."""
     rec = load_checked(path)
     if is_partial(rec):
         return rec
-    problems = record_problems(Path(path), rec, results_dir)
+    problems = record_problems(Path(path), rec, results_dir, board)
     if problems:
         raise RecordError(f"{path}: {'; '.join(problems)}; {FIX}", [f"{path}: {p}" for p in problems])
     return rec
@@ -185,9 +189,9 @@ def _get(rec: dict[str, Any], dotted: str) -> tuple[Any, bool]:
 REQUIRED = ("created_at", "model", "task", "metrics", "main_score", "config_hash")
 
 
-def record_problems(path: Path, rec: Any, results_dir: Path | None = None) -> list[str]:
+def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board: bool = True) -> list[str]:
     """Why this record may not enter the board (empty when it may); its sidecar is read only from
-    inside ``results_dir`` (default: the record's grandparent)."""
+    inside ``results_dir`` (default: the record's grandparent). ``board=False``: see `read_checked`."""
     if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
         return [f"not a result record of schema {SCHEMA_VERSION}"]
     out = [f"no {k!r}" for k in REQUIRED if k not in rec]
@@ -202,6 +206,8 @@ def record_problems(path: Path, rec: Any, results_dir: Path | None = None) -> li
     except UserError as exc:
         return out + [str(exc).removeprefix(f"{path}: ")]
     if pq is None:
+        if not board and not rec.get("per_query_file"):
+            return out
         return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
                       "(TaskResult.per_query, see the README's 'Writing a plugin'), or an older negharness "
                       "wrote it; rerun it with a task that returns them"]

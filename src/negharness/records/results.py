@@ -216,7 +216,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
     bounded, its schema, consistent with its per-query values, as ``leaderboard --check`` validates)
     refuses it: the run is done again."""
     try:
-        return read_checked(Path(path))
+        return read_checked(Path(path), board=False)
     except RecordError:
         return None
 
