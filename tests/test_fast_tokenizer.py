@@ -195,3 +195,19 @@ def test_the_next_text_batch_is_prepared_in_a_thread_while_this_one_encodes():
     assert sorted(t for _, batch in model.prepared for t in batch) == sorted(texts)  # each text prepared once
     assert all(name.startswith("negharness-tokenize") for name, _ in model.prepared)
     assert model.overlapped == [True, True, True, False]  # the last batch has no next one to wait for
+
+
+def test_a_model_whose_encode_text_is_patched_on_the_instance_is_called_through_it():
+    """A wrapper that patches the model it built (tests/thirdparty/slowmodel logs and sleeps in its
+    encode_text) must not be bypassed by the tokenise-ahead path (it was: the cache-sharing test saw no
+    text encodes logged)."""
+    from negharness.api.model import ModelOptions
+    from negharness.engine.runner import _encodes_prepared
+    from negharness.plugins.shapes_clip import shapes_clip
+
+    model = shapes_clip(ModelOptions())
+    assert _encodes_prepared(model)
+    seen = []
+    original = model.encode_text
+    model.encode_text = lambda texts: seen.append(len(texts)) or original(texts)
+    assert not _encodes_prepared(model)

@@ -45,7 +45,11 @@ CACHE_KEYS = 5  # 2: media keyed by content hash and decoding recipe, shards wit
 
 def _encodes_prepared(model: EmbeddingModel) -> bool:
     """Whether ``model.encode_prepared`` is its text encoder: no class between it and the one that defines
-    `encode_prepared` overrides `encode_text` (a subclass that wraps only `encode_text` is still called)."""
+    `encode_prepared` overrides `encode_text` (a subclass that wraps only `encode_text` is still called),
+    and no `encode_text` set on the instance itself (a wrapper that patches the model it built)."""
+    own = getattr(model, "__dict__", {})
+    if "encode_text" in own and "encode_prepared" not in own:
+        return False
     mro = type(model).__mro__
 
     def owner(name: str) -> int:
