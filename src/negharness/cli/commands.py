@@ -35,12 +35,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         if not entries:
             continue
         table = Table(title=f"{kind}s", title_justify="left")
-        table.add_column("name", style="cyan", no_wrap=True, min_width=12)
-        table.add_column("plugin")
-        table.add_column("description")
+        # every column folds, never cuts: a name, a plugin and an option are what a user types next
+        table.add_column("name", style="cyan", overflow="fold", min_width=12)
+        table.add_column("plugin", overflow="fold")
+        table.add_column("description", overflow="fold")
         flag = OPTION_FLAGS.get(kind)
         if flag and not args.brief:
-            table.add_column(f"{flag} options")
+            table.add_column(f"{flag} options", overflow="fold", min_width=24)
         clashes = host.registry.duplicates(kind)
         for e in entries:
             row = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
@@ -80,7 +81,7 @@ def _options_cell(entry: Any, flag: str) -> str:
         return f"(cannot load: {str(exc).splitlines()[0][:60]})"
     if specs is None:
         return "(see its description)"
-    return describe_options(specs, with_help=False) or "none"
+    return describe_options(specs) or "none"  # each option with its meaning
 
 
 def _check_counts(args: argparse.Namespace) -> None:

@@ -29,9 +29,12 @@ def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
 
 
 def _console(stderr: bool = False):
+    """Every console the CLI prints through: no markup parsing, since what it prints holds names it did
+    not write (task variants "t [n_items=3]", model labels, file names) whose brackets Rich would take
+    for tags and swallow; styles come as `rich.text.Text` objects instead."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, markup=False)
 
 
 def _progress(console: Any, training: bool = False):

@@ -253,20 +253,22 @@ def to_markdown(label_a: str, label_b: str, results: list[TaskComparison], n: in
 
 
 def to_rich(label_a: str, label_b: str, results: list[TaskComparison]) -> list[Any]:
+    """Tables and lines for a console that parses no markup (labels hold brackets): styles as `Text`."""
     from rich.table import Table
+    from rich.text import Text
 
-    out = []
+    out: list[Any] = []
     for t in results:
         if t.skipped:
-            out.append(f"[yellow]{t.task}: not compared: {t.skipped}[/]")
+            out.append(Text(f"{t.task}: not compared: {t.skipped}", style="yellow"))
             continue
         table = Table(title=f"{_heading(t)}: {label_b} (B) vs {label_a} (A)", title_justify="left")
         for h in HEADERS:
             table.add_column(h, justify="left" if h == "metric" else "right")
         for m in t.metrics:
-            cells = _cells(m)
+            cells: list[Any] = list(_cells(m))
             if (m.p_adjusted if m.p_adjusted is not None else m.p_value) < 0.05:
-                cells[3] = f"[bold]{cells[3]}[/]"
+                cells[3] = Text(cells[3], style="bold")
             table.add_row(*cells)
         out.append(table)
     return out

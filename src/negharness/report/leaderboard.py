@@ -22,12 +22,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from negharness.discovery.manager import make_host
 from negharness.records.published import registered_rows
 from negharness.records.results import record_key
 from negharness.scoring.perquery import ROW, clusters_known, record_cluster
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 MARKDOWN_HEADER = (
     "# negharness leaderboard\n\n"
@@ -343,6 +346,7 @@ def to_rich(tables: list[TaskTable], width: int = 80) -> list[Any]:
     """The summary for a terminal ``width`` columns wide, one row per task (the per-task tables are
     in the Markdown and the page): a column per model where they fit, else one line per model."""
     from rich.table import Table as RichTable
+    from rich.text import Text
 
     if not tables:
         return []
@@ -357,13 +361,15 @@ def to_rich(tables: list[TaskTable], width: int = 80) -> list[Any]:
         rt.add_column("model: score", no_wrap=True)
     for k, t in enumerate(tables):
         texts = [(line.label, _terminal_cell(*line.cells[k])) for line in lines]
-        head = f"{t.task}\n{t.column(t.main).title}"
+        head = Text(f"{t.task}\n{t.column(t.main).title}")  # a variant's task reads "t [n_items=3]": no markup
         rt.add_row(head, *[v for _, v in texts]) if wide else rt.add_row(
-            head, "\n".join(f"{label}: {v}" for label, v in texts if v != "–"))
+            head, Text("\n").join(Text.assemble(f"{label}: ", v) for label, v in texts if v.plain != "–"))
     return [rt]
 
 
-def _terminal_cell(t: TaskTable, row: Row | None, bold: bool) -> str:
+def _terminal_cell(t: TaskTable, row: Row | None, bold: bool) -> Text:
+    from rich.text import Text
+
     cell = None if row is None or row.blank else row.cells.get(t.main)
     text = "–" if cell is None else cell.text(t.column(t.main).fmt) + (" †" if row.circular else "")
-    return f"[bold green]{text}[/]" if bold else text
+    return Text(text, style="bold green" if bold else "")
