@@ -17,13 +17,13 @@ import pytest
 
 from negharness.records.fake import fake_record, write_fake_record
 from negharness.records.results import ModelConfig, record_path, write_record
+from negharness.report.labels import short_label
 from negharness.report.leaderboard import build_tables
 from negharness.report.page import newest_records, site_files
 from negharness.report.plots import (
     all_plots,
     collections,
     delta_vs_original,
-    short_label,
 )
 from negharness.report.svg_charts import CHAR_W, Point, Series, bar_chart, scatter
 

@@ -29,3 +29,24 @@ def test_list_shows_every_option_name_whole_with_its_meaning(tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert "…" not in listed.stdout  # nothing cut
     assert "n_items=int" in listed.stdout and "frames=int (default 4)" in listed.stdout
+
+
+def test_the_markdown_and_terminal_boards_name_files_by_name_not_by_absolute_path(tmp_path):
+    """Issue 46: board labels kept the absolute --arch path of the machine that ran the model."""
+    from rich.console import Console
+
+    from negharness.records.fake import write_fake_record
+    from negharness.records.results import ModelConfig, iter_records
+    from negharness.report.leaderboard import build_tables, to_markdown, to_rich
+
+    root = tmp_path / "results"
+    for arch in ("/home/me/runs/tiny_arch.json", "/srv/other/tiny_arch.json"):  # two files, one name: two rows
+        write_fake_record(root, ModelConfig("clip", {"arch": arch}), "t", {"R@1": [50.0, 100.0, 0.0, 100.0]})
+    tables = build_tables(iter_records(root))
+    md = to_markdown(tables, root / "README.md")
+    assert md.count("clip (arch=tiny_arch.json)") >= 2 and "/home/me" not in md and "/srv/other" not in md
+    console = Console(width=120, record=True, markup=False)
+    for item in to_rich(tables, 120):
+        console.print(item)
+    shown = console.export_text()
+    assert "tiny_arch.json" in shown and "/home/me" not in shown

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from negharness.discovery.manager import make_host
 from negharness.records.published import registered_rows
+from negharness.report.labels import short_label
 from negharness.records.results import record_key
 from negharness.scoring.perquery import ROW, clusters_known, record_cluster
 
@@ -291,7 +292,7 @@ def md_text(text: str) -> str:
 def _md_label(row: Row) -> str:
     if row.published:
         return f"*published*: {md_text(row.label)} ({md_text(row.published)})"
-    return md_text(row.label) + (" †" if row.circular else "") + (" ‡" if _unclustered(row) else "")
+    return md_text(short_label(row.label)) + (" †" if row.circular else "") + (" ‡" if _unclustered(row) else "")
 
 
 def _unclustered(row: Row) -> bool:
@@ -327,7 +328,7 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
     for line in summary_rows(tables):
         cells = ["–" if row is None else _md_cell(t, t.column(t.main), row, links, row if bold else None)
                  for t, row, bold in line.cells]
-        parts.append(f"| {md_text(line.label)}{' †' if line.circular else ''} | " + " | ".join(cells) + " |\n")
+        parts.append(f"| {md_text(short_label(line.label))}{' †' if line.circular else ''} | " + " | ".join(cells) + " |\n")
     for t in tables:
         parts.append(f"\n## {t.task} ({md_text(table_heading(t))})\n\n")
         parts.append("| model | " + " | ".join(c.title for c in t.columns) + " |\n")
@@ -354,13 +355,13 @@ def to_rich(tables: list[TaskTable], width: int = 80) -> list[Any]:
     rt = RichTable(title="negharness leaderboard: main score per task (± half the 95% interval)", title_justify="left")
     rt.add_column("task", style="cyan")
     task_width = max(len(t.task) for t in tables) + 4
-    wide = task_width + sum(max(len(line.label), 14) + 3 for line in lines) <= width
+    wide = task_width + sum(max(len(short_label(line.label)), 14) + 3 for line in lines) <= width
     for line in lines if wide else []:
-        rt.add_column(line.label, justify="right", no_wrap=True)
+        rt.add_column(short_label(line.label), justify="right", no_wrap=True)
     if not wide:
         rt.add_column("model: score", no_wrap=True)
     for k, t in enumerate(tables):
-        texts = [(line.label, _terminal_cell(*line.cells[k])) for line in lines]
+        texts = [(short_label(line.label), _terminal_cell(*line.cells[k])) for line in lines]
         head = Text(f"{t.task}\n{t.column(t.main).title}")  # a variant's task reads "t [n_items=3]": no markup
         rt.add_row(head, *[v for _, v in texts]) if wide else rt.add_row(
             head, Text("\n").join(Text.assemble(f"{label}: ", v) for label, v in texts if v.plain != "–"))

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from negharness.report.leaderboard import Cell, Links, Row, TaskTable, summary_rows, table_heading, table_notes
-from negharness.report.plots import all_plots, pca_scatter, short_label
+from negharness.report.labels import short_label
+from negharness.report.plots import all_plots, pca_scatter
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
 .scroll{overflow-x:auto;max-width:100%;margin:.5em 0 1.5em}.scroll table{margin:0}

@@ -7,9 +7,9 @@ records builds well inside the board's 2 s budget.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from negharness.report.labels import short_label
 from negharness.report.leaderboard import blank_reason
 from negharness.report.svg_charts import Point, Series, bar_chart, scatter
 
@@ -24,17 +24,6 @@ def top_models(newest: Newest, task: str, metric: str, higher: bool = True) -> l
     scored = sorted(((-1 if higher else 1) * float(r["metrics"].get(metric, float("nan"))), m)
                     for (m, t), r in newest.items() if t == task and metric in r["metrics"])
     return sorted(m for _, m in scored[:MAX_MODELS])
-
-
-# an absolute path inside a label (``qrels=/home/me/fire.txt``, ``arch=C:\\m\\tiny.json``): from its
-# start (after "=", a space, a bracket or the label's start) to the next space, comma or bracket
-_ABS_PATH = re.compile(r"(?:^|(?<=[=\s\[(]))(?:~|[A-Za-z]:)?[\\/][^\s,\])]*")
-
-
-def short_label(text: str) -> str:
-    """A label with every absolute path cut to its file name: the page shows what a path names,
-    never where it lay on the machine that made the record (links to records stay relative)."""
-    return _ABS_PATH.sub(lambda m: re.split(r"[\\/]", m.group().rstrip("\\/"))[-1] or m.group(), text)
 
 
 def _value(rec: dict[str, Any] | None, metric: str) -> float | None:
