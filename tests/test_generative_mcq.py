@@ -89,4 +89,4 @@ def test_a_video_becomes_evenly_spaced_pictures_and_the_prompt_one_image_token_e
     pictures = as_pictures(clip, 4)
     assert [np.asarray(p)[0, 0, 0] for p in pictures] == [0, 80, 140, 220]
     model = hf_vlm(ModelOptions(arch=str(models["hf_vlm"]), extra={"frames": "4"}))
-    assert model.chat("which?", 4).count("<image>") == 4 and model.describe()["video_frames"] == 4
+    assert model.chat("which?", 4).count("<image>") == 4 and "video_frames" not in model.describe()  # the default: image runs keep their fingerprint

@@ -48,6 +48,7 @@ def test_compare_and_the_experiment_table_agree_on_the_reviewers_vectors(tmp_pat
     (_, ra), (_, rb) = load_runs("a", tmp_path), load_runs("b", tmp_path)
     found = compare_task(TASK, ra[TASK], rb[TASK], n=500).metrics[0]
     assert (found.diff, found.lo, found.hi, found.queries, found.dropped) == (0.0, 0.0, 0.0, 75, 25)
+    assert found.b - found.a == found.diff  # A and B over the paired queries: the row adds up (review)
     assert "MIR ↑ (75 paired, 25 covered by one run only)" in to_markdown("a", "b", [compare_task(
         TASK, ra[TASK], rb[TASK], n=500)], 500, 0)
     base, tuned = [{TASK: exp.per_query(pa)}], [{TASK: exp.per_query(pb)}]

@@ -59,3 +59,18 @@ def test_a_record_check_refuses_leaves_the_project_by_no_road(tmp_path, cli):
     with pytest.raises(RecordError) as refused:
         read_checked(path)
     assert [line for line in check.stdout.splitlines() if line.startswith(f"{path}: ")] == refused.value.lines
+
+
+def test_a_record_whose_limit_and_limited_disagree_is_refused_by_the_one_reader(tmp_path):
+    """Review: `"limit": 4` with `"limited": false` made `read_checked` treat a record as a --limit run
+    and skip its checks, while the board, export and compare took it as a full run: an edited metric
+    reached the board."""
+    root = tmp_path / "results"
+    path = write_fake_record(root, A, "t1", {"R@1": _hits(10)})
+    rec = json.loads(path.read_text())
+    rec["metrics"]["R@1"] = rec["main_score"]["value"] = 99.0
+    rec["limit"] = 4
+    path.write_text(json.dumps(rec))
+    with pytest.raises(RecordError, match="'limited' is False but 'limit' is 4"):
+        read_checked(path)
+    assert read_record(path) is None

@@ -95,8 +95,10 @@ class HFVLM(ChoiceScoringModel):
         return [self.vlm]
 
     def describe(self) -> dict[str, Any]:
-        return {"arch": self.arch, "scoring": self.scoring, "norm": self.norm, "prompt": self.prompt,
-                "dtype": self.dtype, "video_frames": self.frames, "config": hash_json(self.vlm.config.to_dict()),
+        # a frame count other than the default only: image runs keep the fingerprints they had before videos
+        frames = {"video_frames": self.frames} if self.frames != DEFAULT_FRAMES else {}
+        return {**frames, "arch": self.arch, "scoring": self.scoring, "norm": self.norm, "prompt": self.prompt,
+                "dtype": self.dtype, "config": hash_json(self.vlm.config.to_dict()),
                 "parameters": sum(p.numel() for p in self.vlm.parameters())}
 
 

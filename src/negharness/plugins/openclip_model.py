@@ -522,7 +522,11 @@ class OpenClipModel(EmbeddingModel):
     def describe(self) -> dict[str, Any]:
         out = {"arch": self._arch_id, "weights": self._weights_id, "quick_gelu": self._quick_gelu,
                "preprocess": self.preprocess_cfg}
-        if self.on_lengths():  # the cache never mixes these embeddings with full-context ones
+        if self.text_on_lengths and self.text_lengths != "off":
+            # what the options allow, never the device's choice (`lengths_pay`): a record keeps its identity
+            # from CPU to GPU, and fingerprints made before `text_lengths` existed stay as they were. The
+            # plan and the full context agree up to float rounding (0.0 max abs difference, H100, bf16,
+            # 16,384 captions: ../shared/gpu/gpu_check_run2_h100.log); `off` is its own fingerprint.
             out["text_encoder"] = TEXT_ENCODER
         if self.jpeg_draft:  # only when on: fingerprints of existing caches stay as they were
             out["jpeg_draft"] = True

@@ -137,6 +137,9 @@ def load_checked(path: Path) -> dict[str, Any]:
         raise RecordError(f"{path}: {said}; this negharness reads schema_version {SCHEMA_VERSION} ({FIX}, "
                           "or use the negharness version that wrote it)")
     check_fields(rec, str(path))
+    if bool(rec.get("limited")) != (rec.get("limit") is not None):  # one answer to "is this a --limit run?"
+        raise RecordError(f"{path}: 'limited' is {rec.get('limited')!r} but 'limit' is {rec.get('limit')!r}: a --limit "
+                          f"run has both, a full run neither; {FIX}")
     return renamed_record(rec)  # an old NegBench record's neg_R@K read as R-Neg@K (`catalog.RENAMED`)
 
 

@@ -151,7 +151,10 @@ def compare_task(name: str, a: Run, b: Run, n: int = BOOTSTRAP_RESAMPLES, seed: 
         mc = None
         if _binary(pair.a) and _binary(pair.b):
             mc = mcnemar_exact(pair.a == 100.0, pair.b == 100.0)
-        out.metrics.append(MetricComparison(metric, float(a.record["metrics"][metric]), float(b.record["metrics"][metric]),
+        # with queries one run alone covers, A and B are shown over the paired queries, so B - A adds up
+        shown_a, shown_b = ((float(pair.a.mean()), float(pair.b.mean())) if res.dropped else
+                            (float(a.record["metrics"][metric]), float(b.record["metrics"][metric])))
+        out.metrics.append(MetricComparison(metric, shown_a, shown_b,
                                             res.diff, res.lo, res.hi, res.p_value, res.n_queries,
                                             bool(mi.get("higher_is_better", True)), mi.get("fmt", ".3f"), mc,
                                             res.n_clusters, dropped=res.dropped))
