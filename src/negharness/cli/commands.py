@@ -206,15 +206,14 @@ def _print_run_summary(outcomes: list[Any]) -> None:
 
 
 def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
-    """The task, its variant (a --limit or -T run) and whether it was reused or why it reran."""
-    from rich.markup import escape
-
+    """The task, its variant (a --limit or -T run) and whether it was reused or why it reran: plain text,
+    printed by a console that parses no markup (`_console`), so "[limit=2]" stays as written."""
     text = outcome.task + (f" [{rec['variant_label']}]" if rec.get("variant_label") else "")
     if outcome.skipped:
         text += " (cached)"
     elif outcome.reason:
         text += f" (rerun: {outcome.reason})"
-    return escape(text)  # "[limit=2]" is text, not a Rich style
+    return text
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -67,7 +67,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         check_env_flags()
     except UserError as exc:
-        _console(stderr=True).print(f"error: {exc}", markup=False, highlight=False)
+        _console(stderr=True).print(f"error: {exc}", highlight=False, soft_wrap=True)
         return 2
     _quiet_library_logging()
     parser = build_parser()
@@ -83,7 +83,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         target = profile_target(args.profile)
     except UserError as exc:
-        _console(stderr=True).print(f"error: {exc}", markup=False, highlight=False)
+        _console(stderr=True).print(f"error: {exc}", highlight=False, soft_wrap=True)
         return 2
     if target is None:
         return _command(args)
@@ -93,7 +93,7 @@ def _main(argv: Sequence[str] | None) -> int:
         profile.write(target)  # before the console script's fast exit, which no atexit profiler survives
     except OSError as exc:
         message, _ = one_line(exc, str(target.parent))
-        _console(stderr=True).print(f"error: writing the profile: {message}", markup=False, highlight=False)
+        _console(stderr=True).print(f"error: writing the profile: {message}", highlight=False, soft_wrap=True)
         return code or 2
     return code
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -74,7 +75,7 @@ class PluginHost:
         self.pm.add_hookspecs(hookspecs)
         self._registry: Registry | None = None
         self._index_dir: Path | None = None
-        self._environment: list[Any] = []
+        self._path: list[str] = []
         self._indexed: dict[str, tuple[IndexedPlugin, md.EntryPoint | None]] = {}  # replayed, not imported
         self._stamps: dict[str, str] = {}  # imported plugins to index: name -> stamp
         self._new_index: dict[str, IndexedPlugin] = {}
@@ -86,8 +87,8 @@ class PluginHost:
         imported; then the entries distributions declare in the ``negharness.<kind>s`` groups."""
         eps = md.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
         self._index_dir = index_dir
-        self._environment = environment_stamp()
-        index = read_index(index_dir, self._environment) if index_dir is not None else {}
+        self._path = list(sys.path)  # the folders the plugins were found in, stamped again when indexed
+        index = read_index(index_dir, environment_stamp(self._path)) if index_dir is not None else {}
         for ep in sorted(eps, key=lambda e: e.name):
             info = self._admit(ep.name, ep.value, getattr(ep, "dist", None))
             if info is None:
@@ -247,7 +248,7 @@ class PluginHost:
                        for kind in _HOOK_KINDS.values() for e in registry.entries(kind) if e.plugin == plugin_name]
             if replayable(entries):
                 self._new_index[stamp] = IndexedPlugin(tuple(entries))
-        write_index(self._index_dir, self._environment, self._new_index)
+        write_index(self._index_dir, environment_stamp(self._path), self._new_index)
         self._stamps, self._new_index = {}, {}
 
     def failures(self) -> list[PluginInfo]:

@@ -61,13 +61,16 @@ class IndexedPlugin:
     error: str | None = None
 
 
-def environment_stamp() -> list[Any]:
-    """What every index entry rests on: versions, and each ``sys.path`` folder's mtime (a pip install
-    or uninstall adds or removes a dist-info folder there, which changes it). The working folder is
-    left out: a run writing its results there would otherwise void the index each time."""
+def environment_stamp(path: list[str] | None = None) -> list[Any]:
+    """What every index entry rests on: versions, and the mtime of each folder on ``path`` (default
+    ``sys.path``; a pip install or uninstall adds or removes a dist-info folder there, which changes
+    it). The working folder is left out: a run writing its results there would otherwise void the
+    index each time. The host reads it before importing plugins and again, over the same folders,
+    after: importing a plugin module may write its ``__pycache__`` beside it, which changes that
+    folder once, and the index is written under what holds from then on."""
     folders = []
     here = os.getcwd()
-    for entry in sys.path:
+    for entry in sys.path if path is None else path:
         if entry in ("", here):
             continue
         try:
