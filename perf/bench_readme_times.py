@@ -45,7 +45,7 @@ def readme_command() -> tuple[str, str]:
     lines = block.splitlines()
     for i, line in enumerate(lines):
         if line.startswith("negharness run"):
-            claim = re.search(r"about ([0-9.]+ s)", lines[i - 1]) if i else None
+            claim = re.search(r"(?:about )?([0-9.]+(?:-[0-9.]+)? s) on", lines[i - 1]) if i else None
             return line.strip(), claim.group(1) if claim else "(no figure)"
     raise SystemExit(f"{README}: no 'negharness run' line in the block under 'The two commands'")
 
