@@ -39,11 +39,8 @@ import torch.nn.functional as F
 
 from negharness.api.model import ModelOptions
 from negharness.api.precision import autocast
-from negharness.plugins.openclip_model import (
-    OpenClipModel,
-    encode_cut_tokens,
-    pool_positions,
-)
+from negharness.plugins.openclip_model import OpenClipModel
+from negharness.plugins.token_lengths import encode_cut_tokens, pool_positions
 
 SHARED = Path(os.environ.get("NEGHARNESS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 CSV = SHARED / "data/negbench/negbench_eval_csvs/images/COCO_val_retrieval.csv"

@@ -20,7 +20,8 @@ from conftest import SHARED
 from negharness.api.model import ModelOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.plugins.clip_tokenizer import FastClipTokenizer, fast_tokenizer, plain_clean
-from negharness.plugins.openclip_model import TEXT_ENCODER, clip, lengths_pay
+from negharness.plugins.openclip_model import clip
+from negharness.plugins.token_lengths import TEXT_ENCODER, lengths_pay
 from negharness.testing import KeywordModel
 
 HARD = [

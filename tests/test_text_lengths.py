@@ -17,13 +17,8 @@ from conftest import SHARED
 from negharness.api.model import ModelOptions
 from negharness.plugins.clip4clip import clip4clip
 from negharness.plugins.finetuned_clip import conclip, negclip
-from negharness.plugins.openclip_model import (
-    TEXT_ENCODER,
-    OpenClipModel,
-    bucket_overhead,
-    clip,
-    length_buckets,
-)
+from negharness.plugins.openclip_model import OpenClipModel, clip
+from negharness.plugins.token_lengths import TEXT_ENCODER, bucket_overhead, length_buckets
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.plugins.trained_model import clip_bnl
 
