@@ -204,12 +204,12 @@ def test_a_model_whose_encode_text_is_patched_on_the_instance_is_called_through_
     encode_text) must not be bypassed by the tokenise-ahead path (it was: the cache-sharing test saw no
     text encodes logged)."""
     from negharness.api.model import ModelOptions
-    from negharness.engine.runner import _encodes_prepared
+    from negharness.engine.text_batches import encodes_prepared
     from negharness.plugins.shapes_clip import shapes_clip
 
     model = shapes_clip(ModelOptions())
-    assert _encodes_prepared(model)
+    assert encodes_prepared(model)
     seen = []
     original = model.encode_text
     model.encode_text = lambda texts: seen.append(len(texts)) or original(texts)
-    assert not _encodes_prepared(model)
+    assert not encodes_prepared(model)

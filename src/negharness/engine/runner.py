@@ -28,6 +28,7 @@ from negharness.discovery.lookup import PluginLookup
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
 from negharness.engine.precheck import DEVICES, check_device_spec
 from negharness.engine.stages import StageClock, timed_method
+from negharness.engine.text_batches import encodes_prepared, prepared_ahead
 from negharness.io.media import (
     MediaSet,
     PreprocessedItems,
@@ -41,21 +42,6 @@ from negharness.store.content import hash_array
 CACHE_KEYS = 5  # 2: media keyed by content hash and decoding recipe, shards with checksums; 3: shards name their
 # collection; 4: CRC-32 shard checksums (a namespace apart, so an older negharness on the same cache never meets them);
 # 5: every row passed the model contract on entry (`EmbeddingContract`), and MP4 frames are chosen by timestamp
-
-
-def _encodes_prepared(model: EmbeddingModel) -> bool:
-    """Whether ``model.encode_prepared`` is its text encoder: no class between it and the one that defines
-    `encode_prepared` overrides `encode_text` (a subclass that wraps only `encode_text` is still called),
-    and no `encode_text` set on the instance itself (a wrapper that patches the model it built)."""
-    own = getattr(model, "__dict__", {})
-    if "encode_text" in own and "encode_prepared" not in own:
-        return False
-    mro = type(model).__mro__
-
-    def owner(name: str) -> int:
-        return next(i for i, cls in enumerate(mro) if name in cls.__dict__)
-
-    return owner("encode_prepared") <= owner("encode_text")
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -329,9 +315,9 @@ class CachedEvalContext(RunContext):
         if sorted(b for batch in batches for b in batch) != list(range(len(todo))):
             raise UserError(f"model {self.model.name}: text_batches() must list each of the {len(todo)} texts "
                             "exactly once")
-        split = _encodes_prepared(self.model)
+        split = encodes_prepared(self.model)
         prepare, encode = (self.model.prepare_texts, self.model.encode_prepared) if split else (list, self.model.encode_text)
-        for idx, texts, prepared in self._waited("tokenise", self._prepared_texts(
+        for idx, texts, prepared in self._waited("tokenise", prepared_ahead(
                 unique, [[todo[b] for b in batch] for batch in batches], prepare)):
             out = self._encode_fitting(texts, "text", lambda part: encode(prepared[part]))
             emb.update(zip(idx, out))
@@ -358,30 +344,6 @@ class CachedEvalContext(RunContext):
             close = getattr(batches, "close", None)
             if close is not None:
                 close()
-
-    @staticmethod
-    def _prepared_texts(unique: Sequence[str], batches: list[list[int]],
-                        prepare: Callable[[list[str]], Any]) -> Iterator[tuple[list[int], list[str], Any]]:
-        """(positions, texts, ``prepare`` of them) per batch, the next batch prepared in a thread while the
-        caller encodes this one: tokenising is CPU work the device need not wait for (the forward pass
-        releases the GIL while it waits on the device). One thread, so a model's tokenizer is never
-        called from two at once."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        texts = [[unique[i] for i in idx] for idx in batches]
-        if len(batches) < 2:
-            yield from ((idx, t, prepare(t)) for idx, t in zip(batches, texts))
-            return
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="negharness-tokenize")
-        try:
-            ahead = pool.submit(prepare, texts[0])
-            for k, idx in enumerate(batches):
-                prepared = ahead.result()
-                if k + 1 < len(batches):
-                    ahead = pool.submit(prepare, texts[k + 1])
-                yield idx, texts[k], prepared
-        finally:  # an error or Ctrl-C does not wait for the batch queued behind it
-            pool.shutdown(wait=True, cancel_futures=True)
 
     def _encode_fitting(self, ids: Sequence[str], what: str, encode: Callable[[slice], Any]) -> torch.Tensor:
         """One batch's checked embeddings, (len(ids), D) on the CPU. On CUDA out-of-memory the
