@@ -14,7 +14,7 @@ _EXPORTS: dict[str, str] = {
     "resolve_device": "negharness.engine.runner",
     "lower_priority": "negharness.engine.runner",
     "distributed": "negharness.engine.distributed",
-    "Dist": "negharness.engine.distributed",
+    "Dist": "negharness.engine.ranks",
     "gather_batch": "negharness.engine.distributed",
     "PRECISIONS": "negharness.api.precision",
     "PRECISION_NAMES": "negharness.api.precision",
@@ -29,5 +29,6 @@ __getattr__, __dir__ = resolver(__name__, _EXPORTS)
 if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
     from negharness.api.precision import PRECISION_NAMES, PRECISIONS, autocast, cpu_autocast_warning, resolve_precision
     from negharness.engine import distributed
-    from negharness.engine.distributed import Dist, gather_batch
+    from negharness.engine.distributed import gather_batch
+    from negharness.engine.ranks import Dist
     from negharness.engine.runner import lower_priority, resolve_device

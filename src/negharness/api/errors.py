@@ -27,3 +27,22 @@ class MediaError(UserError):
 
 class MissingDataError(UserError):
     """A task's files are absent: the message says which, where they are expected and where to get them."""
+
+
+# how a failure reads on one line (the CLI's and the engine's blame alike) ----------------------------
+DEBUG_ENV = "NEGHARNESS_DEBUG"
+DEBUG_HINT = f"rerun with {DEBUG_ENV}=1 for the traceback"
+
+
+def message_of(exc: BaseException) -> str:
+    """The exception's own message; for one re-raised from a DataLoader worker ("Caught X in
+    DataLoader worker process 0. Original Traceback ...: X: message"), the original message only."""
+    text = str(exc)
+    if "Original Traceback" not in text:
+        return text
+    cls = type(exc)
+    for prefix in (f"{cls.__module__}.{cls.__qualname__}: ", f"{cls.__qualname__}: "):
+        at = text.rfind("\n" + prefix)
+        if at >= 0:
+            return text[at + 1 + len(prefix):].strip()
+    return text.strip().splitlines()[-1]

@@ -19,10 +19,10 @@ from negharness.cli.process import (
     LogProgress,
     PluginRunError,
     debug_requested,
-    from_env,
     os_error_in,
     torchrun_argv,
 )
+from negharness.engine.ranks import from_env
 
 
 def cmd_list(args: argparse.Namespace) -> int:

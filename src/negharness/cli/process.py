@@ -13,10 +13,11 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from negharness.api.errors import UserError
+from negharness.api.errors import DEBUG_ENV, DEBUG_HINT, UserError, message_of
 from negharness.api.options import env_flag
+from negharness.engine.ranks import torchrun_env
 from negharness.fetch.sources import human_size
 
 
@@ -36,50 +37,7 @@ def prefer_passive_waiting() -> bool:
     return os.environ["OMP_WAIT_POLICY"].upper() == "PASSIVE"
 
 
-# torchrun ranks ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def active(self) -> bool:
-        return self.world > 1
-
-
-TORCHRUN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
-
-
-def from_env(environ: Mapping[str, str] | None = None) -> Dist:
-    """What torchrun (or srun with the same variables) told this process; a plain run is rank 0 of 1.
-    Training and sharded evaluation both read it here, so they agree on what a bad value means."""
-    env = os.environ if environ is None else environ
-    if "WORLD_SIZE" not in env:
-        return Dist()  # a stray RANK alone (some clusters export it) is no distributed run
-    try:
-        world, rank = int(env["WORLD_SIZE"]), int(env.get("RANK", 0))
-        local = int(env.get("LOCAL_RANK", 0))  # one process per node (srun without LOCAL_RANK): cuda:0
-    except ValueError as exc:
-        raise UserError(f"torchrun variables {', '.join(TORCHRUN_VARIABLES)} must be integers ({exc})") from None
-    if not 0 <= rank < world:
-        raise UserError(f"RANK={rank} is outside WORLD_SIZE={world}")
-    return Dist(rank, world, local)
-
-
-def torchrun_env(environ: dict[str, str] | None = None) -> tuple[int, int, int] | None:
-    """(world, rank, local_rank) when started by torchrun (or srun with those variables), else None."""
-    env = os.environ if environ is None else environ
-    if "WORLD_SIZE" not in env:
-        return None
-    d = from_env(env)
-    return d.world, d.rank, d.local_rank
-
-
+# torchrun ranks (read in `negharness.engine.ranks`, which the engine shares) ---------------------
 def rank_label() -> str:
     """"rank N: " on torchrun ranks other than 0 (their errors would otherwise read as repeats), else ""."""
     try:
@@ -138,8 +96,6 @@ def exit_now(code: int) -> None:
 
 
 # one-line failures ---------------------------------------------------------------------------------
-DEBUG_ENV = "NEGHARNESS_DEBUG"
-DEBUG_HINT = f"rerun with {DEBUG_ENV}=1 for the traceback"
 _NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
@@ -152,20 +108,6 @@ class PluginRunError(Exception):
 
 def debug_requested() -> bool:
     return env_flag(DEBUG_ENV)
-
-
-def message_of(exc: BaseException) -> str:
-    """The exception's own message; for one re-raised from a DataLoader worker ("Caught X in
-    DataLoader worker process 0. Original Traceback ...: X: message"), the original message only."""
-    text = str(exc)
-    if "Original Traceback" not in text:
-        return text
-    cls = type(exc)
-    for prefix in (f"{cls.__module__}.{cls.__qualname__}: ", f"{cls.__qualname__}: "):
-        at = text.rfind("\n" + prefix)
-        if at >= 0:
-            return text[at + 1 + len(prefix):].strip()
-    return text.strip().splitlines()[-1]
 
 
 def chain(exc: BaseException) -> Iterator[BaseException]:

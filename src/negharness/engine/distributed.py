@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from negharness.cli.process import Dist as Dist, from_env  # Dist: re-exported (negharness.api.Dist)
+from negharness.engine.ranks import Dist as Dist, from_env  # Dist: re-exported (tests, bench_training)
 
 
 def init(device_type: str) -> Dist:

@@ -37,9 +37,9 @@ from typing import Any, Sequence
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
 from negharness.api.model_options import ModelOptions
-from negharness.cli.process import torchrun_env
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
+from negharness.engine.ranks import torchrun_env
 from negharness.engine.reuse import (
     data_hashes,
     file_option_values,

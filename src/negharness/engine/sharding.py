@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from negharness.api.errors import UserError
-from negharness.cli.process import torchrun_env
+from negharness.engine.ranks import torchrun_env
 from negharness.engine.runner import CachedEvalContext
 from negharness.io.media import MediaSet
 from negharness.io.paths import cache_root
