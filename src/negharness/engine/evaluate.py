@@ -72,6 +72,7 @@ from negharness.records.results import (
     code_versions,
     read_record,
     record_path,
+    refusal,
     task_variant,
     write_sidecars,
 )
@@ -310,7 +311,7 @@ def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite:
         if reason is None:
             maybe.append(item)
         else:
-            todo.append(_with_reason(item, reason or None))
+            todo.append(_with_reason(item, reason or refusal(item.path)))
     return todo, maybe
 
 
