@@ -597,3 +597,19 @@ def test_archive_sizes_are_exact_where_published():
     assert approx == ["nein"]
     for name in ("coco/val2017.zip", "coco/val2014.zip", "coco/train2014.zip", "voc2007/VOCtest_06-Nov-2007.tar"):
         assert by_name[name].sha256 and len(by_name[name].sha256) == 64 and by_name[name].size, name
+
+
+def test_diagnose_files_its_picture_in_the_folder_of_the_models_records(cli, server, tmp_path, monkeypatch):
+    """A model run on its released weights files its records under ``name@<hash>`` (the weights are its
+    checkpoint); `diagnose` put its picture under ``name/``, a folder no record of that model was in, so
+    the board's page never met the two. Both now take the folder from `PluginLookup.identified`."""
+    from negharness.plugins.shapes_clip import WEIGHTS as BUNDLED
+
+    url = _serve(server, "/shapes_clip.safetensors", BUNDLED.read_bytes())
+    monkeypatch.setitem(weights.WEIGHTS, ("shapes_clip", "loopback"), weights.Weights("released.safetensors", url))
+    for command in ("run", "diagnose"):
+        r = cli(*COMMANDS[command](tmp_path), "--model", "shapes_clip", "--pretrained", "loopback")
+        assert r.returncode == 0, r.stderr
+    records = {p.parent.name for p in tmp_path.glob("*/shapes_t2i_original*.json")}
+    pictures = {p.parent.name for p in tmp_path.glob("*/*.diagnosis.json")}
+    assert len(records) == 1 and records == pictures and records.pop().startswith("shapes_clip@"), (records, pictures)

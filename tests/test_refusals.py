@@ -417,9 +417,24 @@ def test_two_records_for_one_model_and_task_are_refused(cli, tmp_path, scored, c
     else:
         shutil.copy(record, record.with_name("shapes_t2i_original_old.json"))
         second = Path("results", "shapes_clip", "shapes_t2i_original_old.json")
-    for args in (["leaderboard"], ["leaderboard", "--check"]):
-        one_error_line(cli(*args), 2, str(second), str(Path("results", "shapes_clip", "shapes_t2i_original.json")),
-                       "a second record for model 'shapes_clip', task 'shapes_t2i_original'")
+    one_error_line(cli("leaderboard"), 2, str(second), str(Path("results", "shapes_clip", "shapes_t2i_original.json")),
+                   "a second record for model 'shapes_clip', task 'shapes_t2i_original'")
+
+
+def test_check_lists_every_second_record_at_once(cli, tmp_path, scored):
+    """`leaderboard --check` stopped at the first duplicate; it lists each one, beside the other problems,
+    and fails (exit 1) as for any problem it finds."""
+    import shutil
+
+    record = _results(scored, tmp_path)
+    for name in ("old", "older"):
+        shutil.copy(record, record.with_name(f"shapes_t2i_original_{name}.json"))
+    res = cli("leaderboard", "--check")
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    said = [line for line in res.stdout.splitlines() if "a second record for model 'shapes_clip'" in line]
+    assert sorted(Path(line.split(": ")[0]).name for line in said) == [
+        "shapes_t2i_original_old.json", "shapes_t2i_original_older.json"]
+    assert "Traceback" not in res.stderr
 
 
 def test_a_file_given_as_data_root_or_include_path_is_named_a_file(cli, tmp_path):

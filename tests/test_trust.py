@@ -486,3 +486,19 @@ def test_nein_entries_and_files_stay_under_the_data_root(tmp_path):
     _linked_out(root / "nein" / "val.json", tmp_path / "elsewhere" / "val.json")
     with pytest.raises(UserError, match=r"task nein_val: data file: .*val\.json leads through a symlink"):
         task.required_files()
+
+
+def test_a_refused_record_reruns_saying_why(cli, tmp_path):
+    """A record the one reader refuses (its R@1 edited, its per-query values not) is run again, and the
+    rerun names the refusal: it reran with no reason at all before."""
+    args = ("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "-T", "n_items=20")
+    assert cli(*args).returncode == 0
+    path = next(p for p in (tmp_path / "results").rglob("shapes_t2i_original*.json")
+                if not p.name.endswith(".perquery.json"))
+    rec = json.loads(path.read_text())
+    rec["metrics"]["R@1"] = 100.0 if rec["metrics"]["R@1"] != 100.0 else 0.0
+    path.write_text(json.dumps(rec))
+    rerun = cli(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "(cached)" not in rerun.stdout and "rerun: the record there is refused" in rerun.stdout
+    assert json.loads(path.read_text())["rerun_reason"].startswith("the record there is refused (")

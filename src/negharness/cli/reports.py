@@ -220,12 +220,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         raise UserError("--objects needs at least two objects, comma-separated")
     device = resolve_device(args.device)
     options = ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M"))
-    model = PluginLookup(host.registry, device).create("model", args.model, options)
+    lookup = PluginLookup(host.registry, device)
+    options, identity = lookup.identified(entry, options)  # the folder a run of these options writes
+    model = lookup.create("model", args.model, options)
     source = "--objects"
     if objects is None:  # the model's own words where its plugin declares them (shapes_clip: the world's)
         objects, source = default_objects(model)
     result = diagnose(model, objects, Path(args.out))
-    saved = _save_diagnosis(args, host, entry, model, options, objects, result)
+    saved = _save_diagnosis(args, host, entry, model, identity, objects, result)
     console = _console()
     console.print(f"{args.model}: {result.n_captions} captions over {len(objects)} objects ({source}: "
                   f"{', '.join(objects[:4])}{', …' if len(objects) > 4 else ''})", highlight=False, markup=False)
@@ -237,11 +239,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def _save_diagnosis(args: argparse.Namespace, host, entry, model, options, objects: list[str], result) -> Path:
+def _save_diagnosis(args: argparse.Namespace, host, entry, model, identity: dict, objects: list[str], result) -> Path:
     """The PCA picture as data beside the model's records (the folder a run of these options writes),
     for the leaderboard page."""
     from negharness.api.hashing import hash_json  # lazy: start-up time
-    from negharness.discovery.lookup import identity_options  # lazy: start-up time
     from negharness.records.results import (  # lazy: start-up time
         ModelConfig,
         environment_versions,
@@ -249,7 +250,7 @@ def _save_diagnosis(args: argparse.Namespace, host, entry, model, options, objec
     )
     from negharness.report import diagnosis_file  # lazy: start-up time
 
-    cfg = ModelConfig(args.model, identity_options(entry, options))
+    cfg = ModelConfig(args.model, identity)
     fingerprint = model.fingerprint() if hasattr(model, "fingerprint") else hash_json(model.describe())
     block = {"name": cfg.name, "label": cfg.label, "options": cfg.options, "plugin": entry.plugin,
              "fingerprint": fingerprint, "describe": model.describe()}

@@ -96,6 +96,13 @@ class PluginLookup:
             return options
         return with_released(name, options, cache_root(self.cache_dir))
 
+    def identified(self, entry: Any, options: Any) -> tuple[Any, dict[str, Any]]:
+        """The options a model ``entry`` is built with (`resolved`: released weights as the checkpoint) and
+        the options that name it (`identity_options`): every command that files something under a model
+        (run's records, diagnose's picture) takes both from here, so they land in one folder."""
+        options = self.resolved(entry.kind, entry.name, options)
+        return options, identity_options(entry, options)
+
     def create(self, kind: str, name: str, options: Any) -> Any:
         """A new instance (not shared): the model under test, or a plugin a caller will change."""
         entry = self.registry.get(kind, name)

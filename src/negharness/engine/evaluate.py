@@ -29,7 +29,7 @@ from negharness.api.task import (
     TaskOptions,
     check_result,
 )
-from negharness.discovery.lookup import PluginLookup, identity_options
+from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
 from negharness.engine.edit_context import EditContext, refuse_precision
@@ -72,6 +72,7 @@ from negharness.records.results import (
     code_versions,
     read_record,
     record_path,
+    refusal,
     task_variant,
     write_sidecars,
 )
@@ -182,11 +183,11 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         hasher = FileHasher(memo_path(cache_dir))
         _check_data([t for _, t in tasks], root, source, hasher)
     plugins = PluginLookup(host.registry, device, cache_dir)
-    # released weights (negclip, ...) become the checkpoint before the records are planned on it
-    req = dataclasses.replace(req, model_options=plugins.resolved(model_entry.kind, req.model, req.model_options))
-
-    # one model, one folder and row: -M values bound to the factory's declared options, defaults dropped
-    model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options), req.precision)
+    # released weights (negclip, ...) become the checkpoint before the records are planned on it; one
+    # model, one folder and row: -M values bound to the factory's declared options, defaults dropped
+    resolved, identity = plugins.identified(model_entry, req.model_options)
+    req = dataclasses.replace(req, model_options=resolved)
+    model_cfg = ModelConfig(req.model, identity, req.precision)
     sources = model_sources(req.model_options, hasher)
     with clock.timed("data"):
         planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
@@ -310,7 +311,7 @@ def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite:
         if reason is None:
             maybe.append(item)
         else:
-            todo.append(_with_reason(item, reason or None))
+            todo.append(_with_reason(item, reason or refusal(item.path)))
     return todo, maybe
 
 

@@ -85,24 +85,34 @@ def checked_records(results_dir: Path, problems: list[str] | None = None) -> Ite
             if problems is None:
                 raise
             problems.extend(exc.lines)
-    refuse_duplicates(records)
+    duplicates = duplicate_problems(records)
+    if duplicates and problems is None:
+        raise RecordError("; ".join(duplicates), duplicates)
+    if duplicates:  # --check: every one listed; neither record of a cell reaches the tables it compares
+        problems.extend(duplicates)
+        doubled = {record_key(rec) for path, rec in records if any(line.startswith(f"{path}: ") for line in duplicates)}
+        records = [(p, r) for p, r in records if r.get("limited") or record_key(r) not in doubled]
     yield from records
 
 
-def refuse_duplicates(records: list[tuple[Path, dict[str, Any]]]) -> None:
-    """Two records for one board cell (model label, task, variant), e.g. a copied model folder or a
-    renamed old record beside the new one: the board would show whichever sorts later, so neither."""
+def duplicate_problems(records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """Each second record for one board cell (model label, task, variant), e.g. a copied model folder or
+    a renamed old record beside the new one: the board would show whichever sorts later, so neither.
+    All of them, so ``--check`` lists every one at once."""
     seen: dict[RecordKey, Path] = {}
+    found = []
     for path, rec in records:
         if rec.get("limited"):
             continue  # --limit runs never enter the board
         key = record_key(rec)
         if key in seen:
             variant = f", variant {key.variant!r}" if key.variant else ""
-            raise RecordError(f"{path}: a second record for model {key.model!r}, task {key.task!r}{variant}; "
-                              f"{seen[key]} is the first (the board shows one record per model and task: "
-                              "move one of them out of the results folder)")
-        seen[key] = path
+            found.append(f"{path}: a second record for model {key.model!r}, task {key.task!r}{variant}; "
+                         f"{seen[key]} is the first (the board shows one record per model and task: "
+                         "move one of them out of the results folder)")
+        else:
+            seen[key] = path
+    return found
 
 
 def load_checked(path: Path) -> dict[str, Any]:

@@ -221,6 +221,18 @@ def read_record(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def refusal(path: Path) -> str | None:
+    """Why the record at ``path`` was not read (`read_record` gave None), for the rerun to say; None when
+    there is no record there (a first run)."""
+    if not Path(path).is_file():
+        return None
+    try:
+        read_checked(Path(path), board=False)
+    except RecordError as exc:
+        return f"the record there is refused ({exc.lines[0].removeprefix(f'{path}: ')[:200]})"
+    return None
+
+
 def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
     for path in record_files(results_dir):
         rec = read_record(path)
