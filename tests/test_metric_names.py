@@ -26,8 +26,8 @@ def test_every_task_declares_each_metric_with_the_catalogues_direction():
         cls = entry.load()
         for name, info in cls.metric_info.items():
             seen.setdefault(name, set()).add(info.higher_is_better)
-            if entry.name.startswith("nein_") or hasattr(cls, "members"):
-                continue  # NeIn's edit scores and a suite's member columns: not catalogue names (yet)
+            if hasattr(cls, "members"):
+                continue  # a suite's member columns: named by its YAML (`catalog.scale_of` reads them)
             assert name in catalog.METRICS, f"{entry.name}: {name!r} is not in the metric catalogue"
             assert info.higher_is_better == catalog.METRICS[name].higher_is_better, (entry.name, name)
     assert {n for n, ways in seen.items() if len(ways) > 1} == set()  # across tasks too
@@ -101,3 +101,30 @@ def test_the_renamed_retrieval_constant_still_resolves_with_a_warning_naming_its
     for module in (api, facade):
         with pytest.warns(DeprecationWarning, match="renamed negharness.api.scoring.TEXT_TO_MEDIA_METRICS"):
             assert module.RETRIEVAL_METRICS is facade.TEXT_TO_MEDIA_METRICS
+
+
+def test_every_metric_a_task_reports_has_a_unit_so_every_export_carries_it():
+    """`negharness export` leaves out a metric of no known unit (issue 46 item 6): none of ours is one."""
+    for entry in make_host().registry.entries("task"):
+        cls = entry.load()
+        for name in cls.metric_info:
+            assert catalog.scale_of(name, getattr(cls, "members", ())) is not None, (entry.name, name)
+    assert catalog.scale_of("add_att", ["add_att"]) is catalog.scale_of("accuracy") is catalog.PERCENT
+    assert catalog.scale_of("wobble") is None and catalog.scale_of("mean") is None
+
+
+def test_each_units_bounds_are_what_the_scorers_reach():
+    """A perfect ranking reaches each metric's best bound in the unit the scorer writes: R@K 100 (percent),
+    MIR 1 (a proportion, not 100), MeanR and MedR 1 (a rank); a negation that sends every source video
+    from rank 1 to the bottom gives ΔR@K 100 points and ΔMIR (nearly) 1."""
+    import torch
+
+    from negharness.scoring.metrics import negation_deltas, retrieval_metrics
+
+    top = torch.ones(20)
+    for metric, value in {**retrieval_metrics(top), **negation_deltas(top, torch.full((20,), 1e9))}.items():
+        scale = catalog.METRICS[metric].scale
+        best = scale.high if catalog.METRICS[metric].higher_is_better else scale.low
+        if metric != "SrcMeanR_neg":  # the negated queries' rank of the source video: context, not a target
+            assert value == pytest.approx(best, abs=1e-6), (metric, value, scale)
+    assert catalog.PERCENT.per_one(16.67) == 0.1667 and catalog.RANK.per_one(16.67) == 16.67

@@ -14,17 +14,50 @@ under today's (`RENAMED`).
 Protocols: ``choice`` (`choice_scoring`: YAML choice tasks), ``group`` (YAML group tasks), ``mcq`` (`evaluate_mcq`: NegBench),
 ``retrieval`` (`retrieval_metrics`: every text-to-media run), ``several`` (queries with several
 relevant items), ``fire`` (FIRE's judged positives), ``deltas`` and ``negated`` (`evaluate_negated`:
-nT2VR's deltas, and plain retrieval of the negated queries), ``retrieval_neg`` (NegBench's Retrieval-Neg).
+nT2VR's deltas, and plain retrieval of the negated queries), ``retrieval_neg`` (NegBench's Retrieval-Neg),
+``edit`` (NeIn's image-editing scores, which `negharness.tasks.nein` declares itself: listed here for their scale).
+
+Scales: each metric says the unit its numbers are written in (records, the board, the papers' rows) as a
+`Scale`; `negharness export` reads it to write each tool's own unit (MTEB and lm-eval keep shares of 1,
+so a percent is divided by 100; Every Eval Ever keeps the number and declares its unit and bounds).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from negharness.api.task import MetricInfo
 
 MEAN = "mean"  # the metric is the mean of its per-query values over the ids they cover
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The unit a metric's numbers are written in: ``unit`` as Every Eval Ever names it, the bounds a
+    value can take, and ``percent``: written per hundred (a percent, or a difference of two in points),
+    so a tool that keeps shares of 1 (MTEB, lm-eval) holds it divided by 100. Any other scale (a share
+    of 1 already, a rank, a distance, a cosine) is the same number in every tool."""
+
+    unit: str
+    low: float
+    high: float
+    percent: bool = False
+
+    def per_one(self, value: float) -> float:
+        """``value`` as a tool that keeps shares of 1 holds it (a percent / 100; anything else unchanged),
+        to 15 significant digits: 14.1630007622 / 100 is 0.141630007622, not 0.14163000762199998."""
+        return float(f"{value / 100.0:.15g}") if self.percent else value
+
+
+PERCENT = Scale("percent", 0.0, 100.0, percent=True)
+POINTS = Scale("percentage_points", -100.0, 100.0, percent=True)  # a difference of two percents
+PROPORTION = Scale("proportion", 0.0, 1.0)  # a mean of values in [0, 1]: MIR (1/rank), mAP
+PROPORTION_DIFF = Scale("proportion_difference", -1.0, 1.0)  # a difference of two proportions: ΔMIR
+RANK = Scale("rank", 1.0, math.inf)  # a (mean or median) rank: 1 is the top
+RGB_ERROR = Scale("rgb_error", 0.0, 1.0)  # a mean (squared) error of RGB values scaled to [0, 1]
+COSINE = Scale("cosine_similarity", -1.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -35,6 +68,7 @@ class Metric:
     name: str
     higher_is_better: bool
     fmt: str
+    scale: Scale
     protocols: frozenset[str]
     derived_from: str | None = None
     rule: str = MEAN
@@ -55,43 +89,50 @@ def lower_median(values: Sequence[float | None]) -> float:
 RULES: dict[str, Callable[[Sequence[float | None]], float]] = {"lower_median": lower_median}
 
 
-def _m(name: str, up: bool, fmt: str, *protocols: str, derived_from: str | None = None, rule: str = MEAN,
-       beside: str | None = None) -> Metric:
-    return Metric(name, up, fmt, frozenset(protocols), derived_from, rule, beside)
+def _m(name: str, up: bool, fmt: str, scale: Scale, *protocols: str, derived_from: str | None = None,
+       rule: str = MEAN, beside: str | None = None) -> Metric:
+    return Metric(name, up, fmt, scale, frozenset(protocols), derived_from, rule, beside)
 
 
 TEMPLATES = ("positive", "negative", "hybrid")  # NegBench's template types of an MCQ answer
 KS = (1, 5, 10)
 _ALL: list[Metric] = [
-    _m("accuracy", True, ".1f", "choice", "mcq"), _m("tie_rate", False, ".2f", "choice", "mcq"),
+    _m("accuracy", True, ".1f", PERCENT, "choice", "mcq"), _m("tie_rate", False, ".2f", PERCENT, "choice", "mcq"),
     # properties of the file beside tie_rate (`negharness.scoring.choices.same_words`): the rows whose true
     # caption and a false one are the same words in another order, and the accuracy left to an order-blind model
-    _m("same_words_rate", False, ".2f", "choice", "mcq", beside="tie_rate"),
-    _m("order_blind_ceiling", True, ".1f", "choice", "mcq", beside="tie_rate"),
-    _m("macro_accuracy", True, ".1f", "choice"),
+    _m("same_words_rate", False, ".2f", PERCENT, "choice", "mcq", beside="tie_rate"),
+    _m("order_blind_ceiling", True, ".1f", PERCENT, "choice", "mcq", beside="tie_rate"),
+    _m("macro_accuracy", True, ".1f", PERCENT, "choice"),
     # Winoground's scores of an N images x N captions group (`negharness.declarative.group`)
-    _m("text_score", True, ".1f", "group"), _m("image_score", True, ".1f", "group"), _m("group_score", True, ".1f", "group"),
-    _m("accuracy_authors_rule", True, ".1f", "choice", "mcq"), _m("macro_accuracy_authors_rule", True, ".1f", "choice"),
-    *[_m(f"acc_{t}", True, ".1f", "mcq") for t in TEMPLATES],
-    *[_m(f"acc_{t}_authors_rule", True, ".1f", "mcq") for t in TEMPLATES],
-    *[_m(f"chose_{t}", True, ".1f", "mcq") for t in TEMPLATES],
-    *[_m(f"R@{k}", True, ".1f", "retrieval", "retrieval_neg") for k in KS], _m("MIR", True, ".3f", "retrieval"),
-    _m("MedR", False, ".1f", "retrieval", derived_from="MeanR", rule="lower_median"),
-    _m("MeanR", False, ".1f", "retrieval"),
-    *[_m(f"C@{k}", True, ".1f", "several") for k in KS], _m("mAP", True, ".3f", "several"),
-    *[_m(f"ΔR@{k}", True, ".1f", "deltas") for k in KS], _m("ΔMIR", True, ".3f", "deltas"),
+    *[_m(f"{s}_score", True, ".1f", PERCENT, "group") for s in ("text", "image", "group")],
+    _m("accuracy_authors_rule", True, ".1f", PERCENT, "choice", "mcq"),
+    _m("macro_accuracy_authors_rule", True, ".1f", PERCENT, "choice"),
+    *[_m(f"acc_{t}", True, ".1f", PERCENT, "mcq") for t in TEMPLATES],
+    *[_m(f"acc_{t}_authors_rule", True, ".1f", PERCENT, "mcq") for t in TEMPLATES],
+    *[_m(f"chose_{t}", True, ".1f", PERCENT, "mcq") for t in TEMPLATES],
+    *[_m(f"R@{k}", True, ".1f", PERCENT, "retrieval", "retrieval_neg") for k in KS],
+    _m("MIR", True, ".3f", PROPORTION, "retrieval"),
+    _m("MedR", False, ".1f", RANK, "retrieval", derived_from="MeanR", rule="lower_median"),
+    _m("MeanR", False, ".1f", RANK, "retrieval"),
+    *[_m(f"C@{k}", True, ".1f", PERCENT, "several") for k in KS], _m("mAP", True, ".3f", PROPORTION, "several"),
+    *[_m(f"ΔR@{k}", True, ".1f", POINTS, "deltas") for k in KS], _m("ΔMIR", True, ".3f", PROPORTION_DIFF, "deltas"),
     # the source video's mean rank: context, not a target (see `negation_deltas`)
-    _m("SrcMeanR_orig", False, ".1f", "deltas"), _m("SrcMeanR_neg", True, ".1f", "deltas"),
-    *[_m(f"fire_C@{k}", True, ".1f", "fire") for k in KS], _m("fire_MIR", True, ".3f", "fire"),
-    _m("fire_mAP", True, ".3f", "fire"),
+    _m("SrcMeanR_orig", False, ".1f", RANK, "deltas"), _m("SrcMeanR_neg", True, ".1f", RANK, "deltas"),
+    *[_m(f"fire_C@{k}", True, ".1f", PERCENT, "fire") for k in KS], _m("fire_MIR", True, ".3f", PROPORTION, "fire"),
+    _m("fire_mAP", True, ".3f", PROPORTION, "fire"),
     # nT2VR: plain retrieval of the negated queries ("A not B") against the video written for "A B": that
     # video ranking low is what negation asks, so lower is better (NegBench's R-Neg@K is another metric)
-    _m("neg_R@1", False, ".1f", "negated"), _m("neg_R@10", False, ".1f", "negated"),
-    _m("neg_MIR", False, ".3f", "negated"),
+    _m("neg_R@1", False, ".1f", PERCENT, "negated"), _m("neg_R@10", False, ".1f", PERCENT, "negated"),
+    _m("neg_MIR", False, ".3f", PROPORTION, "negated"),
     # NegBench's Retrieval-Neg: R@K of the negated captions ("a dog, no cat") against their own image, which
     # they still describe (the paper's R-Neg@K: higher is better), and the drop R@K - R-Neg@K (lower is better)
-    *[_m(f"R-Neg@{k}", True, ".1f", "retrieval_neg") for k in KS],
-    *[_m(f"drop_R@{k}", False, ".1f", "retrieval_neg") for k in KS],
+    *[_m(f"R-Neg@{k}", True, ".1f", PERCENT, "retrieval_neg") for k in KS],
+    *[_m(f"drop_R@{k}", False, ".1f", POINTS, "retrieval_neg") for k in KS],
+    # NeIn (`negharness.tasks.nein`, which declares them itself): removal, AUC-removal and retention in percent,
+    # the pixel distances to the ground truth, the CLIP and DINO image similarities
+    *[_m(n, True, ".1f", PERCENT, "edit") for n in ("Removal", "AUC-Removal", "Retention")],
+    _m("L1", False, ".4f", RGB_ERROR, "edit"), _m("L2", False, ".4f", RGB_ERROR, "edit"),
+    _m("CLIP-I", True, ".4f", COSINE, "edit"), _m("DINO", True, ".4f", COSINE, "edit"),
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 # old spellings a YAML task may still write (the README listed them): resolved to the one name
@@ -138,6 +179,17 @@ def renamed_record(rec: dict[str, Any]) -> dict[str, Any]:
 def canonical(name: str) -> str:
     """The catalogue's name for ``name`` (an alias resolved; anything else unchanged)."""
     return ALIASES.get(name, name)
+
+
+def scale_of(metric: str, members: Iterable[str] = ()) -> Scale | None:
+    """The unit ``metric``'s numbers are written in; None for a name the catalogue does not know (a
+    third-party task's), whose unit nothing here can vouch for. A suite's columns, its ``members`` and
+    their ``mean``, are its member tasks' accuracy (`negharness.declarative.tasks.SuiteTask`)."""
+    members = set(members)
+    if members and (metric in members or metric == "mean"):  # the suite's column, not the rule `MEAN`
+        metric = "accuracy"
+    found = METRICS.get(canonical(metric))
+    return found.scale if found else None
 
 
 def infos(names: Iterable[str]) -> dict[str, MetricInfo]:

@@ -1,6 +1,12 @@
 """What every export format reads the same way: which records are exported (the board's: no --limit
 run, no variant, every damaged record refused as the leaderboard refuses it), the model's identity
-and revision, a metric's interval and standard error, the number of queries."""
+and revision, a metric's unit (`negharness.scoring.catalog.scale_of`), interval and standard error,
+the number of queries.
+
+A metric whose unit the catalogue does not know (a third-party task's) is left out of every format and
+named with the records left aside, and a record whose main score is such a metric is left aside: MTEB
+and lm-eval keep shares of 1 and have no field saying a number is in another unit, so a percent
+written there as it is reads 100x too high on their boards, and a guess would be that bug again."""
 
 from __future__ import annotations
 
@@ -16,11 +22,13 @@ from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
 from negharness.records.check import checked_records
 from negharness.records.published import PublishedRow
+from negharness.scoring.catalog import Scale, scale_of
 
 FORMATS = ("mteb", "lm-eval", "eee")
 ORG = "negharness"  # the namespace of a model id: negharness/<record folder>, one per model configuration
 
 PublishedOf = Callable[[str], Sequence[PublishedRow]]  # task name -> the papers' numbers for it
+NO_UNIT = "its unit is not in negharness' metric catalogue, so no format can say it"
 
 
 @dataclass(frozen=True)
@@ -71,12 +79,38 @@ class Run:
         return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
 
     @property
-    def metrics(self) -> dict[str, float]:
+    def numbers(self) -> dict[str, float]:
         """The record's numbers, the board's metrics first (a metric without a value is left out)."""
         values = self.rec["metrics"]
         first = [m for m in self.rec["task"].get("leaderboard_metrics") or () if m in values]
         order = first + [m for m in values if m not in first]
         return {m: float(values[m]) for m in order if isinstance(values[m], (int, float))}
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The numbers the formats carry: those whose unit is known (`unscaled` names the others)."""
+        return {m: v for m, v in self.numbers.items() if self.scale(m) is not None}
+
+    @property
+    def unscaled(self) -> list[str]:
+        """The record's metrics of no known unit, left out of every format."""
+        return [m for m in self.numbers if self.scale(m) is None]
+
+    def scale(self, metric: str) -> Scale | None:
+        """The unit of one of this record's metrics (a suite's columns are its members' accuracy)."""
+        members = ((self.rec.get("config") or {}).get("task") or {}).get("members")
+        return scale_of(metric, members if isinstance(members, dict) else ())
+
+    def unit(self, metric: str) -> Scale:
+        """The unit of an exported metric (`exportable` left out those of no known unit)."""
+        scale = self.scale(metric)
+        if scale is None:
+            raise ValueError(f"{self.path}: metric {metric!r} has no unit in the metric catalogue")
+        return scale
+
+    def per_one(self, metric: str, value: float) -> float:
+        """``value`` of ``metric`` as the tools that keep shares of 1 hold it (MTEB, lm-eval)."""
+        return self.unit(metric).per_one(value)
 
     @property
     def main(self) -> tuple[str, float]:
@@ -141,13 +175,18 @@ def exportable(results_dir: Path) -> tuple[list[Run], list[str]]:
         raise UserError(f"RESULTS_DIR {results_dir}: no such folder (run `negharness run` first)")
     runs, aside = [], []
     for path, rec in checked_records(results_dir):  # a damaged record is refused, never skipped
+        run = Run(path, rec)
         if rec.get("limited"):
             aside.append(f"{path} (a --limit run)")
         elif rec.get("variant_label"):
             aside.append(f"{path} (variant {rec['variant_label']}: the formats name a task once)")
+        elif run.scale(run.main[0]) is None:
+            aside.append(f"{path} (main score {run.main[0]}: {NO_UNIT})")
         else:
-            runs.append(Run(path, rec))
+            runs.append(run)
+            aside += [f"{path}: metric {m} left out ({NO_UNIT})" for m in run.unscaled]
     if not runs:
         raise UserError(f"RESULTS_DIR {results_dir}: no record to export"
-                        + (f" ({len(aside)} left aside: --limit or variant runs)" if aside else ""))
+                        + (f" ({len(aside)} left aside: --limit or variant runs, or a main score of no known unit)"
+                           if aside else ""))
     return runs, aside

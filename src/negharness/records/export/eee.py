@@ -6,17 +6,24 @@ papers' numbers negharness ships (`negharness.records.published`) for the export
 ``documentation``, one record per paper row, each number with where it was printed. A metric's 95%
 interval is its ``uncertainty.confidence_interval`` (with the queries and bootstrap resamples), its
 standard error ``uncertainty.standard_error`` where the record has one.
+
+Every Eval Ever declares each metric's unit and bounds (``metric_unit``, ``min_score``, ``max_score``)
+beside its direction, so a score keeps the record's number and unit (R@1 = 16.67 ``percent`` in [0, 100],
+MIR a ``proportion`` in [0, 1], MeanR a ``rank`` from 1 up) as the papers print them; its interval and
+standard error are in the same unit (`negharness.scoring.catalog.Scale`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
 from negharness.records.export.common import ORG, PublishedOf, Run, safe_component, stable_uuid
 from negharness.records.published import PublishedRow
+from negharness.scoring.catalog import Scale
 from negharness.store.atomic import atomic_write_json
 
 SCHEMA_VERSION = "0.3.0"
@@ -40,9 +47,15 @@ def uncertainty(run: Run, metric: str) -> dict[str, Any] | None:
     return out
 
 
-def metric_config(metric: str, lower_is_better: bool, task: str) -> dict[str, Any]:
+def bound(value: float) -> float | str:
+    """A bound as EEE's strict JSON writes it: an infinite one is the string ``"Infinity"``."""
+    return value if math.isfinite(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def metric_config(metric: str, lower_is_better: bool, task: str, scale: Scale) -> dict[str, Any]:
     return {"metric_id": f"negharness.{metric}", "metric_name": metric, "lower_is_better": lower_is_better,
-            "evaluation_description": f"{metric} on negharness task {task}"}
+            "evaluation_description": f"{metric} on negharness task {task}", "score_type": "continuous",
+            "metric_unit": scale.unit, "min_score": bound(scale.low), "max_score": bound(scale.high)}
 
 
 def source_data(run: Run) -> dict[str, Any]:
@@ -63,7 +76,8 @@ def run_record(run: Run) -> dict[str, Any]:
             score["uncertainty"] = u
         results.append({"evaluation_result_id": f"{run.task}/{metric}", "evaluation_name": run.task,
                         "source_data": source_data(run), "evaluation_timestamp": when.isoformat(),
-                        "metric_config": metric_config(metric, not run.higher_is_better(metric), run.task),
+                        "metric_config": metric_config(metric, not run.higher_is_better(metric), run.task,
+                                                       run.unit(metric)),
                         "score_details": score})
     details = {"deployment_type": "self_deployed", "model_availability": "unknown",
                "label": str(model.get("label", "")), "plugin": str(model.get("plugin", "")),
@@ -88,13 +102,14 @@ def run_record(run: Run) -> dict[str, Any]:
 
 def paper_record(rows: Sequence[PublishedRow], run: Run) -> dict[str, Any]:
     """One paper row's numbers for one task as EEE documentation (``run``: the task's exported record,
-    for the metrics' direction and the data's name)."""
+    for the metrics' direction and unit and the data's name)."""
     first = rows[0]
     model_id = f"{PUBLISHED_DEVELOPER}/{safe_component(first.row)}"
     results = [{"evaluation_result_id": f"{r.task}/{r.metric}", "evaluation_name": r.task,
                 "source_data": {"dataset_name": r.task, "source_type": "other",
                                 "additional_details": {"paper": r.paper, "table": r.table}},
-                "metric_config": metric_config(r.metric, not run.higher_is_better(r.metric), r.task),
+                "metric_config": metric_config(r.metric, not run.higher_is_better(r.metric), r.task,
+                                               run.unit(r.metric)),
                 "score_details": {"score": r.value, "details": {"printed": r.printed, "source": r.source,
                                                                 **({"note": r.note} if r.note else {})}}}
                for r in rows]
@@ -128,7 +143,8 @@ def write(runs: list[Run], out: Path, published: PublishedOf) -> list[Path]:
     for task, run in sorted(by_task.items()):
         rows: dict[tuple[str, str, str], list[PublishedRow]] = defaultdict(list)
         for row in published(task):
-            rows[(row.paper, row.table, row.row)].append(row)
+            if run.scale(row.metric) is not None:  # a number of no known unit is left out, as a record's is
+                rows[(row.paper, row.table, row.row)].append(row)
         for (paper, table, label), group in rows.items():
             record = paper_record(group, run)
             key = f"{paper}/{table}/{label}/{task}"

@@ -7,6 +7,10 @@ where the record has a standard error (lm-eval's schema takes numbers only there
 without one gives no key rather than a made-up value), ``n-samples`` {original, effective} (the
 same: the board holds no --limit run), ``higher_is_better``, ``versions``, ``task_hashes`` (the
 data and settings the numbers rest on) and ``configs`` (flat strings, as lm-eval's schema types them).
+
+lm-eval keeps scores as shares of 1 (``make_table`` prints them with four decimals): a percent
+(R@1 = 16.67) is written 0.1667 and its standard error in the same unit; a metric in another unit
+(MIR, a rank) is the same number as in the record (`negharness.scoring.catalog.Scale`).
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ def sanitized(model_name: str) -> str:
 def task_metrics(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {"name": run.task, "alias": run.task, "sample_len": run.queries}
     for metric, value in run.metrics.items():
-        out[f"{metric},{FILTER}"] = value
+        out[f"{metric},{FILTER}"] = run.per_one(metric, value)
         se = run.standard_error(metric)
         if se is not None:
-            out[f"{metric}_stderr,{FILTER}"] = se
+            out[f"{metric}_stderr,{FILTER}"] = run.per_one(metric, se)
     return out
 
 

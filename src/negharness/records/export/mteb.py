@@ -4,7 +4,12 @@
 A TaskResult keeps, per split, a list of score dicts each with ``main_score``, ``hf_subset`` and
 ``languages``; negharness' tasks are English and have one subset, ``default``. The record's other
 metrics sit beside ``main_score`` under their own names, its 95% intervals under
-``confidence_interval_95``. ``mteb_version`` is null: MTEB did not compute these numbers.
+``confidence_interval_95``, its standard errors under ``standard_error``. ``mteb_version`` is null:
+MTEB did not compute these numbers.
+
+MTEB keeps scores as shares of 1 and its board shows ``main_score`` x 100: a percent (R@1 = 16.67) is
+written 0.1667, its interval and standard error alike; a metric in another unit (MIR, a rank) is the
+same number as in the record (`negharness.scoring.catalog.Scale`).
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ LANGUAGES = ["eng-Latn"]
 
 def task_result(run: Run) -> dict[str, Any]:
     """One record as an MTEB TaskResult."""
-    scores: dict[str, Any] = {"hf_subset": "default", "languages": LANGUAGES, "main_score": run.main[1],
-                              **run.metrics, "n_queries": run.queries}
-    intervals = {m: list(iv) for m in run.metrics if (iv := run.interval(m)) is not None}
+    main, value = run.main
+    scores: dict[str, Any] = {"hf_subset": "default", "languages": LANGUAGES, "main_score": run.per_one(main, value),
+                              **{m: run.per_one(m, v) for m, v in run.metrics.items()}, "n_queries": run.queries}
+    intervals = {m: [run.per_one(m, x) for x in iv] for m in run.metrics if (iv := run.interval(m)) is not None}
     if intervals:
         scores["confidence_interval_95"] = intervals
-    errors = {m: se for m in run.metrics if (se := run.standard_error(m)) is not None}
+    errors = {m: run.per_one(m, se) for m in run.metrics if (se := run.standard_error(m)) is not None}
     if errors:
         scores["standard_error"] = errors
     return {"dataset_revision": run.data_revision, "task_name": run.task, "mteb_version": None,
