@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     from negharness.engine.distributed import Dist
     from negharness.plugins.negation_data import SampleData, collate, sample_list
     from negharness.plugins.negation_training import Recipe
-    from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
+    from negharness.plugins.openclip_model import OpenClipModel
     from negharness.plugins.training_run import bnl, train
     from negharness.plugins.training_step import StepLoss
     from negharness.store.atomic import atomic_write_json
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     mopts = ModelOptions(arch=arch)
 
     def load_model(_n, o):
-        return OpenClipModel.create("clip", o.bind(OPTIONS, "clip"), default_pretrained=None)
+        return OpenClipModel.create("clip", o, default_pretrained=None)
 
     recipe_opts = {"epochs": "1000", "checkpoint_every": "0", "lr": "1e-6", "unit": "item"}
 

@@ -19,7 +19,7 @@ from negharness.api.model import ModelOptions
 from negharness.api.training import TrainOptions
 from negharness.io.checkpoints import load_state_dict
 from negharness.plugins.negation_data import EpochBatches
-from negharness.plugins.openclip_model import clip
+from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.training_run import train
 from negharness.tasks.shapes.training import shapes
 from negharness.testing import lookup
@@ -46,7 +46,7 @@ def _opts(tmp_path: Path, out: str, **kw) -> TrainOptions:
     return TrainOptions(out=tmp_path / out, model="clip", model_options=ModelOptions(arch=arch), task="shapes",
                         task_extra=dict(DATA), device="cpu", extra=dict(RECIPE), workers=0,
                         batch_size=kw.pop("batch_size", 8),
-                        plugins=lookup(model={"clip": clip},  # a JSON --arch: random weights
+                        plugins=lookup(model={"clip": lambda o: OpenClipModel.create("clip", o, default_pretrained=None)},
                                        trainset={"shapes": shapes}), **kw)
 
 
@@ -145,7 +145,7 @@ def test_bf16_autocast_and_gradient_checkpointing_train(tmp_path):
     assert rec["recipe"]["precision"] == "bf16" and rec["optimizer_steps"] == 1
     moved = load_state_dict(out / "model.safetensors")
     torch.manual_seed(0)  # the loop seeds the initialisation with the run's seed (0)
-    start = clip(ModelOptions(arch=_arch(tmp_path))).model.state_dict()
+    start = OpenClipModel.create("clip", ModelOptions(arch=_arch(tmp_path)), default_pretrained=None).model.state_dict()
     assert torch.equal(start["logit_scale"], moved["logit_scale"])  # bnl gives it no gradient
     assert any(not torch.equal(moved[k], start[k]) for k in moved)  # the bf16 step moved the weights
 

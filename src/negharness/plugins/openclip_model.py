@@ -309,13 +309,12 @@ class OpenClipModel(EmbeddingModel):
         the base weights are in the local cache. ``archs``: the architectures a method's OpenAI-layout
         checkpoints come in; without --arch, the one the file's shapes are (`arch_of_state`). A bare
         OpenAI-layout file on a named GELU architecture with no ``-M quick_gelu`` is refused
-        (`refuse_unstated_gelu`). ``options`` come bound to `OPTIONS` (or more): a factory's, as the
-        host bound them (`takes_options`), or ``ModelOptions(...).bind(OPTIONS, name)``."""
+        (`refuse_unstated_gelu`). ``options`` as a factory received them (bound to `OPTIONS` or more,
+        `takes_options`); raw ones (a builder called directly) are bound to `OPTIONS` the same way."""
         import open_clip
 
-        if not options.bound:
-            raise TypeError(f"OpenClipModel.create({name!r}): options not bound; bind them first "
-                            "(ModelOptions.bind(OPTIONS, name)), as the host does for a factory")
+        if not (options.bound and set(OPTIONS) <= set(options.values)):
+            options = options.bind(OPTIONS, name)
         quick = options.values["quick_gelu"]
         notes: dict[str, Any] = {}
         openai_file = False

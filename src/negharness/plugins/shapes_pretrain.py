@@ -19,7 +19,7 @@ from negharness.api.devices import resolve_device
 from negharness.api.files import atomic_write_json, data_root
 from negharness.api.options import check_batch_size
 from negharness.plugins.losses import multi_positive_infonce
-from negharness.plugins.openclip_model import OPTIONS as CLIP_OPTIONS, OpenClipModel
+from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.shapes_clip import CONFIG
 from negharness.world.media import load_world
 
@@ -44,8 +44,7 @@ def train(opts: TrainOptions) -> Path:
     r = _recipe(opts)
     torch.manual_seed(r["seed"])
     device = resolve_device(opts.device)
-    model = OpenClipModel.create("shapes_clip", ModelOptions(arch=str(CONFIG)).bind(CLIP_OPTIONS, "shapes_clip"),
-                                 default_pretrained=None).to(device)
+    model = OpenClipModel.create("shapes_clip", ModelOptions(arch=str(CONFIG)), default_pretrained=None).to(device)
     root = data_root(opts.data_root)[0]
     videos = load_world(r["world_seed"], "train", "video", r["n_train"], root)
     images = load_world(r["world_seed"], "train", "image", r["n_train"], root)

@@ -53,10 +53,9 @@ def clip_bnl(options: ModelOptions) -> EmbeddingModel:
 
 def _released(options: ModelOptions) -> EmbeddingModel:
     """A CLIP-bnl / CLIP* file from the nT2VR authors: OpenAI ViT-B/32 fine-tuned, so QuickGELU."""
-    from negharness.plugins.openclip_model import OPTIONS, OpenClipModel  # lazy: start-up time
+    from negharness.plugins.openclip_model import OpenClipModel  # lazy: start-up time
 
-    # clip_bnl declares no options (a folder's -M go to its base model): a released file takes open_clip's
-    return OpenClipModel.create("clip_bnl", options.bind(OPTIONS, "clip_bnl"), default_arch="ViT-B-32", default_pretrained=None,
+    return OpenClipModel.create("clip_bnl", options, default_arch="ViT-B-32", default_pretrained=None,
                                 default_quick_gelu=True, base_pretrained="openai")
 
 
