@@ -97,12 +97,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     os.environ.setdefault("NEGHARNESS_CACHE", tempfile.mkdtemp())
 
     from negharness.api.model import ModelOptions
+    from negharness.api.options import bind_declared
     from negharness.api.training import TrainOptions, TrainSetOptions
     from negharness.engine.distributed import Dist
     from negharness.plugins.negation_data import SampleData, collate, sample_list
     from negharness.plugins.negation_training import Recipe
     from negharness.plugins.openclip_model import OpenClipModel
-    from negharness.plugins.training_run import train
+    from negharness.plugins.training_run import bnl, train
     from negharness.plugins.training_step import StepLoss
     from negharness.store.atomic import atomic_write_json
     from negharness.tasks.nt2vr.training import msrvtt10ktrain
@@ -146,8 +147,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     device = torch.device(args.device)
     model.to(device)
     net = model.modules()[0].train()
-    recipe = Recipe.from_options("bnl", TrainOptions(out=tmp, extra=recipe_opts, precision=args.precision,
-                                                     batch_size=args.batch))
+    recipe = Recipe.from_options("bnl", bind_declared(bnl, TrainOptions(out=tmp, extra=recipe_opts, precision=args.precision,
+                                                                        batch_size=args.batch), "bnl"))
     ts = msrvtt10ktrain(TrainSetOptions(tmp / "data", {"val": "none"}, cache_dir=tmp / "c"))
     stream = ts.streams[0]
     data = SampleData(stream, sample_list(stream, "item"), model.preprocess_video, 0, 0)

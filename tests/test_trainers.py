@@ -17,18 +17,20 @@ from negharness.plugins.negation_data import SampleData, collate, sample_list
 from negharness.plugins.negation_training import Recipe
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.plugins.trained_model import clip_bnl
-from negharness.plugins.training_run import train
+from negharness.api.options import bind_declared
+from negharness.plugins.training_run import TRAINERS, train
 from negharness.plugins.training_step import StepLoss
 from negharness.tasks.shapes.training import build_stream, shapes
 from negharness.testing import lookup
 
-TINY = {"epochs": "2", "steps_per_epoch": "2", "n_train": "96", "n_val": "64", "lr": "1e-4"}
+TINY = {"epochs": "2", "steps_per_epoch": "2", "lr": "1e-4"}
+DATA = {"n_train": "96", "n_val": "64"}  # -T: the shapes set's sizes
 
 
 def _opts(out, trainer_extra=None, **kw):
     kw.setdefault("batch_size", 16)
-    return TrainOptions(out=Path(out), model="shapes_clip", task="shapes", device="cpu", workers=0,
-                        extra={**TINY, **(trainer_extra or {})},
+    return TrainOptions(out=Path(out), model="shapes_clip", task="shapes", task_extra=dict(DATA), device="cpu",
+                        workers=0, extra={**TINY, **(trainer_extra or {})},
                         plugins=lookup(model={"shapes_clip": shapes_clip}, trainset={"shapes": shapes}), **kw)
 
 
@@ -37,7 +39,7 @@ def _opts(out, trainer_extra=None, **kw):
 def test_one_optimizer_step_lowers_the_loss_on_a_fixed_batch(trainer, tmp_path):
     torch.manual_seed(0)
     extra = {"lambda_v": "1.0", "lambda_q": "1.0", "lambda_1": "1.0"} if trainer.startswith(("bnl", "snl")) else {}
-    recipe = Recipe.from_options(trainer, _opts(tmp_path, {"lr": "1e-6", **extra}))
+    recipe = _recipe(trainer, _opts(tmp_path, {"lr": "1e-6", **extra}))
     if trainer == "negbench":
         recipe.lr = 1e-6  # the paper's 1e-8 moves a tiny model too little to see in one step
     model = shapes_clip(ModelOptions())
@@ -58,23 +60,28 @@ def test_one_optimizer_step_lowers_the_loss_on_a_fixed_batch(trainer, tmp_path):
     assert after.item() < before.item()
 
 
+def _recipe(trainer, opts):
+    """The recipe ``trainer`` runs with: its -O bound as the host binds them, before the trainer starts."""
+    return Recipe.from_options(trainer, bind_declared(TRAINERS[trainer], opts, trainer))
+
+
 def test_paper_defaults():
-    nb = Recipe.from_options("negbench", TrainOptions(out=Path(".")))
+    nb = _recipe("negbench", TrainOptions(out=Path(".")))
     assert (nb.alpha, nb.lr, nb.optimizer) == (0.99, 1e-8, "adamw")
-    snl = Recipe.from_options("snl_query", TrainOptions(out=Path(".")))
+    snl = _recipe("snl_query", TrainOptions(out=Path(".")))
     assert snl.snl and snl.pivot == "query" and snl.lambda_1 == 1e-3
-    bnl = Recipe.from_options("bnl", TrainOptions(out=Path(".")))
+    bnl = _recipe("bnl", TrainOptions(out=Path(".")))
     assert (bnl.lr, bnl.lr_decay, bnl.batch_size, bnl.patience, bnl.optimizer) == (1e-6, 0.99, 64, 2, "rmsprop")
     # --precision / --batch-size are spelled as for `run`; the -O spelling says which flag to give
-    flagged = Recipe.from_options("bnl", TrainOptions(out=Path("."), precision="bf16", batch_size=8))
-    assert (flagged.precision, flagged.batch_size) == ("bf16", 8)
-    for key, flag in (("batch_size", "--batch-size"), ("precision", "--precision")):
-        with pytest.raises(UserError, match=flag):
-            Recipe.from_options("bnl", TrainOptions(out=Path("."), extra={key: "8"}))
+    flagged = _recipe("bnl", TrainOptions(out=Path("."), precision="bf16", batch_size=8, seed=3))
+    assert (flagged.precision, flagged.batch_size, flagged.seed) == ("bf16", 8, 3)
+    for key, flag in (("batch_size", "--batch-size"), ("precision", "--precision"), ("seed", "--seed")):
+        with pytest.raises(UserError, match=f"-O {key}: give {flag}"):
+            _recipe("bnl", TrainOptions(out=Path("."), extra={key: "8"}))
     with pytest.raises(UserError, match="--batch-size 0: must be at least 1"):
-        Recipe.from_options("bnl", TrainOptions(out=Path("."), batch_size=0))
+        _recipe("bnl", TrainOptions(out=Path("."), batch_size=0))
     with pytest.raises(UserError, match="-O pivot"):
-        Recipe.from_options("snl", TrainOptions(out=Path("."), extra={"pivot": "text"}))
+        _recipe("snl", TrainOptions(out=Path("."), extra={"pivot": "text"}))
 
 
 @pytest.mark.needs("nltk")
@@ -118,6 +125,8 @@ def test_train_then_run_from_the_cli(cli, tmp_path):
     args = ["train", "--trainer", "bnl", "--model", "shapes_clip", "--task", "shapes", "--out", str(tmp_path / "clip_bnl")]
     for k, v in TINY.items():
         args += ["-O", f"{k}={v}"]
+    for k, v in DATA.items():
+        args += ["-T", f"{k}={v}"]
     res = cli(*args)
     assert res.returncode == 0, res.stderr
     ran = cli("run", "--model", "clip_bnl", "--checkpoint", str(tmp_path / "clip_bnl"), "--task", "shapes_t2v_original",
@@ -139,6 +148,6 @@ def test_shapes_pretrain_declares_its_o_options_and_refuses_an_unknown_one():
     from negharness.plugins.shapes_pretrain import _recipe, train
 
     assert declared_options(train)["steps"].default == 300
-    assert _recipe(TrainOptions(out=Path("x"), extra={"steps": "7"}))["steps"] == 7
+    assert _recipe(bind_declared(train, TrainOptions(out=Path("x"), extra={"steps": "7"}), "shapes_pretrain"))["steps"] == 7
     with pytest.raises(UserError, match=r"-O stepz: not an option of trainer 'shapes_pretrain'; did you mean steps"):
-        _recipe(TrainOptions(out=Path("x"), extra={"stepz": "10"}))
+        bind_declared(train, TrainOptions(out=Path("x"), extra={"stepz": "10"}), "shapes_pretrain")

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 import negharness
 from negharness.api.model import EmbeddingModel, ModelOptions
+from negharness.api.options import OptionSpec, takes_options
 from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.cli.main import main
 from negharness.discovery.hookspecs import hookimpl
@@ -86,8 +87,9 @@ class KeywordModel(EmbeddingModel):
         return F.normalize(out + 1e-6, dim=-1)
 
 
+@takes_options({"dim": OptionSpec(int, 8, "embedding size", minimum=3)})
 def keyword_model(options: ModelOptions) -> KeywordModel:
-    return KeywordModel(int(options.extra.get("dim", 8)))
+    return KeywordModel(options.values["dim"])
 
 
 def solid_image(colour: str, size: int = 8) -> np.ndarray:

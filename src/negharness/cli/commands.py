@@ -226,7 +226,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
     host = _host(args)
-    entry = host.registry.get("trainer", args.trainer)
+    host.registry.get("trainer", args.trainer)
     if args.model:
         host.registry.get("model", args.model)
     err = _console(stderr=True)
@@ -242,7 +242,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             plugins=PluginLookup(host.registry, cache_dir=cache_dir),
             max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
             precision=args.precision, batch_size=args.batch_size)
-        path = entry.load()(opts)
+        path = host.registry.create("trainer", args.trainer, opts)  # -O bound to what the trainer declares
     if from_env().main:
         _console().print(f"wrote {path}")
     return 0

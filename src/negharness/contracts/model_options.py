@@ -32,15 +32,6 @@ class ModelOptions(BindsOptions):
     rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
     bound: bool = field(default=False, compare=False, repr=False)
 
-    def parse(self, specs: "dict[str, OptionSpec]", model: str) -> dict[str, Any]:
-        """Typed ``-M`` values for the options ``model`` declares; unknown keys are an error naming it."""
-        return dict(self.bound_to(specs, model).values)
-
-    def check_extra(self, allowed: "set[str] | dict[str, OptionSpec]", model: str) -> None:
-        """Unknown ``-M`` keys are an error naming the model and what it accepts, never ignored (for
-        a third-party factory that declares no options; the host checks declared ones itself)."""
-        self.parse({k: OptionSpec() for k in allowed}, model)
-
     def lookup(self) -> PluginSource:
         """The run's plugin lookup (outside a run: ``ModelOptions(plugins=negharness.api.installed_plugins())``)."""
         return require_plugins(self.plugins, "a wrapper model's factory")

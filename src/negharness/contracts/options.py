@@ -7,10 +7,11 @@ names the flag, the key and the plugin, with what it accepts.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, NoReturn, TypeVar
 
 from negharness.api.errors import UserError
 
@@ -100,9 +101,7 @@ def parse_options(raw: Mapping[str, str], specs: Mapping[str, OptionSpec], flag:
     each key belongs to at least one)."""
     unknown = sorted(set(raw) - set(specs))
     if unknown and not ignore_unknown:
-        accepted = ", ".join(sorted(specs)) or "none"
-        close = _close(unknown[0], specs)
-        raise UserError(f"{flag} {unknown[0]}: not an option of {owner}{close} (it takes: {accepted})")
+        refuse_unknown(unknown[0], specs, flag, owner)
     out = {k: s.default for k, s in specs.items()}
     for key, value in raw.items():
         if key in specs:
@@ -110,11 +109,15 @@ def parse_options(raw: Mapping[str, str], specs: Mapping[str, OptionSpec], flag:
     return out
 
 
-def _close(key: str, specs: Mapping[str, OptionSpec]) -> str:
-    from difflib import get_close_matches
+def refuse_unknown(key: str, specs: Mapping[str, OptionSpec], flag: str, owner: str) -> NoReturn:
+    """The one refusal of an undeclared ``KEY=VALUE`` (``-M``, ``-T`` and ``-O`` alike): it names the
+    flag, the key and the owner, the closest declared name, and everything the owner takes."""
+    from difflib import get_close_matches  # lazy: only on a refusal
 
     found = get_close_matches(key, list(specs), n=1, cutoff=0.6)
-    return f"; did you mean {found[0]}?" if found else ""
+    close = f"; did you mean {found[0]}?" if found else ""
+    accepted = ", ".join(sorted(specs)) or "none"
+    raise UserError(f"{flag} {key}: not an option of {owner}{close} (it takes: {accepted})")
 
 
 def describe_options(specs: Mapping[str, OptionSpec], flag: str = "", with_help: bool = True) -> str:
@@ -139,16 +142,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) -> Callable[[F], F]:
-    """Marks a plugin factory with the ``-M`` options it accepts: the host parses the run's raw
-    ``-M`` strings against them once and hands the factory typed values (``options.values``), and
-    `negharness list` shows them without building anything. A wrapper that gives every other ``-M``
-    to the model it wraps says ``passes_rest=True``: the keys it does not declare reach it unparsed
-    in ``options.rest`` instead of being refused."""
+    """The one statement of the options a plugin factory takes (``-M`` for a model, ``-T`` for a
+    training set, ``-O`` for a trainer): the factory receives them bound (`bind_declared`), typed,
+    defaults filled in, in read-only ``options.values``, and never parses or restates them. The host
+    binds them before it calls the factory (an error names the plugin as registered); a factory
+    called directly binds them itself, the same way. `negharness list` shows them without building
+    anything. A wrapper that gives every other ``-M`` to the model it wraps says ``passes_rest=True``:
+    the keys it does not declare reach it unparsed in ``options.rest`` instead of being refused."""
     def mark(factory: F) -> F:
-        factory.options = dict(specs)  # type: ignore[attr-defined]
-        factory.passes_rest = passes_rest  # type: ignore[attr-defined]
-        return factory
+        @functools.wraps(factory)
+        def bound_factory(options: Any) -> Any:
+            return factory(bind_declared(bound_factory, options, factory.__name__))
+
+        bound_factory.options = dict(specs)  # type: ignore[attr-defined]
+        bound_factory.passes_rest = passes_rest  # type: ignore[attr-defined]
+        return bound_factory  # type: ignore[return-value]
     return mark
+
+
+def bind_declared(factory: Any, options: Any, name: str) -> Any:
+    """What a factory receives: its options object bound to the options it declares (`takes_options`)
+    once, by the host, naming the plugin ``name``; options already bound to them pass unchanged, and
+    a factory that declares none gets them raw."""
+    specs = declared_options(factory)
+    if specs is None or not isinstance(options, BindsOptions) or options.bound_to_keys(specs):
+        return options
+    return options.bind(specs, name, passes_rest=bool(getattr(factory, "passes_rest", False)))
 
 
 def split_options(raw: Mapping[str, str], specs: Mapping[str, OptionSpec], flag: str, owner: str,
@@ -170,13 +189,15 @@ def declared_options(target: Any) -> Mapping[str, OptionSpec] | None:
 
 
 class BindsOptions:
-    """What a plugin's options object (`ModelOptions`, `TrainSetOptions`) shares: raw ``extra``
-    strings, and once the host has bound them to the factory's declared options, their typed,
-    read-only ``values`` (and, for a wrapper, the undeclared ``rest``). A subclass is a dataclass
-    with the fields ``extra``, ``values``, ``rest`` and ``bound``, and names its ``FLAG`` and ``OWNER``."""
+    """What a plugin's options object (`ModelOptions`, `TrainSetOptions`, `TrainOptions`) shares:
+    raw ``extra`` strings, and once the host has bound them to the factory's declared options, their
+    typed, read-only ``values`` (and, for a wrapper, the undeclared ``rest``). A subclass is a
+    dataclass with the fields ``extra``, ``values``, ``rest`` and ``bound``, and names its ``FLAG``
+    and ``OWNER``; ``AS_FLAGS`` maps a key that is a command-line flag instead to that flag."""
 
     FLAG = "-M"
     OWNER = "model"
+    AS_FLAGS: ClassVar[Mapping[str, str]] = {}
     extra: dict[str, str]
     values: Mapping[str, Any]
     rest: Mapping[str, str]
@@ -185,14 +206,17 @@ class BindsOptions:
     def bind(self, specs: Mapping[str, OptionSpec], name: str, passes_rest: bool = False) -> Any:
         """A copy whose ``values`` are ``extra`` parsed against ``specs`` once (an unknown key or a bad
         value is one error naming the plugin); what the host does before it calls a factory."""
+        for key, flag in self.AS_FLAGS.items():
+            if key in self.extra and key not in specs:
+                raise UserError(f"{self.FLAG} {key}: give {flag} (the spelling `run` uses)")
         values, rest = split_options(self.extra, specs, self.FLAG, f"{self.OWNER} {name!r}", passes_rest)
         return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest),  # type: ignore[type-var]
                        bound=True)
 
-    def bound_to(self, specs: Mapping[str, OptionSpec], name: str) -> Any:
-        """These options bound to ``specs``: as the host bound them, else bound now (a factory called
-        directly, outside a run's plugin lookup)."""
-        return self if self.bound and set(self.values) == set(specs) else self.bind(specs, name)
+    def bound_to_keys(self, specs: Mapping[str, OptionSpec]) -> bool:
+        """Whether these options are already bound to ``specs`` (the host bound them before the
+        factory's own `takes_options` sees them)."""
+        return self.bound and set(self.values) == set(specs)
 
 
 def frozen_empty() -> Mapping[str, Any]:

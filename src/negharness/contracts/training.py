@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from negharness.api.plugin_source import PluginSource, require_plugins
 from negharness.api.errors import UnknownNameError, UserError
 from negharness.api.model import ModelOptions
-from negharness.api.options import BindsOptions, OptionSpec, frozen_empty, parse_options
+from negharness.api.options import BindsOptions, OptionSpec, frozen_empty, takes_options
 from negharness.api.sampling import FrameSampling
 
 Mcq = tuple[tuple[str, ...], int]  # (options, index of the correct one)
@@ -99,26 +99,27 @@ class TrainSetOptions(BindsOptions):
     rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
     bound: bool = field(default=False, compare=False, repr=False)
 
-    def check_extra(self, allowed: set[str], name: str) -> None:
-        """Unknown ``-T`` keys are an error naming the set (for a third-party set that declares none)."""
-        parse_options(self.extra, {k: OptionSpec() for k in allowed}, "-T", f"training set {name!r}")
-
 
 def named_trainset(name: str, build: Callable[[str, TrainSetOptions], TrainingSet],
                    options: Mapping[str, OptionSpec] | None = None) -> Callable[[TrainSetOptions], TrainingSet]:
     """The factory a training-set entry point names: one builder serves several sets by name. With
-    ``options``, the set declares its ``-T`` options: the host parses them once (typed ``values``)."""
+    ``options``, the set declares its ``-T`` options (`takes_options`): ``build`` reads them bound."""
     def factory(options_: TrainSetOptions) -> TrainingSet:
-        return build(name, options_.bound_to(options, name) if options is not None else options_)
+        return build(name, options_)
 
     factory.__name__ = name
-    if options is not None:
-        factory.options = dict(options)  # type: ignore[attr-defined]
-    return factory
+    return takes_options(options)(factory) if options is not None else factory
 
 
 @dataclass
-class TrainOptions:
+class TrainOptions(BindsOptions):
+    """What a trainer factory receives; the host binds ``-O`` to the options the trainer declares
+    (`takes_options`), so the trainer reads typed ``values``. ``--seed``, ``--precision`` and
+    ``--batch-size`` are flags, spelled as for `run`: ``-O precision=...`` is refused, naming the flag."""
+
+    FLAG = "-O"
+    OWNER = "trainer"
+    AS_FLAGS = {"seed": "--seed", "precision": "--precision", "batch_size": "--batch-size"}
     out: Path
     model: str | None = None
     model_options: ModelOptions = field(default_factory=ModelOptions)
@@ -137,6 +138,9 @@ class TrainOptions:
     log: Callable[[str], None] | None = None  # a line every few seconds where no progress bar shows
     precision: str | None = None  # --precision, spelled as for `run` (None: the trainer's default)
     batch_size: int | None = None  # --batch-size, spelled as for `run` (None: the trainer's default)
+    values: Mapping[str, Any] = field(default_factory=frozen_empty, compare=False, repr=False)
+    rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
+    bound: bool = field(default=False, compare=False, repr=False)
 
     def lookup(self) -> PluginSource:
         return require_plugins(self.plugins, "a trainer")
@@ -152,9 +156,3 @@ class TrainOptions:
             return made
         except UnknownNameError as exc:
             raise UserError(f"--task {name}: not a training set ({exc}); `negharness list` shows the trainsets") from None
-
-    def get(self, key: str, default: Any, cast: Callable[[str], Any] = str) -> Any:
-        """An ``-O key=value`` option, parsed by the one option parser (`negharness.api.options`)."""
-        if key not in self.extra:
-            return default
-        return OptionSpec(cast, default).parse(self.extra[key], f"-O {key}={self.extra[key]}")

@@ -44,7 +44,8 @@ def negharness_register_tasks(registry: "Registrar") -> None:
 
 @hookspec
 def negharness_register_trainers(registry: "Registrar") -> None:
-    """Add trainers; the factory takes `negharness.api.training.TrainOptions` and returns the checkpoint path."""
+    """Add trainers; the factory takes `negharness.api.training.TrainOptions` and returns the checkpoint path.
+    It declares its ``-O`` options with `negharness.api.takes_options` and reads them bound (``opts.values``)."""
 
 
 @hookspec

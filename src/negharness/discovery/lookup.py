@@ -17,7 +17,7 @@ from typing import Any
 from negharness.api.editing import Detector, Editor
 from negharness.api.errors import UserError
 from negharness.api.model import ModelOptions, ModelPlugin
-from negharness.api.options import BindsOptions, declared_options
+from negharness.api.options import bind_declared, declared_options
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 from negharness.fetch.weights import with_released
@@ -40,16 +40,6 @@ def check_kind(kind: str, made: Any, entry_label: str) -> Any:
         raise UserError(f"{entry_label}: its factory returned {type(made).__name__}, not a "
                         f"negharness.api.{wanted}")
     return made
-
-
-def bind_declared(factory: Any, options: Any, name: str) -> Any:
-    """The options a factory receives: its ``-M`` strings parsed once against the options it declares
-    (`negharness.api.takes_options`) into typed ``options.values``; a factory that declares none gets
-    them raw, as before, and checks them itself."""
-    specs = declared_options(factory)
-    if specs is None or not isinstance(options, BindsOptions):
-        return options
-    return options.bind(specs, name, passes_rest=bool(getattr(factory, "passes_rest", False)))
 
 
 def identity_options(entry: Any, options: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
 from negharness.api.names import name_problem
+from negharness.api.options import bind_declared
 
 KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder")
 
@@ -94,8 +95,10 @@ class Registry:
             raise UnknownNameError(f"unknown {kind} {name!r}{hint}") from None
 
     def create(self, kind: str, name: str, options: Any) -> Any:
-        """Look ``name`` up and call its factory: what every caller of a plugin does."""
-        return self.get(kind, name).load()(options)
+        """Look ``name`` up and call its factory with ``options`` bound to what it declares
+        (`bind_declared`, naming the plugin as registered): what every caller of a plugin does."""
+        factory = self.get(kind, name).load()
+        return factory(bind_declared(factory, options, name))
 
     def match(self, kind: str, pattern: str) -> list[Entry]:
         """A glob ('msrvtt3k_*') gives every match, sorted; a plain name gives itself or an error."""

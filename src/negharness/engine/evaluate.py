@@ -21,7 +21,7 @@ from typing import Any
 from negharness.api.errors import MissingDataError, UserError
 from negharness.api.hashing import hash_json
 from negharness.api.model import EmbeddingModel, ModelOptions
-from negharness.api.options import check_batch_size
+from negharness.api.options import check_batch_size, refuse_unknown
 from negharness.api.precision import cpu_autocast_warning, resolve_precision
 from negharness.api.task import (
     Task,
@@ -346,10 +346,9 @@ def _check_task_options(raw: dict[str, str], tasks: list[Task]) -> None:
     """Every -T key must be an option of at least one task of the run (a typo is never ignored)."""
     for key in raw:
         if not any(key in t.task_options for t in tasks):
-            takes = sorted({k for t in tasks for k in t.task_options})
-            names = ", ".join(t.name for t in tasks)
-            raise UserError(f"-T {key}: not an option of {'task ' if len(tasks) == 1 else 'tasks '}{names} "
-                            f"(they take: {', '.join(takes) or 'none'})")
+            names = ", ".join(repr(t.name) for t in tasks)
+            refuse_unknown(key, {k: s for t in tasks for k, s in t.task_options.items()}, "-T",
+                           f"{'task' if len(tasks) == 1 else 'tasks'} {names}")
 
 
 def _fingerprint(model: Any) -> str:

@@ -119,8 +119,6 @@ BOOLEAN_OPTIONS = {"base": OptionSpec(str, None, "the retrieval model to wrap (e
 @takes_options(BOOLEAN_OPTIONS, passes_rest=True)
 def boolean(options: ModelOptions) -> BooleanModel:
     """``-M base=NAME``: the model to wrap; every other option goes to it (unparsed: the base checks it)."""
-    if not options.bound:
-        options = options.bind(BOOLEAN_OPTIONS, "boolean", passes_rest=True)
     base_name = options.values["base"]
     if not base_name:
         raise UserError("model boolean needs -M base=MODEL (the retrieval model to wrap, e.g. -M base=clip)")

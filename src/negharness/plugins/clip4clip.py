@@ -16,6 +16,7 @@ otherwise the task's default sampling applies.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from typing import Any
 
@@ -115,7 +116,6 @@ def clip4clip(options: ModelOptions) -> Clip4ClipModel:
     if not options.checkpoint:
         raise UserError("model clip4clip needs --checkpoint PATH to a CLIP4Clip checkpoint (pytorch_model.bin.N "
                         "from github.com/ArrowLuo/CLIP4Clip training, or a published one)")
-    options = options.bound_to(C4C_OPTIONS, "clip4clip")
     ckpt = read_checkpoint(options.checkpoint)
     clip_state, head_state = _split(ckpt.state, options.checkpoint)
     head_name = options.values["head"] or ("seqTransf" if head_state else "meanP")
@@ -123,7 +123,7 @@ def clip4clip(options: ModelOptions) -> Clip4ClipModel:
         raise UserError(f"-M head={head_name}: choose one of {', '.join(HEADS)}")
     if head_name == "seqTransf" and not head_state:
         raise UserError(f"{options.checkpoint}: -M head=seqTransf, but the checkpoint has no seqTransf weights")
-    base = ModelOptions(options.arch, None, options.checkpoint, {k: v for k, v in options.extra.items() if k != "head"})
+    base = dataclasses.replace(options, pretrained=None)  # bound to C4C_OPTIONS: OpenClipModel's options and more
     model = Clip4ClipModel.create("clip4clip", base, default_arch="ViT-B-32", default_pretrained=None,
                                   default_quick_gelu=True, state=clip_state, base_pretrained="openai")
     model.checkpoint_notes = {**ckpt.notes(), **model.checkpoint_notes}

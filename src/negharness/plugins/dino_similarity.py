@@ -66,5 +66,4 @@ def load_dino(source: str = DEFAULT) -> DinoModel:
 @takes_options({})
 def dino(options: ModelOptions) -> DinoModel:
     """``--arch ID_OR_FOLDER`` (default facebook/dino-vits16)."""
-    options.bound_to({}, "dino")
     return load_dino(options.arch or DEFAULT)

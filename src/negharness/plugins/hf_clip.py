@@ -103,7 +103,7 @@ HF_CLIP_OPTIONS = {"model": OptionSpec(str, None, "Hugging Face model id or fold
 @takes_options(HF_CLIP_OPTIONS)
 def hf_clip(options: ModelOptions) -> HFClipModel:
     """``--arch`` (or ``-M model=``) is a model id such as openai/clip-vit-base-patch32, or a folder."""
-    values = options.bound_to(HF_CLIP_OPTIONS, "hf_clip").values
+    values = options.values
     source = values["model"] or options.arch or options.checkpoint or "openai/clip-vit-base-patch32"
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 

@@ -210,7 +210,7 @@ HF_VLM_OPTIONS = {
 
 @takes_options(HF_VLM_OPTIONS)
 def hf_vlm(options: ModelOptions) -> HFVLM:
-    e = options.bound_to(HF_VLM_OPTIONS, "hf_vlm").values
+    e = options.values
     if not options.arch:
         raise UserError("model hf_vlm needs --arch: a transformers image-text-to-text model id or folder "
                         "(e.g. llava-hf/llava-1.5-7b-hf, Qwen/Qwen2-VL-2B-Instruct)")

@@ -78,7 +78,7 @@ class InstructPix2PixEditor(Editor):
 
 @takes_options(OPTIONS)
 def instruct_pix2pix(options: ModelOptions) -> InstructPix2PixEditor:
-    opts = options.bound_to(OPTIONS, "instruct_pix2pix").values
+    opts = options.values
     source = opts["model"] or options.arch or options.checkpoint or DEFAULT
     from diffusers import StableDiffusionInstructPix2PixPipeline
 

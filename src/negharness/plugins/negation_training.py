@@ -25,10 +25,9 @@ from dataclasses import dataclass
 
 from negharness.api import OptionSpec, TrainOptions, UserError
 from negharness.api.devices import PRECISION_NAMES
-from negharness.api.options import check_batch_size, parse_options
+from negharness.api.options import check_batch_size
 
 FORMAT = "negharness-trained-v1"
-TRAINSET_KEYS = ("n_train", "n_val", "world_seed")  # the shapes set's sizes, still accepted as -O (moved to -T)
 
 
 CHOICES = {"pivot": ("video", "query"), "optimizer": ("rmsprop", "adamw"), "unit": ("auto", "caption", "item"),
@@ -83,14 +82,10 @@ class Recipe:
 
     @classmethod
     def from_options(cls, trainer: str, opts: TrainOptions) -> "Recipe":
-        base = cls.defaults(trainer, opts.seed)
-        specs = recipe_options(trainer, base)
-        raw = {k: v for k, v in opts.extra.items() if k not in TRAINSET_KEYS}
-        for key, flag in (("precision", "--precision"), ("batch_size", "--batch-size")):
-            if key in raw:
-                raise UserError(f"-O {key}: give {flag} (the spelling `run` uses)")
+        """``trainer``'s recipe: its defaults, the ``-O`` values as bound to `recipe_options` (the
+        trainer's `takes_options`), then --precision and --batch-size."""
         flags = {k: v for k, v in (("precision", opts.precision), ("batch_size", opts.batch_size)) if v is not None}
-        recipe = dataclasses.replace(base, **{**parse_options(raw, specs, "-O", f"trainer {trainer!r}"), **flags})
+        recipe = dataclasses.replace(cls.defaults(trainer, opts.seed), **{**opts.values, **flags})
         if recipe.precision not in CHOICES["precision"]:
             raise UserError(f"--precision {recipe.precision}: choose one of {', '.join(CHOICES['precision'])}")
         check_batch_size(recipe.batch_size)
@@ -101,7 +96,8 @@ class Recipe:
 
 def recipe_options(trainer: str, base: Recipe | None = None) -> dict[str, OptionSpec]:
     """Every recipe field is an ``-O`` option, typed by its default, through the one option parser;
-    precision and batch size are flags (``--precision``, ``--batch-size``), spelled as for `run`."""
+    the seed, precision and batch size are flags (``--seed``, ``--precision``, ``--batch-size``),
+    spelled as for `run`."""
     base = base or Recipe.defaults(trainer)
     return {f.name: OptionSpec(type(getattr(base, f.name)), getattr(base, f.name), choices=CHOICES.get(f.name, ()))
-            for f in dataclasses.fields(Recipe) if f.name not in ("trainer", "precision", "batch_size")}
+            for f in dataclasses.fields(Recipe) if f.name not in ("trainer", *TrainOptions.AS_FLAGS)}

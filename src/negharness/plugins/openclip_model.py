@@ -301,7 +301,7 @@ class OpenClipModel(EmbeddingModel):
     @classmethod
     def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
                default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None,
-               allowed: dict[str, OptionSpec] = OPTIONS, state: dict[str, torch.Tensor] | None = None,
+               state: dict[str, torch.Tensor] | None = None,
                base_pretrained: str | None = None, archs: Sequence[str] = ()) -> "OpenClipModel":
         """Build from an architecture (name or JSON config) and weights: ``state`` if the caller already
         unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag. A checkpoint is
@@ -309,10 +309,12 @@ class OpenClipModel(EmbeddingModel):
         the base weights are in the local cache. ``archs``: the architectures a method's OpenAI-layout
         checkpoints come in; without --arch, the one the file's shapes are (`arch_of_state`). A bare
         OpenAI-layout file on a named GELU architecture with no ``-M quick_gelu`` is refused
-        (`refuse_unstated_gelu`)."""
+        (`refuse_unstated_gelu`). ``options`` as a factory received them (bound to `OPTIONS` or more,
+        `takes_options`); raw ones (a builder called directly) are bound to `OPTIONS` the same way."""
         import open_clip
 
-        options = options.bound_to(allowed, name)
+        if not (options.bound and set(OPTIONS) <= set(options.values)):
+            options = options.bind(OPTIONS, name)
         quick = options.values["quick_gelu"]
         notes: dict[str, Any] = {}
         openai_file = False

@@ -51,7 +51,7 @@ OWL_OPTIONS = {"model": OptionSpec(str, None, "OWLv2 model id or folder"),
 
 @takes_options(OWL_OPTIONS)
 def owlv2(options: ModelOptions) -> Owlv2Detector:
-    values = options.bound_to(OWL_OPTIONS, "owlv2").values
+    values = options.values
     source = values["model"] or options.arch or options.checkpoint or DEFAULT
     from transformers import Owlv2ForObjectDetection, Owlv2Processor
 

@@ -78,7 +78,6 @@ class DetectInpaintEditor(Editor):
 
 @takes_options({})
 def identity(options: ModelOptions) -> IdentityEditor:
-    options.bound_to({}, "identity")
     return IdentityEditor()
 
 
@@ -87,6 +86,6 @@ INPAINT_OPTIONS = {"detector": OptionSpec(str, "shapes_exact", "detector that fi
 
 @takes_options(INPAINT_OPTIONS)
 def detect_inpaint(options: ModelOptions) -> DetectInpaintEditor:
-    name = options.bound_to(INPAINT_OPTIONS, "detect_inpaint").values["detector"]
+    name = options.values["detector"]
     detector = options.lookup().plugin("detector", name)
     return DetectInpaintEditor(detector, name)

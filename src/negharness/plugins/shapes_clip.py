@@ -5,6 +5,7 @@ The weights are reproduced by ``negharness train --trainer shapes_pretrain`` (se
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from negharness.api import ModelOptions, UserError, takes_options
@@ -26,7 +27,7 @@ def shapes_clip(options: ModelOptions) -> OpenClipModel:
     checkpoint = options.checkpoint or str(WEIGHTS)
     if not Path(checkpoint).is_file():
         raise UserError(f"shapes_clip weights not found at {checkpoint}; reproduce them with: {REPRODUCE}")
-    opts = ModelOptions(arch=options.arch or str(CONFIG), checkpoint=checkpoint, extra=dict(options.extra))
+    opts = dataclasses.replace(options, arch=options.arch or str(CONFIG), checkpoint=checkpoint)  # still bound
     model = OpenClipModel.create("shapes_clip", opts, default_pretrained=None)
     model.object_words = OBJECT_WORDS  # read by `negharness diagnose` when no --objects is given
     return model

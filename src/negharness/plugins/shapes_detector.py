@@ -170,5 +170,4 @@ class ShapesDetector(Detector):
 @takes_options({})
 def shapes_exact(options: ModelOptions) -> ShapesDetector:
     """Detector factory (no options)."""
-    options.bound_to({}, "shapes_exact")
     return ShapesDetector()

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from negharness.api import ModelOptions, OptionSpec, TrainOptions, UserError, takes_options
+from negharness.api import ModelOptions, OptionSpec, TrainOptions, takes_options
 from negharness.api.checkpoints import save_safetensors
 from negharness.api.devices import resolve_device
 from negharness.api.files import atomic_write_json, data_root
-from negharness.api.options import check_batch_size, parse_options
+from negharness.api.options import check_batch_size
 from negharness.plugins.losses import multi_positive_infonce
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.shapes_clip import CONFIG
@@ -34,10 +34,8 @@ OPTIONS = {  # -O options; batch size is the --batch-size flag, as for `run`
 
 
 def _recipe(opts: TrainOptions) -> dict:
-    if "batch_size" in opts.extra:
-        raise UserError("-O batch_size: give --batch-size (the spelling `run` uses)")
-    values = parse_options(opts.extra, OPTIONS, "-O", "trainer 'shapes_pretrain'")
-    return {"trainer": "shapes_pretrain", "seed": opts.seed, **values,
+    """The run's settings: ``-O`` as bound to `OPTIONS` (`takes_options`), the seed and --batch-size."""
+    return {"trainer": "shapes_pretrain", "seed": opts.seed, **opts.values,
             "batch_size": check_batch_size(opts.batch_size or 128)}
 
 

@@ -89,7 +89,7 @@ TEXT_ONLY_OPTIONS = {"norm": OptionSpec(str, "mean", "caption loglik per token (
 
 @takes_options(TEXT_ONLY_OPTIONS)
 def text_only(options: ModelOptions) -> TextOnlyLM:
-    values = options.bound_to(TEXT_ONLY_OPTIONS, "text_only").values
+    values = options.values
     if not options.arch:
         raise UserError("model text_only needs --arch: a transformers causal LM id or folder (e.g. gpt2)")
     return TextOnlyLM(options.arch, values["norm"])

@@ -31,7 +31,6 @@ from negharness.plugins.negation_data import (
 )
 from negharness.plugins.negation_training import (
     FORMAT,
-    TRAINSET_KEYS,
     Recipe,
     recipe_options,
 )
@@ -58,10 +57,8 @@ def _optimizer(recipe: Recipe, net: torch.nn.Module) -> torch.optim.Optimizer:
 
 
 def _load_trainset(opts: TrainOptions, d: distributed.Dist, model: Any) -> TrainingSet:
-    extra = dict(opts.task_extra)
-    extra.update({k: v for k, v in opts.extra.items() if k in TRAINSET_KEYS})
     root = Path(opts.data_root) if opts.data_root else data_root(None)[0]
-    tso = TrainSetOptions(root, extra, opts.seed, getattr(model, "frame_sampling", None), opts.cache_dir)
+    tso = TrainSetOptions(root, dict(opts.task_extra), opts.seed, getattr(model, "frame_sampling", None), opts.cache_dir)
     name = opts.task or "shapes"
     if not d.main:  # rank 0 builds derived files (soft negatives) once; the others read them
         distributed.barrier(d)
@@ -344,30 +341,19 @@ class Run:
         return out
 
 
+def _trainer(name: str) -> Any:
+    """The factory of trainer ``name``: its recipe's fields are its ``-O`` options, stated once."""
+    def factory(opts: TrainOptions) -> Path:
+        return run(opts, Recipe.from_options(name, opts))
+
+    factory.__name__ = name
+    return takes_options(recipe_options(name))(factory)
+
+
+TRAINERS = {name: _trainer(name) for name in ("bnl", "snl", "snl_query", "negbench", "triplet")}
+bnl, snl, snl_query, negbench, triplet = TRAINERS.values()
+
+
 def train(opts: TrainOptions, trainer: str) -> Any:
-    return run(opts, Recipe.from_options(trainer, opts))
-
-
-@takes_options(recipe_options("bnl"))
-def bnl(opts: TrainOptions) -> Any:
-    return train(opts, "bnl")
-
-
-@takes_options(recipe_options("snl"))
-def snl(opts: TrainOptions) -> Any:
-    return train(opts, "snl")
-
-
-@takes_options(recipe_options("snl_query"))
-def snl_query(opts: TrainOptions) -> Any:
-    return train(opts, "snl_query")
-
-
-@takes_options(recipe_options("negbench"))
-def negbench(opts: TrainOptions) -> Any:
-    return train(opts, "negbench")
-
-
-@takes_options(recipe_options("triplet"))
-def triplet(opts: TrainOptions) -> Any:
-    return train(opts, "triplet")
+    """Train with the built-in ``trainer`` (its ``-O`` bound as the host binds them)."""
+    return TRAINERS[trainer](opts)

@@ -213,7 +213,7 @@ CAPTION_OPTIONS = {
 def captions(options: TrainSetOptions) -> TrainingSet:
     """``-T file=captions.csv|.txt|.json -T media=DIR [-T val_file=...] [-T kind=video|image]``: any captions
     table (nT2VR caption file, CSV with id/caption columns, JSON) whose item ids name files in DIR."""
-    values = options.bound_to(CAPTION_OPTIONS, "captions").values
+    values = options.values
     if not values["file"] or not values["media"]:
         raise UserError("training set captions: needs -T file=CAPTIONS (csv, nT2VR .txt or json) and -T media=DIR "
                         "(files named <id>.mp4 / <id>.jpg, or a videos/ or images/ folder inside); a CSV's columns "

@@ -72,7 +72,7 @@ def build_stream(seed: int, split: str, kind: str, n: int, root: Path | None, qu
 
 @takes_options(OPTIONS)
 def shapes(options: TrainSetOptions) -> TrainingSet:
-    values = options.bound_to(OPTIONS, "shapes").values
+    values = options.values
     seed, n_train, n_val = values["world_seed"], values["n_train"], values["n_val"]
     root = options.data_root
     streams = [build_stream(seed, "train", kind, n_train, root) for kind in ("video", "image")]
