@@ -257,7 +257,8 @@ def _kept(host: PluginHost, req: RunRequest, planned: list[_Planned], outcomes: 
             raise next(iter(failed.values()))[1]
         raise UserError(f"all {len(failed)} tasks failed: "
                         + "; ".join(f"{name}: {_first_line(exc)}" for name, (_, exc) in failed.items()))
-    outcomes = outcomes + [RunOutcome(name, path, None, error=_first_line(exc)) for name, (path, exc) in failed.items()]
+    outcomes = outcomes + [RunOutcome(name, path, None, error=str(exc) or type(exc).__name__)
+                           for name, (path, exc) in failed.items()]
     if shards is None and not failed:
         write_receipt(host, req, planned, outcomes)
     return outcomes
