@@ -201,6 +201,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         try:
             outcome = _run_task(item, ctx, run, req, clock, shards)
         except UserError as exc:  # this task's input (an empty query file): it fails alone, named
+            if shards is not None:  # torchrun: one rank's shard may fail alone, and ranks must stay in step
+                raise
             failed[item.task.name] = (item.path, exc)
             continue
         if outcome is not None:
