@@ -127,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if say:
         err.print(plan_head(req), markup=False)
     host = _host(args)
-    check_request(host, req)  # names, device, data root, weights files: a mistake is told before torch loads
+    check_request(host, req)  # names, device, data root: a mistake is told before torch loads
     if say:
         for line in plan_lines(host, req):
             err.print(line, markup=False)

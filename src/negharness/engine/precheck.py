@@ -104,8 +104,9 @@ def check_data(tasks: list[Task], root: Path, source: str, hash_file: Callable[[
     problems = data_problems(tasks, required, root) + (also or [])
     if problems:
         raise MissingDataError(missing_message(problems, root, source))
-    for task in tasks:
-        verify_files(root, required[task.name], hash_file)  # type: ignore[arg-type]
+    for files in required.values():
+        if isinstance(files, list):
+            verify_files(root, files, hash_file)  # what `negharness fetch` recorded, unchanged
 
 
 def missing_message(problems: list[Missing], root: Path, source: str) -> str:
@@ -121,15 +122,15 @@ def missing_message(problems: list[Missing], root: Path, source: str) -> str:
 def data_problems(tasks: list[Task], required: dict[str, list[Path] | Missing], root: Path) -> list[Missing]:
     """Each task's absent files under the data root (one entry a task), or the data root itself."""
     problems = [r for r in required.values() if isinstance(r, Missing)]
-    needing = [t for t in tasks if isinstance(required[t.name], list) and required[t.name]]
+    needing = [(t, files) for t in tasks if isinstance(files := required[t.name], list) and files]
     if needing and not root.is_dir():
         what = "is a file, not a folder" if root.exists() else "does not exist"
-        names = ", ".join(t.name for t in needing)
+        names = ", ".join(t.name for t, _ in needing)
         return problems + [Missing(f"data root {root} {what} (tasks {names} read their files from there)",
-                                   "\n".join(_where_to_get(t) for t in needing))]
+                                   "\n".join(_where_to_get(t) for t, _ in needing))]
     guard = RootGuard(root)
-    for task in needing:
-        files = [guard.check(p, f"task {task.name}") for p in required[task.name]]  # type: ignore[union-attr]
+    for task, named in needing:
+        files = [guard.check(p, f"task {task.name}") for p in named]
         for p in files:  # a FIFO would hang the first read, a symlink loop "exists" not: refuse by cause
             if (p.exists() or is_symlink_loop(p)) and not p.is_dir():
                 require_regular(p, f"task {task.name}")
