@@ -174,3 +174,39 @@ def test_an_unavailable_mps_is_refused_before_the_model_is_built(monkeypatch):
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     with pytest.raises(UserError, match="--device mps: MPS is not available"):
         resolve_device("mps")
+
+
+MISSING_INPUTS = {  # a run whose inputs are absent -> what the error's first line must name, all at once
+    "nT2VR headline: data and checkpoint": (
+        ["run", "--model", "clip_bnl", "--task", "msrvtt3k_composed", "--data-root", "empty"],
+        ["task msrvtt3k_composed: 4 file(s) missing", "`negharness fetch msrvtt3k_composed`",
+         "model clip_bnl needs --checkpoint PATH", "--pretrained nt2vr-msrvtt", "--data-root DIR"]),
+    "two benchmarks and a named checkpoint file": (
+        ["run", "--model", "clip", "--checkpoint", "gone.pt", "--task", "negbench_mcq_coco", "--task",
+         "msrvtt3k_original", "--data-root", "empty"],
+        ["3 inputs missing", "task negbench_mcq_coco: 1 file(s) missing", "task msrvtt3k_original: 3 file(s) missing",
+         "--checkpoint gone.pt: no such file", "--data-root DIR"]),
+    "released weights no program may fetch": (
+        ["run", "--model", "clip_bnl", "--pretrained", "nt2vr-msrvtt", "--task", "shapes_t2i_original"],
+        ["model clip_bnl: its released weights clip_bnl_msrvtt.pth.tar are not in the model cache"]),
+    "no data root": (
+        ["run", "--model", "clip", "--task", "negbench_mcq_coco", "--data-root", "nope"],
+        ["data root nope does not exist (tasks negbench_mcq_coco read", "--data-root DIR"]),
+}
+
+
+@pytest.mark.parametrize("name", list(MISSING_INPUTS))
+def test_every_missing_input_is_named_at_once_before_torch_loads(name, tmp_path):
+    """Data files, media folders and weights: all of what is absent in the error's first line (the
+    details follow it), exit 2, and no torch in the process's import listing. Missing data was found
+    only after torch loaded, one task at a time, and a missing checkpoint only once the data was there."""
+    from test_cli_imports import TORCH_LINE, console_script
+
+    args, needles = MISSING_INPUTS[name]
+    (tmp_path / "empty").mkdir()
+    done = console_script(args, tmp_path.resolve())
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:") and line.strip()]
+    assert done.returncode == 2 and lines and lines[0].startswith("error: "), done.stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert not TORCH_LINE.search(done.stderr), f"{name}: torch was imported before the missing inputs were told"

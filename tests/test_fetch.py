@@ -187,7 +187,7 @@ def test_a_changed_file_is_refused_when_a_run_reads_it(server, tmp_path):
 
 def test_a_run_refuses_a_file_changed_since_fetch_recorded_it(server, tmp_path):
     """The run's data check, the way `negharness run` reaches it."""
-    from negharness.engine.evaluate import _check_data
+    from negharness.engine.precheck import check_data
 
     class OneFile:
         name = "t"
@@ -198,10 +198,10 @@ def test_a_run_refuses_a_file_changed_since_fetch_recorded_it(server, tmp_path):
 
     src = Source("drive/a.json", _serve(server, "/a.json", PAYLOAD), None, None)
     fetch_sources([src], tmp_path)
-    _check_data([OneFile()], tmp_path, "--data-root")
+    check_data([OneFile()], tmp_path, "--data-root")
     (tmp_path / "drive/a.json").write_bytes(b"edited")
     with pytest.raises(UserError, match="changed since"):
-        _check_data([OneFile()], tmp_path, "--data-root")
+        check_data([OneFile()], tmp_path, "--data-root")
 
 
 def test_a_file_in_place_that_differs_from_its_pin_is_moved_aside_and_fetched_anew(server, tmp_path):

@@ -311,3 +311,33 @@ def test_an_edited_neginfo_file_reruns_the_boolean_baseline_and_says_which(tmp_p
     again = run_evaluation(_host(), req)[0]
     assert not again.skipped and again.reason == f"data file {COLL}/TextData/{COLL}.negated_neginfo.txt changed"
     assert again.record["metrics"]["ΔMIR"] != first.record["metrics"]["ΔMIR"]
+
+
+def test_one_tasks_unusable_input_fails_alone_and_the_others_records_are_written(cli, tmp_path):
+    """An empty composed file (found only once the run reads it) fails that task, named with its file;
+    the original set's record is written and the run exits 2 (it aborted the whole run, no record kept)."""
+    folder = write_layout(tmp_path / "data")
+    (folder / "TextData" / f"{COLL}.composed.txt").write_text("")
+    res = cli("run", "--model", "shapes_clip", "--task", "msrvtt1k_composed", "--task", "msrvtt1k_original",
+              "--data-root", str(tmp_path / "data"), "--output-dir", str(tmp_path / "res"),
+              "--cache-dir", str(tmp_path / "cache"))
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "error: task msrvtt1k_composed failed (the other tasks ran)" in res.stderr
+    assert f"{COLL}.composed.txt: no composed queries" in res.stderr
+    written = sorted(p.name for p in (tmp_path / "res").rglob("msrvtt1k_*.json") if "perquery" not in p.name)
+    assert written == ["msrvtt1k_original.json"]
+    assert "msrvtt1k_composed (failed: see below)" in res.stdout and "msrvtt1k_original" in res.stdout
+
+
+def test_a_run_whose_every_task_fails_is_one_error_naming_each(tmp_path):
+    """No task stands: the run fails as one error naming each task and why (it named the first only)."""
+    folder = write_layout(tmp_path / "data")
+    (folder / "TextData" / f"{COLL}.composed.txt").write_text("")
+    with open(folder / "VideoSets" / f"{COLL}.txt", "a") as fh:
+        fh.write("video9\n")  # listed, with no frames in id.imagepath.txt
+    with pytest.raises(UserError) as err:
+        _run(tmp_path, ["msrvtt1k_original", "msrvtt1k_composed"])
+    message = str(err.value)
+    assert message.startswith("all 2 tasks failed: ")
+    assert "msrvtt1k_composed: " in message and "no composed queries" in message
+    assert "msrvtt1k_original: " in message and "no frames for 1 video(s)" in message

@@ -242,3 +242,44 @@ def test_a_record_made_before_clusters_is_refused_by_the_board_as_by_check(tmp_p
     with pytest.raises(RecordError, match=f"{re.escape(str(old))}: made before clustered intervals"):
         list(checked_records(root))
     assert [f"{old}: made before clustered intervals"] == [p.split(" (no")[0] for p in invalid_records(root)]
+
+
+def _nt2vr_record(root: Path, videos: int, queries: int) -> None:
+    from negharness.records.fake import fake_record
+    from negharness.records.results import record_path, write_record
+
+    model = ModelConfig("clip", {})
+    rec, pq = fake_record(model, "msrvtt3k_original", {"R@1": _hits(0.3, queries), "MIR": _hits(0.4, queries)},
+                          family="nt2vr", leaderboard=["R@1", "MIR"], main="MIR")
+    rec["n_items"] = {"queries": queries, "videos": videos}
+    write_record(record_path(root, model, "msrvtt3k_original"), rec, None, pq)
+
+
+def test_published_rows_measured_on_another_collection_size_carry_a_caveat(tmp_path):
+    """The paper's 2,990-video rows under a 30-video run: marked § in the Markdown with a note naming
+    both sizes, and said under the terminal board (they stood there as if comparable)."""
+    from rich.console import Console
+
+    from negharness.report.leaderboard import to_rich
+
+    root = tmp_path / "results"
+    _nt2vr_record(root, 30, 600)
+    tables = build_tables(iter_records(root))
+    md = to_markdown(tables, tmp_path / "README.md")
+    published = [r for r in _table(md, "msrvtt3k_original") if r.startswith("| *published*")]
+    assert published and all(r.split(" |")[0].endswith(" §") for r in published)
+    assert ("§ published rows: measured on 2,990 videos, 59,800 queries" in md
+            and "the records here on 30 videos, 600 queries: another collection size, not comparable" in md)
+    from negharness.report.leaderboard import Links
+    from negharness.report.page import _task_table
+
+    page = _task_table(tables[0], Links(tmp_path))  # the web page's table: the same mark and note
+    assert "</span> §</td>" in page and "§ published rows: measured on 2,990 videos" in page
+    console = Console(width=200, record=True)
+    for item in to_rich(tables, 200):
+        console.print(item)
+    assert "msrvtt3k_original: the paper's rows on the board were measured on 2,990 videos" in console.export_text()
+    (root / "clip").rename(tmp_path / "small")  # the paper's own collection size: no caveat
+    _nt2vr_record(root, 2990, 59800)
+    md = to_markdown(build_tables(iter_records(root)), tmp_path / "README.md")
+    assert "*published*" in md and "§" not in md

@@ -15,7 +15,7 @@ _EXPORTS: dict[str, str] = {
     "pad_scores": "negharness.api.choices",
     "score_choices": "negharness.scoring.choices",
     "evaluate_mcq": "negharness.scoring.mcq",
-    "MCQ_METRICS": "negharness.scoring.mcq",
+    "MCQ_METRICS": "negharness.scoring.catalog",
     "evaluate_text_to_media": "negharness.scoring.retrieval",
     "evaluate_negated": "negharness.scoring.retrieval",
     "QuerySet": "negharness.scoring.retrieval",
@@ -24,10 +24,10 @@ _EXPORTS: dict[str, str] = {
     "pair_scores": "negharness.scoring.views",
     "drop_unreadable": "negharness.scoring.retrieval",
     "task_qrels": "negharness.scoring.retrieval",
-    "TEXT_TO_MEDIA_METRICS": "negharness.scoring.retrieval",
-    "RETRIEVAL_NEG_METRICS": "negharness.scoring.retrieval",
-    "NEGATED_METRICS": "negharness.scoring.retrieval",
-    "QRELS_OPTION": "negharness.scoring.retrieval",
+    "TEXT_TO_MEDIA_METRICS": "negharness.scoring.catalog",
+    "RETRIEVAL_NEG_METRICS": "negharness.scoring.catalog",
+    "NEGATED_METRICS": "negharness.scoring.catalog",
+    "QRELS_OPTION": "negharness.scoring.catalog",
     "Relevance": "negharness.scoring.metrics",
     "best_relevant_rank": "negharness.scoring.metrics",
     "retrieval_metrics": "negharness.scoring.metrics",
@@ -40,15 +40,18 @@ __getattr__, __dir__ = resolver(__name__, _EXPORTS)
 if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
     from negharness.api.choices import ChoiceSet, pad_scores
     from negharness.scoring.choices import score_choices
-    from negharness.scoring.mcq import MCQ_METRICS, evaluate_mcq
+    from negharness.scoring.catalog import (
+        MCQ_METRICS,
+        NEGATED_METRICS,
+        QRELS_OPTION,
+        RETRIEVAL_NEG_METRICS,
+        TEXT_TO_MEDIA_METRICS,
+    )
+    from negharness.scoring.mcq import evaluate_mcq
     from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
     from negharness.scoring.perquery import per_query
     from negharness.scoring.retrieval import (
-        NEGATED_METRICS,
-        QRELS_OPTION,
         QuerySet,
-        RETRIEVAL_NEG_METRICS,
-        TEXT_TO_MEDIA_METRICS,
         drop_unreadable,
         evaluate_negated,
         evaluate_text_to_media,

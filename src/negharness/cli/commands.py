@@ -104,7 +104,7 @@ def _check_cache_dir(explicit: str | None) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from negharness.api.model_options import ModelOptions  # lazy: start-up time
-    from negharness.engine.precheck import check_request  # lazy: start-up time
+    from negharness.engine.precheck import check_before_torch, check_request  # lazy: start-up time
     from negharness.engine.plan import (  # lazy: start-up time
         RunRequest,
         answer_from_receipt,
@@ -127,18 +127,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if say:
         err.print(plan_head(req), markup=False)
     host = _host(args)
-    check_request(host, req)  # names, device, data root, weights files: a mistake is told before torch loads
+    check_request(host, req)  # names, device, data root: a mistake is told before torch loads
     if say:
         for line in plan_lines(host, req):
             err.print(line, markup=False)
     outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
     if outcomes is None:
+        check_before_torch(host, req)  # the tasks' files and the model's weights: all that is missing, at once
         if say:
             err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
         outcomes = _evaluate(args, host, req, err)
     if outcomes is not None:
         _print_run_summary(outcomes)
-    return 0
+    # some tasks failed alone (their input unusable), the others' records are written: exit 2, as for bad input
+    return 2 if outcomes and any(o.error for o in outcomes) else 0
 
 
 def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[Any] | None:
@@ -180,7 +182,7 @@ def _print_run_summary(outcomes: list[Any]) -> None:
     from rich.table import Table
 
     console = _console()
-    labels = sorted({(o.record or {}).get("model", {}).get("label", "?") for o in outcomes})
+    labels = sorted({o.record.get("model", {}).get("label", "?") for o in outcomes if o.record is not None})
     table = Table(title=f"negharness run: {', '.join(labels)}", title_justify="left")
     table.add_column("task")  # a rerun's reason may wrap; names and numbers never do
     table.add_column("scores", no_wrap=True)
@@ -200,7 +202,11 @@ def _print_run_summary(outcomes: list[Any]) -> None:
             first = [i for ids in rec.get("skipped_media", {}).values() for i in ids]
             console.print(f"{o.task}: {rec['n_skipped_media']} unreadable media left out of scoring "
                           f"(--skip-broken-media), e.g. {', '.join(first[:3])}", markup=False)
-    folders = sorted({str(o.path.parent) for o in outcomes})
+    for o in outcomes:
+        if o.error:
+            _console(stderr=True).print(f"error: task {o.task} failed (the other tasks ran): {o.error}",
+                                        markup=False, highlight=False, soft_wrap=True)
+    folders = sorted({str(o.path.parent) for o in outcomes if o.record is not None})
     console.print(f"records in {', '.join(folders)}; `negharness leaderboard` builds the leaderboard"
                   + ("; --overwrite reruns cached records" if any(o.skipped for o in outcomes) else ""))
 
@@ -209,7 +215,9 @@ def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
     """The task, its variant (a --limit or -T run) and whether it was reused or why it reran: plain text,
     printed by a console that parses no markup (`_console`), so "[limit=2]" stays as written."""
     text = outcome.task + (f" [{rec['variant_label']}]" if rec.get("variant_label") else "")
-    if outcome.skipped:
+    if outcome.error:
+        text += " (failed: see below)"
+    elif outcome.skipped:
         text += " (cached)"
     elif outcome.reason:
         text += f" (rerun: {outcome.reason})"

@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import MissingDataError, UserError
+from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
 from negharness.api.model import EmbeddingModel, ModelOptions
-from negharness.api.options import check_batch_size, refuse_unknown
+from negharness.api.options import check_batch_size
 from negharness.api.precision import cpu_autocast_warning, resolve_precision
 from negharness.api.task import (
     Task,
-    TaskDefinitionError,
     TaskOptions,
     check_result,
 )
@@ -50,18 +49,12 @@ from negharness.engine.reuse import (
     stale_reason,
 )
 from negharness.engine.embedding_contract import ModelOrigin
-from negharness.engine.precheck import check_request
+from negharness.engine.precheck import check_inputs, check_request, made_task
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
 from negharness.engine.stages import StageClock, stage_timings
-from negharness.fetch.manifest import verify_files
-from negharness.fetch.select import fetch_hint
-from negharness.fetch.sources import SOURCES
 from negharness.io.paths import (
-    RootGuard,
     cache_root,
     data_root,
-    is_symlink_loop,
-    require_regular,
     writable_folder,
 )
 from negharness.records.results import (
@@ -108,43 +101,6 @@ def run_library(model: str, tasks: list[str], arch: str | None, pretrained: str 
     return run_evaluation(make_host(), req)
 
 
-def _check_data(tasks: list[Task], root: Path, source: str, hasher: FileHasher | None = None) -> None:
-    required = {t.name: _required(t) for t in tasks}
-    needing = [t for t in tasks if required[t.name]]
-    if needing and not root.is_dir():
-        names = ", ".join(t.name for t in needing)
-        what = "is a file, not a folder" if root.exists() else "does not exist"
-        raise MissingDataError(f"data root {root} (from {source}) {what}; tasks {names} read their files "
-                               "from there. Pass --data-root DIR or set NEGHARNESS_DATA.")
-    guard = RootGuard(root)
-    for task in needing:
-        files = [guard.check(p, f"task {task.name}") for p in required[task.name]]  # one rule, every task
-        for p in files:  # a FIFO would hang the first read, a symlink loop "exists" not: refuse by cause
-            if (p.exists() or is_symlink_loop(p)) and not p.is_dir():
-                require_regular(p, f"task {task.name}")
-        missing = [p for p in files if not p.exists()]
-        if missing:
-            shown = "\n  ".join(str(p) for p in missing[:5])
-            more = f"\n  ... and {len(missing) - 5} more" if len(missing) > 5 else ""
-            raise MissingDataError(f"task {task.name}: {len(missing)} file(s) missing under {root}:\n  {shown}{more}"
-                                   + (f"\n{task.data_help}" if task.data_help else "") + _fetch_line(task.name))
-        verify_files(root, files, hasher.file if hasher else None)  # what `negharness fetch` recorded, unchanged
-
-
-def _required(task: Task) -> list[Path]:
-    """The task's files; a task that names a missing file itself (a CSV's row) gets the fetch line too."""
-    try:
-        return list(task.required_files())
-    except MissingDataError as exc:
-        raise MissingDataError(f"{exc}{_fetch_line(task.name)}") from None
-
-
-def _fetch_line(task: str) -> str:
-    """The fetch command for a task's files and its download size, as a line to add to an error."""
-    hint = fetch_hint(task, SOURCES)
-    return f"\n{hint}" if hint else ""
-
-
 def _protocol(entries: list[Entry]) -> str:
     """"editing" when the tasks edit images, else "embedding"; one run speaks one protocol."""
     editing = {e.name: "edit" in getattr(e.load(), "modalities", ()) for e in entries}
@@ -178,10 +134,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     root, source = data_root(req.data_root)
     topts = TaskOptions(root, source, cache_dir, req.seed, req.limit, dict(req.task_extra))
     with clock.timed("data"):
-        tasks = [(e, _made_task(e, topts)) for e in entries]
-        _check_task_options(req.task_extra, [t for _, t in tasks])
         hasher = FileHasher(memo_path(cache_dir))
-        _check_data([t for _, t in tasks], root, source, hasher)
+        tasks = check_inputs(host, req, hasher.file)  # the CLI asked already, before torch
     plugins = PluginLookup(host.registry, device, cache_dir)
     # released weights (negclip, ...) become the checkpoint before the records are planned on it; one
     # model, one folder and row: -M values bound to the factory's declared options, defaults dropped
@@ -189,14 +143,20 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
     req = dataclasses.replace(req, model_options=resolved)
     model_cfg = ModelConfig(req.model, identity, req.precision)
     sources = model_sources(req.model_options, hasher)
+    failed: dict[str, tuple[Path, UserError]] = {}  # tasks whose input proved unusable: each fails alone
     with clock.timed("data"):
-        planned = [_plan(entry, task, topts, model_cfg, out_dir, root, hasher) for entry, task in tasks]
+        planned = []
+        for entry, task in tasks:
+            try:
+                planned.append(_plan(entry, task, topts, model_cfg, out_dir, root, hasher))
+            except UserError as exc:
+                failed[task.name] = (record_path(out_dir, model_cfg, task.name), exc)
         hasher.save()
     todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
     if not todo and (sources or not maybe):
         # the options name the weights and every record matches them: nothing to load
         return _kept(host, req, planned, [RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe],
-                     shards)
+                     shards, failed)
     with clock.timed("model_import"):
         model_entry.load()
     with clock.timed("model_build"):
@@ -219,9 +179,12 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         else:
             todo.append(_with_reason(item, reason))
     if not todo:
-        return _kept(host, req, planned, outcomes, shards)
+        return _kept(host, req, planned, outcomes, shards, failed)
     if protocol == "embedding":
-        _check_modalities(model, req.model, [i.task for i in todo])
+        for item in todo:  # a task the model cannot encode fails alone; the others run
+            if why := _lacking(model, req.model, item.task):
+                failed[item.task.name] = (item.path, UserError(why))
+        todo = [i for i in todo if i.task.name not in failed]
     run = RunInfo(model_cfg, model_entry.plugin, fingerprint, model.describe(), host.distributions(),
                   device_name(device), req.batch_size, req.seed, req.limit, sources,
                   model_revision(model, sources))
@@ -231,33 +194,47 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
                             "device": device.type})
     origin = ModelOrigin(req.model, model_entry.plugin, req.model_options.checkpoint or req.model_options.pretrained)
     for item in todo:
-        entry, task, path = item.entry, item.task, item.path
         if protocol == "editing":
-            ctx: Any = EditContext(model, plugins, path.with_suffix(".edits"), req.seed, device, editor_key,
+            ctx: Any = EditContext(model, plugins, item.path.with_suffix(".edits"), req.seed, device, editor_key,
                                    req.skip_broken_media)
         else:
             ctx = CachedEvalContext(model, settings, cache, progress, req.log_samples, plugins, req.seed, origin)
-        start = time.perf_counter()
-        if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
+        try:
+            outcome = _run_task(item, ctx, run, req, clock, shards)
+        except UserError as exc:  # this task's input (an empty query file): it fails alone, named
+            if shards is not None:  # torchrun: one rank's shard may fail alone, and ranks must stay in step
+                raise
+            failed[item.task.name] = (item.path, exc)
             continue
-        result = task.evaluate(ctx)
-        check_result(task, result, entry.plugin)
-        if result.per_query is not None:
-            perquery.check(task.name, entry.plugin, result.per_query, result.metrics, task.cluster)
-        counts = dict(ctx.counters)
-        timings = _timings(time.perf_counter() - start, counts, clock, ctx)
-        writing = time.perf_counter()
-        rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
-                           item.task_run)
-        if result.per_query is not None:
-            rec.update(perquery.intervals(rec, result.per_query))
-        rec = write_sidecars(path, rec, result.samples if req.log_samples else None, result.per_query)
-        wall = clock.wall()
-        rec["timings"] = {**rec["timings"], **stage_timings({"write": time.perf_counter() - writing}),
-                          **({"wall_s": round(wall, 3)} if wall is not None else {})}
-        atomic_write_json(path, rec)
-        outcomes.append(RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason))
-    return _kept(host, req, planned, outcomes, shards)
+        if outcome is not None:
+            outcomes.append(outcome)
+    return _kept(host, req, planned, outcomes, shards, failed)
+
+
+def _run_task(item: _Planned, ctx: Any, run: RunInfo, req: RunRequest, clock: StageClock,
+              shards: Any) -> RunOutcome | None:
+    """One task evaluated, its record built and written; None on a torchrun rank that only encodes."""
+    entry, task, path = item.entry, item.task, item.path
+    start = time.perf_counter()
+    if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
+        return None
+    result = task.evaluate(ctx)
+    check_result(task, result, entry.plugin)
+    if result.per_query is not None:
+        perquery.check(task.name, entry.plugin, result.per_query, result.metrics, task.cluster)
+    counts = dict(ctx.counters)
+    timings = _timings(time.perf_counter() - start, counts, clock, ctx)
+    writing = time.perf_counter()
+    rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
+                       item.task_run)
+    if result.per_query is not None:
+        rec.update(perquery.intervals(rec, result.per_query))
+    rec = write_sidecars(path, rec, result.samples if req.log_samples else None, result.per_query)
+    wall = clock.wall()
+    rec["timings"] = {**rec["timings"], **stage_timings({"write": time.perf_counter() - writing}),
+                      **({"wall_s": round(wall, 3)} if wall is not None else {})}
+    atomic_write_json(path, rec)
+    return RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason)
 
 
 def _timings(total: float, counts: dict[str, Any], clock: StageClock, ctx: Any) -> dict[str, float]:
@@ -273,12 +250,25 @@ def _timings(total: float, counts: dict[str, Any], clock: StageClock, ctx: Any) 
 
 
 def _kept(host: PluginHost, req: RunRequest, planned: list[_Planned], outcomes: list[RunOutcome],
-          shards: Any) -> list[RunOutcome]:
+          shards: Any, failed: dict[str, tuple[Path, UserError]]) -> list[RunOutcome]:
     """The outcomes, once their receipt is written (`negharness.engine.plan`): the next identical
-    request answers from these records without loading torch while nothing they rest on changes."""
-    if shards is None:
+    request answers from these records without loading torch while nothing they rest on changes.
+    A task that failed alone is an outcome with its error and no record (and no receipt is written);
+    when no task stands, the run fails as one error, as a one-task run always did."""
+    if failed and not outcomes:
+        if len(failed) == 1:
+            raise next(iter(failed.values()))[1]
+        raise UserError(f"all {len(failed)} tasks failed: "
+                        + "; ".join(f"{name}: {_first_line(exc)}" for name, (_, exc) in failed.items()))
+    outcomes = outcomes + [RunOutcome(name, path, None, error=str(exc) or type(exc).__name__)
+                           for name, (path, exc) in failed.items()]
+    if shards is None and not failed:
         write_receipt(host, req, planned, outcomes)
     return outcomes
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path, root: Path,
@@ -286,7 +276,7 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
     """The task's variant (how its config differs from the task's default), record path, config
     hash and data hashes: everything reuse is decided on, before any model loads."""
     try:
-        default = _made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
+        default = made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
         default_config = default.config()
     except UserError:  # a task that cannot be built without options has no default run to protect
         default_config = {"name": task.name}
@@ -325,39 +315,12 @@ def _with_reason(item: _Planned, reason: str | None) -> _Planned:
     return dataclasses.replace(item, task_run=dataclasses.replace(item.task_run, rerun_reason=reason))
 
 
-def _made_task(entry: Entry, options: TaskOptions) -> Task:
-    """The task object, its metadata validated: a mistake names the task and its plugin."""
-    try:
-        task = entry.load()(options)
-    except TaskDefinitionError as exc:
-        raise TaskDefinitionError(f"{exc} (plugin {entry.plugin!r})") from None
-    if not isinstance(task, Task):
-        raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
-                        f"{type(task).__name__}, not a negharness.api.task.Task")
-    task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
-    registered = entry.meta.get("family")
-    if registered and registered != task.family:
-        raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r} was registered with family="
-                                  f"{registered!r} but declares family {task.family!r}")
-    return task
-
-
-def _check_task_options(raw: dict[str, str], tasks: list[Task]) -> None:
-    """Every -T key must be an option of at least one task of the run (a typo is never ignored)."""
-    for key in raw:
-        if not any(key in t.task_options for t in tasks):
-            names = ", ".join(repr(t.name) for t in tasks)
-            refuse_unknown(key, {k: s for t in tasks for k, s in t.task_options.items()}, "-T",
-                           f"{'task' if len(tasks) == 1 else 'tasks'} {names}")
-
-
 def _fingerprint(model: Any) -> str:
     """Embedding models hash what changes an embedding; an editor, what changes an edit."""
     return model.fingerprint() if hasattr(model, "fingerprint") else hash_json(model.describe())
 
 
-def _check_modalities(model: EmbeddingModel, name: str, tasks: list[Task]) -> None:
-    for task in tasks:
-        lacking = set(task.modalities) - set(model.modalities)
-        if lacking:
-            raise UserError(f"model {name} cannot encode {', '.join(sorted(lacking))}, which task {task.name} needs")
+def _lacking(model: EmbeddingModel, name: str, task: Task) -> str:
+    """Why ``model`` cannot run ``task`` ("" when it can): the modalities it cannot encode."""
+    lacking = set(task.modalities) - set(model.modalities)
+    return f"model {name} cannot encode {', '.join(sorted(lacking))}, which task {task.name} needs" if lacking else ""

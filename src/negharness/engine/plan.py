@@ -88,6 +88,7 @@ class RunOutcome:
     record: dict[str, Any] | None
     skipped: bool = False  # an existing record was reused
     reason: str | None = None  # why an existing record was not reused (None: first run or reused)
+    error: str | None = None  # why the task failed alone (its input unusable: the error's message); record None
 
 
 def task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:

@@ -1,21 +1,35 @@
 """The mistakes in a `negharness run` request that are found without torch: asked first, so a typo
-costs the plugin host's start (about a second), not torch's import (10 s and 500 MB on 2 cores).
+or a missing file costs the plugin host's start (about a second), not torch's import (10 s and 500 MB
+on 2 cores).
 
-What needs torch is checked right after it loads, before the model is built
-(`negharness.engine.runner.resolve_device`: whether CUDA or MPS is really there; the tasks' data
-files, which need the tasks' modules, and they import torch).
+`check_request`: names, device, data root, with the registry and the file system only.
+`check_inputs`: the run's tasks built (built-in task modules import no torch until a task runs) and
+everything the run would read that is absent, all at once: each task's files and media, and the
+model's weights (a named --checkpoint, released weights no program may fetch, a checkpoint the
+model needs). Whether CUDA or MPS is really there is checked right after torch loads
+(`negharness.engine.runner.resolve_device`), before the model is built.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from negharness.api.errors import UserError
-from negharness.engine.plan import task_entries
-from negharness.io.paths import data_root
+from negharness.api.errors import MissingDataError, UserError
+from negharness.api.options import refuse_unknown
+from negharness.api.task import Task, TaskDefinitionError, TaskOptions
+from negharness.discovery.registry import Entry
+from negharness.engine.plan import memo_path, task_entries
+from negharness.fetch import manual
+from negharness.fetch.manifest import verify_files
+from negharness.fetch.select import fetch_hint
+from negharness.fetch.sources import SOURCES
+from negharness.fetch.weights import WEIGHTS, as_source, weights_for
+from negharness.io.paths import RootGuard, cache_root, data_root, is_symlink_loop, require_regular
+from negharness.store.content import FileHasher
 
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
 _DEVICE = re.compile(r"(auto|cpu|mps|cuda(:\d+)?)")
@@ -43,8 +57,8 @@ def _no_gpu_driver() -> bool:
 
 
 def check_request(host: Any, req: Any) -> None:
-    """Names, device, data root and named weights files of a run request (`negharness.engine.plan.RunRequest`),
-    against the registry and the file system only: no plugin module is imported."""
+    """Names, device and data root of a run request (`negharness.engine.plan.RunRequest`), against the
+    registry and the file system only: no plugin module is imported."""
     task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
@@ -52,6 +66,149 @@ def check_request(host: Any, req: Any) -> None:
     root, source = data_root(req.data_root)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
-    checkpoint = req.model_options.checkpoint
-    if checkpoint and _WEIGHTS_FILE.search(checkpoint) and not Path(checkpoint).expanduser().exists():
-        raise UserError(f"--checkpoint {checkpoint}: no such file")
+
+
+# the run's inputs --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Missing:
+    """One absent input: a phrase for the error's first line, and the lines that say where to get it."""
+
+    summary: str
+    details: str = ""
+    data: bool = True  # under the data root (so --data-root may be the fix), else the model's weights
+
+
+def check_inputs(host: Any, req: Any, hash_file: Callable[[Path], str | None] | None = None) -> list[tuple[Entry, Task]]:
+    """The run's tasks, built; their -T keys owned; every absent input (data and weights) named in one
+    error; then the fetched files unchanged (``hash_file``: the run's memoised hasher)."""
+    root, source = data_root(req.data_root)
+    options = TaskOptions(root, source, cache_root(req.cache_dir), req.seed, req.limit, dict(req.task_extra))
+    tasks = [(e, made_task(e, options)) for e in task_entries(host, req.tasks)]
+    check_task_options(req.task_extra, [t for _, t in tasks])
+    check_data([t for _, t in tasks], root, source, hash_file, weights_problems(host, req))
+    return tasks
+
+
+def check_before_torch(host: Any, req: Any) -> None:
+    """`check_inputs` as `negharness run` asks it before torch loads, hashing through the memo the run
+    reads next (saved here, so no file is read twice)."""
+    hasher = FileHasher(memo_path(cache_root(req.cache_dir)))
+    check_inputs(host, req, hasher.file)
+    hasher.save()
+
+
+def check_data(tasks: list[Task], root: Path, source: str, hash_file: Callable[[Path], str | None] | None = None,
+               also: list[Missing] | None = None) -> None:
+    """Every file the tasks require, present under the data root (with ``also``, the weights' absences,
+    in the same error), and each one `negharness fetch` recorded still as it fetched it."""
+    required = {t.name: _required(t) for t in tasks}
+    problems = data_problems(tasks, required, root) + (also or [])
+    if problems:
+        raise MissingDataError(missing_message(problems, root, source))
+    for files in required.values():
+        if isinstance(files, list):
+            verify_files(root, files, hash_file)  # what `negharness fetch` recorded, unchanged
+
+
+def missing_message(problems: list[Missing], root: Path, source: str) -> str:
+    """One line naming every absent input (and --data-root where data is missing), then the details."""
+    head = "; ".join(p.summary for p in problems)
+    if len(problems) > 1:
+        head = f"{len(problems)} inputs missing: {head}"
+    if any(p.data for p in problems):
+        head += f"; data root: {root} (from {source}); pass --data-root DIR (or set NEGHARNESS_DATA) to read another"
+    return "\n".join([head, *(p.details for p in problems if p.details)])
+
+
+def data_problems(tasks: list[Task], required: dict[str, list[Path] | Missing], root: Path) -> list[Missing]:
+    """Each task's absent files under the data root (one entry a task), or the data root itself."""
+    problems = [r for r in required.values() if isinstance(r, Missing)]
+    needing = [(t, files) for t in tasks if isinstance(files := required[t.name], list) and files]
+    if needing and not root.is_dir():
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        names = ", ".join(t.name for t, _ in needing)
+        return problems + [Missing(f"data root {root} {what} (tasks {names} read their files from there)",
+                                   "\n".join(_where_to_get(t) for t, _ in needing))]
+    guard = RootGuard(root)
+    for task, named in needing:
+        files = [guard.check(p, f"task {task.name}") for p in named]
+        for p in files:  # a FIFO would hang the first read, a symlink loop "exists" not: refuse by cause
+            if (p.exists() or is_symlink_loop(p)) and not p.is_dir():
+                require_regular(p, f"task {task.name}")
+        missing = [p for p in files if not p.exists()]
+        if missing:
+            shown = "\n  ".join(str(p) for p in missing[:5])
+            more = f"\n  ... and {len(missing) - 5} more" if len(missing) > 5 else ""
+            fetch = f" (`negharness fetch {task.name}`)" if fetch_line(task.name) else ""
+            problems.append(Missing(f"task {task.name}: {len(missing)} file(s) missing under {root}{fetch}",
+                                    f"task {task.name}:\n  {shown}{more}\n{_where_to_get(task)}".rstrip()))
+    return problems
+
+
+def _required(task: Task) -> list[Path] | Missing:
+    """The task's files; a task that names a missing file itself (a CSV's row) gives its message."""
+    try:
+        return list(task.required_files())
+    except MissingDataError as exc:
+        first, _, rest = str(exc).partition("\n")
+        return Missing(first, "\n".join(x for x in (rest, fetch_line(task.name)) if x))
+
+
+def _where_to_get(task: Task) -> str:
+    return "\n".join(x for x in (task.data_help or "", fetch_line(task.name)) if x)
+
+
+def fetch_line(task: str) -> str:
+    """The fetch command for a task's files and its download size, as a line for an error ("" if none)."""
+    return fetch_hint(task, SOURCES)
+
+
+def weights_problems(host: Any, req: Any) -> list[Missing]:
+    """The model's weights, where the file system says they are absent: a --checkpoint file that is
+    not there, released weights no program may fetch and not yet put in the model cache, or no
+    --checkpoint for a model whose registration says it needs one (``checkpoint="required"``)."""
+    options, model = req.model_options, req.model
+    if options.checkpoint:
+        if _WEIGHTS_FILE.search(options.checkpoint) and not Path(options.checkpoint).expanduser().exists():
+            return [Missing(f"--checkpoint {options.checkpoint}: no such file", data=False)]
+        return []
+    released = weights_for(model, options.pretrained)
+    if released is not None:
+        src, cache = as_source(model, released), cache_root(req.cache_dir)
+        if released.manual and not manual.in_place(src, cache):
+            return [Missing(f"model {model}: its released weights {released.file} are not in the model cache "
+                            f"and no program may fetch them (or pass --checkpoint PATH)",
+                            f"model {model}: {manual.steps(src, cache)}", data=False)]
+        return []
+    kind = "model" if model in host.registry.names("model") else "editor"
+    if host.registry.get(kind, model).meta.get("checkpoint") == "required":
+        tags = [f"--pretrained {tag}" for (name, tag) in WEIGHTS if name == model and tag]
+        alt = f" (or {' or '.join(tags)}: the authors' released file)" if tags else ""
+        return [Missing(f"model {model} needs --checkpoint PATH{alt}", data=False)]
+    return []
+
+
+def made_task(entry: Entry, options: TaskOptions) -> Task:
+    """The task object, its metadata validated: a mistake names the task and its plugin."""
+    try:
+        task = entry.load()(options)
+    except TaskDefinitionError as exc:
+        raise TaskDefinitionError(f"{exc} (plugin {entry.plugin!r})") from None
+    if not isinstance(task, Task):
+        raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
+                        f"{type(task).__name__}, not a negharness.api.task.Task")
+    task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
+    registered = entry.meta.get("family")
+    if registered and registered != task.family:
+        raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r} was registered with family="
+                                  f"{registered!r} but declares family {task.family!r}")
+    return task
+
+
+def check_task_options(raw: dict[str, str], tasks: list[Task]) -> None:
+    """Every -T key must be an option of at least one task of the run (a typo is never ignored)."""
+    for key in raw:
+        if not any(key in t.task_options for t in tasks):
+            names = ", ".join(repr(t.name) for t in tasks)
+            refuse_unknown(key, {k: s for t in tasks for k, s in t.task_options.items()}, "-T",
+                           f"{'task' if len(tasks) == 1 else 'tasks'} {names}")

@@ -24,7 +24,8 @@ def negharness_register_models(registry: Registrar) -> None:
     registry.add("boolean", "negharness.plugins.boolean_model:boolean",
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
-                 "a model fine-tuned by `negharness train` (--checkpoint DIR)")
+                 "a model fine-tuned by `negharness train` (--checkpoint DIR)",
+                 checkpoint="required")  # said before torch loads: `negharness.engine.precheck`
     registry.add("dino", "negharness.plugins.dino_similarity:dino",
                  "DINO ViT-S/16 image embeddings (NeIn's DINO score): --arch ID_OR_FOLDER; images only")
     registry.add("hf_vlm", "negharness.plugins.hf_vlm:hf_vlm",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from negharness.discovery.manager import make_host
-from negharness.records.published import registered_rows
+from negharness.records.published import Collection, collections_beside, registered_rows
 from negharness.report.labels import short_label
 from negharness.records.results import record_key
 from negharness.scoring.perquery import ROW, clusters_known, record_cluster
@@ -87,6 +87,8 @@ class Row:
     published: str = ""  # the source, for a published row
     record: Path | None = None
     clusters: tuple[str, int] | None = None  # (what, how many) its record's intervals resampled; None: before clusters
+    counts: dict[str, int] = field(default_factory=dict)  # a measured row: its record's n_items
+    other_size: str = ""  # a published row measured on another collection size than the records: how
 
     @property
     def measured(self) -> bool:
@@ -190,7 +192,7 @@ def build_tables(records: Iterable[tuple[Path, dict[str, Any]]], published: bool
         if old is not None and (old.created_at, str(old.record)) >= (created, str(path)):
             continue
         row = Row(label, created_at=created, circular=str((rec.get("notes") or {}).get("circular") or ""),
-                  blank=blank_reason(rec), record=path, clusters=record_clusters(rec))
+                  blank=blank_reason(rec), record=path, clusters=record_clusters(rec), counts=_counts(rec))
         row.cells = {c.metric: make_cell(rec, c.metric, path) for c in table.columns if c.metric in rec["metrics"]}
         rows[name][label] = row
     registry = make_host().registry if published else None  # the tasks' registrations name their tables
@@ -223,12 +225,40 @@ def published_rows(table: TaskTable, registry: Any) -> list[Row]:
     """The papers' numbers for this task (from the tables its registration names), one row per
     (paper, table, row), in table order."""
     out: dict[tuple[str, str, str], Row] = {}
-    for p in registered_rows(table.task, registry):
+    found = registered_rows(table.task, registry)
+    caveat = size_caveat(table, collections_beside({p.file for p in found}).get(table.task))
+    for p in found:
         if table.column(p.metric) is None:
             continue
-        row = out.setdefault((p.paper, p.table, p.row), Row(p.row, published=f"{p.paper}, {p.table}"))
+        row = out.setdefault((p.paper, p.table, p.row), Row(p.row, published=f"{p.paper}, {p.table}",
+                                                            other_size=caveat))
         row.cells[p.metric] = Cell(p.value, None, Path(p.file))
     return [r for r in out.values() if r.cells]
+
+
+def _counts(rec: dict[str, Any]) -> dict[str, int]:
+    items = rec.get("n_items")
+    return {k: v for k, v in items.items() if isinstance(v, int) and not isinstance(v, bool)} \
+        if isinstance(items, dict) else {}
+
+
+def size_caveat(table: TaskTable, paper: Collection | None) -> str:
+    """Why the paper's rows are not comparable with the table's records ("" when every count the
+    paper's collection lists (``collections.csv``) equals each record's, or nothing says): the
+    paper's 2,990-video rows under a 30-video run, a stand-in collection."""
+    if paper is None:
+        return ""
+    theirs, ours, sources = [], [], []
+    for name, want in paper.counts.items():
+        got = sorted({r.counts[name] for r in table.rows if r.measured and name in r.counts})
+        if got and got != [want]:
+            theirs.append(f"{want:,} {name}")
+            ours.append(f"{got[0]:,}{f'–{got[-1]:,}' if len(got) > 1 else ''} {name}")
+            sources += [paper.sources[name]] if paper.sources[name] not in sources else []
+    if not theirs:
+        return ""
+    return (f"measured on {', '.join(theirs)} ({'; '.join(sources)}), the records here on {', '.join(ours)}: "
+            "another collection size, not comparable")
 
 
 @dataclass(frozen=True)
@@ -291,7 +321,7 @@ def md_text(text: str) -> str:
 
 def _md_label(row: Row) -> str:
     if row.published:
-        return f"*published*: {md_text(row.label)} ({md_text(row.published)})"
+        return f"*published*: {md_text(row.label)} ({md_text(row.published)})" + (" §" if row.other_size else "")
     return md_text(short_label(row.label)) + (" †" if row.circular else "") + (" ‡" if _unclustered(row) else "")
 
 
@@ -310,10 +340,12 @@ def table_heading(t: TaskTable) -> str:
 
 
 def table_notes(t: TaskTable) -> list[str]:
-    """The † (circular), – (blank) and ‡ (before clusters) notes under a task's table, as text."""
+    """The † (circular), – (blank), ‡ (before clusters) and § (the paper's collection size is not the
+    records') notes under a task's table, as text."""
     return sorted({f"† {r.label}: {r.circular}" for r in t.rows if r.circular}
                   | {f"– {r.label}: {r.blank}" for r in t.rows if r.blank}
-                  | {f"‡ {r.label}: {UNCLUSTERED_NOTE}" for r in t.unclustered})
+                  | {f"‡ {r.label}: {UNCLUSTERED_NOTE}" for r in t.unclustered}
+                  | {f"§ published rows: {r.other_size}" for r in t.rows if r.other_size})
 
 
 def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
@@ -365,7 +397,9 @@ def to_rich(tables: list[TaskTable], width: int = 80) -> list[Any]:
         head = Text(f"{t.task}\n{t.column(t.main).title}")  # a variant's task reads "t [n_items=3]": no markup
         rt.add_row(head, *[v for _, v in texts]) if wide else rt.add_row(
             head, Text("\n").join(Text.assemble(f"{label}: ", v) for label, v in texts if v.plain != "–"))
-    return [rt]
+    caveats = sorted({f"{t.task}: the paper's rows on the board were {r.other_size}" for t in tables for r in t.rows
+                      if r.other_size})
+    return [rt, *(Text(c) for c in caveats)]  # Text: the caveat names files and tasks, no markup
 
 
 def _terminal_cell(t: TaskTable, row: Row | None, bold: bool) -> Text:

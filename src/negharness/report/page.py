@@ -83,7 +83,7 @@ def _scroll(table: str) -> str:
 def _row_label(row: Row) -> str:
     if row.published:
         return f"<td data-value='{_esc(row.label)}'>published: {_esc(row.label)} " \
-               f"<span class=note>({html.escape(row.published)})</span></td>"
+               f"<span class=note>({html.escape(row.published)})</span>{' §' if row.other_size else ''}</td>"
     mark = (" †" if row.circular else "") + (" ‡" if row.record is not None and row.clusters is None else "")
     return f"<td data-value='{_esc(row.label)}'>{_esc(row.label)}{mark}</td>"
 

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from negharness.api.options import OptionSpec
 from negharness.api.task import MetricInfo
 
 MEAN = "mean"  # the metric is the mean of its per-query values over the ids they cover
@@ -207,6 +208,18 @@ def with_companions(names: Iterable[str]) -> list[str]:
 def of_protocols(*protocols: str) -> dict[str, MetricInfo]:
     """Every metric one of ``protocols`` produces, in catalogue order: a task's ``metric_info``."""
     return infos(m.name for m in _ALL if m.protocols & set(protocols))
+
+
+# the scorers' declared ``metric_info``, here beside the catalogue (not in the torch-importing
+# scorers), so a task class that declares one loads no torch: its data can be checked first
+TEXT_TO_MEDIA_METRICS = of_protocols("retrieval", "several", "deltas", "fire")
+NEGATED_METRICS = of_protocols("retrieval", "several", "deltas", "fire", "negated")
+# NegBench's Retrieval-Neg: R@K on the original captions, R-Neg@K on the negated ones, and the drop
+RETRIEVAL_NEG_METRICS = of_protocols("retrieval_neg")
+MCQ_METRICS = of_protocols("mcq")
+# the option that brings the ``fire`` metrics: FIRE's extra judgements, hashed with the task's data
+QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'",
+                                    data_file=True)}
 
 
 def derivation(metric: str, kept: Iterable[str]) -> tuple[str, Callable[[Sequence[float | None]], float]] | None:

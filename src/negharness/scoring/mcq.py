@@ -20,7 +20,7 @@ from negharness.api.context import EvalContext
 from negharness.api.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
-from negharness.scoring.catalog import TEMPLATES, of_protocols
+from negharness.scoring.catalog import MCQ_METRICS, TEMPLATES  # noqa: F401 (MCQ_METRICS: defined without torch)
 from negharness.scoring.choices import (
     SAME_WORDS_NOTE,
     mcq_choices,
@@ -33,7 +33,6 @@ from negharness.scoring.unreadable import nothing_left, skip_notes
 AUTHORS_NOTE = ("accuracy_authors_rule: NegBench's scoring, a first-index argmax over the options in file order, "
                 "so a tie goes to the first option (most often the correct one: a model scoring every option the "
                 "same gets near 100); accuracy counts a tie wrong and is the main score")
-MCQ_METRICS = of_protocols("mcq")
 
 
 def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],

@@ -16,11 +16,16 @@ import torch
 
 from negharness.api.context import EvalContext
 from negharness.api.errors import UserError
-from negharness.api.options import OptionSpec
 from negharness.api.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
-from negharness.scoring.catalog import of_protocols
+# what a text-to-media task may return and its -T qrels option: defined where no torch is imported
+from negharness.scoring.catalog import (  # noqa: F401
+    NEGATED_METRICS,
+    QRELS_OPTION,
+    RETRIEVAL_NEG_METRICS,
+    TEXT_TO_MEDIA_METRICS,
+)
 from negharness.scoring.fire import Qrels, augment, read_qrels
 from negharness.scoring.metrics import (
     Relevance,
@@ -41,12 +46,6 @@ from negharness.scoring.unreadable import (
 )
 from negharness.scoring.views import pair_scores, query_scores
 
-# what a text-to-media retrieval task may return (read from the one catalogue, `negharness.scoring.catalog`)
-TEXT_TO_MEDIA_METRICS = of_protocols("retrieval", "several", "deltas", "fire")
-# NegBench's Retrieval-Neg: R@K on the original captions, R-Neg@K on the negated ones, and the drop
-RETRIEVAL_NEG_METRICS = of_protocols("retrieval_neg")
-QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'",
-                                    data_file=True)}  # its content is hashed with the task's data
 
 
 def task_qrels(opts: dict) -> Qrels | None:
@@ -328,5 +327,3 @@ def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.T
     return media, media_emb, originals, negated, list(renumber[original_of[neg_kept]]), \
         skip_notes(bad, int((~neg_kept).sum()), "negated_queries")
 
-
-NEGATED_METRICS = of_protocols("retrieval", "several", "deltas", "fire", "negated")

@@ -9,27 +9,22 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from negharness.api import EvalContext, MissingDataError, Task, TaskOptions, TaskResult
-from negharness.api.media import FrameSampling, MediaSet, image_files, video_files
+# the facades' torch-bound names (media sets, scorers) are used as media_api.X, scoring.X: resolved when a
+# task runs, so building a task and listing its files (the check before torch loads) imports no torch
+from negharness.api import EvalContext, MissingDataError, Task, TaskOptions, TaskResult, scoring
+from negharness.api import media as media_api
+from negharness.api.media import FrameSampling
 from negharness.api.published import collection_digest, published_notes
-from negharness.api.scoring import (
-    MCQ_METRICS,
-    QuerySet,
-    RETRIEVAL_NEG_METRICS,
-    Relevance,
-    best_relevant_rank,
-    drop_unreadable,
-    evaluate_mcq,
-    per_query,
-    retrieval_metrics,
-    similarities,
-)
+from negharness.api.scoring import MCQ_METRICS, RETRIEVAL_NEG_METRICS, per_query
 from negharness.tasks.negbench import PUBLISHED
 
 from .catalog import BINARY, MCQ, RETRIEVAL
 from .data import find_csv, read_mcq, read_retrieval
+
+if TYPE_CHECKING:
+    from negharness.api.media import MediaSet
 
 DEFAULT_SAMPLING = FrameSampling("segments", 4)
 CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, CVPR 2025"
@@ -43,9 +38,9 @@ def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> Med
     """Media identified by their path under the data root: tasks over the same files share the cache."""
     ids = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in paths]
     if kind == "image":
-        return image_files("negbench/images", ids, paths)
+        return media_api.image_files("negbench/images", ids, paths)
     sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
-    return video_files(f"negbench/videos/{sampling.key}", ids, paths, sampling)
+    return media_api.video_files(f"negbench/videos/{sampling.key}", ids, paths, sampling)
 
 
 class _NegBenchTask(Task):
@@ -110,7 +105,7 @@ class NegBenchMCQ(_NegBenchTask):
         rows = self._rows()
         paths = list(dict.fromkeys(r.media for r in rows))
         where = {p: i for i, p in enumerate(paths)}
-        result = evaluate_mcq(ctx, media_set(ctx, self.root, paths, self.kind), [where[r.media] for r in rows],
+        result = scoring.evaluate_mcq(ctx, media_set(ctx, self.root, paths, self.kind), [where[r.media] for r in rows],
                               [r.options for r in rows], [r.correct for r in rows], [r.template for r in rows],
                               [r.option_templates for r in rows])
         if self.binary:
@@ -158,12 +153,12 @@ class NegBenchRetrieval(_NegBenchTask):
             embedded[tuple(paths)] = ctx.embed_media(media)
         texts = [c for _, caps in rows for c in caps]
         keys = _unique([f"{media.ids[where[m]]}#{k}" for m, caps in rows for k in range(len(caps))])
-        relevance = Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
+        relevance = scoring.Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
         cluster_of = dict(zip(keys, (media.ids[where[m]] for m, caps in rows for _ in caps)))  # its medium
-        queries = QuerySet(keys, texts, relevance)
-        media, media_emb, queries, notes, _ = drop_unreadable(ctx, media, embedded[tuple(paths)], queries)
-        ranks = best_relevant_rank(similarities(ctx, queries, media_emb), queries.relevance)
-        m = retrieval_metrics(ranks)
+        queries = scoring.QuerySet(keys, texts, relevance)
+        media, media_emb, queries, notes, _ = scoring.drop_unreadable(ctx, media, embedded[tuple(paths)], queries)
+        ranks = scoring.best_relevant_rank(scoring.similarities(ctx, queries, media_emb), queries.relevance)
+        m = scoring.retrieval_metrics(ranks)
         return {k: m[k] for k in ("R@1", "R@5", "R@10")}, len(queries.texts), len(media), notes, \
             (queries.ids, ranks, [cluster_of[k] for k in queries.ids])
 

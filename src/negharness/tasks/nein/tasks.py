@@ -18,15 +18,13 @@ import html
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from negharness.api import (
-    EditContext,
     MediaError,
     MetricInfo,
-    ModelOptions,
     OptionSpec,
     Task,
     TaskOptions,
@@ -42,6 +40,9 @@ from negharness.text.phrases import head_nouns
 
 from .metrics import auc_removal, pixel_distances, removal, retention
 from .sources import iter_json_entries, iter_parquet_rows
+
+if TYPE_CHECKING:
+    from negharness.api import EditContext
 
 FORMATS = [
     "The image doesn't have any {S}.", "{S} is not part of the scene.", "No {S} present in the image.",
@@ -117,6 +118,8 @@ class NeInTask(Task):
         if getattr(editor, "detector_used", None) == self.detector_name:
             ctx.notes["circular"] = f"the editor used the scoring detector {self.detector_name} itself"
         clip = ctx.plugin("model", self.clip_name) if self.clip_name != "none" else None
+        from negharness.api import ModelOptions  # lazy: its module loads torch; building the task needs none
+
         dino = ctx.plugin("model", "dino", ModelOptions(arch=self.dino_name)) if self.dino_name != "none" else None
         out_dir = ctx.artifacts
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -17,21 +17,16 @@ present: the error names the ``negharness build-queries`` command, or ``-T build
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from negharness.api import EvalContext, OptionSpec, Task, TaskOptions, TaskResult, UserError
+# the facades' torch-bound names (media sets, scorers) are used as media_api.X, scoring.X: resolved when a
+# task runs, so building a task and listing its files (the check before torch loads) imports no torch
+from negharness.api import EvalContext, OptionSpec, Task, TaskOptions, TaskResult, UserError, scoring
+from negharness.api import media as media_api
 from negharness.api.files import RootGuard, require_regular
-from negharness.api.media import FrameSampling, MediaSet, frame_folders, image_files, video_files
+from negharness.api.media import FrameSampling
 from negharness.api.published import published_notes
-from negharness.api.scoring import (
-    NEGATED_METRICS,
-    QRELS_OPTION,
-    QuerySet,
-    Relevance,
-    TEXT_TO_MEDIA_METRICS,
-    evaluate_negated,
-    evaluate_text_to_media,
-    task_qrels,
-)
+from negharness.api.scoring import NEGATED_METRICS, QRELS_OPTION, TEXT_TO_MEDIA_METRICS
 from negharness.tasks.nt2vr import PUBLISHED
 from negharness.text.build_queries import BUILDER_VERSION, BuiltQueries, build, build_settings, write
 from negharness.text.built_marker import marker_path, read_marker, stale_reason
@@ -47,6 +42,10 @@ from negharness.text.nt2vr_files import (
 
 from .collections import COLLECTIONS
 from .frame_index import read_frame_index
+
+if TYPE_CHECKING:
+    from negharness.api.media import MediaSet
+    from negharness.api.scoring import QuerySet
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png")
@@ -184,7 +183,7 @@ class NT2VRTask(Task):
     def media(self, ctx: EvalContext, ids: list[str]) -> MediaSet:
         if self.kind == "image":
             paths, _ = self._media_files(ids)
-            return image_files(f"nt2vr/{self.collection}/images", ids, paths)
+            return media_api.image_files(f"nt2vr/{self.collection}/images", ids, paths)
         sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
         key = f"nt2vr/{self.collection}/{sampling.key}"
         index_file = self.folder / "id.imagepath.txt"
@@ -193,9 +192,9 @@ class NT2VRTask(Task):
             lacking = [v for v in ids if v not in index]
             if lacking:
                 raise UserError(f"{index_file}: no frames for {len(lacking)} video(s), e.g. {lacking[:3]}")
-            return frame_folders(key, ids, [index[v] for v in ids], sampling)
+            return media_api.frame_folders(key, ids, [index[v] for v in ids], sampling)
         paths, _ = self._media_files(ids)
-        return video_files(key, ids, paths, sampling)
+        return media_api.video_files(key, ids, paths, sampling)
 
     # queries --------------------------------------------------------------------------------------
     def _originals(self, known: list[str]) -> QuerySet:
@@ -205,8 +204,8 @@ class NT2VRTask(Task):
         if self.options.limit:
             rows = [(c, t) for c, t in rows if video_of(c) in position]
         check_known_videos(path, ((n, video_of(c)) for n, (c, _) in enumerate(rows, 1)), set(known))
-        return QuerySet([c for c, _ in rows], [t for _, t in rows],
-                        Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
+        return scoring.QuerySet([c for c, _ in rows], [t for _, t in rows],
+                                scoring.Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
 
     def _marker(self) -> Path:
         return self._under_root(marker_path(self.text_dir, self.collection))
@@ -273,9 +272,9 @@ class NT2VROriginal(NT2VRTask):
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         qs = self._originals(ids)
-        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids),
-                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit),
-                                      clusters=[video_of(c) for c in qs.ids])
+        return scoring.evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(ctx, ids),
+                                              qrels=scoring.task_qrels(self.opts), limited=bool(self.options.limit),
+                                              clusters=[video_of(c) for c in qs.ids])
 
 
 class NT2VRNegated(NT2VROriginal):
@@ -304,11 +303,11 @@ class NT2VRNegated(NT2VROriginal):
         src = [originals.relevance.indices[where[original_of(c)]] for _, c, _ in kept]
         neginfo = self._text(self.side_texts[0])  # the authors' cue and scope, for the boolean baseline
         info = read_neginfo(neginfo) if neginfo.is_file() else {}
-        negated = QuerySet([c for _, c, _ in kept], [t for _, _, t in kept],
-                           Relevance.from_lists([[int(s)] for s in src], len(ids)),
-                           [info.get(c) for _, c, _ in kept] if info else None)
-        return evaluate_negated(ctx, self.media(ctx, ids), originals, negated,
-                                [where[original_of(c)] for _, c, _ in kept])
+        negated = scoring.QuerySet([c for _, c, _ in kept], [t for _, _, t in kept],
+                                   scoring.Relevance.from_lists([[int(s)] for s in src], len(ids)),
+                                   [info.get(c) for _, c, _ in kept] if info else None)
+        return scoring.evaluate_negated(ctx, self.media(ctx, ids), originals, negated,
+                                        [where[original_of(c)] for _, c, _ in kept])
 
 
 class NT2VRComposed(NT2VROriginal):
@@ -334,9 +333,10 @@ class NT2VRComposed(NT2VROriginal):
         parts = None  # stored parts where every record has them; else the model splits (boolean)
         if records and all("positive" in r for r in records):
             parts = [(r["positive"], r["negative"]) for r in records]
-        return evaluate_text_to_media(ctx, [str(r["cap_id"]) for r in records], [r["caption"] for r in records],
-                                      Relevance.from_lists([lists[k] for k in keep], len(ids)), self.media(ctx, ids),
-                                      parts, several=True, qrels=task_qrels(self.opts), limited=bool(self.options.limit))
+        return scoring.evaluate_text_to_media(
+            ctx, [str(r["cap_id"]) for r in records], [r["caption"] for r in records],
+            scoring.Relevance.from_lists([lists[k] for k in keep], len(ids)), self.media(ctx, ids),
+            parts, several=True, qrels=scoring.task_qrels(self.opts), limited=bool(self.options.limit))
 
 
 def _make(prefix: str, base: type, query_set: str) -> type:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import random
 
-from negharness.api import EvalContext, TaskResult
-from negharness.api.scoring import MCQ_METRICS, evaluate_mcq
+from negharness.api import EvalContext, TaskResult, scoring  # scoring.X: resolved when the task runs (torch)
+from negharness.api.scoring import MCQ_METRICS
 from negharness.world.media import WorldData
 from negharness.world.scenes import COLOURS, SHAPES
 
@@ -57,5 +57,5 @@ class ShapesMCQ(_ShapesRetrieval):
         world = self.world()
         qs = questions(world, self.options.seed)
         templates = [t for _, t in qs]
-        return evaluate_mcq(ctx, self.media(world), list(range(len(qs))), [o for o, _ in qs], [0] * len(qs),
-                            templates, [tuple(t if x == "*" else x for x in LAYOUT) for t in templates])
+        return scoring.evaluate_mcq(ctx, self.media(world), list(range(len(qs))), [o for o, _ in qs], [0] * len(qs),
+                                    templates, [tuple(t if x == "*" else x for x in LAYOUT) for t in templates])

@@ -6,22 +6,22 @@ under the data root. Items with identical scene facts are all relevant to each o
 
 from __future__ import annotations
 
-from negharness.api import EvalContext, OptionSpec, Task, TaskOptions, TaskResult
+from typing import TYPE_CHECKING
+
+# the facades' torch-bound names (media sets, scorers) are used as media_api.X, scoring.X: resolved when a
+# task runs, so building a task (the run's checks before torch loads) imports no torch
+from negharness.api import EvalContext, OptionSpec, Task, TaskOptions, TaskResult, scoring
+from negharness.api import media as media_api
 from negharness.api.files import hash_array, hash_json
-from negharness.api.media import FrameSampling, MediaSet
-from negharness.api.scoring import (
-    NEGATED_METRICS,
-    QRELS_OPTION,
-    QuerySet,
-    Relevance,
-    TEXT_TO_MEDIA_METRICS,
-    evaluate_negated,
-    evaluate_text_to_media,
-    task_qrels,
-)
+from negharness.api.media import FrameSampling
+from negharness.api.scoring import NEGATED_METRICS, QRELS_OPTION, TEXT_TO_MEDIA_METRICS
 from negharness.world.media import WorldData, load_world
 from negharness.world.queries import load_world_queries
 from negharness.world.scenes import WORLD_VERSION
+
+if TYPE_CHECKING:
+    from negharness.api.media import MediaSet
+    from negharness.api.scoring import QuerySet
 
 TEST_ITEMS = 500
 MAX_ITEMS = 100_000
@@ -76,8 +76,8 @@ class _ShapesRetrieval(Task):
             if idx.tolist() != list(range(frames)):
                 pixels, key = pixels[:, idx], f"{key}/{sampling.key}"
                 keys = [hash_array(clip) for clip in pixels]
-        return MediaSet(key=key, kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
-                        load_batch=lambda positions: pixels[positions], content_keys=keys)
+        return media_api.MediaSet(key=key, kind=self.kind, ids=world.ids, load=lambda i: pixels[i], cheap=True,
+                                  load_batch=lambda positions: pixels[positions], content_keys=keys)
 
     def originals(self, world: WorldData) -> QuerySet:
         """Every caption of every item; relevant = the items with identical scene facts."""
@@ -88,14 +88,14 @@ class _ShapesRetrieval(Task):
                 texts.append(cap)
                 groups.append(group)
                 source.append(pos)
-        return QuerySet(ids, texts, Relevance.from_groups(groups, world.groups), source=source)
+        return scoring.QuerySet(ids, texts, scoring.Relevance.from_groups(groups, world.groups), source=source)
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
         qs = self.originals(world)
-        return evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world, ctx),
-                                      qrels=task_qrels(self.opts), limited=bool(self.options.limit),
-                                      clusters=[world.ids[s] for s in qs.source or ()])
+        return scoring.evaluate_text_to_media(ctx, qs.ids, qs.texts, qs.relevance, self.media(world, ctx),
+                                              qrels=scoring.task_qrels(self.opts), limited=bool(self.options.limit),
+                                              clusters=[world.ids[s] for s in qs.source or ()])
 
 
 class _BuiltQueries:
@@ -141,10 +141,11 @@ class ShapesT2VNegated(_BuiltQueries, ShapesT2VOriginal):
         where = {c: k for k, c in enumerate(originals.ids)}
         position = {v: i for i, v in enumerate(world.ids)}
         negs = queries["negated"]
-        negated = QuerySet([n[0] for n in negs], [n[1] for n in negs],
-                           Relevance.from_lists([[position[n[2].split("#", 1)[0]]] for n in negs], len(world.ids)),
-                           [(n[3], n[4]) for n in negs])
-        return evaluate_negated(ctx, self.media(world, ctx), originals, negated, [where[n[2]] for n in negs])
+        sources = [[position[n[2].split("#", 1)[0]]] for n in negs]
+        negated = scoring.QuerySet([n[0] for n in negs], [n[1] for n in negs],
+                                   scoring.Relevance.from_lists(sources, len(world.ids)),
+                                   [(n[3], n[4]) for n in negs])
+        return scoring.evaluate_negated(ctx, self.media(world, ctx), originals, negated, [where[n[2]] for n in negs])
 
 
 class ShapesT2VComposed(_BuiltQueries, ShapesT2VOriginal):
@@ -159,7 +160,9 @@ class ShapesT2VComposed(_BuiltQueries, ShapesT2VOriginal):
         world = self.world()
         records = self.queries()["composed"]
         position = {v: i for i, v in enumerate(world.ids)}
-        relevance = Relevance.from_lists([[position[v] for v in r["video_ids"]] for r in records], len(world.ids))
-        return evaluate_text_to_media(ctx, [r["cap_id"] for r in records], [r["caption"] for r in records],
-                                      relevance, self.media(world, ctx), [(r["positive"], r["negative"]) for r in records],
-                                      several=True, qrels=task_qrels(self.opts), limited=bool(self.options.limit))
+        lists = [[position[v] for v in r["video_ids"]] for r in records]
+        relevance = scoring.Relevance.from_lists(lists, len(world.ids))
+        return scoring.evaluate_text_to_media(
+            ctx, [r["cap_id"] for r in records], [r["caption"] for r in records], relevance, self.media(world, ctx),
+            [(r["positive"], r["negative"]) for r in records], several=True, qrels=scoring.task_qrels(self.opts),
+            limited=bool(self.options.limit))
