@@ -86,7 +86,7 @@ class ChoiceRow:
     cluster: str = ""  # what the row shares with others (`cluster:` in the YAML); "" = its own
 
 
-class DeclarativeTask(Task):
+class DeclarativeTask(Task["EvalContext"]):
     """Common reading: the data file under the data root, its records, and each record's medium."""
 
     spec: dict[str, Any] = {}
@@ -452,7 +452,7 @@ class RetrievalTask(DeclarativeTask):
         return result
 
 
-class SuiteTask(Task):
+class SuiteTask(Task["EvalContext"]):
     """Each member choice task's accuracy and their unweighted (macro) mean, as SugarCrepe reports."""
 
     members: dict[str, type] = {}

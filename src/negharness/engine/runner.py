@@ -21,7 +21,7 @@ import torch
 from negharness.api.context import RunContext
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
-from negharness.api.model import EmbeddingModel
+from negharness.api.model import EmbeddingModel, as_encoder
 from negharness.api.precision import autocast
 from negharness.api.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
@@ -233,10 +233,7 @@ class CachedEvalContext(RunContext):
 
     def _require_encoder(self) -> None:
         """Only an encoder is embedded with: a `ChoiceScorer` on a task that embeds is refused by name."""
-        if not isinstance(self.model, EmbeddingModel):
-            raise UserError(f"model {self.model.name} scores choice tasks itself (score_choices) and has no "
-                            "embeddings: run it on choice tasks (sugarcrepe_*, aro_*, valse_*, crepe_*, ccneg, "
-                            "negvqa_*, negbench_mcq_*), not on retrieval tasks")
+        as_encoder(self.model)
 
     @timed_method("embed")
     def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from negharness.api.errors import UserError
 from negharness.io.media import MediaSet
 from negharness.scoring.unreadable import unreadable_items
 from negharness.scoring.views import pair_scores, rows_of
+
+if TYPE_CHECKING:
+    from negharness.api.model import ChoiceScorer
 
 
 def scores_itself(ctx: EvalContext) -> bool:
@@ -60,7 +63,9 @@ def score_choices(ctx: EvalContext, choices: ChoiceSet, media_emb: torch.Tensor 
     """(rows, widest row) scores, higher = more likely true; every distinct caption and medium encoded once
     (``media_emb``: the media's embeddings where the caller already has them, to find unreadable ones)."""
     if scores_itself(ctx):
-        return ctx.model.score_choices(choices, ctx.batch_size, ctx.precision)
+        # cast: the flag decided it (`scores_itself`); the model is a `ChoiceScorer`, or an older
+        # `EmbeddingModel` flagged ``scores_choices_itself`` with its own `score_choices`: no common base
+        return cast("ChoiceScorer", ctx.model).score_choices(choices, ctx.batch_size, ctx.precision)
     _refuse_questions(ctx, choices.questions is not None)
     if media_emb is None:
         media_emb = ctx.embed_media(choices.media)

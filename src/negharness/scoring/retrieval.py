@@ -16,6 +16,7 @@ import torch
 
 from negharness.api.context import EvalContext
 from negharness.api.errors import UserError
+from negharness.api.model import as_encoder
 from negharness.api.options import OptionSpec
 from negharness.api.task import TaskResult
 from negharness.io.media import MediaSet
@@ -151,7 +152,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         n_media = len(np.unique(candidates.indices))  # the media some query ranks
     else:
         sim, cols, n_media = similarities(ctx, qs, media_emb), None, len(media)
-    notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
+    notes.update(as_encoder(ctx.model).scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
     metrics = retrieval_metrics(ranks)
     per_query = rank_values(ranks)
@@ -281,7 +282,7 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
         ctx, media, ctx.embed_media(media), originals, negated, original_of)
     orig_ranks = source_rank(similarities(ctx, originals, media_emb), originals.sources())
     neg_sim = similarities(ctx, negated, media_emb)
-    scoring = ctx.model.scoring_notes(negated.texts, negated.parts)
+    scoring = as_encoder(ctx.model).scoring_notes(negated.texts, negated.parts)
     neg_ranks = source_rank(neg_sim, negated.sources())
     paired = orig_ranks[torch.as_tensor(np.asarray(original_of), dtype=torch.long)]
     metrics = negation_deltas(paired, neg_ranks)
