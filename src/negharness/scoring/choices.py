@@ -129,7 +129,7 @@ class ChoiceOutcome:
     same_words: int = 0  # scored rows whose true and a false caption are the same words (`same_words`)
 
 
-def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str], min_group: int
+def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str | None], min_group: int
            ) -> tuple[float | None, dict[str, Any], list[float | None]]:
     """Macro mean over groups of at least ``min_group`` covered rows, and per row its 0/100 weighted
     by n / (G * n_g) (n covered rows in kept groups, G kept groups), so that the mean of the
@@ -152,7 +152,7 @@ def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str], min_gr
     return macro, per_group, values
 
 
-def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str] | None = None,
+def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str | None] | None = None,
                    min_group: int = 1, scored: Sequence[bool] | None = None,
                    authors_ties: str | None = None, options: Sequence[Sequence[str]] | None = None) -> ChoiceOutcome:
     """Accuracy (percent; a tie at the top is wrong), tie rate, and with ``groups`` the macro mean of

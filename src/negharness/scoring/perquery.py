@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from negharness.api.errors import UserError
 from negharness.io.json_files import loads_unique, read_bounded
@@ -64,7 +64,7 @@ def compact(value: Any) -> float | int | None:
     return float(f"{v:.12g}")
 
 
-def per_query(ids: Sequence[Any], values: dict[str, Sequence[Any]],
+def per_query(ids: Sequence[Any], values: Mapping[str, Iterable[Any]],
               clusters: Sequence[Any] | None = None) -> dict[str, Any]:
     """The per-query block of a TaskResult, values compacted; ``clusters``: each query's cluster id
     (the image, video or source item it belongs to), for a task that declares a cluster."""
