@@ -22,7 +22,7 @@ def embed_views(ctx: EvalContext, views: dict[str, list[str | None]]) -> dict[st
     out: dict[str, torch.Tensor] = {}
     for name, texts in views.items():
         keep = [i for i, t in enumerate(texts) if t is not None]
-        emb = ctx.embed_texts([texts[i] for i in keep])
+        emb = ctx.embed_texts([t for t in texts if t is not None])  # the texts at ``keep``, in order
         if len(keep) == len(texts):
             out[name] = emb
             continue
