@@ -4,6 +4,7 @@ a name a task would read; a member that would land outside its folder is refused
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tarfile
@@ -34,7 +35,7 @@ def _members(archive: Path) -> Iterator[tuple[str, Callable[[], IO[bytes]]]]:
         with zipfile.ZipFile(archive) as zf:
             for info in zf.infolist():
                 if not info.is_dir():
-                    yield info.filename, (lambda info=info: zf.open(info))
+                    yield info.filename, functools.partial(zf.open, info)
         return
     try:
         with tarfile.open(archive) as tf:
