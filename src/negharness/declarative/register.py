@@ -153,7 +153,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-class TaskLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types (no stubs installed): its classes are Any
+class TaskLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types here: its classes are Any
     """`yaml.SafeLoader` (no Python tags) that also refuses anchors and aliases, duplicate keys and deep
     nesting. A task file needs none of them; an alias is how a 762-byte file expands to gigabytes
     (nine lists of nine aliases, nine levels deep), and a duplicate key silently drops its first value."""

@@ -457,7 +457,7 @@ class RetrievalTask(DeclarativeTask):
 class SuiteTask(Task["EvalContext"]):
     """Each member choice task's accuracy and their unweighted (macro) mean, as SugarCrepe reports."""
 
-    spec: dict[str, Any] = {}
+    spec: dict[str, Any]  # set on each suite's class (`task_class`)
     members: dict[str, type[Task[EvalContext]]] = {}
 
     def __init__(self, options: TaskOptions) -> None:

@@ -101,7 +101,8 @@ class PluginLookup:
         """A new instance (not shared): the model under test, or a plugin a caller will change."""
         entry = self.registry.get(kind, name)
         options = self.resolved(kind, name, options)
-        if dataclasses.is_dataclass(options) and not isinstance(options, type) and any(f.name == "plugins" for f in dataclasses.fields(options)):
+        if dataclasses.is_dataclass(options) and not isinstance(options, type) \
+                and any(f.name == "plugins" for f in dataclasses.fields(options)):
             options = dataclasses.replace(options, plugins=self)
         factory = entry.load()
         made = check_kind(kind, factory(bind_declared(factory, options, name)),

@@ -217,7 +217,8 @@ def _av_sequential(container: InputContainer, stream: VideoStream, targets: list
 SEEK_GAP_S = 10.0  # a later target this far ahead is reached by seeking, whatever the keyframe interval
 
 
-def _av_seek(container: InputContainer, stream: VideoStream, targets: list[int], rate: float) -> tuple[np.ndarray, int | None]:
+def _av_seek(container: InputContainer, stream: VideoStream, targets: list[int], rate: float
+             ) -> tuple[np.ndarray, int | None]:
     """Sparse sampling in one pass: seek to the keyframe before the first target, then read packets in
     order and decode only from the last keyframe before each target (packets before it are read, never
     decoded). Targets within one keyframe interval share one decode; seeking back for each of them
@@ -248,8 +249,8 @@ def _av_seek(container: InputContainer, stream: VideoStream, targets: list[int],
     return np.stack(out), last.pts
 
 
-def _decode_targets(container: InputContainer, stream: VideoStream, targets: list[int], out: list[np.ndarray], tb: float, rate: float,
-                    last: int | None, gop: list[float]) -> tuple[Any, ...]:
+def _decode_targets(container: InputContainer, stream: VideoStream, targets: list[int], out: list[np.ndarray],
+                    tb: float, rate: float, last: int | None, gop: list[float]) -> tuple[Any, ...]:
     """From the current position, append to ``out`` the first frame shown at or after each target
     (a presentation time in the stream's time base) in turn. Returns (last frame decoded, whether the next target wants a seek);
     ``gop`` keeps the longest keyframe interval seen across calls. A packet the decoder refuses after
@@ -263,8 +264,8 @@ def _decode_targets(container: InputContainer, stream: VideoStream, targets: lis
         return seen[0], False
 
 
-def _decode_packets(container: InputContainer, stream: VideoStream, targets: list[int], out: list[np.ndarray], tb: float, rate: float,
-                    seen: list[Any], gop: list[float]) -> tuple[Any, ...]:
+def _decode_packets(container: InputContainer, stream: VideoStream, targets: list[int], out: list[np.ndarray],
+                    tb: float, rate: float, seen: list[Any], gop: list[float]) -> tuple[Any, ...]:
     """`_decode_targets`'s pass over the packets; ``seen[0]`` follows the last frame decoded."""
     codec = stream.codec_context
     pending: list[Any] = []  # packets read, not decoded: since the last keyframe, or since the last decode

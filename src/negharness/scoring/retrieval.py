@@ -230,8 +230,8 @@ def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: Me
                       {**relevance_notes(relevance), **notes}, perquery.per_query(query_ids, per_query, None))
 
 
-def _add_several(metrics: dict[str, Any], per_query: dict[str, Any], notes: dict[str, Any], sim: torch.Tensor, relevance: Relevance,
-                 ranks: torch.Tensor, what: str) -> torch.Tensor:
+def _add_several(metrics: dict[str, Any], per_query: dict[str, Any], notes: dict[str, Any], sim: torch.Tensor,
+                 relevance: Relevance, ranks: torch.Tensor, what: str) -> torch.Tensor:
     """Correct@K and mAP over all relevant ``what``s beside R@K and MIR, their per-query values, and the
     note saying how they differ; returns each query's AP."""
     ap = average_precision(sim, relevance)
@@ -269,8 +269,8 @@ def delta_values(orig_ranks: torch.Tensor, neg_ranks: torch.Tensor, ks: Sequence
     return out
 
 
-def _add_fire(metrics: dict[str, Any], notes: dict[str, Any], sim: torch.Tensor, qs: QuerySet, media: MediaSet, qrels: Qrels,
-              limited: bool, skipped: frozenset[str] = frozenset()) -> tuple[torch.Tensor, torch.Tensor]:
+def _add_fire(metrics: dict[str, Any], notes: dict[str, Any], sim: torch.Tensor, qs: QuerySet, media: MediaSet,
+              qrels: Qrels, limited: bool, skipped: frozenset[str] = frozenset()) -> tuple[torch.Tensor, torch.Tensor]:
     """FIRE's Table 1 for this run: metrics with the judged positives added, and "A (B + C)".
     Returns each query's best rank and AP under the augmented judgements."""
     augmented, counts = augment(qs.relevance, qs.ids, media.ids, qrels, limited, skipped)
