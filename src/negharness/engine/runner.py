@@ -21,7 +21,7 @@ import torch
 from negharness.api.context import RunContext
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
-from negharness.api.model import EmbeddingModel, as_encoder
+from negharness.api.model import ChoiceScorer, EmbeddingModel, as_encoder
 from negharness.api.precision import autocast
 from negharness.api.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
@@ -152,7 +152,7 @@ class CachedEvalContext(RunContext):
 
     COUNTED = ("texts_encoded", "texts_cached", "media_encoded", "media_cached", "media_skipped")
 
-    def __init__(self, model: EmbeddingModel, settings: RunSettings, cache: EmbeddingCache | None = None,
+    def __init__(self, model: EmbeddingModel | ChoiceScorer, settings: RunSettings, cache: EmbeddingCache | None = None,
                  progress: Any = None, log_samples: bool = False, plugins: PluginLookup | None = None,
                  seed: int = 0, origin: ModelOrigin | None = None) -> None:
         super().__init__(model, plugins, seed)
