@@ -145,6 +145,7 @@ def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) ->
     to the model it wraps says ``passes_rest=True``: the keys it does not declare reach it unparsed
     in ``options.rest`` instead of being refused."""
     def mark(factory: F) -> F:
+        # a function object carries its declared options for the host to read; no type says so
         factory.options = dict(specs)  # type: ignore[attr-defined]
         factory.passes_rest = passes_rest  # type: ignore[attr-defined]
         return factory
@@ -186,6 +187,7 @@ class BindsOptions:
         """A copy whose ``values`` are ``extra`` parsed against ``specs`` once (an unknown key or a bad
         value is one error naming the plugin); what the host does before it calls a factory."""
         values, rest = split_options(self.extra, specs, self.FLAG, f"{self.OWNER} {name!r}", passes_rest)
+        # the mixin is always a dataclass (ModelOptions, TrainOptions, ...), which mypy cannot see from here
         return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest),  # type: ignore[type-var]
                        bound=True)
 

@@ -113,7 +113,7 @@ def named_trainset(name: str, build: Callable[[str, TrainSetOptions], TrainingSe
 
     factory.__name__ = name
     if options is not None:
-        factory.options = dict(options)  # type: ignore[attr-defined]
+        factory.options = dict(options)  # type: ignore[attr-defined]  # a function carrying its declared options
     return factory
 
 

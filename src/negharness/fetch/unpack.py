@@ -29,6 +29,13 @@ def _kept(name: str, spec: Unpack) -> str | None:
     return name or None
 
 
+def _tar_member(tf: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    """A regular member's bytes (`extractfile` gives None only for what is not a regular file)."""
+    opened = tf.extractfile(member)
+    assert opened is not None
+    return opened
+
+
 def _members(archive: Path) -> Iterator[tuple[str, Callable[[], IO[bytes]]]]:
     """(name, opener) of each regular file in a zip or tar archive."""
     if zipfile.is_zipfile(archive):
@@ -41,7 +48,7 @@ def _members(archive: Path) -> Iterator[tuple[str, Callable[[], IO[bytes]]]]:
         with tarfile.open(archive) as tf:
             for member in tf:
                 if member.isfile():
-                    yield member.name, (lambda member=member: tf.extractfile(member))  # type: ignore[misc]
+                    yield member.name, functools.partial(_tar_member, tf, member)
     except tarfile.TarError as exc:
         raise UserError(f"{archive}: not a zip or tar archive ({exc})") from exc
 

@@ -48,8 +48,10 @@ class _ForeignType(type):
     """Metaclass of the stand-ins: pickle's NEWOBJ builds one through ``__new__`` (data); REDUCE
     calls it (``cls(*args)``), which lands here and asks the unpickler's policy."""
 
+    _on_call: Callable[[type], Any]  # the unpickler's policy, set on each stand-in class (`find_class`)
+
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return cls._on_call(cls)  # type: ignore[attr-defined]
+        return cls._on_call(cls)
 
 
 class InertObject(metaclass=_ForeignType):
