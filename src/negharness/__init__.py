@@ -4,14 +4,19 @@ Importing this package is cheap on purpose: torch, open_clip and the plugins loa
 model or task is actually used, so `negharness list` and `--help` stay instant.
 """
 
+from typing import TYPE_CHECKING
+
 from negharness.version import HOOK_API, __version__
+
+if TYPE_CHECKING:
+    from negharness.engine.plan import RunOutcome
 
 __all__ = ["HOOK_API", "__version__", "run"]
 
 
 def run(model: str, tasks: "str | list[str]", *, arch: "str | None" = None, pretrained: "str | None" = None,
         checkpoint: "str | None" = None, model_args: "dict[str, str] | None" = None,
-        task_args: "dict[str, str] | None" = None, **settings: object) -> list:
+        task_args: "dict[str, str] | None" = None, **settings: object) -> "list[RunOutcome]":
     """``negharness run`` as a library call: the same plugins, checks, embedding cache, reuse and
     records as the command, returned as `negharness.engine.evaluate.RunOutcome` objects (task,
     record path, the record, whether it was reused). ``settings`` are the run's other options by

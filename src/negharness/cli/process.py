@@ -113,10 +113,11 @@ def debug_requested() -> bool:
 def chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception and its causes/contexts, outermost first (each once)."""
     seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def os_error_in(exc: BaseException) -> OSError | None:

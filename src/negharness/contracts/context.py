@@ -15,7 +15,7 @@ from negharness.api.plugin_source import PluginSource, require_plugins
 if TYPE_CHECKING:
     import torch
 
-    from negharness.api.model import ModelPlugin
+    from negharness.api.model import ChoiceScorer, EmbeddingModel
     from negharness.api.sampling import FrameSampling
     from negharness.io.media import MediaSet
 
@@ -54,7 +54,9 @@ class EvalContext(Protocol):
     embeddings. The host's implementation (`negharness.engine.runner.CachedEvalContext`) serves what
     the cache holds and encodes only the rest, under the run's device, precision and batch size."""
 
-    model: "ModelPlugin"  # an `EmbeddingModel` wherever the task embeds
+    # what the host passes: an encoder, or a model that scores choice tasks itself (its ``embed_*``
+    # refuse the latter); narrow with ``isinstance`` before calling an encoder's own methods
+    model: "EmbeddingModel | ChoiceScorer"
     seed: int
     counters: Counters
     notes: dict[str, Any]

@@ -217,6 +217,17 @@ class EmbeddingModel(ModelPlugin):
         return float((e[0] * e[1]).sum())
 
 
+def as_encoder(model: ModelPlugin) -> EmbeddingModel:
+    """``model`` as the encoder the host embeds with: the one check, for the host's embedding (which
+    refuses before encoding) and for the scorers that call encoder methods on a run's model; a
+    `ChoiceScorer` (no embeddings) on a task that embeds is refused by name."""
+    if not isinstance(model, EmbeddingModel):
+        raise UserError(f"model {model.name} scores choice tasks itself (score_choices) and has no "
+                        "embeddings: run it on choice tasks (sugarcrepe_*, aro_*, valse_*, crepe_*, ccneg, "
+                        "negvqa_*, negbench_mcq_*), not on retrieval tasks")
+    return model
+
+
 def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor | None:
     """Fast exact path for uint8 (..., H, W, 3) arrays already at the model's size: scale and normalise.
 

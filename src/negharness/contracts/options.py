@@ -154,9 +154,10 @@ def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) ->
         def bound_factory(options: Any) -> Any:
             return factory(bind_declared(bound_factory, options, factory.__name__))
 
+        # a function object carries its declared options for the host to read; no type says so
         bound_factory.options = dict(specs)  # type: ignore[attr-defined]
         bound_factory.passes_rest = passes_rest  # type: ignore[attr-defined]
-        return bound_factory  # type: ignore[return-value]
+        return bound_factory  # type: ignore[return-value]  # the wrapper takes what the factory takes
     return mark
 
 
@@ -210,6 +211,7 @@ class BindsOptions:
             if key in self.extra and key not in specs:
                 raise UserError(f"{self.FLAG} {key}: give {flag} (the spelling `run` uses)")
         values, rest = split_options(self.extra, specs, self.FLAG, f"{self.OWNER} {name!r}", passes_rest)
+        # the mixin is always a dataclass (ModelOptions, TrainOptions, ...), which mypy cannot see from here
         return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest),  # type: ignore[type-var]
                        bound=True)
 

@@ -15,16 +15,20 @@ import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Generic, Mapping
+
+from typing_extensions import TypeVar
 
 from negharness.api.errors import UserError
 from negharness.api.options import OptionSpec, parse_options
 
-if TYPE_CHECKING:
-    from negharness.api.context import RunContext
-
 MODALITIES = frozenset({"text", "image", "video", "edit"})
 DEFAULT_CLUSTER = "row"  # each query its own cluster (rows independent)
+
+# The context `Task.evaluate` receives: `Task[EvalContext]` for a retrieval or choice task,
+# `Task[EditContext]` for an editing one. A bare `Task` (every third-party task written before the
+# parameter) is `Task[Any]`, so its `evaluate` may keep annotating its context as it always did.
+ContextT = TypeVar("ContextT", default=Any)
 
 
 @dataclass
@@ -112,7 +116,7 @@ def cluster_problems(cluster: Any) -> list[str]:
     return []
 
 
-class Task(ABC):
+class Task(ABC, Generic[ContextT]):
     """Subclasses set the class attributes and implement `evaluate`.
 
     ``modalities`` lists what the model must encode (the host checks before loading anything);
@@ -122,6 +126,7 @@ class Task(ABC):
     ``cluster`` names what several queries may share (the image, video or source item they are
     about; its id per query goes in ``per_query["clusters"]``), so intervals resample those; the
     default ``"row"`` says each query is its own cluster, and the record says so.
+    The parameter names the context `evaluate` receives (`ContextT`).
     """
 
     name: str = "task"
@@ -170,7 +175,7 @@ class Task(ABC):
                 **{k: v for k, v in self.opts.items() if self.task_options[k].changes_numbers}}
 
     @abstractmethod
-    def evaluate(self, ctx: "RunContext") -> TaskResult:
+    def evaluate(self, ctx: ContextT) -> TaskResult:
         """Embed or edit through ``ctx`` (which caches) and score."""
 
 

@@ -267,7 +267,7 @@ _FIELD = re.compile(r"\{([^{}]+)\}")
 def fill(template: str, rec: Record, strip_prefix: Iterable[str] = ()) -> str:
     """``coco/val2017/{filename}`` with the record's fields (dotted paths allowed); a prefix of a
     value listed in ``strip_prefix`` (an author's cluster path) is removed first."""
-    def one(m: re.Match) -> str:
+    def one(m: re.Match[str]) -> str:
         value = str(rec.get(m.group(1))).strip().replace("\\", "/")
         for prefix in strip_prefix:
             if value.startswith(prefix):

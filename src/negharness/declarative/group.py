@@ -85,7 +85,7 @@ class ItemTask(DeclarativeTask):
     def _file(self, filled: str, rec: Record, k: int) -> MediaRef:
         """Image ``k`` of a record, which must exist: a group with a missing image names the row. Each
         distinct path is checked once (items share images: SugarCrepe++'s 788 replace_att rows use 524)."""
-        known = self.__dict__.setdefault("_files", {})
+        known: dict[str, MediaRef] = self.__dict__.setdefault("_files", {})
         if filled not in known:
             path = self._media_path(filled, rec.where)
             if not path.is_file():
@@ -99,10 +99,11 @@ class ItemTask(DeclarativeTask):
         data, path = embedded_image(rec, field)
         if data is not None:
             return MediaRef(f"{self.query_id(rec.where)}:{field}", None, None, data)
+        assert path is not None  # `embedded_image`: a cell without bytes has a path (neither is its error)
         for prefix in self.spec["media"]["strip_prefix"]:  # a snapshot may keep its maker's absolute paths
             path = path.removeprefix(prefix)
-        data = self.spec_files[0]  # an imagefolder's paths are inside it; a file's beside it
-        folder = (data if data.is_dir() else data.parent).relative_to(self.root).as_posix()
+        file = self.spec_files[0]  # an imagefolder's paths are inside it; a file's beside it
+        folder = (file if file.is_dir() else file.parent).relative_to(self.root).as_posix()
         return self._file(f"{folder}/{path}", rec, 0)
 
     def _crop(self, ref: MediaRef, rec: Record, field: str, value: Any) -> MediaRef:
@@ -161,6 +162,8 @@ class ItemTask(DeclarativeTask):
             if not items:
                 raise nothing_left(media, "row")
         notes = skip_notes(bad, len(self.items) - len(items), "rows")
+        # None only for a model that scores choices itself: item tasks score by embeddings alone, so it stops here
+        assert media_emb is not None
         return items, self._matrices(ctx, items, index, media_emb), notes, int((~bad).sum())
 
     def _matrices(self, ctx: "EvalContext", items: list[Item], index: dict[MediaRef, int],

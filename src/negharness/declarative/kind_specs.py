@@ -42,7 +42,8 @@ def data_format(c: Any, key: str, files: list[str]) -> str:
     """A data file's format: declared, or read from the first file's suffix (a folder: imagefolder)."""
     suffix = Path(files[0]).suffix.lstrip(".").lower()
     guess = {"pt": "torch", "pth": "torch"}.get(suffix, suffix)
-    return c.choice(key, ALL_FORMATS, guess if guess in ALL_FORMATS else None)
+    chosen: str = c.choice(key, ALL_FORMATS, guess if guess in ALL_FORMATS else None)
+    return chosen
 
 
 def item_media(m: Any, kind: str, qrels: bool) -> dict[str, Any]:

@@ -92,7 +92,8 @@ def image_size(ref: MediaRef) -> tuple[int, int] | None:
     try:
         source = io.BytesIO(_decoded(ref)) if ref.base64 is not None else ref.path
         with open_image(source, ref.id) as image:
-            return image.size
+            size: tuple[int, int] = image.size
+            return size
     except Exception:  # noqa: BLE001 (any unreadable image is reported when it is embedded)
         return None
 

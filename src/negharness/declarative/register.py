@@ -21,13 +21,13 @@ import os
 import re
 import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import yaml
 
 from negharness.api.errors import UserError
 from negharness.api.names import name_problem
-from negharness.api.task import MetricInfo, cluster_problems
+from negharness.api.task import MetricInfo, Task, cluster_problems
 from negharness.declarative.annotations import FILTER_KEYS, short
 from negharness.declarative.kind_specs import (
     DEFAULT_ITEM_METRICS,
@@ -45,6 +45,9 @@ from negharness.discovery.hookspecs import hookimpl
 from negharness.io.json_files import read_capped
 from negharness.records.published import table_rows
 from negharness.scoring import catalog
+
+if TYPE_CHECKING:
+    from negharness.api.context import EvalContext
 
 KINDS = ("choice", "retrieval", "suite", *ITEM_KINDS)
 AUTHORS_SUFFIX = "_authors_rule"  # the authors' twin of a metric, added with `authors:`, never declared
@@ -106,6 +109,12 @@ class Checker:
             raise self.fail(key, f"expected {_kind_name(kind)}, got {type(value).__name__} {short(value)}")
         return value
 
+    @overload
+    def strings(self, key: str, required: Literal[True] = True) -> list[str]: ...
+
+    @overload
+    def strings(self, key: str, required: bool) -> list[str] | None: ...
+
     def strings(self, key: str, required: bool = True) -> list[str] | None:
         value = self.get(key, (str, list), required)
         if value is None:
@@ -114,6 +123,12 @@ class Checker:
         if not value or not all(isinstance(v, str) and v for v in value):
             raise self.fail(key, "expected a non-empty string or list of non-empty strings")
         return value
+
+    @overload
+    def sub(self, key: str, required: Literal[True] = True, allowed: set[str] | None = None) -> "Checker": ...
+
+    @overload
+    def sub(self, key: str, required: bool, allowed: set[str] | None = None) -> "Checker | None": ...
 
     def sub(self, key: str, required: bool = True, allowed: set[str] | None = None) -> "Checker | None":
         value = self.get(key, dict, required)
@@ -126,7 +141,7 @@ class Checker:
         return Checker(self.source, value, f"{self.prefix}{key}.")
 
     def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
-        value = self.get(key, str, default is None, default)
+        value: str = self.get(key, str, default is None, default)
         if value not in options:
             raise self.fail(key, f"{short(value)} is not one of {', '.join(options)}")
         return value
@@ -138,7 +153,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-class TaskLoader(yaml.SafeLoader):
+class TaskLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types here: its classes are Any
     """`yaml.SafeLoader` (no Python tags) that also refuses anchors and aliases, duplicate keys and deep
     nesting. A task file needs none of them; an alias is how a 762-byte file expands to gigabytes
     (nine lists of nine aliases, nine levels deep), and a duplicate key silently drops its first value."""
@@ -260,7 +275,7 @@ def _captions(c: Checker, kind: str, generators: dict[str, Any] | None) -> dict[
 def _where(d: Checker) -> dict[str, Any]:
     """Row filters: ``field: value``, or a mapping of ``min``/``max`` (numbers), ``in``/``not in``
     (lists of values) and ``reason`` (why, recorded with the count of rows the filter dropped)."""
-    where = d.get("where", dict, False, {})
+    where: dict[str, Any] = d.get("where", dict, False, {})
     for field, cond in where.items():
         if not isinstance(field, str) or not field:
             raise d.fail(f"where.{field}", "a filter's key is a field name (text)")
@@ -313,7 +328,7 @@ def _published(c: Checker, source: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def registration_meta(cls: type) -> dict[str, Any]:
+def registration_meta(cls: type[Task]) -> dict[str, Any]:
     """What a YAML task registers beside its name: its family and, where it has them, its papers' tables
     (read by the leaderboard from the registration)."""
     published = cls.spec.get("published") if hasattr(cls, "spec") else None
@@ -514,7 +529,7 @@ def _base(spec: dict[str, Any]) -> type | None:
     return QrelsRetrievalTask if spec.get("qrels") else ITEM_BASES.get(spec["kind"])
 
 
-def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[type]:
+def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[type[Task[EvalContext]]]:
     """Task classes of every ``*.yaml`` / ``*.yml`` in ``folder`` (sorted); suites resolve members among them."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -528,7 +543,7 @@ def load_folder(folder: Path, generators: dict[str, Any] | None = None) -> list[
             raise UserError(f"{s['source']}: key 'name': {short(s['name'])} is also declared in {names[s['name']]}")
         names[s["name"]] = s["source"]
     by_name = {s["name"]: s for s in specs}
-    classes: dict[str, type] = {}
+    classes: dict[str, type[Task[EvalContext]]] = {}
     for s in specs:
         if s["kind"] != "suite":
             classes[s["name"]] = task_class(s, base=_base(s))

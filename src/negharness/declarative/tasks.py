@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
@@ -70,8 +70,9 @@ def resolve_generator(target: "str | GeneratorName | Callable[..., Any]") -> Cal
         target = KNOWN_GENERATORS[target.name]
     if callable(target):
         return target
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    module, _, attr = str(target).partition(":")  # a "module:function" string by now
+    function: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+    return function
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class ChoiceRow:
     cluster: str = ""  # what the row shares with others (`cluster:` in the YAML); "" = its own
 
 
-class DeclarativeTask(Task):
+class DeclarativeTask(Task["EvalContext"]):
     """Common reading: the data file under the data root, its records, and each record's medium."""
 
     spec: dict[str, Any] = {}
@@ -148,10 +149,11 @@ class DeclarativeTask(Task):
 
     def media_ref(self, rec: Record) -> MediaRef:
         m = self.spec["media"]
-        crop = None
+        crop: tuple[float, float, float, float] | None = None
         if m["crop"]:
             try:
-                crop = tuple(float(rec.get(f)) for f in m["crop"])
+                x, y, w, h = (float(rec.get(f)) for f in m["crop"])  # four fields (`parse_spec` checks)
+                crop = (x, y, w, h)
             except (TypeError, ValueError):
                 raise UserError(f"{rec.where}: crop fields {m['crop']} must be numbers") from None
         suffix = "" if crop is None else "#crop=" + ",".join(f"{v:g}" for v in crop)
@@ -176,22 +178,21 @@ class DeclarativeTask(Task):
         kind = self.spec["media"]["kind"]
         ids = [r.id for r in refs]
         if refs and refs[0].base64 is not None:  # keyed by the bytes the record embeds (and the crop)
-            keys = [hash_json([hashlib.sha256(r.base64.encode()).hexdigest(), r.crop], 32) for r in refs]
+            # cast: one kind per task (`media_ref`), so every ref embeds its bytes when the first does
+            keys = [hash_json([hashlib.sha256(cast(str, r.base64).encode()).hexdigest(), r.crop], 32) for r in refs]
             return MediaSet(f"declarative/embedded/{RGB_RECIPE}", "image", ids, lambda i: load_image(refs[i]),
                             content_keys=keys)
         if kind == "image":  # keyed by each file's content and the crop: a replaced image is encoded again
             return MediaSet("declarative/images", "image", ids, lambda i: load_image(refs[i]),
                             sources=[r.path for r in refs], recipe=f"{RGB_RECIPE}|{image_decoder_identity()}",
                             parts=["" if r.crop is None else json.dumps(list(r.crop)) for r in refs])
-        from negharness.io.video import (  # lazy: start-up time
-            FrameSampling,
-            decode_video,
-            video_recipe,
-        )
+        from negharness.api.sampling import FrameSampling  # lazy: start-up time
+        from negharness.io.video import decode_video, video_recipe  # lazy: start-up time
 
         sampling = ctx.frame_sampling(FrameSampling("segments", 4))
         return MediaSet(f"declarative/videos/{sampling.key}", "video", ids,
-                        lambda i: decode_video(refs[i].path, sampling), sources=[r.path for r in refs],
+                        lambda i: decode_video(cast(Path, refs[i].path), sampling),  # cast: a video is a file
+                        sources=[r.path for r in refs],
                         recipe=video_recipe(sampling))
 
     def _media_paths(self) -> list[Path]:
@@ -237,7 +238,8 @@ class ChoiceTask(DeclarativeTask):
         """(true, false captions) from a caption generator (ARO's order shuffles), seeded per record by
         where it is read relative to the data root, so the shuffles do not depend on where the data lie."""
         rng = random.Random(f"{self.options.seed}|{self.query_id(rec.where)}")
-        return resolve_generator(self.spec["captions"]["generate"])(caption, rng)
+        made: tuple[str, list[str]] = resolve_generator(self.spec["captions"]["generate"])(caption, rng)
+        return made
 
     def _texts(self, rec: Record, source: dict[str, Any], keep_empty: bool = False) -> list[str]:
         texts = edit_captions(rec.texts(source["field"], keep_empty), source)
@@ -452,10 +454,11 @@ class RetrievalTask(DeclarativeTask):
         return result
 
 
-class SuiteTask(Task):
+class SuiteTask(Task["EvalContext"]):
     """Each member choice task's accuracy and their unweighted (macro) mean, as SugarCrepe reports."""
 
-    members: dict[str, type] = {}
+    spec: dict[str, Any]  # set on each suite's class (`task_class`)
+    members: dict[str, type[Task[EvalContext]]] = {}
 
     def __init__(self, options: TaskOptions) -> None:
         super().__init__(options)
@@ -483,12 +486,13 @@ class SuiteTask(Task):
             n_items[f"{metric}_rows"] = result.n_items["rows"]
             if result.notes.get("identical") or result.notes.get("filtered"):
                 notes[metric] = {k: result.notes[k] for k in ("identical", "filtered") if k in result.notes}
+            assert result.per_query is not None  # a ChoiceTask always returns its per-query values
             parts[metric] = result.per_query
         metrics["mean"] = sum(metrics.values()) / len(self.parts)
         ids: list[str] = []
         clusters: list[str] = []
         values: dict[str, list[float | None]] = {m: [] for m in [*self.parts, "mean"]}
-        n = sum(sum(v is not None for v in pq["values"]["accuracy"]) for pq in parts.values())
+        n = sum(sum(1 for v in pq["values"]["accuracy"] if v is not None) for pq in parts.values())
         for metric, pq in parts.items():
             acc = pq["values"]["accuracy"]
             n_m = sum(v is not None for v in acc)
@@ -501,7 +505,7 @@ class SuiteTask(Task):
                           per_query(ids, values, None if self.cluster == "row" else clusters))
 
 
-def suite_cluster(members: dict[str, type]) -> str:
+def suite_cluster(members: dict[str, type[Task[EvalContext]]]) -> str:
     """A suite's cluster: its members' when they agree (SugarCrepe's splits: COCO images), else a list."""
     names = sorted({getattr(cls, "cluster", "row") for cls in members.values()}) or ["row"]
     joined = " / ".join(names)
@@ -511,7 +515,8 @@ def suite_cluster(members: dict[str, type]) -> str:
 BASES = {"choice": ChoiceTask, "retrieval": RetrievalTask, "suite": SuiteTask}
 
 
-def task_class(spec: dict[str, Any], members: dict[str, type] | None = None, base: type | None = None) -> type:
+def task_class(spec: dict[str, Any], members: dict[str, type[Task[EvalContext]]] | None = None,
+               base: type[Task[EvalContext]] | None = None) -> type[Task[EvalContext]]:
     """A `Task` subclass with today's class attributes, from a checked specification."""
     if spec["kind"] == "suite":
         kinds = {k for cls in (members or {}).values() for k in cls.modalities}

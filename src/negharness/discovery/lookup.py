@@ -48,7 +48,8 @@ def identity_options(entry: Any, options: Any) -> dict[str, Any]:
     one typed value, and a default given explicitly, name one model. Without ``-M`` options the
     factory's module is not imported (a fully cached run need not load it)."""
     if not isinstance(options, ModelOptions) or not options.extra:
-        return options.as_dict()
+        named: dict[str, Any] = options.as_dict()
+        return named
     factory = entry.load()
     return options.identity(declared_options(factory), entry.name, bool(getattr(factory, "passes_rest", False)))
 
@@ -97,7 +98,8 @@ class PluginLookup:
         """A new instance (not shared): the model under test, or a plugin a caller will change."""
         entry = self.registry.get(kind, name)
         options = self.resolved(kind, name, options)
-        if dataclasses.is_dataclass(options) and any(f.name == "plugins" for f in dataclasses.fields(options)):
+        if dataclasses.is_dataclass(options) and not isinstance(options, type) \
+                and any(f.name == "plugins" for f in dataclasses.fields(options)):
             options = dataclasses.replace(options, plugins=self)
         factory = entry.load()
         made = check_kind(kind, factory(bind_declared(factory, options, name)),

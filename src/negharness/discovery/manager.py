@@ -14,6 +14,7 @@ distributions or its module file change.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import os
 import sys
@@ -60,6 +61,11 @@ class PluginInfo:
     version: str | None = None
     status: str = "loaded"  # loaded | failed | blocked
     error: str | None = None
+
+
+def _call_hook(impl: pluggy.HookImpl, registry: Registry, kind: str) -> None:
+    """One plugin's registration hook, handed a registrar that attributes its entries to it."""
+    impl.function(registry=Registrar(registry, kind, impl.plugin_name))
 
 
 @dataclass
@@ -202,9 +208,9 @@ class PluginHost:
         registry = Registry()
         for hook_name, kind in _HOOK_KINDS.items():
             calls: list[tuple[str, Callable[[], None]]] = [
-                (impl.plugin_name, lambda impl=impl: impl.function(registry=Registrar(registry, kind, impl.plugin_name)))
+                (impl.plugin_name, functools.partial(_call_hook, impl, registry, kind))
                 for impl in getattr(self.pm.hook, hook_name).get_hookimpls()]
-            calls += [(name, lambda name=name: self._replay(registry, kind, name)) for name in self._indexed]
+            calls += [(name, functools.partial(self._replay, registry, kind, name)) for name in self._indexed]
             for plugin_name, call in sorted(calls, key=lambda c: c[0]):
                 try:
                     call()

@@ -292,7 +292,7 @@ def config_hash(model_cfg: ModelConfig, task: Task) -> str:
 
 
 def _split_by_reuse(planned: list[_Planned], sources: dict[str, str], overwrite: bool,
-                    code: dict[str, Any]) -> tuple[list, list]:
+                    code: dict[str, Any]) -> tuple[list[Any], list[Any]]:
     """(to run, each with why; reusable as far as is known before the model loads)."""
     todo, maybe = [], []
     for item in planned:

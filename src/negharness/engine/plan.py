@@ -245,7 +245,8 @@ def answer_from_receipt(host: PluginHost, req: RunRequest) -> list[RunOutcome] |
         outcomes = [_standing(task, hasher, *now) for task in receipt["tasks"]]
     except (UserError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None  # no receipt, one this code cannot read, or a data file gone: the normal way decides and says
-    return None if any(o is None for o in outcomes) else outcomes  # type: ignore[return-value]
+    standing = [o for o in outcomes if o is not None]
+    return standing if len(standing) == len(outcomes) else None
 
 
 def _standing(task: dict[str, Any], hasher: FileHasher, sources: dict[str, str],

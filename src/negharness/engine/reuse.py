@@ -86,7 +86,8 @@ def read_files(task: Any) -> list[Path]:
     """Every file the task's numbers rest on, as it stands now: those its ``-T`` options name first
     (a record lists the first files by name, so a rerun names the changed one), then `Task.data_files`,
     which includes files read when present (nT2VR's ``negated_neginfo.txt``)."""
-    return option_files(task.task_options, task.opts) + task.data_files()
+    files: list[Path] = option_files(task.task_options, task.opts) + task.data_files()
+    return files
 
 
 def files_known_from_options(task: Any) -> bool:

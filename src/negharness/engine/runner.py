@@ -14,14 +14,14 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, cast
 
 import torch
 
 from negharness.api.context import RunContext
 from negharness.api.errors import UserError
 from negharness.api.hashing import hash_json
-from negharness.api.model import EmbeddingModel
+from negharness.api.model import ChoiceScorer, EmbeddingModel, as_encoder
 from negharness.api.precision import autocast
 from negharness.api.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
@@ -36,7 +36,7 @@ from negharness.io.media import (
     collate_videos,
 )
 from negharness.io.tensor_images import DecodedBatches, DecodedFiles, PixelTransform, tensor_recipe
-from negharness.store.cache import EmbeddingCache, text_key
+from negharness.store.cache import CollectionCache, EmbeddingCache, text_key
 from negharness.store.content import hash_array
 
 CACHE_KEYS = 5  # 2: media keyed by content hash and decoding recipe, shards with checksums; 3: shards name their
@@ -152,7 +152,7 @@ class CachedEvalContext(RunContext):
 
     COUNTED = ("texts_encoded", "texts_cached", "media_encoded", "media_cached", "media_skipped")
 
-    def __init__(self, model: EmbeddingModel, settings: RunSettings, cache: EmbeddingCache | None = None,
+    def __init__(self, model: EmbeddingModel | ChoiceScorer, settings: RunSettings, cache: EmbeddingCache | None = None,
                  progress: Any = None, log_samples: bool = False, plugins: PluginLookup | None = None,
                  seed: int = 0, origin: ModelOrigin | None = None) -> None:
         super().__init__(model, plugins, seed)
@@ -185,7 +185,7 @@ class CachedEvalContext(RunContext):
         with torch.inference_mode(), autocast(self.settings.device, self.settings.precision):
             yield
 
-    def _collection(self, name: str):
+    def _collection(self, name: str) -> CollectionCache | None:
         return None if self.cache is None else self.cache.collection(self.namespace, name, self._namespace_info)
 
     def media_keys(self, media: MediaSet) -> tuple[str, list[str | None]]:
@@ -217,7 +217,7 @@ class CachedEvalContext(RunContext):
             keys.extend(hash_array(item) for item in media.load_batch(list(range(lo, min(lo + 1024, len(media))))))
         return keys
 
-    def _track(self, description: str, total: int):
+    def _track(self, description: str, total: int) -> Any:
         if self.progress is None or total == 0:
             return None
         return self.progress.add_task(description, total=total)
@@ -233,10 +233,7 @@ class CachedEvalContext(RunContext):
 
     def _require_encoder(self) -> None:
         """Only an encoder is embedded with: a `ChoiceScorer` on a task that embeds is refused by name."""
-        if not isinstance(self.model, EmbeddingModel):
-            raise UserError(f"model {self.model.name} scores choice tasks itself (score_choices) and has no "
-                            "embeddings: run it on choice tasks (sugarcrepe_*, aro_*, valse_*, crepe_*, ccneg, "
-                            "negvqa_*, negbench_mcq_*), not on retrieval tasks")
+        as_encoder(self.model)
 
     @timed_method("embed")
     def embed_texts(self, texts: Sequence[str]) -> torch.Tensor:
@@ -274,29 +271,33 @@ class CachedEvalContext(RunContext):
         tasks drop them (and queries left with no relevant item) before scoring.
         """
         self._require_encoder()
-        store, keys = None, [None] * len(media)
+        store: CollectionCache | None = None
+        keys: list[str | None] = [None] * len(media)
         if self.cache is not None:
             collection, keys = self.media_keys(media)
             store = self._collection(collection)
         emb: dict[int, torch.Tensor] = {}
         if store is not None:
             known = [i for i, k in enumerate(keys) if k is not None]
-            pos, vecs = store.lookup([keys[i] for i in known])
+            pos, vecs = store.lookup([k for k in keys if k is not None])  # the keys at ``known``
             if vecs.shape[1]:
                 self.contract.expect_dim(vecs.shape[1], f"its cached {media.kind} embeddings")
             if len(pos) == len(media) and len(media):
                 self.counters.media_cached += len(media)
                 return vecs  # every item cached, in order
             emb.update((known[p], v) for p, v in zip(pos, vecs))
-        todo, same_as, first = [], {}, {}
+        todo: list[int] = []
+        same_as: dict[int, int] = {}  # item -> the item of equal content that is encoded
+        first: dict[str, int] = {}  # content key -> the first item with it
         for i in range(len(media)):
             if i in emb:
                 continue
-            if keys[i] is not None and keys[i] in first:
-                same_as[i] = first[keys[i]]  # equal content: encoded once, served to both
+            key = keys[i]
+            if key is not None and key in first:
+                same_as[i] = first[key]  # equal content: encoded once, served to both
                 continue
-            if keys[i] is not None:
-                first[keys[i]] = i
+            if key is not None:
+                first[key] = i
             todo.append(i)
         self.counters.media_cached += len(media) - len(todo) - len(same_as)
         self._encode_shared(store, keys, todo, emb, lambda idx: self._encode_media(media, idx, emb, store, keys), "media")
@@ -435,19 +436,20 @@ class CachedEvalContext(RunContext):
         key (`media_keys`) and the loader (`_batches`) alike."""
         if media.kind != "image" or not media.plain_files or media.sources is None:
             return None
-        return self.model.pixel_transform()
+        transform: PixelTransform | None = self.model.pixel_transform()
+        return transform
 
     def _decode_threads(self) -> int:
         return self.settings.decode_threads or min(8, os.cpu_count() or 1)
 
-    def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader:
+    def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader[Any]:
         workers = self.settings.workers
         if workers is None:
             workers = 0 if media.cheap else default_workers(self.settings.device)
         collate = collate_videos if media.kind == "video" else collate_images
         preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
         transform = self._tensor_decoding(media)
-        items: torch.utils.data.Dataset = (
+        items: torch.utils.data.Dataset[Any] = (
             PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media) if transform is None
             else DecodedFiles(list(media.sources or ()), todo, transform, self.settings.skip_broken_media))
         return torch.utils.data.DataLoader(
@@ -455,7 +457,7 @@ class CachedEvalContext(RunContext):
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
             worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
 
-    def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+    def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
         """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers."""
         if media.cheap and media.load_batch is not None:
             bs = self.settings.batch_size
@@ -471,7 +473,7 @@ class CachedEvalContext(RunContext):
                 if positions:
                     yield positions, pixels, mask
 
-    def _decoded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+    def _decoded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
         """Decoded batches: image files the model decodes as tensors go through `DecodedBatches` on a
         GPU (batched nvjpeg, overlapping the forward pass); all else, and those on the CPU (one
         item per core), through `_loaded`."""
@@ -483,7 +485,7 @@ class CachedEvalContext(RunContext):
         return iter(DecodedBatches(list(media.sources or ()), chunks, transform, self.settings.device,
                                    self.settings.skip_broken_media, self._decode_threads()))
 
-    def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple]:
+    def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
         """Decoded batches: from worker processes when there are any, else from a pool of threads
         (one per core) that decode the next two batches item by item while the model encodes this
         one. Image and video decoders release the GIL, and with passive OpenMP waiting (see
@@ -495,7 +497,8 @@ class CachedEvalContext(RunContext):
             return
         from concurrent.futures import ThreadPoolExecutor
 
-        items, collate = loader.dataset, loader.collate_fn
+        # cast: `_loader`'s datasets are these two, each with a length
+        items, collate = cast("PreprocessedItems | DecodedFiles", loader.dataset), loader.collate_fn
         bs = self.settings.batch_size
         chunks = [range(lo, min(lo + bs, len(items))) for lo in range(0, len(items), bs)]
         threads = self._decode_threads()
@@ -507,7 +510,7 @@ class CachedEvalContext(RunContext):
                 batch = collate([f.result() for f in ahead[k]])
                 if k + 2 < len(chunks):
                     ahead.append([pool.submit(items.__getitem__, i) for i in chunks[k + 2]])
-                ahead[k] = None  # free the finished batch
+                ahead[k] = []  # free the finished batch
                 yield batch
         finally:  # an error or Ctrl-C does not wait for the batches queued behind it
             pool.shutdown(wait=True, cancel_futures=True)

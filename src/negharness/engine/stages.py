@@ -20,7 +20,7 @@ import functools
 import os
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -83,7 +83,7 @@ def timed_method(stage: str) -> Callable[[F], F]:
         def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
             with self.stages.timed(stage):
                 return method(self, *args, **kwargs)
-        return timed  # type: ignore[return-value]
+        return cast(F, timed)  # cast: `functools.wraps` keeps the method's signature, which mypy cannot see
     return wrap
 
 

@@ -144,14 +144,16 @@ def _fetch_one(source: Source, root: Path, meter: Meter) -> Outcome:
     if source.kind == "file":
         _record_file(root, source, got.path, got.sha256, t.url, got.commit)
         return Outcome(source, "fetched")
-    count = unpack(got.path, root, source.unpack)  # type: ignore[arg-type]
+    spec = source.unpack
+    assert spec is not None  # neither a snapshot nor a single file: an archive, which says how it unpacks
+    count = unpack(got.path, root, spec)
     manifest.record(root, source.name, {"archive_sha256": got.sha256, "size": got.size, "url": t.url,
                                         "pinned": pin_kind(source),
-                                        "unpacked_into": source.unpack.into, "members": count,  # type: ignore[union-attr]
+                                        "unpacked_into": spec.into, "members": count,
                                         "complete": True, "source": source.name,
                                         **({"revision": got.commit} if got.commit else {})})
     got.path.unlink()
-    return Outcome(source, "fetched", f"{count} files unpacked into {root / source.unpack.into}")  # type: ignore[union-attr]
+    return Outcome(source, "fetched", f"{count} files unpacked into {root / spec.into}")
 
 
 def _snapshot(source: Source, root: Path) -> Outcome:

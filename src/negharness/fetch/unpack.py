@@ -4,6 +4,7 @@ a name a task would read; a member that would land outside its folder is refused
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tarfile
@@ -28,19 +29,26 @@ def _kept(name: str, spec: Unpack) -> str | None:
     return name or None
 
 
+def _tar_member(tf: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    """A regular member's bytes (`extractfile` gives None only for what is not a regular file)."""
+    opened = tf.extractfile(member)
+    assert opened is not None
+    return opened
+
+
 def _members(archive: Path) -> Iterator[tuple[str, Callable[[], IO[bytes]]]]:
     """(name, opener) of each regular file in a zip or tar archive."""
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
             for info in zf.infolist():
                 if not info.is_dir():
-                    yield info.filename, (lambda info=info: zf.open(info))
+                    yield info.filename, functools.partial(zf.open, info)
         return
     try:
         with tarfile.open(archive) as tf:
             for member in tf:
                 if member.isfile():
-                    yield member.name, (lambda member=member: tf.extractfile(member))  # type: ignore[misc]
+                    yield member.name, functools.partial(_tar_member, tf, member)
     except tarfile.TarError as exc:
         raise UserError(f"{archive}: not a zip or tar archive ({exc})") from exc
 

@@ -185,7 +185,8 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     return read_checkpoint(path).state
 
 
-def shape_mismatches(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[tuple[str, tuple, tuple]]:
+def shape_mismatches(module: torch.nn.Module, state: dict[str, torch.Tensor]
+                     ) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
     """(key, checkpoint shape, model shape) for each tensor both have with other shapes, in the
     model's order (torch would raise a multi-line error for these, even with strict=False)."""
     own = module.state_dict()
@@ -202,7 +203,7 @@ def kind_mismatches(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> 
             and not state[k].is_floating_point()]
 
 
-def _shape(shape: tuple) -> str:
+def _shape(shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(n) for n in shape) + "]"
 
 

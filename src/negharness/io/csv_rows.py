@@ -93,7 +93,8 @@ def _parse(cell: str, where: str) -> Any:
                         f"({exc.__class__.__name__}: {str(exc)[:80]})") from None
 
 
-def numbered_rows(path: Path | str, reader: Iterable[dict], first: int = 2) -> Iterator[tuple[int, dict]]:
+def numbered_rows(path: Path | str, reader: Iterable[dict[str, Any]], first: int = 2
+                  ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, row) of a csv.DictReader, numbered from ``first`` (the header is line 1). A row the csv
     module cannot read (a cell longer than its field limit, a NUL byte) is a `UserError` naming the
     file and line, not a plugin crash naming neither."""
@@ -128,7 +129,7 @@ def check_csv_header(path: Path | str, fields: Sequence[str] | None) -> list[str
     return names
 
 
-def check_csv_width(where: str, row: dict, width: int, hint: str = "an unquoted comma?") -> None:
+def check_csv_width(where: str, row: dict[Any, Any], width: int, hint: str = "an unquoted comma?") -> None:
     """A row (from csv.DictReader) with fewer or more cells than the header's ``width`` is an error
     at ``where`` (``file:line``), not shifted columns: DictReader fills a short row with None and
     puts extra cells under None."""

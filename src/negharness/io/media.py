@@ -115,7 +115,7 @@ def frame_folders(key: str, ids: list[str], frames: Sequence[Sequence[Path]], sa
                     sources=[sampled_frame_paths(f, sampling) for f in frames], recipe=frames_recipe(sampling))
 
 
-class PreprocessedItems(torch.utils.data.Dataset):
+class PreprocessedItems(torch.utils.data.Dataset[Any]):
     """Items of a MediaSet at given positions, through the model's preprocessing (runs in workers).
 
     With ``skip_broken``, an item whose file cannot be read comes back as (position, error message)
@@ -148,14 +148,14 @@ def split_broken(batch: list[tuple[int, Any]]) -> tuple[list[tuple[int, torch.Te
     return [b for b in batch if not isinstance(b[1], str)], [b for b in batch if isinstance(b[1], str)]
 
 
-def collate_images(batch: list[tuple[int, Any]]) -> tuple:
+def collate_images(batch: list[tuple[int, Any]]) -> tuple[Any, ...]:
     good, broken = split_broken(batch)
     if not good:
         return [], None, None, broken
     return [b[0] for b in good], torch.stack([b[1] for b in good]), None, broken
 
 
-def collate_videos(batch: list[tuple[int, Any]]) -> tuple:
+def collate_videos(batch: list[tuple[int, Any]]) -> tuple[Any, ...]:
     """Pad to the longest clip; the mask keeps padding out of the pooled embedding."""
     batch, broken = split_broken(batch)
     if not batch:

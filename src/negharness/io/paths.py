@@ -15,7 +15,7 @@ def _user_cache() -> Path:
     return Path(base) / "negharness"
 
 
-def cache_root(explicit: str | os.PathLike | None = None) -> Path:
+def cache_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """Embedding cache and generated media: --cache-dir, else $NEGHARNESS_CACHE, else ~/.cache/negharness."""
     if explicit:
         return Path(explicit)
@@ -23,7 +23,7 @@ def cache_root(explicit: str | os.PathLike | None = None) -> Path:
     return Path(env) if env else _user_cache()
 
 
-def data_root(explicit: str | os.PathLike | None = None) -> tuple[Path, str]:
+def data_root(explicit: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
     """The folder tasks read their files from, and which rule chose it (for error messages)."""
     if explicit:
         return Path(explicit), "--data-root"
@@ -43,7 +43,7 @@ def links_out_allowed() -> bool:
     return env_flag(ALLOW_LINKS_OUT_ENV)
 
 
-def symlink_loop_error(path: str | os.PathLike, where: str = "") -> UserError:
+def symlink_loop_error(path: str | os.PathLike[str], where: str = "") -> UserError:
     """The error for a path whose symlinks lead back to themselves (ELOOP)."""
     prefix = f"{where}: " if where else ""
     try:
@@ -53,7 +53,7 @@ def symlink_loop_error(path: str | os.PathLike, where: str = "") -> UserError:
     return UserError(f"{prefix}{os.fspath(path)}: symlink loop{target}: following its links never reaches a file")
 
 
-def is_symlink_loop(path: str | os.PathLike) -> bool:
+def is_symlink_loop(path: str | os.PathLike[str]) -> bool:
     """True for a path that ``exists()`` calls absent because its symlinks lead back to themselves."""
     try:
         os.stat(path)
@@ -80,7 +80,7 @@ class RootGuard:
     yet. Remembers each folder's real path, so checking a file costs one ``lstat`` after the first
     (string operations only: 90,000 frame paths of an nT2VR index must not cost seconds)."""
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self._lexical = os.path.normpath(os.path.abspath(root))
         self._real_root = os.path.realpath(root)
@@ -100,7 +100,7 @@ class RootGuard:
             real_parent = self._dirs[parent] = os.path.realpath(parent)
         return os.path.join(real_parent, name)
 
-    def check(self, path: str | os.PathLike, where: str) -> Path:
+    def check(self, path: str | os.PathLike[str], where: str) -> Path:
         """``path`` as it will be opened, or a `UserError` naming ``where``: outside the root, or a
         symlink loop (which every later ``exists()`` would call "missing")."""
         raw = os.fspath(path)
@@ -118,7 +118,7 @@ class RootGuard:
         return Path(os.path.normpath(raw))  # what is opened is what was checked ('a/link/..' folded)
 
 
-def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
+def require_regular(path: str | os.PathLike[str], where: str = "") -> os.stat_result:
     """The file's stat when it is a regular file (after symlinks); a FIFO, socket, device or folder,
     a symlink loop or a broken symlink is a `UserError` naming it and the cause, checked before
     anything opens it (opening a FIFO blocks forever)."""
@@ -144,7 +144,7 @@ def require_regular(path: str | os.PathLike, where: str = "") -> os.stat_result:
     return st
 
 
-def writable_folder(path: str | os.PathLike, option: str) -> Path:
+def writable_folder(path: str | os.PathLike[str], option: str) -> Path:
     """``path`` made and written once (a probe file), before any work: an error names ``option``.
     Probe names carry the pid, since torchrun ranks probe one folder at once."""
     path = Path(path)

@@ -22,7 +22,7 @@ import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import torch
 
@@ -48,8 +48,10 @@ class _ForeignType(type):
     """Metaclass of the stand-ins: pickle's NEWOBJ builds one through ``__new__`` (data); REDUCE
     calls it (``cls(*args)``), which lands here and asks the unpickler's policy."""
 
+    _on_call: Callable[[type], Any]  # the unpickler's policy, set on each stand-in class (`find_class`)
+
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        return cls._on_call(cls)  # type: ignore[attr-defined]
+        return cls._on_call(cls)
 
 
 class InertObject(metaclass=_ForeignType):
@@ -98,22 +100,23 @@ class Unpickled:
     skipped: list[str] = field(default_factory=list)
 
 
-def _rebuild_tensor(storage: torch.Tensor, offset: int, size: tuple, stride: tuple, *_: Any) -> torch.Tensor:
+def _rebuild_tensor(storage: torch.Tensor, offset: int, size: tuple[int, ...], stride: tuple[int, ...],
+                    *_: Any) -> torch.Tensor:
     return storage.as_strided(tuple(size), tuple(stride), offset)
 
 
 @dataclass
 class _PendingTensor:
-    cell: list
+    cell: list[Any]
     offset: int
-    size: tuple
-    stride: tuple
+    size: tuple[Any, ...]
+    stride: tuple[Any, ...]
 
     def resolve(self) -> torch.Tensor:
         return _rebuild_tensor(self.cell[0], self.offset, self.size, self.stride)
 
 
-def _rebuild_any(storage: Any, offset: int, size: tuple, stride: tuple, *rest: Any) -> Any:
+def _rebuild_any(storage: Any, offset: int, size: tuple[Any, ...], stride: tuple[Any, ...], *rest: Any) -> Any:
     if isinstance(storage, list):  # legacy: storage bytes come after the object
         return _PendingTensor(storage, offset, tuple(size), tuple(stride))
     return _rebuild_tensor(storage, offset, size, stride)
@@ -123,7 +126,7 @@ def _rebuild_parameter(data: Any, *_: Any) -> Any:
     return data
 
 
-def _rebuild_from_type(func: Any, _new_type: Any, args: tuple, _state: Any) -> Any:
+def _rebuild_from_type(func: Any, _new_type: Any, args: tuple[Any, ...], _state: Any) -> Any:
     return func(*args)
 
 
@@ -172,7 +175,8 @@ _DATA_CONSTRUCTORS = {
 class _RestrictedUnpickler(pickle.Unpickler):
     """find_class hands out only the table above, storage markers or fresh stand-in classes."""
 
-    def __init__(self, file: BinaryIO, load_storage: Any, skip_calls: bool = False) -> None:
+    def __init__(self, file: BinaryIO, load_storage: Callable[[tuple[Any, ...]], Any],
+                 skip_calls: bool = False) -> None:
         super().__init__(file)
         self._load_storage = load_storage
         self.ignored: dict[str, None] = {}
@@ -202,7 +206,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return _ForeignType(name, (InertObject,), {"foreign_name": qualified, "_on_call": staticmethod(self._on_call),
                                                    "__module__": "negharness.io.safe_unpickle"})
 
-    def persistent_load(self, pid: Any) -> torch.Tensor:
+    def persistent_load(self, pid: Any) -> Any:  # the loader's storage: a tensor, or a list when checking
         if not (isinstance(pid, tuple) and pid and pid[0] == "storage" and isinstance(pid[1], _StorageType)):
             raise pickle.UnpicklingError(f"unsupported persistent id {pid!r:.80}")
         return self._load_storage(pid)
@@ -224,7 +228,7 @@ def _load_zip(path: Path, skip_calls: bool) -> Unpickled:
             raise pickle.UnpicklingError("big-endian checkpoints are not supported")
         cache: dict[str, torch.Tensor] = {}
 
-        def load_storage(pid: tuple) -> torch.Tensor:
+        def load_storage(pid: tuple[Any, ...]) -> torch.Tensor:
             key, dtype = str(pid[2]), pid[1].dtype
             if key not in cache:
                 cache[key] = _as_tensor(archive.read(f"{prefix}data/{key}"), dtype)
@@ -238,9 +242,9 @@ def _load_zip(path: Path, skip_calls: bool) -> Unpickled:
 def _load_legacy(path: Path, skip_calls: bool) -> Unpickled:
     """Pre-1.6 stream: magic, protocol, sys info, the object, its storage keys, then each storage's
     element count (int64) and raw bytes in key order."""
-    storages: dict[str, tuple[torch.dtype, list]] = {}
+    storages: dict[str, tuple[torch.dtype, list[Any]]] = {}
 
-    def load_storage(pid: tuple) -> list:
+    def load_storage(pid: tuple[Any, ...]) -> list[Any]:
         if len(pid) > 5 and pid[5] is not None:
             raise pickle.UnpicklingError("legacy storage views are not supported")
         key = str(pid[2])

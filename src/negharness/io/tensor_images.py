@@ -222,8 +222,8 @@ class DecodedBatches:
         self.paths, self.chunks, self.transform, self.device = paths, chunks, transform, device
         self.skip_broken, self.threads, self.thread_init = skip_broken, threads, thread_init
 
-    def __iter__(self) -> Iterator[tuple]:
-        done: queue.Queue = queue.Queue(maxsize=AHEAD)
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        done: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
         stop = threading.Event()
         readers = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="negharness-read",
                                      initializer=self.thread_init)
@@ -246,7 +246,7 @@ class DecodedBatches:
             producer.join()
             readers.shutdown(wait=True, cancel_futures=True)
 
-    def _produce(self, readers: ThreadPoolExecutor, done: queue.Queue, stop: threading.Event) -> None:
+    def _produce(self, readers: ThreadPoolExecutor, done: queue.Queue[Any], stop: threading.Event) -> None:
         if self.thread_init is not None:
             self.thread_init()
         stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
@@ -266,17 +266,17 @@ class DecodedBatches:
             self._put(done, exc, stop)
 
     @staticmethod
-    def _put(done: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    def _put(done: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
         while not stop.is_set():
             with contextlib.suppress(queue.Full):
                 done.put(item, timeout=0.1)
                 return True
         return False
 
-    def _submit(self, readers: ThreadPoolExecutor, chunk: list[int]) -> list[Future]:
+    def _submit(self, readers: ThreadPoolExecutor, chunk: list[int]) -> list[Future[Any]]:
         return [readers.submit(read_item, self.paths[p]) for p in chunk]
 
-    def _batch(self, chunk: list[int], reads: list[Future]) -> tuple:
+    def _batch(self, chunk: list[int], reads: list[Future[Any]]) -> tuple[Any, ...]:
         """One batch: read results gathered, JPEGs decoded together, all transformed together."""
         kept: list[int] = []
         images: list[Any] = []
@@ -300,7 +300,7 @@ class DecodedBatches:
         return kept, self.transform(on_device), None, broken
 
 
-class DecodedFiles(torch.utils.data.Dataset):
+class DecodedFiles(torch.utils.data.Dataset[Any]):
     """The same decoding one file at a time, ``(position, pixels or message)`` as `PreprocessedItems`
     gives: for the CPU, where the runner's decode threads or worker processes spread items over the
     cores (a batched call would decode on one of them)."""

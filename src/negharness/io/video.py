@@ -10,13 +10,17 @@ from __future__ import annotations
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from negharness.api.errors import MediaError, UserError
 from negharness.api.sampling import FrameSampling
 from negharness.io.image_files import DECODE_ERRORS, decode_failure, image_decoder_identity, open_image
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+    from av.video.stream import VideoStream
 
 DECODERS = ("av", "decord", "cv2")
 FRAME_INDEX_FPS = 2.0  # nT2VR extracted one frame every 0.5 s
@@ -103,12 +107,12 @@ def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
         stream = container.streams.video[0]
         stream.codec_context.thread_count = 1  # the runner decodes videos in parallel; codec threads only add overhead
         if timeline is None:  # no timestamps (a raw stream): decode once, take frames by index at the average rate
-            frames = list(container.decode(stream))
-            if not frames:
+            every = list(container.decode(stream))
+            if not every:
                 return np.zeros((0,))
-            return np.stack([frames[int(i)].to_ndarray(format="rgb24") for i in sampling.indices(len(frames), rate)])
+            return np.stack([every[int(i)].to_ndarray(format="rgb24") for i in sampling.indices(len(every), rate)])
         shown, end = timeline
-        tb = float(stream.time_base)
+        tb = _time_base(stream)
         wanted = sampling.at_times(shown * tb, end * tb)
         targets = shown[wanted].tolist()
         if len(wanted) * 4 < len(shown):
@@ -121,7 +125,13 @@ def _decode_av(path: Path, sampling: FrameSampling) -> np.ndarray:
         return frames
 
 
-def _av_timeline(container, stream, rate: float) -> tuple[np.ndarray, int] | None:
+def _time_base(stream: VideoStream) -> float:
+    """Seconds per tick of the stream's timestamps (a stream whose packets carry them has one)."""
+    assert stream.time_base is not None
+    return float(stream.time_base)
+
+
+def _av_timeline(container: InputContainer, stream: VideoStream, rate: float) -> tuple[np.ndarray, int] | None:
     """(every frame's presentation time in the stream's time base, ascending; when the last one stops
     showing), from the packets alone; None when a packet has no timestamp. A file cut short ends its
     packets early (`_require_declared` judges it). The last frame shows for its packet's duration, else
@@ -144,17 +154,17 @@ def _av_timeline(container, stream, rate: float) -> tuple[np.ndarray, int] | Non
     last = int(times[-1])
     step = durations.get(last) or (int(np.median(np.diff(times))) if len(times) > 1 else 0)
     if step <= 0:
-        step = max(1, round(1.0 / (rate * float(stream.time_base))))
+        step = max(1, round(1.0 / (rate * _time_base(stream))))
     return times, last + step
 
 
-def _require_declared(path: Path, stream, shown: np.ndarray, end: int, rate: float) -> None:
+def _require_declared(path: Path, stream: VideoStream, shown: np.ndarray, end: int, rate: float) -> None:
     """Refuse a file whose packets stop well before what its header declares (an MP4 cut short, its
     index intact): by frame count where the container gives one, else by duration at the average rate."""
     if stream.frames:
         require_whole(path, len(shown), int(stream.frames))
     elif stream.duration:
-        tb = float(stream.time_base)
+        tb = _time_base(stream)
         first = float(stream.start_time or shown[0]) * tb
         require_whole(path, round((end * tb - first) * rate), round(float(stream.duration) * tb * rate))
 
@@ -171,7 +181,7 @@ def require_whole(path: Path, decoded: int, declared: int) -> None:
         raise MediaError(f"cannot decode video {path}: ends after frame {decoded} of {declared} (truncated?)")
 
 
-def _streams_in(container) -> str:
+def _streams_in(container: InputContainer) -> str:
     """What the file holds instead: "1 audio stream", "no streams"."""
     kinds: dict[str, int] = {}
     for s in container.streams:
@@ -179,7 +189,7 @@ def _streams_in(container) -> str:
     return ", ".join(f"{n} {k} stream{'s' if n > 1 else ''}" for k, n in kinds.items()) or "no streams"
 
 
-def _av_sequential(container, stream, targets: list[int]) -> tuple[np.ndarray, int | None]:
+def _av_sequential(container: InputContainer, stream: VideoStream, targets: list[int]) -> tuple[np.ndarray, int | None]:
     """Decode in order from the current position and keep, for each target presentation time (in
     the stream's time base, ascending), the first frame shown at or after it; stops after the last.
     Returns the frames and the presentation time of the last frame decoded (None: none was)."""
@@ -207,7 +217,8 @@ def _av_sequential(container, stream, targets: list[int]) -> tuple[np.ndarray, i
 SEEK_GAP_S = 10.0  # a later target this far ahead is reached by seeking, whatever the keyframe interval
 
 
-def _av_seek(container, stream, targets: list[int], rate: float) -> tuple[np.ndarray, int | None]:
+def _av_seek(container: InputContainer, stream: VideoStream, targets: list[int], rate: float
+             ) -> tuple[np.ndarray, int | None]:
     """Sparse sampling in one pass: seek to the keyframe before the first target, then read packets in
     order and decode only from the last keyframe before each target (packets before it are read, never
     decoded). Targets within one keyframe interval share one decode; seeking back for each of them
@@ -218,7 +229,7 @@ def _av_seek(container, stream, targets: list[int], rate: float) -> tuple[np.nda
     packets up to it would cost more than the seek), or than `SEEK_GAP_S`, is reached by a seek.
     ``targets``: presentation times in the stream's time base, ascending. Returns the frames and the
     presentation time of the last frame decoded (None: none was)."""
-    tb = float(stream.time_base)
+    tb = _time_base(stream)
     out: list[np.ndarray] = []
     last = None  # the last frame decoded: stands in for targets past the real end of the stream
     gop: list[float] = []  # the longest keyframe interval seen, in seconds (none seen yet: empty)
@@ -238,8 +249,8 @@ def _av_seek(container, stream, targets: list[int], rate: float) -> tuple[np.nda
     return np.stack(out), last.pts
 
 
-def _decode_targets(container, stream, targets: list[int], out: list[np.ndarray], tb: float, rate: float,
-                    last, gop: list[float]) -> tuple:
+def _decode_targets(container: InputContainer, stream: VideoStream, targets: list[int], out: list[np.ndarray],
+                    tb: float, rate: float, last: int | None, gop: list[float]) -> tuple[Any, ...]:
     """From the current position, append to ``out`` the first frame shown at or after each target
     (a presentation time in the stream's time base) in turn. Returns (last frame decoded, whether the next target wants a seek);
     ``gop`` keeps the longest keyframe interval seen across calls. A packet the decoder refuses after
@@ -253,11 +264,11 @@ def _decode_targets(container, stream, targets: list[int], out: list[np.ndarray]
         return seen[0], False
 
 
-def _decode_packets(container, stream, targets: list[int], out: list[np.ndarray], tb: float, rate: float,
-                    seen: list, gop: list[float]) -> tuple:
+def _decode_packets(container: InputContainer, stream: VideoStream, targets: list[int], out: list[np.ndarray],
+                    tb: float, rate: float, seen: list[Any], gop: list[float]) -> tuple[Any, ...]:
     """`_decode_targets`'s pass over the packets; ``seen[0]`` follows the last frame decoded."""
     codec = stream.codec_context
-    pending: list = []  # packets read, not decoded: since the last keyframe, or since the last decode
+    pending: list[Any] = []  # packets read, not decoded: since the last keyframe, or since the last decode
     fed = False  # whether the decoder holds state from packets before ``pending``
     key_at = None  # the last keyframe read since the seek
     for packet in container.demux(stream):
@@ -304,7 +315,8 @@ def _decode_decord(path: Path, sampling: FrameSampling) -> np.ndarray:
 
     reader = decord.VideoReader(str(path))
     idx = sampling.indices(len(reader), float(reader.get_avg_fps()))
-    return reader.get_batch(idx.tolist()).asnumpy()
+    frames: np.ndarray = reader.get_batch(idx.tolist()).asnumpy()
+    return frames
 
 
 def _decode_cv2(path: Path, sampling: FrameSampling) -> np.ndarray:
@@ -337,7 +349,7 @@ def load_frames(paths: Sequence[Path], sampling: FrameSampling, native_fps: floa
     return np.stack([np.asarray(im) for im in load_frame_images(paths, sampling, native_fps)])
 
 
-def load_frame_images(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> list:
+def load_frame_images(paths: Sequence[Path], sampling: FrameSampling, native_fps: float = FRAME_INDEX_FPS) -> list[Any]:
     """Sampled frames of a pre-extracted video as decoded RGB Pillow images, which a model's
     preprocessing resizes directly; `load_frames`'s array costs three full-size copies per frame more
     (to an array, into the stack, back to an image) for the same pixels."""

@@ -185,7 +185,8 @@ def check_fields(rec: dict[str, Any], where: str) -> None:
         if not isinstance(info, dict):
             raise RecordError(f"{where}: field 'metric_info.{key}' must be an object; {FIX}")
         fmt = info.get("fmt", ".3f")
-        if not isinstance(fmt, str) or not _FMT.fullmatch(fmt) or int(_FMT.fullmatch(fmt)[1]) > MAX_PRECISION:
+        match = _FMT.fullmatch(fmt) if isinstance(fmt, str) else None
+        if match is None or int(match[1]) > MAX_PRECISION:
             raise RecordError(f"{where}: field 'metric_info.{key}.fmt' {fmt!r:.40} is not a number format the board "
                               f"uses ('.1f', '.3f', '.2%': precision 0 to {MAX_PRECISION}); {FIX}")
 

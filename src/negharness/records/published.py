@@ -148,7 +148,9 @@ def load_table(path: Path | str) -> list[PublishedRow]:
     for lineno, cells in lines:
         if len(cells) != len(header):
             raise PublishedTableError(f"{path}:{lineno}: {len(cells)} cells, the header has {len(header)}")
-        get = lambda c: cells[at[c]].strip() if c in at else ""  # noqa: E731
+        def get(c: str) -> str:
+            return cells[at[c]].strip() if c in at else ""
+
         for c in REQUIRED:
             if not get(c):
                 raise PublishedTableError(f"{path}:{lineno}: empty {c!r}")

@@ -29,7 +29,8 @@ def seed_means(per_seed: Sequence[np.ndarray]) -> np.ndarray:
     arrays = [np.asarray(a, dtype=np.float64) for a in per_seed]
     if not arrays or any(a.shape != arrays[0].shape for a in arrays):
         raise ValueError("seed_means needs one value per query for every seed, the same queries in each")
-    return np.mean(arrays, axis=0)
+    means: np.ndarray = np.mean(arrays, axis=0)
+    return means
 
 
 BOOTSTRAP_RESAMPLES = 10_000

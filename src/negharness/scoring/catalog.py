@@ -164,7 +164,7 @@ def renamed_record(rec: dict[str, Any]) -> dict[str, Any]:
     are unchanged). Anything not shaped as a record is returned as it is, for the checks to name."""
     task = rec.get("task") if isinstance(rec, dict) else None
     old = renames(task.get("name", "")) if isinstance(task, dict) and isinstance(task.get("name"), str) else {}
-    if not old:
+    if not old or not isinstance(task, dict):  # renames exist only for a task mapping with a name
         return rec
     out = dict(rec)
     for field in RECORD_METRIC_MAPS:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from negharness.api.errors import UserError
 from negharness.io.media import MediaSet
 from negharness.scoring.unreadable import unreadable_items
 from negharness.scoring.views import pair_scores, rows_of
+
+if TYPE_CHECKING:
+    from negharness.api.model import ChoiceScorer
 
 
 def scores_itself(ctx: EvalContext) -> bool:
@@ -60,7 +63,9 @@ def score_choices(ctx: EvalContext, choices: ChoiceSet, media_emb: torch.Tensor 
     """(rows, widest row) scores, higher = more likely true; every distinct caption and medium encoded once
     (``media_emb``: the media's embeddings where the caller already has them, to find unreadable ones)."""
     if scores_itself(ctx):
-        return ctx.model.score_choices(choices, ctx.batch_size, ctx.precision)
+        # cast: the flag decided it (`scores_itself`); the model is a `ChoiceScorer`, or an older
+        # `EmbeddingModel` flagged ``scores_choices_itself`` with its own `score_choices`: no common base
+        return cast("ChoiceScorer", ctx.model).score_choices(choices, ctx.batch_size, ctx.precision)
     _refuse_questions(ctx, choices.questions is not None)
     if media_emb is None:
         media_emb = ctx.embed_media(choices.media)
@@ -124,7 +129,7 @@ class ChoiceOutcome:
     same_words: int = 0  # scored rows whose true and a false caption are the same words (`same_words`)
 
 
-def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str], min_group: int
+def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str | None], min_group: int
            ) -> tuple[float | None, dict[str, Any], list[float | None]]:
     """Macro mean over groups of at least ``min_group`` covered rows, and per row its 0/100 weighted
     by n / (G * n_g) (n covered rows in kept groups, G kept groups), so that the mean of the
@@ -147,7 +152,7 @@ def _macro(right: np.ndarray, covered: np.ndarray, groups: Sequence[str], min_gr
     return macro, per_group, values
 
 
-def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str] | None = None,
+def choice_scoring(scores: torch.Tensor, correct: Sequence[int], groups: Sequence[str | None] | None = None,
                    min_group: int = 1, scored: Sequence[bool] | None = None,
                    authors_ties: str | None = None, options: Sequence[Sequence[str]] | None = None) -> ChoiceOutcome:
     """Accuracy (percent; a tie at the top is wrong), tie rate, and with ``groups`` the macro mean of

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -157,7 +157,7 @@ def check_sizes(sizes: Sequence[int], n_queries: int, task: str) -> None:
                         f"(give N of at most {n_queries})")
 
 
-def detectable_differences(samples: list[dict], sizes: Sequence[int], resamples: int = 10_000,
+def detectable_differences(samples: list[dict[str, Any]], sizes: Sequence[int], resamples: int = 10_000,
                            seed: int = 0) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, np.ndarray]]]:
     """Per metric and N: the 95th percentile of `subsample_deltas` (the smallest difference an
     N-query evaluation detects at the 95% level), and the distributions behind it, from a run's

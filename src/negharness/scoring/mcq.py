@@ -10,7 +10,7 @@ That argmax is NegBench's own scoring: its number is kept beside as ``accuracy_a
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import Any, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -29,6 +29,8 @@ from negharness.scoring.choices import (
     score_choices,
 )
 from negharness.scoring.unreadable import nothing_left, skip_notes
+
+T = TypeVar("T")
 
 AUTHORS_NOTE = ("accuracy_authors_rule: NegBench's scoring, a first-index argmax over the options in file order, "
                 "so a tie goes to the first option (most often the correct one: a model scoring every option the "
@@ -57,13 +59,13 @@ def mcq_metrics(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int],
 
 
 def mcq_values(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], templates: Sequence[str],
-               option_templates: Sequence[Sequence[str]]) -> dict[str, list]:
+               option_templates: Sequence[Sequence[str]]) -> dict[str, list[Any]]:
     """Per question, the terms `mcq_metrics` averages: 0/100 per question; acc_<t> covers only the
     questions whose correct answer has template t (None elsewhere)."""
     hit = (chosen == torch.as_tensor(np.asarray(correct))).numpy()
     right = (hit & ~tie.numpy()) * 100.0
     ties = tie.numpy()
-    out: dict[str, list] = {"accuracy": right.tolist(), "tie_rate": (ties * 100.0).tolist(),
+    out: dict[str, list[Any]] = {"accuracy": right.tolist(), "tie_rate": (ties * 100.0).tolist(),
                             "accuracy_authors_rule": (hit * 100.0).tolist()}
     for t in TEMPLATES:
         if t in templates:
@@ -72,6 +74,10 @@ def mcq_values(chosen: torch.Tensor, tie: torch.Tensor, correct: Sequence[int], 
         out[f"chose_{t}"] = [0.0 if bool(x) else 100.0 * (option_templates[i][int(c)] == t)
                              for i, (c, x) in enumerate(zip(chosen, ties))]
     return out
+
+
+def _rows(xs: Sequence[T], rows: list[int]) -> list[T]:
+    return [xs[r] for r in rows]
 
 
 def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], options: Sequence[Sequence[str]],
@@ -86,9 +92,8 @@ def evaluate_mcq(ctx: EvalContext, media: MediaSet, media_index: Sequence[int], 
     if not asked:
         raise nothing_left(media, "question")
     if dropped:
-        pick = lambda xs: [xs[r] for r in asked]  # noqa: E731
-        media_index, options, correct = pick(media_index), pick(options), pick(correct)
-        templates, option_templates = pick(templates), pick(option_templates)
+        media_index, options, correct = _rows(media_index, asked), _rows(options, asked), _rows(correct, asked)
+        templates, option_templates = _rows(templates, asked), _rows(option_templates, asked)
     flat = [o for row in options for o in row]
     scores = score_choices(ctx, ChoiceSet(media, media_index, options, correct), media_emb)
     chosen, tie = mcq_choices(scores)

@@ -25,7 +25,7 @@ class Relevance:
     n_items: int
 
     @classmethod
-    def from_lists(cls, lists: Sequence[Sequence[int]], n_items: int) -> "Relevance":
+    def from_lists(cls, lists: Sequence[Sequence[int] | np.ndarray], n_items: int) -> "Relevance":
         counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
         if (counts == 0).any():
             raise ValueError(f"query {int(np.argmin(counts))} has no relevant item")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from negharness.api.errors import UserError
 from negharness.io.json_files import loads_unique, read_bounded
@@ -64,7 +64,7 @@ def compact(value: Any) -> float | int | None:
     return float(f"{v:.12g}")
 
 
-def per_query(ids: Sequence[Any], values: dict[str, Sequence[Any]],
+def per_query(ids: Sequence[Any], values: Mapping[str, Iterable[Any]],
               clusters: Sequence[Any] | None = None) -> dict[str, Any]:
     """The per-query block of a TaskResult, values compacted; ``clusters``: each query's cluster id
     (the image, video or source item it belongs to), for a task that declares a cluster."""
@@ -94,12 +94,12 @@ def _close(got: float, want: float) -> bool:
     return abs(got - want) <= TOLERANCE * max(1.0, abs(want))
 
 
-def _nonfinite(vals: list) -> int | None:
+def _nonfinite(vals: list[Any]) -> int | None:
     """Index of the first NaN/inf (JSON's NaN, Infinity), else None; None entries are "not covered"."""
     return next((i for i, x in enumerate(vals) if isinstance(x, float) and not math.isfinite(x)), None)
 
 
-def _value_problem(name: str, vals: Any, ids: list, metrics: dict[str, Any]) -> str | None:
+def _value_problem(name: str, vals: Any, ids: list[Any], metrics: dict[str, Any]) -> str | None:
     """Why one metric's per-query values break the contract, or None."""
     if name not in metrics:
         return f"{name!r} has per-query values but is not a metric of the run"
@@ -230,7 +230,7 @@ def read_sidecar(record_path: Path, record: dict[str, Any], results_dir: Path | 
         raise PerQueryError(f"{where}: not a file name")
     top = Path(results_dir) if results_dir is not None else Path(record_path).parent.parent
     try:
-        data = loads_unique(read_bounded(Path(record_path).parent / name, top, where))
+        data: dict[str, Any] = loads_unique(read_bounded(Path(record_path).parent / name, top, where))
     except UserError as exc:
         raise PerQueryError(str(exc)) from None
     except (ValueError, RecursionError) as exc:

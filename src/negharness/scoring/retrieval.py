@@ -9,13 +9,14 @@ every model the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence, TypeVar
 
 import numpy as np
 import torch
 
 from negharness.api.context import EvalContext
 from negharness.api.errors import UserError
+from negharness.api.model import as_encoder
 from negharness.api.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
@@ -46,9 +47,11 @@ from negharness.scoring.unreadable import (
 )
 from negharness.scoring.views import pair_scores, query_scores
 
+T = TypeVar("T")
 
 
-def task_qrels(opts: dict) -> Qrels | None:
+
+def task_qrels(opts: dict[str, Any]) -> Qrels | None:
     """The ``-T qrels=FILE`` judgements of a retrieval task, read once; None without the option."""
     return read_qrels(opts["qrels"]) if opts.get("qrels") else None
 
@@ -60,7 +63,7 @@ class QuerySet:
     relevance: Relevance
     # per query (positive part, negative part) where the data gives them (composed files, the
     # authors' neginfo); None for the whole set or for one query: the model splits it itself
-    parts: list[tuple[str, str] | None] | None = None
+    parts: Sequence[tuple[str, str] | None] | None = None
     # the item each query was written for (its caption's video), where that differs from "all relevant"
     source: list[int] | None = None
 
@@ -83,7 +86,8 @@ def relevance_notes(relevance: Relevance) -> dict[str, float]:
 
 
 def drop_unreadable(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, queries: QuerySet,
-                    candidates: Relevance | None = None) -> tuple:
+                    candidates: Relevance | None = None
+                    ) -> tuple[MediaSet, torch.Tensor, QuerySet, dict[str, Any], Relevance | None]:
     """`negharness.scoring.unreadable`'s rule for retrieval: unreadable items leave the candidates, and a
     query left with no relevant item leaves the scoring. Returns (media, media_emb, queries, notes,
     candidates) (candidates: each query's own set, restricted the same way; None stays None)."""
@@ -94,11 +98,16 @@ def drop_unreadable(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, 
     if not kept.any():
         raise nothing_left(media, "query")
     media, media_emb = kept_media(media, media_emb, bad)
-    keep = lambda xs: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
-    queries = QuerySet(keep(queries.ids), keep(queries.texts), relevance, keep(queries.parts))
+    parts = None if queries.parts is None else _kept(queries.parts, kept)
+    queries = QuerySet(_kept(queries.ids, kept), _kept(queries.texts, kept), relevance, parts)
     if candidates is not None:  # a kept query keeps a readable relevant item, so a candidate
         candidates = candidates.select(kept).restrict(~bad)[0]
     return media, media_emb, queries, skip_notes(bad, int((~kept).sum())), candidates
+
+
+def _kept(xs: Sequence[T], kept: np.ndarray) -> list[T]:
+    """The entries a boolean mask keeps, in order."""
+    return [x for x, k in zip(xs, kept) if k]
 
 
 def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -> torch.Tensor:
@@ -107,12 +116,14 @@ def similarities(ctx: EvalContext, queries: QuerySet, media_emb: torch.Tensor) -
 
 
 def _samples(queries: QuerySet, media: MediaSet, sim: torch.Tensor, ranks: torch.Tensor, top_k: int = 10,
-             cols: np.ndarray | None = None) -> list[dict]:
+             cols: np.ndarray | None = None) -> list[dict[str, Any]]:
     """Each query's rank, relevant and top items by id; ``cols``: the item of each column when every
     query ranks its own candidates (`Within`), padding left out."""
     top = torch.topk(sim, min(top_k, sim.shape[1]), dim=1).indices.numpy()
     rel = queries.relevance
-    item = (lambda q, i: int(cols[q, i])) if cols is not None else (lambda q, i: int(i))  # noqa: E731
+    def item(q: int, i: int) -> int:
+        return int(cols[q, i]) if cols is not None else int(i)
+
     return [{"id": queries.ids[q], "query": queries.texts[q], "rank": int(ranks[q]),
              "relevant": [media.ids[item(q, i)] for i in np.asarray(rel.indices[rel.indptr[q]:rel.indptr[q + 1]])],
              "top": [media.ids[item(q, i)] for i in top[q] if torch.isfinite(sim[q, i])]}
@@ -136,6 +147,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
     media, media_emb, qs, notes, candidates = drop_unreadable(ctx, media, ctx.embed_media(media), qs, candidates)
     if candidates is not None:  # after unreadable media left the sets: a set of 1 is a sure hit, so say so
         notes["candidates_per_query"] = float(candidates.counts().mean())
+        assert asked is not None  # set above wherever candidates are
         shrunk = sum(1 for q, n in zip(qs.ids, candidates.counts().tolist()) if n < asked[q])
         if shrunk:
             notes["candidate_sets_shrunk"] = shrunk
@@ -150,7 +162,7 @@ def evaluate_text_to_media(ctx: EvalContext, query_ids: Sequence[str], queries: 
         n_media = len(np.unique(candidates.indices))  # the media some query ranks
     else:
         sim, cols, n_media = similarities(ctx, qs, media_emb), None, len(media)
-    notes.update(ctx.model.scoring_notes(qs.texts, qs.parts))
+    notes.update(as_encoder(ctx.model).scoring_notes(qs.texts, qs.parts))
     ranks = best_relevant_rank(sim, qs.relevance)
     metrics = retrieval_metrics(ranks)
     per_query = rank_values(ranks)
@@ -181,7 +193,7 @@ def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: Me
         raise UserError(f"no texts to rank for {media.key}")
     media_emb = ctx.embed_media(media)
     bad = unreadable_items(ctx, media, media_emb)
-    notes: dict = skip_notes(bad, int(bad.sum()))
+    notes: dict[str, Any] = skip_notes(bad, int(bad.sum()))
     if bad.all():
         raise nothing_left(media, "query")
     query_ids = list(query_ids)
@@ -195,7 +207,7 @@ def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: Me
         within = Within.of(candidates, relevance)
         q, text = within.pairs()
         sim = within.scatter(pair_scores(ctx, [texts[i] for i in text], media_emb[torch.from_numpy(q)]))
-        relevance, names = within.relevance, [[text_ids[i] for i in row if i >= 0] for row in within.cols]
+        relevance, rows = within.relevance, [[text_ids[i] for i in row if i >= 0] for row in within.cols]
     else:
         sim = query_scores(ctx, texts, media_emb).T.contiguous()  # (media queries, texts)
     ranks = best_relevant_rank(sim, relevance)
@@ -204,7 +216,9 @@ def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: Me
     samples = None
     if ctx.log_samples:
         top = torch.topk(sim, min(10, sim.shape[1]), dim=1).indices.numpy()
-        name = (lambda q, i: names[q][i]) if candidates is not None else (lambda q, i: names[i])  # noqa: E731
+        def name(q: int, i: int) -> str:
+            return rows[q][i] if candidates is not None else names[i]
+
         samples = [{"id": query_ids[q], "medium": media.ids[q], "rank": int(ranks[q]), "ap": float(ap[q]),
                     "relevant": [name(q, i) for i in relevance.indices[relevance.indptr[q]:relevance.indptr[q + 1]]],
                     "top": [name(q, i) for i in top[q] if torch.isfinite(sim[q, i])]} for q in range(len(media))]
@@ -215,8 +229,8 @@ def evaluate_media_to_text(ctx: EvalContext, query_ids: Sequence[str], media: Me
                       {**relevance_notes(relevance), **notes}, perquery.per_query(query_ids, per_query, None))
 
 
-def _add_several(metrics: dict, per_query: dict, notes: dict, sim: torch.Tensor, relevance: Relevance,
-                 ranks: torch.Tensor, what: str) -> torch.Tensor:
+def _add_several(metrics: dict[str, Any], per_query: dict[str, Any], notes: dict[str, Any], sim: torch.Tensor,
+                 relevance: Relevance, ranks: torch.Tensor, what: str) -> torch.Tensor:
     """Correct@K and mAP over all relevant ``what``s beside R@K and MIR, their per-query values, and the
     note saying how they differ; returns each query's AP."""
     ap = average_precision(sim, relevance)
@@ -254,8 +268,8 @@ def delta_values(orig_ranks: torch.Tensor, neg_ranks: torch.Tensor, ks: Sequence
     return out
 
 
-def _add_fire(metrics: dict, notes: dict, sim: torch.Tensor, qs: QuerySet, media: MediaSet, qrels: Qrels,
-              limited: bool, skipped: frozenset[str] = frozenset()) -> tuple[torch.Tensor, torch.Tensor]:
+def _add_fire(metrics: dict[str, Any], notes: dict[str, Any], sim: torch.Tensor, qs: QuerySet, media: MediaSet,
+              qrels: Qrels, limited: bool, skipped: frozenset[str] = frozenset()) -> tuple[torch.Tensor, torch.Tensor]:
     """FIRE's Table 1 for this run: metrics with the judged positives added, and "A (B + C)".
     Returns each query's best rank and AP under the augmented judgements."""
     augmented, counts = augment(qs.relevance, qs.ids, media.ids, qrels, limited, skipped)
@@ -280,7 +294,7 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
         ctx, media, ctx.embed_media(media), originals, negated, original_of)
     orig_ranks = source_rank(similarities(ctx, originals, media_emb), originals.sources())
     neg_sim = similarities(ctx, negated, media_emb)
-    scoring = ctx.model.scoring_notes(negated.texts, negated.parts)
+    scoring = as_encoder(ctx.model).scoring_notes(negated.texts, negated.parts)
     neg_ranks = source_rank(neg_sim, negated.sources())
     paired = orig_ranks[torch.as_tensor(np.asarray(original_of), dtype=torch.long)]
     metrics = negation_deltas(paired, neg_ranks)
@@ -301,7 +315,8 @@ def evaluate_negated(ctx: EvalContext, media: MediaSet, originals: QuerySet, neg
 
 
 def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.Tensor, originals: QuerySet,
-                           negated: QuerySet, original_of: Sequence[int]) -> tuple:
+                           negated: QuerySet, original_of: Sequence[int]
+                           ) -> tuple[MediaSet, torch.Tensor, QuerySet, QuerySet, Sequence[int], dict[str, Any]]:
     """The rule for negated deltas: an unreadable video leaves the candidates, and every original
     and negated query whose source it is leaves the scoring (a delta needs both ranks)."""
     bad = unreadable_items(ctx, media, media_emb)
@@ -309,21 +324,21 @@ def _drop_unreadable_pairs(ctx: EvalContext, media: MediaSet, media_emb: torch.T
         return media, media_emb, originals, negated, original_of, {}
     orig_rel, orig_kept = restrict_relevance(originals.relevance, bad)
     _, neg_kept = restrict_relevance(negated.relevance, bad)
-    original_of = np.asarray(original_of)
-    neg_kept &= orig_kept[original_of]  # its original must still be scored
+    source_of = np.asarray(original_of)
+    neg_kept &= orig_kept[source_of]  # its original must still be scored
     if not neg_kept.any():
         raise nothing_left(media, "negated query")
     renumber = np.cumsum(orig_kept) - 1
-    pick = lambda xs, kept: None if xs is None else [x for x, k in zip(xs, kept) if k]  # noqa: E731
     orig_src = np.asarray(originals.sources())[orig_kept]
     neg_src = np.asarray(negated.sources())[neg_kept]
     new_index = np.cumsum(~bad) - 1
-    originals = QuerySet(pick(originals.ids, orig_kept), pick(originals.texts, orig_kept), orig_rel,
-                         pick(originals.parts, orig_kept), list(new_index[orig_src]))
+    originals = QuerySet(_kept(originals.ids, orig_kept), _kept(originals.texts, orig_kept), orig_rel,
+                         None if originals.parts is None else _kept(originals.parts, orig_kept),
+                         list(new_index[orig_src]))
     neg_rel = Relevance.from_lists([[int(new_index[s])] for s in neg_src], int((~bad).sum()))
-    negated = QuerySet(pick(negated.ids, neg_kept), pick(negated.texts, neg_kept), neg_rel,
-                       pick(negated.parts, neg_kept), list(new_index[neg_src]))
+    negated = QuerySet(_kept(negated.ids, neg_kept), _kept(negated.texts, neg_kept), neg_rel,
+                       None if negated.parts is None else _kept(negated.parts, neg_kept), list(new_index[neg_src]))
     media, media_emb = kept_media(media, media_emb, bad)
-    return media, media_emb, originals, negated, list(renumber[original_of[neg_kept]]), \
+    return media, media_emb, originals, negated, list(renumber[source_of[neg_kept]]), \
         skip_notes(bad, int((~neg_kept).sum()), "negated_queries")
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from negharness.api.context import EvalContext
+from negharness.api.model import as_encoder
 
 
 def embed_views(ctx: EvalContext, views: dict[str, list[str | None]]) -> dict[str, torch.Tensor]:
@@ -21,7 +22,7 @@ def embed_views(ctx: EvalContext, views: dict[str, list[str | None]]) -> dict[st
     out: dict[str, torch.Tensor] = {}
     for name, texts in views.items():
         keep = [i for i, t in enumerate(texts) if t is not None]
-        emb = ctx.embed_texts([texts[i] for i in keep])
+        emb = ctx.embed_texts([t for t in texts if t is not None])  # the texts at ``keep``, in order
         if len(keep) == len(texts):
             out[name] = emb
             continue
@@ -35,14 +36,16 @@ def embed_views(ctx: EvalContext, views: dict[str, list[str | None]]) -> dict[st
 def query_scores(ctx: EvalContext, texts: Sequence[str], media_emb: torch.Tensor,
                  parts: Sequence[tuple[str, str] | None] | None = None) -> torch.Tensor:
     """(Q, N) scores of each query against each medium, as the model under test scores them."""
-    views = ctx.model.text_views(texts, parts)
-    return ctx.model.combine(views, embed_views(ctx, views), media_emb)
+    model = as_encoder(ctx.model)
+    views = model.text_views(texts, parts)
+    return model.combine(views, embed_views(ctx, views), media_emb)
 
 
 def pair_scores(ctx: EvalContext, texts: Sequence[str], media_rows: torch.Tensor) -> torch.Tensor:
     """(Q,) scores of text q against medium row q (choice options against their row's medium)."""
-    views = ctx.model.text_views(texts, None)
-    return ctx.model.combine(views, embed_views(ctx, views), media_rows, paired=True)
+    model = as_encoder(ctx.model)
+    views = model.text_views(texts, None)
+    return model.combine(views, embed_views(ctx, views), media_rows, paired=True)
 
 
 def rows_of(media_index: Sequence[int], options: Sequence[Sequence[Any]]) -> torch.Tensor:

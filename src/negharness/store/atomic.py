@@ -15,7 +15,7 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it over ``path``.
 
     The rename is atomic on POSIX, so readers never see a partial file; on failure the temporary
@@ -42,7 +42,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     return path
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write bytes atomically (fsync'd before the rename so a power cut cannot expose an empty file)."""
 
     def _write(tmp: Path) -> None:
@@ -54,16 +54,16 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return atomic_write(path, _write)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """JSON with sorted keys and a trailing newline, so equal objects give byte-identical files."""
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def cached_json(path: str | os.PathLike | None, build: Callable[[], Any]) -> Any:
+def cached_json(path: str | os.PathLike[str] | None, build: Callable[[], Any]) -> Any:
     """Read ``path`` if it holds valid JSON, else ``build()`` and write the result there atomically.
 
     For derived data that is costly to rebuild (query sets, soft negatives): a damaged file is rebuilt,

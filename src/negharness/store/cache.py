@@ -63,7 +63,7 @@ def shard_checksum(ids_json: str, emb: torch.Tensor, owner: str = "") -> str:
     torn write, a flipped bit, a swapped row: missed once in 2^32), at a third of the SHA-256 that
     v3 used, whose stronger guarantee bought nothing here: neither stops a deliberate edit."""
     parts = (owner.encode("utf-8") + b"\0", ids_json.encode("utf-8"), str(tuple(emb.shape)).encode(),
-             memoryview(emb.contiguous().numpy()).cast("B"))
+             emb.contiguous().numpy().data.cast("B"))
     crc = 0
     for part in parts:
         crc = zlib.crc32(part, crc)

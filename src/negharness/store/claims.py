@@ -29,7 +29,7 @@ from negharness.store.locks import locked
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # not POSIX: no advisory locks (callers check for None)
 
 
 def folder_mutex(folder: Path) -> contextlib.AbstractContextManager[None]:

@@ -15,7 +15,7 @@ from typing import Iterator
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # not POSIX: no advisory locks (callers check for None)
 
 
 @contextlib.contextmanager

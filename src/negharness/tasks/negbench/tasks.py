@@ -43,7 +43,7 @@ def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> Med
     return media_api.video_files(f"negbench/videos/{sampling.key}", ids, paths, sampling)
 
 
-class _NegBenchTask(Task):
+class _NegBenchTask(Task[EvalContext]):
     family = "negbench"
     version = "1"
     citation = CITATION

@@ -72,7 +72,7 @@ def layout(root: Path, collection: str, kind: str) -> str:
     return f"expected layout under {root}:\n  {c}/\n" + "\n".join(f"    {p}\n        {w}" for p, w in rows)
 
 
-class NT2VRTask(Task):
+class NT2VRTask(Task[EvalContext]):
     family = "nt2vr"
     version = "2"  # 2: frames sampled uniform:8 by default (was fps:2), so version-1 records rerun
     prefix = "msrvtt3k"

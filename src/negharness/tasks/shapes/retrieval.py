@@ -28,7 +28,7 @@ MAX_ITEMS = 100_000
 WORLD_FPS = 2.0  # the world's clips are read as frames 0.5 s apart, the rate of nT2VR's extracted frames
 
 
-class _ShapesRetrieval(Task):
+class _ShapesRetrieval(Task[EvalContext]):
     family = "shapes"
     version = "1"
     kind = "video"

@@ -1,0 +1,112 @@
+"""The floor type checkers see (issue 45 item 8): CI's `mypy --strict` covers `negharness.api`, every
+module behind its names and all they import, each listed (in an editable install src/ is on the path
+of installed packages, where mypy follows imports but reports none of their errors); and the context
+a task receives is typed as what the host passes, so its `evaluate` overrides `Task.evaluate` cleanly."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import pytest
+import tomllib
+import torch
+from layout_rules import SRC, graph, modules
+
+from negharness.api import EditContext, EvalContext, TaskResult, UserError
+from negharness.api.task import Task, TaskOptions
+from negharness.discovery.manager import make_host
+from negharness.scoring.views import query_scores
+
+
+def floor_closure() -> set[str]:
+    """`negharness.api` and its sub-modules, then everything they import (in functions and under
+    TYPE_CHECKING too, as mypy follows them) and every package above a module (mypy reads those)."""
+    known, succ = modules(), {}
+    for e in graph():
+        succ.setdefault(e.source, set()).add(e.target)
+    todo = [m for m in known if m == "negharness.api" or m.startswith("negharness.api.")]
+    seen = set(todo)
+    while todo:
+        module = todo.pop()
+        parts = module.split(".")
+        for nxt in succ.get(module, set()) | {".".join(parts[:i]) for i in range(1, len(parts))}:
+            if nxt in known and nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def mypy_files() -> set[str]:
+    """The modules pyproject's [tool.mypy] files name (a folder: every module under it)."""
+    config = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["tool"]["mypy"]
+    known = modules()
+    out = set()
+    for entry in config["files"]:
+        path = (SRC.parent / entry).resolve()
+        out |= {m for m, p in known.items() if p.resolve() == path or path in p.resolve().parents}
+    return out
+
+
+def test_ci_mypy_checks_exactly_the_floor_with_imports_followed():
+    config = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["strict"] is True and config["follow_imports"] == "normal"
+    listed, closure = mypy_files(), floor_closure()
+    assert sorted(closure - listed) == [], "imported by the floor but not listed in [tool.mypy] files"
+    assert sorted(listed - closure) == [], "listed in [tool.mypy] files but not part of the floor"
+
+
+def _context_of(cls: type) -> str | None:
+    """The context a task class declares through `Task[...]`, by name; None for a bare `Task`."""
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            if typing.get_origin(base) is Task:
+                (arg,) = typing.get_args(base)
+                return getattr(arg, "__forward_arg__", getattr(arg, "__name__", str(arg)))
+    return None
+
+
+BUILTIN_TASKS = {e.name: e for e in make_host().registry.entries("task") if e.plugin == "builtin_tasks"}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_TASKS))
+def test_each_builtin_task_declares_the_context_the_host_passes(name):
+    """An editing task (``edit`` among its modalities) gets an `EditContext`, every other one an
+    `EvalContext` (`engine.evaluate._protocol`); before, every built-in was a bare `Task` whose
+    `evaluate` narrowed `RunContext` to another type (15 overrides mypy refused)."""
+    cls = BUILTIN_TASKS[name].load()
+    assert _context_of(cls) == ("EditContext" if "edit" in cls.modalities else "EvalContext")
+
+
+def test_a_bare_task_subclass_still_works():
+    """Third-party tasks subclass `Task` without a parameter, annotating their context as they like."""
+    class Plain(Task):
+        name, main_score = "plain", "x"
+
+        def evaluate(self, ctx: typing.Any) -> TaskResult:
+            return TaskResult({"x": float(ctx)}, {"rows": 1})
+
+    assert _context_of(Plain) is None
+    assert Plain(TaskOptions(Path("."))).evaluate(2).metrics == {"x": 2.0}
+    assert Task[EvalContext] is not Task and Task[EditContext] is not Task
+
+
+def test_an_encoder_method_on_a_model_that_scores_choices_itself_is_refused_by_name():
+    """`query_scores` narrows the run's model to an encoder with the host's own check (`as_encoder`),
+    so a `ChoiceScorer` there is the host's one clear error, not an AttributeError on ``text_views``."""
+    from negharness.api import ChoiceScorer
+
+    class Chooser(ChoiceScorer):
+        name = "chooser"
+
+        def describe(self):
+            return {}
+
+        def score_choices(self, choices, batch_size, precision):
+            raise AssertionError("not asked")
+
+    class Ctx:
+        model = Chooser()
+
+    with pytest.raises(UserError, match="model chooser scores choice tasks itself"):
+        query_scores(Ctx(), ["a"], torch.ones(1, 4))
