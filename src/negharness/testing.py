@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 import negharness
-from negharness.api.model import EmbeddingModel, ModelOptions
-from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.cli.main import main
 from negharness.discovery.hookspecs import hookimpl
 from negharness.discovery.lookup import PluginLookup

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from negharness.api.errors import UserError
-from negharness.api.options import OptionSpec, parse_options
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import OptionSpec, parse_options
 
 if TYPE_CHECKING:
-    from negharness.api.context import RunContext
+    from negharness.contracts.context import RunContext
 
 MODALITIES = frozenset({"text", "image", "video", "edit"})
 DEFAULT_CLUSTER = "row"  # each query its own cluster (rows independent)

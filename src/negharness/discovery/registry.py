@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Callable
 
-from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
-from negharness.api.names import name_problem
+from negharness.contracts.errors import DuplicateNameError, UnknownNameError, UserError
+from negharness.contracts.names import name_problem
 
 KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder")
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.engine.plan import task_entries
 from negharness.io.paths import data_root
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from negharness.api.task import MetricInfo
+from negharness.contracts.task import MetricInfo
 
 MEAN = "mean"  # the metric is the mean of its per-query values over the ids they cover
 

@@ -14,10 +14,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from negharness.api.context import EvalContext
-from negharness.api.errors import UserError
-from negharness.api.options import OptionSpec
-from negharness.api.task import TaskResult
+from negharness.contracts.context import EvalContext
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import OptionSpec
+from negharness.contracts.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
 from negharness.scoring.catalog import of_protocols

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from negharness.api.context import EvalContext
+from negharness.contracts.context import EvalContext
 
 
 def embed_views(ctx: EvalContext, views: dict[str, list[str | None]]) -> dict[str, torch.Tensor]:
