@@ -10,6 +10,29 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 BUILTINS = ("plugins", "tasks", "text", "world")
 LAZY_TAG = "lazy:"  # an in-function import of the project's own code says why, e.g. "# lazy: start-up time"
+GROUND = "contracts"  # the ground floor: what every room shares (contracts, errors, options, hashes)
+FACE = "api"  # the plugins' face, on top: only built-ins and the face itself import it
+
+# The floors of the host, lowest first: a room imports rooms on its own floor or below. The ground
+# floor imports no room; the two faces (the console's and the plugins') sit above every room they
+# reach; the package root (`negharness.run`), `python -m negharness` and the test helpers on top.
+# Built-ins (plugins/, tasks/, text/, world/) stand outside: they reach the host through the face only.
+FLOORS: dict[str, int] = {
+    GROUND: 0, "version": 0,
+    "store": 1, "io": 1,  # files, caches and media (store's content hashes read io's paths, io's checkpoints write atomically)
+    "scoring": 2,
+    "records": 3, "fetch": 3, "discovery": 3, "declarative": 3,
+    "engine": 4,
+    "report": 5,
+    "cli": 6, FACE: 6,
+    "": 7, "__main__": 7, "testing": 7,
+}
+
+# Room arrows that run back up a floor, each allowed by name with its reason; the test allows no other.
+ALLOWED_BACK_ARROWS: dict[tuple[str, str], str] = {
+    (GROUND, "io"): "type-only (under TYPE_CHECKING): the run context's `embed_media` takes an io `MediaSet` "
+                    "and a model's `pixel_transform` returns an io `PixelTransform`; no import at run time",
+}
 
 
 @dataclass(frozen=True)
@@ -19,6 +42,7 @@ class Import:
     line: int
     in_function: bool
     justified: bool  # the line (or the one above) carries a "# lazy:" comment
+    typing_only: bool = False  # under ``if TYPE_CHECKING:``: type checkers follow it, the interpreter never runs it
 
 
 def module_name(path: Path, src: Path = SRC) -> str:
@@ -44,21 +68,31 @@ def _function_nodes(tree: ast.AST) -> set[int]:
     return inside
 
 
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return inside
+
+
 def imports_of(path: Path, known: dict[str, Path], src: Path = SRC) -> list[Import]:
-    """Every import of a project module in ``path``; `negharness.api`'s lazy export table counts too."""
+    """Every import of a project module in ``path``."""
     module = module_name(path, src)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     text = path.read_text()
     lines = text.splitlines()
     tree = ast.parse(text, str(path))
     inside = _function_nodes(tree)
+    typing_only = _type_checking_nodes(tree)
     found: list[Import] = []
 
     def add(name: str, node: ast.stmt) -> None:
         target = _resolve(name, known)
         if target and target != module:
             near = " ".join(lines[max(0, node.lineno - 2): node.end_lineno])
-            found.append(Import(module, target, node.lineno, id(node) in inside, LAZY_TAG in near))
+            found.append(Import(module, target, node.lineno, id(node) in inside, LAZY_TAG in near,
+                                id(node) in typing_only))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -72,10 +106,6 @@ def imports_of(path: Path, known: dict[str, Path], src: Path = SRC) -> list[Impo
                 name = node.module or ""
             for alias in node.names:
                 add(f"{name}.{alias.name}", node)
-        elif module.startswith("negharness.api") and isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Dict):
-            for value in node.value.values:  # the api's and its facades' _EXPORTS: name -> module
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    add(value.value, node)
     return found
 
 
@@ -152,3 +182,69 @@ def cycles(edges: list[Import]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+def face_importers(edges: list[Import]) -> list[str]:
+    """Host rooms never import the plugins' face (as pytest's rooms never import `pytest`): only
+    built-ins and the face itself do, so the face can sit on top and import any room."""
+    return [f"{e.source}:{e.line} imports {e.target}" for e in edges
+            if room(e.target) == FACE and room(e.source) not in (FACE, *BUILTINS)]
+
+
+def ground_violations(edges: list[Import]) -> list[str]:
+    """The ground floor imports no room at run time (type-only names are `ALLOWED_BACK_ARROWS`' business)."""
+    return [f"{e.source}:{e.line} imports {e.target}" for e in edges
+            if room(e.source) == GROUND and FLOORS.get(room(e.target), 0) > 0 and not e.typing_only]
+
+
+def engine_imports_cli(edges: list[Import]) -> list[str]:
+    """The engine runs what the CLI asks; it never imports the CLI back (a room loop)."""
+    return [f"{e.source}:{e.line} imports {e.target}" for e in edges
+            if room(e.source) == "engine" and room(e.target) == "cli"]
+
+
+def unplaced_rooms(edges: list[Import]) -> list[str]:
+    """Host rooms the `FLOORS` table does not place (a new room names its floor there)."""
+    found = {room(m) for e in edges for m in (e.source, e.target)}
+    return sorted(r for r in found - set(FLOORS) if r not in BUILTINS)
+
+
+def back_arrows(edges: list[Import]) -> dict[tuple[str, str], list[str]]:
+    """Room arrows that run up a floor: (importing room, imported room) -> the imports that make it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for e in edges:
+        a, b = room(e.source), room(e.target)
+        if a in FLOORS and b in FLOORS and FLOORS[b] > FLOORS[a]:
+            found.setdefault((a, b), []).append(f"{e.source}:{e.line} imports {e.target}")
+    return found
+
+
+def all_problems(path: Path) -> list[str]:
+    """A face module's ``__all__`` is a literal list that type checkers read: every listed name is
+    defined or imported there, and every public name it imports from the project is listed."""
+    tree = ast.parse(path.read_text(), str(path))
+    listed: list[str] | None = None
+    defined: set[str] = set()
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            if isinstance(node.value, ast.List) and all(isinstance(e, ast.Constant) for e in node.value.elts):
+                listed = [e.value for e in node.value.elts]  # type: ignore[attr-defined]
+    # top-level statements, then those under a top-level ``if`` (TYPE_CHECKING: named, not re-exported)
+    guarded = [n for stmt in tree.body if isinstance(stmt, ast.If) for n in stmt.body + stmt.orelse]
+    for node in tree.body + guarded:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defined.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom):
+            names = {a.asname or a.name for a in node.names}
+            defined.update(names)
+            if (node.module or "").startswith("negharness") and node not in guarded:
+                imported.update(n for n in names if not n.startswith("_"))
+    if listed is None:
+        return [f"{path.name}: __all__ is not a literal list of strings"]
+    return ([f"{path.name}: {n} is listed but neither defined nor imported" for n in listed if n not in defined]
+            + [f"{path.name}: imports {n} but does not list it" for n in sorted(imported - set(listed))])

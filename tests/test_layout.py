@@ -1,7 +1,9 @@
 """The house holds, read from the real tree under src/ (no copy of a mapping): the folders are the
 import tree; built-ins reach the host only through `negharness.api`; the host imports no built-in;
 no import circle, counting imports inside functions; an in-function import of the project's own
-code says why. Each rule is also shown failing on a small tree written here."""
+code says why; the floors (`layout_rules.FLOORS`): no host room imports the face, the ground floor
+imports no room, the engine no CLI, and no room arrow runs back up a floor but the one allowed by
+name. Each rule is also shown failing on a small tree written here."""
 
 from __future__ import annotations
 
@@ -10,14 +12,21 @@ from pathlib import Path
 import pytest
 import tomllib
 from layout_rules import (
+    ALLOWED_BACK_ARROWS,
     BUILTINS,
     SRC,
+    all_problems,
+    back_arrows,
     builtin_violations,
     cycles,
+    engine_imports_cli,
+    face_importers,
     graph,
+    ground_violations,
     host_violations,
     modules,
     unjustified_lazy,
+    unplaced_rooms,
 )
 
 ROOT = SRC.parent
@@ -55,6 +64,38 @@ def test_in_function_imports_say_why(edges):
     assert unjustified_lazy(edges) == []
 
 
+def test_no_host_room_imports_the_face(edges):
+    assert face_importers(edges) == []
+
+
+def test_the_ground_floor_imports_no_room(edges):
+    assert ground_violations(edges) == []
+
+
+def test_the_engine_imports_no_cli(edges):
+    assert engine_imports_cli(edges) == []
+
+
+def test_every_room_has_a_floor_and_arrows_run_down_but_the_one_named(edges):
+    """At most one room arrow runs back up a floor, and only one `ALLOWED_BACK_ARROWS` names."""
+    assert unplaced_rooms(edges) == []
+    found = back_arrows(edges)
+    assert len(ALLOWED_BACK_ARROWS) <= 1 and set(found) <= set(ALLOWED_BACK_ARROWS), found
+
+
+def test_each_face_lists_its_names_literally():
+    """`negharness.api` and every facade keep a literal ``__all__`` that matches what they define and
+    import (type checkers read it), and each listed name resolves at run time."""
+    import importlib
+
+    faces = sorted((SRC / "negharness" / "api").glob("*.py"))
+    assert len(faces) > 10 and [p for f in faces for p in all_problems(f)] == []
+    for path in faces:
+        name = "negharness.api" if path.stem == "__init__" else f"negharness.api.{path.stem}"
+        module = importlib.import_module(name)
+        assert [n for n in module.__all__ if not hasattr(module, n)] == [], name
+
+
 def test_api_exports_resolve():
     """Every documented name of `negharness.api` imports, and `__all__` is exactly that contract."""
     import negharness.api as api
@@ -64,10 +105,10 @@ def test_api_exports_resolve():
 
 
 def test_the_api_top_level_is_the_contracts_and_the_rest_lives_in_named_facades():
-    """About 25 top-level names (the contracts, context, options, errors, registration); each facade's
-    names resolve; a name that moved to a facade still resolves from the top level, to the same object
-    (plugins written against 0.x keep working), but is not in ``__all__``; importing the top level and
-    every facade but the training contracts (whose types are torch's) loads no torch."""
+    """About 30 top-level names (the contracts, context, options, errors, registration); a name that
+    moved to a facade still resolves from the top level, to the same object (plugins written against
+    0.x keep working), but is not in ``__all__``; importing the top level and the contract faces (all
+    but the facades over host rooms) loads no torch, so a plugin's registration module stays quick."""
     import importlib
     import subprocess
     import sys
@@ -75,16 +116,14 @@ def test_the_api_top_level_is_the_contracts_and_the_rest_lives_in_named_facades(
     import negharness.api as api
 
     assert len(api.__all__) <= 33, api.__all__
-    for facade in api.FACADES:
-        module = importlib.import_module(f"negharness.api.{facade}")
-        names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
-        assert [n for n in names if not hasattr(module, n)] == [], facade
     for name, facade in api._MOVED.items():
         with pytest.warns(DeprecationWarning, match=f"moved to {facade}"):
             moved = getattr(api, name)
         assert name not in api.__all__ and moved is getattr(importlib.import_module(facade), name), name
-    probe = ("import sys, negharness.api as a, importlib\n"
-             "[importlib.import_module('negharness.api.' + f) for f in a.FACADES if f not in ('training',)]\n"
+    light = ("errors", "options", "names", "hashing", "precision", "sampling", "model_options", "task",
+             "context", "model", "editing", "training", "queries", "plugin_source")
+    probe = ("import sys, importlib\nfrom negharness.api import hookimpl, Registrar\n"
+             f"[importlib.import_module('negharness.api.' + f) for f in {light!r}]\n"
              "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
@@ -137,3 +176,43 @@ def test_each_rule_can_fail(tmp_path):
     assert cycles(edges) == [["negharness.engine.runner", "negharness.report.board"]]
     assert unjustified_lazy(edges) == [
         "negharness.engine.runner:2 imports negharness.report.board inside a function without a '# lazy:' reason"]
+
+
+def test_each_floor_rule_can_fail(tmp_path):
+    """A room importing the face, the ground floor importing a room at run time (a type-only import
+    is not one), the engine importing the CLI, a room arrow up a floor that is not the one allowed,
+    a room with no floor, and a face whose ``__all__`` is computed or out of step are each found."""
+    src = _tree(tmp_path, {
+        "negharness/__init__.py": "",
+        "negharness/api/__init__.py": "from negharness.contracts.errors import UserError as UserError\n__all__ = ['UserError']\n",
+        "negharness/api/bad.py": "from negharness.io.paths import data_root as data_root\n__all__ = sorted(['data_root'])\n",
+        "negharness/api/stale.py": "from negharness.io.paths import data_root as data_root, cache_root as cache_root\n"
+                                  "__all__ = ['data_root', 'gone']\n",
+        "negharness/contracts/__init__.py": "",
+        "negharness/contracts/errors.py": "from typing import TYPE_CHECKING\nfrom negharness.store import atomic\n"
+                                          "if TYPE_CHECKING:\n    from negharness.io import paths\n",
+        "negharness/store/__init__.py": "",
+        "negharness/store/atomic.py": "from negharness.api import UserError\nfrom negharness.scoring import metrics\n",
+        "negharness/io/__init__.py": "",
+        "negharness/io/paths.py": "from negharness.contracts.errors import x\n",
+        "negharness/scoring/__init__.py": "",
+        "negharness/scoring/metrics.py": "",
+        "negharness/engine/__init__.py": "",
+        "negharness/engine/run.py": "def f():\n    from negharness.cli import main  # lazy: a loop\n",
+        "negharness/cli/__init__.py": "",
+        "negharness/cli/main.py": "",
+        "negharness/attic/__init__.py": "from negharness.io import paths\n",
+    })
+    edges = graph(src)
+    assert face_importers(edges) == ["negharness.store.atomic:1 imports negharness.api"]
+    assert ground_violations(edges) == ["negharness.contracts.errors:2 imports negharness.store.atomic"]
+    assert engine_imports_cli(edges) == ["negharness.engine.run:2 imports negharness.cli.main"]
+    assert unplaced_rooms(edges) == ["attic"]
+    assert sorted(back_arrows(edges)) == [("contracts", "io"), ("contracts", "store"), ("engine", "cli"),
+                                          ("store", "api"), ("store", "scoring")]
+    assert set(back_arrows(edges)) - set(ALLOWED_BACK_ARROWS) != set()
+    api = src / "negharness" / "api"
+    assert all_problems(api / "__init__.py") == []
+    assert all_problems(api / "bad.py") == ["bad.py: __all__ is not a literal list of strings"]
+    assert all_problems(api / "stale.py") == ["stale.py: gone is listed but neither defined nor imported",
+                                              "stale.py: imports cache_root but does not list it"]

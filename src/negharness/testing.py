@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 
 import negharness
-from negharness.api.model import EmbeddingModel, ModelOptions
-from negharness.api.options import OptionSpec, takes_options
-from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.contracts.options import OptionSpec, takes_options
+from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.cli.main import main
 from negharness.discovery.hookspecs import hookimpl
 from negharness.discovery.lookup import PluginLookup

@@ -8,54 +8,89 @@ registration. What a plugin uses beyond them lives in named facades: `negharness
 scorers and metrics a task calls), `.media`, `.files`, `.checkpoints`, `.published`, `.devices`,
 `.options`, `.training`, `.queries`.
 
-Names resolve on first use (PEP 562), so a plugin's registration module that imports `hookimpl`
-and `Registrar` from here keeps `negharness list` free of torch; `_EXPORTS` is the top-level contract.
+The face sits on top of the house (as `pytest` over `_pytest`): the contracts live in the ground
+floor, `negharness.contracts`, which every host room imports; no host room imports this package.
+Its imports are plain, so type checkers see every name; importing it loads no torch, so a plugin's
+registration module that imports `hookimpl` and `Registrar` keeps `negharness list` quick.
 """
 
 from __future__ import annotations
 
-import importlib
-import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from negharness.api.exports import RENAMED, renamed, resolver
-from negharness.version import HOOK_API, __version__
+from negharness.api.exports import RENAMED as _RENAMED, renamed as _renamed
+from negharness.contracts.context import EvalContext as EvalContext, RunContext as RunContext
+from negharness.contracts.editing import Detection as Detection, Detector as Detector, Editor as Editor
+from negharness.contracts.errors import (
+    MediaError as MediaError,
+    MissingDataError as MissingDataError,
+    UserError as UserError,
+)
+from negharness.contracts.model import (
+    ChoiceScorer as ChoiceScorer,
+    EmbeddingModel as EmbeddingModel,
+    ModelOptions as ModelOptions,
+    ModelPlugin as ModelPlugin,
+)
+from negharness.contracts.options import OptionSpec as OptionSpec, takes_options as takes_options
+from negharness.contracts.plugin_source import PluginSource as PluginSource
+from negharness.contracts.task import (
+    MetricInfo as MetricInfo,
+    Task as Task,
+    TaskOptions as TaskOptions,
+    TaskResult as TaskResult,
+)
+from negharness.contracts.training import (
+    TrainingSet as TrainingSet,
+    TrainOptions as TrainOptions,
+    TrainSetOptions as TrainSetOptions,
+    TrainStream as TrainStream,
+    named_trainset as named_trainset,
+)
+from negharness.discovery.hookspecs import hookimpl as hookimpl
+from negharness.discovery.registry import Registrar as Registrar
+from negharness.engine.edit_context import EditContext as EditContext
+from negharness.version import HOOK_API as HOOK_API, __version__ as __version__
 
-# public name -> the host module that defines it (the module itself where the name is a module)
-_EXPORTS: dict[str, str] = {
-    "hookimpl": "negharness.discovery.hookspecs",
-    "Registrar": "negharness.discovery.registry",
-    "register_yaml_folder": "negharness.declarative.register",
-    "installed_plugins": "negharness.discovery.lookup",
-    "UserError": "negharness.api.errors",
-    "MediaError": "negharness.api.errors",
-    "MissingDataError": "negharness.api.errors",
-    "OptionSpec": "negharness.api.options",
-    "takes_options": "negharness.api.options",
-    "Task": "negharness.api.task",
-    "TaskOptions": "negharness.api.task",
-    "TaskResult": "negharness.api.task",
-    "MetricInfo": "negharness.api.task",
-    "EmbeddingModel": "negharness.api.model",
-    "ChoiceScorer": "negharness.api.model",
-    "ModelPlugin": "negharness.api.model",
-    "ModelOptions": "negharness.api.model",
-    "EvalContext": "negharness.api.context",
-    "RunContext": "negharness.api.context",
-    "PluginSource": "negharness.api.plugin_source",
-    "EditContext": "negharness.engine.edit_context",
-    "Editor": "negharness.api.editing",
-    "Detector": "negharness.api.editing",
-    "Detection": "negharness.api.editing",
-    "TrainOptions": "negharness.api.training",
-    "TrainSetOptions": "negharness.api.training",
-    "TrainStream": "negharness.api.training",
-    "TrainingSet": "negharness.api.training",
-    "named_trainset": "negharness.api.training",
-}
+if TYPE_CHECKING:
+    from negharness.discovery.lookup import PluginLookup
+
+__all__ = [
+    "ChoiceScorer", "Detection", "Detector", "EditContext", "Editor", "EmbeddingModel", "EvalContext",
+    "HOOK_API", "MediaError", "MetricInfo", "MissingDataError", "ModelOptions", "ModelPlugin",
+    "OptionSpec", "PluginSource", "Registrar", "RunContext", "Task", "TaskOptions", "TaskResult",
+    "TrainOptions", "TrainSetOptions", "TrainStream", "TrainingSet", "UserError", "__version__",
+    "hookimpl", "installed_plugins", "named_trainset", "register_yaml_folder", "takes_options",
+]
+
+
+
+# Two entry points are thin functions here, not re-exports: what they run imports YAML, numpy and the
+# download code (~0.7 s), which a plugin's registration module, importing this face, must not pay.
+def register_yaml_folder(registry: Any, folder: Path | Any, generators: dict[str, Any] | None = None) -> list[str]:
+    """Register every YAML task in ``folder`` (a path or an ``importlib.resources`` traversable of a
+    plugin package) on a hook's registrar; returns the names. Call from ``negharness_register_tasks``."""
+    from negharness.declarative import register  # lazy: YAML and the task kinds load when tasks register
+
+    return register.register_yaml_folder(registry, folder, generators)
+
+
+def installed_plugins(device: Any = None) -> PluginLookup:
+    """The installed plugins as a lookup: what a library caller passes as ``ModelOptions(plugins=...)``."""
+    from negharness.discovery import lookup  # lazy: plugin discovery loads entry points and the fetchers
+
+    return lookup.installed_plugins(device)
+
+
+# the facades: named sub-modules for what a plugin uses beyond the contracts
+FACADES = ("media", "scoring", "files", "checkpoints", "published", "devices", "options", "training", "queries")
 
 # names that were top-level before the facades (0.x): still resolved, from their facade, for plugins
-# written against them; not in __all__, and the built-ins import them from the facade
+# written against them, with a DeprecationWarning at each use; not in __all__, and the built-ins
+# import them from the facade. Type checkers do not see them (the module `__getattr__` below is
+# hidden from them): `typing_extensions.deprecated` cannot mark constants, so an error there names
+# the missing name rather than typing it as Any.
 _MOVED: dict[str, str] = {
     "QueryBuild": "negharness.api.queries",
     "QueryBuildOptions": "negharness.api.queries",
@@ -135,44 +170,22 @@ _MOVED: dict[str, str] = {
     "video_files": "negharness.api.media",
 }
 
-# the facades: named sub-modules for what a plugin uses beyond the contracts
-FACADES = ("media", "scoring", "files", "checkpoints", "published", "devices", "options", "training", "queries")
-__all__ = sorted(["HOOK_API", "__version__", *_EXPORTS])
 
-_resolve, _ = resolver(__name__, {**_EXPORTS, **_MOVED})
+if not TYPE_CHECKING:
+    def __getattr__(name: str) -> Any:
+        """A moved or renamed 0.x name, through its facade (so both spellings are one object); not
+        cached, so each use warns."""
+        import importlib
+        import warnings
 
-
-def __getattr__(name: str) -> Any:
-    if name in RENAMED:
-        return renamed(__name__, name)
-    if name in _MOVED:  # through the facade, so both spellings are one object; not cached, so each use warns
+        if name in _RENAMED:
+            return _renamed(__name__, name)
+        if name not in _MOVED:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         warnings.warn(f"negharness.api.{name} moved to {_MOVED[name]}: import it from there (the top-level "
                       f"name goes in a later release)", DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(_MOVED[name]), name)
-    return _resolve(name)
 
 
 def __dir__() -> list[str]:
     return __all__
-
-
-if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
-    from negharness.api.context import EvalContext, RunContext
-    from negharness.api.editing import Detection, Detector, Editor
-    from negharness.api.errors import MediaError, MissingDataError, UserError
-    from negharness.api.model import ChoiceScorer, EmbeddingModel, ModelOptions, ModelPlugin
-    from negharness.api.options import OptionSpec, takes_options
-    from negharness.api.plugin_source import PluginSource
-    from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
-    from negharness.api.training import (
-        TrainingSet,
-        TrainOptions,
-        TrainSetOptions,
-        TrainStream,
-        named_trainset,
-    )
-    from negharness.declarative.register import register_yaml_folder
-    from negharness.discovery.hookspecs import hookimpl
-    from negharness.discovery.lookup import installed_plugins
-    from negharness.discovery.registry import Registrar
-    from negharness.engine.edit_context import EditContext

@@ -1,61 +1,56 @@
 """negharness.api.scoring: The scorers and metrics a task calls: retrieval, choices, MCQ, per-query values.
 
-A facade over the host modules that define these names (resolved on first use, so importing it
-loads no torch); plugins import them from here, never from those modules.
-"""
+A facade over the host modules that define these names; plugins import them from here, never from
+those modules (importing it loads what they load: torch, for most)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from negharness.api.exports import resolver
+from negharness.api.exports import RENAMED as _RENAMED, renamed as _renamed
+from negharness.contracts.choices import (
+    ChoiceSet as ChoiceSet,
+    pad_scores as pad_scores,
+)
+from negharness.scoring.catalog import (
+    MCQ_METRICS as MCQ_METRICS,
+    NEGATED_METRICS as NEGATED_METRICS,
+    QRELS_OPTION as QRELS_OPTION,
+    RETRIEVAL_NEG_METRICS as RETRIEVAL_NEG_METRICS,
+    TEXT_TO_MEDIA_METRICS as TEXT_TO_MEDIA_METRICS,
+)
+from negharness.scoring.choices import score_choices as score_choices
+from negharness.scoring.mcq import evaluate_mcq as evaluate_mcq
+from negharness.scoring.metrics import (
+    Relevance as Relevance,
+    best_relevant_rank as best_relevant_rank,
+    retrieval_metrics as retrieval_metrics,
+)
+from negharness.scoring.perquery import per_query as per_query
+from negharness.scoring.retrieval import (
+    QuerySet as QuerySet,
+    drop_unreadable as drop_unreadable,
+    evaluate_negated as evaluate_negated,
+    evaluate_text_to_media as evaluate_text_to_media,
+    similarities as similarities,
+    task_qrels as task_qrels,
+)
+from negharness.scoring.views import (
+    pair_scores as pair_scores,
+    query_scores as query_scores,
+)
 
-_EXPORTS: dict[str, str] = {
-    "ChoiceSet": "negharness.api.choices",
-    "pad_scores": "negharness.api.choices",
-    "score_choices": "negharness.scoring.choices",
-    "evaluate_mcq": "negharness.scoring.mcq",
-    "MCQ_METRICS": "negharness.scoring.catalog",
-    "evaluate_text_to_media": "negharness.scoring.retrieval",
-    "evaluate_negated": "negharness.scoring.retrieval",
-    "QuerySet": "negharness.scoring.retrieval",
-    "similarities": "negharness.scoring.retrieval",
-    "query_scores": "negharness.scoring.views",
-    "pair_scores": "negharness.scoring.views",
-    "drop_unreadable": "negharness.scoring.retrieval",
-    "task_qrels": "negharness.scoring.retrieval",
-    "TEXT_TO_MEDIA_METRICS": "negharness.scoring.catalog",
-    "RETRIEVAL_NEG_METRICS": "negharness.scoring.catalog",
-    "NEGATED_METRICS": "negharness.scoring.catalog",
-    "QRELS_OPTION": "negharness.scoring.catalog",
-    "Relevance": "negharness.scoring.metrics",
-    "best_relevant_rank": "negharness.scoring.metrics",
-    "retrieval_metrics": "negharness.scoring.metrics",
-    "per_query": "negharness.scoring.perquery",
-}
+__all__ = [
+    "ChoiceSet", "MCQ_METRICS", "NEGATED_METRICS", "QRELS_OPTION", "QuerySet",
+    "RETRIEVAL_NEG_METRICS", "Relevance", "TEXT_TO_MEDIA_METRICS", "best_relevant_rank",
+    "drop_unreadable", "evaluate_mcq", "evaluate_negated", "evaluate_text_to_media", "pad_scores",
+    "pair_scores", "per_query", "query_scores", "retrieval_metrics", "score_choices",
+    "similarities", "task_qrels",
+]
 
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = resolver(__name__, _EXPORTS)
-
-if TYPE_CHECKING:  # what type checkers and IDEs read; the same names as _EXPORTS
-    from negharness.api.choices import ChoiceSet, pad_scores
-    from negharness.scoring.choices import score_choices
-    from negharness.scoring.catalog import (
-        MCQ_METRICS,
-        NEGATED_METRICS,
-        QRELS_OPTION,
-        RETRIEVAL_NEG_METRICS,
-        TEXT_TO_MEDIA_METRICS,
-    )
-    from negharness.scoring.mcq import evaluate_mcq
-    from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
-    from negharness.scoring.perquery import per_query
-    from negharness.scoring.retrieval import (
-        QuerySet,
-        drop_unreadable,
-        evaluate_negated,
-        evaluate_text_to_media,
-        similarities,
-        task_qrels,
-    )
-    from negharness.scoring.views import pair_scores, query_scores
+if not TYPE_CHECKING:  # hidden from type checkers: a renamed name is an error there, not Any
+    def __getattr__(name: str) -> Any:
+        """A renamed 0.x name (`negharness.api.exports.RENAMED`), with a warning naming its new spelling."""
+        if name in _RENAMED:
+            return _renamed(__name__, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.cli.common import _console, _host, _pairs, _progress
 from negharness.cli.process import (
     LogProgress,
@@ -70,7 +70,7 @@ OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "
 
 def _options_cell(entry: Any, flag: str) -> str:
     """The options an entry declares, one per line (loads its module, not its weights)."""
-    from negharness.api.options import (  # lazy: start-up time
+    from negharness.contracts.options import (  # lazy: start-up time
         declared_options,
         describe_options,
     )
@@ -103,7 +103,7 @@ def _check_cache_dir(explicit: str | None) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from negharness.api.model_options import ModelOptions  # lazy: start-up time
+    from negharness.contracts.model_options import ModelOptions  # lazy: start-up time
     from negharness.engine.precheck import check_before_torch, check_request  # lazy: start-up time
     from negharness.engine.plan import (  # lazy: start-up time
         RunRequest,
@@ -225,8 +225,8 @@ def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from negharness.api.model import ModelOptions  # lazy: start-up time
-    from negharness.api.training import TrainOptions  # lazy: start-up time
+    from negharness.contracts.model import ModelOptions  # lazy: start-up time
+    from negharness.contracts.training import TrainOptions  # lazy: start-up time
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
 
     if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.cli.process import LogProgress
 
 

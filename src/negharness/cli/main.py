@@ -11,8 +11,8 @@ import time
 import warnings
 from typing import Any, Sequence
 
-from negharness.api.errors import UserError
-from negharness.api.options import check_env_flags, env_flag
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import check_env_flags, env_flag
 from negharness.cli.common import _console
 from negharness.engine.stages import seconds_since_process_start
 from negharness.cli.parser import build_parser

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from negharness.api.precision import PRECISION_NAMES
+from negharness.contracts.precision import PRECISION_NAMES
 from negharness.cli.commands import cmd_fetch, cmd_list, cmd_run, cmd_train
 from negharness.cli.reports import (
     cmd_build_queries,

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from negharness.api.errors import DEBUG_ENV, DEBUG_HINT, UserError, message_of
-from negharness.api.options import env_flag
+from negharness.contracts.errors import DEBUG_ENV, DEBUG_HINT, UserError, message_of
+from negharness.contracts.options import env_flag
 from negharness.engine.ranks import torchrun_env
 from negharness.fetch.sources import human_size
 

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.store.atomic import atomic_write_bytes
 
 PROFILE_ENV = "NEGHARNESS_PROFILE"

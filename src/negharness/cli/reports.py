@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from negharness.cli.common import _console, _host, _pairs
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -123,7 +123,7 @@ def cmd_build_queries(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from negharness.api.queries import QueryBuildOptions  # lazy: start-up time
+    from negharness.contracts.queries import QueryBuildOptions  # lazy: start-up time
 
     path = Path(args.captions)
     if not path.is_file():
@@ -154,7 +154,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from negharness.api.model import ModelOptions  # lazy: start-up time
+    from negharness.contracts.model import ModelOptions  # lazy: start-up time
     from negharness.engine.evaluate import (  # lazy: start-up time
         RunRequest,
         run_evaluation,
@@ -205,7 +205,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    from negharness.api.model import ModelOptions  # lazy: start-up time
+    from negharness.contracts.model import ModelOptions  # lazy: start-up time
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
     from negharness.engine.runner import resolve_device  # lazy: start-up time
     from negharness.report.diagnose import (  # lazy: start-up time
@@ -242,7 +242,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def _save_diagnosis(args: argparse.Namespace, host, entry, model, identity: dict, objects: list[str], result) -> Path:
     """The PCA picture as data beside the model's records (the folder a run of these options writes),
     for the leaderboard page."""
-    from negharness.api.hashing import hash_json  # lazy: start-up time
+    from negharness.contracts.hashing import hash_json  # lazy: start-up time
     from negharness.records.results import (  # lazy: start-up time
         ModelConfig,
         environment_versions,

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from negharness.api.plugin_source import PluginSource, require_plugins
+from negharness.contracts.plugin_source import PluginSource, require_plugins
 
 if TYPE_CHECKING:
     import torch
 
-    from negharness.api.model import ChoiceScorer, EmbeddingModel
-    from negharness.api.sampling import FrameSampling
+    from negharness.contracts.model import ChoiceScorer, EmbeddingModel
+    from negharness.contracts.sampling import FrameSampling
     from negharness.io.media import MediaSet
 
 __all__ = ["Counters", "EvalContext", "PluginSource", "RunContext", "require_plugins"]

@@ -12,21 +12,22 @@ import hashlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-import torch
-import torch.nn.functional as F
 
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
-from negharness.api.model_options import ModelOptions as ModelOptions  # its home is torch-free
-from negharness.api.sampling import FrameSampling
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.model_options import ModelOptions as ModelOptions  # its home is torch-free
+from negharness.contracts.sampling import FrameSampling
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy and torch load when a model is built, not when a plugin's module is imported
+    import torch
+
     from negharness.io.tensor_images import PixelTransform
 
 
 def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
     """Content hash of weights: two checkpoints with equal tensors share cached embeddings."""
+    import torch
+
     h = hashlib.sha256()
     for key in sorted(state):
         t = state[key].detach().cpu().contiguous()
@@ -41,6 +42,8 @@ def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
 def held_modules(obj: Any) -> list[torch.nn.Module]:
     """The ``torch.nn.Module`` values among ``obj``'s attributes, directly or one level inside a list,
     tuple or dict, each once, in attribute order (`EmbeddingModel.modules`' default)."""
+    import torch
+
     out: dict[int, torch.nn.Module] = {}
     for value in vars(obj).values():
         items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
@@ -69,6 +72,8 @@ class ModelPlugin(ABC):
     revision: str | None = None
 
     def __init__(self) -> None:
+        import torch
+
         self.device = torch.device("cpu")
 
     @abstractmethod
@@ -89,6 +94,8 @@ class ModelPlugin(ABC):
         return found
 
     def to(self, device: torch.device | str) -> "ModelPlugin":
+        import torch
+
         self.device = torch.device(device)
         for m in self.modules():
             m.to(self.device)
@@ -157,6 +164,8 @@ class EmbeddingModel(ModelPlugin):
 
     def preprocess_video(self, frames: Any) -> torch.Tensor:
         """A sequence of frames (T, H, W, 3 uint8 array or list of images) -> (T, 3, H, W)."""
+        import torch
+
         return torch.stack([self.preprocess_image(f) for f in frames])
 
     def pixel_transform(self) -> "PixelTransform | None":
@@ -171,6 +180,8 @@ class EmbeddingModel(ModelPlugin):
 
         Override with a vectorised path where the raw form allows it; this default goes item by item.
         """
+        import torch
+
         one = self.preprocess_video if kind == "video" else self.preprocess_image
         return torch.stack([one(item) for item in raw])
 
@@ -179,6 +190,9 @@ class EmbeddingModel(ModelPlugin):
 
         ``mask`` (B, T) marks real frames, so a short video padded to T is not diluted.
         """
+        import torch
+        import torch.nn.functional as F
+
         b, t = frames.shape[:2]
         per_frame = self.encode_image(frames.flatten(0, 1)).view(b, t, -1)
         if mask is None:
@@ -209,12 +223,15 @@ class EmbeddingModel(ModelPlugin):
         """What a record should say about how this model scored these queries ({} for cosine)."""
         return {}
 
-    @torch.inference_mode()
     def image_cosine(self, a: Any, b: Any) -> float:
         """Cosine of two PIL images' embeddings (NeIn's CLIP-I and DINO scores)."""
-        x = torch.stack([self.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(self.device)
-        e = self.encode_image(x)
-        return float((e[0] * e[1]).sum())
+        import numpy as np
+        import torch
+
+        with torch.inference_mode():
+            x = torch.stack([self.preprocess_image(np.asarray(i.convert("RGB"))) for i in (a, b)]).to(self.device)
+            e = self.encode_image(x)
+            return float((e[0] * e[1]).sum())
 
 
 def as_encoder(model: ModelPlugin) -> EmbeddingModel:
@@ -234,8 +251,12 @@ def array_to_tensor(image: Any, mean: torch.Tensor, std: torch.Tensor) -> torch.
     ``mean``/``std`` are (3, 1, 1) tensors. Returns None when the input is not such an array, so
     the caller falls back to its PIL transform (resize and crop would be identities here).
     """
+    import numpy as np
+
     if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim < 3 or image.shape[-1] != 3:
         return None
+    import torch
+
     arr = np.ascontiguousarray(image)
     if not arr.flags.writeable:  # e.g. np.asarray(PIL image): torch wants memory it may write
         arr = arr.copy()
@@ -248,6 +269,8 @@ def jpeg_draft(image: Any, shorter_side: int) -> bool:
     costs that much less) while its shorter side stays >= ``shorter_side``; the model's own resize
     then finishes. Pixels differ slightly from a full decode (a box-like prefilter), so this is an
     opt-in that models record in their fingerprint. Returns whether the image was reduced."""
+    import numpy as np
+
     if getattr(image, "format", None) != "JPEG" or not getattr(image, "tile", None):  # tile: not decoded yet
         return False
     w, h = image.size

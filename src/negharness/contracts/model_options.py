@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from negharness.api.options import BindsOptions, OptionSpec, canonical_text, frozen_empty, split_options
-from negharness.api.plugin_source import PluginSource, require_plugins
-from negharness.api.sampling import FrameSampling
+from negharness.contracts.options import BindsOptions, OptionSpec, canonical_text, frozen_empty, split_options
+from negharness.contracts.plugin_source import PluginSource, require_plugins
+from negharness.contracts.sampling import FrameSampling
 
 
 @dataclass

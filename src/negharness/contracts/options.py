@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Mapping, NoReturn, TypeVar
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"0", "false", "no", "off"})

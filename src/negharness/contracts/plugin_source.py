@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 
 class PluginSource(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Iterator
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 if TYPE_CHECKING:
     import torch

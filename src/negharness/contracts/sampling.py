@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+from negharness.contracts.errors import UserError
 
-from negharness.api.errors import UserError
+if TYPE_CHECKING:  # numpy loads when frames are sampled, not when the face is imported
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class FrameSampling:
         """Frame indices to take from a clip of ``n_frames`` shown at a constant ``native_fps`` (a
         frame folder, a decoder without timestamps): `at_times` on that clock, e.g. segments:4 of 100
         frames -> 12, 37, 62, 87 (the frames at the segments' centres)."""
+        import numpy as np
+
         return self.at_times(np.arange(max(0, n_frames)) / native_fps, n_frames / native_fps)
 
     def times(self, first: float, last: float, end: float) -> np.ndarray:
@@ -70,6 +74,8 @@ class FrameSampling:
         ``first`` to ``last`` and which ends at ``end`` (when the last frame stops showing): segment
         centres of [first, end), ``uniform``'s evenly spaced times from first to last, or every
         1/fps s from first while before end."""
+        import numpy as np
+
         if self.mode == "segments":
             return first + (np.arange(self.frames) + 0.5) * (end - first) / self.frames
         if self.mode == "uniform":
@@ -82,6 +88,8 @@ class FrameSampling:
         for each time the rule names, the frame on screen then, i.e. the latest shown at or before
         it (a variable-frame-rate clip gets the frames of those times, not of those indices). On a
         constant rate this is `indices`, frame for frame."""
+        import numpy as np
+
         if len(shown) == 0:
             return np.zeros(0, dtype=np.int64)
         wanted = self.times(float(shown[0]), float(shown[-1]), end)

@@ -19,8 +19,8 @@ from typing import Any, Generic, Mapping
 
 from typing_extensions import TypeVar
 
-from negharness.api.errors import UserError
-from negharness.api.options import OptionSpec, parse_options
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import OptionSpec, parse_options
 
 MODALITIES = frozenset({"text", "image", "video", "edit"})
 DEFAULT_CLUSTER = "row"  # each query its own cluster (rows independent)

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from negharness.api.plugin_source import PluginSource, require_plugins
-from negharness.api.errors import UnknownNameError, UserError
-from negharness.api.model import ModelOptions
-from negharness.api.options import BindsOptions, OptionSpec, frozen_empty, takes_options
-from negharness.api.sampling import FrameSampling
+from negharness.contracts.plugin_source import PluginSource, require_plugins
+from negharness.contracts.errors import UnknownNameError, UserError
+from negharness.contracts.model import ModelOptions
+from negharness.contracts.options import BindsOptions, OptionSpec, frozen_empty, takes_options
+from negharness.contracts.sampling import FrameSampling
 
 Mcq = tuple[tuple[str, ...], int]  # (options, index of the correct one)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.io.csv_rows import (
     DATA_ENCODING,
     check_caption,

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from negharness.api.errors import UserError
-from negharness.api.task import TaskResult
+from negharness.contracts.errors import UserError
+from negharness.contracts.task import TaskResult
 from negharness.declarative.annotations import Record, edit_captions, fill, short
 from negharness.declarative.media import MediaRef, box_of, check_inside, cropped
 from negharness.declarative.sources import embedded_image
@@ -38,7 +38,7 @@ from negharness.records.published import collection_digest, published_notes
 if TYPE_CHECKING:
     import torch
 
-    from negharness.api.context import EvalContext
+    from negharness.contracts.context import EvalContext
 
 TOT_RULE = ("text_only: the two positives' cosine must beat each positive's cosine with the negative "
             "(SugarCrepe++'s text-only task, evaluate_ulms.py: p1_p2 > p1_ref and p1_p2 > p2_ref)")

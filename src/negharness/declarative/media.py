@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import MediaError, UserError
+from negharness.contracts.errors import MediaError, UserError
 from negharness.declarative.annotations import Record, short
 from negharness.io.image_files import open_image, read_rgb
 

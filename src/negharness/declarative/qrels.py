@@ -22,14 +22,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from negharness.api.errors import UserError
-from negharness.api.task import TaskResult
+from negharness.contracts.errors import UserError
+from negharness.contracts.task import TaskResult
 from negharness.declarative.annotations import Record, read_records, short
 from negharness.declarative.group import Item, ItemTask
 from negharness.declarative.sources import read_source
 
 if TYPE_CHECKING:
-    from negharness.api.context import EvalContext
+    from negharness.contracts.context import EvalContext
 
 
 def _ids(recs: list[Record], field: str, what: str) -> dict[str, Record]:

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import yaml
 
-from negharness.api.errors import UserError
-from negharness.api.names import name_problem
-from negharness.api.task import MetricInfo, Task, cluster_problems
+from negharness.contracts.errors import UserError
+from negharness.contracts.names import name_problem
+from negharness.contracts.task import MetricInfo, Task, cluster_problems
 from negharness.declarative.annotations import FILTER_KEYS, short
 from negharness.declarative.kind_specs import (
     DEFAULT_ITEM_METRICS,

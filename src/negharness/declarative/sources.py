@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.declarative.annotations import Record, read_records
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")

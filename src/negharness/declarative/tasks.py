@@ -21,9 +21,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
-from negharness.api.task import Task, TaskOptions, TaskResult
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.task import Task, TaskOptions, TaskResult
 from negharness.declarative.annotations import (
     Record,
     edit_captions,
@@ -41,7 +41,7 @@ from negharness.io.paths import RootGuard
 from negharness.records.published import collection_digest, published_notes
 
 if TYPE_CHECKING:
-    from negharness.api.context import EvalContext
+    from negharness.contracts.context import EvalContext
     from negharness.io.media import MediaSet
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -319,7 +319,7 @@ class ChoiceTask(DeclarativeTask):
         return [r.media.path for r in self.rows if r.media.path is not None]
 
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
-        from negharness.api.choices import (
+        from negharness.contracts.choices import (
             ChoiceSet,  # lazy: start-up time (torch)
         )
         from negharness.scoring.choices import (  # lazy: start-up time (torch)

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from negharness.api.editing import Detector, Editor
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions, ModelPlugin
-from negharness.api.options import bind_declared, declared_options
+from negharness.contracts.editing import Detector, Editor
+from negharness.contracts.errors import UserError
+from negharness.contracts.model import ModelOptions, ModelPlugin
+from negharness.contracts.options import bind_declared, declared_options
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 from negharness.fetch.weights import with_released

@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterable
 import pluggy
 
 from negharness.version import HOOK_API
-from negharness.api.errors import DuplicateNameError, PluginLoadError
-from negharness.api.options import env_flag
+from negharness.contracts.errors import DuplicateNameError, PluginLoadError
+from negharness.contracts.options import env_flag
 from negharness.discovery import hookspecs
 from negharness.discovery.plugin_index import (
     IndexedEntry,

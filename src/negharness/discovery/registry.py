@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Callable
 
-from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
-from negharness.api.names import name_problem
-from negharness.api.options import bind_declared
+from negharness.contracts.errors import DuplicateNameError, UnknownNameError, UserError
+from negharness.contracts.names import name_problem
+from negharness.contracts.options import bind_declared
 
 KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder")
 

@@ -6,11 +6,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from negharness.api.context import PluginSource, RunContext
-from negharness.api.editing import Editor
-from negharness.api.errors import MediaError, UserError
-from negharness.api.hashing import hash_json
-from negharness.store.content import hash_array
+from negharness.contracts.context import PluginSource, RunContext
+from negharness.contracts.editing import Editor
+from negharness.contracts.errors import MediaError, UserError
+from negharness.contracts.hashing import hash_json
 
 
 def refuse_precision(precision: str) -> None:
@@ -50,5 +49,7 @@ class EditContext(RunContext):
     def edit_key(self, image: Any, instruction: str, seed: int) -> str:
         """What one edit is a function of, hashed: the input's pixels, the instruction, the sample's
         seed and the editor. A saved edit is reused only under the same key, never by sample id alone."""
+        from negharness.store.content import hash_array  # lazy: numpy; `negharness.api` re-exports this module
+
         return hash_json({"input": hash_array(image), "instruction": instruction, "seed": seed,
                           "editor": self.editor_key}, 32)

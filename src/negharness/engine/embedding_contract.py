@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
-from negharness.api.model import EmbeddingModel, ModelOptions
-from negharness.api.options import check_batch_size
-from negharness.api.precision import cpu_autocast_warning, resolve_precision
-from negharness.api.task import (
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.contracts.options import check_batch_size
+from negharness.contracts.precision import cpu_autocast_warning, resolve_precision
+from negharness.contracts.task import (
     Task,
     TaskOptions,
     check_result,

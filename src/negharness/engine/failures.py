@@ -1,6 +1,6 @@
 """Blaming a run's failure on the plugin that raised it: the model or task on the traceback, named
 with its plugin. Needs the plugin base classes (so torch); the rest of the one-line failure, which
-every command shares, is torch-free in `negharness.cli.process` (its text in `negharness.api.errors`).
+every command shares, is torch-free in `negharness.cli.process` (its text in `negharness.contracts.errors`).
 """
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from negharness.api.editing import Editor
-from negharness.api.errors import DEBUG_HINT, message_of
-from negharness.api.model import EmbeddingModel
-from negharness.api.task import Task
+from negharness.contracts.editing import Editor
+from negharness.contracts.errors import DEBUG_HINT, message_of
+from negharness.contracts.model import EmbeddingModel
+from negharness.contracts.task import Task
 
 
 def plugin_frames(tb: TracebackType | None, kinds: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
-from negharness.api.model_options import ModelOptions
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.model_options import ModelOptions
 from negharness.discovery.manager import PluginHost
 from negharness.discovery.registry import Entry
 from negharness.engine.ranks import torchrun_env

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from negharness.api.errors import MissingDataError, UserError
-from negharness.api.options import refuse_unknown
-from negharness.api.task import Task, TaskDefinitionError, TaskOptions
+from negharness.contracts.errors import MissingDataError, UserError
+from negharness.contracts.options import refuse_unknown
+from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
 from negharness.discovery.registry import Entry
 from negharness.engine.plan import memo_path, task_entries
 from negharness.fetch import manual

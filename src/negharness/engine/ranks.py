@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
-from negharness.api.task import Task
+from negharness.contracts.errors import UserError
+from negharness.contracts.task import Task
 from negharness.io.paths import require_regular
 from negharness.store.content import FileHasher, named_hash
 

@@ -18,12 +18,12 @@ from typing import Any, Callable, Iterator, Sequence, cast
 
 import torch
 
-from negharness.api.context import RunContext
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
-from negharness.api.model import ChoiceScorer, EmbeddingModel, as_encoder
-from negharness.api.precision import autocast
-from negharness.api.sampling import FrameSampling
+from negharness.contracts.context import RunContext
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.model import ChoiceScorer, EmbeddingModel, as_encoder
+from negharness.contracts.precision import autocast
+from negharness.contracts.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
 from negharness.engine.precheck import DEVICES, check_device_spec

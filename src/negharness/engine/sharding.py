@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.engine.ranks import torchrun_env
 from negharness.engine.runner import CachedEvalContext
 from negharness.io.media import MediaSet

@@ -7,7 +7,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
-from negharness.api.model import EmbeddingModel
+from negharness.contracts.model import EmbeddingModel
 
 
 def encodes_prepared(model: EmbeddingModel) -> bool:

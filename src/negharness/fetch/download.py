@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from negharness.api.errors import UserError
-from negharness.api.options import env_flag
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import env_flag
 from negharness.fetch import hub
 from negharness.fetch.sources import human_size
 from negharness.store.locks import locked

@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.fetch.sources import BENCHMARKS, SOURCES, Source, human_size
 
 

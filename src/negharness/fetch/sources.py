@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.fetch.sources import Unpack
 
 

@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.fetch import session
 from negharness.fetch.sources import Source, human_size
 

@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
-from negharness.api.errors import UserError
-from negharness.api.options import env_flag
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import env_flag
 from negharness.io.safe_unpickle import CallRefused, InertObject, restricted_load
 from negharness.store.atomic import atomic_write
 

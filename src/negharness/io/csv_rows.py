@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 DATA_ENCODING = "utf-8-sig"  # UTF-8; a leading BOM is dropped, never kept in the first field name or id
 # A caption longer than this is not a caption (the longest MSR-VTT / VATEX / COCO captions have a few

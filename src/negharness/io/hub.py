@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 
 T = TypeVar("T")
 

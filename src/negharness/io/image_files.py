@@ -17,7 +17,7 @@ from typing import Any
 import PIL
 from PIL import features
 
-from negharness.api.errors import MediaError
+from negharness.contracts.errors import MediaError
 
 # what PIL raises for a damaged file, header or pixels (a broken PNG chunk is a SyntaxError in PIL)
 DECODE_ERRORS = (OSError, SyntaxError)

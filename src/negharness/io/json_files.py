@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.io.paths import require_regular
 
 MAX_FILE_BYTES = 256 * 2**20  # far above the largest record or per-query file (COCO retrieval: a few MB)

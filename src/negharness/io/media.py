@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from negharness.api.errors import MediaError, UserError
+from negharness.contracts.errors import MediaError, UserError
 from negharness.io.image_files import (
     DECODE_ERRORS,
     decode_failure,

@@ -6,8 +6,8 @@ import errno
 import os
 from pathlib import Path
 
-from negharness.api.errors import UserError
-from negharness.api.options import env_flag
+from negharness.contracts.errors import UserError
+from negharness.contracts.options import env_flag
 
 
 def _user_cache() -> Path:

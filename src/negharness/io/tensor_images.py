@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from negharness.api.errors import MediaError
+from negharness.contracts.errors import MediaError
 from negharness.io.image_files import image_decoder_identity, read_rgb
 from negharness.io.media import regular_media
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from negharness.api.errors import MediaError, UserError
-from negharness.api.sampling import FrameSampling
+from negharness.contracts.errors import MediaError, UserError
+from negharness.contracts.sampling import FrameSampling
 from negharness.io.image_files import DECODE_ERRORS, decode_failure, image_decoder_identity, open_image
 
 if TYPE_CHECKING:

@@ -23,9 +23,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
-from negharness.api.names import lookalikes, name_problem
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.names import lookalikes, name_problem
 from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded_bytes
 from negharness.io.paths import cache_root
 from negharness.records.schema import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key

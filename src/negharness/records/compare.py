@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.records.check import read_checked
 from negharness.records.results import SIDECAR_SUFFIXES, iter_records, record_key
 from negharness.scoring.bootstrap import (

@@ -39,8 +39,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
 
 FIXED = ("paper", "table", "row", "model", "arch", "pretrained", "task", "note")
 REQUIRED = ("paper", "table", "row", "task")

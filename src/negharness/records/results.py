@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from negharness.api.hashing import hash_json
+from negharness.contracts.hashing import hash_json
 from negharness.records.check import RecordError, read_checked
 from negharness.records.schema import (  # noqa: F401  (long imported from here)
     INTERVAL_FIELDS,

@@ -14,7 +14,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.records.check import checked_records, is_partial, record_problems  # noqa: F401  (long imported from here)
 from negharness.report import diagnosis_file
 from negharness.scoring import perquery

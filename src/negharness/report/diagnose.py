@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.store.atomic import atomic_write
 
 TEMPLATE_FILE = Path(__file__).with_name("diagnose_templates.yaml")

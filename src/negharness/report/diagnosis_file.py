@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded
 from negharness.records.results import ModelConfig
 from negharness.store.atomic import atomic_write_text

@@ -28,8 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from negharness.api.options import OptionSpec
-from negharness.api.task import MetricInfo
+from negharness.contracts.options import OptionSpec
+from negharness.contracts.task import MetricInfo
 
 MEAN = "mean"  # the metric is the mean of its per-query values over the ids they cover
 

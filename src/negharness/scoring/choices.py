@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 import numpy as np
 import torch
 
-from negharness.api.choices import ChoiceSet, pad_scores
-from negharness.api.context import EvalContext
-from negharness.api.errors import UserError
+from negharness.contracts.choices import ChoiceSet, pad_scores
+from negharness.contracts.context import EvalContext
+from negharness.contracts.errors import UserError
 from negharness.io.media import MediaSet
 from negharness.scoring.unreadable import unreadable_items
 from negharness.scoring.views import pair_scores, rows_of

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.scoring.metrics import Relevance
 from negharness.store.atomic import atomic_write
 

@@ -15,9 +15,9 @@ from typing import Any, Sequence, TypeVar
 import numpy as np
 import torch
 
-from negharness.api.choices import ChoiceSet
-from negharness.api.context import EvalContext
-from negharness.api.task import TaskResult
+from negharness.contracts.choices import ChoiceSet
+from negharness.contracts.context import EvalContext
+from negharness.contracts.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
 from negharness.scoring.catalog import MCQ_METRICS, TEMPLATES  # noqa: F401 (MCQ_METRICS: defined without torch)

@@ -28,7 +28,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.io.json_files import loads_unique, read_bounded
 from negharness.scoring import catalog
 from negharness.scoring.bootstrap import (

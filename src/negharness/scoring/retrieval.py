@@ -14,10 +14,10 @@ from typing import Any, Sequence, TypeVar
 import numpy as np
 import torch
 
-from negharness.api.context import EvalContext
-from negharness.api.errors import UserError
-from negharness.api.model import as_encoder
-from negharness.api.task import TaskResult
+from negharness.contracts.context import EvalContext
+from negharness.contracts.errors import UserError
+from negharness.contracts.model import as_encoder
+from negharness.contracts.task import TaskResult
 from negharness.io.media import MediaSet
 from negharness.scoring import perquery
 # what a text-to-media task may return and its -T qrels option: defined where no torch is imported

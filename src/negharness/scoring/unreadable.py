@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.io.media import MediaSet
 from negharness.scoring.metrics import Relevance
 

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from negharness.api.context import EvalContext
-from negharness.api.model import as_encoder
+from negharness.contracts.context import EvalContext
+from negharness.contracts.model import as_encoder
 
 
 def embed_views(ctx: EvalContext, views: dict[str, list[str | None]]) -> dict[str, torch.Tensor]:

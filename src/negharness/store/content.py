@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.io.paths import require_regular
 from negharness.store.atomic import atomic_write_bytes
 

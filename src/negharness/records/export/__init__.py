@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from negharness.api.errors import UserError
+from negharness.contracts.errors import UserError
 from negharness.records.export import eee, lm_eval, mteb
 from negharness.records.export.common import FORMATS, Export, PublishedOf, exportable, stable_uuid
 

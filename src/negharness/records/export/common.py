@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from negharness.api.errors import UserError
-from negharness.api.hashing import hash_json
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
 from negharness.records.check import checked_records
 from negharness.records.published import PublishedRow
 from negharness.scoring.catalog import Scale, scale_of

@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from negharness.api.hashing import hash_json
+from negharness.contracts.hashing import hash_json
 from negharness.records.export.common import PublishedOf, Run
 from negharness.store.atomic import atomic_write_json
 
