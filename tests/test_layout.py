@@ -107,8 +107,8 @@ def test_api_exports_resolve():
 def test_the_api_top_level_is_the_contracts_and_the_rest_lives_in_named_facades():
     """About 30 top-level names (the contracts, context, options, errors, registration); a name that
     moved to a facade still resolves from the top level, to the same object (plugins written against
-    0.x keep working), but is not in ``__all__``; importing the top level and the contract faces (all
-    but the facades over host rooms) loads no torch, so a plugin's registration module stays quick."""
+    0.x keep working), but is not in ``__all__``; importing the top level, the contract faces and the
+    two facades a task module imports (scoring, media) loads no torch, so a plugin's registration module stays quick."""
     import importlib
     import subprocess
     import sys
@@ -121,7 +121,8 @@ def test_the_api_top_level_is_the_contracts_and_the_rest_lives_in_named_facades(
             moved = getattr(api, name)
         assert name not in api.__all__ and moved is getattr(importlib.import_module(facade), name), name
     light = ("errors", "options", "names", "hashing", "precision", "sampling", "model_options", "task",
-             "context", "model", "editing", "training", "queries", "plugin_source")
+             "context", "model", "editing", "training", "queries", "plugin_source",
+             "scoring", "media")  # the two a task module imports resolve each name on first use
     probe = ("import sys, importlib\nfrom negharness.api import hookimpl, Registrar\n"
              f"[importlib.import_module('negharness.api.' + f) for f in {light!r}]\n"
              "print('torch' in sys.modules)")
@@ -216,3 +217,21 @@ def test_each_floor_rule_can_fail(tmp_path):
     assert all_problems(api / "bad.py") == ["bad.py: __all__ is not a literal list of strings"]
     assert all_problems(api / "stale.py") == ["stale.py: gone is listed but neither defined nor imported",
                                               "stale.py: imports cache_root but does not list it"]
+
+
+@pytest.mark.parametrize("facade", ["negharness.api.scoring", "negharness.api.media"])
+def test_a_facade_resolved_on_first_use_gives_what_type_checkers_read(facade):
+    """`scoring` and `media` keep their names in one list, the ``if TYPE_CHECKING:`` imports type checkers
+    read; at run time each listed name is the very object that import names, and only those exist."""
+    import ast
+    import importlib
+
+    module = importlib.import_module(facade)
+    tree = ast.parse(Path(module.__file__).read_text())
+    guarded = {a.asname or a.name: (n.module, a.name) for stmt in tree.body if isinstance(stmt, ast.If)
+               for n in stmt.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert sorted(guarded) == sorted(module.__all__)
+    for name, (home, real) in guarded.items():
+        assert getattr(module, name) is getattr(importlib.import_module(home), real), name
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        module.not_a_name

@@ -1,44 +1,11 @@
 """negharness.api.scoring: The scorers and metrics a task calls: retrieval, choices, MCQ, per-query values.
 
 A facade over the host modules that define these names; plugins import them from here, never from
-those modules (importing it loads what they load: torch, for most)."""
+those modules. Each name is imported on first use (importing the facade loads no torch)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from negharness.api.exports import RENAMED as _RENAMED, renamed as _renamed
-from negharness.contracts.choices import (
-    ChoiceSet as ChoiceSet,
-    pad_scores as pad_scores,
-)
-from negharness.scoring.catalog import (
-    MCQ_METRICS as MCQ_METRICS,
-    NEGATED_METRICS as NEGATED_METRICS,
-    QRELS_OPTION as QRELS_OPTION,
-    RETRIEVAL_NEG_METRICS as RETRIEVAL_NEG_METRICS,
-    TEXT_TO_MEDIA_METRICS as TEXT_TO_MEDIA_METRICS,
-)
-from negharness.scoring.choices import score_choices as score_choices
-from negharness.scoring.mcq import evaluate_mcq as evaluate_mcq
-from negharness.scoring.metrics import (
-    Relevance as Relevance,
-    best_relevant_rank as best_relevant_rank,
-    retrieval_metrics as retrieval_metrics,
-)
-from negharness.scoring.perquery import per_query as per_query
-from negharness.scoring.retrieval import (
-    QuerySet as QuerySet,
-    drop_unreadable as drop_unreadable,
-    evaluate_negated as evaluate_negated,
-    evaluate_text_to_media as evaluate_text_to_media,
-    similarities as similarities,
-    task_qrels as task_qrels,
-)
-from negharness.scoring.views import (
-    pair_scores as pair_scores,
-    query_scores as query_scores,
-)
+from typing import TYPE_CHECKING
 
 __all__ = [
     "ChoiceSet", "MCQ_METRICS", "NEGATED_METRICS", "QRELS_OPTION", "QuerySet",
@@ -48,9 +15,41 @@ __all__ = [
     "similarities", "task_qrels",
 ]
 
-if not TYPE_CHECKING:  # hidden from type checkers: a renamed name is an error there, not Any
-    def __getattr__(name: str) -> Any:
-        """A renamed 0.x name (`negharness.api.exports.RENAMED`), with a warning naming its new spelling."""
-        if name in _RENAMED:
-            return _renamed(__name__, name)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each name is imported on
+    # first use (`on_first_use` reads this block: the one list), so a task module that imports this
+    # facade at its top loads no torch until its task runs; a renamed name is an error here, not Any
+    from negharness.contracts.choices import (
+        ChoiceSet as ChoiceSet,
+        pad_scores as pad_scores,
+    )
+    from negharness.scoring.catalog import (
+        MCQ_METRICS as MCQ_METRICS,
+        NEGATED_METRICS as NEGATED_METRICS,
+        QRELS_OPTION as QRELS_OPTION,
+        RETRIEVAL_NEG_METRICS as RETRIEVAL_NEG_METRICS,
+        TEXT_TO_MEDIA_METRICS as TEXT_TO_MEDIA_METRICS,
+    )
+    from negharness.scoring.choices import score_choices as score_choices
+    from negharness.scoring.mcq import evaluate_mcq as evaluate_mcq
+    from negharness.scoring.metrics import (
+        Relevance as Relevance,
+        best_relevant_rank as best_relevant_rank,
+        retrieval_metrics as retrieval_metrics,
+    )
+    from negharness.scoring.perquery import per_query as per_query
+    from negharness.scoring.retrieval import (
+        QuerySet as QuerySet,
+        drop_unreadable as drop_unreadable,
+        evaluate_negated as evaluate_negated,
+        evaluate_text_to_media as evaluate_text_to_media,
+        similarities as similarities,
+        task_qrels as task_qrels,
+    )
+    from negharness.scoring.views import (
+        pair_scores as pair_scores,
+        query_scores as query_scores,
+    )
+else:
+    from negharness.api.exports import on_first_use
+
+    __getattr__ = on_first_use(__name__)  # a renamed 0.x name (`RENAMED`) warns, naming its new spelling

@@ -47,7 +47,7 @@ from negharness.records.published import table_rows
 from negharness.scoring import catalog
 
 if TYPE_CHECKING:
-    from negharness.api.context import EvalContext
+    from negharness.contracts.context import EvalContext
 
 KINDS = ("choice", "retrieval", "suite", *ITEM_KINDS)
 AUTHORS_SUFFIX = "_authors_rule"  # the authors' twin of a metric, added with `authors:`, never declared

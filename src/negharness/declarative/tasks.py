@@ -186,7 +186,7 @@ class DeclarativeTask(Task["EvalContext"]):
             return MediaSet("declarative/images", "image", ids, lambda i: load_image(refs[i]),
                             sources=[r.path for r in refs], recipe=f"{RGB_RECIPE}|{image_decoder_identity()}",
                             parts=["" if r.crop is None else json.dumps(list(r.crop)) for r in refs])
-        from negharness.api.sampling import FrameSampling  # lazy: start-up time
+        from negharness.contracts.sampling import FrameSampling  # lazy: start-up time
         from negharness.io.video import decode_video, video_recipe  # lazy: start-up time
 
         sampling = ctx.frame_sampling(FrameSampling("segments", 4))

@@ -88,7 +88,7 @@ def checked_records(results_dir: Path, problems: list[str] | None = None) -> Ite
     duplicates = duplicate_problems(records)
     if duplicates and problems is None:
         raise RecordError("; ".join(duplicates), duplicates)
-    if duplicates:  # --check: every one listed; neither record of a cell reaches the tables it compares
+    if duplicates and problems is not None:  # --check: every one listed; neither record of a cell reaches the tables
         problems.extend(duplicates)
         doubled = {record_key(rec) for path, rec in records if any(line.startswith(f"{path}: ") for line in duplicates)}
         records = [(p, r) for p, r in records if r.get("limited") or record_key(r) not in doubled]

@@ -31,7 +31,7 @@ from negharness.scoring.unreadable import unreadable_items
 from negharness.scoring.views import pair_scores, rows_of
 
 if TYPE_CHECKING:
-    from negharness.api.model import ChoiceScorer
+    from negharness.contracts.model import ChoiceScorer
 
 
 def scores_itself(ctx: EvalContext) -> bool:

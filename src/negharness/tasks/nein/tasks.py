@@ -78,7 +78,7 @@ def instruction_for(target: str, k: int) -> str:
     return text[0].upper() + text[1:]
 
 
-class NeInTask(Task[EditContext]):
+class NeInTask(Task["EditContext"]):  # a name only: the editing context loads numpy
     family = "nein"
     version = "1"
     modalities = frozenset({"edit"})
