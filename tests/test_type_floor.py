@@ -110,3 +110,15 @@ def test_an_encoder_method_on_a_model_that_scores_choices_itself_is_refused_by_n
 
     with pytest.raises(UserError, match="model chooser scores choice tasks itself"):
         query_scores(Ctx(), ["a"], torch.ones(1, 4))
+
+
+def test_the_readme_plugin_is_type_checked_strictly_against_the_floor():
+    """The README's example plugin (its code block is tests/thirdparty/good/negharness_example.py, checked
+    by test_plugins) is in CI's `mypy --strict` run, so a plugin written the documented way type-checks;
+    the package ships `py.typed` (PEP 561), without which a plugin's type checker reads the api as Any."""
+    config = tomllib.loads((SRC.parent / "pyproject.toml").read_text())
+    assert "tests/thirdparty/good/negharness_example.py" in config["tool"]["mypy"]["files"]
+    assert (SRC / "negharness" / "py.typed").is_file()
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["negharness"]
+    example = (SRC.parent / "tests/thirdparty/good/negharness_example.py").read_text()
+    assert "class ExampleColours(Task[EvalContext]):" in example and "def evaluate(self, ctx: EvalContext) -> TaskResult:" in example

@@ -1,8 +1,10 @@
+from typing import Any, Sequence
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api import EmbeddingModel, MetricInfo, Task, TaskResult
+from negharness.api import EmbeddingModel, EvalContext, MetricInfo, ModelOptions, Task, TaskResult
 from negharness.api.media import MediaSet
 from negharness.api.scoring import Relevance, best_relevant_rank, per_query, query_scores, retrieval_metrics
 
@@ -13,24 +15,24 @@ class MeanColourModel(EmbeddingModel):
     """Images: their mean colour. Texts: the colour they name."""
     name = "mean_colour"
 
-    def describe(self):  # everything that changes an embedding: it keys the cache
+    def describe(self) -> dict[str, Any]:  # everything that changes an embedding: it keys the cache
         return {"arch": "mean-colour", "version": 1}
 
-    def modules(self):  # its torch modules (the host moves them to the device, in eval mode): none here
+    def modules(self) -> list[torch.nn.Module]:  # its torch modules (the host moves them to the device, in eval mode): none here
         return []
 
-    def preprocess_image(self, image):
+    def preprocess_image(self, image: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(image)).permute(2, 0, 1).float() / 255
 
-    def encode_image(self, pixels):
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         return F.normalize(pixels.mean(dim=(2, 3)), dim=-1)
 
-    def encode_text(self, texts):
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
         rgb = [next((COLOURS[w] for w in t.split() if w in COLOURS), (1, 1, 1)) for t in texts]
         return F.normalize(torch.tensor(rgb, dtype=torch.float32), dim=-1)
 
 
-class ExampleColours(Task):
+class ExampleColours(Task[EvalContext]):
     """Three solid-colour images, one caption each: text-to-image R@1 and MIR."""
     name = "example_colours"
     family = "example"
@@ -39,7 +41,7 @@ class ExampleColours(Task):
     metric_info = {"R@1": MetricInfo(True, ".1f"), "MIR": MetricInfo(True, ".3f")}
     leaderboard_metrics = ("R@1", "MIR")
 
-    def evaluate(self, ctx):
+    def evaluate(self, ctx: EvalContext) -> TaskResult:
         names = list(COLOURS)
         images = [np.full((8, 8, 3), COLOURS[c], dtype=np.uint8) for c in names]
         media = MediaSet("example/colours", "image", names, lambda i: images[i], cheap=True)
@@ -53,6 +55,6 @@ class ExampleColours(Task):
                           per_query=per_query(names, values))
 
 
-def mean_colour(options):
+def mean_colour(options: ModelOptions) -> MeanColourModel:
     """The model factory (its pyproject entry point); `options` holds -M values, unused here."""
     return MeanColourModel()
