@@ -28,6 +28,26 @@ def test_library_run_equals_the_command(tmp_path, monkeypatch, capsys):
     assert again[0].skipped
 
 
+def test_a_run_is_checked_once_then_executed(tmp_path, monkeypatch):
+    """`negharness run` checks the request before torch (names, the protocol, every task built, every
+    input present) and hands that one value to `run_evaluation`: each task is built once, not again
+    after torch; the library door, with no checked value, builds each once too."""
+    from negharness.cli.main import main
+    from negharness.engine import precheck
+
+    built: list[str] = []
+    real = precheck.made_task
+    monkeypatch.setattr(precheck, "made_task", lambda entry, options: built.append(entry.name) or real(entry, options))
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ["--model", "shapes_clip", "--task", "shapes_t2i_original", "--task", "shapes_mcq", "--limit", "20"]
+    assert main(["run", *args, "--output-dir", str(tmp_path / "cli"), "--cache-dir", str(tmp_path / "c1")]) == 0
+    assert sorted(built) == ["shapes_mcq", "shapes_t2i_original"]
+    built.clear()
+    negharness.run("shapes_clip", ["shapes_t2i_original", "shapes_mcq"], limit=20, output_dir=str(tmp_path / "lib"),
+                   cache_dir=str(tmp_path / "c2"))
+    assert sorted(built) == ["shapes_mcq", "shapes_t2i_original"]
+
+
 def test_library_run_refuses_an_unknown_setting_by_name():
     with pytest.raises(UserError, match="unknown setting 'limt'"):
         negharness.run("shapes_clip", "shapes_t2i_original", limt=3)

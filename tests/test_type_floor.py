@@ -72,7 +72,7 @@ BUILTIN_TASKS = {e.name: e for e in make_host().registry.entries("task") if e.pl
 @pytest.mark.parametrize("name", sorted(BUILTIN_TASKS))
 def test_each_builtin_task_declares_the_context_the_host_passes(name):
     """An editing task (``edit`` among its modalities) gets an `EditContext`, every other one an
-    `EvalContext` (`engine.evaluate._protocol`); before, every built-in was a bare `Task` whose
+    `EvalContext` (`engine.precheck.run_protocol`); before, every built-in was a bare `Task` whose
     `evaluate` narrowed `RunContext` to another type (15 overrides mypy refused)."""
     cls = BUILTIN_TASKS[name].load()
     assert _context_of(cls) == ("EditContext" if "edit" in cls.modalities else "EvalContext")

@@ -133,18 +133,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             err.print(line, markup=False)
     outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
     if outcomes is None:
-        check_before_torch(host, req)  # the tasks' files and the model's weights: all that is missing, at once
+        checked = check_before_torch(host, req)  # the tasks' files and the model's weights: all missing, at once
         if say:
             err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
-        outcomes = _evaluate(args, host, req, err)
+        outcomes = _evaluate(args, host, req, err, checked)
     if outcomes is not None:
         _print_run_summary(outcomes)
     # some tasks failed alone (their input unusable), the others' records are written: exit 2, as for bad input
     return 2 if outcomes and any(o.error for o in outcomes) else 0
 
 
-def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[Any] | None:
-    """The run the normal way (torch, the tasks, the model); None on a torchrun rank that prints nothing."""
+def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any, checked: Any) -> list[Any] | None:
+    """The run the normal way (torch, the model, on the tasks ``checked`` before torch); None on a torchrun
+    rank that prints nothing."""
     from negharness.engine.stages import StageClock  # lazy: start-up time
 
     clock = StageClock(getattr(args, "started_at", None))
@@ -164,7 +165,7 @@ def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any) -> list[A
         with _progress(err) as progress:
             try:
                 outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards,
-                                          clock)
+                                          clock, checked)
             except (UserError, OSError, KeyboardInterrupt):
                 raise
             except Exception as exc:

@@ -36,7 +36,6 @@ from negharness.engine.plan import (
     RunOutcome,
     RunRequest,
     memo_path,
-    task_entries,
     write_receipt,
 )
 from negharness.engine.reuse import (
@@ -49,7 +48,7 @@ from negharness.engine.reuse import (
     stale_reason,
 )
 from negharness.engine.embedding_contract import ModelOrigin
-from negharness.engine.precheck import check_inputs, check_request, made_task
+from negharness.engine.precheck import CheckedRun, checked_run, made_task
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
 from negharness.engine.stages import StageClock, stage_timings
 from negharness.io.paths import (
@@ -101,27 +100,20 @@ def run_library(model: str, tasks: list[str], arch: str | None, pretrained: str 
     return run_evaluation(make_host(), req)
 
 
-def _protocol(entries: list[Entry]) -> str:
-    """"editing" when the tasks edit images, else "embedding"; one run speaks one protocol."""
-    editing = {e.name: "edit" in getattr(e.load(), "modalities", ()) for e in entries}
-    if len(set(editing.values())) > 1:
-        edit = ", ".join(n for n, v in editing.items() if v)
-        other = ", ".join(n for n, v in editing.items() if not v)
-        raise UserError(f"editing tasks ({edit}) and embedding tasks ({other}) take different models: "
-                        "run them separately")
-    return "editing" if any(editing.values()) else "embedding"
-
-
 def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shards: Any = None,
-                   clock: StageClock | None = None) -> list[RunOutcome]:
+                   clock: StageClock | None = None, checked: CheckedRun | None = None) -> list[RunOutcome]:
     """``shards``: this rank's `negharness.engine.sharding.ShardSession` under torchrun, else None.
     ``clock``: the process's stage times so far (the CLI's start-up and imports), which every record
-    of the run repeats beside its own (`negharness.engine.stages`)."""
+    of the run repeats beside its own (`negharness.engine.stages`). ``checked``: the request as
+    `negharness run` checked it before torch (`check_before_torch`); a library call checks it here."""
     clock = clock or StageClock()
-    check_request(host, req)  # the CLI asked already, before torch; a library call asks here
-    entries = task_entries(host, req.tasks)
-    protocol = _protocol(entries)
-    model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
+    if checked is not None and checked.request != req:
+        raise ValueError("run_evaluation: `checked` was made for another request")
+    cache_dir = cache_root(req.cache_dir)  # resolved once: the memo, the embeddings and the tasks share it
+    with clock.timed("data"):
+        hasher = FileHasher(memo_path(cache_dir))
+        checked = checked or checked_run(host, req, hasher.file)
+    protocol, model_entry, tasks = checked.protocol, checked.model_entry, checked.tasks
     device = resolve_device(req.device)
     resolve_precision(req.precision)
     if protocol == "editing":
@@ -130,12 +122,8 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
         warnings.warn(note, UserWarning, stacklevel=2)
     check_batch_size(req.batch_size)
     out_dir = writable_folder(req.output_dir, "--output-dir")
-    cache_dir = cache_root(req.cache_dir)  # resolved once: the memo, the embeddings and the tasks share it
     root, source = data_root(req.data_root)
     topts = TaskOptions(root, source, cache_dir, req.seed, req.limit, dict(req.task_extra))
-    with clock.timed("data"):
-        hasher = FileHasher(memo_path(cache_dir))
-        tasks = check_inputs(host, req, hasher.file)  # the CLI asked already, before torch
     plugins = PluginLookup(host.registry, device, cache_dir)
     # released weights (negclip, ...) become the checkpoint before the records are planned on it; one
     # model, one folder and row: -M values bound to the factory's declared options, defaults dropped

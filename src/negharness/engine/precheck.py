@@ -78,23 +78,58 @@ class Missing:
     data: bool = True  # under the data root (so --data-root may be the fix), else the model's weights
 
 
-def check_inputs(host: Any, req: Any, hash_file: Callable[[Path], str | None] | None = None) -> list[tuple[Entry, Task]]:
+def check_inputs(host: Any, req: Any, entries: list[Entry],
+                 hash_file: Callable[[Path], str | None] | None = None) -> list[tuple[Entry, Task]]:
     """The run's tasks, built; their -T keys owned; every absent input (data and weights) named in one
     error; then the fetched files unchanged (``hash_file``: the run's memoised hasher)."""
     root, source = data_root(req.data_root)
     options = TaskOptions(root, source, cache_root(req.cache_dir), req.seed, req.limit, dict(req.task_extra))
-    tasks = [(e, made_task(e, options)) for e in task_entries(host, req.tasks)]
+    tasks = [(e, made_task(e, options)) for e in entries]
     check_task_options(req.task_extra, [t for _, t in tasks])
     check_data([t for _, t in tasks], root, source, hash_file, weights_problems(host, req))
     return tasks
 
 
-def check_before_torch(host: Any, req: Any) -> None:
-    """`check_inputs` as `negharness run` asks it before torch loads, hashing through the memo the run
+@dataclass(frozen=True)
+class CheckedRun:
+    """A run request checked once, before torch: its task entries and built tasks, the protocol they speak
+    and the model's registry entry. `negharness run` makes it before torch loads and hands it to
+    `run_evaluation`, which then asks the registry, the task factories and the data files nothing again."""
+
+    request: Any
+    entries: list[Entry]
+    protocol: str
+    model_entry: Entry
+    tasks: list[tuple[Entry, Task]]
+
+
+def checked_run(host: Any, req: Any, hash_file: Callable[[Path], str | None] | None = None) -> CheckedRun:
+    """Names, device and data root (`check_request`), the protocol, then every input (`check_inputs`)."""
+    check_request(host, req)
+    entries = task_entries(host, req.tasks)
+    protocol = run_protocol(entries)
+    model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
+    return CheckedRun(req, entries, protocol, model_entry, check_inputs(host, req, entries, hash_file))
+
+
+def run_protocol(entries: list[Entry]) -> str:
+    """"editing" when the tasks edit images, else "embedding"; one run speaks one protocol."""
+    editing = {e.name: "edit" in getattr(e.load(), "modalities", ()) for e in entries}
+    if len(set(editing.values())) > 1:
+        edit = ", ".join(n for n, v in editing.items() if v)
+        other = ", ".join(n for n, v in editing.items() if not v)
+        raise UserError(f"editing tasks ({edit}) and embedding tasks ({other}) take different models: "
+                        "run them separately")
+    return "editing" if any(editing.values()) else "embedding"
+
+
+def check_before_torch(host: Any, req: Any) -> CheckedRun:
+    """`checked_run` as `negharness run` asks it before torch loads, hashing through the memo the run
     reads next (saved here, so no file is read twice)."""
     hasher = FileHasher(memo_path(cache_root(req.cache_dir)))
-    check_inputs(host, req, hasher.file)
+    checked = checked_run(host, req, hasher.file)
     hasher.save()
+    return checked
 
 
 def check_data(tasks: list[Task], root: Path, source: str, hash_file: Callable[[Path], str | None] | None = None,
