@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any, Sequence
@@ -965,3 +966,19 @@ def test_text_only_reads_no_media_and_qrels_reads_no_captions(tmp_path):
         _yaml(tmp_path / "b", QRELS + "    captions: {field: text}\n")
     with pytest.raises(UserError, match=r"key 'media\.id': missing"):
         _yaml(tmp_path / "c", QRELS.replace("      id: corpus_id\n", ""))
+
+
+@pytest.mark.parametrize("pattern, why", [
+    ("(a+)+_x", "repeats or alternates"), ("(a|ab)*_(.*)", "repeats or alternates"),
+    ("(" * 3, "not a regular expression"), ("a" * 201, "201 characters (at most 200)")])
+def test_a_task_files_id_pattern_that_could_run_without_bound_is_refused_when_read(tmp_path, pattern, why):
+    """A task file is untrusted input: its ``candidates`` pattern runs on every id with Python's backtracking
+    `re`, which has no time limit, and ``(a+)+`` takes exponential time on one long id; it is refused naming
+    the file and key, before any row is read. The MRMR file's own ``(.*)_[^_]*`` (no nesting) stands."""
+    import yaml as pyyaml
+
+    spec = (Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice/mrmr_negation.yaml").read_text()
+    bad = spec.replace("candidates: {item: '(.*)_[^_]*'}", "candidates: {item: " + json.dumps(pattern) + "}")
+    assert bad != spec and pyyaml.safe_load(bad)["candidates"]["item"] == pattern
+    with pytest.raises(UserError, match=re.escape(why)):
+        _yaml(tmp_path / "yaml", bad)

@@ -19,6 +19,7 @@ names the file and the dotted key, and a key a kind does not read is an error.
 from __future__ import annotations
 
 import re
+import re._parser as re_parser  # the stdlib's own parse of a pattern (3.11+)
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,46 @@ def qrels_spec(c: Any, stays: Any) -> dict[str, Any]:
             "candidates": candidate_rule(c)}
 
 
+MAX_PATTERN_CHARS = 200  # an id's key pattern is a few characters; a task file is untrusted input
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a task file's id pattern is refused, or None. It runs on every id of the data with Python's
+    backtracking `re`, which has no time limit: a repetition of something that itself repeats or
+    alternates (``(a+)+``, ``(a|a)*``) can take exponential time on one long id, so it is refused with the
+    pattern's other faults before any row is read."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"a pattern of {len(pattern)} characters (at most {MAX_PATTERN_CHARS})"
+    try:
+        parsed = re_parser.parse(pattern)
+    except re.error as e:
+        return f"not a regular expression ({e})"
+    if _nested_repeat(list(parsed), inside=False):
+        return ("a repeated group that itself repeats or alternates (e.g. (a+)+ or (a|b)*) can take exponential "
+                "time on a long id: write it without the nesting")
+    return None
+
+
+def _nested_repeat(items: list[Any], inside: bool) -> bool:
+    """Whether a parsed pattern holds a repeat (of more than one) within a repeat, or an alternation within one."""
+    for op, arg in items:
+        if op in (re_parser.MAX_REPEAT, re_parser.MIN_REPEAT, getattr(re_parser, "POSSESSIVE_REPEAT", None)):
+            low, high, body = arg
+            repeats = high is re_parser.MAXREPEAT or high > low  # a variable count: x{2} is fixed, x+ is not
+            if (repeats and inside) or _nested_repeat(list(body), inside or repeats):
+                return True
+        elif op is re_parser.BRANCH:
+            if inside or any(_nested_repeat(list(b), inside) for b in arg[1]):
+                return True
+        elif op is re_parser.SUBPATTERN:
+            if _nested_repeat(list(arg[-1]), inside):
+                return True
+        elif op in (re_parser.ASSERT, re_parser.ASSERT_NOT):
+            if _nested_repeat(list(arg[1]), inside):
+                return True
+    return False
+
+
 def candidate_rule(c: Any) -> dict[str, Any] | None:
     """``candidates: {query: REGEX, item: REGEX}``: each id's key is the pattern's first group (the whole
     id where a side has no pattern); a query ranks only the items whose key equals its own."""
@@ -135,10 +176,9 @@ def candidate_rule(c: Any) -> dict[str, Any] | None:
     for side in ("query", "item"):
         pattern = s.get(side, str, False)
         if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise s.fail(side, f"not a regular expression ({e})") from None
+            problem = pattern_problem(pattern)
+            if problem:
+                raise s.fail(side, problem)
         out[side] = pattern
     if not any(out.values()):
         raise c.fail("candidates", "give query or item (a pattern whose first group is the shared key)")
