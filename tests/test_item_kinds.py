@@ -969,12 +969,13 @@ def test_text_only_reads_no_media_and_qrels_reads_no_captions(tmp_path):
 
 
 @pytest.mark.parametrize("pattern, why", [
-    ("(a+)+_x", "repeats or alternates"), ("(a|ab)*_(.*)", "repeats or alternates"),
+    ("(a+)+_x", "repeats or alternates"), (r"(\w+\s?)+_(.*)", "repeats or alternates"), ("(x*)*", "repeats"),
     ("(" * 3, "not a regular expression"), ("a" * 201, "201 characters (at most 200)")])
 def test_a_task_files_id_pattern_that_could_run_without_bound_is_refused_when_read(tmp_path, pattern, why):
     """A task file is untrusted input: its ``candidates`` pattern runs on every id with Python's backtracking
     `re`, which has no time limit, and ``(a+)+`` takes exponential time on one long id; it is refused naming
-    the file and key, before any row is read. The MRMR file's own ``(.*)_[^_]*`` (no nesting) stands."""
+    the file and key, before any row is read. The MRMR file's own ``(.*)_[^_]*`` (no nesting) and a
+    repeat whose turns start with a literal stand."""
     import yaml as pyyaml
 
     spec = (Path(__file__).resolve().parents[1] / "src/negharness/tasks/choice/mrmr_negation.yaml").read_text()
@@ -982,3 +983,10 @@ def test_a_task_files_id_pattern_that_could_run_without_bound_is_refused_when_re
     assert bad != spec and pyyaml.safe_load(bad)["candidates"]["item"] == pattern
     with pytest.raises(UserError, match=re.escape(why)):
         _yaml(tmp_path / "yaml", bad)
+
+
+@pytest.mark.parametrize("pattern", [r"(.*)_[^_]*", r"^(\d+)(?:-\d+)*$", r"^((?:[a-z]+_)+)\d+$", r"(\d{3})-\d+", r"(a{2})+"])
+def test_an_id_pattern_whose_repeats_are_delimited_stands(pattern):
+    from negharness.declarative.kind_specs import pattern_problem
+
+    assert pattern_problem(pattern) is None

@@ -18,8 +18,9 @@ names the file and the dotted key, and a key a kind does not read is an error.
 
 from __future__ import annotations
 
+import importlib
 import re
-import re._parser as re_parser  # the stdlib's own parse of a pattern (3.11+)
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,40 +130,71 @@ def qrels_spec(c: Any, stays: Any) -> dict[str, Any]:
 MAX_PATTERN_CHARS = 200  # an id's key pattern is a few characters; a task file is untrusted input
 
 
+# the stdlib's own parse of a pattern: `re._parser` from 3.11, `sre_parse` before (deprecated since)
+re_parser: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
+
+
 def pattern_problem(pattern: str) -> str | None:
     """Why a task file's id pattern is refused, or None. It runs on every id of the data with Python's
-    backtracking `re`, which has no time limit: a repetition of something that itself repeats or
-    alternates (``(a+)+``, ``(a|a)*``) can take exponential time on one long id, so it is refused with the
-    pattern's other faults before any row is read."""
+    backtracking `re`, which has no time limit: a repetition whose body can itself match in several ways
+    with no literal to fix where one turn ends (``(a+)+``, ``(a|ab)*``, ``(\\w+\\s?)+``) can take exponential
+    time on one long id, so it is refused with the pattern's other faults before any row is read;
+    ``(?:-\\d+)*`` (each turn starts with its literal ``-``) stands."""
     if len(pattern) > MAX_PATTERN_CHARS:
         return f"a pattern of {len(pattern)} characters (at most {MAX_PATTERN_CHARS})"
     try:
         parsed = re_parser.parse(pattern)
     except re.error as e:
         return f"not a regular expression ({e})"
-    if _nested_repeat(list(parsed), inside=False):
-        return ("a repeated group that itself repeats or alternates (e.g. (a+)+ or (a|b)*) can take exponential "
-                "time on a long id: write it without the nesting")
+    if _ambiguous_repeat(list(parsed)):
+        return ("a repeated group whose body itself repeats or alternates with no literal between turns "
+                "(e.g. (a+)+ or (a|ab)*) can take exponential time on a long id: write it without the nesting")
     return None
 
 
-def _nested_repeat(items: list[Any], inside: bool) -> bool:
-    """Whether a parsed pattern holds a repeat (of more than one) within a repeat, or an alternation within one."""
+_REPEATS = tuple(getattr(re_parser, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(re_parser, n))
+
+
+def _variable(low: int, high: Any) -> bool:
+    return bool(high is re_parser.MAXREPEAT or high > low)  # x{2} is fixed, x+ and x? are not
+
+
+def _children(op: Any, arg: Any) -> list[list[Any]]:
+    """The sub-patterns of one parsed element (a repeat's body, each branch, a group, an assertion)."""
+    if op in _REPEATS:
+        return [list(arg[2])]
+    if op is re_parser.BRANCH:
+        return [list(b) for b in arg[1]]
+    if op is re_parser.SUBPATTERN:
+        return [list(arg[-1])]
+    if op in (re_parser.ASSERT, re_parser.ASSERT_NOT):
+        return [list(arg[1])]
+    return []
+
+
+def _varies(items: list[Any]) -> bool:
+    """Whether a parsed pattern can match in more than one way: a repeat of variable count or an alternation."""
+    return any((op in _REPEATS and _variable(arg[0], arg[1])) or op is re_parser.BRANCH
+               or any(_varies(c) for c in _children(op, arg)) for op, arg in items)
+
+
+def _flat(items: list[Any]) -> list[Any]:
+    """The elements of a sequence, groups opened (their contents are part of the sequence)."""
+    out: list[Any] = []
     for op, arg in items:
-        if op in (re_parser.MAX_REPEAT, re_parser.MIN_REPEAT, getattr(re_parser, "POSSESSIVE_REPEAT", None)):
-            low, high, body = arg
-            repeats = high is re_parser.MAXREPEAT or high > low  # a variable count: x{2} is fixed, x+ is not
-            if (repeats and inside) or _nested_repeat(list(body), inside or repeats):
+        out += _flat(list(arg[-1])) if op is re_parser.SUBPATTERN else [(op, arg)]
+    return out
+
+
+def _ambiguous_repeat(items: list[Any]) -> bool:
+    """A variable repeat whose body varies and holds no literal of its own, anywhere in the pattern."""
+    for op, arg in items:
+        if op in _REPEATS and _variable(arg[0], arg[1]):
+            body = list(arg[2])
+            if _varies(body) and not any(o is re_parser.LITERAL for o, _ in _flat(body)):
                 return True
-        elif op is re_parser.BRANCH:
-            if inside or any(_nested_repeat(list(b), inside) for b in arg[1]):
-                return True
-        elif op is re_parser.SUBPATTERN:
-            if _nested_repeat(list(arg[-1]), inside):
-                return True
-        elif op in (re_parser.ASSERT, re_parser.ASSERT_NOT):
-            if _nested_repeat(list(arg[1]), inside):
-                return True
+        if any(_ambiguous_repeat(c) for c in _children(op, arg)):
+            return True
     return False
 
 
