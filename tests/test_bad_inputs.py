@@ -244,6 +244,14 @@ def test_model_that_raises_mid_run_is_named_and_finished_records_are_kept(cli, t
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "kaboom" in debug.stderr
 
 
+def test_a_task_that_raises_before_torch_is_named_as_after(cli):
+    """A task plugin's bug while the run checks its inputs (before torch) was "unexpected AttributeError",
+    naming nothing; it names the task and its plugin, as a bug in its `evaluate` does."""
+    res = cli("run", "--model", "boom", "--task", "boom_files", plugins=("boom",))
+    _one_error_line(res, 1, "task 'boom_files' (plugin 'boom') failed", "AttributeError", "no_such_attribute",
+                    "NEGHARNESS_DEBUG=1")
+
+
 @pytest.mark.parametrize("value,on", [("0", False), ("off", False), ("", False), ("yes", True), ("TRUE", True)])
 def test_env_flags_read_one_way(monkeypatch, value, on):
     """Issue 32: env flags were read two ways (``NEGHARNESS_DEBUG=0`` turned debugging on in one of them)."""

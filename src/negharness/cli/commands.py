@@ -8,10 +8,11 @@ and ``list`` answer at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from negharness.contracts.errors import UserError
 from negharness.cli.common import _console, _host, _pairs, _progress
@@ -133,7 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             err.print(line, markup=False)
     outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
     if outcomes is None:
-        checked = check_before_torch(host, req)  # the tasks' files and the model's weights: all missing, at once
+        with _plugin_blamed(args, host):  # a task plugin's bug in building its task or naming its files
+            checked = check_before_torch(host, req)  # the tasks' files and the model's weights: all missing, at once
         if say:
             err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
         outcomes = _evaluate(args, host, req, err, checked)
@@ -163,18 +165,26 @@ def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any, checked: 
     with shard_session(req) as shards:  # None unless started by torchrun
         quiet_stderr_for_followers(shards)
         with _progress(err) as progress:
-            try:
+            with _plugin_blamed(args, host):
                 outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards,
                                           clock, checked)
-            except (UserError, OSError, KeyboardInterrupt):
-                raise
-            except Exception as exc:
-                from negharness.engine.failures import blame_run  # lazy: start-up time
-
-                if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
-                    raise
-                raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
     return outcomes if shards is None or shards.writes else None
+
+
+@contextlib.contextmanager
+def _plugin_blamed(args: argparse.Namespace, host: Any) -> Iterator[None]:
+    """A bug raised inside a plugin (not the user's input, not the machine) becomes one line naming the
+    plugin whose code raised it, before torch (a task built, its files named) as after."""
+    try:
+        yield
+    except (UserError, OSError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        from negharness.engine.failures import blame_run  # lazy: start-up time
+
+        if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
+            raise
+        raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
 
 
 def _print_run_summary(outcomes: list[Any]) -> None:

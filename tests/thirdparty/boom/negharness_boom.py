@@ -51,6 +51,14 @@ class BoomImages(_BoomTask):
         return TaskResult({"n": float(len(ctx.embed_media(media)))}, {"images": 2})
 
 
+class BoomFiles(BoomTexts):
+    """A task whose own code fails before any model loads: naming its files."""
+    name = "boom_files"
+
+    def required_files(self):
+        return self.no_such_attribute
+
+
 @hookimpl
 def negharness_register_models(registry):
     registry.add("boom", lambda options: BoomModel(), "raises in encode_image")
@@ -60,3 +68,4 @@ def negharness_register_models(registry):
 def negharness_register_tasks(registry):
     registry.add("boom_texts", "negharness_boom:BoomTexts", "texts only")
     registry.add("boom_images", "negharness_boom:BoomImages", "images: the model raises")
+    registry.add("boom_files", "negharness_boom:BoomFiles", "raises naming its files, before torch")
