@@ -59,7 +59,11 @@ def evaluate(host, model: str, checkpoint: str | None, out: Path) -> dict[str, d
     req = RunRequest(model=model, model_options=ModelOptions(checkpoint=checkpoint), tasks=TASKS,
                      task_extra={"n_items": TEST_ITEMS}, output_dir=str(out), log_samples=True, overwrite=True,
                      device="auto")
-    return {o.task: per_query(o.path) for o in run_evaluation(host, req)}
+    outcomes = run_evaluation(host, req)
+    failed = [f"{o.task}: {o.error}" for o in outcomes if o.error]
+    if failed:  # a task that failed alone has no record of this run (its path may hold an older one)
+        raise SystemExit(f"{model}: " + "; ".join(failed))
+    return {o.task: per_query(o.path) for o in outcomes}
 
 
 def main() -> None:

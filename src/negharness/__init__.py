@@ -21,7 +21,9 @@ def run(model: str, tasks: "str | list[str]", *, arch: "str | None" = None, pret
     records as the command, returned as `negharness.engine.evaluate.RunOutcome` objects (task,
     record path, the record, whether it was reused). ``settings`` are the run's other options by
     their `RunRequest` names (``device``, ``precision``, ``batch_size``, ``limit``, ``seed``,
-    ``output_dir``, ``overwrite``, ...); an unknown one is an error naming it."""
+    ``output_dir``, ``overwrite``, ...); an unknown one is an error naming it. As with the command,
+    a task whose own input proves unusable fails alone: its outcome has ``error`` set and no record,
+    the others run; when every task fails, the call raises one error naming each."""
     from negharness.engine.evaluate import run_library  # lazy: `import negharness` stays free of torch
 
     return run_library(model, [tasks] if isinstance(tasks, str) else list(tasks), arch, pretrained, checkpoint,

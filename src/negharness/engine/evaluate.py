@@ -246,17 +246,13 @@ def _kept(host: PluginHost, req: RunRequest, planned: list[_Planned], outcomes: 
     if failed and not outcomes:
         if len(failed) == 1:
             raise next(iter(failed.values()))[1]
-        raise UserError(f"all {len(failed)} tasks failed: "
-                        + "; ".join(f"{name}: {_first_line(exc)}" for name, (_, exc) in failed.items()))
+        raise UserError(f"all {len(failed)} tasks failed: {', '.join(failed)}\n"  # each whole, as one alone is
+                        + "\n".join(f"{name}: {str(exc) or type(exc).__name__}" for name, (_, exc) in failed.items()))
     outcomes = outcomes + [RunOutcome(name, path, None, error=str(exc) or type(exc).__name__)
                            for name, (path, exc) in failed.items()]
     if shards is None and not failed:
         write_receipt(host, req, planned, outcomes)
     return outcomes
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path, root: Path,
