@@ -317,3 +317,17 @@ def test_an_open_clip_tag_records_the_hub_commit_its_weights_came_from(monkeypat
     assert openclip_model.pretrained_revision("ViT-B-32", "openai") == "5d2f1c"
     monkeypatch.setattr(openclip_model, "cached_pretrained_file", lambda arch, tag: None)
     assert openclip_model.pretrained_revision("ViT-B-32", "openai") is None
+
+
+def test_a_catalogue_name_a_record_declares_in_another_unit_is_left_aside(tmp_path):
+    """A third-party task may write `accuracy` as a share of 1 (the board formats it `.2%`), or call a
+    lower-is-better number by a catalogue name: the catalogue's percent would divide it by 100 once more
+    (MTEB read 0.0083 for 83%). The record's own declaration is checked against the catalogue's first."""
+    model = ModelConfig("m", {})
+    share = [1.0 if i % 5 else 0.0 for i in range(200)]  # 0.8 as a share of 1
+    write_fake_record(tmp_path, model, "shares", {"accuracy": share, "R@1": _hits(0.5)}, main="R@1", fmt=".2%")
+    write_fake_record(tmp_path, model, "lower", {"R@1": _hits(0.5), "accuracy": _hits(0.2)}, lower_is_better=["accuracy"])
+    done = export(tmp_path, tmp_path / "out", "mteb")
+    said = sorted(s.split("/")[-1] for s in done.left_aside)
+    assert [s.split(" (")[0] for s in said] == ["lower.json: metric accuracy left out", "shares.json"], said
+    assert "main score R@1: its unit is not in negharness' metric catalogue, or the record declares it" in said[1]

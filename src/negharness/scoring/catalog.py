@@ -193,6 +193,22 @@ def scale_of(metric: str, members: Iterable[str] = ()) -> Scale | None:
     return found.scale if found else None
 
 
+def record_scale(metric: str, declared: Any, members: Iterable[str] = ()) -> Scale | None:
+    """`scale_of` for a metric as a record declares it (its ``metric_info`` entry): None where the record
+    says otherwise than the catalogue, a task that reuses a catalogue name in another unit or direction
+    (``accuracy`` as a share of 1, formatted ``.2%``), so no tool reads it 100 times off."""
+    scale = scale_of(metric, members)
+    if scale is None or not isinstance(declared, dict):
+        return scale
+    members = set(members)
+    known = METRICS[canonical("accuracy" if members and (metric in members or metric == "mean") else metric)].info
+    fmt, higher = declared.get("fmt"), declared.get("higher_is_better")
+    if (higher is not None and higher != known.higher_is_better) or (isinstance(fmt, str) and fmt.endswith("%")
+                                                                      and scale.percent):
+        return None
+    return scale
+
+
 def infos(names: Iterable[str]) -> dict[str, MetricInfo]:
     """name -> `MetricInfo` for catalogue names, in the order given (KeyError for an unknown one)."""
     return {n: METRICS[n].info for n in names}

@@ -22,13 +22,14 @@ from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.records.check import checked_records
 from negharness.records.published import PublishedRow
-from negharness.scoring.catalog import Scale, scale_of
+from negharness.scoring.catalog import Scale, record_scale
 
 FORMATS = ("mteb", "lm-eval", "eee")
 ORG = "negharness"  # the namespace of a model id: negharness/<record folder>, one per model configuration
 
 PublishedOf = Callable[[str], Sequence[PublishedRow]]  # task name -> the papers' numbers for it
-NO_UNIT = "its unit is not in negharness' metric catalogue, so no format can say it"
+NO_UNIT = ("its unit is not in negharness' metric catalogue, or the record declares it otherwise (direction, "
+           "a % format), so no format can say it")
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ class Run:
     def scale(self, metric: str) -> Scale | None:
         """The unit of one of this record's metrics (a suite's columns are its members' accuracy)."""
         members = ((self.rec.get("config") or {}).get("task") or {}).get("members")
-        return scale_of(metric, members if isinstance(members, dict) else ())
+        declared = (self.rec.get("metric_info") or {}).get(metric)
+        return record_scale(metric, declared, members if isinstance(members, dict) else ())
 
     def unit(self, metric: str) -> Scale:
         """The unit of an exported metric (`exportable` left out those of no known unit)."""
