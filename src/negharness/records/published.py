@@ -253,6 +253,17 @@ def collections_beside(tables: Iterable[Path | str]) -> dict[str, Collection]:
     return _cached_collections(tuple(sorted({str(Path(t).parent) for t in tables})))
 
 
+def count_mismatches(counts: dict[str, Any], expected: Collection) -> list[tuple[str, int | None, int]]:
+    """(name, measured or None, the paper's) for each count of the paper's collection a run's ``counts``
+    (its ``n_items``) do not equal: the one comparison of sizes, for a record's notes and the board."""
+    out: list[tuple[str, int | None, int]] = []
+    for name, want in expected.counts.items():
+        got = counts.get(name)
+        if got is None or int(got) != want:
+            out.append((name, None if got is None else int(got), want))
+    return out
+
+
 def collection_mismatch(task_name: str, counts: dict[str, Any], expected: Collection | None,
                         content: str | None = None) -> str | None:
     """Why a run did not measure the paper's collection (None when every count, and the content
@@ -261,12 +272,9 @@ def collection_mismatch(task_name: str, counts: dict[str, Any], expected: Collec
         return (f"published numbers not shown: the size of the collection the paper measured {task_name} on "
                 f"is not recorded (no {COLLECTIONS_FILE} line), so this run cannot be shown to match it")
     why = []
-    for name, want in expected.counts.items():
-        got = counts.get(name)
-        if got is None:
-            why.append(f"the record gives no {name} count, {expected.sources[name]} has {want:,}")
-        elif int(got) != want:
-            why.append(f"{int(got):,} {name} measured, {expected.sources[name]} has {want:,}")
+    for name, got, want in count_mismatches(counts, expected):
+        why.append(f"the record gives no {name} count, {expected.sources[name]} has {want:,}" if got is None else
+                   f"{got:,} {name} measured, {expected.sources[name]} has {want:,}")
     want_digest = expected.content.get(CONTENT)
     if want_digest and content != want_digest:
         why.append(f"the task gave no content digest, {expected.sources[CONTENT]} has one" if content is None else

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from negharness.discovery.manager import make_host
-from negharness.records.published import Collection, collections_beside, registered_rows
+from negharness.records.published import Collection, collections_beside, count_mismatches, registered_rows
 from negharness.report.labels import short_label
 from negharness.records.results import record_key
 from negharness.scoring.perquery import ROW, clusters_known, record_cluster
@@ -249,12 +249,13 @@ def size_caveat(table: TaskTable, paper: Collection | None) -> str:
     if paper is None:
         return ""
     theirs, ours, sources = [], [], []
-    for name, want in paper.counts.items():
+    off = {name: want for r in table.rows if r.measured for name, got, want in count_mismatches(r.counts, paper)
+           if got is not None}  # `count_mismatches`: the rule a record's published notes follow too
+    for name, want in off.items():
         got = sorted({r.counts[name] for r in table.rows if r.measured and name in r.counts})
-        if got and got != [want]:
-            theirs.append(f"{want:,} {name}")
-            ours.append(f"{got[0]:,}{f'–{got[-1]:,}' if len(got) > 1 else ''} {name}")
-            sources += [paper.sources[name]] if paper.sources[name] not in sources else []
+        theirs.append(f"{want:,} {name}")
+        ours.append(f"{got[0]:,}{f'–{got[-1]:,}' if len(got) > 1 else ''} {name}")
+        sources += [paper.sources[name]] if paper.sources[name] not in sources else []
     if not theirs:
         return ""
     return (f"measured on {', '.join(theirs)} ({'; '.join(sources)}), the records here on {', '.join(ours)}: "
