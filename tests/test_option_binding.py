@@ -83,3 +83,22 @@ def test_a_runs_task_option_is_refused_in_the_same_shape(cli):
     res = cli("run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "-T", "n_itmes=5")
     assert res.returncode == 2
     assert "-T n_itmes: not an option of task 'shapes_t2i_original'; did you mean n_items? (it takes: " in res.stderr
+
+
+def test_a_class_factory_stays_a_class_and_a_function_keeps_its_other_arguments():
+    """`takes_options` on a class returns the class itself (isinstance and subclassing keep working; the
+    host binds its options before calling it); on a function it passes any further arguments through."""
+    from negharness.api import ModelOptions, OptionSpec, takes_options
+
+    @takes_options({"k": OptionSpec(int, 1, "k")})
+    class Made:
+        def __init__(self, options: ModelOptions) -> None:
+            self.options_ = options
+
+    assert isinstance(Made(ModelOptions()), Made) and Made.options["k"].default == 1
+
+    @takes_options({"k": OptionSpec(int, 1, "k")})
+    def made(options: ModelOptions, extra: str = "") -> tuple[int, str]:
+        return options.values["k"], extra
+
+    assert made(ModelOptions(extra={"k": "3"}), extra="x") == (3, "x")

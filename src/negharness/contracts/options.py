@@ -150,9 +150,14 @@ def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) ->
     anything. A wrapper that gives every other ``-M`` to the model it wraps says ``passes_rest=True``:
     the keys it does not declare reach it unparsed in ``options.rest`` instead of being refused."""
     def mark(factory: F) -> F:
+        if isinstance(factory, type):  # a class stays itself (isinstance, subclasses): the host binds for it
+            factory.options = dict(specs)  # type: ignore[attr-defined]  # read by the host, no type says so
+            factory.passes_rest = passes_rest  # type: ignore[attr-defined]
+            return factory
+
         @functools.wraps(factory)
-        def bound_factory(options: Any) -> Any:
-            return factory(bind_declared(bound_factory, options, factory.__name__))
+        def bound_factory(options: Any, *args: Any, **kwargs: Any) -> Any:
+            return factory(bind_declared(bound_factory, options, factory.__name__), *args, **kwargs)
 
         # a function object carries its declared options for the host to read; no type says so
         bound_factory.options = dict(specs)  # type: ignore[attr-defined]
