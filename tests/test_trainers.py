@@ -75,7 +75,8 @@ def test_paper_defaults():
     # --precision / --batch-size are spelled as for `run`; the -O spelling says which flag to give
     flagged = _recipe("bnl", TrainOptions(out=Path("."), precision="bf16", batch_size=8, seed=3))
     assert (flagged.precision, flagged.batch_size, flagged.seed) == ("bf16", 8, 3)
-    for key, flag in (("batch_size", "--batch-size"), ("precision", "--precision"), ("seed", "--seed")):
+    for key, flag in (("batch_size", "--batch-size"), ("precision", "--precision"), ("seed", "--seed"),
+                      ("n_train", "-T n_train=N"), ("world_seed", "-T world_seed=N")):  # -O n_train was taken once
         with pytest.raises(UserError, match=f"-O {key}: give {flag}"):
             _recipe("bnl", TrainOptions(out=Path("."), extra={key: "8"}))
     with pytest.raises(UserError, match="--batch-size 0: must be at least 1"):

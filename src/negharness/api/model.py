@@ -11,12 +11,13 @@ from negharness.contracts.model import (
     ModelOptions as ModelOptions,
     ModelPlugin as ModelPlugin,
     array_to_tensor as array_to_tensor,
+    as_encoder as as_encoder,
     hash_state_dict as hash_state_dict,
     held_modules as held_modules,
     jpeg_draft as jpeg_draft,
 )
 
 __all__ = [
-    "ChoiceScorer", "EmbeddingModel", "ModelOptions", "ModelPlugin", "array_to_tensor",
+    "ChoiceScorer", "EmbeddingModel", "ModelOptions", "ModelPlugin", "array_to_tensor", "as_encoder",
     "hash_state_dict", "held_modules", "jpeg_draft",
 ]

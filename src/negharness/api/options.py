@@ -11,6 +11,7 @@ from negharness.contracts.options import (
     FALSE as FALSE,
     OptionSpec as OptionSpec,
     TRUE as TRUE,
+    bind_declared as bind_declared,
     canonical_text as canonical_text,
     check_batch_size as check_batch_size,
     check_env_flags as check_env_flags,
@@ -20,12 +21,13 @@ from negharness.contracts.options import (
     frozen_empty as frozen_empty,
     parse_bool as parse_bool,
     parse_options as parse_options,
+    refuse_unknown as refuse_unknown,
     split_options as split_options,
     takes_options as takes_options,
 )
 
 __all__ = [
-    "BindsOptions", "ENV_FLAGS", "FALSE", "OptionSpec", "TRUE", "canonical_text",
+    "BindsOptions", "ENV_FLAGS", "FALSE", "OptionSpec", "TRUE", "bind_declared", "canonical_text",
     "check_batch_size", "check_env_flags", "declared_options", "describe_options", "env_flag",
-    "frozen_empty", "parse_bool", "parse_options", "split_options", "takes_options",
+    "frozen_empty", "parse_bool", "parse_options", "refuse_unknown", "split_options", "takes_options",
 ]

@@ -214,7 +214,8 @@ class BindsOptions:
         value is one error naming the plugin); what the host does before it calls a factory."""
         for key, flag in self.AS_FLAGS.items():
             if key in self.extra and key not in specs:
-                raise UserError(f"{self.FLAG} {key}: give {flag} (the spelling `run` uses)")
+                raise UserError(f"{self.FLAG} {key}: give {flag}" + (" (the spelling `run` uses)" if flag.startswith("--")
+                                                                        else " (an option of the training set)"))
         values, rest = split_options(self.extra, specs, self.FLAG, f"{self.OWNER} {name!r}", passes_rest)
         # the mixin is always a dataclass (ModelOptions, TrainOptions, ...), which mypy cannot see from here
         return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest),  # type: ignore[type-var]

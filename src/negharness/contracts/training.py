@@ -119,7 +119,9 @@ class TrainOptions(BindsOptions):
 
     FLAG = "-O"
     OWNER = "trainer"
-    AS_FLAGS = {"seed": "--seed", "precision": "--precision", "batch_size": "--batch-size"}
+    AS_FLAGS = {"seed": "--seed", "precision": "--precision", "batch_size": "--batch-size",
+                # the training set's options, once also taken as -O (before 0.2)
+                "n_train": "-T n_train=N", "n_val": "-T n_val=N", "world_seed": "-T world_seed=N"}
     out: Path
     model: str | None = None
     model_options: ModelOptions = field(default_factory=ModelOptions)
