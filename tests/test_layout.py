@@ -227,6 +227,7 @@ def test_a_facade_resolved_on_first_use_gives_what_type_checkers_read(facade):
     import importlib
 
     module = importlib.import_module(facade)
+    assert set(module.__all__) <= set(dir(module))  # listed before first use too
     tree = ast.parse(Path(module.__file__).read_text())
     guarded = {a.asname or a.name: (n.module, a.name) for stmt in tree.body if isinstance(stmt, ast.If)
                for n in stmt.body if isinstance(n, ast.ImportFrom) for a in n.names}

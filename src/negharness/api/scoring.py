@@ -53,3 +53,6 @@ else:
     from negharness.api.exports import on_first_use
 
     __getattr__ = on_first_use(__name__)  # a renamed 0.x name (`RENAMED`) warns, naming its new spelling
+
+    def __dir__() -> list[str]:  # the names not yet used are listed too
+        return sorted(set(globals()) | set(__all__))
