@@ -544,7 +544,8 @@ def test_meter_without_a_bar_is_silent():
     Meter().advance(10)
 
 
-TINY_TRAIN = {"epochs": "1", "steps_per_epoch": "1", "n_train": "32", "n_val": "32", "lr": "1e-4"}
+TINY_TRAIN = {"epochs": "1", "steps_per_epoch": "1", "lr": "1e-4"}  # -O: the trainer's
+TINY_SET = {"n_train": "32", "n_val": "32"}  # -T: the training set's
 COMMANDS = {  # every command that builds a model, as a user types it (the released weights: --pretrained loopback)
     "run": lambda out: ["run", "--task", "shapes_t2i_original", "--limit", "20", "--output-dir", str(out)],
     "fire": lambda out: ["fire", "--task", "shapes_t2i_original", "-T", "n_items=20", "--sizes", "10",
@@ -553,7 +554,8 @@ COMMANDS = {  # every command that builds a model, as a user types it (the relea
                              "--results-dir", str(out)],
     "train": lambda out: ["train", "--trainer", "bnl", "--task", "shapes", "--out", str(out / "trained"),
                           "--workers", "0", "--max-steps", "1", "--batch-size", "16",
-                          *[a for k, v in TINY_TRAIN.items() for a in ("-O", f"{k}={v}")]],
+                          *[a for k, v in TINY_TRAIN.items() for a in ("-O", f"{k}={v}")],
+                          *[a for k, v in TINY_SET.items() for a in ("-T", f"{k}={v}")]],
 }
 
 
