@@ -56,16 +56,17 @@ def _no_gpu_driver() -> bool:
     return sys.platform.startswith("linux") and not any(Path(p).exists() for p in _GPU_DRIVER_FILES)
 
 
-def check_request(host: Any, req: Any) -> None:
+def check_request(host: Any, req: Any) -> list[Entry]:
     """Names, device and data root of a run request (`negharness.engine.plan.RunRequest`), against the
-    registry and the file system only: no plugin module is imported."""
-    task_entries(host, req.tasks)
+    registry and the file system only: no plugin module is imported. Returns the tasks' entries."""
+    entries = task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
     check_device_spec(req.device)
     root, source = data_root(req.data_root)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
+    return entries
 
 
 # the run's inputs --------------------------------------------------------------------------------
@@ -105,8 +106,7 @@ class CheckedRun:
 
 def checked_run(host: Any, req: Any, hash_file: Callable[[Path], str | None] | None = None) -> CheckedRun:
     """Names, device and data root (`check_request`), the protocol, then every input (`check_inputs`)."""
-    check_request(host, req)
-    entries = task_entries(host, req.tasks)
+    entries = check_request(host, req)
     protocol = run_protocol(entries)
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
     return CheckedRun(req, entries, protocol, model_entry, check_inputs(host, req, entries, hash_file))

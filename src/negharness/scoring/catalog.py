@@ -182,14 +182,19 @@ def canonical(name: str) -> str:
     return ALIASES.get(name, name)
 
 
-def scale_of(metric: str, members: Iterable[str] = ()) -> Scale | None:
-    """The unit ``metric``'s numbers are written in; None for a name the catalogue does not know (a
-    third-party task's), whose unit nothing here can vouch for. A suite's columns, its ``members`` and
-    their ``mean``, are its member tasks' accuracy (`negharness.declarative.tasks.SuiteTask`)."""
+def _known(metric: str, members: Iterable[str]) -> Metric | None:
+    """The catalogue's entry for a record's metric; a suite's columns, its ``members`` and their ``mean``,
+    are its member tasks' accuracy (`negharness.declarative.tasks.SuiteTask`)."""
     members = set(members)
     if members and (metric in members or metric == "mean"):  # the suite's column, not the rule `MEAN`
         metric = "accuracy"
-    found = METRICS.get(canonical(metric))
+    return METRICS.get(canonical(metric))
+
+
+def scale_of(metric: str, members: Iterable[str] = ()) -> Scale | None:
+    """The unit ``metric``'s numbers are written in; None for a name the catalogue does not know (a
+    third-party task's), whose unit nothing here can vouch for."""
+    found = _known(metric, members)
     return found.scale if found else None
 
 
@@ -197,16 +202,13 @@ def record_scale(metric: str, declared: Any, members: Iterable[str] = ()) -> Sca
     """`scale_of` for a metric as a record declares it (its ``metric_info`` entry): None where the record
     says otherwise than the catalogue, a task that reuses a catalogue name in another unit or direction
     (``accuracy`` as a share of 1, formatted ``.2%``), so no tool reads it 100 times off."""
-    scale = scale_of(metric, members)
-    if scale is None or not isinstance(declared, dict):
-        return scale
-    members = set(members)
-    known = METRICS[canonical("accuracy" if members and (metric in members or metric == "mean") else metric)].info
+    found = _known(metric, members)
+    if found is None or not isinstance(declared, dict):
+        return found.scale if found else None
     fmt, higher = declared.get("fmt"), declared.get("higher_is_better")
-    if (higher is not None and higher != known.higher_is_better) or (isinstance(fmt, str) and fmt.endswith("%")
-                                                                      and scale.percent):
+    if higher is not None and higher != found.info.higher_is_better:
         return None
-    return scale
+    return None if isinstance(fmt, str) and fmt.endswith("%") and found.scale.percent else found.scale
 
 
 def infos(names: Iterable[str]) -> dict[str, MetricInfo]:
