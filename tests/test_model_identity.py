@@ -41,13 +41,13 @@ def test_undeclared_keys_keep_their_spelling_and_a_bad_value_names_the_model():
         ModelOptions(extra={"quick_gelu": "maybe"}).identity(SPECS, "clip")
 
 
-def _run(tmp_path: Path, extra: dict[str, str], cli: bool = False):
+def _run(tmp_path: Path, extra: dict[str, str], cli: bool = False, model: str = "shapes_clip"):
     from negharness.discovery.manager import make_host
     from negharness.engine.evaluate import run_evaluation
     from negharness.engine.plan import RunRequest, answer_from_receipt
 
     host = make_host()
-    req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], model_options=ModelOptions(extra=extra),
+    req = RunRequest(model=model, tasks=["shapes_t2i_original"], model_options=ModelOptions(extra=extra),
                      limit=4, device="cpu", output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "cache"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -94,3 +94,32 @@ def test_diagnose_files_its_picture_under_the_folder_a_run_of_the_same_options_w
     cfg = ModelConfig("clip", {"arch": str(arch), "quick_gelu": "true"})
     written = json.loads((tmp_path / "results" / cfg.dirname / FILE_NAME).read_text())
     assert written["model"]["label"] == cfg.label and written["model"]["options"] == cfg.options
+
+
+def test_a_wrappers_passed_through_options_are_named_as_the_wrapped_model_names_them():
+    """``boolean -M base=shapes_clip -M quick_gelu=YES`` and ``=1`` are one model (the wrapped model's
+    typed value), and ``-M jpeg_draft=false`` (its default) is no option; what no model declares stays."""
+    from negharness.discovery.lookup import PluginLookup
+    from negharness.discovery.manager import make_host
+
+    lookup = PluginLookup(make_host().registry)
+    entry = lookup.registry.get("model", "boolean")
+
+    def named(extra: dict[str, str]) -> dict:
+        return lookup.identified(entry, ModelOptions(extra={"base": "shapes_clip", **extra}))[1]
+
+    assert named({"quick_gelu": "YES"}) == named({"quick_gelu": "1"}) == {"base": "shapes_clip", "quick_gelu": "true"}
+    assert named({"jpeg_draft": "false"}) == named({}) == {"base": "shapes_clip"}
+    with pytest.raises(UserError, match="quick_gelu=maybe.*shapes_clip"):
+        named({"quick_gelu": "maybe"})
+    # a base this host does not know keeps the rest as given (the run refuses the name, not the identity)
+    assert lookup.identified(entry, ModelOptions(extra={"base": "nope", "x": "1"}))[1] == {"base": "nope", "x": "1"}
+
+
+def test_a_wrappers_two_spellings_reach_one_record(tmp_path):
+    """The run road: ``boolean -M base=shapes_clip -M quick_gelu=YES`` writes the record that ``=1``
+    then reuses (one folder, one label)."""
+    first = _run(tmp_path, {"base": "shapes_clip", "quick_gelu": "YES"}, model="boolean")
+    again = _run(tmp_path, {"base": "shapes_clip", "quick_gelu": "1"}, model="boolean")
+    assert again.skipped and again.path == first.path and again.record["metrics"] == first.record["metrics"]
+    assert first.record["model"]["options"] == {"base": "shapes_clip", "quick_gelu": "true"}

@@ -141,18 +141,24 @@ def check_batch_size(value: int, option: str = "--batch-size") -> int:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) -> Callable[[F], F]:
+def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False,
+                  wraps: str | None = None) -> Callable[[F], F]:
     """The one statement of the options a plugin factory takes (``-M`` for a model, ``-T`` for a
     training set, ``-O`` for a trainer): the factory receives them bound (`bind_declared`), typed,
     defaults filled in, in read-only ``options.values``, and never parses or restates them. The host
     binds them before it calls the factory (an error names the plugin as registered); a factory
     called directly binds them itself, the same way. `negharness list` shows them without building
     anything. A wrapper that gives every other ``-M`` to the model it wraps says ``passes_rest=True``:
-    the keys it does not declare reach it unparsed in ``options.rest`` instead of being refused."""
+    the keys it does not declare reach it unparsed in ``options.rest`` instead of being refused; with
+    ``wraps="base"`` (implies ``passes_rest``) it says which of its options names that model, so the host
+    names the rest as that model names its own (``-M base=clip -M quick_gelu=YES`` is ``quick_gelu=true``)."""
+    passes_rest = passes_rest or wraps is not None
+
     def mark(factory: F) -> F:
         if isinstance(factory, type):  # a class stays itself (isinstance, subclasses): the host binds for it
             factory.options = dict(specs)  # type: ignore[attr-defined]  # read by the host, no type says so
             factory.passes_rest = passes_rest  # type: ignore[attr-defined]
+            factory.wraps = wraps  # type: ignore[attr-defined]
             return factory
 
         @functools.wraps(factory)
@@ -162,6 +168,7 @@ def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False) ->
         # a function object carries its declared options for the host to read; no type says so
         bound_factory.options = dict(specs)  # type: ignore[attr-defined]
         bound_factory.passes_rest = passes_rest  # type: ignore[attr-defined]
+        bound_factory.wraps = wraps  # type: ignore[attr-defined]
         return bound_factory  # type: ignore[return-value]  # the wrapper takes what the factory takes
     return mark
 

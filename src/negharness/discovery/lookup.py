@@ -42,16 +42,33 @@ def check_kind(kind: str, made: Any, entry_label: str) -> Any:
     return made
 
 
-def identity_options(entry: Any, options: Any) -> dict[str, Any]:
+def identity_options(entry: Any, options: Any, registry: Registry | None = None) -> dict[str, Any]:
     """The options that name the model a registry ``entry`` makes (its record folder, row label and
     config hash): `ModelOptions.identity` against the options its factory declares, so spellings of
-    one typed value, and a default given explicitly, name one model. Without ``-M`` options the
-    factory's module is not imported (a fully cached run need not load it)."""
+    one typed value, and a default given explicitly, name one model; a wrapper's passed-through
+    options as the model it wraps names them (`_wrapped_identity`, given the ``registry``). Without
+    ``-M`` options the factory's module is not imported (a fully cached run need not load it)."""
     if not isinstance(options, ModelOptions) or not options.extra:
         named: dict[str, Any] = options.as_dict()
         return named
     factory = entry.load()
-    return options.identity(declared_options(factory), entry.name, bool(getattr(factory, "passes_rest", False)))
+    specs = declared_options(factory)
+    named = options.identity(specs, entry.name, bool(getattr(factory, "passes_rest", False)))
+    return _wrapped_identity(named, getattr(factory, "wraps", None), specs or {}, options, registry)
+
+
+def _wrapped_identity(named: dict[str, Any], wraps: str | None, specs: Any, options: ModelOptions,
+                      registry: Registry | None) -> dict[str, Any]:
+    """``named`` with a wrapper's rest (the ``-M`` keys it passes to the model its option ``wraps``
+    names) replaced by that model's own identity of them: ``boolean -M base=clip -M quick_gelu=YES``
+    and ``=1`` are one model, ``-M base=clip -M jpeg_draft=false`` is ``-M base=clip``. A base this
+    registry does not know keeps the rest as given (the run then refuses the name)."""
+    rest = {k: v for k, v in options.extra.items() if k not in specs}
+    base_name = named.get(wraps) if wraps else None
+    if not rest or not isinstance(base_name, str) or registry is None or base_name not in registry.names("model"):
+        return named
+    base = identity_options(registry.get("model", base_name), dataclasses.replace(options, extra=rest), registry)
+    return {**{k: v for k, v in named.items() if k not in rest}, **{k: v for k, v in base.items() if k in rest}}
 
 
 class PluginLookup:
@@ -92,7 +109,7 @@ class PluginLookup:
         the options that name it (`identity_options`): every command that files something under a model
         (run's records, diagnose's picture) takes both from here, so they land in one folder."""
         options = self.resolved(entry.kind, entry.name, options)
-        return options, identity_options(entry, options)
+        return options, identity_options(entry, options, self.registry)
 
     def create(self, kind: str, name: str, options: Any) -> Any:
         """A new instance (not shared): the model under test, or a plugin a caller will change."""

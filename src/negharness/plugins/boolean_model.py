@@ -116,7 +116,7 @@ class BooleanModel(EmbeddingModel):
 BOOLEAN_OPTIONS = {"base": OptionSpec(str, None, "the retrieval model to wrap (every other -M goes to it)")}
 
 
-@takes_options(BOOLEAN_OPTIONS, passes_rest=True)
+@takes_options(BOOLEAN_OPTIONS, wraps="base")
 def boolean(options: ModelOptions) -> BooleanModel:
     """``-M base=NAME``: the model to wrap; every other option goes to it (unparsed: the base checks it)."""
     base_name = options.values["base"]
