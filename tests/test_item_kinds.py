@@ -990,3 +990,22 @@ def test_an_id_pattern_whose_repeats_are_delimited_stands(pattern):
     from negharness.declarative.kind_specs import pattern_problem
 
     assert pattern_problem(pattern) is None
+
+
+def test_an_item_with_more_regions_than_an_item_may_hold_is_refused_by_row(tmp_path):
+    """Scores are laid out (items, widest media, widest captions): one row of 101 boxes is refused
+    naming its record; 100 stand."""
+    from negharness.io.data_limits import MAX_ITEM_WIDTH
+
+    cls = _yaml(tmp_path / "yaml", BOXES)
+    root = tmp_path / "data"
+    _save(_blocks("x", (16, 16)), root / "r/x.png")
+    for n, refused in ((MAX_ITEM_WIDTH, False), (MAX_ITEM_WIDTH + 1, True)):
+        rows = [{"image": "x.png", "phrase": "a box", "boxes": [[0, 0, 8, 8], [8, 8, 16, 16]]},
+                {"image": "x.png", "phrase": "a box", "boxes": [[0, 0, 8 + k % 8, 8] for k in range(n)]}]
+        (root / "r/regions.json").write_text(json.dumps(rows))
+        if refused:
+            with pytest.raises(UserError, match=rf"regions\.json: record 1: {n} media in one item.*at most {MAX_ITEM_WIDTH}"):
+                cls(TaskOptions(root)).required_files()
+        else:
+            assert len(cls(TaskOptions(root)).items[1].media) == n

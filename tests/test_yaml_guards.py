@@ -399,3 +399,73 @@ def test_a_task_name_with_a_look_alike_letter_is_refused_naming_the_yaml_file(cl
                    "GREEK SMALL LETTER OMICRON")
     assert "unknown task" not in err
     _no_record(tmp_path)
+
+
+# 4. what a task file's data make the harness do is bounded ----------------------------------------
+
+def _records_of(tmp_path: Path, text: str = CHOICE):
+    from negharness.api.task import TaskOptions
+
+    [cls] = load_folder(_folder(tmp_path, text))
+    return cls(TaskOptions(tmp_path / "data"))
+
+
+def test_a_data_file_over_the_size_cap_or_not_a_regular_file_is_refused_unread(tmp_path):
+    """A sparse file one byte over `MAX_DATA_FILE_BYTES` (4 GiB, nothing written) and a FIFO (which
+    would block any read) are refused by name before they are opened; a file at the cap is read."""
+    import signal
+
+    from negharness.io.data_limits import MAX_DATA_FILE_BYTES
+
+    _data(tmp_path / "data", ROWS)
+    data = tmp_path / "data/mine/colours.jsonl"
+    def hung(*_: object) -> None:
+        raise TimeoutError("the FIFO was opened: the read hung")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)  # a read of the FIFO would hang: fail instead
+    try:
+        data.unlink()
+        os.mkfifo(data)
+        with pytest.raises(UserError, match=re.escape(f"{data}") + ".*not a regular file|FIFO"):
+            _ = _records_of(tmp_path).rows
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    data.unlink()
+    _data(tmp_path / "data", ROWS)
+    with open(data, "r+b") as fh:
+        fh.truncate(MAX_DATA_FILE_BYTES + 1)  # sparse: the rows, then zeros, never written
+    with pytest.raises(UserError, match=re.escape(f"{data} is {MAX_DATA_FILE_BYTES + 1:,} bytes") + ".*at most"):
+        _ = _records_of(tmp_path).rows
+
+
+def test_json_nested_past_the_parser_is_refused_naming_the_file_and_line(tmp_path):
+    """Before, Python's RecursionError reached the user as 'unexpected RecursionError'."""
+    _data(tmp_path / "data", ROWS)
+    deep = "[" * 200_000 + "]" * 200_000
+    (tmp_path / "data/mine/colours.jsonl").write_text(json.dumps(ROWS[0]) + "\n" + deep + "\n")
+    with pytest.raises(UserError, match=r"colours.jsonl:line 2: JSON nested too deeply"):
+        _ = _records_of(tmp_path).rows
+    (tmp_path / "data/mine/colours.json").write_text(deep)
+    text = CHOICE.replace("  file: mine/colours.jsonl", "  file: mine/colours.json\n  format: json")
+    with pytest.raises(UserError, match=r"colours.json: JSON nested too deeply"):
+        _ = _records_of(tmp_path, text).rows
+
+
+def test_a_row_with_more_options_than_an_item_may_hold_is_refused_by_row(tmp_path):
+    """Scores are laid out as wide as the widest item: one row of 101 options (a list cell of 1 MB
+    could hold 100,000) is refused naming its line; 100 options stand."""
+    from negharness.io.data_limits import MAX_ITEM_WIDTH
+
+    text = CHOICE.replace("  true: caption\n  false: [wrong, also_wrong]", "  options: [captions, last]\n  answer: answer")
+
+    def rows(n: int) -> list[dict]:
+        return [{"file": "red.png", "captions": ["a red photo"] + [f"photo {i}" for i in range(n - 2)],
+                 "last": "one photo", "answer": 0}]
+
+    _option_rows(tmp_path / "data", rows(MAX_ITEM_WIDTH))
+    assert len(_records_of(tmp_path, text).rows[0].options) == MAX_ITEM_WIDTH
+    _option_rows(tmp_path / "data", rows(MAX_ITEM_WIDTH + 1))
+    with pytest.raises(UserError, match=rf"colours.jsonl:line 1: {MAX_ITEM_WIDTH + 1} options in one item.*at most {MAX_ITEM_WIDTH}"):
+        _ = _records_of(tmp_path, text).rows

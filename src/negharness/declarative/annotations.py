@@ -27,6 +27,7 @@ from negharness.io.csv_rows import (
     cell_captions,
     numbered_rows,
 )
+from negharness.io.data_limits import check_data_file, too_deep
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "torch")
 _MISSING = object()
@@ -85,6 +86,7 @@ class Record:
 
 def _load(path: Path, fmt: str) -> Any:
     try:
+        check_data_file(path)
         if fmt == "json":
             with open(path, encoding=DATA_ENCODING) as fh:
                 return json.load(fh)
@@ -104,10 +106,13 @@ def _load(path: Path, fmt: str) -> Any:
         raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except RecursionError:
+        raise too_deep(path) from None
     raise AssertionError(fmt)
 
 
 def _lines(path: Path, fmt: str) -> Iterable[Record]:
+    check_data_file(path)
     try:
         fh = open(path, newline="", encoding=DATA_ENCODING)
     except FileNotFoundError:
@@ -126,6 +131,8 @@ def _jsonl(path: Path, fh: Iterable[str]) -> Iterable[Record]:
                 yield Record(json.loads(line), f"{path}:line {lineno}")
             except json.JSONDecodeError as exc:
                 raise UserError(f"{path}:line {lineno}: not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise too_deep(path, f"{path}:line {lineno}") from None
 
 
 def _table(path: Path, fh: Iterable[str], fmt: str) -> Iterable[Record]:

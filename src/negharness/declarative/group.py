@@ -33,6 +33,7 @@ from negharness.declarative.media import MediaRef, box_of, check_inside, cropped
 from negharness.declarative.sources import embedded_image
 from negharness.declarative.tasks import DeclarativeTask
 from negharness.fetch.manifest import file_sha256
+from negharness.io.data_limits import check_item_width
 from negharness.records.published import collection_digest, published_notes
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class ItemTask(DeclarativeTask):
     @cached_property
     def items(self) -> list[Item]:
         records = self.records()
-        items = [self.item(r) for r in records]
+        items = [_bounded(self.item(r)) for r in records]
         if self.spec.get("group_by"):
             items = [replace(it, group=self.group(r)) for it, r in zip(items, records)]
         if (self.spec.get("cluster") or {"by": "row"})["by"] != "row":  # a crop's image: the item's first medium's
@@ -243,6 +244,13 @@ def _strictly_best(scores: "torch.Tensor", dim: int) -> "torch.Tensor":
     n = scores.shape[-1]
     others = torch.where(torch.eye(n, dtype=torch.bool), float("-inf"), scores)
     return scores.diagonal(dim1=-2, dim2=-1) > others.max(dim=dim).values
+
+
+def _bounded(item: Item) -> Item:
+    """``item``, or a `UserError` naming its row when it holds more media or captions than one item may."""
+    check_item_width(len(item.media), "media", item.where)
+    check_item_width(len(item.texts), "captions", item.where)
+    return item
 
 
 class GroupTask(ItemTask):

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+
 from negharness.contracts.errors import UserError
 from negharness.declarative.annotations import Record, read_records
+from negharness.io.data_limits import check_data_file, check_data_file_unpacked
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 METADATA = ("metadata.jsonl", "metadata.csv", "metadata.parquet")
@@ -25,10 +27,14 @@ def read_parquet(path: Path) -> list[Record]:
         import pyarrow.parquet as pq  # lazy: start-up time
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         raise UserError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
-    if not path.is_file():
-        raise UserError(f"file not found: {path}")
+    check_data_file(path)
     try:
+        meta = pq.ParquetFile(path).metadata
+        unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        check_data_file_unpacked(path, unpacked)  # compressed columns: a small file may unpack to terabytes
         table = pq.read_table(path)
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001 (pyarrow raises several types for a damaged file)
         raise UserError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
     return [Record(row, f"{path}: row {i}") for i, row in enumerate(table.to_pylist())]
@@ -39,8 +45,7 @@ def read_arrow(path: Path) -> list[Record]:
     VisMin's ``data/test/data-0000N-of-00003.arrow``, read by its eval.py with ``load_from_disk``)."""
     import pyarrow as pa  # lazy: start-up time
 
-    if not path.is_file():
-        raise UserError(f"file not found: {path}")
+    check_data_file(path)
     try:
         with pa.memory_map(str(path)) as source:
             try:

@@ -36,6 +36,7 @@ from negharness.declarative.annotations import (
 )
 from negharness.declarative.media import RGB_RECIPE, MediaRef, load_image
 from negharness.declarative.sources import read_source
+from negharness.io.data_limits import check_item_width
 from negharness.io.image_files import image_decoder_identity
 from negharness.io.paths import RootGuard
 from negharness.records.published import collection_digest, published_notes
@@ -277,6 +278,7 @@ class ChoiceTask(DeclarativeTask):
                 fields = ", ".join(repr(src["field"]) for src in cap.get("false", [])) or "the generator"
                 raise UserError(f"{rec.where}: no false caption ({fields} empty); a choice row needs one or more")
             options, correct = true + false, 0
+        check_item_width(len(options), "options", rec.where)
         group = self.group(rec)
         question = rec.text(self.spec["question"]) if self.spec["question"] else None
         identical = options[correct] in options[:correct] + options[correct + 1:]

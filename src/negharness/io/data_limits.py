@@ -1,0 +1,55 @@
+"""The bounds a data file named by a task file is held to: a task file may come from anywhere, and
+what it makes the harness do must stay bounded in memory and time whatever its files hold.
+
+- every annotation file is a regular file (a FIFO blocks a read, a device never ends one) of at most
+  `MAX_DATA_FILE_BYTES`, checked before it is opened (a parquet file: unpacked, as its metadata says):
+  the whole file becomes records in memory;
+- JSON nested deeper than Python's parser goes is refused naming the file, not a bare RecursionError;
+- an item (a choice row's options, a group's media or captions) holds at most `MAX_ITEM_WIDTH` of
+  each: scores are laid out (items, widest media, widest captions), so one 100,000-caption row, which
+  a 1 MB list cell can hold, would make every item that wide (rows x 10^5 scores).
+The largest real files are far below these (NegBench's CSVs a few MB, VLMEvalKit TSVs with base64
+images some hundred MB; options per row 2 to 10).
+"""
+
+from __future__ import annotations
+
+import os
+
+from negharness.contracts.errors import UserError
+from negharness.io.paths import require_regular
+
+MAX_DATA_FILE_BYTES = 4 * 2**30
+MAX_ITEM_WIDTH = 100
+
+
+def check_data_file(path: str | os.PathLike[str], where: str = "") -> int:
+    """The size of ``path``, a regular file of at most `MAX_DATA_FILE_BYTES`, or a `UserError`
+    naming it (and ``where``: the task file's key that named it)."""
+    size = require_regular(path, where).st_size
+    if size > MAX_DATA_FILE_BYTES:
+        prefix = f"{where}: " if where else ""
+        raise UserError(f"{prefix}{os.fspath(path)} is {size:,} bytes; a task's data file may have at most "
+                        f"{MAX_DATA_FILE_BYTES:,} (split it, or keep its images out of the file)")
+    return size
+
+
+def check_data_file_unpacked(path: str | os.PathLike[str], unpacked: int) -> None:
+    """A `UserError` naming ``path`` when its columns unpack to more than `MAX_DATA_FILE_BYTES`
+    (a parquet file's own metadata says how much, before anything is decompressed)."""
+    if unpacked > MAX_DATA_FILE_BYTES:
+        raise UserError(f"{os.fspath(path)} unpacks to {unpacked:,} bytes; a task's data file may hold at most "
+                        f"{MAX_DATA_FILE_BYTES:,}")
+
+
+def check_item_width(n: int, what: str, where: str) -> None:
+    """A `UserError` at ``where`` when one item holds more than `MAX_ITEM_WIDTH` ``what``."""
+    if n > MAX_ITEM_WIDTH:
+        raise UserError(f"{where}: {n:,} {what} in one item; an item may hold at most {MAX_ITEM_WIDTH} "
+                        "(each item's scores are laid out as wide as the widest)")
+
+
+def too_deep(path: str | os.PathLike[str], where: str = "") -> UserError:
+    """The error for JSON nested deeper than the parser goes (Python raises RecursionError)."""
+    return UserError(f"{where or os.fspath(path)}: JSON nested too deeply to read (a list or object "
+                     "inside thousands of others); no annotation file needs that")
