@@ -469,3 +469,14 @@ def test_a_row_with_more_options_than_an_item_may_hold_is_refused_by_row(tmp_pat
     _option_rows(tmp_path / "data", rows(MAX_ITEM_WIDTH + 1))
     with pytest.raises(UserError, match=rf"colours.jsonl:line 1: {MAX_ITEM_WIDTH + 1} options in one item.*at most {MAX_ITEM_WIDTH}"):
         _ = _records_of(tmp_path, text).rows
+
+
+def test_a_published_table_over_its_cap_is_refused_unread(tmp_path):
+    """A task file names its papers' tables beside it: read capped (16 MiB), like every file it names."""
+    from negharness.records.published import MAX_TABLE_BYTES, PublishedTableError, load_table
+
+    table = tmp_path / "big.csv"
+    with open(table, "wb") as fh:
+        fh.truncate(MAX_TABLE_BYTES + 1)
+    with pytest.raises(PublishedTableError, match=re.escape(f"{table} is {MAX_TABLE_BYTES + 1:,} bytes; a published table")):
+        load_table(table)

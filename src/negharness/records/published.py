@@ -41,10 +41,12 @@ from typing import Any, Iterable, Sequence
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
+from negharness.io.json_files import read_capped
 
 FIXED = ("paper", "table", "row", "model", "arch", "pretrained", "task", "note")
 REQUIRED = ("paper", "table", "row", "task")
 MISSING = {"", "-", "–", "—", "_"}
+MAX_TABLE_BYTES = 16 * 2**20  # a table of published numbers; the largest shipped is a few KB
 METRIC_HEADER = re.compile(r"^(?P<name>[^*/\s][^*/]*?)(?:(?P<op>[*/])(?P<k>\d+(?:\.\d+)?))?$")
 
 
@@ -119,10 +121,12 @@ def _metric_columns(path: Path, line: int, header: Sequence[str]) -> list[tuple[
 
 def _lines(path: Path) -> Iterable[tuple[int, list[str]]]:
     """(line number, cells) of the non-comment, non-blank lines."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # a task file from elsewhere names its tables: a regular file, capped, like every file it names
+        text = read_capped(path, MAX_TABLE_BYTES, str(path), "a published table").decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise PublishedTableError(f"{path}: cannot read ({exc})") from exc
+    except UserError as exc:
+        raise PublishedTableError(str(exc)) from None
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.strip() and not line.lstrip().startswith("#"):
             yield lineno, next(csv.reader([line]))
