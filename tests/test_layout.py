@@ -7,6 +7,7 @@ name. Each rule is also shown failing on a small tree written here."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,27 @@ def test_a_facade_resolved_on_first_use_gives_what_type_checkers_read(facade):
         assert getattr(module, name) is getattr(importlib.import_module(home), real), name
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         module.not_a_name
+
+
+def test_a_facade_resolves_its_names_in_an_install_without_sources(tmp_path):
+    """An install of .pyc files alone (no .py beside them): the facades still resolve each name on
+    first use (they read the compiled imports, never the source file)."""
+    import compileall
+    import shutil
+    import subprocess
+    import sys
+
+    import negharness
+
+    package = tmp_path / "negharness"
+    shutil.copytree(Path(negharness.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert compileall.compile_dir(str(package), legacy=True, quiet=1)
+    for source in package.rglob("*.py"):
+        source.unlink()
+    code = ("import negharness.api.media as m, negharness.api.scoring as s; "
+            "assert m.read_rgb.__module__ == 'negharness.io.image_files', m.read_rgb.__module__; "
+            "print(m.__file__, len(s.TEXT_TO_MEDIA_METRICS))")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split()[0].endswith(".pyc")

@@ -4,10 +4,9 @@ the new one, and gives the same object), and the run-time door of the facades a 
 
 from __future__ import annotations
 
-import ast
+import dis
 import importlib
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 
@@ -29,19 +28,33 @@ def renamed(facade: str, name: str) -> Any:
     return getattr(importlib.import_module(home), new)
 
 
+def _homes(module: Any) -> dict[str, tuple[str, str]]:
+    """Each exported name of ``module`` -> (module it is imported from, name there): its ``from X
+    import a as b`` statements whose bound name is in its ``__all__``, read from the compiled code
+    that its loader gives (from source or from a .pyc alone, so an install without sources works)."""
+    code = module.__spec__.loader.get_code(module.__name__)
+    exported, homes = set(module.__all__), {}
+    home, real = "", ""
+    for ins in dis.get_instructions(code):
+        if ins.opname == "IMPORT_NAME":
+            home = str(ins.argval)
+        elif ins.opname == "IMPORT_FROM":
+            real = str(ins.argval)
+        elif ins.opname == "STORE_NAME" and real:
+            if ins.argval in exported:
+                homes[str(ins.argval)] = (home, real)
+            real = ""
+    return homes
+
+
 def on_first_use(facade: str) -> Callable[[str], Any]:
     """The module ``__getattr__`` of a facade whose names live in modules that import torch (`scoring`,
     `media`): a task module imports the facade at its top, and the run's checks (names, data, weights)
-    still answer before torch loads. The names are those of the facade's ``if TYPE_CHECKING:`` imports,
-    read from its source: the one list, which type checkers read as plain imports; each is imported on
-    first use and kept in the facade."""
+    still answer before torch loads. The names are those of the facade's ``if TYPE_CHECKING:`` imports
+    (`_homes`: the one list, which type checkers read as plain imports); each is imported on first
+    use and kept in the facade."""
     module = sys.modules[facade]
-    homes: dict[str, tuple[str, str]] = {}
-    for stmt in ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8")).body:
-        if isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Name) and stmt.test.id == "TYPE_CHECKING":
-            for node in stmt.body:
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    homes.update({a.asname or a.name: (node.module, a.name) for a in node.names})
+    homes = _homes(module)
 
     def attribute(name: str) -> Any:
         if name in RENAMED:
