@@ -122,3 +122,14 @@ def test_the_readme_plugin_is_type_checked_strictly_against_the_floor():
     assert "py.typed" in config["tool"]["setuptools"]["package-data"]["negharness"]
     example = (SRC.parent / "tests/thirdparty/good/negharness_example.py").read_text()
     assert "class ExampleColours(Task[EvalContext]):" in example and "def evaluate(self, ctx: EvalContext) -> TaskResult:" in example
+
+
+def test_installed_plugins_is_typed_by_the_contract_a_plugin_relies_on():
+    """Its return type resolves at run time (it named the host's PluginLookup, imported only for type
+    checkers: `typing.get_type_hints` raised NameError) and is the ground floor's `PluginSource`."""
+    import typing
+
+    from negharness import api
+
+    assert typing.get_type_hints(api.installed_plugins)["return"] is api.PluginSource
+    assert isinstance(api.installed_plugins(), api.PluginSource) or hasattr(api.installed_plugins(), "plugin")

@@ -53,9 +53,6 @@ from negharness.discovery.registry import Registrar as Registrar
 from negharness.engine.edit_context import EditContext as EditContext
 from negharness.version import HOOK_API as HOOK_API, __version__ as __version__
 
-if TYPE_CHECKING:
-    from negharness.discovery.lookup import PluginLookup
-
 __all__ = [
     "ChoiceScorer", "Detection", "Detector", "EditContext", "Editor", "EmbeddingModel", "EvalContext",
     "HOOK_API", "MediaError", "MetricInfo", "MissingDataError", "ModelOptions", "ModelPlugin",
@@ -76,8 +73,9 @@ def register_yaml_folder(registry: Any, folder: Path | Any, generators: dict[str
     return register.register_yaml_folder(registry, folder, generators)
 
 
-def installed_plugins(device: Any = None) -> PluginLookup:
-    """The installed plugins as a lookup: what a library caller passes as ``ModelOptions(plugins=...)``."""
+def installed_plugins(device: Any = None) -> PluginSource:
+    """The installed plugins as a lookup: what a library caller passes as ``ModelOptions(plugins=...)``
+    (typed as the contract a plugin relies on, `PluginSource`; the object is the host's lookup)."""
     from negharness.discovery import lookup  # lazy: plugin discovery loads entry points and the fetchers
 
     return lookup.installed_plugins(device)
