@@ -132,4 +132,5 @@ def test_installed_plugins_is_typed_by_the_contract_a_plugin_relies_on():
     from negharness import api
 
     assert typing.get_type_hints(api.installed_plugins)["return"] is api.PluginSource
-    assert isinstance(api.installed_plugins(), api.PluginSource) or hasattr(api.installed_plugins(), "plugin")
+    found = api.installed_plugins()
+    assert callable(found.plugin) and callable(found.create)  # what the protocol asks
