@@ -228,10 +228,14 @@ class BindsOptions:
         return replace(self, values=MappingProxyType(values), rest=MappingProxyType(rest),  # type: ignore[type-var]
                        bound=True)
 
-    def bound_to_keys(self, specs: Mapping[str, OptionSpec]) -> bool:
+    def bound_to_keys(self, specs: Mapping[str, OptionSpec], at_least: bool = False) -> bool:
         """Whether these options are already bound to ``specs`` (the host bound them before the
-        factory's own `takes_options` sees them)."""
-        return self.bound and set(self.values) == set(specs)
+        factory's own `takes_options` sees them); with ``at_least``, to ``specs`` and maybe more (a
+        builder shared by factories that each declare these options and their own: the one rule of
+        both, `OpenClipModel.create`)."""
+        if not self.bound:
+            return False
+        return set(specs) <= set(self.values) if at_least else set(self.values) == set(specs)
 
 
 def frozen_empty() -> Mapping[str, Any]:

@@ -313,7 +313,7 @@ class OpenClipModel(EmbeddingModel):
         `takes_options`); raw ones (a builder called directly) are bound to `OPTIONS` the same way."""
         import open_clip
 
-        if not (options.bound and set(OPTIONS) <= set(options.values)):
+        if not options.bound_to_keys(OPTIONS, at_least=True):
             options = options.bind(OPTIONS, name)
         quick = options.values["quick_gelu"]
         notes: dict[str, Any] = {}
