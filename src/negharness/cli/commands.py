@@ -128,14 +128,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if say:
         err.print(plan_head(req), markup=False)
     host = _host(args)
-    check_request(host, req)  # names, device, data root: a mistake is told before torch loads
+    entries = check_request(host, req)  # names, device, data root: a mistake is told before torch loads
     if say:
-        for line in plan_lines(host, req):
+        for line in plan_lines(host, req, entries):
             err.print(line, markup=False)
     outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
     if outcomes is None:
         with _plugin_blamed(args, host):  # a task plugin's bug in building its task or naming its files
-            checked = check_before_torch(host, req)  # the tasks' files and the model's weights: all missing, at once
+            checked = check_before_torch(host, req, entries)  # the tasks' files and the model's weights: all missing, at once
         if say:
             err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
         outcomes = _evaluate(args, host, req, err, checked)

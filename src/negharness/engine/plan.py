@@ -122,10 +122,10 @@ def plan_head(req: RunRequest) -> str:
             f"precision {req.precision}, batch size {req.batch_size}")
 
 
-def plan_lines(host: PluginHost, req: RunRequest) -> list[str]:
-    """The tasks the patterns matched and which already have a record (each reused if its inputs
-    are unchanged): for the terminal, before anything heavy loads."""
-    names = [e.name for e in task_entries(host, req.tasks)]
+def plan_lines(host: PluginHost, req: RunRequest, entries: list[Entry] | None = None) -> list[str]:
+    """The tasks the patterns matched (``entries``, when the caller resolved them) and which already have
+    a record (each reused if its inputs are unchanged): for the terminal, before anything heavy loads."""
+    names = [e.name for e in (task_entries(host, req.tasks) if entries is None else entries)]
     lines = [f"tasks: {', '.join(names) or '(none match)'}"]
     # default runs without -M (whose folder binds them to the model's declared options): paths known now
     if req.limit is None and not req.task_extra and not req.model_options.extra and req.seed == 0 and names:

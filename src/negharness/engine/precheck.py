@@ -104,9 +104,11 @@ class CheckedRun:
     tasks: list[tuple[Entry, Task]]
 
 
-def checked_run(host: Any, req: Any, hash_file: Callable[[Path], str | None] | None = None) -> CheckedRun:
-    """Names, device and data root (`check_request`), the protocol, then every input (`check_inputs`)."""
-    entries = check_request(host, req)
+def checked_run(host: Any, req: Any, hash_file: Callable[[Path], str | None] | None = None,
+                entries: list[Entry] | None = None) -> CheckedRun:
+    """Names, device and data root (`check_request`; ``entries``: what it returned, when the caller asked it
+    already), the protocol, then every input (`check_inputs`)."""
+    entries = check_request(host, req) if entries is None else entries
     protocol = run_protocol(entries)
     model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
     return CheckedRun(req, entries, protocol, model_entry, check_inputs(host, req, entries, hash_file))
@@ -123,11 +125,11 @@ def run_protocol(entries: list[Entry]) -> str:
     return "editing" if any(editing.values()) else "embedding"
 
 
-def check_before_torch(host: Any, req: Any) -> CheckedRun:
-    """`checked_run` as `negharness run` asks it before torch loads, hashing through the memo the run
-    reads next (saved here, so no file is read twice)."""
+def check_before_torch(host: Any, req: Any, entries: list[Entry] | None = None) -> CheckedRun:
+    """`checked_run` as `negharness run` asks it before torch loads (``entries``: `check_request`'s, asked
+    first), hashing through the memo the run reads next (saved here, so no file is read twice)."""
     hasher = FileHasher(memo_path(cache_root(req.cache_dir)))
-    checked = checked_run(host, req, hasher.file)
+    checked = checked_run(host, req, hasher.file, entries)
     hasher.save()
     return checked
 
