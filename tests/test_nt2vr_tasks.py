@@ -329,6 +329,29 @@ def test_one_tasks_unusable_input_fails_alone_and_the_others_records_are_written
     assert "msrvtt1k_composed (failed: see below)" in res.stdout and "msrvtt1k_original" in res.stdout
 
 
+def test_a_task_failing_while_planned_is_named_at_its_variants_record_path(tmp_path, monkeypatch):
+    """A task whose data cannot be hashed fails alone; its outcome names the path its record would have
+    (with --limit: the variant's file, as the task that ran beside it), not the default run's."""
+    from negharness.engine import evaluate
+
+    folder = write_layout(tmp_path / "data")
+    neg = [(f"{vid}#enc#0#0", f"{caps[0]} without any dog") for vid, caps in CAPTIONS.items()]
+    (folder / "TextData" / f"{COLL}.negated.txt").write_text("".join(f"{c} {t}\n" for c, t in neg))
+    hashes = evaluate.data_hashes
+
+    def refuse_negated(files, root, hasher, task):
+        if task == "msrvtt1k_negated":
+            raise UserError("unreadable (made so by the test)")
+        return hashes(files, root, hasher, task)
+
+    monkeypatch.setattr(evaluate, "data_hashes", refuse_negated)
+    outs = _run(tmp_path, ["msrvtt1k_original", "msrvtt1k_negated"], limit=2)
+    ran, failed = outs["msrvtt1k_original"], outs["msrvtt1k_negated"]
+    assert ran.error is None and failed.error == "unreadable (made so by the test)"
+    assert failed.path.parent == ran.path.parent and ran.path.name != "msrvtt1k_original.json"
+    assert failed.path.name == ran.path.name.replace("msrvtt1k_original", "msrvtt1k_negated")
+
+
 def test_a_run_whose_every_task_fails_is_one_error_naming_each(tmp_path):
     """No task stands: the run fails as one error naming each task and why (it named the first only)."""
     folder = write_layout(tmp_path / "data")

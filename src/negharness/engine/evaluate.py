@@ -138,7 +138,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
             try:
                 planned.append(_plan(entry, task, topts, model_cfg, out_dir, root, hasher))
             except UserError as exc:
-                failed[task.name] = (record_path(out_dir, model_cfg, task.name), exc)
+                failed[task.name] = (record_path(out_dir, model_cfg, task.name, _variant(entry, task, topts)), exc)
         hasher.save()
     todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
     if not todo and (sources or not maybe):
@@ -259,15 +259,20 @@ def _plan(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig
           hasher: FileHasher) -> _Planned:
     """The task's variant (how its config differs from the task's default), record path, config
     hash and data hashes: everything reuse is decided on, before any model loads."""
+    variant = _variant(entry, task, options)
+    path = record_path(out_dir, model_cfg, task.name, variant)
+    data = data_hashes(read_files(task), root, hasher, task.name)
+    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path), root)
+
+
+def _variant(entry: Entry, task: Task, options: TaskOptions) -> dict[str, Any]:
+    """How the task's config differs from its default run's (--limit, -T, --seed): its record's name."""
     try:
         default = made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
         default_config = default.config()
     except UserError:  # a task that cannot be built without options has no default run to protect
         default_config = {"name": task.name}
-    variant = task_variant(task.config(), default_config)
-    path = record_path(out_dir, model_cfg, task.name, variant)
-    data = data_hashes(read_files(task), root, hasher, task.name)
-    return _Planned(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path), root)
+    return task_variant(task.config(), default_config)
 
 
 def config_hash(model_cfg: ModelConfig, task: Task) -> str:
