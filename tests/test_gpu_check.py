@@ -145,3 +145,13 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
             assert any(why in verdict for why in ALLOWED_UNMEASURED), f"{goal.name}: {verdict}"
         else:
             assert verdict == "smoke" and figure, f"{goal.name}: {verdict}"
+    # the steps that run perf scripts on the same tiny inputs as tests/test_perf_scripts.py: their figures
+    # are checked here, once, and the peers' values equal where clip_benchmark is installed
+    from test_perf_scripts import IN_GPU_CHECK, check_figures
+
+    for script, step in IN_GPU_CHECK.items():
+        check_figures(script, (tmp_path / f"{step}.log").read_text())
+    peers = json.loads((tmp_path / "peers.json").read_text())
+    assert [r["equal"] for r in peers["pairings"]["MCQ fp32 vs fp32"]] == [True]
+    if peers["clip_benchmark_installed"]:
+        assert [r["equal"] for r in peers["pairings"]["retrieval fp32 vs fp32"]] == [True]
