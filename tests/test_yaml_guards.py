@@ -17,7 +17,8 @@ import pytest
 from test_declarative_cli import CHOICE, RETRIEVAL, ROWS, _data
 
 from negharness.api.errors import UserError
-from negharness.declarative.register import MAX_YAML_BYTES, load_folder
+from negharness.declarative.register import load_folder
+from negharness.declarative.yaml_reader import MAX_YAML_BYTES
 
 
 def _folder(tmp_path: Path, text: str, name: str = "task.yaml") -> Path:
