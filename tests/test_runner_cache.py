@@ -122,6 +122,30 @@ def test_precision_and_fingerprint_separate_namespaces(tmp_path):
     assert bf16.counters.media_encoded == 6  # never served the fp32 embeddings
 
 
+def test_a_describe_entry_named_like_the_fingerprints_own_keys_is_never_overwritten(tmp_path):
+    """Two models that differ only in a ``frames`` entry of describe() (a third party's frame count) had
+    one fingerprint (the frame sampling overwrote it) and shared cached embeddings; now they differ, while a
+    describe() without such keys keeps the fingerprint it always had (computed here by the old rule)."""
+    from negharness.contracts.hashing import hash_json
+
+    class Framed(KeywordModel):
+        def __init__(self, frames: int) -> None:
+            super().__init__()
+            self.frames = frames
+
+        def describe(self):
+            return {**super().describe(), "frames": self.frames}
+
+    assert Framed(8).fingerprint() != Framed(16).fingerprint()
+    plain = KeywordModel()
+    assert plain.fingerprint() == hash_json({"name": plain.name, **plain.describe(), "frames": None})
+    ctx8 = CachedEvalContext(Framed(8), RunSettings(), EmbeddingCache(tmp_path))
+    ctx16 = CachedEvalContext(Framed(16), RunSettings(), EmbeddingCache(tmp_path))
+    ctx8.embed_media(_media())
+    ctx16.embed_media(_media())
+    assert ctx16.counters.media_encoded == 6  # never served the other model's embeddings
+
+
 def test_damaged_shard_is_recomputed_not_trusted(tmp_path):
     ctx = CachedEvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
     ctx.embed_media(_media())

@@ -107,9 +107,18 @@ class ModelPlugin(ABC):
         return self
 
     def fingerprint(self) -> str:
-        """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it."""
+        """Short hash of `describe()` (and frame sampling); the embedding cache and records key on it.
+        A `describe()` that uses a key of the hash's own (``name``, ``frames``, ``describe``) is hashed
+        nested, so nothing it says is overwritten (two models differing only in their ``frames`` entry
+        shared a fingerprint, and so cached embeddings); every other keeps the fingerprint it had."""
         sampling = self.frame_sampling.key if self.frame_sampling else None
-        return hash_json({"name": self.name, **self.describe(), "frames": sampling})
+        described = self.describe()
+        if _FINGERPRINT_KEYS & described.keys():
+            return hash_json({"name": self.name, "describe": described, "frames": sampling})
+        return hash_json({"name": self.name, **described, "frames": sampling})
+
+
+_FINGERPRINT_KEYS = frozenset({"name", "frames", "describe"})  # the fingerprint's own keys beside describe()'s
 
 
 class ChoiceScorer(ModelPlugin):
