@@ -249,3 +249,26 @@ def test_hf_clip(hf_folder):
     assert sorted(i for b in batches for i in b) == list(range(len(texts)))
     assert all(len(b) * max(lengths[i] for i in b) <= 4 * 77 for b in batches) and max(map(len, batches)) > 4
     assert float((hosted - want).abs().max()) <= TOL
+
+
+def test_hf_clip_decides_length_buckets_as_open_clip_does(hf_folder, monkeypatch):
+    """One rule for both CLIP plugins (`lengths_pay`): on a device where buckets do not pay (every
+    accelerator measured so far) and with ``-M text_lengths=off``, hf_clip runs plain batches, each padded
+    to its longest, equal to the full context; ``off`` is its own fingerprint, the device is not."""
+    import negharness.plugins.hf_clip as hf
+    from negharness.plugins.hf_clip import _features, hf_clip
+
+    texts = captions()
+    auto = hf_clip(ModelOptions(arch=str(hf_folder)))
+    off = hf_clip(ModelOptions(arch=str(hf_folder), extra={"text_lengths": "off"}))
+    assert auto.on_lengths() and not off.on_lengths()
+    assert "text_encoder" not in off.describe() and off.fingerprint() != auto.fingerprint()
+    monkeypatch.setattr(hf, "lengths_pay", lambda device, choice="auto": choice == "on")  # as on a GPU
+    assert not auto.on_lengths() and auto.describe()["text_encoder"] == TEXT_ENCODER
+    with torch.inference_mode():
+        enc = auto.tokenizer(texts, padding="max_length", truncation=True, max_length=77, return_tensors="pt")
+        want = F.normalize(_features(auto.model.get_text_features(input_ids=enc["input_ids"])).float(), dim=-1)
+        for model in (auto, off):
+            batches = model.text_batches(texts, 4)  # the host's plain batches: 4 texts, by characters
+            assert max(map(len, batches)) == 4 and sorted(i for b in batches for i in b) == list(range(len(texts)))
+            assert float((model.encode_text(texts) - want).abs().max()) <= TOL

@@ -15,9 +15,11 @@ import torch.nn.functional as F
 from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
 from negharness.api.checkpoints import hash_state_dict, load_or_explain
 from negharness.plugins.openclip_model import (
+    OPTIONS as OPEN_CLIP_OPTIONS,
     TEXT_ENCODER,
     bucket_overhead,
     length_buckets,
+    lengths_pay,
     token_batches,
 )
 
@@ -39,6 +41,7 @@ class HFClipModel(EmbeddingModel):
         self.processor = processor
         self.is_siglip = "siglip" in model.config.model_type
         self._weights = hash_state_dict(model.state_dict())
+        self.text_lengths = "auto"  # -M text_lengths: whether texts run in length buckets, by device (`lengths_pay`)
 
     def modules(self) -> list[torch.nn.Module]:
         return [self.model]
@@ -47,9 +50,16 @@ class HFClipModel(EmbeddingModel):
         pp = {k: v for k, v in self.processor.to_dict().items() if k in (
             "size", "crop_size", "image_mean", "image_std", "resample", "do_center_crop", "rescale_factor")}
         out = {"source": self.source, "class": type(self.model).__name__, "weights": self._weights, "preprocess": pp}
-        if not self.is_siglip:  # CLIP texts run in length buckets (see encode_text): a cache of their own
+        if not self.is_siglip and self.text_lengths != "off":
+            # CLIP texts may run in length buckets (see encode_text): a cache of their own; what the options
+            # allow, never the device's choice, so a record keeps its identity from CPU to GPU (as open_clip's)
             out["text_encoder"] = TEXT_ENCODER
         return out
+
+    def on_lengths(self) -> bool:
+        """Whether CLIP texts run in length buckets here (SigLIP never: it pads to 64 tokens, as trained):
+        on a device where that was measured to pay, as open_clip's texts (`lengths_pay`)."""
+        return not self.is_siglip and lengths_pay(self.device, self.text_lengths)
 
     def preprocess_image(self, image: Any) -> torch.Tensor:
         if not hasattr(image, "convert"):
@@ -65,22 +75,25 @@ class HFClipModel(EmbeddingModel):
     def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
         """CLIP: sorted by token length, at most ``batch_size`` x context token positions a batch
         (`token_batches`); SigLIP pads every text to 64 tokens, so plain batches."""
-        if self.is_siglip or not len(texts):
+        if not self.on_lengths() or not len(texts):
             return super().text_batches(texts, batch_size)
         context = self.model.config.text_config.max_position_embeddings
         return token_batches([len(i) for i in self._token_ids(texts)], max(1, batch_size) * context)
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
         """SigLIP: padded to 64 tokens with no mask, as it was trained. CLIP (causal, pooled at the
-        end-of-text token): texts of similar length run together, each bucket padded to its longest
-        with an attention mask, back in the order given; equal to the full context up to rounding."""
+        end-of-text token), where `on_lengths`: texts of similar length run together, each bucket padded
+        to its longest with an attention mask, back in the order given; else the batch padded to its
+        longest. Both equal the full context up to rounding."""
         if self.is_siglip:
             enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=64,
                                  return_tensors="pt").to(self.device)
             return F.normalize(_features(self.model.get_text_features(input_ids=enc["input_ids"])).float(), dim=-1)
         ids = self._token_ids(texts)
         out: torch.Tensor | None = None
-        for rows in length_buckets([len(i) for i in ids], bucket_overhead(self.device)):
+        buckets = (length_buckets([len(i) for i in ids], bucket_overhead(self.device)) if self.on_lengths()
+                   else [list(range(len(ids)))] if ids else [])  # else one batch, padded to its longest
+        for rows in buckets:
             enc = self.tokenizer.pad({"input_ids": [ids[i] for i in rows]}, return_tensors="pt").to(self.device)
             emb = _features(self.model.get_text_features(input_ids=enc["input_ids"],
                                                          attention_mask=enc["attention_mask"])).float()
@@ -97,7 +110,8 @@ class HFClipModel(EmbeddingModel):
 
 
 HF_CLIP_OPTIONS = {"model": OptionSpec(str, None, "Hugging Face model id or folder (else --arch / --checkpoint)"),
-                   "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R")}
+                   "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
+                   "text_lengths": OPEN_CLIP_OPTIONS["text_lengths"]}
 
 
 @takes_options(HF_CLIP_OPTIONS)
@@ -117,4 +131,5 @@ def hf_clip(options: ModelOptions) -> HFClipModel:
         raise UserError(f"hf_clip: {source!r} is a {type(model).__name__}, not a CLIP-like dual encoder")
     made = HFClipModel(str(source), model, tokenizer, processor)
     made.frame_sampling = options.frame_sampling()
+    made.text_lengths = values["text_lengths"]
     return made
