@@ -212,3 +212,21 @@ def test_refused_option_values_name_the_option(arch):
         _model(arch, decode="tensor", jpeg_draft="true")
     with pytest.raises(ValueError, match="longest"):
         PixelTransform((224, 224), (0.5,) * 3, (0.5,) * 3, resize_mode="longest")  # type: ignore[arg-type]
+
+
+def test_jpegs_for_a_device_torchvision_cannot_decode_on_are_decoded_on_the_cpu_and_labelled_so(monkeypatch, tmp_path):
+    """On MPS (or any device but CUDA) torchvision has no JPEG decoder: the batch decodes on the CPU with
+    libjpeg-turbo and moves the pixels; the cache's recipe says libjpeg-turbo (it said so while the
+    decode was asked of the device, failed, and fell to Pillow, whose pixels differ)."""
+    import negharness.io.tensor_images as ti
+
+    mps = torch.device("mps")
+    assert ti.jpeg_device(mps) == torch.device("cpu") and ti.jpeg_device(torch.device("cuda")).type == "cuda"
+    assert "libjpeg-turbo" in ti.tensor_decoder_identity(mps) and "nvjpeg" not in ti.tensor_decoder_identity(mps)
+    asked: list[torch.device] = []
+    real = ti.decode_jpegs
+    monkeypatch.setattr(ti, "decode_jpegs", lambda encoded, device: asked.append(device) or real(encoded, device))
+    batches = ti.DecodedBatches.__new__(ti.DecodedBatches)
+    batches.device, batches.skip_broken, batches.paths = mps, False, {}
+    assert batches._batch([], []) == ([], None, None, [])  # an empty chunk: nothing reaches the device
+    assert asked == [torch.device("cpu")]

@@ -122,12 +122,19 @@ class PixelTransform:
         return pixels[:, :, top:top + crop_h, left:left + crop_w]
 
 
+def jpeg_device(device: torch.device) -> torch.device:
+    """Where JPEGs are decoded for a run on ``device``: CUDA's own (nvjpeg), else the CPU (libjpeg-turbo;
+    torchvision decodes on no other device, MPS included), the pixels then moved to ``device``. The one
+    rule of the decoding and of its label in the cache (`tensor_decoder_identity`)."""
+    return device if device.type == "cuda" else torch.device("cpu")
+
+
 def tensor_decoder_identity(device: torch.device) -> str:
     """Which decoder turns a JPEG's bytes into pixels on ``device`` (nvjpeg's IDCT and chroma upsampling
     differ from libjpeg-turbo's by a unit here and there), and Pillow's, which decodes the rest."""
     import torchvision
 
-    jpeg = "nvjpeg" if device.type == "cuda" else "libjpeg-turbo"
+    jpeg = "nvjpeg" if jpeg_device(device).type == "cuda" else "libjpeg-turbo"
     return f"torchvision-{torchvision.__version__.split('+')[0]}+{jpeg}|{image_decoder_identity()}"
 
 
@@ -290,7 +297,7 @@ class DecodedBatches:
                     raise
                 broken.append((pos, str(exc)))
         jpeg_at = [j for j, item in enumerate(images) if isinstance(item, tuple)]
-        decoded = decode_jpegs([images[j][0] for j in jpeg_at], self.device)
+        decoded = decode_jpegs([images[j][0] for j in jpeg_at], jpeg_device(self.device))
         for j, pixels in zip(jpeg_at, decoded):
             images[j] = pixels if pixels is not None else pil_pixels(images[j][0].numpy().tobytes(),
                                                                      Path(self.paths[kept[j]]))
