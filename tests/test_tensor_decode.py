@@ -214,19 +214,17 @@ def test_refused_option_values_name_the_option(arch):
         PixelTransform((224, 224), (0.5,) * 3, (0.5,) * 3, resize_mode="longest")  # type: ignore[arg-type]
 
 
-def test_jpegs_for_a_device_torchvision_cannot_decode_on_are_decoded_on_the_cpu_and_labelled_so(monkeypatch, tmp_path):
-    """On MPS (or any device but CUDA) torchvision has no JPEG decoder: the batch decodes on the CPU with
-    libjpeg-turbo and moves the pixels; the cache's recipe says libjpeg-turbo (it said so while the
-    decode was asked of the device, failed, and fell to Pillow, whose pixels differ)."""
+def test_images_of_a_run_on_a_device_torchvision_cannot_decode_on_are_labelled_as_decoded_on_the_cpu():
+    """On MPS (or any device but CUDA) the runner decodes and resizes image files on the CPU (`DecodedFiles`:
+    libjpeg-turbo, a uint8 resize) and moves the pixels: the cache's recipe says so, the CPU's own. It said
+    ``resize-float32`` (the device's rule), so one decoding had two labels; one rule now (`decode_device`)."""
     import negharness.io.tensor_images as ti
+    from negharness.engine.runner import batched_decoding
 
-    mps = torch.device("mps")
-    assert ti.jpeg_device(mps) == torch.device("cpu") and ti.jpeg_device(torch.device("cuda")).type == "cuda"
-    assert "libjpeg-turbo" in ti.tensor_decoder_identity(mps) and "nvjpeg" not in ti.tensor_decoder_identity(mps)
-    asked: list[torch.device] = []
-    real = ti.decode_jpegs
-    monkeypatch.setattr(ti, "decode_jpegs", lambda encoded, device: asked.append(device) or real(encoded, device))
-    batches = ti.DecodedBatches.__new__(ti.DecodedBatches)
-    batches.device, batches.skip_broken, batches.paths = mps, False, {}
-    assert batches._batch([], []) == ([], None, None, [])  # an empty chunk: nothing reaches the device
-    assert asked == [torch.device("cpu")]
+    transform = PixelTransform((32, 32), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+    mps, cpu, cuda = torch.device("mps"), torch.device("cpu"), torch.device("cuda")
+    assert ti.decode_device(mps) == cpu and ti.decode_device(cuda) == cuda
+    assert ti.tensor_recipe(transform, mps) == ti.tensor_recipe(transform, cpu)
+    assert "resize-uint8" in ti.tensor_recipe(transform, mps) and "libjpeg-turbo" in ti.tensor_recipe(transform, mps)
+    assert "resize-float32" in ti.tensor_recipe(transform, cuda) and "nvjpeg" in ti.tensor_recipe(transform, cuda)
+    assert not batched_decoding(mps) and not batched_decoding(cpu) and batched_decoding(cuda)

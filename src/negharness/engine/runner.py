@@ -35,7 +35,7 @@ from negharness.io.media import (
     collate_images,
     collate_videos,
 )
-from negharness.io.tensor_images import DecodedBatches, DecodedFiles, PixelTransform, tensor_recipe
+from negharness.io.tensor_images import DecodedBatches, DecodedFiles, PixelTransform, decode_device, tensor_recipe
 from negharness.store.cache import CollectionCache, EmbeddingCache, text_key
 from negharness.store.content import hash_array
 
@@ -97,9 +97,10 @@ def default_workers(device: torch.device) -> int:
 
 def batched_decoding(device: torch.device) -> bool:
     """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch,
-    in a producer thread beside the forward pass): on a GPU. On the CPU a batched call would decode
-    on one core, so there items go one per decode thread or worker (`DecodedFiles`)."""
-    return device.type == "cuda"
+    in a producer thread beside the forward pass): where they decode on the device (`decode_device`: CUDA).
+    On the CPU a batched call would decode on one core, so there items go one per decode thread or worker
+    (`DecodedFiles`)."""
+    return decode_device(device).type != "cpu"
 
 
 DECODE_NICENESS = 10

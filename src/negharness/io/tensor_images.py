@@ -122,10 +122,11 @@ class PixelTransform:
         return pixels[:, :, top:top + crop_h, left:left + crop_w]
 
 
-def jpeg_device(device: torch.device) -> torch.device:
-    """Where JPEGs are decoded for a run on ``device``: CUDA's own (nvjpeg), else the CPU (libjpeg-turbo;
-    torchvision decodes on no other device, MPS included), the pixels then moved to ``device``. The one
-    rule of the decoding and of its label in the cache (`tensor_decoder_identity`)."""
+def decode_device(device: torch.device) -> torch.device:
+    """Where image files are decoded and resized for a run on ``device``: on CUDA itself (nvjpeg, batched,
+    a float32 resize), else on the CPU (libjpeg-turbo, a uint8 resize; torchvision decodes on no other
+    device, MPS included), the pixels then moved to ``device``. The one rule of the runner's decoding
+    (`negharness.engine.runner.batched_decoding`) and of its label in the cache (`tensor_recipe`)."""
     return device if device.type == "cuda" else torch.device("cpu")
 
 
@@ -134,14 +135,14 @@ def tensor_decoder_identity(device: torch.device) -> str:
     differ from libjpeg-turbo's by a unit here and there), and Pillow's, which decodes the rest."""
     import torchvision
 
-    jpeg = "nvjpeg" if jpeg_device(device).type == "cuda" else "libjpeg-turbo"
+    jpeg = "nvjpeg" if decode_device(device).type == "cuda" else "libjpeg-turbo"
     return f"torchvision-{torchvision.__version__.split('+')[0]}+{jpeg}|{image_decoder_identity()}"
 
 
 def tensor_recipe(transform: PixelTransform, device: torch.device) -> str:
     """The cache collection's recipe for images decoded this way on ``device``: decoder and resize, so
     embeddings of the PIL path (``image-file|pillow-...``) and of each decoder never share an entry."""
-    resize = "uint8" if transform.uint8_resize(device) else "float32"
+    resize = "uint8" if transform.uint8_resize(decode_device(device)) else "float32"
     return f"image-tensor|{tensor_decoder_identity(device)}|{transform.identity()}|resize-{resize}"
 
 
@@ -297,7 +298,7 @@ class DecodedBatches:
                     raise
                 broken.append((pos, str(exc)))
         jpeg_at = [j for j, item in enumerate(images) if isinstance(item, tuple)]
-        decoded = decode_jpegs([images[j][0] for j in jpeg_at], jpeg_device(self.device))
+        decoded = decode_jpegs([images[j][0] for j in jpeg_at], decode_device(self.device))
         for j, pixels in zip(jpeg_at, decoded):
             images[j] = pixels if pixels is not None else pil_pixels(images[j][0].numpy().tobytes(),
                                                                      Path(self.paths[kept[j]]))
