@@ -352,6 +352,26 @@ def test_a_task_failing_while_planned_is_named_at_its_variants_record_path(tmp_p
     assert failed.path.name == ran.path.name.replace("msrvtt1k_original", "msrvtt1k_negated")
 
 
+def test_a_task_whose_config_fails_fails_alone(tmp_path, monkeypatch):
+    """A task whose config() raises (it reads its files) fails alone, named; the task beside it runs."""
+    from negharness.tasks.nt2vr.tasks import NT2VRTask
+
+    write_layout(tmp_path / "data")
+    neg = [(f"{vid}#enc#0#0", f"{caps[0]} without any dog") for vid, caps in CAPTIONS.items()]
+    (tmp_path / "data" / COLL / "TextData" / f"{COLL}.negated.txt").write_text("".join(f"{c} {t}\n" for c, t in neg))
+    config = NT2VRTask.config
+
+    def refuse_negated(self):
+        if self.name == "msrvtt1k_negated":
+            raise UserError("config unreadable (made so by the test)")
+        return config(self)
+
+    monkeypatch.setattr(NT2VRTask, "config", refuse_negated)
+    outs = _run(tmp_path, ["msrvtt1k_original", "msrvtt1k_negated"])
+    assert outs["msrvtt1k_original"].error is None and outs["msrvtt1k_original"].record is not None
+    assert outs["msrvtt1k_negated"].error == "config unreadable (made so by the test)"
+
+
 def test_a_run_whose_every_task_fails_is_one_error_naming_each(tmp_path):
     """No task stands: the run fails as one error naming each task and why (it named the first only)."""
     folder = write_layout(tmp_path / "data")

@@ -138,7 +138,7 @@ def run_evaluation(host: PluginHost, req: RunRequest, progress: Any = None, shar
             try:
                 planned.append(_plan(entry, task, topts, model_cfg, out_dir, root, hasher))
             except UserError as exc:
-                failed[task.name] = (record_path(out_dir, model_cfg, task.name, _variant(entry, task, topts)), exc)
+                failed[task.name] = (_failed_path(entry, task, topts, model_cfg, out_dir), exc)
         hasher.save()
     todo, maybe = _split_by_reuse(planned, sources, req.overwrite, code_versions(host.distributions()))
     if not todo and (sources or not maybe):
@@ -273,6 +273,16 @@ def _variant(entry: Entry, task: Task, options: TaskOptions) -> dict[str, Any]:
     except UserError:  # a task that cannot be built without options has no default run to protect
         default_config = {"name": task.name}
     return task_variant(task.config(), default_config)
+
+
+def _failed_path(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path) -> Path:
+    """Where a task that failed while planned would have its record: its variant's path, or, when its config
+    itself failed (the failure being named), the default run's."""
+    try:
+        variant = _variant(entry, task, options)
+    except UserError:
+        variant = {}
+    return record_path(out_dir, model_cfg, task.name, variant)
 
 
 def config_hash(model_cfg: ModelConfig, task: Task) -> str:
