@@ -123,3 +123,21 @@ def test_a_wrappers_two_spellings_reach_one_record(tmp_path):
     again = _run(tmp_path, {"base": "shapes_clip", "quick_gelu": "1"}, model="boolean")
     assert again.skipped and again.path == first.path and again.record["metrics"] == first.record["metrics"]
     assert first.record["model"]["options"] == {"base": "shapes_clip", "quick_gelu": "true"}
+
+
+def test_a_wrapper_whose_base_is_its_default_names_the_rest_as_that_base():
+    """A wrapper whose ``base`` option has a default: the base is dropped from the identity (a default), and
+    the rest is still named as that base names it (``quick_gelu=YES`` and ``=1``, with or without ``base=``)."""
+    from negharness.api.options import takes_options
+    from negharness.discovery.lookup import identity_options
+    from negharness.discovery.manager import make_host
+
+    @takes_options({"base": OptionSpec(str, "shapes_clip")}, wraps="base")
+    def wrapper(options):
+        raise AssertionError("identity never builds the model")
+
+    entry = type("Entry", (), {"name": "wrapper", "kind": "model", "load": lambda self: wrapper})()
+    registry = make_host().registry
+    named = [identity_options(entry, ModelOptions(extra=extra), registry)
+             for extra in ({"quick_gelu": "YES"}, {"base": "shapes_clip", "quick_gelu": "1"})]
+    assert named == [{"quick_gelu": "true"}, {"quick_gelu": "true"}]

@@ -64,7 +64,8 @@ def _wrapped_identity(named: dict[str, Any], wraps: str | None, specs: Any, opti
     and ``=1`` are one model, ``-M base=clip -M jpeg_draft=false`` is ``-M base=clip``. A base this
     registry does not know keeps the rest as given (the run then refuses the name)."""
     rest = {k: v for k, v in options.extra.items() if k not in specs}
-    base_name = named.get(wraps) if wraps else None
+    # the base as bound: a base equal to its option's default is dropped from ``named``, not from the run
+    base_name = named.get(wraps, getattr(specs.get(wraps), "default", None)) if wraps else None
     if not rest or not isinstance(base_name, str) or registry is None or base_name not in registry.names("model"):
         return named
     base = identity_options(registry.get("model", base_name), dataclasses.replace(options, extra=rest), registry)
