@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from negharness.api.model_options import ModelOptions
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig
 
@@ -80,6 +81,24 @@ def test_a_receipt_answers_only_while_everything_it_rests_on_holds(tmp_path):
         assert answer_from_receipt(host, dataclasses.replace(req, **other)) is None, other
     first.path.write_text(first.path.read_text() + " ")
     assert answer_from_receipt(host, req) is None  # not the record the receipt vouches for
+
+
+def test_no_receipt_where_an_option_names_a_third_partys_model(tmp_path):
+    """``boolean -M base=NAME``: the wrapped model is a plugin of the answer too; a third party's (whose edits
+    no package stamp sees) leaves the decision to the normal way, a built-in base keeps the receipt."""
+    from negharness.discovery.manager import make_host
+    from negharness.engine.plan import RunRequest, receipt_key
+    from negharness.testing import keyword_model
+
+    host = make_host()
+    host.registry.add("model", "kw", keyword_model, "a third party's model", plugin="elsewhere")
+
+    def request(base: str) -> RunRequest:
+        return RunRequest(model="boolean", tasks=["shapes_t2i_original"], output_dir=str(tmp_path / "res"),
+                          model_options=ModelOptions(extra={"base": base}))
+
+    assert receipt_key(host, request("shapes_clip")) is not None
+    assert receipt_key(host, request("kw")) is None
 
 
 def test_no_receipt_for_random_weights(tmp_path):

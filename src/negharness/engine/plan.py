@@ -185,7 +185,10 @@ def receipt_key(host: PluginHost, req: RunRequest) -> dict[str, Any] | None:
         return None
     entries, dependencies = task_entries(host, req.tasks), _dependency_versions()
     model = next((e for e in host.registry.entries("model") if e.name == req.model), None)
-    if dependencies is None or not entries or model is None or not all(_is_builtin(host, e) for e in [model, *entries]):
+    # a model an -M value names (a wrapper's base: `boolean -M base=NAME`) is a plugin of the answer too
+    named = [e for e in host.registry.entries("model") if e.name in req.model_options.extra.values()]
+    if dependencies is None or not entries or model is None or \
+            not all(_is_builtin(host, e) for e in [model, *named, *entries]):
         return None
     settings = {f.name: getattr(req, f.name) for f in fields(req) if f.name not in NOT_DECIDING}
     settings.update(model_options=req.model_options.as_dict(), output_dir=str(Path(req.output_dir).resolve()),
