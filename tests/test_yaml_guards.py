@@ -428,7 +428,7 @@ def test_a_data_file_over_the_size_cap_or_not_a_regular_file_is_refused_unread(t
     try:
         data.unlink()
         os.mkfifo(data)
-        with pytest.raises(UserError, match=re.escape(f"{data}") + ".*not a regular file|FIFO"):
+        with pytest.raises(UserError, match=re.escape(f"{data} is a FIFO, not a regular file")):
             _ = _records_of(tmp_path).rows
     finally:
         signal.alarm(0)
@@ -481,3 +481,39 @@ def test_a_published_table_over_its_cap_is_refused_unread(tmp_path):
         fh.truncate(MAX_TABLE_BYTES + 1)
     with pytest.raises(PublishedTableError, match=re.escape(f"{table} is {MAX_TABLE_BYTES + 1:,} bytes; a published table")):
         load_table(table)
+
+
+def test_a_data_file_of_more_rows_than_a_file_may_hold_is_refused_before_its_records_are_made(tmp_path):
+    """10,000,001 rows (a 20 MB JSON list of zeros): refused naming the file, before any record is made."""
+    from negharness.io.data_limits import MAX_DATA_RECORDS
+
+    _data(tmp_path / "data", ROWS)
+    (tmp_path / "data/mine/colours.json").write_text("[" + "0," * MAX_DATA_RECORDS + "0]")
+    text = CHOICE.replace("  file: mine/colours.jsonl", "  file: mine/colours.json\n  format: json")
+    with pytest.raises(UserError, match=re.escape(f"colours.json: more than {MAX_DATA_RECORDS:,} rows")):
+        _ = _records_of(tmp_path, text).rows
+
+
+def test_columns_that_unpack_past_the_cap_are_refused_as_they_are_decoded():
+    """Parquet and Arrow batches are counted as decoded: a file whose columns unpack past 4 GiB (a dictionary
+    or compressed column: kilobytes on disk) is refused at the batch that passes it, and no later batch is
+    decoded; the same for rows. (Stand-in batches say their sizes: no gigabytes are allocated here.)"""
+    from types import SimpleNamespace
+
+    from negharness.io.data_limits import MAX_DATA_FILE_BYTES, MAX_DATA_RECORDS, bounded_rows
+
+    decoded: list[int] = []
+
+    def batches(rows: int, nbytes: int):
+        for i in range(100):
+            decoded.append(i)
+            yield SimpleNamespace(num_rows=rows, nbytes=nbytes)
+
+    with pytest.raises(UserError, match=re.escape(f"x.parquet unpacks to more than {MAX_DATA_FILE_BYTES:,} bytes")):
+        list(bounded_rows("x.parquet", batches(1024, 2**30)))
+    assert len(decoded) == 5  # 4 GiB stand, the fifth passes the cap, the sixth is never decoded
+    decoded.clear()
+    with pytest.raises(UserError, match=re.escape(f"x.arrow: more than {MAX_DATA_RECORDS:,} rows")):
+        list(bounded_rows("x.arrow", batches(MAX_DATA_RECORDS // 3, 1)))
+    assert len(decoded) == 4
+    assert len(list(bounded_rows("ok", batches(10, 10)))) == 100

@@ -27,7 +27,7 @@ from negharness.io.csv_rows import (
     cell_captions,
     numbered_rows,
 )
-from negharness.io.data_limits import check_data_file, too_deep
+from negharness.io.data_limits import MAX_DATA_RECORDS, check_data_file, check_row_count, too_deep
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "torch")
 _MISSING = object()
@@ -107,7 +107,7 @@ def _load(path: Path, fmt: str) -> Any:
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except RecursionError:
-        raise too_deep(path) from None
+        raise too_deep(path, what="JSON" if fmt == "json" else "a torch file's containers") from None
     raise AssertionError(fmt)
 
 
@@ -165,12 +165,19 @@ def read_records(path: Path, fmt: str, records: str | dict[str, str] | None = No
     """Every record of a file. ``records`` points inside a JSON/torch file: a dotted path to the
     list (or dict of records), or a mapping of field name -> parallel list to zip."""
     if fmt in ("jsonl", "csv", "tsv"):
-        return list(_lines(path, fmt))
+        rows: list[Record] = []
+        for rec in _lines(path, fmt):
+            rows.append(rec)
+            if len(rows) > MAX_DATA_RECORDS:  # refused as read, not once all are in memory
+                check_row_count(path, len(rows))
+        return rows
     data = _load(path, fmt)
     if isinstance(records, dict):
         return [Record(r, f"{path}: record {i}") for i, r in enumerate(_zip_columns(data, records, path))]
     if records:
         data = Record(data, str(path)).get(records)
+    if isinstance(data, (dict, list)):
+        check_row_count(path, len(data))
     if isinstance(data, dict):  # SugarCrepe, VALSE: {"id": {...}, ...}; the key is kept as _key
         return [Record({**v, "_key": k} if isinstance(v, dict) else v, f"{path}: item {k!r}") for k, v in data.items()]
     if isinstance(data, list):

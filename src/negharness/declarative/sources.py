@@ -12,49 +12,61 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any, Iterable
 
 from negharness.contracts.errors import UserError
 from negharness.declarative.annotations import Record, read_records
-from negharness.io.data_limits import check_data_file, check_data_file_unpacked
+from negharness.io.data_limits import BATCH_ROWS, bounded_rows, check_data_file, check_row_count
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 METADATA = ("metadata.jsonl", "metadata.csv", "metadata.parquet")
 
 
 def read_parquet(path: Path) -> list[Record]:
-    """Every row of a parquet file as a record (struct cells become dicts, lists stay lists)."""
+    """Every row of a parquet file as a record (struct cells become dicts, lists stay lists), read a
+    batch at a time so that what its columns unpack to is bounded as it is read (`bounded_rows`)."""
     try:
         import pyarrow.parquet as pq  # lazy: start-up time
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         raise UserError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
     check_data_file(path)
     try:
-        meta = pq.ParquetFile(path).metadata
-        unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        check_data_file_unpacked(path, unpacked)  # compressed columns: a small file may unpack to terabytes
-        table = pq.read_table(path)
+        source = pq.ParquetFile(path)
+        check_row_count(path, source.metadata.num_rows)
+        return _records(path, source.iter_batches(batch_size=BATCH_ROWS))
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 (pyarrow raises several types for a damaged file)
         raise UserError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
-    return [Record(row, f"{path}: row {i}") for i, row in enumerate(table.to_pylist())]
 
 
 def read_arrow(path: Path) -> list[Record]:
     """Every row of an Arrow file as ``datasets``' ``save_to_disk`` writes it (the IPC stream format;
-    VisMin's ``data/test/data-0000N-of-00003.arrow``, read by its eval.py with ``load_from_disk``)."""
+    VisMin's ``data/test/data-0000N-of-00003.arrow``, read by its eval.py with ``load_from_disk``), a
+    record batch at a time (compressed buffers unpack as read: bounded by `bounded_rows`)."""
     import pyarrow as pa  # lazy: start-up time
 
     check_data_file(path)
     try:
         with pa.memory_map(str(path)) as source:
             try:
-                table = pa.ipc.open_stream(source).read_all()
+                return _records(path, iter(pa.ipc.open_stream(source)))
             except pa.ArrowInvalid:  # the random-access file format
-                table = pa.ipc.open_file(source).read_all()
+                reader = pa.ipc.open_file(source)
+                return _records(path, (reader.get_batch(i) for i in range(reader.num_record_batches)))
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001 (pyarrow raises several types for a damaged file)
         raise UserError(f"{path}: not a readable Arrow file ({type(exc).__name__}: {exc})") from None
-    return [Record(row, f"{path}: row {i}") for i, row in enumerate(table.to_pylist())]
+
+
+def _records(path: Path, batches: Iterable[Any]) -> list[Record]:
+    """The rows of record ``batches`` as records, each batch checked (`bounded_rows`) before its rows
+    become Python objects."""
+    rows: list[Any] = []
+    for batch in bounded_rows(path, batches):
+        rows.extend(batch.to_pylist())
+    return [Record(row, f"{path}: row {i}") for i, row in enumerate(rows)]
 
 
 def read_imagefolder(folder: Path) -> list[Record]:
