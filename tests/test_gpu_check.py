@@ -153,5 +153,6 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
         check_figures(script, (tmp_path / f"{step}.log").read_text())
     peers = json.loads((tmp_path / "peers.json").read_text())
     assert [r["equal"] for r in peers["pairings"]["MCQ fp32 vs fp32"]] == [True]
+    assert all(r["ratio"] > 0 for pairs in peers["pairings"].values() for r in pairs if r["ratio"] is not None)
     if peers["clip_benchmark_installed"]:
         assert [r["equal"] for r in peers["pairings"]["retrieval fp32 vs fp32"]] == [True]

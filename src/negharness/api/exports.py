@@ -55,6 +55,9 @@ def on_first_use(facade: str) -> Callable[[str], Any]:
     use and kept in the facade."""
     module = sys.modules[facade]
     homes = _homes(module)
+    homeless = sorted(set(module.__all__) - set(homes) - set(vars(module)))
+    if homeless:  # a name listed with no `from X import name as name` of its own: say so now, not at first use
+        raise ImportError(f"{facade}: {', '.join(homeless)} listed in __all__ but imported nowhere in it")
 
     def attribute(name: str) -> Any:
         if name in RENAMED:

@@ -7,6 +7,7 @@ would score every query identically.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import torch
@@ -15,7 +16,6 @@ import torch.nn.functional as F
 from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
 from negharness.api.checkpoints import hash_state_dict, load_or_explain
 from negharness.plugins.openclip_model import (
-    OPTIONS as OPEN_CLIP_OPTIONS,
     TEXT_ENCODER,
     bucket_overhead,
     length_buckets,
@@ -111,7 +111,10 @@ class HFClipModel(EmbeddingModel):
 
 HF_CLIP_OPTIONS = {"model": OptionSpec(str, None, "Hugging Face model id or folder (else --arch / --checkpoint)"),
                    "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
-                   "text_lengths": OPEN_CLIP_OPTIONS["text_lengths"]}
+                   "text_lengths": OptionSpec(str, "auto", "CLIP texts in buckets of similar token length, each padded "
+                                              "to its longest: auto (on the CPU only, as open_clip's), on, off (the "
+                                              "host's batches, each padded to its longest); SigLIP pads to 64 always",
+                                              choices=("auto", "on", "off"))}
 
 
 @takes_options(HF_CLIP_OPTIONS)
@@ -132,4 +135,7 @@ def hf_clip(options: ModelOptions) -> HFClipModel:
     made = HFClipModel(str(source), model, tokenizer, processor)
     made.frame_sampling = options.frame_sampling()
     made.text_lengths = values["text_lengths"]
+    if made.is_siglip and made.text_lengths == "on":
+        warnings.warn("-M text_lengths=on: SigLIP pads every text to 64 tokens, as it was trained; ignored",
+                      stacklevel=2)
     return made
