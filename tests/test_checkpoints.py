@@ -20,12 +20,8 @@ from negharness.io.safe_unpickle import CallRefused, restricted_load
 from negharness.plugins import openclip_model
 from negharness.plugins.clip4clip import clip4clip
 from negharness.plugins.finetuned_clip import negationclip, negclip, tripletclip
-from negharness.plugins.openclip_model import (
-    OpenClipModel,
-    arch_of_state,
-    clip,
-    no_random_init,
-)
+from negharness.plugins.openclip_model import OpenClipModel, clip
+from negharness.plugins.openclip_weights import arch_of_state, no_random_init
 from negharness.plugins.trained_model import FORMAT, clip_bnl
 
 TINY_VIT = {"model_cfg": {"embed_dim": 32, "quick_gelu": True,

@@ -310,13 +310,13 @@ def test_a_run_records_the_revision_and_the_device_by_name(tmp_path):
 
 
 def test_an_open_clip_tag_records_the_hub_commit_its_weights_came_from(monkeypatch, tmp_path):
-    from negharness.plugins import openclip_model
+    from negharness.plugins import openclip_weights
 
     cached = tmp_path / "hub" / "models--timm--x" / "snapshots" / "5d2f1c" / "open_clip_model.safetensors"
-    monkeypatch.setattr(openclip_model, "cached_pretrained_file", lambda arch, tag: cached)
-    assert openclip_model.pretrained_revision("ViT-B-32", "openai") == "5d2f1c"
-    monkeypatch.setattr(openclip_model, "cached_pretrained_file", lambda arch, tag: None)
-    assert openclip_model.pretrained_revision("ViT-B-32", "openai") is None
+    monkeypatch.setattr(openclip_weights, "cached_pretrained_file", lambda arch, tag: cached)
+    assert openclip_weights.pretrained_revision("ViT-B-32", "openai") == "5d2f1c"
+    monkeypatch.setattr(openclip_weights, "cached_pretrained_file", lambda arch, tag: None)
+    assert openclip_weights.pretrained_revision("ViT-B-32", "openai") is None
 
 
 def test_a_catalogue_name_a_record_declares_in_another_unit_is_left_aside(tmp_path):

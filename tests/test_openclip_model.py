@@ -149,7 +149,7 @@ def test_jpeg_draft_is_opt_in_fingerprinted_and_close(source, tmp_path):
 
 
 # QuickGELU from the pretrained tag: resolved from open_clip's registry, nothing downloaded ---------
-from negharness.plugins.openclip_model import resolve_quick_gelu, tag_quick_gelu  # noqa: E402
+from negharness.plugins.openclip_weights import resolve_quick_gelu, tag_quick_gelu  # noqa: E402
 
 
 @pytest.mark.parametrize("arch,tag,expected", [
@@ -238,7 +238,7 @@ def test_model_from_checkpoint_skips_random_init_and_loads_every_tensor(source, 
     state equals the checkpoint's tensor for tensor, and torch's init functions are back afterwards."""
     import torch.nn.init as init
 
-    from negharness.plugins.openclip_model import no_random_init
+    from negharness.plugins.openclip_weights import no_random_init
 
     before = init.normal_
     path = tmp_path / "w.pt"
@@ -257,7 +257,7 @@ def test_model_from_checkpoint_skips_random_init_and_loads_every_tensor(source, 
 def test_a_fill_the_state_dict_does_not_hold_is_found():
     """A random non-persistent buffer would stay unfilled memory after loading: `fills_all_loaded`
     says so, and the model is then built with its fills."""
-    from negharness.plugins.openclip_model import fills_all_loaded, no_random_init
+    from negharness.plugins.openclip_weights import fills_all_loaded, no_random_init
 
     class Noisy(torch.nn.Module):
         def __init__(self) -> None:
@@ -296,7 +296,7 @@ def test_config_models_tokenizer_is_open_clips_at_its_context_length():
     """The copied default tokenizer gives open_clip's own tokens at the config's context length."""
     from open_clip.tokenizer import SimpleTokenizer
 
-    from negharness.plugins.openclip_model import simple_tokenizer
+    from negharness.plugins.openclip_weights import simple_tokenizer
 
     texts = ["a red circle", "There is no dog in the image, but a cat sleeps on a sofa.", "naïve café ¿qué?", ""]
     for context in (16, 77):
