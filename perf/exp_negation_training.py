@@ -15,7 +15,6 @@ runs/exp/results --out ...` renders the records.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from negharness.api.training import TrainOptions
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.records.check import checked_records, read_checked
 from negharness.scoring.bootstrap import bootstrap_estimates, paired_test, seed_means
 from negharness.scoring.perquery import LEVEL, cluster_ids, clusters_known, read_sidecar
 
@@ -41,11 +41,12 @@ TASKS = ["shapes_t2v_original", "shapes_t2v_negated", "shapes_t2v_composed", "sh
 TEST_ITEMS = "2000"
 
 
-def per_query(record_path: Path) -> dict[str, np.ndarray]:
+def per_query(record_path: Path, rec: dict | None = None) -> dict[str, np.ndarray]:
     """A record's per-query values by metric (its per-query file), and under "query" and "clusters"
     each value's query and cluster id, under "method" the record's (resamples, seed): the table
     resamples what the record's intervals resample. A record made before clusters is refused."""
-    rec = json.loads(Path(record_path).read_text())
+    if rec is None:
+        rec = read_checked(Path(record_path), Path(record_path).parent.parent)
     pq = read_sidecar(Path(record_path), rec)
     if pq is None or not clusters_known(rec):
         raise ValueError(f"{record_path}: no per-query values with clusters (a record made before them): rerun it")
@@ -63,7 +64,7 @@ def evaluate(host, model: str, checkpoint: str | None, out: Path) -> dict[str, d
     failed = [f"{o.task}: {o.error}" for o in outcomes if o.error]
     if failed:  # a task that failed alone has no record of this run (its path may hold an older one)
         raise SystemExit(f"{model}: " + "; ".join(failed))
-    return {o.task: per_query(o.path) for o in outcomes}
+    return {o.task: per_query(o.path, o.record) for o in outcomes}
 
 
 def main() -> None:
@@ -93,13 +94,16 @@ def main() -> None:
 
 
 def collect(results_dir: Path) -> dict[str, list[dict]]:
-    """Per-query values back from the records' per-query files, grouped by recipe (checkpoint folder)."""
+    """Per-query values back from the records' per-query files, grouped by recipe (checkpoint folder):
+    the records as the project reads them (`checked_records`: each checked as `leaderboard --check` does;
+    a glob over the folder also caught the per-query files beside them)."""
     runs: dict[tuple[str, str], dict] = {}
-    for rec_path in sorted(results_dir.glob("*/shapes_*.json")):
-        rec = json.loads(rec_path.read_text())
+    for rec_path, rec in checked_records(results_dir):
+        if not rec["task"]["name"].startswith("shapes_"):
+            continue
         ckpt = rec["model"]["options"].get("checkpoint")
         name, seed = (Path(ckpt).name.rsplit("-s", 1) if ckpt else ("shapes_clip (no fine-tuning)", "0"))
-        runs.setdefault((name, seed), {})[rec["task"]["name"]] = per_query(rec_path)
+        runs.setdefault((name, seed), {})[rec["task"]["name"]] = per_query(rec_path, rec)
     out: dict[str, list[dict]] = {}
     for (name, _), values in sorted(runs.items(), key=lambda kv: (list(RECIPES).index(kv[0][0])
                                                                    if kv[0][0] in RECIPES else -1, kv[0][1])):

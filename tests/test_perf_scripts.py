@@ -15,6 +15,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from negharness.discovery.manager import make_host
@@ -169,6 +170,11 @@ def test_negation_training_helpers_read_records(tiny_run, monkeypatch):
     assert {"query", "clusters", "method", "ΔMIR"} <= set(got["shapes_t2v_negated"])
     assert {"query", "clusters", "method", "accuracy"} <= set(got["shapes_mcq"])
     assert len(set(got["shapes_t2v_negated"]["clusters"])) < len(got["shapes_t2v_negated"]["query"])  # by video
+    # the table rebuilt from the saved records (--report-only) reads the same values as the run handed back
+    (saved,) = mod.collect(root / "exp")["shapes_clip (no fine-tuning)"]
+    for task, values in got.items():
+        for key, array in values.items():
+            assert np.array_equal(saved[task][key], array, equal_nan=array.dtype.kind == "f"), (task, key)
 
 
 def test_sharded_eval_reads_records_not_sidecars(tiny_run):
