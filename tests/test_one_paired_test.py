@@ -91,5 +91,9 @@ def test_the_table_refuses_a_record_without_clusters(tmp_path, exp):
     rec = json.loads(path.read_text())
     rec["interval_method"].pop("cluster")
     path.write_text(json.dumps(rec))
-    with pytest.raises(ValueError, match="made before them"):
+    from negharness.records.check import RecordError
+
+    with pytest.raises(RecordError, match="made before clustered intervals"):  # the one checked reader's refusal
         exp.per_query(path)
+    with pytest.raises(ValueError, match="made before them"):  # a record handed in as read: the script's own check
+        exp.per_query(path, json.loads(path.read_text()))
