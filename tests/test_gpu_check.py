@@ -125,6 +125,7 @@ ALLOWED_UNMEASURED = ("peer not installed", "no real captions")
 
 
 @pytest.mark.perf
+@pytest.mark.heavy  # the longest test of CI's second pass (~110 s, five processes): scheduled first (tests/conftest.py)
 def test_cpu_smoke_runs_every_step(tmp_path, table):
     """``bash perf/gpu_check.sh --cpu-smoke``: every step finishes (exit 0), the table lists every goal,
     judged "smoke"; only a peer tool that is not installed, the GPU-decode setup (another change adds
