@@ -18,7 +18,7 @@ import os
 from typing import Any, Iterable, Iterator
 
 from negharness.contracts.errors import UserError
-from negharness.io.paths import require_regular
+from negharness.io.paths import require_size_at_most
 
 MAX_DATA_FILE_BYTES = 4 * 2**30
 MAX_ITEM_WIDTH = 100
@@ -29,12 +29,8 @@ BATCH_ROWS = 1024  # rows of a parquet file decoded at a time, each batch checke
 def check_data_file(path: str | os.PathLike[str], where: str = "") -> int:
     """The size of ``path``, a regular file of at most `MAX_DATA_FILE_BYTES`, or a `UserError`
     naming it (and ``where``: the task file's key that named it)."""
-    size = require_regular(path, where).st_size
-    if size > MAX_DATA_FILE_BYTES:
-        prefix = f"{where}: " if where else ""
-        raise UserError(f"{prefix}{os.fspath(path)} is {size:,} bytes; a task's data file may have at most "
-                        f"{MAX_DATA_FILE_BYTES:,} (split it, or keep its images out of the file)")
-    return size
+    return require_size_at_most(path, MAX_DATA_FILE_BYTES, where, "a task's data file",
+                                " (split it, or keep its images out of the file)")
 
 
 def check_row_count(path: str | os.PathLike[str], rows: int, where: str = "") -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.contracts.errors import UserError
-from negharness.io.paths import require_regular
+from negharness.io.paths import require_size_at_most
 
 MAX_FILE_BYTES = 256 * 2**20  # far above the largest record or per-query file (COCO retrieval: a few MB)
 
@@ -45,9 +45,7 @@ def read_capped(path: Path | str, limit: int, where: str, what: str = "a file") 
     """The bytes of a regular file of at most ``limit`` bytes (a FIFO would block the read, an endless
     device never end it), or a `UserError` starting with ``where``; the one capped read that records,
     sidecars and YAML task files go through. ``what`` names the kind of file in the size message."""
-    size = require_regular(path, where).st_size
-    if size > limit:
-        raise UserError(f"{where}: {path} is {size:,} bytes; {what} may have at most {limit:,}")
+    require_size_at_most(path, limit, where, what)
     try:
         with open(path, "rb") as fh:
             raw = fh.read(limit + 1)

@@ -144,6 +144,17 @@ def require_regular(path: str | os.PathLike[str], where: str = "") -> os.stat_re
     return st
 
 
+def require_size_at_most(path: str | os.PathLike[str], limit: int, where: str, what: str, hint: str = "") -> int:
+    """The size of ``path``, a regular file (`require_regular`) of at most ``limit`` bytes, or a `UserError`
+    naming it (after ``where``, when given) and saying what ``what`` may have: the one size rule of the
+    capped read (`negharness.io.json_files.read_capped`) and of a task's data files (`io.data_limits`)."""
+    size = require_regular(path, where).st_size
+    if size > limit:
+        prefix = f"{where}: " if where else ""
+        raise UserError(f"{prefix}{path} is {size:,} bytes; {what} may have at most {limit:,}{hint}")
+    return size
+
+
 def writable_folder(path: str | os.PathLike[str], option: str) -> Path:
     """``path`` made and written once (a probe file), before any work: an error names ``option``.
     Probe names carry the pid, since torchrun ranks probe one folder at once."""
