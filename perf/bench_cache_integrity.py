@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from negharness.api.model import ModelOptions  # noqa: E402
 from negharness.discovery.manager import make_host  # noqa: E402
 from negharness.engine import evaluate as evaluate_module  # noqa: E402
-from negharness.engine.evaluate import RunRequest, run_evaluation  # noqa: E402
+from negharness.engine.evaluate import RunRequest, evaluate_request  # noqa: E402
 from negharness.engine.runner import CachedEvalContext, RunSettings  # noqa: E402
 from negharness.io.media import MediaSet, image_files, video_files  # noqa: E402
 from negharness.io.paths import data_root  # noqa: E402
@@ -245,7 +245,7 @@ def _whole_run(host, legacy: bool, cache_dir: str, out_dir: str) -> tuple:
         p.start()
     try:
         start, cpu = time.perf_counter(), time.process_time()
-        run_evaluation(host, req)
+        evaluate_request(host, req)
         return time.perf_counter() - start, time.process_time() - cpu
     finally:
         for p in patches:

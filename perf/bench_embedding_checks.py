@@ -26,7 +26,7 @@ import torch
 
 from negharness.discovery.manager import make_host
 from negharness.engine import embedding_contract
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 
 TASKS = ["shapes_t2v_original", "shapes_t2i_original"]
 
@@ -55,7 +55,7 @@ def check(enabled: bool, spent: list[float] | None = None) -> Iterator[None]:
 def evaluate_seconds(host: Any, cache: str, out: str, limit: int | None) -> float:
     req = RunRequest(model="shapes_clip", tasks=TASKS, batch_size=64, output_dir=out, cache_dir=cache,
                      overwrite=True, device="cpu", limit=limit)
-    outcomes = run_evaluation(host, req)
+    outcomes = evaluate_request(host, req)
     return sum(o.record["timings"]["total_s"] for o in outcomes)
 
 

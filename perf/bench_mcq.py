@@ -20,7 +20,7 @@ import torch
 
 from negharness.api.model import ModelOptions
 from negharness.discovery.manager import make_host
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.tasks.negbench.catalog import COCO_LAYOUT
 from negharness.tasks.negbench.data import read_mcq
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         req = RunRequest(model="shapes_clip", tasks=["negbench_mcq_coco"], data_root=str(root),
                          output_dir=str(root / "res"), cache_dir=str(root / "cache"), device="cpu", batch_size=256)
         start = time.perf_counter()
-        rec = run_evaluation(host, req)[0].record
+        rec = evaluate_request(host, req)[0].record
         task_s = rec["timings"]["total_s"]
         wall = time.perf_counter() - start
 

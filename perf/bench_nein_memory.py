@@ -70,14 +70,14 @@ def child(root: Path, out: Path) -> None:
     import negharness.plugins.shapes_detector  # noqa: F401
     import negharness.tasks.nein.tasks  # noqa: F401  (imported before the baseline is taken)
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
 
     host = make_host()
     before = _rss_now_kib()
     start = time.perf_counter()
     req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(root), output_dir=str(out),
                      use_cache=False, task_extra={"detector": "shapes_exact", "clip_model": "none", "dino_model": "none"})
-    rec = run_evaluation(host, req)[0].record
+    rec = evaluate_request(host, req)[0].record
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"samples": rec["n_items"]["samples"], "before_kib": before, "peak_kib": peak,

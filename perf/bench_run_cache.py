@@ -20,7 +20,7 @@ import torch
 
 from negharness.api.model import ModelOptions
 from negharness.discovery.manager import make_host
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.io.paths import data_root
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.world.media import load_world
@@ -52,7 +52,7 @@ def timed_run(host, cache_dir: str, out_dir: str, limit: int | None = None) -> t
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2v_original", "shapes_t2i_original"], batch_size=BATCH, output_dir=out_dir,
                      cache_dir=cache_dir, overwrite=True, device="cpu", limit=limit)
     start = time.perf_counter()
-    outcomes = run_evaluation(host, req)
+    outcomes = evaluate_request(host, req)
     wall = time.perf_counter() - start
     evaluate = sum(o.record["timings"]["total_s"] for o in outcomes)
     counts = {k: sum(o.record["counts"][k] for o in outcomes) for k in outcomes[0].record["counts"]}

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from negharness.discovery.manager import make_host
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 
 TASKS = ["shapes_t2v_original", "shapes_t2v_negated", "shapes_t2v_composed"]
 VIT224 = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "layers": 4, "width": 256, "patch_size": 32},
@@ -31,7 +31,7 @@ def run(host, tasks, use_cache: bool, cache: str, out: str, model=("shapes_clip"
     req = RunRequest(model=model[0], model_options=ModelOptions(arch=model[1]), tasks=tasks, output_dir=out,
                      cache_dir=cache, use_cache=use_cache, overwrite=True, device="cpu", limit=limit)
     start = time.perf_counter()
-    outcomes = run_evaluation(host, req)
+    outcomes = evaluate_request(host, req)
     seconds = time.perf_counter() - start
     media = sum(o.record["counts"]["media_encoded"] for o in outcomes)
     texts = sum(o.record["counts"]["texts_encoded"] for o in outcomes)

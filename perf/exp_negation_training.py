@@ -23,7 +23,7 @@ from negharness.api.model import ModelOptions
 from negharness.api.training import TrainOptions
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.records.check import checked_records, read_checked
 from negharness.scoring.bootstrap import bootstrap_estimates, paired_test, seed_means
 from negharness.scoring.perquery import LEVEL, cluster_ids, clusters_known, read_sidecar
@@ -60,7 +60,7 @@ def evaluate(host, model: str, checkpoint: str | None, out: Path) -> dict[str, d
     req = RunRequest(model=model, model_options=ModelOptions(checkpoint=checkpoint), tasks=TASKS,
                      task_extra={"n_items": TEST_ITEMS}, output_dir=str(out), log_samples=True, overwrite=True,
                      device="auto")
-    outcomes = run_evaluation(host, req)
+    outcomes = evaluate_request(host, req)
     failed = [f"{o.task}: {o.error}" for o in outcomes if o.error]
     if failed:  # a task that failed alone has no record of this run (its path may hold an older one)
         raise SystemExit(f"{model}: " + "; ".join(failed))

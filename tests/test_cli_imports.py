@@ -50,44 +50,61 @@ def test_quick_commands_never_import_torch(name, tmp_path):
 
 
 def test_a_cached_rerun_answers_from_its_records_without_torch(tmp_path, monkeypatch):
-    """The first run (the normal way) leaves a receipt; the same command again reads its records
-    and prints the same table without importing torch or building the model."""
+    """The first run (the normal way) remembers the model's fingerprint; the same command again, and any
+    subset of its tasks in another order, reads its records and prints the table without importing torch."""
     from negharness.cli.main import main
 
-    args = ["run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--limit", "8"]
+    args = ["run", "--model", "shapes_clip", "--task", "shapes_t2i_original", "--task", "shapes_mcq", "--limit", "8"]
     monkeypatch.chdir(tmp_path)  # the records go to ./results, as for a user
     assert main(args) == 0
-    again = console_script(args, tmp_path)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert not TORCH_LINE.search(again.stderr), "a cached rerun imported torch"
-    assert "shapes_t2i_original [limit=8, n_items=8] (cached)" in again.stdout and "R@1 100.0" in again.stdout
+    subset = ["run", "--model", "shapes_clip", "--task", "shapes_mcq", "--limit", "8"]
+    for again_args, tasks in ((args, 2), (subset, 1)):
+        again = console_script(again_args, tmp_path)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert not TORCH_LINE.search(again.stderr), f"a cached rerun imported torch: {again_args}"
+        assert again.stdout.count("(cached)") == tasks and "shapes_mcq [limit=8, n_items=8] (cached)" in again.stdout
+    assert "shapes_t2i_original" not in again.stdout
 
 
-def test_a_receipt_answers_only_while_everything_it_rests_on_holds(tmp_path):
-    """Edited record, another request, --overwrite, reduced precision: the normal way decides."""
+def _plan(host, req):
+    from negharness.engine.plan import make_plan
+
+    return make_plan(host, req)
+
+
+def test_records_stand_without_the_model_only_while_everything_they_rest_on_holds(tmp_path):
+    """Another request, --overwrite, reduced precision, no cache, a record's fingerprint changed: the
+    normal way decides (`standing` is None); the same request answers from the records."""
     import dataclasses
+    import json
 
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import run_evaluation
-    from negharness.engine.plan import RunRequest, answer_from_receipt
+    from negharness.engine.evaluate import evaluate_request
+    from negharness.engine.fingerprints import standing
+    from negharness.engine.request import RunRequest
     from negharness.records.results import read_record
 
     host = make_host()
-    req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], limit=6, output_dir=str(tmp_path / "res"))
-    (first,) = run_evaluation(host, req)
-    (answer,) = answer_from_receipt(host, req)
+    req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], limit=6, output_dir=str(tmp_path / "res"),
+                     cache_dir=str(tmp_path / "cache"))
+    (first,) = evaluate_request(host, req)
+    (answer,) = standing(host, _plan(host, req))
     assert answer.skipped and answer.path == first.path and answer.record == read_record(first.path)
-    for other in ({"limit": 7}, {"overwrite": True}, {"precision": "bf16"}, {"use_cache": False}):
-        assert answer_from_receipt(host, dataclasses.replace(req, **other)) is None, other
-    first.path.write_text(first.path.read_text() + " ")
-    assert answer_from_receipt(host, req) is None  # not the record the receipt vouches for
+    for other in ({"limit": 7}, {"overwrite": True}, {"precision": "bf16"}, {"use_cache": False},
+                  {"cache_dir": str(tmp_path / "other-cache")}):
+        assert standing(host, _plan(host, dataclasses.replace(req, **other))) is None, other
+    rec = json.loads(first.path.read_text())
+    rec["model"]["fingerprint"] = "0" * 16
+    first.path.write_text(json.dumps(rec))
+    assert standing(host, _plan(host, req)) is None  # the model the record measured is not this one
 
 
-def test_no_receipt_where_an_option_names_a_third_partys_model(tmp_path):
+def test_no_fingerprint_is_remembered_for_a_third_partys_model(tmp_path):
     """``boolean -M base=NAME``: the wrapped model is a plugin of the answer too; a third party's (whose edits
-    no package stamp sees) leaves the decision to the normal way, a built-in base keeps the receipt."""
+    no package stamp sees) leaves the decision to the normal way, a built-in base is remembered."""
     from negharness.discovery.manager import make_host
-    from negharness.engine.plan import RunRequest, receipt_key
+    from negharness.engine.fingerprints import memo_key
+    from negharness.engine.request import RunRequest
     from negharness.testing import keyword_model
 
     host = make_host()
@@ -95,43 +112,43 @@ def test_no_receipt_where_an_option_names_a_third_partys_model(tmp_path):
 
     def request(base: str) -> RunRequest:
         return RunRequest(model="boolean", tasks=["shapes_t2i_original"], output_dir=str(tmp_path / "res"),
-                          model_options=ModelOptions(extra={"base": base}))
+                          model_options=ModelOptions(extra={"base": base}), cache_dir=str(tmp_path / "c"))
 
-    assert receipt_key(host, request("shapes_clip")) is not None
-    assert receipt_key(host, request("kw")) is None
+    assert memo_key(host, _plan(host, request("shapes_clip"))) is not None
+    assert memo_key(host, _plan(host, request("kw"))) is None
 
 
-def test_no_receipt_for_random_weights(tmp_path):
-    """A draw of random weights stands for no other draw: its run leaves no receipt."""
-    from types import SimpleNamespace
+def test_a_damaged_or_non_regular_fingerprint_memo_is_no_memo(tmp_path):
+    """A memo file that is not JSON, holds another key, or is a FIFO: the run decides (never a hang)."""
+    import os
 
-    from negharness.api.task import TaskOptions
     from negharness.discovery.manager import make_host
-    from negharness.engine.plan import RECEIPTS, RunOutcome, RunRequest, write_receipt
+    from negharness.engine.fingerprints import FOLDER, recalled, remember
+    from negharness.engine.request import RunRequest
 
-    record = tmp_path / "res" / "r.json"
-    record.parent.mkdir()
-    record.write_text("{}")
-    task = make_host().registry.get("task", "shapes_t2i_original").load()(TaskOptions(tmp_path))
-    planned = [SimpleNamespace(path=record, task=task, root=tmp_path, config_hash="c")]
-    req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], output_dir=str(tmp_path / "res"),
-                     cache_dir=str(tmp_path / "cache"))
-    drawn = RunOutcome("shapes_t2i_original", record, {"model": {"random_weights": "1a2b"}})
-    write_receipt(make_host(), req, planned, [drawn])
-    assert not (tmp_path / "cache" / RECEIPTS).exists()
-    write_receipt(make_host(), req, planned, [RunOutcome("shapes_t2i_original", record, {"model": {}})])
-    assert len(list((tmp_path / "cache" / RECEIPTS).glob("*.json"))) == 1  # the same run with named weights has one
+    host = make_host()
+    plan = _plan(host, RunRequest(model="shapes_clip", tasks=["shapes_mcq"], output_dir=str(tmp_path / "res"),
+                                  cache_dir=str(tmp_path / "cache")))
+    remember(host, plan, "abc")
+    assert recalled(host, plan) == "abc"
+    (memo,) = (tmp_path / "cache" / FOLDER).glob("*.json")
+    memo.write_text("{not json")
+    assert recalled(host, plan) is None
+    memo.unlink()
+    os.mkfifo(memo)
+    assert recalled(host, plan) is None
 
 
 def test_the_plan_names_tasks_device_and_existing_records(tmp_path):
     from negharness.discovery.manager import make_host
-    from negharness.engine.plan import RunRequest, plan_head, plan_lines
+    from negharness.engine.plan import plan_lines
+    from negharness.engine.request import RunRequest, plan_head
 
-    req = RunRequest(model="shapes_clip", tasks=["shapes_t2*"], output_dir=str(tmp_path))
+    req = RunRequest(model="shapes_clip", tasks=["shapes_t2*"], output_dir=str(tmp_path), cache_dir=str(tmp_path / "c"))
     (tmp_path / "shapes_clip").mkdir()
     (tmp_path / "shapes_clip" / "shapes_t2i_original.json").write_text("{}")
     assert plan_head(req).startswith("negharness run: model shapes_clip, task shapes_t2*; device auto, precision fp32")
-    tasks, records = plan_lines(make_host(), req)
+    tasks, records = plan_lines(_plan(make_host(), req))
     assert tasks == "tasks: shapes_t2i_original, shapes_t2v_composed, shapes_t2v_negated, shapes_t2v_original"
     assert records.startswith(f"records in {tmp_path / 'shapes_clip'}: 1 of 4 exist")
 

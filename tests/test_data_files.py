@@ -166,7 +166,7 @@ def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tm
     are at most what one edit batch needs, never one per sample (the gallery too is written at once)."""
     from negharness.discovery.hookspecs import hookimpl
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
     from negharness.tasks.nein.shapes import ShapesNeIn, editing_pairs
 
     live: list[weakref.ref] = []  # PIL images are unhashable: a list of weak references, not a WeakSet
@@ -201,7 +201,7 @@ def test_nein_holds_a_bounded_number_of_images_whatever_the_number_of_samples(tm
     host.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "counted")
     req = RunRequest(model="identity", tasks=["nein_counted"], output_dir=str(tmp_path / "res"),
                      task_extra={"n_items": "24", "edit_batch": "2", "clip_model": "none"})
-    outcome = run_evaluation(host, req)[0]
+    outcome = evaluate_request(host, req)[0]
     rec = outcome.record
     assert rec["n_items"] == {"samples": 24}
     assert peak[0] <= bound, peak[0]

@@ -152,18 +152,18 @@ def test_an_edited_qrels_file_reruns_and_says_which(tmp_path):
     """The -T qrels file is data the fire_* numbers rest on: its content enters the record's data
     hashes (it was named in the config only, so an edit reran nothing: stale C@1 33.3 for 100.0)."""
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
 
     ids = [f"image{i:05d}" for i in range(6)]
     qrels = tmp_path / "judged.txt"
     qrels.write_text("".join(f"{i}#enc#0 {ids[(k + 1) % 6]} 1\n" for k, i in enumerate(ids)))
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], limit=6, task_extra={"qrels": str(qrels)},
                      output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "cache"))
-    first = run_evaluation(make_host(), req)[0]
+    first = evaluate_request(make_host(), req)[0]
     assert str(qrels) in first.record["data"]["files"]
-    assert run_evaluation(make_host(), req)[0].skipped
+    assert evaluate_request(make_host(), req)[0].skipped
     qrels.write_text("".join(f"{i}#enc#0 {j} 1\n" for i in ids for j in ids))  # every image relevant
-    again = run_evaluation(make_host(), req)[0]
+    again = evaluate_request(make_host(), req)[0]
     assert not again.skipped and again.reason == f"data file {qrels} changed"
     added = [r["notes"]["fire"]["qrels_positives_added"] for r in (first.record, again.record)]
     assert added[1] > added[0]

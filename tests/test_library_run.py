@@ -30,7 +30,7 @@ def test_library_run_equals_the_command(tmp_path, monkeypatch, capsys):
 
 def test_a_run_is_checked_once_then_executed(tmp_path, monkeypatch):
     """`negharness run` checks the request before torch (names, the protocol, every task built, every
-    input present) and hands that one value to `run_evaluation`: each task is built once, not again
+    input present) and hands that one value to `evaluate_request`: each task is built once, not again
     after torch; the library door, with no checked value, builds each once too."""
     from negharness.cli.main import main
     from negharness.engine import precheck

@@ -43,15 +43,17 @@ def test_undeclared_keys_keep_their_spelling_and_a_bad_value_names_the_model():
 
 def _run(tmp_path: Path, extra: dict[str, str], cli: bool = False, model: str = "shapes_clip"):
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import run_evaluation
-    from negharness.engine.plan import RunRequest, answer_from_receipt
+    from negharness.engine.evaluate import evaluate_request
+    from negharness.engine.fingerprints import standing
+    from negharness.engine.plan import make_plan
+    from negharness.engine.request import RunRequest
 
     host = make_host()
     req = RunRequest(model=model, tasks=["shapes_t2i_original"], model_options=ModelOptions(extra=extra),
                      limit=4, device="cpu", output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "cache"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ((cli and answer_from_receipt(host, req)) or run_evaluation(host, req))[0]
+        return ((cli and standing(host, make_plan(host, req))) or evaluate_request(host, req))[0]
 
 
 def test_two_spellings_reach_one_record_and_one_row_on_every_road(tmp_path):

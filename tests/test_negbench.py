@@ -11,7 +11,7 @@ import torch
 from conftest import SHARED
 
 from negharness.api.errors import MissingDataError, UserError
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.scoring.mcq import mcq_choices, mcq_metrics
 from negharness.tasks.negbench.catalog import COCO_LAYOUT, MCQ
 from negharness.tasks.negbench.data import (
@@ -116,7 +116,7 @@ def test_mcq_task_end_to_end_and_bad_rows(tmp_path):
     ])
     req = RunRequest(model="kw", tasks=["negbench_mcq_coco"], data_root=str(root), output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "c"), log_samples=True)
-    rec = run_evaluation(_host(), req)[0].record
+    rec = evaluate_request(_host(), req)[0].record
     # row 1 right; row 2: the correct answer ties with its own reordering -> wrong;
     # row 3: the best option ties with its reordering -> wrong (no tie is broken by option order)
     assert rec["metrics"]["accuracy"] == pytest.approx(100 / 3)
@@ -125,11 +125,11 @@ def test_mcq_task_end_to_end_and_bad_rows(tmp_path):
     assert "published" not in rec["notes"]  # no published row for this model
     (root / "coco" / "val2017" / "000000000002.jpg").unlink()
     with pytest.raises(MissingDataError, match=r"COCO_val_mcq_llama3.1_rephrased.csv:3: image \S*000000000002.jpg not found") as info:
-        run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+        evaluate_request(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
     assert "`negharness fetch negbench_mcq_coco` downloads them (816.9 MB)" in str(info.value)  # CSV and COCO val2017
     _mcq_csv(csv_path, [[p1, 0, "a red picture", "x", "y", "", "positive"]])
     with pytest.raises(UserError, match=r"COCO_val_mcq_llama3.1_rephrased.csv:2: 3 option\(s\)"):
-        run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+        evaluate_request(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
 
 
 def test_retrieval_neg_side_by_side_and_unparseable_cell(tmp_path):
@@ -146,7 +146,7 @@ def test_retrieval_neg_side_by_side_and_unparseable_cell(tmp_path):
     (root / "negbench" / "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv").write_text(neg)
     req = RunRequest(model="kw", tasks=["negbench_retrieval_coco"], data_root=str(root),
                      output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
-    rec = run_evaluation(_host(), req)[0].record
+    rec = evaluate_request(_host(), req)[0].record
     m = rec["metrics"]
     assert m["R@1"] == 100.0  # colour words alone retrieve the originals
     # negated: "a red car and no blue" mixes red and blue -> cos equal-ish: by hand, red image wins (red+blue
@@ -154,11 +154,11 @@ def test_retrieval_neg_side_by_side_and_unparseable_cell(tmp_path):
     assert m["R-Neg@1"] < 100.0 and m["drop_R@1"] == pytest.approx(m["R@1"] - m["R-Neg@1"])
     assert rec["n_items"]["original_captions"] == 4 and rec["n_items"]["negated_captions"] == 4
     assert rec["counts"]["media_encoded"] == 3 and rec["counts"]["media_cached"] == 0  # both files: one encode
-    uncached = run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True, "use_cache": False}))[0].record
+    uncached = evaluate_request(_host(), RunRequest(**{**req.__dict__, "overwrite": True, "use_cache": False}))[0].record
     assert uncached["counts"]["media_encoded"] == 3 and uncached["metrics"] == m  # --no-cache: still once
     (root / "negbench" / "COCO_val_retrieval.csv").write_text(header + "[],[],data/coco/images/val2017/a.jpg,0,\"['unclosed\"\n")
     with pytest.raises(UserError, match=r"COCO_val_retrieval.csv:2: captions cell is not a list literal"):
-        run_evaluation(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+        evaluate_request(_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
 
 
 def test_shapes_mcq_ground_truth_is_exact():
@@ -255,7 +255,7 @@ def test_chexpert_binary_files_in_the_authors_schema(tmp_path):
     for task in ("negbench_mcq_chexpert_binary", "negbench_mcq_chexpert_binary_control"):
         req = RunRequest(model="kw", tasks=[task], data_root=str(root), output_dir=str(tmp_path / "res"),
                          cache_dir=str(tmp_path / "c"))
-        rec = run_evaluation(_host(), req)[0].record
+        rec = evaluate_request(_host(), req)[0].record
         assert rec["metrics"]["accuracy"] == pytest.approx(200 / 3)
         assert rec["n_items"]["questions"] == 3
     _write_csv(root / "negbench" / "chexpert_binary_mcq.csv", ["image_path", "caption_0", "correct_answer"],
@@ -278,7 +278,7 @@ def test_chexpert_four_choice_and_affirmation_control(tmp_path):
     for task in ("negbench_mcq_chexpert_control", "negbench_mcq_chexpert"):
         req = RunRequest(model="kw", tasks=[task], data_root=str(root), output_dir=str(tmp_path / "res"),
                          cache_dir=str(tmp_path / "c"))
-        res[task] = run_evaluation(_host(), req)[0].record["metrics"]
+        res[task] = evaluate_request(_host(), req)[0].record["metrics"]
     assert res["negbench_mcq_chexpert_control"]["accuracy"] == 50.0  # row 1 right; row 2 picks blue, not green
     assert res["negbench_mcq_chexpert"]["acc_positive"] == 100.0
     _write_csv(root / "negbench" / "chexpert_mcq_no_negation.csv", header[:-1],

@@ -7,7 +7,7 @@ from PIL import Image
 
 from negharness.api.editing import Editor
 from negharness.api.errors import UserError
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.plugins.reference_editors import negated_object
 from negharness.plugins.shapes_detector import ShapesDetector
 from negharness.tasks.nein.shapes import ShapesNeIn, editing_pairs
@@ -22,7 +22,7 @@ def _run(tmp_path, editor, host=None, **kw):
 
     req = RunRequest(model=editor, tasks=["nein_shapes"], output_dir=str(tmp_path / "res"),
                      task_extra={"n_items": "40"}, **kw)
-    return run_evaluation(host or make_host(), req)[0]
+    return evaluate_request(host or make_host(), req)[0]
 
 
 def test_every_table2_format_names_its_object():

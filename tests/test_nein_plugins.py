@@ -150,7 +150,7 @@ def _nein_layout(root: Path, n: int = 4) -> list[dict]:
 @pytest.mark.needs("nltk")
 def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_folder, dino_folder):
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
     from negharness.text.phrases import head_nouns
 
     assert head_nouns("A man with a dog is riding a bicycle on a road.") == ["man", "dog", "bicycle", "road"]
@@ -166,9 +166,9 @@ def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_
         req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(root), output_dir=str(tmp_path / "res"),
                          task_extra=extra)
         with pytest.raises(MediaError, match=r"image not found: .*NeIn_2_1\.png"):  # a missing input stops the run
-            run_evaluation(make_host(), req)
+            evaluate_request(make_host(), req)
         req = RunRequest(**{**req.__dict__, "skip_broken_media": True})  # or is counted and named
-        rec = run_evaluation(make_host(), req)[0].record
+        rec = evaluate_request(make_host(), req)[0].record
         assert rec["n_items"] == {"samples": 3} and rec["n_skipped_media"] == 1
         assert rec["skipped_media"] == {"nein_val": ["nein/images/NeIn_2_1.png"]}
         assert {"Removal", "AUC-Removal", "L1", "L2", "CLIP-I", "DINO"} <= set(rec["metrics"])
@@ -176,7 +176,7 @@ def test_nein_val_end_to_end_with_a_missing_image_and_a_bad_entry(tmp_path, owl_
         entries[1].pop("T_generated")
         (root / "nein" / "val.json").write_text(json.dumps(entries))
         with pytest.raises(UserError, match=r"val.json entry 1 \(NeIn_1_1\): no 'T_generated'"):
-            run_evaluation(make_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
+            evaluate_request(make_host(), RunRequest(**{**req.__dict__, "overwrite": True}))
     finally:
         owl_mod.DEFAULT = default
 
@@ -189,7 +189,7 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
     import pyarrow.parquet as pq
 
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
 
     def png(seed):
         buf = io.BytesIO()
@@ -203,7 +203,7 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
     req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(tmp_path / "data"),
                      output_dir=str(tmp_path / "res"),
                      task_extra={"detector": "shapes_exact", "clip_model": "none", "dino_model": "none"})
-    outcome = run_evaluation(make_host(), req)[0]
+    outcome = evaluate_request(make_host(), req)[0]
     rec = outcome.record
     assert rec["n_items"] == {"samples": 3} and rec["metrics"]["Removal"] == 100.0  # no shapes in noise
     # -T options that change the numbers make a variant: its record and edits go beside the default's
@@ -212,10 +212,10 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
         "NeIn_10_1.png", "NeIn_11_1.png", "NeIn_12_1.png"]
     # the parquet files are the data: one row's input replaced, the record reruns and says which file
     assert list(rec["data"]["files"]) == ["nein/validation-00000-of-00001.parquet"]  # was: nothing hashed
-    assert run_evaluation(make_host(), req)[0].skipped
+    assert evaluate_request(make_host(), req)[0].skipped
     rows[1]["NeIn"] = png(42)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data" / "nein" / "validation-00000-of-00001.parquet")
-    again = run_evaluation(make_host(), req)[0]
+    again = evaluate_request(make_host(), req)[0]
     assert again.reason == "data file nein/validation-00000-of-00001.parquet changed"
     assert again.record["counts"] == {"reused": 2, "edited": 1}  # the replaced input is edited again
 
@@ -223,12 +223,12 @@ def test_nein_val_reads_the_published_parquet(tmp_path, dino_folder):
 def _nein_val(root: Path, out: Path, **kw):
     """nein_val edited by identity and scored by the exact detector, in process."""
     from negharness.discovery.manager import make_host
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
 
     req = RunRequest(model="identity", tasks=["nein_val"], data_root=str(root), output_dir=str(out),
                      cache_dir=str(root.parent / "cache"),
                      task_extra={"detector": "shapes_exact", "clip_model": "none", "dino_model": "none"}, **kw)
-    return run_evaluation(make_host(), req)[0]
+    return evaluate_request(make_host(), req)[0]
 
 
 @pytest.mark.needs("nltk")

@@ -9,7 +9,7 @@ import pytest
 
 from negharness.api.errors import MissingDataError, UserError
 from negharness.api.model import ModelOptions
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.testing import COLOURS, host_with_models, keyword_model
 from negharness.text.nt2vr_files import read_caption_file, read_composed_file
 
@@ -51,7 +51,7 @@ def _host():
 def _run(tmp_path, tasks, **kw):
     req = RunRequest(model="kw", tasks=tasks, data_root=str(tmp_path / "data"), output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "cache"), **kw)
-    return {o.task: o for o in run_evaluation(_host(), req)}
+    return {o.task: o for o in evaluate_request(_host(), req)}
 
 
 @pytest.mark.needs("nltk")
@@ -304,11 +304,11 @@ def test_an_edited_neginfo_file_reruns_the_boolean_baseline_and_says_which(tmp_p
     write_info(lambda c: "dog")
     req = RunRequest(model="boolean", tasks=["msrvtt1k_negated"], model_options=ModelOptions(extra={"base": "kw"}),
                      data_root=str(tmp_path / "data"), output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
-    first = run_evaluation(_host(), req)[0]
+    first = evaluate_request(_host(), req)[0]
     assert f"{COLL}/TextData/{COLL}.negated_neginfo.txt" in first.record["data"]["files"]
-    assert run_evaluation(_host(), req)[0].skipped
+    assert evaluate_request(_host(), req)[0].skipped
     write_info(lambda c: VIDEOS[c.split("#")[0]])  # each query's scope now names its own video's colour
-    again = run_evaluation(_host(), req)[0]
+    again = evaluate_request(_host(), req)[0]
     assert not again.skipped and again.reason == f"data file {COLL}/TextData/{COLL}.negated_neginfo.txt changed"
     assert again.record["metrics"]["ΔMIR"] != first.record["metrics"]["ΔMIR"]
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from negharness.api import ModelOptions, UserError
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.testing import KeywordModel, host_with_models
 
 
@@ -48,7 +48,7 @@ def _run(tmp_path, name: str, fits: int) -> tuple[dict[str, Any], TightModel]:
 
     req = RunRequest(model="tight", tasks=["shapes_t2i_original"], limit=40, batch_size=16, use_cache=False,
                      output_dir=str(tmp_path / name), device="cpu")
-    outcome = run_evaluation(host_with_models({"tight": factory}), req)[0]
+    outcome = evaluate_request(host_with_models({"tight": factory}), req)[0]
     return outcome.record, made[0]
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from negharness.discovery.manager import make_host
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 
 PERF = Path(__file__).resolve().parents[1] / "perf"
 
@@ -147,7 +147,7 @@ def tiny_run(tmp_path):
     """A real run of the embedded world's t2i task, 8 items, with samples logged."""
     req = RunRequest(model="shapes_clip", tasks=["shapes_t2i_original"], limit=8, device="cpu", log_samples=True,
                      output_dir=str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"))
-    return tmp_path, run_evaluation(make_host(), req)[0]
+    return tmp_path, evaluate_request(make_host(), req)[0]
 
 
 def test_kill_resume_helpers_read_records_and_shards(tiny_run):

@@ -137,12 +137,12 @@ def test_list_brief_does_not_import_torch():
 
 def test_wrapper_plugins_resolve_names_through_the_runs_host(tmp_path):
     """--model boolean -M base=kw finds a model that only this run's host has (not a fresh host)."""
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
     from negharness.testing import host_with_models, keyword_model
 
     req = RunRequest(model="boolean", model_options=ModelOptions(extra={"base": "kw"}), tasks=["shapes_t2i_original"],
                      limit=5, output_dir=str(tmp_path / "res"), use_cache=False)
-    record = run_evaluation(host_with_models({"kw": keyword_model}), req)[0].record
+    record = evaluate_request(host_with_models({"kw": keyword_model}), req)[0].record
     assert record["model"]["label"] == "boolean (base=kw)"
     from negharness.api import UserError, installed_plugins
     from negharness.plugins.boolean_model import boolean
@@ -266,7 +266,7 @@ def test_a_choice_scorer_is_a_model_of_its_own_contract_and_is_refused_on_retrie
     import torch
 
     from negharness.api import ChoiceScorer
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
     from negharness.testing import host_with_models
 
     class FirstOption(ChoiceScorer):
@@ -286,7 +286,7 @@ def test_a_choice_scorer_is_a_model_of_its_own_contract_and_is_refused_on_retrie
     req = RunRequest(model="first_option", tasks=["shapes_t2i_original"], limit=10, output_dir=str(tmp_path / "r"),
                      cache_dir=str(tmp_path / "c"))
     with pytest.raises(UserError, match="first_option scores choice tasks itself"):
-        run_evaluation(host, req)
+        evaluate_request(host, req)
 
 
 def test_the_host_parses_declared_model_options_once_into_typed_read_only_values():

@@ -43,7 +43,7 @@ from negharness.api.model import ModelOptions
 from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.declarative.register import register_yaml_folder
 from negharness.discovery.hookspecs import hookimpl
-from negharness.engine.evaluate import RunOutcome, RunRequest, run_evaluation
+from negharness.engine.evaluate import RunOutcome, RunRequest, evaluate_request
 from negharness.io.media import image_files
 from negharness.records.compare import compare, load_runs
 from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
@@ -192,7 +192,7 @@ class Case:
     def run(self, root: Path, out: Path, cache: Path | None = None, **kw: Any) -> RunOutcome:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return run_evaluation(self.host, self.request(root, out, cache, **kw))[0]
+            return evaluate_request(self.host, self.request(root, out, cache, **kw))[0]
 
     def base(self) -> tuple[Path, RunOutcome]:
         if self._base is None:
@@ -463,9 +463,10 @@ R12_MODEL = {"model": "boolean", "model_options": ModelOptions(extra={"base": "k
 
 def _cli_road(case: Case, req: RunRequest) -> RunOutcome:
     """What `negharness run` does (`cli.commands.cmd_run`): the receipt's answer, else the run."""
-    from negharness.engine.plan import answer_from_receipt
+    from negharness.engine.fingerprints import standing
+    from negharness.engine.plan import make_plan
 
-    return (answer_from_receipt(case.host, req) or run_evaluation(case.host, req))[0]
+    return (standing(case.host, make_plan(case.host, req)) or evaluate_request(case.host, req))[0]
 
 
 def _library_road(case: Case, req: RunRequest) -> RunOutcome:
@@ -481,7 +482,7 @@ def _library_road(case: Case, req: RunRequest) -> RunOutcome:
 
 
 ROADS: dict[str, Callable[[Case, RunRequest], RunOutcome]] = {
-    "run": lambda case, req: run_evaluation(case.host, req)[0], "cli": _cli_road, "library": _library_road}
+    "run": lambda case, req: evaluate_request(case.host, req)[0], "cli": _cli_road, "library": _library_road}
 
 
 def r12_read_when_present(case: Case, relation: str, tmp: Path,

@@ -15,7 +15,7 @@ import negharness.discovery.hookspecs as hs
 from negharness.api.errors import UserError
 from negharness.api.model import ModelOptions
 from negharness.discovery.manager import PluginHost
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import MediaSet
@@ -177,12 +177,12 @@ def _host():
 def test_finished_record_is_skipped_unless_overwrite(tmp_path):
     host = _host()
     req = RunRequest(model="kw", tasks=["colours"], output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
-    first = run_evaluation(host, req)
+    first = evaluate_request(host, req)
     assert not first[0].skipped and first[0].record["counts"]["media_encoded"] == 6
-    second = run_evaluation(host, req)
+    second = evaluate_request(host, req)
     assert second[0].skipped
     req.overwrite = True
-    third = run_evaluation(host, req)
+    third = evaluate_request(host, req)
     assert not third[0].skipped
     assert third[0].record["counts"] == {"texts_encoded": 0, "texts_cached": 6, "media_encoded": 0,
                                         "media_cached": 6, "media_skipped": 0}
@@ -193,7 +193,7 @@ def test_limit_is_recorded_and_samples_logged(tmp_path):
     host = _host()
     req = RunRequest(model="kw", tasks=["colours"], output_dir=str(tmp_path / "res"), limit=3, log_samples=True,
                      use_cache=False)
-    out = run_evaluation(host, req)[0]
+    out = evaluate_request(host, req)[0]
     assert out.record["limited"] is True and out.record["n_items"] == {"images": 3}
     assert out.record["main_score"] == {"name": "R@1", "value": 100.0}
     assert out.record["metric_info"]["R@1"]["higher_is_better"] is True
@@ -337,9 +337,9 @@ def test_random_weight_draws_are_never_reused_and_each_has_its_own_row(tmp_path)
     req = RunRequest(model="clip", tasks=["shapes_t2i_original"], output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "c"), limit=20, model_options=ModelOptions(arch=str(arch)))
     with pytest.warns(UserWarning, match="drawn at random"):
-        first = run_evaluation(host, req)[0]
+        first = evaluate_request(host, req)[0]
     with pytest.warns(UserWarning, match="drawn at random"):
-        second = run_evaluation(host, req)[0]
+        second = evaluate_request(host, req)[0]
     assert not second.skipped  # a new draw, a new record: nothing of the first stands in for it
     assert first.record["model"]["random_weights"] is True
     assert first.record["model"]["fingerprint"] != second.record["model"]["fingerprint"]
@@ -350,8 +350,8 @@ def test_random_weight_draws_are_never_reused_and_each_has_its_own_row(tmp_path)
     req.limit = None
     req.task_extra = {"n_items": "24"}
     with pytest.warns(UserWarning):
-        run_evaluation(host, req)
-        run_evaluation(host, req)
+        evaluate_request(host, req)
+        evaluate_request(host, req)
     rows = [r.label for t in build_tables(iter_records(tmp_path / "res"), published=False) for r in t.rows]
     assert len(rows) == 2 and len(set(rows)) == 2
 
@@ -423,7 +423,7 @@ def test_a_broken_embedding_is_refused_naming_model_plugin_and_checkpoint(tmp_pa
                      model_options=ModelOptions(checkpoint=str(tmp_path / "w.pt")))
     (tmp_path / "w.pt").write_bytes(b"weights")
     with pytest.raises(UserError) as err:
-        run_evaluation(_colours_host(fault), req)
+        evaluate_request(_colours_host(fault), req)
     message = str(err.value)
     assert needle in message, message
     assert message.startswith(f"model 'faulty' (plugin 'faulty_plugin', checkpoint {tmp_path / 'w.pt'})"), message
@@ -441,7 +441,7 @@ def test_embeddings_that_are_not_unit_norm_are_normalised_once_with_a_warning(tm
     req = RunRequest(model="faulty", tasks=["colours"], output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "c"))
     with pytest.warns(UserWarning, match=r"model 'faulty' \(plugin 'faulty_plugin'.*not L2-normalised") as seen:
-        rec = run_evaluation(_colours_host("unnormalised"), req)[0].record
+        rec = evaluate_request(_colours_host("unnormalised"), req)[0].record
     assert rec["metrics"]["R@1"] == 100.0
     assert sum("L2-normalised" in str(w.message) for w in seen) == 1
     for rows in _cached_rows(str(tmp_path / "c")):  # the cache holds what was scored: unit rows
@@ -465,9 +465,9 @@ def test_a_warm_run_does_not_check_cached_rows_again(tmp_path, monkeypatch):
     original = EmbeddingContract.checked
     monkeypatch.setattr(EmbeddingContract, "checked", lambda self, *a: calls.append(a[2]) or original(self, *a))
     req = RunRequest(model="kw", tasks=["colours"], output_dir=str(tmp_path / "res"), cache_dir=str(tmp_path / "c"))
-    run_evaluation(_host(), req)
+    evaluate_request(_host(), req)
     assert sorted(set(calls)) == ["image", "text"]
     calls.clear()
     req.overwrite = True
-    assert run_evaluation(_host(), req)[0].record["counts"]["media_cached"] == 6
+    assert evaluate_request(_host(), req)[0].record["counts"]["media_cached"] == 6
     assert calls == []

@@ -137,7 +137,7 @@ def test_a_result_without_its_main_score_as_a_number_is_refused(tmp_path, metric
 
 def test_a_run_whose_task_lacks_its_main_score_writes_no_record(tmp_path):
     from negharness.discovery.hookspecs import hookimpl
-    from negharness.engine.evaluate import RunRequest, run_evaluation
+    from negharness.engine.evaluate import RunRequest, evaluate_request
     from negharness.testing import host_with_models, keyword_model
 
     class NoMain(_Good):
@@ -156,7 +156,7 @@ def test_a_run_whose_task_lacks_its_main_score_writes_no_record(tmp_path):
     req = RunRequest(model="kw", tasks=["no_main"], data_root=str(tmp_path), output_dir=str(tmp_path / "res"),
                      cache_dir=str(tmp_path / "c"))
     with pytest.raises(TaskDefinitionError, match="task 'no_main' from plugin 'nomainplugin': its main score 'acc'"):
-        run_evaluation(host, req)
+        evaluate_request(host, req)
     assert not list((tmp_path / "res").rglob("*.json"))
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from negharness.api.errors import UserError
-from negharness.engine.evaluate import RunRequest, run_evaluation
+from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.cli.process import LogProgress
 from negharness.testing import COLOURS, KeywordModel, host_with_models, keyword_model
 
@@ -108,7 +108,7 @@ def test_mcq_with_half_the_images_unreadable_is_not_100(tmp_path):
                                            [_p("bad0.jpg"), 0, *RIGHT], [_p("bad1.jpg"), 0, *RIGHT]])
     req = RunRequest(model="kw", tasks=["negbench_mcq_coco"], data_root=str(root), output_dir=str(tmp_path / "r"),
                      cache_dir=str(tmp_path / "c"), skip_broken_media=True, workers=0)
-    rec = run_evaluation(host_with_models({"kw": keyword_model}), req)[0].record
+    rec = evaluate_request(host_with_models({"kw": keyword_model}), req)[0].record
     assert rec["metrics"]["accuracy"] == 0.0 and rec["n_skipped_media"] == 2
 
 
@@ -126,7 +126,7 @@ def test_retrieval_neg_never_counts_an_unreadable_image_as_a_hit(tmp_path):
     (root / "negbench" / "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv").write_text(header + body)
     req = RunRequest(model="kw", tasks=["negbench_retrieval_coco"], data_root=str(root),
                      output_dir=str(tmp_path / "r"), cache_dir=str(tmp_path / "c"), skip_broken_media=True, workers=0)
-    rec = run_evaluation(host_with_models({"kw": keyword_model}), req)[0].record
+    rec = evaluate_request(host_with_models({"kw": keyword_model}), req)[0].record
     assert rec["metrics"]["R@1"] == pytest.approx(100 / 3)
     assert rec["n_items"]["original_captions"] == 3 and rec["n_items"]["images_original"] == 3
     assert rec["n_skipped_media"] == 1 and rec["notes"]["queries_dropped_original"] == 1
@@ -141,7 +141,7 @@ def test_negated_deltas_leave_out_pairs_whose_video_is_unreadable(tmp_path):
     req = RunRequest(model="kw", tasks=["msrvtt1k_negated"], data_root=str(tmp_path / "data"),
                      output_dir=str(tmp_path / "r"), cache_dir=str(tmp_path / "c"), task_extra={"build": "true"},
                      skip_broken_media=True, workers=0)
-    rec = run_evaluation(host_with_models({"kw": keyword_model}), req)[0].record
+    rec = evaluate_request(host_with_models({"kw": keyword_model}), req)[0].record
     assert rec["n_items"]["videos"] == 4 and rec["n_skipped_media"] == 1
     negated = (folder / "TextData" / f"{COLL}.negated.txt").read_text().splitlines()
     on_video4 = sum(1 for line in negated if line.startswith("video4#"))
@@ -280,11 +280,11 @@ def test_a_model_without_weight_files_is_loaded_and_its_fingerprint_compared(tmp
         registry.add("colour_retrieval", lambda options: ColourRetrievalTask(options), "colours")
 
     host.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "colour_tasks")
-    assert not run_evaluation(host, req)[0].skipped
-    assert run_evaluation(host, req)[0].skipped
+    assert not evaluate_request(host, req)[0].skipped
+    assert evaluate_request(host, req)[0].skipped
     host2 = host_with_models({"kw": lambda options: Other()})
     host2.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "colour_tasks")
-    out = run_evaluation(host2, req)[0]
+    out = evaluate_request(host2, req)[0]
     assert not out.skipped and out.reason.startswith("model weights changed (fingerprint")
 
 
@@ -339,12 +339,12 @@ def test_nt2vr_video_ids_and_frame_paths_stay_under_the_data_root(tmp_path):
     req = RunRequest(model="kw", tasks=["msrvtt1k_original"], data_root=str(tmp_path / "data"),
                      output_dir=str(tmp_path / "r"), cache_dir=str(tmp_path / "c"))
     with pytest.raises(UserError, match=r"id\.imagepath\.txt:5: path .* leaves the data root"):
-        run_evaluation(host_with_models({"kw": keyword_model}), req)
+        evaluate_request(host_with_models({"kw": keyword_model}), req)
     index.unlink()  # videos by id: an id with ../ points outside
     (folder / "videos").mkdir()
     (folder / "VideoSets" / f"{COLL}.txt").write_text("video0\n../../../outside\n")
     with pytest.raises(UserError, match=rf"VideoSets/{COLL}\.txt:2: video id '../../../outside'.*leaves the data root"):
-        run_evaluation(host_with_models({"kw": keyword_model}), req)
+        evaluate_request(host_with_models({"kw": keyword_model}), req)
 
 
 # 12. variants beside, not over ------------------------------------------------------------------------------
@@ -396,7 +396,7 @@ def test_task_option_variants_get_their_own_records_and_columns(tmp_path):
     for extra in ({}, {"n_items": "3"}, {"n_items": "6"}):  # n_items=6 is the default's config
         req = RunRequest(model="kw", tasks=["colour_retrieval"], task_extra=extra, output_dir=str(out),
                          cache_dir=str(tmp_path / "c"))
-        run_evaluation(host, req)
+        evaluate_request(host, req)
     names = sorted(p.name for p in (out / "kw").glob("*.json") if not p.name.endswith(".perquery.json"))
     assert len(names) == 2 and names[0] == "colour_retrieval.json" and names[1].startswith("colour_retrieval@")
     assert json.loads((out / "kw" / "colour_retrieval.json").read_text())["n_items"] == {"images": 6}
@@ -468,7 +468,7 @@ def test_an_nt2vr_caption_file_linked_out_of_the_data_root_is_refused(tmp_path):
                      output_dir=str(tmp_path / "r"), cache_dir=str(tmp_path / "c"))
     with pytest.raises(UserError, match=rf"task msrvtt1k_original: data file: .*{COLL}\.caption\.txt leads through a "
                                         r"symlink to .*outside the data root"):
-        run_evaluation(host_with_models({"kw": keyword_model}), req)
+        evaluate_request(host_with_models({"kw": keyword_model}), req)
 
 
 def test_nein_entries_and_files_stay_under_the_data_root(tmp_path):

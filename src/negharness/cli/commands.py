@@ -85,37 +85,12 @@ def _options_cell(entry: Any, flag: str) -> str:
     return describe_options(specs) or "none"  # each option with its meaning
 
 
-def _check_counts(args: argparse.Namespace) -> None:
-    """Numbers that argparse types as int but that make no sense below a bound."""
-    if args.limit is not None and args.limit < 1:
-        raise UserError(f"--limit {args.limit}: must be at least 1 (leave --limit out to use every item)")
-    if args.workers is not None and args.workers < 0:
-        raise UserError(f"--workers {args.workers}: must be 0 (decode in this process) or more")
-
-
-def _check_cache_dir(explicit: str | None) -> None:
-    """The cache folder must be a folder we can write, found out before a model loads."""
-    import os
-
-    from negharness.io.paths import cache_root, writable_folder  # lazy: start-up time
-
-    option = "--cache-dir" if explicit else ("$NEGHARNESS_CACHE" if os.environ.get("NEGHARNESS_CACHE") else "cache folder")
-    writable_folder(cache_root(explicit), option)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from negharness.contracts.model_options import ModelOptions  # lazy: start-up time
-    from negharness.engine.precheck import check_before_torch, check_request  # lazy: start-up time
-    from negharness.engine.plan import (  # lazy: start-up time
-        RunRequest,
-        answer_from_receipt,
-        plan_head,
-        plan_lines,
-    )
+    from negharness.engine.fingerprints import standing  # lazy: start-up time
+    from negharness.engine.plan import make_plan, plan_lines  # lazy: start-up time
+    from negharness.engine.request import RunRequest, plan_head  # lazy: start-up time
 
-    _check_counts(args)
-    if not args.no_cache:
-        _check_cache_dir(args.cache_dir)
     req = RunRequest(
         model=args.model, tasks=args.task,
         model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
@@ -128,26 +103,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     if say:
         err.print(plan_head(req), markup=False)
     host = _host(args)
-    entries = check_request(host, req)  # names, device, data root: a mistake is told before torch loads
+    clock = _clock(args)
+    with _plugin_blamed(args, host), clock.timed("data"):  # a task plugin's bug in building its task or naming its files
+        plan = make_plan(host, req)  # every mistake and missing input is told here, before torch loads
     if say:
-        for line in plan_lines(host, req, entries):
+        for line in plan_lines(plan):
             err.print(line, markup=False)
-    outcomes = answer_from_receipt(host, req)  # every record stands, said by the run that made them: no torch
+    outcomes = standing(host, plan)  # every record stands: answered from them, no torch
     if outcomes is None:
-        with _plugin_blamed(args, host):  # a task plugin's bug in building its task or naming its files
-            checked = check_before_torch(host, req, entries)  # the tasks' files and the model's weights: all missing, at once
         if say:
             err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
-        outcomes = _evaluate(args, host, req, err, checked)
+        outcomes = _evaluate(args, host, plan, err, clock)
     if outcomes is not None:
         _print_run_summary(outcomes)
     # some tasks failed alone (their input unusable), the others' records are written: exit 2, as for bad input
     return 2 if outcomes and any(o.error for o in outcomes) else 0
 
 
-def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any, checked: Any) -> list[Any] | None:
-    """The run the normal way (torch, the model, on the tasks ``checked`` before torch); None on a torchrun
-    rank that prints nothing."""
+def _clock(args: argparse.Namespace) -> Any:
+    """The run's stage clock, started with the process: start-up, then the CLI ready to now (the host)."""
     from negharness.engine.stages import StageClock  # lazy: start-up time
 
     clock = StageClock(getattr(args, "started_at", None))
@@ -155,6 +129,12 @@ def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any, checked: 
     if clock.started_at is not None and ready is not None:
         clock.add("startup", ready - clock.started_at)
         clock.add("plan", time.perf_counter() - ready)
+    return clock
+
+
+def _evaluate(args: argparse.Namespace, host: Any, plan: Any, err: Any, clock: Any) -> list[Any] | None:
+    """The run the normal way (torch, the model, on the plan made before torch); None on a torchrun
+    rank that prints nothing."""
     with clock.timed("torch_import"):
         from negharness.engine.evaluate import run_evaluation  # lazy: start-up time (torch)
     from negharness.engine.sharding import (  # lazy: start-up time
@@ -162,12 +142,12 @@ def _evaluate(args: argparse.Namespace, host: Any, req: Any, err: Any, checked: 
         shard_session,
     )
 
-    with shard_session(req) as shards:  # None unless started by torchrun
+    with shard_session(plan) as shards:  # None unless started by torchrun
         quiet_stderr_for_followers(shards)
         with _progress(err) as progress:
             with _plugin_blamed(args, host):
-                outcomes = run_evaluation(host, req, progress if shards is None or shards.writes else None, shards,
-                                          clock, checked)
+                outcomes = run_evaluation(host, plan, progress if shards is None or shards.writes else None, shards,
+                                          clock)
     return outcomes if shards is None or shards.writes else None
 
 

@@ -157,7 +157,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
     from negharness.contracts.model import ModelOptions  # lazy: start-up time
     from negharness.engine.evaluate import (  # lazy: start-up time
         RunRequest,
-        run_evaluation,
+        evaluate_request,
     )
     from negharness.scoring.fire import (  # lazy: start-up time
         check_sizes,
@@ -175,7 +175,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
                          model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
                          task_extra=_pairs(args.task_arg, "-T"), output_dir=tmp, log_samples=True, cache_dir=args.cache_dir,
                          precision=args.precision, batch_size=args.batch_size, workers=args.workers, seed=args.seed)
-        outcomes = run_evaluation(host, req)
+        outcomes = evaluate_request(host, req)
         if len(outcomes) != 1:
             raise UserError(f"--task {args.task}: name one retrieval task (it matched {len(outcomes)})")
         task = outcomes[0].task

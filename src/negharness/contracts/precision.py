@@ -31,12 +31,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def check_precision(name: str, option: str = "--precision") -> str:
+    """``name`` when it names a precision negharness runs in, else an error naming the option (no torch)."""
+    if name not in _DTYPES:
+        raise UserError(f"{option} {name}: choose one of {', '.join(PRECISION_NAMES)}")
+    return name
+
+
 def resolve_precision(name: str, option: str = "--precision") -> "torch.dtype":
     """The dtype of a precision name; anything else is an error naming the option."""
     import torch
 
-    if name not in _DTYPES:
-        raise UserError(f"{option} {name}: choose one of {', '.join(PRECISION_NAMES)}")
+    check_precision(name, option)
     dtype: torch.dtype = getattr(torch, _DTYPES[name])
     return dtype
 

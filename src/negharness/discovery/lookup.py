@@ -107,10 +107,11 @@ class PluginLookup:
 
     def identified(self, entry: Any, options: Any) -> tuple[Any, dict[str, Any]]:
         """The options a model ``entry`` is built with (`resolved`: released weights as the checkpoint) and
-        the options that name it (`identity_options`): every command that files something under a model
-        (run's records, diagnose's picture) takes both from here, so they land in one folder."""
-        options = self.resolved(entry.kind, entry.name, options)
-        return options, identity_options(entry, options, self.registry)
+        the options that name it (`identity_options`, of the options as given: released weights are named
+        by their table entry, the model and its ``--pretrained`` tag, never by where a machine caches
+        them): every command that files something under a model (run's records, diagnose's picture)
+        takes both from here, so they land in one folder."""
+        return self.resolved(entry.kind, entry.name, options), identity_options(entry, options, self.registry)
 
     def create(self, kind: str, name: str, options: Any) -> Any:
         """A new instance (not shared): the model under test, or a plugin a caller will change."""

@@ -1,268 +1,220 @@
-"""What `negharness run` will do, known before torch loads: the request, its tasks and records, and,
-when a receipt says every record stands, the answer itself.
+"""A run, planned once, as a value: `make_plan` turns a `RunRequest` into a frozen `RunPlan`, and every
+door (`negharness run`, `negharness.run()`, the torch-free answer of a rerun) reads that value, never the
+raw request again. So the same request gives the same refusal, record folder, label and reuse verdict
+whichever door it came through (as MTEB's `evaluate` checks its cache once, in one place).
 
-Loading torch, open_clip and a model takes 10-14 s on 2 cores; a rerun whose records all stand
-needs none of it. Whether a record stands is decided by `negharness.engine.reuse.stale_reason`, on
-the task's config, the data files it reads now, the files the model options name now, the code
-versions, and the model's fingerprint, which needs the model loaded. A *receipt*, written by
-`run_evaluation` once every task of a request has a record (reused or new), carries what only the
-code and the request decide, keyed by everything that decides it:
+What the plan holds: the validated settings; device spec, data, cache and output folders; the model's
+registry entry, the options it is built with (released weights as the checkpoint) and the options that
+name it (its identity: never a machine's cache path); every task built, with its record path, config
+hash, data hashes, the existing record and the verdict known before the model loads
+(`negharness.engine.reuse.stale_reason`); and the tasks that failed alone while planned. What needs the
+model (its fingerprint) is decided by `negharness.engine.fingerprints` and the run
+(`negharness.engine.evaluate.run_evaluation`), on the plan.
 
-- the request (model and its options, task patterns and the tasks they matched, with their plugins,
-  -T, --limit, --seed, precision, device, folders), the versions of negharness, its plugins and its
-  dependencies, and every file of the negharness package (code and bundled weights, by size and
-  modification time): what the task configs, the model's fingerprint and which files a task's
-  options name are computed from;
-- each record file (a SHA-256 of its bytes: the record whose fingerprint that run checked).
-
-The next identical request then computes the rest now and asks `stale_reason`, as the run would:
-the data files each task reads (its option files, hashed through the memo), the files the model
-options name, the code versions. A task's files are listed without torch only where its class says
-they are the option files alone (`reuse.files_known_from_options`); a run with any other task leaves
-no receipt and goes the normal way, as does anything else the receipt cannot vouch for (a third-party
-plugin, reduced precision, a GPU, --overwrite, --no-cache, torchrun).
+Planning imports no torch for built-in tasks and for a model given no ``-M`` options (naming a model's
+``-M`` options imports its factory's module, which may import torch).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-import os
-import re
-from dataclasses import dataclass, field, fields
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.model_options import ModelOptions
-from negharness.discovery.manager import PluginHost
+from negharness.contracts.options import check_batch_size
+from negharness.contracts.precision import check_precision
+from negharness.contracts.task import Task, TaskOptions
+from negharness.discovery.lookup import PluginLookup, identity_options
 from negharness.discovery.registry import Entry
-from negharness.engine.ranks import torchrun_env
-from negharness.engine.reuse import (
-    data_hashes,
-    file_option_values,
-    files_known_from_options,
-    model_sources,
-    named_files,
-    stale_reason,
-)
-from negharness.io.paths import cache_root, data_root
-from negharness.records.results import ModelConfig, code_versions, read_record, record_path
-from negharness.store.atomic import atomic_write_json
+from negharness.engine.edit_context import refuse_precision
+from negharness.engine.precheck import check_inputs, check_request, made_task, run_protocol
+from negharness.engine.request import RunRequest, memo_path
+from negharness.engine.reuse import data_hashes, model_sources, read_files, stale_reason
+from negharness.io.paths import cache_root, data_root, writable_folder
+from negharness.records.results import ModelConfig, TaskRun, code_versions, read_record, record_path, refusal, \
+    task_variant
 from negharness.store.content import FileHasher
 
-RECEIPTS = "run-receipts"  # folder under the cache root
-PACKAGE = Path(__file__).resolve().parents[1]  # the negharness package folder
-MAX_RECEIPT_BYTES = 4 << 20  # far above a receipt's size (a few hundred bytes a task)
-# settings that never decide whether a record stands: a receipt holds across them
-NOT_DECIDING = ("workers", "batch_size", "overwrite", "use_cache", "cache_dir")
 
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task of a run, with everything its record's reuse is decided on before any model loads.
+    ``verdict``: why the task runs again ("" for a first run), None while its record stands as far as
+    is known without the model (its fingerprint, checked once it is known)."""
 
-@dataclass
-class RunRequest:
-    model: str
-    tasks: list[str]
-    model_options: ModelOptions = field(default_factory=ModelOptions)
-    task_extra: dict[str, str] = field(default_factory=dict)
-    data_root: str | None = None
-    device: str = "auto"
-    precision: str = "fp32"
-    batch_size: int = 64
-    workers: int | None = None
-    limit: int | None = None
-    seed: int = 0
-    output_dir: str = "results"
-    log_samples: bool = False
-    overwrite: bool = False
-    cache_dir: str | None = None
-    use_cache: bool = True
-    skip_broken_media: bool = False
-
-
-@dataclass
-class RunOutcome:
-    task: str
+    entry: Entry
+    task: Task
     path: Path
-    record: dict[str, Any] | None
-    skipped: bool = False  # an existing record was reused
-    reason: str | None = None  # why an existing record was not reused (None: first run or reused)
-    error: str | None = None  # why the task failed alone (its input unusable: the error's message); record None
+    config_hash: str
+    task_run: TaskRun
+    old: dict[str, Any] | None
+    root: Path
+    verdict: str | None
 
 
-def task_entries(host: PluginHost, patterns: list[str]) -> list[Entry]:
-    seen: dict[str, Entry] = {}
-    for pattern in patterns:
+@dataclass(frozen=True)
+class FailedTask:
+    """A task whose input proved unusable while planned: it fails alone, named at its record path."""
+
+    name: str
+    path: Path
+    error: UserError
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What `negharness run` will do, decided once from the request (see the module docstring)."""
+
+    model: str
+    model_entry: Entry
+    protocol: str  # "embedding" or "editing": one run speaks one
+    built_with: ModelOptions  # the options the model is built with (released weights as the checkpoint)
+    model_cfg: ModelConfig  # the options that name the model: its record folder, row label and config hash
+    sources: dict[str, str]  # content hashes of the files the model options name
+    code: dict[str, Any]  # versions of the code that scores
+    device: str  # the device as asked (checked; what torch finds is resolved when the run starts)
+    precision: str
+    batch_size: int
+    workers: int | None
+    limit: int | None
+    seed: int
+    log_samples: bool
+    overwrite: bool
+    use_cache: bool
+    skip_broken_media: bool
+    data_root: Path
+    cache_root: Path
+    output_dir: Path
+    task_options: TaskOptions
+    tasks: tuple[PlannedTask, ...]
+    failed: tuple[FailedTask, ...]
+
+    @property
+    def names_weights(self) -> bool:
+        """Whether the model options name the weights by file (their content hashes are in ``sources``):
+        then a record whose sources match stands without the model's fingerprint."""
+        return bool(self.sources)
+
+
+def check_settings(req: RunRequest) -> None:
+    """The numbers and names of a request that make no sense whatever the plugins: one rule each, for
+    every door (the CLI's argparse types them; a library call may pass anything)."""
+    if req.limit is not None and (isinstance(req.limit, bool) or not isinstance(req.limit, int) or req.limit < 1):
+        raise UserError(f"--limit {req.limit}: must be at least 1 (leave --limit out to use every item)")
+    if req.workers is not None and (not isinstance(req.workers, int) or req.workers < 0):
+        raise UserError(f"--workers {req.workers}: must be 0 (decode in this process) or more")
+    if isinstance(req.batch_size, bool) or not isinstance(req.batch_size, int):
+        raise UserError(f"--batch-size {req.batch_size!r}: must be a whole number, at least 1")
+    check_batch_size(req.batch_size)
+    if isinstance(req.seed, bool) or not isinstance(req.seed, int):
+        raise UserError(f"--seed {req.seed!r}: must be a whole number")
+    check_precision(req.precision)
+
+
+def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> RunPlan:
+    """The request checked and decided, everything at once: settings, names, device, folders, the
+    tasks and every missing input (one error naming each), the model's identity, each task's record
+    and its verdict before the model loads. ``hasher``: a memoised file hasher over the run's cache
+    (one is made and saved here when None)."""
+    check_settings(req)
+    cache = cache_root(req.cache_dir)
+    if req.use_cache:
+        writable_folder(cache, _cache_option(req.cache_dir))
+    entries = check_request(host, req)
+    protocol = run_protocol(entries)
+    model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
+    if protocol == "editing":
+        refuse_precision(req.precision)
+    own_hasher = hasher is None
+    hasher = hasher or FileHasher(memo_path(cache))
+    tasks = check_inputs(host, req, entries, hasher.file)
+    out_dir = writable_folder(req.output_dir, "--output-dir")
+    root, source = data_root(req.data_root)
+    topts = TaskOptions(root, source, cache, req.seed, req.limit, dict(req.task_extra))
+    built_with = PluginLookup(host.registry, None, cache).resolved(model_entry.kind, req.model, req.model_options)
+    model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options, host.registry), req.precision)
+    sources = model_sources(built_with, hasher)
+    code = code_versions(host.distributions())
+    planned, failed = [], []
+    for entry, task in tasks:
         try:
-            matched = host.registry.match("task", pattern)
-        except UserError as exc:
-            if "," not in pattern:
-                raise
-            each = " ".join(f"--task {p.strip()}" for p in pattern.split(",") if p.strip())
-            raise UserError(f"{exc}; for several tasks, repeat --task: {each}") from None
-        for entry in matched:
-            seen.setdefault(entry.name, entry)
-    return list(seen.values())
+            item = plan_task(entry, task, topts, model_cfg, out_dir, hasher)
+        except UserError as exc:  # this task's input proved unusable: it fails alone
+            failed.append(FailedTask(task.name, _failed_path(entry, task, topts, model_cfg, out_dir), exc))
+            continue
+        planned.append(_with_verdict(item, stale_reason(item.old, item.config_hash, task.config(), item.task_run.data,
+                                                        sources, req.overwrite, code)))
+    if own_hasher:
+        hasher.save()
+    return RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
+                   req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,
+                   req.skip_broken_media, root, cache, out_dir, topts, tuple(planned), tuple(failed))
 
 
-def memo_path(root: Path) -> Path | None:
-    """The file-hash memo beside the embedding cache (None when that folder cannot be made)."""
+def _with_verdict(item: PlannedTask, reason: str | None) -> PlannedTask:
+    """``item`` with `stale_reason`'s verdict; a first run's record says nothing (no reason), one beside
+    a record that was refused says why that record was not read."""
+    if reason is None:
+        return dataclasses.replace(item, verdict=None)
+    why = reason or refusal(item.path)
+    return dataclasses.replace(item, verdict=why or "", task_run=dataclasses.replace(item.task_run, rerun_reason=why))
+
+
+def _cache_option(explicit: str | None) -> str:
+    import os
+
+    return "--cache-dir" if explicit else ("$NEGHARNESS_CACHE" if os.environ.get("NEGHARNESS_CACHE") else "cache folder")
+
+
+def plan_task(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path,
+              hasher: FileHasher) -> PlannedTask:
+    """The task's variant (how its config differs from the task's default), record path, config hash
+    and data hashes: everything reuse is decided on, before any model loads."""
+    variant = _variant(entry, task, options)
+    path = record_path(out_dir, model_cfg, task.name, variant)
+    data = data_hashes(read_files(task), options.data_root, hasher, task.name)
+    return PlannedTask(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path),
+                       options.data_root, "")
+
+
+def _variant(entry: Entry, task: Task, options: TaskOptions) -> dict[str, Any]:
+    """How the task's config differs from its default run's (--limit, -T, --seed): its record's name."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return root / "content-hashes"  # shared with the embedding cache's media hashes
+        default = made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
+        default_config = default.config()
+    except UserError:  # a task that cannot be built without options has no default run to protect
+        default_config = {"name": task.name}
+    return task_variant(task.config(), default_config)
 
 
-# the plan ------------------------------------------------------------------------------------------
-def plan_head(req: RunRequest) -> str:
-    """The request as given, said at once (before the plugin host loads)."""
-    return (f"negharness run: model {req.model}, task {' '.join(req.tasks)}; device {req.device}, "
-            f"precision {req.precision}, batch size {req.batch_size}")
+def _failed_path(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path) -> Path:
+    """Where a task that failed while planned would have its record: its variant's path, or, when its config
+    itself failed (the failure being named), the default run's."""
+    try:
+        variant = _variant(entry, task, options)
+    except UserError:
+        variant = {}
+    return record_path(out_dir, model_cfg, task.name, variant)
 
 
-def plan_lines(host: PluginHost, req: RunRequest, entries: list[Entry] | None = None) -> list[str]:
-    """The tasks the patterns matched (``entries``, when the caller resolved them) and which already have
-    a record (each reused if its inputs are unchanged): for the terminal, before anything heavy loads."""
-    names = [e.name for e in (task_entries(host, req.tasks) if entries is None else entries)]
+def config_hash(model_cfg: ModelConfig, task: Task) -> str:
+    """The hash a record's reuse compares first: the model's config and the task's."""
+    return hash_json({"model": model_cfg.as_dict(), "task": task.config()})
+
+
+def plan_lines(plan: RunPlan) -> list[str]:
+    """The tasks the plan holds, where their records go and which already stand as far as is known before
+    the model loads: for the terminal, before anything heavy loads."""
+    names = [t.task.name for t in plan.tasks] + [f.name for f in plan.failed]
     lines = [f"tasks: {', '.join(names) or '(none match)'}"]
-    # default runs without -M (whose folder binds them to the model's declared options): paths known now
-    if req.limit is None and not req.task_extra and not req.model_options.extra and req.seed == 0 and names:
-        model = ModelConfig(req.model, req.model_options.as_dict(), req.precision)
-        folder = record_path(Path(req.output_dir), model, names[0]).parent
-        found = [n for n in names if (folder / f"{n}.json").is_file()]
-        lines.append(f"records in {folder}: {len(found)} of {len(names)} exist"
-                     + (" (each reused if its inputs are unchanged)" if found else ""))
+    folders = sorted({str(t.path.parent) for t in plan.tasks})
+    if folders:
+        found = sum(t.path.is_file() for t in plan.tasks)
+        standing = sum(t.verdict is None for t in plan.tasks)
+        lines.append(f"records in {', '.join(folders)}: {found} of {len(plan.tasks)} exist"
+                     + (f", {standing} unchanged" if found else ""))
     return lines
-
-
-# receipts ------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _package_stamp() -> str:
-    """Every file of the negharness package by path, size and modification time (a stat each, 174
-    files): any edit to its code or bundled weights gives another stamp. Once per process."""
-    root = PACKAGE
-    seen = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            st = os.stat(os.path.join(folder, name))
-            seen.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
-    return hash_json(seen)
-
-
-@functools.lru_cache(maxsize=1)
-def _dependency_versions() -> dict[str, str | None] | None:
-    """Versions of negharness's declared dependencies (torch, open_clip, numpy, ...); None when
-    negharness runs from a folder without being installed (nothing says what it depends on)."""
-    from importlib import metadata
-
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    try:
-        requires = metadata.requires("negharness") or []
-    except metadata.PackageNotFoundError:
-        return None
-    names = {re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r}
-    return {n: version(n) for n in sorted(names)}
-
-
-def _is_builtin(host: PluginHost, entry: Entry) -> bool:
-    info = host.plugins.get(entry.plugin)
-    return isinstance(entry.target, str) and info is not None and info.distribution == "negharness"
-
-
-def receipt_key(host: PluginHost, req: RunRequest) -> dict[str, Any] | None:
-    """Everything a receipt's answer rests on besides file contents; None where no receipt serves
-    (see the module docstring: the settings and plugins whose decision needs the normal way)."""
-    if (req.overwrite or not req.use_cache or req.precision != "fp32" or req.device not in ("auto", "cpu")
-            or req.log_samples or torchrun_env() is not None):
-        return None
-    entries, dependencies = task_entries(host, req.tasks), _dependency_versions()
-    model = next((e for e in host.registry.entries("model") if e.name == req.model), None)
-    # a model an -M value names (a wrapper's base: `boolean -M base=NAME`) is a plugin of the answer too
-    named = [e for e in host.registry.entries("model") if e.name in req.model_options.extra.values()]
-    if dependencies is None or not entries or model is None or \
-            not all(_is_builtin(host, e) for e in [model, *named, *entries]):
-        return None
-    settings = {f.name: getattr(req, f.name) for f in fields(req) if f.name not in NOT_DECIDING}
-    settings.update(model_options=req.model_options.as_dict(), output_dir=str(Path(req.output_dir).resolve()),
-                    data_root=str(data_root(req.data_root)[0].resolve()))
-    return {"request": settings, "model": [model.name, model.plugin, model.target],
-            "tasks": [[e.name, e.plugin, e.target] for e in entries], "code": code_versions(host.distributions()),
-            "dependencies": dependencies, "package": _package_stamp()}
-
-
-def _receipt_path(req: RunRequest, key: dict[str, Any]) -> Path:
-    return cache_root(req.cache_dir) / RECEIPTS / f"{hash_json(key)}.json"
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def write_receipt(host: PluginHost, req: RunRequest, planned: Sequence[Any], outcomes: Sequence[RunOutcome]) -> None:
-    """After a run in which every task has its record: what the next identical request needs, besides
-    what it computes now, to decide as the run would. ``planned``: the run's tasks with their record
-    paths and config hashes. No receipt where a task's files cannot be listed without its code."""
-    by_path = {o.path: o for o in outcomes}
-    try:
-        key = receipt_key(host, req)
-        if key is None or len(by_path) != len(planned):
-            return
-        tasks = []
-        for item in planned:
-            outcome = by_path.get(item.path)
-            rec = outcome.record if outcome else None
-            if rec is None or (rec.get("model") or {}).get("random_weights") or not files_known_from_options(item.task):
-                return  # a draw of random weights stands for nothing; files known only by running the task's code
-            tasks.append({"task": item.task.name, "record": str(item.path), "sha256": _sha256(item.path),
-                          "root": str(item.root), "config_hash": item.config_hash, "config": item.task.config(),
-                          "file_options": file_option_values(item.task.task_options, item.task.opts)})
-        atomic_write_json(_receipt_path(req, key), {"key": key, "tasks": tasks})
-    except OSError:  # a receipt only saves time: the run's records are what counts
-        pass
-
-
-def answer_from_receipt(host: PluginHost, req: RunRequest) -> list[RunOutcome] | None:
-    """The run's outcomes read from its records, every one reused, without torch; None (go the
-    normal way, which decides and reports) unless the receipt of this very request holds and
-    `stale_reason`, on the inputs computed now, finds every record standing."""
-    try:
-        key = receipt_key(host, req)
-        if key is None:
-            return None
-        path = _receipt_path(req, key)
-        if path.stat().st_size > MAX_RECEIPT_BYTES:
-            return None
-        receipt = json.loads(path.read_text(encoding="utf-8"))
-        if receipt.get("key") != json.loads(json.dumps(key)):
-            return None
-        hasher = FileHasher(memo_path(cache_root(req.cache_dir)))
-        now = (model_sources(req.model_options, hasher), key["code"])  # the code versions now, in the key
-        outcomes = [_standing(task, hasher, *now) for task in receipt["tasks"]]
-    except (UserError, OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None  # no receipt, one this code cannot read, or a data file gone: the normal way decides and says
-    standing = [o for o in outcomes if o is not None]
-    return standing if len(standing) == len(outcomes) else None
-
-
-def _standing(task: dict[str, Any], hasher: FileHasher, sources: dict[str, str],
-              code: dict[str, Any]) -> RunOutcome | None:
-    """The task's record when it is the receipt's, byte for byte, and `stale_reason` lets it stand on
-    the files read now (those the task's options name: see `write_receipt`)."""
-    path = Path(task["record"])
-    if not path.is_file() or _sha256(path) != task["sha256"]:
-        return None
-    rec = read_record(path)
-    if rec is None or rec["task"]["name"] != task["task"]:
-        return None
-    data = data_hashes(named_files(task["file_options"]), Path(task["root"]), hasher, task["task"])
-    if stale_reason(rec, task["config_hash"], task["config"], data, sources, False, code) is not None:
-        return None
-    return RunOutcome(task["task"], path, rec, skipped=True)

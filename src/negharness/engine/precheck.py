@@ -22,14 +22,13 @@ from negharness.contracts.errors import MissingDataError, UserError
 from negharness.contracts.options import refuse_unknown
 from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
 from negharness.discovery.registry import Entry
-from negharness.engine.plan import memo_path, task_entries
+from negharness.engine.request import task_entries
 from negharness.fetch import manual
 from negharness.fetch.manifest import verify_files
 from negharness.fetch.select import fetch_hint
 from negharness.fetch.sources import SOURCES
 from negharness.fetch.weights import WEIGHTS, as_source, weights_for
 from negharness.io.paths import RootGuard, cache_root, data_root, is_symlink_loop, require_regular
-from negharness.store.content import FileHasher
 
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
 _DEVICE = re.compile(r"(auto|cpu|mps|cuda(:\d+)?)")
@@ -57,7 +56,7 @@ def _no_gpu_driver() -> bool:
 
 
 def check_request(host: Any, req: Any) -> list[Entry]:
-    """Names, device and data root of a run request (`negharness.engine.plan.RunRequest`), against the
+    """Names, device and data root of a run request (`negharness.engine.request.RunRequest`), against the
     registry and the file system only: no plugin module is imported. Returns the tasks' entries."""
     entries = task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
@@ -91,29 +90,6 @@ def check_inputs(host: Any, req: Any, entries: list[Entry],
     return tasks
 
 
-@dataclass(frozen=True)
-class CheckedRun:
-    """A run request checked once, before torch: its task entries and built tasks, the protocol they speak
-    and the model's registry entry. `negharness run` makes it before torch loads and hands it to
-    `run_evaluation`, which then asks the registry, the task factories and the data files nothing again."""
-
-    request: Any
-    entries: list[Entry]
-    protocol: str
-    model_entry: Entry
-    tasks: list[tuple[Entry, Task]]
-
-
-def checked_run(host: Any, req: Any, hash_file: Callable[[Path], str | None] | None = None,
-                entries: list[Entry] | None = None) -> CheckedRun:
-    """Names, device and data root (`check_request`; ``entries``: what it returned, when the caller asked it
-    already), the protocol, then every input (`check_inputs`)."""
-    entries = check_request(host, req) if entries is None else entries
-    protocol = run_protocol(entries)
-    model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
-    return CheckedRun(req, entries, protocol, model_entry, check_inputs(host, req, entries, hash_file))
-
-
 def run_protocol(entries: list[Entry]) -> str:
     """"editing" when the tasks edit images, else "embedding"; one run speaks one protocol."""
     editing = {e.name: "edit" in getattr(e.load(), "modalities", ()) for e in entries}
@@ -123,15 +99,6 @@ def run_protocol(entries: list[Entry]) -> str:
         raise UserError(f"editing tasks ({edit}) and embedding tasks ({other}) take different models: "
                         "run them separately")
     return "editing" if any(editing.values()) else "embedding"
-
-
-def check_before_torch(host: Any, req: Any, entries: list[Entry] | None = None) -> CheckedRun:
-    """`checked_run` as `negharness run` asks it before torch loads (``entries``: `check_request`'s, asked
-    first), hashing through the memo the run reads next (saved here, so no file is read twice)."""
-    hasher = FileHasher(memo_path(cache_root(req.cache_dir)))
-    checked = checked_run(host, req, hasher.file, entries)
-    hasher.save()
-    return checked
 
 
 def check_data(tasks: list[Task], root: Path, source: str, hash_file: Callable[[Path], str | None] | None = None,

@@ -31,7 +31,6 @@ from negharness.contracts.errors import UserError
 from negharness.engine.ranks import torchrun_env
 from negharness.engine.runner import CachedEvalContext
 from negharness.io.media import MediaSet
-from negharness.io.paths import cache_root
 from negharness.store.cache import EmbeddingCache
 
 ENCODED = ("media_encoded", "texts_encoded")
@@ -109,9 +108,10 @@ class ShardEvalContext(CachedEvalContext):
 class ShardSession:
     """One torchrun rank's view of the run: its process group, the shared cache, the two passes."""
 
-    def __init__(self, world: int, rank: int, local_rank: int, cache_root: Path) -> None:
+    def __init__(self, world: int, rank: int, local_rank: int, cache_root: Path, device: str = "auto") -> None:
         self.world, self.rank, self.local_rank = world, rank, local_rank
         self.cache_root = cache_root
+        self.device = device  # this rank's device: cuda:LOCAL_RANK on CUDA, else the one asked
         self._group: Any = None
 
     @property
@@ -224,20 +224,20 @@ def _backend_and_device(requested: str, local_rank: int) -> tuple[str, str]:
 
 
 @contextmanager
-def shard_session(req: Any) -> Iterator[ShardSession | None]:
-    """None outside torchrun. Under torchrun: checks the request, sets this rank's device on
-    ``req``, joins the process group (left on the way out, error or not)."""
+def shard_session(plan: Any) -> Iterator[ShardSession | None]:
+    """None outside torchrun. Under torchrun: checks the plan (`negharness.engine.plan.RunPlan`), says
+    this rank's device (``session.device``), joins the process group (left on the way out, error or not)."""
     env = torchrun_env()
     if env is None or env[0] == 1:
         yield None
         return
     world, rank, local_rank = env
-    if not req.use_cache:
+    if not plan.use_cache:
         raise UserError("--no-cache: under torchrun the ranks hand their embeddings to rank 0 through the "
                         "embedding cache; drop --no-cache (use --cache-dir DIR for a fresh cache)")
 
-    backend, req.device = _backend_and_device(req.device, local_rank)
-    session = ShardSession(world, rank, local_rank, Path(cache_root(req.cache_dir)))
+    backend, device = _backend_and_device(plan.device, local_rank)
+    session = ShardSession(world, rank, local_rank, Path(plan.cache_root), device)
     session.start(backend)
     try:
         yield session

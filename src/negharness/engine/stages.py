@@ -28,9 +28,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 STAGES: dict[str, str] = {
     "startup": "process start (the command's, when `main` is called from Python) to the CLI ready: "
                "the interpreter, the CLI's imports, the parse",
-    "plan": "the CLI ready to the run's first step: the plugin host, the request's checks, the receipt",
+    "plan": "the CLI ready to the run's planning: the plugin host",
     "torch_import": "how long the run waited for `import torch, open_clip` (0 where they were already loaded)",
-    "data": "building the tasks and checking and hashing their data files, before the model is built",
+    "data": "the run planned (`negharness.engine.plan.make_plan`): the request's checks, building the tasks, "
+            "checking and hashing their data files, each record's verdict",
     "model_import": "importing the model plugin's module and what it imports at its top",
     "model_build": "the plugin's factory: the libraries it imports inside (open_clip's plugin imports open_clip, "
                    "torchvision, timm and transformers here), building the model, loading its weights",
