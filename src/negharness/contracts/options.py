@@ -142,7 +142,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False,
-                  wraps: str | None = None) -> Callable[[F], F]:
+                  wraps: str | Callable[[Any], str | None] | None = None) -> Callable[[F], F]:
     """The one statement of the options a plugin factory takes (``-M`` for a model, ``-T`` for a
     training set, ``-O`` for a trainer): the factory receives them bound (`bind_declared`), typed,
     defaults filled in, in read-only ``options.values``, and never parses or restates them. The host
@@ -151,7 +151,9 @@ def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False,
     anything. A wrapper that gives every other ``-M`` to the model it wraps says ``passes_rest=True``:
     the keys it does not declare reach it unparsed in ``options.rest`` instead of being refused; with
     ``wraps="base"`` (implies ``passes_rest``) it says which of its options names that model, so the host
-    names the rest as that model names its own (``-M base=clip -M quick_gelu=YES`` is ``quick_gelu=true``)."""
+    names the rest as that model names its own (``-M base=clip -M quick_gelu=YES`` is ``quick_gelu=true``);
+    a wrapper whose base is not an option (a fine-tune whose checkpoint names its base) gives instead a
+    function of its options that returns that model's name (or None where it cannot tell)."""
     passes_rest = passes_rest or wraps is not None
 
     def mark(factory: F) -> F:

@@ -64,12 +64,23 @@ def _wrapped_identity(named: dict[str, Any], wraps: str | None, specs: Any, opti
     and ``=1`` are one model, ``-M base=clip -M jpeg_draft=false`` is ``-M base=clip``. A base this
     registry does not know keeps the rest as given (the run then refuses the name)."""
     rest = {k: v for k, v in options.extra.items() if k not in specs}
-    # the base as bound: a base equal to its option's default is dropped from ``named``, not from the run
-    base_name = named.get(wraps, getattr(specs.get(wraps), "default", None)) if wraps else None
+    base_name = _base_name(named, wraps, specs, options)
     if not rest or not isinstance(base_name, str) or registry is None or base_name not in registry.names("model"):
         return named
     base = identity_options(registry.get("model", base_name), dataclasses.replace(options, extra=rest), registry)
     return {**{k: v for k, v in named.items() if k not in rest}, **{k: v for k, v in base.items() if k in rest}}
+
+
+def _base_name(named: dict[str, Any], wraps: Any, specs: Any, options: ModelOptions) -> Any:
+    """The model a wrapper passes its rest to: the option ``wraps`` names, as bound (a base equal to its
+    option's default is dropped from ``named``, not from the run), or what the wrapper's own function of
+    its options says (`takes_options`: a fine-tune whose checkpoint names its base)."""
+    if callable(wraps):
+        try:
+            return wraps(options)
+        except (OSError, ValueError, UserError):  # the checkpoint unreadable: the run's own error names it
+            return None
+    return named.get(wraps, getattr(specs.get(wraps), "default", None)) if wraps else None
 
 
 class PluginLookup:

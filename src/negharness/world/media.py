@@ -59,11 +59,29 @@ def _decode(path: Path) -> WorldData:
         return WorldData(meta["ids"], meta["captions"], meta["groups"], npz["pixels"])
 
 
-@lru_cache(maxsize=16)
+def world_file(seed: int, split: str, kind: str, n: int, root: Path | None) -> Path | None:
+    """Where a split of the world is kept under the data root (None: generated in memory only)."""
+    return None if root is None else Path(root) / "shapes_world" / f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{n}.npz"
+
+
 def load_world(seed: int, split: str, kind: str, n: int, root: Path | None) -> WorldData:
-    if root is None:
+    """The split, read from its file under the data root (made there when absent). Kept in memory per
+    process, keyed by the file as it stands (size, mtime, inode): a file rewritten since is read again."""
+    path = world_file(seed, split, kind, n, root)
+    try:
+        st = path.stat() if path is not None else None
+    except OSError:
+        st = None
+    stamp = None if st is None else (st.st_size, st.st_mtime_ns, st.st_ino)
+    return _load_world(seed, split, kind, n, root, stamp)
+
+
+@lru_cache(maxsize=16)
+def _load_world(seed: int, split: str, kind: str, n: int, root: Path | None,
+                stamp: tuple[int, int, int] | None) -> WorldData:
+    path = world_file(seed, split, kind, n, root)
+    if path is None:
         return _generate(seed, split, kind, n)
-    path = Path(root) / "shapes_world" / f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{n}.npz"
     if path.is_file():
         try:
             return _decode(path)

@@ -1,0 +1,125 @@
+"""One plan, every door: a request is planned once (`negharness.engine.plan.make_plan`), and the CLI,
+`negharness.run()` and the torch-free answer give the same refusal, folder, label and verdict. A model is
+named by what it is, never by where a machine caches its weights, and every file a number rests on (the
+embedded world's split included) is among a record's hashed inputs."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import negharness
+from negharness.api.errors import UserError
+from negharness.api.model_options import ModelOptions
+from negharness.cli.main import main
+from negharness.discovery.manager import make_host
+from negharness.engine.evaluate import evaluate_request
+from negharness.engine.fingerprints import standing
+from negharness.engine.plan import make_plan
+from negharness.engine.request import RunRequest
+from negharness.plugins.trained_model import FORMAT
+
+TASK = "shapes_t2i_original"
+
+
+def _request(tmp_path: Path, **kw) -> RunRequest:
+    settings = {"output_dir": str(tmp_path / "res"), "cache_dir": str(tmp_path / "cache"),
+                "data_root": str(tmp_path / "data"), **kw}
+    return RunRequest(**{"model": "shapes_clip", "tasks": [TASK], **settings})
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("limit", 0, "--limit 0: must be at least 1"),
+    ("limit", -3, "--limit -3: must be at least 1"),
+    ("workers", -1, "--workers -1: must be 0"),
+    ("batch_size", 0, "--batch-size 0: must be at least 1"),
+    ("seed", "x", "--seed 'x': must be a whole number"),
+    ("device", "tpu", "--device tpu: not a device"),
+])
+def test_the_library_refuses_what_the_cli_refuses_and_writes_nothing(tmp_path, capsys, setting, value, message):
+    """`negharness.run(..., limit=0)` once scored every query and wrote a record labelled limit=0; the
+    command said exit 2. Now both stop at the plan with one message, and nothing is written."""
+    with pytest.raises(UserError) as lib:
+        negharness.run("shapes_clip", TASK, output_dir=str(tmp_path / "lib"), cache_dir=str(tmp_path / "c"),
+                       **{setting: value})
+    assert str(lib.value).startswith(message)
+    assert not (tmp_path / "lib").exists()
+    if setting == "seed":
+        return  # argparse types --seed: the command refuses "x" before the plan, naming the option
+    flag = "--" + setting.replace("_", "-")
+    assert main(["run", "--model", "shapes_clip", "--task", TASK, flag, str(value), "--output-dir",
+                 str(tmp_path / "cli"), "--cache-dir", str(tmp_path / "c")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "cli").exists()
+
+
+def test_released_weights_are_named_by_their_table_entry_not_the_cache_folder(tmp_path):
+    """Two machines (two cache folders) with the authors' released file in place: one record folder, one
+    row label; the file the model is built from is each machine's own."""
+    plans = []
+    for cache in ("cache-a", "cache-b"):
+        placed = tmp_path / cache / "models" / "clip_bnl" / "clip_bnl_msrvtt.pth.tar"
+        placed.parent.mkdir(parents=True)
+        placed.write_bytes(b"the authors' weights")
+        req = _request(tmp_path, model="clip_bnl", cache_dir=str(tmp_path / cache),
+                       model_options=ModelOptions(pretrained="nt2vr-msrvtt"))
+        plans.append(make_plan(make_host(), req))
+    a, b = plans
+    assert a.model_cfg == b.model_cfg and a.tasks[0].path == b.tasks[0].path
+    assert a.model_cfg.label == "clip_bnl (pretrained=nt2vr-msrvtt)"
+    assert "cache" not in str(a.tasks[0].path.relative_to(tmp_path))
+    assert a.built_with.checkpoint == str(tmp_path / "cache-a" / "models/clip_bnl/clip_bnl_msrvtt.pth.tar")
+    assert a.sources == b.sources  # the same bytes: one content hash, whichever folder holds them
+
+
+def _trained_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "runs" / "bnl"
+    folder.mkdir(parents=True)
+    (folder / "model.json").write_text(json.dumps({"format": FORMAT, "base_model": "shapes_clip", "base_options": {}}))
+    (folder / "model.safetensors").write_bytes(b"weights")
+    return folder
+
+
+def test_a_fine_tunes_options_are_named_as_its_base_names_them(tmp_path):
+    """`clip_bnl` passes every -M to the base its folder names: ``quick_gelu=1``, ``=YES`` and ``=true``
+    are one model (one folder, one label), as for that base; so is ``boolean -M base=clip_bnl``."""
+    folder = _trained_folder(tmp_path)
+    host = make_host()
+
+    def named(model: str, extra: dict[str, str]):
+        req = _request(tmp_path, model=model, model_options=ModelOptions(checkpoint=str(folder), extra=extra))
+        return make_plan(host, req).model_cfg
+
+    spellings = [named("clip_bnl", {"quick_gelu": v}) for v in ("1", "YES", "true")]
+    assert spellings[0] == spellings[1] == spellings[2]
+    assert spellings[0].options["quick_gelu"] == "true"
+    wrapped = [named("boolean", {"base": "clip_bnl", "quick_gelu": v}) for v in ("1", "YES")]
+    assert wrapped[0] == wrapped[1] and wrapped[0].options["quick_gelu"] == "true"
+    with pytest.raises(UserError, match="quick_gelu"):
+        named("clip_bnl", {"quick_gelu": "maybe"})  # the base's binder reads it: a bad value is its error
+
+
+def test_a_rewritten_world_split_is_another_input_on_every_door(tmp_path):
+    """The embedded world's split file is among a record's hashed inputs: validly rewritten, the record no
+    longer stands (the plan's verdict, the torch-free answer, the run), and the rerun measures the new file."""
+    host = make_host()
+    req = _request(tmp_path, limit=12, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = evaluate_request(host, req)[0]
+        assert standing(host, make_plan(host, req)) is not None  # unchanged: it stands
+        (split,) = (tmp_path / "data" / "shapes_world").glob("*-test-image-12.npz")
+        with np.load(split, allow_pickle=False) as npz:
+            meta, pixels = npz["meta"], npz["pixels"]
+        np.savez(split.with_suffix(".tmp.npz"), pixels=pixels[::-1].copy(), meta=meta)  # the images shuffled
+        split.with_suffix(".tmp.npz").replace(split)
+        plan = make_plan(host, req)
+        assert plan.tasks[0].verdict and "data" in plan.tasks[0].verdict
+        assert standing(host, plan) is None
+        again = evaluate_request(host, req)[0]
+    assert not again.skipped and again.record["data"] != first.record["data"]
+    assert again.record["metrics"]["R@1"] < first.record["metrics"]["R@1"]  # the images no longer match
