@@ -319,15 +319,153 @@ def test_an_open_clip_tag_records_the_hub_commit_its_weights_came_from(monkeypat
     assert openclip_weights.pretrained_revision("ViT-B-32", "openai") is None
 
 
-def test_a_catalogue_name_a_record_declares_in_another_unit_is_left_aside(tmp_path):
-    """A third-party task may write `accuracy` as a share of 1 (the board formats it `.2%`), or call a
-    lower-is-better number by a catalogue name: the catalogue's percent would divide it by 100 once more
-    (MTEB read 0.0083 for 83%). The record's own declaration is checked against the catalogue's first."""
+def test_a_catalogue_name_a_record_declares_in_the_other_direction_is_left_aside(tmp_path):
+    """A lower-is-better number under a catalogue name is another quantity: no format can say its unit."""
     model = ModelConfig("m", {})
-    share = [1.0 if i % 5 else 0.0 for i in range(200)]  # 0.8 as a share of 1
-    write_fake_record(tmp_path, model, "shares", {"accuracy": share, "R@1": _hits(0.5)}, main="R@1", fmt=".2%")
-    write_fake_record(tmp_path, model, "lower", {"R@1": _hits(0.5), "accuracy": _hits(0.2)}, lower_is_better=["accuracy"])
+    write_fake_record(tmp_path, model, "lower", {"R@1": _hits(0.5), "accuracy": _hits(0.2)},
+                      lower_is_better=["accuracy"])
     done = export(tmp_path, tmp_path / "out", "mteb")
-    said = sorted(s.split("/")[-1] for s in done.left_aside)
-    assert [s.split(" (")[0] for s in said] == ["lower.json: metric accuracy left out", "shares.json"], said
-    assert "main score R@1: its unit is not in negharness' metric catalogue, or the record declares it" in said[1]
+    assert [s.split("/")[-1].split(" (")[0] for s in done.left_aside] == ["lower.json: metric accuracy left out"]
+
+
+# a metric's unit is the record's declaration ---------------------------------------------------------
+SHARE = [1.0 if i % 3 else 0.0 for i in range(200)]  # a third-party task's accuracy: 0.665 as a share of 1
+
+
+def _exported(root: Path, out: Path, task: str, metric: str) -> dict[str, tuple]:
+    """format -> (value, interval's bounds, standard error) of one record's metric as each format's file
+    holds it (lm-eval keeps no interval), and EEE's unit and bounds for it."""
+    got = {}
+    export(root, out / "mteb", "mteb")
+    [mteb_file] = (out / "mteb").glob(f"*/*/{task}.json")
+    [scores] = json.loads(mteb_file.read_text())["scores"]["test"]
+    assert scores["main_score"] == scores[metric]
+    got["mteb"] = (scores[metric], *scores["confidence_interval_95"][metric], scores["standard_error"][metric])
+    export(root, out / "lm", "lm-eval")
+    [lm_file] = (out / "lm").glob("*/results_*.json")
+    values = json.loads(lm_file.read_text())["results"][task]
+    got["lm-eval"] = (values[f"{metric},none"], values[f"{metric}_stderr,none"])
+    for path in export(root, out / "eee", "eee").files:
+        for result in json.loads(path.read_text())["evaluation_results"]:
+            if result["evaluation_result_id"] == f"{task}/{metric}":
+                c, u = result["metric_config"], result["score_details"]["uncertainty"]
+                got["eee"] = (result["score_details"]["score"], u["confidence_interval"]["lower"],
+                              u["confidence_interval"]["upper"], u["standard_error"]["value"])
+                got["eee unit"] = (c["metric_unit"], c["min_score"], c["max_score"])
+    return got
+
+
+@pytest.mark.parametrize("fmt", [".3f", ".2%"])
+def test_a_share_of_one_a_record_declares_is_exported_as_that_share_in_every_format(tmp_path, fmt):
+    """A third-party task's ``accuracy`` written as a share of 1 (``.3f``, MetricInfo's default and the
+    lm-eval/sklearn convention, or ``.2%``) was read by the catalogue's name as a percent: MTEB and lm-eval
+    got 0.00665, Every Eval Ever 0.665 labelled percent (``.2%`` records were left aside). Each format now
+    holds 0.665, its interval and standard error alike, and EEE says it is a proportion in [0, 1]; a
+    percent (R@1 ``.1f``) beside it is still divided by 100."""
+    from negharness.discovery.manager import make_host
+    from negharness.scoring import catalog
+
+    root = tmp_path / "results"
+    path = write_fake_record(root, ModelConfig("m", {}), "third", {"accuracy": SHARE}, fmt=fmt)
+    rec = json.loads(path.read_text())
+    value, iv, se = rec["metrics"]["accuracy"], rec["intervals"]["accuracy"], rec["standard_errors"]["accuracy"]
+    assert value == pytest.approx(0.665)
+    got = _exported(root, tmp_path / "out", "third", "accuracy")
+    assert got["mteb"] == pytest.approx((value, *iv, se), abs=1e-12)
+    assert got["lm-eval"] == pytest.approx((value, se), abs=1e-12)
+    assert got["eee"] == pytest.approx((value, *iv, se), abs=1e-12)
+    assert got["eee unit"] == ("proportion", 0.0, 1.0)
+    paper = PublishedRow("Paper 2025", "Table 1", "CLIP", "clip", "", (), "third", "accuracy", 70.0, "70.0", "",
+                         "t.csv", 2)
+    docs = [json.loads(f.read_text()) for f in export(root, tmp_path / "papers", "eee", lambda task: [paper]).files]
+    [doc] = [d for d in docs if d["source_metadata"]["source_type"] == "documentation"]
+    assert doc["evaluation_results"][0]["metric_config"]["metric_unit"] == "percent"  # the paper's: the catalogue's
+    percent = write_fake_record(tmp_path / "pct", ModelConfig("m", {}), "t1", {"R@1": _hits(0.6)})  # fmt .1f
+    assert _exported(percent.parent.parent, tmp_path / "out_pct", "t1", "R@1")["mteb"][0] == pytest.approx(0.6)
+    # every built-in task's own declaration keeps the catalogue's unit (its percents are .1f / .2f)
+    for entry in make_host().registry.entries("task"):
+        cls = entry.load()
+        members = getattr(cls, "members", ())
+        for name, info in cls.metric_info.items():
+            declared = {"fmt": info.fmt, "higher_is_better": info.higher_is_better}
+            assert catalog.record_scale(name, declared, members) == catalog.scale_of(name, members), (entry.name, name)
+
+
+# nothing leaves OUT ------------------------------------------------------------------------------------
+def _files_under(root: Path) -> set[Path]:
+    """Every file under ``root``, links not followed (what a write anywhere in the tree would add)."""
+    import os
+
+    return {Path(d) / f for d, _, files in os.walk(root) for f in files}
+
+
+def _unsafe(root: Path) -> Path:
+    """A record whose revision, task name and family are paths leading up out of OUT."""
+    path = write_fake_record(root, ModelConfig("m", {}), "t1", {"R@1": _hits(0.6)})
+    rec = json.loads(path.read_text())
+    rec["model"]["revision"] = "../../../elsewhere"
+    rec["task"].update(name="t1/../../../../../escaped", family="../../../fam")
+    path.write_text(json.dumps(rec))
+    return path
+
+
+def test_a_record_naming_a_path_writes_nothing_outside_out_even_past_the_check(tmp_path, monkeypatch):
+    """MTEB's folder was ``<revision>/<task>.json`` from the record: a revision ``../../../elsewhere`` put
+    ``model_meta.json`` outside OUT. Past the checked reader (as if it missed a field), every format
+    still keeps every file inside OUT: each path part from a record is one plain name. (OUT is deep
+    enough that the old code's escapes stayed inside tmp_path, where this test looks.)"""
+    import negharness.records.export.common as common
+
+    root = tmp_path / "results"
+    _unsafe(root)
+    monkeypatch.setattr(common, "checked_records",
+                        lambda d: ((p, json.loads(p.read_text())) for p in sorted(Path(d).glob("*/t1.json"))))
+    for fmt in ("mteb", "lm-eval", "eee"):
+        before = _files_under(tmp_path)
+        out = tmp_path / "a" / "b" / "c" / "d" / "e" / fmt
+        files = export(root, out, fmt).files
+        added = _files_under(tmp_path) - before
+        assert added and all(f.is_relative_to(out) for f in added), (fmt, sorted(added))
+        assert set(files) == added
+
+
+def test_check_refuses_a_revision_or_task_name_that_is_a_path_and_export_writes_nothing(tmp_path, cli):
+    from negharness.report.check import invalid_records
+
+    root = tmp_path / "results"
+    path = write_fake_record(root, ModelConfig("m", {}), "t1", {"R@1": _hits(0.6)})
+    for field, value in (("model.revision", "../../../elsewhere"), ("task.name", "t1/../../x"),
+                         ("model.revision", "refs/pr/3"), ("model.revision", "..")):
+        good = path.read_text()
+        rec = json.loads(good)
+        holder, key = field.split(".")
+        rec[holder][key] = value
+        path.write_text(json.dumps(rec))
+        found = invalid_records(root)
+        assert len(found) == 1 and found[0].startswith(f"{path}: field {field!r} {value!r}: names are"), found
+        before = _files_under(tmp_path)
+        for fmt in ("mteb", "lm-eval", "eee"):
+            with pytest.raises(UserError, match=f"{path}: field '{field}'"):
+                export(root, tmp_path / "a" / "b" / "out", fmt)
+        assert _files_under(tmp_path) == before
+        path.write_text(good)
+    res = cli("leaderboard", "--results-dir", str(root), "--out", str(tmp_path / "board.md"), "--check")
+    assert "model.revision" not in res.stdout + res.stderr  # the record restored, a null revision passes
+    rec = json.loads(path.read_text())
+    rec["model"]["revision"] = "../../../elsewhere"
+    path.write_text(json.dumps(rec))
+    res = cli("leaderboard", "--results-dir", str(root), "--out", str(tmp_path / "board.md"), "--check")
+    assert res.returncode == 1 and f"{path}: field 'model.revision'" in res.stdout, res.stdout + res.stderr
+
+
+def test_a_link_inside_out_that_leads_out_refuses_the_export_naming_the_record(tmp_path):
+    """The last guard: every file is checked to resolve inside OUT before any is written."""
+    root = tmp_path / "results"
+    path = write_fake_record(root, ModelConfig("m", {}), "t1", {"R@1": _hits(0.6)})
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out.mkdir()
+    (out / "negharness__m").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UserError, match=f"{path}: export file .* outside OUT"):
+        export(root, out, "lm-eval")
+    assert list(elsewhere.iterdir()) == []

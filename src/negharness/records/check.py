@@ -25,10 +25,17 @@ from typing import Any, Iterator
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
-from negharness.contracts.names import lookalikes, name_problem
+from negharness.contracts.names import lookalikes
 from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded_bytes
 from negharness.io.paths import cache_root
-from negharness.records.schema import SCHEMA_VERSION, RecordKey, nonfinite_fields, record_files, record_key
+from negharness.records.schema import (
+    SCHEMA_VERSION,
+    RecordKey,
+    name_problems,
+    nonfinite_fields,
+    record_files,
+    record_key,
+)
 from negharness.scoring import perquery
 from negharness.scoring.catalog import renamed_record
 from negharness.store.atomic import cached_json
@@ -168,11 +175,8 @@ def check_fields(rec: dict[str, Any], where: str) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise RecordError(f"{where}: field 'metrics.{key}' must be a number, not {type(value).__name__} "
                               f"({value!r:.40}); {FIX}")
-    for field in ("model.name", "task.name"):  # a look-alike letter would be a second row or column, same look
-        value, present = _get(rec, field)
-        problem = name_problem(value) if present else None
-        if problem:
-            raise RecordError(f"{where}: field {field!r} {value!r:.60}: {problem}; {FIX}")
+    for field, value, problem in name_problems(rec):  # a second row of the same look; a path out of export's OUT
+        raise RecordError(f"{where}: field {field!r} {value!r:.60}: {problem}; {FIX}")
     odd = lookalikes(rec["model"]["label"])
     if odd:
         raise RecordError(f"{where}: field 'model.label' {rec['model']['label']!r:.60} holds look-alike "

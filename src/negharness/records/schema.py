@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from negharness.contracts.names import name_problem
+
 SCHEMA_VERSION = 1
 
 
@@ -33,6 +35,27 @@ class RecordKey:
 
 def record_key(rec: dict[str, Any]) -> RecordKey:
     return RecordKey(str(rec["model"]["label"]), str(rec["task"]["name"]), str(rec.get("variant_label") or ""))
+
+
+# the record fields that are names: a look-alike letter would make a second board row or column of the
+# same look, and `negharness export` builds folder and file names from them (MTEB's ``<revision>/<task>.json``),
+# so each is a plain name (`negharness.contracts.names`), never a path such as ``../../elsewhere``
+NAME_FIELDS = ("model.name", "task.name", "model.revision")
+NULLABLE = frozenset({"model.revision"})  # null: a record made before revisions, or weights nothing names
+
+
+def name_problems(rec: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """(field, value, why) for each of `NAME_FIELDS` the record holds that is not a plain name."""
+    out = []
+    for field in NAME_FIELDS:
+        holder, key = field.split(".")
+        found = rec.get(holder)
+        if not isinstance(found, dict) or key not in found or (found[key] is None and field in NULLABLE):
+            continue
+        problem = name_problem(found[key])
+        if problem:
+            out.append((field, found[key], problem))
+    return out
 
 
 def _bad_number(value: Any) -> bool:

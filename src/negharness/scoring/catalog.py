@@ -18,13 +18,15 @@ nT2VR's deltas, and plain retrieval of the negated queries), ``retrieval_neg`` (
 ``edit`` (NeIn's image-editing scores, which `negharness.tasks.nein` declares itself: listed here for their scale).
 
 Scales: each metric says the unit its numbers are written in (records, the board, the papers' rows) as a
-`Scale`; `negharness export` reads it to write each tool's own unit (MTEB and lm-eval keep shares of 1,
-so a percent is divided by 100; Every Eval Ever keeps the number and declares its unit and bounds).
+`Scale`; `negharness export` reads it, as each record declares it (`record_scale`: a third-party task's
+``accuracy`` may be a share of 1), to write each tool's own unit (MTEB and lm-eval keep shares of 1, so a
+percent is divided by 100; Every Eval Ever keeps the number and declares its unit and bounds).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -198,17 +200,33 @@ def scale_of(metric: str, members: Iterable[str] = ()) -> Scale | None:
     return found.scale if found else None
 
 
+# a percent scale and the same quantity written as a share of 1 (`record_scale`)
+SHARES = {PERCENT: PROPORTION, POINTS: PROPORTION_DIFF}
+
+
+def declares_share(fmt: Any) -> bool:
+    """Whether a record's declared format (its ``metric_info`` ``fmt``) says its number is a share of 1,
+    the one rule for it (a record has no unit field; its format is what it declares): a ``%`` format
+    (``.2%`` prints 0.667 as 66.70%), or three or more decimals (``.3f``: `MetricInfo`'s default, the
+    lm-eval and scikit-learn convention; nobody prints a percent 66.667). One or two decimals (``.1f``,
+    ``.2f``: the catalogue's own percents) say nothing against the catalogue."""
+    match = re.fullmatch(r"\.(\d+)([f%])", fmt) if isinstance(fmt, str) else None
+    return match is not None and (match[2] == "%" or int(match[1]) >= 3)
+
+
 def record_scale(metric: str, declared: Any, members: Iterable[str] = ()) -> Scale | None:
-    """`scale_of` for a metric as a record declares it (its ``metric_info`` entry): None where the record
-    says otherwise than the catalogue, a task that reuses a catalogue name in another unit or direction
-    (``accuracy`` as a share of 1, formatted ``.2%``), so no tool reads it 100 times off."""
+    """The unit of a record's metric: the catalogue's (`scale_of`) as the record declares it (its
+    ``metric_info`` entry). A catalogue percent the record declares as a share of 1 (`declares_share`:
+    a third-party task's ``accuracy`` of 0.667, formatted ``.3f`` or ``.2%``) is that share, so no tool
+    reads it 100 times off; a catalogue name declared in the other direction is None (another
+    quantity), as is a name the catalogue does not know, whose unit nothing here can vouch for."""
     found = _known(metric, members)
     if found is None or not isinstance(declared, dict):
         return found.scale if found else None
-    fmt, higher = declared.get("fmt"), declared.get("higher_is_better")
+    higher = declared.get("higher_is_better")
     if higher is not None and higher != found.info.higher_is_better:
         return None
-    return None if isinstance(fmt, str) and fmt.endswith("%") and found.scale.percent else found.scale
+    return SHARES.get(found.scale, found.scale) if declares_share(declared.get("fmt")) else found.scale
 
 
 def infos(names: Iterable[str]) -> dict[str, MetricInfo]:

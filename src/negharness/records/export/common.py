@@ -1,12 +1,20 @@
 """What every export format reads the same way: which records are exported (the board's: no --limit
 run, no variant, every damaged record refused as the leaderboard refuses it), the model's identity
-and revision, a metric's unit (`negharness.scoring.catalog.scale_of`), interval and standard error,
-the number of queries.
+and revision, a metric's unit (`negharness.scoring.catalog.record_scale`: the catalogue's, as the record
+declares it), interval and standard error, the number of queries; and where a file may go.
 
 A metric whose unit the catalogue does not know (a third-party task's) is left out of every format and
 named with the records left aside, and a record whose main score is such a metric is left aside: MTEB
 and lm-eval keep shares of 1 and have no field saying a number is in another unit, so a percent
-written there as it is reads 100x too high on their boards, and a guess would be that bug again."""
+written there as it is reads 100x too high on their boards, and a guess would be that bug again. A
+catalogue percent the record declares as a share of 1 (``accuracy`` formatted ``.3f`` or ``.2%``) is
+exported as that share.
+
+Nothing leaves OUT: every part of a file's path taken from a record (model folder, revision, task,
+family) or a paper's row is made one plain folder or file name (`safe_component`), and every file is
+checked to resolve inside OUT before any is written (`write_inside`), else the export is refused naming
+the record. ``leaderboard --check`` refuses such a record first (`negharness.records.schema.name_problems`).
+"""
 
 from __future__ import annotations
 
@@ -22,14 +30,15 @@ from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.records.check import checked_records
 from negharness.records.published import PublishedRow
-from negharness.scoring.catalog import Scale, record_scale
+from negharness.scoring.catalog import Scale, record_scale, scale_of
+from negharness.store.atomic import atomic_write_json
 
 FORMATS = ("mteb", "lm-eval", "eee")
 ORG = "negharness"  # the namespace of a model id: negharness/<record folder>, one per model configuration
 
 PublishedOf = Callable[[str], Sequence[PublishedRow]]  # task name -> the papers' numbers for it
-NO_UNIT = ("its unit is not in negharness' metric catalogue, or the record declares it otherwise (direction, "
-           "a % format), so no format can say it")
+NO_UNIT = ("its unit is not in negharness' metric catalogue, or the record declares it in the other direction, "
+           "so no format can say it")
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,12 @@ class Run:
         declared = (self.rec.get("metric_info") or {}).get(metric)
         return record_scale(metric, declared, members if isinstance(members, dict) else ())
 
+    def paper_unit(self, metric: str) -> Scale | None:
+        """The unit a paper's number for this record's task is printed in: the catalogue's (the published
+        tables are in the board's units), whatever this record declares."""
+        members = ((self.rec.get("config") or {}).get("task") or {}).get("members")
+        return scale_of(metric, members if isinstance(members, dict) else ())
+
     def unit(self, metric: str) -> Scale:
         """The unit of an exported metric (`exportable` left out those of no known unit)."""
         scale = self.scale(metric)
@@ -166,8 +181,42 @@ def stable_uuid(*parts: str) -> str:
 
 
 def safe_component(text: str) -> str:
-    """``text`` as one portable folder name (no separators, no characters Windows refuses)."""
+    """``text`` as one portable folder or file name, the one rule for every path part an export takes
+    from a record or a paper's row: no separator, no character Windows refuses, never ``.``, ``..`` or
+    hidden (leading dots go), so a part can name nothing but itself inside its folder."""
     return re.sub(r'[<>:"/\\|?*\x00-\x1f\s]+', "_", text).strip("._") or "unnamed"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One file an export will write: where (`out_path`), what, and the record (or published table)
+    its path was built from, to name in a refusal."""
+
+    path: Path
+    body: dict[str, Any]
+    source: Path | str
+
+
+def out_path(out: Path, *parts: str) -> Path:
+    """``out`` / each of ``parts`` made a plain name (`safe_component`): how every format names a file."""
+    return Path(out).joinpath(*(safe_component(p) for p in parts))
+
+
+def outside(out: Path, path: Path) -> bool:
+    """Whether ``path`` resolves (links followed, ``..`` taken) outside ``out``."""
+    return not Path(path).resolve().is_relative_to(Path(out).resolve())
+
+
+def write_inside(out: Path, planned: Sequence[Planned]) -> list[Path]:
+    """Write every planned file, once each is known to resolve inside ``out``: a path that would land
+    elsewhere (a link inside OUT that leads out, a part no rule made safe) refuses the export, naming
+    the record it came from, before anything is written."""
+    for item in planned:
+        if outside(out, item.path):
+            raise UserError(f"{item.source}: export file {item.path} resolves to {Path(item.path).resolve()}, "
+                            f"outside OUT {out}; nothing was written (a link inside OUT, or an unsafe name in "
+                            "the record)")
+    return [atomic_write_json(item.path, item.body) for item in planned]
 
 
 def exportable(results_dir: Path) -> tuple[list[Run], list[str]]:

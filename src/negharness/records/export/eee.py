@@ -21,10 +21,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from negharness.records.export.common import ORG, PublishedOf, Run, safe_component, stable_uuid
+from negharness.records.export.common import ORG, Planned, PublishedOf, Run, out_path, safe_component, stable_uuid
 from negharness.records.published import PublishedRow
 from negharness.scoring.catalog import Scale
-from negharness.store.atomic import atomic_write_json
 
 SCHEMA_VERSION = "0.3.0"
 PUBLISHED_DEVELOPER = "paper-reported"  # the developer folder of a paper's row: the paper names no model id
@@ -100,6 +99,14 @@ def run_record(run: Run) -> dict[str, Any]:
     }
 
 
+def _paper_unit(run: Run, metric: str) -> Scale:
+    """The unit of a paper's number (`Run.paper_unit`; `write` left out those of no known unit)."""
+    scale = run.paper_unit(metric)
+    if scale is None:
+        raise ValueError(f"{run.path}: metric {metric!r} has no unit in the metric catalogue")
+    return scale
+
+
 def paper_record(rows: Sequence[PublishedRow], run: Run) -> dict[str, Any]:
     """One paper row's numbers for one task as EEE documentation (``run``: the task's exported record,
     for the metrics' direction and unit and the data's name)."""
@@ -109,7 +116,7 @@ def paper_record(rows: Sequence[PublishedRow], run: Run) -> dict[str, Any]:
                 "source_data": {"dataset_name": r.task, "source_type": "other",
                                 "additional_details": {"paper": r.paper, "table": r.table}},
                 "metric_config": metric_config(r.metric, not run.higher_is_better(r.metric), r.task,
-                                               run.unit(r.metric)),
+                                               _paper_unit(run, r.metric)),
                 "score_details": {"score": r.value, "details": {"printed": r.printed, "source": r.source,
                                                                 **({"note": r.note} if r.note else {})}}}
                for r in rows]
@@ -131,22 +138,21 @@ def paper_record(rows: Sequence[PublishedRow], run: Run) -> dict[str, Any]:
 
 def _path(out: Path, benchmark: str, model_id: str, key: str) -> Path:
     developer, model = model_id.split("/", 1)
-    return (Path(out) / "data" / safe_component(benchmark) / safe_component(developer) / safe_component(model)
-            / f"{stable_uuid(key)}.json")
+    return out_path(out, "data", benchmark, developer, model, f"{stable_uuid(key)}.json")
 
 
-def write(runs: list[Run], out: Path, published: PublishedOf) -> list[Path]:
+def write(runs: list[Run], out: Path, published: PublishedOf) -> list[Planned]:
     """``out`` is the datastore's root (the folder holding ``data/``)."""
-    files = [atomic_write_json(_path(out, r.family, r.model_id, f"{r.model_id}/{r.task}"), run_record(r))
-             for r in runs]
+    files = [Planned(_path(out, r.family, r.model_id, f"{r.model_id}/{r.task}"), run_record(r), r.path) for r in runs]
     by_task = {r.task: r for r in sorted(runs, key=lambda r: r.created)}  # the newest record of each task
     for task, run in sorted(by_task.items()):
         rows: dict[tuple[str, str, str], list[PublishedRow]] = defaultdict(list)
         for row in published(task):
-            if run.scale(row.metric) is not None:  # a number of no known unit is left out, as a record's is
+            if run.paper_unit(row.metric) is not None:  # a number of no known unit is left out, as a record's is
                 rows[(row.paper, row.table, row.row)].append(row)
         for (paper, table, label), group in rows.items():
             record = paper_record(group, run)
             key = f"{paper}/{table}/{label}/{task}"
-            files.append(atomic_write_json(_path(out, run.family, record["model_info"]["id"], key), record))
+            files.append(Planned(_path(out, run.family, record["model_info"]["id"], key), record,
+                                 f"{group[0].file}:{group[0].line}"))
     return files

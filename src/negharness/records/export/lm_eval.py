@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.contracts.hashing import hash_json
-from negharness.records.export.common import PublishedOf, Run
-from negharness.store.atomic import atomic_write_json
+from negharness.records.export.common import Planned, PublishedOf, Run, out_path
 
 FILTER = "none"  # lm-eval's filter key for a metric computed on the raw outputs
 
@@ -86,13 +85,13 @@ def date_id(run: Run) -> str:
     return run.created.astimezone(_dt.timezone.utc).replace(tzinfo=None).isoformat().replace(":", "-")
 
 
-def write(runs: list[Run], out: Path, published: PublishedOf) -> list[Path]:
+def write(runs: list[Run], out: Path, published: PublishedOf) -> list[Planned]:
     models: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         models[run.model_id].append(run)
     files = []
     for model_id, group in sorted(models.items()):
         newest = max(group, key=lambda r: r.created)
-        files.append(atomic_write_json(Path(out) / sanitized(model_id) / f"results_{date_id(newest)}.json",
-                                       results_file(group)))
+        files.append(Planned(out_path(out, sanitized(model_id), f"results_{date_id(newest)}.json"),
+                             results_file(group), newest.path))
     return files

@@ -18,8 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from negharness.records.export.common import PublishedOf, Run
-from negharness.store.atomic import atomic_write_json
+from negharness.records.export.common import Planned, PublishedOf, Run, out_path
 
 NO_REVISION = "no_revision_available"  # MTEB's own name for a model whose revision is unknown
 LANGUAGES = ["eng-Latn"]
@@ -52,14 +51,15 @@ def model_meta(runs: list[Run], revision: str) -> dict[str, Any]:
             "training_datasets": None, "modalities": modalities, "loader": None}
 
 
-def write(runs: list[Run], out: Path, published: PublishedOf) -> list[Path]:
+def write(runs: list[Run], out: Path, published: PublishedOf) -> list[Planned]:
     """``out`` is the results folder (``results/`` of MTEB's cache or results repository)."""
     folders: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for run in runs:
         folders[(run.model_id, run.revision or NO_REVISION)].append(run)
     files = []
     for (model_id, revision), group in sorted(folders.items()):
-        folder = Path(out) / model_id.replace("/", "__") / revision
-        files += [atomic_write_json(folder / f"{r.task}.json", task_result(r)) for r in group]
-        files.append(atomic_write_json(folder / "model_meta.json", model_meta(group, revision)))
+        model = model_id.replace("/", "__")
+        files += [Planned(out_path(out, model, revision, f"{r.task}.json"), task_result(r), r.path) for r in group]
+        files.append(Planned(out_path(out, model, revision, "model_meta.json"), model_meta(group, revision),
+                             group[0].path))
     return files
