@@ -123,3 +123,17 @@ def test_a_rewritten_world_split_is_another_input_on_every_door(tmp_path):
         again = evaluate_request(host, req)[0]
     assert not again.skipped and again.record["data"] != first.record["data"]
     assert again.record["metrics"]["R@1"] < first.record["metrics"]["R@1"]  # the images no longer match
+
+
+@pytest.mark.parametrize("declared, recorded", [("0123abcd", "0123abcd"), ("refs/pr/3", "refs-pr-3"),
+                                                ("../../../elsewhere", "elsewhere")])
+def test_a_declared_revision_is_recorded_as_a_plain_name(declared, recorded):
+    """A plugin's (or a hub config's) revision is what exporters name files by and what the checked reader
+    reads: a path is made plain at run time, so the record it writes is one `leaderboard --check` accepts."""
+    from types import SimpleNamespace
+
+    from negharness.contracts.names import name_problem
+    from negharness.engine.reuse import model_revision
+
+    got = model_revision(SimpleNamespace(revision=declared, modules=lambda: []), {})
+    assert got == recorded and name_problem(got) is None

@@ -26,10 +26,13 @@ says what they are without running (`files_known_from_options`), and otherwise g
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.names import name_problem
 from negharness.contracts.task import Task
 from negharness.io.paths import require_regular
 from negharness.store.content import FileHasher, named_hash
@@ -121,13 +124,23 @@ def model_revision(model: Any, sources: dict[str, str]) -> str | None:
         return sources["--checkpoint"]
     declared = getattr(model, "revision", None)
     if isinstance(declared, str) and declared:
-        return declared
+        return plain_revision(declared)
     for module in _held_modules(model):
         commit = getattr(getattr(module, "config", None), "_commit_hash", None)
         if isinstance(commit, str) and commit:
-            return commit
+            return plain_revision(commit)
     named = [v for k, v in sorted(sources.items()) if k.startswith("-M ")]
     return named[0] if named else None
+
+
+def plain_revision(revision: str) -> str:
+    """A revision a plugin or a hub config declares, as a record may hold it (a plain name: exporters make
+    file names of it and the checked reader refuses a path): ``refs/pr/3`` is ``refs-pr-3``; one with
+    nothing plain left is named by its hash."""
+    if name_problem(revision) is None:
+        return revision
+    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", revision).lstrip("_.-")[:128]
+    return plain if name_problem(plain) is None else f"rev-{hash_json(revision, 16)}"
 
 
 def _held_modules(model: Any) -> list[Any]:
