@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from negharness.version import HOOK_API, __version__
 
 if TYPE_CHECKING:
-    from negharness.engine.plan import RunOutcome
+    from negharness.engine.request import RunOutcome
 
 __all__ = ["HOOK_API", "__version__", "run"]
 
