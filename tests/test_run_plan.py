@@ -137,3 +137,54 @@ def test_a_declared_revision_is_recorded_as_a_plain_name(declared, recorded):
 
     got = model_revision(SimpleNamespace(revision=declared, modules=lambda: []), {})
     assert got == recorded and name_problem(got) is None
+
+
+def _labels(results: Path) -> dict[str, str]:
+    """Record folder -> the label its records carry."""
+    return {p.parent.name: json.loads(p.read_text())["model"]["label"] for p in results.glob("*/shapes_mcq*.json")
+            if not p.name.endswith((".perquery.json",))}
+
+
+@pytest.mark.parametrize("order, expected", [
+    (["--model", "shapes_clip", "--model", "boolean", "-M", "base=shapes_clip"],
+     {"shapes_clip", "boolean (base=shapes_clip)"}),
+    (["-M", "quick_gelu=YES", "--model", "shapes_clip", "--model", "boolean", "-M", "base=shapes_clip"],
+     {"shapes_clip (quick_gelu=true)", "boolean (base=shapes_clip, quick_gelu=true)"}),
+    (["--model", "shapes_clip", "-M", "quick_gelu=YES", "--model", "boolean", "-M", "base=shapes_clip"],
+     {"shapes_clip (quick_gelu=true)", "boolean (base=shapes_clip)"}),
+])
+def test_several_models_in_one_run_each_with_the_options_written_for_it(tmp_path, capsys, order, expected):
+    """Each --model runs, in order, on the same tasks: model options after a --model are that model's, those
+    before the first are every model's that takes them; the summary shows the models side by side."""
+    out = tmp_path / "res"
+    args = ["run", *order, "--task", "shapes_mcq", "--limit", "6", "--output-dir", str(out),
+            "--cache-dir", str(tmp_path / "c"), "--data-root", str(tmp_path / "d")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(args) == 0
+    assert set(_labels(out).values()) == expected
+    printed = capsys.readouterr().out
+    assert "2 models" in printed and printed.count("accuracy") == 2
+
+
+def test_a_shared_model_option_no_model_takes_is_refused_before_anything_runs(tmp_path, capsys):
+    args = ["run", "-M", "quick_gelu_typo=1", "--model", "shapes_clip", "--model", "clip", "--task", "shapes_mcq",
+            "--output-dir", str(tmp_path / "res"), "--cache-dir", str(tmp_path / "c")]
+    assert main(args) == 2
+    assert "-M quick_gelu_typo (given before the first --model): none of the models shapes_clip, clip takes it" \
+        in capsys.readouterr().err
+    assert not (tmp_path / "res").exists()
+
+
+def test_the_library_takes_a_list_of_models_as_the_command_does(tmp_path):
+    """`negharness.run([a, b])` writes the records `--model a --model b` writes, in the same folders."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcomes = negharness.run(["shapes_clip", "boolean"], "shapes_mcq", model_args={"base": "shapes_clip"},
+                                  limit=6, output_dir=str(tmp_path / "lib"), cache_dir=str(tmp_path / "c"),
+                                  data_root=str(tmp_path / "d"))
+        assert main(["run", "--model", "shapes_clip", "--model", "boolean", "-M", "base=shapes_clip", "--task",
+                     "shapes_mcq", "--limit", "6", "--output-dir", str(tmp_path / "cli"), "--cache-dir",
+                     str(tmp_path / "c"), "--data-root", str(tmp_path / "d")]) == 0
+    assert [o.record["model"]["label"] for o in outcomes] == ["shapes_clip", "boolean (base=shapes_clip)"]
+    assert _labels(tmp_path / "lib") == _labels(tmp_path / "cli")

@@ -86,38 +86,70 @@ def _options_cell(entry: Any, flag: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from negharness.contracts.model_options import ModelOptions  # lazy: start-up time
     from negharness.engine.fingerprints import standing  # lazy: start-up time
-    from negharness.engine.plan import make_plan, plan_lines  # lazy: start-up time
+    from negharness.engine.plan import make_plan, model_requests, plan_lines  # lazy: start-up time
     from negharness.engine.request import RunRequest, plan_head  # lazy: start-up time
 
+    shared, models = _models_in_order(args)
     req = RunRequest(
-        model=args.model, tasks=args.task,
-        model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
+        model=models[0][0], tasks=args.task, model_options=shared,
         task_extra=_pairs(args.task_arg, "-T"), data_root=args.data_root, device=args.device,
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
         cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
     err = _console(stderr=True)
     say = err.is_terminal and not from_env().active  # the plan, in a terminal (a log gets the progress lines)
-    if say:
-        err.print(plan_head(req), markup=False)
     host = _host(args)
     clock = _clock(args)
-    with _plugin_blamed(args, host), clock.timed("data"):  # a task plugin's bug in building its task or naming its files
-        plan = make_plan(host, req)  # every mistake and missing input is told here, before torch loads
-    if say:
-        for line in plan_lines(plan):
-            err.print(line, markup=False)
-    outcomes = standing(host, plan)  # every record stands: answered from them, no torch
-    if outcomes is None:
+    plans = []
+    for one in model_requests(host, req, models):  # every model planned (every refusal told) before torch loads
         if say:
-            err.print(f"loading torch, the tasks and model {args.model} ...", markup=False)
-        outcomes = _evaluate(args, host, plan, err, clock)
-    if outcomes is not None:
-        _print_run_summary(outcomes)
+            err.print(plan_head(one), markup=False)
+        with _plugin_blamed(one.model, args, host), clock.timed("data"):  # a task plugin's bug in building its task
+            plans.append(make_plan(host, one))
+        if say:
+            for line in plan_lines(plans[-1]):
+                err.print(line, markup=False)
+    results = []
+    for plan in plans:  # in order, one at a time, sharing the caches
+        outcomes = standing(host, plan)  # every record stands: answered from them, no torch
+        if outcomes is None:
+            if say:
+                err.print(f"loading torch, the tasks and model {plan.model} ...", markup=False)
+            outcomes = _evaluate(args, host, plan, err, clock)
+        if outcomes is None:  # a torchrun rank that prints nothing
+            return 0
+        results.append((plan.model_cfg.label, outcomes))
+    if len(results) == 1:
+        _print_run_summary(results[0][1])
+    else:
+        _print_models_summary(results)
     # some tasks failed alone (their input unusable), the others' records are written: exit 2, as for bad input
-    return 2 if outcomes and any(o.error for o in outcomes) else 0
+    return 2 if any(o.error for _, outcomes in results for o in outcomes) else 0
+
+
+def _models_in_order(args: argparse.Namespace) -> tuple[Any, list[tuple[str, Any]]]:
+    """(the model options written before the first --model, [(each --model, the options written after
+    it)]): the order `InOrder` kept. A model option given twice for one model is refused."""
+    from negharness.contracts.model_options import ModelOptions  # lazy: start-up time
+
+    groups: list[tuple[str | None, dict[str, Any]]] = [(None, {})]
+    for dest, value in getattr(args, "model_order", None) or []:
+        if dest == "model":
+            groups.append((value, {}))
+        elif dest == "model_arg":
+            groups[-1][1].setdefault("model_arg", []).append(value)
+        else:
+            if dest in groups[-1][1]:
+                who = f"--model {groups[-1][0]}" if groups[-1][0] else "every model"
+                raise UserError(f"--{dest} given twice for {who}: give it once")
+            groups[-1][1][dest] = value
+
+    def options(given: dict[str, Any]) -> Any:
+        return ModelOptions(given.get("arch"), given.get("pretrained"), given.get("checkpoint"),
+                            _pairs(given.get("model_arg"), "-M"))
+
+    return options(groups[0][1]), [(str(name), options(given)) for name, given in groups[1:]]
 
 
 def _clock(args: argparse.Namespace) -> Any:
@@ -145,14 +177,14 @@ def _evaluate(args: argparse.Namespace, host: Any, plan: Any, err: Any, clock: A
     with shard_session(plan) as shards:  # None unless started by torchrun
         quiet_stderr_for_followers(shards)
         with _progress(err) as progress:
-            with _plugin_blamed(args, host):
+            with _plugin_blamed(plan.model, args, host):
                 outcomes = run_evaluation(host, plan, progress if shards is None or shards.writes else None, shards,
                                           clock)
     return outcomes if shards is None or shards.writes else None
 
 
 @contextlib.contextmanager
-def _plugin_blamed(args: argparse.Namespace, host: Any) -> Iterator[None]:
+def _plugin_blamed(model: str, args: argparse.Namespace, host: Any) -> Iterator[None]:
     """A bug raised inside a plugin (not the user's input, not the machine) becomes one line naming the
     plugin whose code raised it, before torch (a task built, its files named) as after."""
     try:
@@ -164,7 +196,7 @@ def _plugin_blamed(args: argparse.Namespace, host: Any) -> Iterator[None]:
 
         if debug_requested() or os_error_in(exc) is not None:  # the machine's failure (a full disk)
             raise
-        raise PluginRunError(blame_run(exc, host, args.model, args.output_dir)) from exc
+        raise PluginRunError(blame_run(exc, host, model, args.output_dir)) from exc
 
 
 def _print_run_summary(outcomes: list[Any]) -> None:
@@ -172,7 +204,6 @@ def _print_run_summary(outcomes: list[Any]) -> None:
     model is named once in the title (one run, one model)."""
     from rich.table import Table
 
-    console = _console()
     labels = sorted({o.record.get("model", {}).get("label", "?") for o in outcomes if o.record is not None})
     table = Table(title=f"negharness run: {', '.join(labels)}", title_justify="left")
     table.add_column("task")  # a rerun's reason may wrap; names and numbers never do
@@ -180,13 +211,23 @@ def _print_run_summary(outcomes: list[Any]) -> None:
     table.add_column("items", justify="right", no_wrap=True)
     for o in outcomes:
         rec = o.record or {}
-        info = rec.get("metric_info", {})
-        names = rec.get("task", {}).get("leaderboard_metrics") or list(rec.get("metrics", {}))
-        scores = "\n".join(f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
-                           for k in names if k in rec.get("metrics", {}))
         items = "\n".join(f"{v} {k.replace('_', ' ')}" for k, v in rec.get("n_items", {}).items())
-        table.add_row(_task_cell(o, rec), scores, items)
-    console.print(table)
+        table.add_row(_task_cell(o, rec), "\n".join(_score_lines(rec)), items)
+    _console().print(table)
+    _print_notes(outcomes)
+
+
+def _score_lines(rec: dict[str, Any]) -> list[str]:
+    """A record's leaderboard scores, one line each, in the format its task declares."""
+    info = rec.get("metric_info", {})
+    names = rec.get("task", {}).get("leaderboard_metrics") or list(rec.get("metrics", {}))
+    return [f"{k} {format(rec['metrics'][k], info.get(k, {}).get('fmt', '.3f'))}"
+            for k in names if k in rec.get("metrics", {})]
+
+
+def _print_notes(outcomes: list[Any]) -> None:
+    """Under a run's table: media left out, tasks that failed alone, where the records are."""
+    console = _console()
     for o in outcomes:
         rec = o.record or {}
         if rec.get("n_skipped_media"):
@@ -200,6 +241,34 @@ def _print_run_summary(outcomes: list[Any]) -> None:
     folders = sorted({str(o.path.parent) for o in outcomes if o.record is not None})
     console.print(f"records in {', '.join(folders)}; `negharness leaderboard` builds the leaderboard"
                   + ("; --overwrite reruns cached records" if any(o.skipped for o in outcomes) else ""))
+
+
+def _print_models_summary(results: list[tuple[str, list[Any]]]) -> None:
+    """Several models side by side: one row a task, one column a model (its scores, or why it has none);
+    then each model's own notes as a one-model run prints them."""
+    from rich.table import Table
+
+    table = Table(title=f"negharness run: {len(results)} models", title_justify="left")
+    table.add_column("task", no_wrap=True)
+    for label, _ in results:
+        table.add_column(label, overflow="fold")
+    tasks = list(dict.fromkeys(o.task for _, outcomes in results for o in outcomes))
+    for task in tasks:
+        cells = []
+        for _, outcomes in results:
+            o = next((x for x in outcomes if x.task == task), None)
+            cells.append("" if o is None else _scores_cell(o))
+        table.add_row(task, *cells)
+    _console().print(table)
+    _print_notes([o for _, outcomes in results for o in outcomes])
+
+
+def _scores_cell(outcome: Any) -> str:
+    """The leaderboard scores of one record, one line each, and (cached) or why it reran or failed."""
+    lines = _score_lines(outcome.record or {})
+    state = "failed: see below" if outcome.error else "cached" if outcome.skipped else \
+        (f"rerun: {outcome.reason}" if outcome.reason else "")
+    return "\n".join(lines + ([f"({state})"] if state else []))
 
 
 def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:

@@ -30,13 +30,33 @@ EXAMPLES = """examples:
 """
 
 
-def _model_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("model options (shared by every model plugin)")
-    g.add_argument("--arch", help="architecture name or config file (e.g. ViT-B-32, path/to/config.json)")
-    g.add_argument("--pretrained", help="pretrained tag (e.g. openai, laion400m_e31)")
-    g.add_argument("--checkpoint", help="local checkpoint file (safetensors or weights-only torch file)")
-    g.add_argument("-M", "--model-arg", action="append", metavar="KEY=VALUE",
-                   help="plugin-specific model option, repeatable (e.g. -M quick_gelu=true)")
+class InOrder(argparse.Action):
+    """Keeps the option as argparse would (the last value, or all of them for ``append``) and also its place
+    among the others (``namespace.model_order``): `negharness run` gives each ``--model`` the model options
+    written after it, and every model those written before the first."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        order = list(getattr(namespace, "model_order", None) or [])
+        order.append((self.dest, values))
+        namespace.model_order = order
+        if self.const == "append":
+            setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+        else:
+            setattr(namespace, self.dest, values)
+
+
+def _model_options(p: argparse.ArgumentParser, in_order: bool = False) -> None:
+    """The options every model plugin shares; ``in_order``: each kept with its place (`InOrder`)."""
+    one: dict[str, Any] = {"action": InOrder} if in_order else {}
+    many: dict[str, Any] = {"action": InOrder, "const": "append"} if in_order else {"action": "append"}
+    scope = " (after a --model: that model's; before the first: every model's)" if in_order else ""
+    g = p.add_argument_group("model options (shared by every model plugin)" + scope)
+    g.add_argument("--arch", help="architecture name or config file (e.g. ViT-B-32, path/to/config.json)", **one)
+    g.add_argument("--pretrained", help="pretrained tag (e.g. openai, laion400m_e31)", **one)
+    g.add_argument("--checkpoint", help="local checkpoint file (safetensors or weights-only torch file)", **one)
+    g.add_argument("-M", "--model-arg", metavar="KEY=VALUE",
+                   help="plugin-specific model option, repeatable (e.g. -M quick_gelu=true)", **many)
 
 
 # The run settings, one spelling and one help for every command that loads a model; each command
@@ -104,9 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="evaluate a model on tasks", epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="model name (see `negharness list`)")
+    p.add_argument("--model", required=True, action=InOrder, const="append",
+                   help="model name (see `negharness list`); repeat for several models, each run in order on "
+                        "the same tasks, sharing the caches (--model a --model b -M base=a)")
     p.add_argument("--task", required=True, action="append", help="task name or glob, repeatable ('shapes_*')")
-    _model_options(p)
+    _model_options(p, in_order=True)
     _include_path(p)
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
     _run_settings(p, "device", "precision", "batch_size", "workers", "seed", "data_root", "cache_dir")

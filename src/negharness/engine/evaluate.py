@@ -26,7 +26,7 @@ from negharness.discovery.manager import PluginHost
 from negharness.engine.edit_context import EditContext
 from negharness.engine.embedding_contract import ModelOrigin
 from negharness.engine.fingerprints import remember, standing
-from negharness.engine.plan import PlannedTask, RunPlan, config_hash, make_plan
+from negharness.engine.plan import PlannedTask, RunPlan, config_hash, make_plan, model_requests
 from negharness.engine.request import RunOutcome, RunRequest, memo_path
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
@@ -40,18 +40,34 @@ from negharness.store.content import FileHasher
 __all__ = ["RunOutcome", "RunPlan", "RunRequest", "evaluate_request", "run_evaluation", "run_library"]
 
 
-def run_library(model: str, tasks: list[str], arch: str | None, pretrained: str | None, checkpoint: str | None,
-                model_args: dict[str, str], task_args: dict[str, str], settings: dict[str, Any]) -> list[RunOutcome]:
-    """`negharness.run`: the request the CLI would build, on the host the CLI would make, planned the
-    CLI's way (`make_plan`: the same refusals, folders and verdicts)."""
+def run_library(models: list[str], tasks: list[str], arch: str | None, pretrained: str | None,
+                checkpoint: str | None, model_args: dict[str, str], task_args: dict[str, str],
+                settings: dict[str, Any]) -> list[RunOutcome]:
+    """`negharness.run`: the requests the CLI would build (one a model, the options given apply to every
+    model that takes them: `model_requests`), on the host the CLI would make, each planned the CLI's way
+    (`make_plan`: the same refusals, folders and verdicts) before any runs, then run in order."""
     from negharness.discovery.manager import make_host  # lazy: the host is only needed for a library run
 
     known = {f.name for f in dataclasses.fields(RunRequest)} - {"model", "tasks", "model_options", "task_extra"}
     unknown = sorted(set(settings) - known)
     if unknown:
         raise UserError(f"negharness.run: unknown setting {unknown[0]!r} (settings: {', '.join(sorted(known))})")
-    req = RunRequest(model, tasks, ModelOptions(arch, pretrained, checkpoint, model_args), task_args, **settings)
-    return evaluate_request(make_host(), req)
+    if not models:
+        raise UserError("negharness.run: name at least one model")
+    shared = RunRequest(models[0], tasks, ModelOptions(arch, pretrained, checkpoint, model_args), task_args, **settings)
+    host = make_host()
+    requests = model_requests(host, shared, [(m, ModelOptions()) for m in models])
+    planned = [_planned(host, req) for req in requests]  # every model's refusal before any model runs
+    return [o for plan, hasher in planned for o in run_evaluation(host, plan, hasher=hasher)]
+
+
+def _planned(host: PluginHost, req: RunRequest, clock: StageClock | None = None) -> tuple[RunPlan, FileHasher]:
+    """The request's plan, with the memoised hasher that made it (saved: the run reads through it again)."""
+    hasher = FileHasher(memo_path(_cache_of(req)))
+    with (clock or StageClock()).timed("data"):
+        plan = make_plan(host, req, hasher)
+        hasher.save()
+    return plan, hasher
 
 
 def evaluate_request(host: PluginHost, req: RunRequest, progress: Any = None,
@@ -59,10 +75,7 @@ def evaluate_request(host: PluginHost, req: RunRequest, progress: Any = None,
     """A request planned (`make_plan`) and run: what a caller holding a raw request (a test, a perf script,
     `negharness fire`) calls; the data files hashed while planning are hashed once, through one memo."""
     clock = clock or StageClock()
-    hasher = FileHasher(memo_path(_cache_of(req)))
-    with clock.timed("data"):
-        plan = make_plan(host, req, hasher)
-        hasher.save()
+    plan, hasher = _planned(host, req, clock)
     return run_evaluation(host, plan, progress, None, clock, hasher)
 
 

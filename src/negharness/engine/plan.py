@@ -25,7 +25,7 @@ from typing import Any
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.model_options import ModelOptions
-from negharness.contracts.options import check_batch_size
+from negharness.contracts.options import check_batch_size, declared_options
 from negharness.contracts.precision import check_precision
 from negharness.contracts.task import Task, TaskOptions
 from negharness.discovery.lookup import PluginLookup, identity_options
@@ -98,6 +98,40 @@ class RunPlan:
         """Whether the model options name the weights by file (their content hashes are in ``sources``):
         then a record whose sources match stands without the model's fingerprint."""
         return bool(self.sources)
+
+
+def model_requests(host: Any, req: RunRequest, models: list[tuple[str, ModelOptions]]) -> list[RunRequest]:
+    """One request a model, for a run of several (``--model a --model b``, ``negharness.run([a, b])``):
+    each model's own options (written after its ``--model``) over those of ``req`` (written before the
+    first ``--model``). A shared ``--arch``/``--pretrained``/``--checkpoint`` goes to every model that
+    has none of its own; a shared ``-M`` key to every model that declares it (or hands its other
+    options on, as a wrapper does): with one model, all of them (its binder refuses a key it lacks);
+    a shared key no model takes is refused, never ignored."""
+    shared = req.model_options
+    if len(models) == 1:
+        name, own = models[0]
+        return [dataclasses.replace(req, model=name, model_options=_over(shared, own, dict(shared.extra)))]
+    takers = {key: [n for n, _ in models if _takes(host, n, key)] for key in shared.extra}
+    for key, names in takers.items():
+        if not names:
+            raise UserError(f"-M {key} (given before the first --model): none of the models "
+                            f"{', '.join(n for n, _ in models)} takes it; write it after the --model it is for")
+    return [dataclasses.replace(req, model=name, model_options=_over(
+        shared, own, {k: v for k, v in shared.extra.items() if name in takers[k]})) for name, own in models]
+
+
+def _over(shared: ModelOptions, own: ModelOptions, shared_extra: dict[str, str]) -> ModelOptions:
+    """A model's own options over the shared ones it takes."""
+    return ModelOptions(own.arch or shared.arch, own.pretrained or shared.pretrained,
+                        own.checkpoint or shared.checkpoint, {**shared_extra, **own.extra})
+
+
+def _takes(host: Any, model: str, key: str) -> bool:
+    """Whether the model a name registers declares ``key`` (or takes options it does not declare)."""
+    kind = "model" if model in host.registry.names("model") else "editor"
+    factory = host.registry.get(kind, model).load()
+    specs = declared_options(factory)
+    return specs is None or key in specs or bool(getattr(factory, "passes_rest", False))
 
 
 def check_settings(req: RunRequest) -> None:
