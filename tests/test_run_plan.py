@@ -188,3 +188,18 @@ def test_the_library_takes_a_list_of_models_as_the_command_does(tmp_path):
                      str(tmp_path / "c"), "--data-root", str(tmp_path / "d")]) == 0
     assert [o.record["model"]["label"] for o in outcomes] == ["shapes_clip", "boolean (base=shapes_clip)"]
     assert _labels(tmp_path / "lib") == _labels(tmp_path / "cli")
+
+
+def test_a_model_of_the_other_kind_is_named_as_such(tmp_path, capsys):
+    """`--model identity` (an editor) on a choice task said "unknown model" though `list` shows it."""
+    assert main(["run", "--model", "identity", "--task", "shapes_mcq", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "identity is an editor, and task(s) shapes_mcq take a model" in err and "unknown" not in err
+
+
+def test_a_missing_checkpoint_folder_is_among_the_missing_inputs(tmp_path, capsys):
+    """clip_bnl reads a folder `negharness train` wrote: a missing one is said with the missing data, at once."""
+    assert main(["run", "--model", "clip_bnl", "--checkpoint", str(tmp_path / "runs" / "bnl"), "--task",
+                 "msrvtt3k_composed", "--data-root", str(tmp_path / "nodata"), "--output-dir", str(tmp_path)]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert "2 inputs missing" in first and f"--checkpoint {tmp_path / 'runs' / 'bnl'}: no such file or folder" in first

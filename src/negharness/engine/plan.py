@@ -160,7 +160,7 @@ def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> R
         writable_folder(cache, _cache_option(req.cache_dir))
     entries = check_request(host, req)
     protocol = run_protocol(entries)
-    model_entry = host.registry.get("editor" if protocol == "editing" else "model", req.model)
+    model_entry = _model_entry(host, req.model, protocol, entries)
     if protocol == "editing":
         refuse_precision(req.precision)
     own_hasher = hasher is None
@@ -187,6 +187,17 @@ def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> R
     return RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
                    req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,
                    req.skip_broken_media, root, cache, out_dir, topts, tuple(planned), tuple(failed))
+
+
+def _model_entry(host: Any, model: str, protocol: str, entries: list[Entry]) -> Entry:
+    """The registry entry of the model the tasks' protocol takes: an editor for editing tasks, else a model;
+    a name registered only as the other kind is named as such, with the kind these tasks take."""
+    kind, other = ("editor", "model") if protocol == "editing" else ("model", "editor")
+    if model not in host.registry.names(kind) and model in host.registry.names(other):
+        tasks = ", ".join(e.name for e in entries[:3]) + (" ..." if len(entries) > 3 else "")
+        raise UserError(f"{model} is {'an' if other == 'editor' else 'a'} {other}, and task(s) {tasks} take "
+                        f"{'an' if kind == 'editor' else 'a'} {kind} (`negharness list` shows the {kind}s)")
+    return host.registry.get(kind, model)
 
 
 def _with_verdict(item: PlannedTask, reason: str | None) -> PlannedTask:

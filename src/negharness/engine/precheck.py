@@ -172,9 +172,15 @@ def weights_problems(host: Any, req: Any) -> list[Missing]:
     not there, released weights no program may fetch and not yet put in the model cache, or no
     --checkpoint for a model whose registration says it needs one (``checkpoint="required"``)."""
     options, model = req.model_options, req.model
+    kind = "model" if model in host.registry.names("model") else "editor"
+    needs = host.registry.get(kind, model).meta.get("checkpoint") == "required"
     if options.checkpoint:
-        if _WEIGHTS_FILE.search(options.checkpoint) and not Path(options.checkpoint).expanduser().exists():
-            return [Missing(f"--checkpoint {options.checkpoint}: no such file", data=False)]
+        if not Path(options.checkpoint).expanduser().exists():
+            if _WEIGHTS_FILE.search(options.checkpoint):
+                return [Missing(f"--checkpoint {options.checkpoint}: no such file", data=False)]
+            if needs:  # a folder (`negharness train --out DIR`), which a model that needs a checkpoint reads
+                return [Missing(f"--checkpoint {options.checkpoint}: no such file or folder (model {model} "
+                                "reads its weights there)", data=False)]
         return []
     released = weights_for(model, options.pretrained)
     if released is not None:
@@ -184,8 +190,7 @@ def weights_problems(host: Any, req: Any) -> list[Missing]:
                             f"and no program may fetch them (or pass --checkpoint PATH)",
                             f"model {model}: {manual.steps(src, cache)}", data=False)]
         return []
-    kind = "model" if model in host.registry.names("model") else "editor"
-    if host.registry.get(kind, model).meta.get("checkpoint") == "required":
+    if needs:
         tags = [f"--pretrained {tag}" for (name, tag) in WEIGHTS if name == model and tag]
         alt = f" (or {' or '.join(tags)}: the authors' released file)" if tags else ""
         return [Missing(f"model {model} needs --checkpoint PATH{alt}", data=False)]
