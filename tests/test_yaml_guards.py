@@ -454,22 +454,37 @@ def test_json_nested_past_the_parser_is_refused_naming_the_file_and_line(tmp_pat
         _ = _records_of(tmp_path, text).rows
 
 
-def test_a_row_with_more_options_than_an_item_may_hold_is_refused_by_row(tmp_path):
-    """Scores are laid out as wide as the widest item: one row of 101 options (a list cell of 1 MB
-    could hold 100,000) is refused naming its line; 100 options stand."""
-    from negharness.io.data_limits import MAX_ITEM_WIDTH
+OPTION_LIST = CHOICE.replace("  true: caption\n  false: [wrong, also_wrong]", "  options: [captions, last]\n  answer: answer")
 
-    text = CHOICE.replace("  true: caption\n  false: [wrong, also_wrong]", "  options: [captions, last]\n  answer: answer")
 
-    def rows(n: int) -> list[dict]:
-        return [{"file": "red.png", "captions": ["a red photo"] + [f"photo {i}" for i in range(n - 2)],
-                 "last": "one photo", "answer": 0}]
+def _wide_rows(widths: list[int]) -> list[dict]:
+    """Rows whose ``captions`` list (plus ``last``) makes ``widths[i]`` options; the answer is option 0."""
+    return [{"file": "red.png", "captions": ["a red photo"] + [f"photo {k}" for k in range(n - 2)],
+             "last": "one photo", "answer": 0} for n in widths]
 
-    _option_rows(tmp_path / "data", rows(MAX_ITEM_WIDTH))
-    assert len(_records_of(tmp_path, text).rows[0].options) == MAX_ITEM_WIDTH
-    _option_rows(tmp_path / "data", rows(MAX_ITEM_WIDTH + 1))
-    with pytest.raises(UserError, match=rf"colours.jsonl:line 1: {MAX_ITEM_WIDTH + 1} options in one item.*at most {MAX_ITEM_WIDTH}"):
-        _ = _records_of(tmp_path, text).rows
+
+def test_a_thousand_option_row_stands_as_zero_shot_classification_needs(tmp_path):
+    """Zero-shot ImageNet written as a choice task: 1,000 options a row. Refused before ("an item may
+    hold at most 100"); the bound is now the scores' memory, rows x widest row (default limits)."""
+    _option_rows(tmp_path / "data", _wide_rows([1000] * 50))
+    rows = _records_of(tmp_path, OPTION_LIST).rows
+    assert len(rows) == 50 and {len(r.options) for r in rows} == {1000} and rows[0].options[0] == "a red photo"
+
+
+def test_one_hostile_row_that_would_make_every_row_wide_is_refused_naming_it(tmp_path):
+    """One 100,000-caption row among 2,000 would lay out 2,000 x 100,000 scores: refused naming that
+    row and the layout, with the default limits; the same rows all narrow stand."""
+    from negharness.io.data_limits import MAX_SCORE_CELLS
+
+    widths = [2] * 2000
+    _option_rows(tmp_path / "data", _wide_rows(widths))
+    assert len(_records_of(tmp_path, OPTION_LIST).rows) == 2000
+    widths[1234] = 100_000
+    _option_rows(tmp_path / "data", _wide_rows(widths))
+    assert 2000 * 100_000 > MAX_SCORE_CELLS
+    with pytest.raises(UserError, match=r"colours.jsonl:line 1235: 100,000 options in one row make the task's "
+                                        r"scores 2,000 rows x 100,000 = 200,000,000 cells"):
+        _ = _records_of(tmp_path, OPTION_LIST).rows
 
 
 def test_a_published_table_over_its_cap_is_refused_unread(tmp_path):

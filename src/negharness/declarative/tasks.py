@@ -36,7 +36,7 @@ from negharness.declarative.annotations import (
 )
 from negharness.declarative.media import RGB_RECIPE, MediaRef, load_image
 from negharness.declarative.sources import read_source
-from negharness.io.data_limits import check_item_width
+from negharness.io.data_limits import check_score_layout
 from negharness.io.image_files import image_decoder_identity
 from negharness.io.paths import RootGuard
 from negharness.records.published import collection_digest, published_notes
@@ -278,7 +278,6 @@ class ChoiceTask(DeclarativeTask):
                 fields = ", ".join(repr(src["field"]) for src in cap.get("false", [])) or "the generator"
                 raise UserError(f"{rec.where}: no false caption ({fields} empty); a choice row needs one or more")
             options, correct = true + false, 0
-        check_item_width(len(options), "options", rec.where)
         group = self.group(rec)
         question = rec.text(self.spec["question"]) if self.spec["question"] else None
         identical = options[correct] in options[:correct] + options[correct + 1:]
@@ -315,7 +314,9 @@ class ChoiceTask(DeclarativeTask):
         rows = [self.row(r) for r in self.records()]
         if not rows:
             raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
-        return rows[: self.options.limit] if self.options.limit else rows
+        rows = rows[: self.options.limit] if self.options.limit else rows
+        check_score_layout([len(r.options) for r in rows], "options", [r.where for r in rows])
+        return rows
 
     def _media_paths(self) -> list[Path]:
         return [r.media.path for r in self.rows if r.media.path is not None]
