@@ -402,6 +402,27 @@ def test_a_task_name_with_a_look_alike_letter_is_refused_naming_the_yaml_file(cl
     _no_record(tmp_path)
 
 
+def test_a_lone_surrogate_in_a_caption_is_read_as_open_clip_reads_it(cli, tmp_path):
+    """A JSONL caption ending in ``\\ud83d`` (half an emoji) ended the run with exit 1, UnicodeEncodeError,
+    "plugin bug", naming no file. It is read as open_clip's tokenizer reads it (ftfy: a lone surrogate is
+    U+FFFD, a pair its character), alike from JSONL, JSON and a CSV list cell; the run scores it."""
+    rows = [dict(r) for r in ROWS]
+    rows[0]["caption"] = "a red photo \ud83d"
+    rows[1]["wrong"] = "a red photo \ud83d\ude00"
+    _data(tmp_path / "data", rows)
+    assert "\\ud83d" in (tmp_path / "data/mine/colours.jsonl").read_text()  # json.dumps escapes it
+    assert _run(cli, tmp_path, _folder(tmp_path, CHOICE)).returncode == 0
+    read = _records_of(tmp_path).rows
+    assert read[0].options[0] == "a red photo \ufffd" and read[1].options[1] == "a red photo \U0001f600"
+    (tmp_path / "data/mine/colours.json").write_text(json.dumps(rows))
+    as_json = _records_of(tmp_path, CHOICE.replace("  file: mine/colours.jsonl", "  file: mine/colours.json"))
+    assert [r.options for r in as_json.rows] == [r.options for r in read]
+    (tmp_path / "data/mine/colours.csv").write_text(
+        "file,caption,wrong,also_wrong\nred.png,a red photo,\"['a green photo \\ud83d']\",a blue photo\n")
+    as_csv = _records_of(tmp_path, CHOICE.replace("  file: mine/colours.jsonl", "  file: mine/colours.csv"))
+    assert as_csv.rows[0].options == ("a red photo", "a green photo \ufffd", "a blue photo")
+
+
 # 4. what a task file's data make the harness do is bounded ----------------------------------------
 
 def _records_of(tmp_path: Path, text: str = CHOICE):

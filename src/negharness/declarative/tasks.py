@@ -125,11 +125,13 @@ class DeclarativeTask(Task["EvalContext"]):
         sliced and filtered as the specification says; `filtered` keeps what each filter dropped.
         The slice comes first: CC-Neg's evaluation split is the file's last 40,000 items."""
         d = self.spec["data"]
+        cells = d.get("cells") or {}  # how each column's text cells are read (`Record.reading`)
         recs = []
         for path in self.spec_files:
             source = read_source(path, d["format"])  # parquet, imagefolder: a local HF snapshot
             for r in read_records(path, d["format"], d["records"]) if source is None else source:
-                recs.append(Record({**r.fields, "_file": path.stem}, r.where) if isinstance(r.fields, dict) else r)
+                fields = {**r.fields, "_file": path.stem} if isinstance(r.fields, dict) else r.fields
+                recs.append(Record(fields, r.where, cells))
         if d["explode"]:
             recs = explode(recs, d["explode"])
         if d["slice"]:
@@ -242,8 +244,9 @@ class ChoiceTask(DeclarativeTask):
         made: tuple[str, list[str]] = resolve_generator(self.spec["captions"]["generate"])(caption, rng)
         return made
 
-    def _texts(self, rec: Record, source: dict[str, Any], keep_empty: bool = False) -> list[str]:
-        texts = edit_captions(rec.texts(source["field"], keep_empty), source)
+    def _texts(self, rec: Record, source: dict[str, Any], keep_empty: bool = False, reading: str = "list") -> list[str]:
+        """A caption source's texts; a text cell read as ``reading`` unless ``data.cells`` says how."""
+        texts = edit_captions(rec.texts(source["field"], keep_empty, reading), source)
         return [t for t in texts if t or keep_empty]
 
     def _options(self, rec: Record, cap: dict[str, Any]) -> tuple[list[str], int]:
@@ -251,8 +254,8 @@ class ChoiceTask(DeclarativeTask):
         options field holding none) is refused by row: dropping it would move every later option
         up one place, and the answer index would then name another caption."""
         options: list[str] = []
-        for src in cap["options"]:
-            texts = self._texts(rec, src, keep_empty=True)
+        for src in cap["options"]:  # each field one option, as NegBench's authors read caption_0..3
+            texts = self._texts(rec, src, keep_empty=True, reading="text")
             for t in texts or [""]:
                 if not t:
                     raise UserError(f"{rec.where}: option {len(options)} (field {src['field']!r}) is empty; options "
