@@ -183,7 +183,7 @@ def test_a_huge_wrong_value_is_named_without_being_echoed(cli, tmp_path):
     (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  where: {x: {minimum: 2}}"),
      "data.where.x.minimum", "filter operators: min, max, in, not in, reason"),
     (lambda t: t.replace("  file: mine/colours.jsonl", "  file: mine/colours.jsonl\n  wher: {x: 1}"),
-     "data.wher", "known: explode, file, format, records, revision, rows_per_item, slice, where"),
+     "data.wher", "known: cells, explode, file, format, records, revision, rows_per_item, slice, where"),
     (lambda t: t.replace('  path: "mine/{file}"', '  path: "mine/{file}"\n  croop: [a, b, c, d]'),
      "media.croop", "known: base64, box, box_format, boxes, crop, embedded, id, kind, members, path, strip_prefix, true_box"),
     (lambda t: t.replace("  false: [wrong, also_wrong]", "  false: [{field: wrong, replase: {a: b}}]"),
