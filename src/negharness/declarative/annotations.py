@@ -14,8 +14,9 @@ import csv
 import json
 import re
 import reprlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from negharness.contracts.errors import UserError
@@ -34,6 +35,7 @@ FORMATS = ("json", "jsonl", "csv", "tsv", "torch")
 # how a column's text cells are read (a YAML task's ``data.cells``): "text", one caption as written,
 # whatever it looks like; "list", a cell written as a list literal is its captions (`cell_captions`)
 CELL_READINGS = ("text", "list")
+NO_CELL_RULES: Mapping[str, str] = MappingProxyType({})  # shared by every record (no dict per row)
 _MISSING = object()
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = _SHORT.maxother = 60
@@ -51,7 +53,7 @@ def short(value: Any) -> str:
 class Record:
     fields: Any
     where: str  # "file: item 'key'", "file:line 5", "file: record 3"
-    cells: Mapping[str, str] = field(default_factory=dict)  # column -> "text" | "list" (the YAML's data.cells)
+    cells: Mapping[str, str] = NO_CELL_RULES  # column -> "text" | "list" (the YAML's data.cells)
 
     def get(self, path: str, default: Any = _MISSING) -> Any:
         """The value at a dotted path; missing -> ``default`` or a `UserError` naming the record and field."""

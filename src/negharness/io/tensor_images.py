@@ -295,7 +295,8 @@ class DecodedBatches:
         """One batch: read results gathered, JPEGs decoded together, all transformed together. A
         file that fails to read, or that the JPEG decoder refuses and Pillow cannot read either,
         goes by the run's `UnreadableMedia` rule, as on every other path."""
-        items = [self.unreadable.attempt(pos, future.result) for pos, future in zip(chunk, reads)]
+        # (position, a plain JPEG's 1-tuple of bytes, Pillow's pixels, or the message of a skipped file)
+        items: list[tuple[int, Any]] = [self.unreadable.attempt(pos, future.result) for pos, future in zip(chunk, reads)]
         jpeg_at = [j for j, (_, item) in enumerate(items) if isinstance(item, tuple)]
         decoded = decode_jpegs([items[j][1][0] for j in jpeg_at], decode_device(self.device))
         for j, pixels in zip(jpeg_at, decoded):
