@@ -14,7 +14,7 @@ import csv
 import json
 import re
 import reprlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -53,7 +53,8 @@ def short(value: Any) -> str:
 class Record:
     fields: Any
     where: str  # "file: item 'key'", "file:line 5", "file: record 3"
-    cells: Mapping[str, str] = NO_CELL_RULES  # column -> "text" | "list" (the YAML's data.cells)
+    # column -> "text" | "list" (the YAML's data.cells); one shared empty mapping by default, no dict per row
+    cells: Mapping[str, str] = field(default_factory=lambda: NO_CELL_RULES)
 
     def get(self, path: str, default: Any = _MISSING) -> Any:
         """The value at a dotted path; missing -> ``default`` or a `UserError` naming the record and field."""
