@@ -147,6 +147,44 @@ def test_truncated_jpeg_decoded_in_dataloader_workers(cli, tmp_path):
     assert ok.returncode == 0, ok.stderr
 
 
+def test_one_unreadable_media_rule_for_decoders_and_both_contexts(tmp_path):
+    """`UnreadableMedia` decides (stop or skip) for every decoder, a worker process's copy included, and
+    keeps the one count and list of names the embedding runner and the editing context share."""
+    import pickle
+    import warnings
+
+    from negharness.engine.edit_context import EditContext
+    from negharness.engine.runner import CachedEvalContext, RunSettings
+    from negharness.io.media import PreprocessedItems, image_files
+    from negharness.io.unreadable import UnreadableMedia
+
+    (tmp_path / "bad.jpg").write_bytes(b"not a jpeg")
+    policy = UnreadableMedia(True, {})
+    policy.skipped["k"] = ["seen before"]
+    copy = pickle.loads(pickle.dumps(policy))  # what a worker process (spawned) holds: the decision only
+    assert copy.skip and copy.skipped == {}
+    media = image_files("k", ["bad"], [tmp_path / "bad.jpg"])
+    worker = PreprocessedItems(media, [0], lambda im: im, copy)
+    assert worker[0][0] == 0 and "bad.jpg" in worker[0][1]
+    with pytest.raises(MediaError, match="bad.jpg"):
+        _ = PreprocessedItems(media, [0], lambda im: im, UnreadableMedia(False))[0]
+    error = MediaError("cannot read image bad.jpg")
+    import types
+
+    model = types.SimpleNamespace(name="m", fingerprint=lambda: "m", describe=lambda: {})
+    runner_ctx = CachedEvalContext(model, RunSettings(skip_broken_media=True))  # type: ignore[arg-type]
+    edit_ctx = EditContext(object(), None, tmp_path, 0, skip_broken_media=True)  # type: ignore[arg-type]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        runner_ctx.media_policy.leave_out("k", "bad", worker[0][1])
+        edit_ctx.unreadable("k", "bad", error)
+    assert runner_ctx.broken == edit_ctx.broken == {"k": ["bad"]}
+    assert runner_ctx.counters.media_skipped == edit_ctx.counters.media_skipped == 1
+    assert [str(w.message).split(":")[0] for w in seen] == ["skipped unreadable media"] * 2
+    with pytest.raises(MediaError, match="bad.jpg"):
+        EditContext(object(), None, tmp_path, 0).unreadable("k", "bad", error)  # type: ignore[arg-type]
+
+
 def _two_video_collection(root: Path) -> Path:
     """An MSR-VTT-layout collection of two videos (video0, video1) and a caption each; no video files yet."""
     folder = root / "msrvtt10ktest"

@@ -371,6 +371,73 @@ def test_an_option_in_parentheses_is_a_caption_in_yaml_as_in_the_python_task(tmp
     assert ours.metrics["accuracy"] == pytest.approx(theirs.metrics["accuracy"])
 
 
+NEGBENCH_MCQ_FILES = {"images/COCO_val_mcq_llama3.1_rephrased.csv": 5914, "images/VOC2007_mcq_llama3.1_rephrased.csv": 5031,
+                      "images/VOC2007_mcq.csv": 5031, "images/synthetic_mcq_llama3.1_rephrased.csv": 9997,
+                      "videos/msr_vtt_mcq_rephrased_llama.csv": 1000, "videos/msr_vtt_mcq_templated.csv": 1000}
+CLUSTER_PREFIXES = ["/data/healthy-ml/scratch/kumail/projects/cs/negation/synthetic_dataset/negation_processing_scripts/",
+                    "/data/healthy-ml/scratch/kumail/projects/"]
+
+
+def _mcq_yaml(file: str, kind: str = "image", cells: str = "") -> str:
+    """NegBench's MCQ schema as a YAML choice task over ``negbench/<file>`` (the media need not exist to read rows)."""
+    return (NEGBENCH_YAML.replace("name: negbench_coco_as_yaml", f"name: mcq_{abs(hash(file)) % 10**8}")
+            .replace("  file: negbench/COCO_val_mcq_llama3.1_rephrased.csv", f"  file: negbench/{file}{cells}")
+            .replace('  path: "coco/val2017/{image_path}"', f'  kind: {kind}\n  path: "media/{{image_path}}"')
+            .replace('  strip_prefix: ["data/coco/images/val2017/"]', f"  strip_prefix: {json.dumps(CLUSTER_PREFIXES)}"))
+
+
+@pytest.mark.needs(*(f"data/negbench/negbench_eval_csvs/{f}" for f in NEGBENCH_MCQ_FILES))
+def test_every_real_negbench_mcq_csv_reads_whole_in_a_yaml_task(tmp_path):
+    """VOC2007 line 329 has the option ``("This image includes a car")``, HardNeg-Syn line 6852
+    ``("There are neither barrels nor kegs in this image.")``: read as tuple literals, they stopped the
+    YAML task (exit 2). An option field's cells are text, as NegBench's authors (and negbench_mcq_*) read
+    them: every MCQ file reads whole, those options as written."""
+    from negharness.api.task import TaskOptions
+
+    (tmp_path / "negbench").mkdir()
+    read = {}
+    for k, (rel, n) in enumerate(NEGBENCH_MCQ_FILES.items()):
+        name = rel.split("/")[1]
+        (tmp_path / "negbench" / name).write_bytes((SHARED / "data/negbench/negbench_eval_csvs" / rel).read_bytes())
+        folder = tmp_path / f"yaml{k}"
+        folder.mkdir()
+        (folder / "t.yaml").write_text(_mcq_yaml(name, "video" if rel.startswith("videos") else "image"))
+        rows = load_folder(folder)[0](TaskOptions(tmp_path)).rows
+        assert len(rows) == n and {len(r.options) for r in rows} == {4}, rel
+        read[name] = {r.where.rsplit(":line ", 1)[1]: r for r in rows}
+    assert read["VOC2007_mcq_llama3.1_rephrased.csv"]["329"].options[2] == '("This image includes a car")'
+    assert read["synthetic_mcq_llama3.1_rephrased.csv"]["6852"].options[3] == \
+        '("There are neither barrels nor kegs in this image.")'
+
+
+def test_a_list_looking_option_cell_stays_one_option_unless_its_column_is_declared_a_list(tmp_path):
+    """An option cell written ``['a cat', 'a bird']`` became two options, silently: every later option
+    moved up one place and the answer index named another caption. Option fields are text by default;
+    ``data.cells: {column: list}`` reads such a column's cells as lists, and a bad key is named."""
+    from negharness.api.task import TaskOptions
+
+    (tmp_path / "negbench").mkdir()
+    (tmp_path / "negbench/mcq.csv").write_text(
+        "image_path,correct_answer,caption_0,caption_1,caption_2,caption_3,correct_answer_template\n"
+        "a.jpg,3,A dog.,\"['a cat', 'a bird']\",No bird.,The right one.,positive\n", encoding="utf-8")
+
+    def rows(cells: str = ""):
+        folder = tmp_path / f"yaml{abs(hash(cells))}"
+        folder.mkdir(exist_ok=True)
+        (folder / "t.yaml").write_text(_mcq_yaml("mcq.csv", cells=cells))
+        return load_folder(folder)[0](TaskOptions(tmp_path)).rows
+
+    [row] = rows()
+    assert row.options == ("A dog.", "['a cat', 'a bird']", "No bird.", "The right one.")
+    assert row.options[row.correct] == "The right one."
+    [listed] = rows("\n  cells: {caption_1: list}")  # declared: the cell is its two captions
+    assert listed.options[1:3] == ("a cat", "a bird") and len(listed.options) == 5
+    with pytest.raises(UserError, match=r"t.yaml: key 'data.cells.caption_1': 'lists' is not one of text, list"):
+        rows("\n  cells: {caption_1: lists}")
+    with pytest.raises(UserError, match=r"key 'data.cells.captoin_1': not a field this task reads captions from"):
+        rows("\n  cells: {captoin_1: text}")
+
+
 SKIP_YAML = """\
 name: {name}
 kind: choice

@@ -105,3 +105,26 @@ def test_an_editing_run_refuses_a_precision_it_would_not_apply(tmp_path):
     with pytest.raises(UserError, match=r"--precision bf16: editing runs apply no autocast.*-M precision=bf16"):
         _run(tmp_path, "identity", precision="bf16")
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_nein_parquet_is_read_by_the_one_reader_with_its_caps(tmp_path):
+    """NeIn read its parquet files with buffers and checks of its own and none of the YAML tasks' caps:
+    a file of more rows than a data file may hold was read row by row. Now the one reader refuses it by its
+    metadata, naming the file, and a file it cannot decode is named too (was: pyarrow's bare error)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from negharness.io.data_limits import MAX_DATA_RECORDS
+    from negharness.tasks.nein.sources import ENTRY_COLUMNS, iter_parquet_rows
+
+    many = tmp_path / "validation-00000-of-00002.parquet"  # null columns: a few kilobytes on disk
+    pq.write_table(pa.table({c: pa.nulls(MAX_DATA_RECORDS + 1, pa.string()) for c in ENTRY_COLUMNS}), many)
+    with pytest.raises(UserError, match=f"{many.name}: more than {MAX_DATA_RECORDS:,} rows"):
+        next(iter_parquet_rows([many]))
+    damaged = tmp_path / "validation-00001-of-00002.parquet"
+    damaged.write_bytes(b"PAR1" + b"\x00" * 64 + b"PAR1")
+    with pytest.raises(UserError, match=f"{damaged.name}: not a readable parquet file"):
+        next(iter_parquet_rows([damaged]))
+    (tmp_path / "folder.parquet").mkdir()
+    with pytest.raises(UserError, match="folder.parquet"):
+        next(iter_parquet_rows([tmp_path / "folder.parquet"]))

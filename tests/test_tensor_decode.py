@@ -196,6 +196,36 @@ def test_broken_files_are_skipped_or_refused_as_on_the_pil_path(files, pil_model
             _embed(tensor_model, one, workers=0)
 
 
+def _headers_only_jpeg(path: Path) -> Path:
+    """A JPEG cut after its frame header and closed with EOI: it looks plain to `plain_jpeg`, so the
+    tensor decoder gets it, refuses it, and Pillow (the fallback) cannot read it either."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    buf = BytesIO()
+    Image.fromarray(np.full((64, 64, 3), 100, np.uint8)).save(buf, "JPEG")
+    data = buf.getvalue()
+    path.write_bytes(data[: data.index(b"\xff\xda")] + b"\xff\xd9")
+    assert plain_jpeg(path.read_bytes())
+    return path
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_jpeg_no_decoder_reads_is_skipped_on_both_roads(files, tensor_model, tmp_path, monkeypatch, batched):
+    """Before, the batched (CUDA) road ran Pillow's fallback outside its skip rule: this file stopped a
+    --skip-broken-media run there (MediaError) while the per-item road skipped it."""
+    monkeypatch.setattr(runner, "batched_decoding", lambda device: batched)
+    bad = _headers_only_jpeg(tmp_path / "headers_only.jpg")
+    paths = [files[0], bad, files[1]]
+    media = image_files("t/undecodable", [p.name for p in paths], paths)
+    out, ctx = _embed(tensor_model, media, workers=0, skip_broken_media=True)
+    assert ctx.broken == {"t/undecodable": ["headers_only.jpg"]} and ctx.counters.media_skipped == 1
+    assert torch.isnan(out[1]).all() and torch.isfinite(out[[0, 2]]).all()
+    with pytest.raises(MediaError, match="headers_only.jpg"):
+        _embed(tensor_model, media, workers=0)
+
+
 def test_decoded_batches_stop_cleanly_when_the_consumer_stops(files, tensor_model):
     transform = tensor_model.pixel_transform()
     chunks = [[i] for i in range(len(files))]

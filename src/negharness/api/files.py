@@ -17,6 +17,7 @@ from negharness.io.csv_rows import (
     literal_captions as literal_captions,
     numbered_rows as numbered_rows,
 )
+from negharness.io.parquet_files import parquet_rows as parquet_rows
 from negharness.io.paths import (
     RootGuard as RootGuard,
     cache_root as cache_root,
@@ -36,5 +37,5 @@ __all__ = [
     "DATA_ENCODING", "MAX_CAPTION_CHARS", "RootGuard", "atomic_write", "atomic_write_bytes",
     "atomic_write_json", "atomic_write_text", "cache_root", "cached_json", "cell_captions",
     "check_caption", "check_csv_header", "check_csv_width", "data_root", "hash_array", "hash_json",
-    "literal_captions", "numbered_rows", "require_regular",
+    "literal_captions", "numbered_rows", "parquet_rows", "require_regular",
 ]

@@ -14,9 +14,10 @@ import csv
 import json
 import re
 import reprlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
 
 from negharness.contracts.errors import UserError
 from negharness.io.csv_rows import (
@@ -26,10 +27,15 @@ from negharness.io.csv_rows import (
     check_csv_width,
     cell_captions,
     numbered_rows,
+    readable_text,
 )
 from negharness.io.data_limits import MAX_DATA_RECORDS, check_data_file, check_row_count, too_deep
 
 FORMATS = ("json", "jsonl", "csv", "tsv", "torch")
+# how a column's text cells are read (a YAML task's ``data.cells``): "text", one caption as written,
+# whatever it looks like; "list", a cell written as a list literal is its captions (`cell_captions`)
+CELL_READINGS = ("text", "list")
+NO_CELL_RULES: Mapping[str, str] = MappingProxyType({})  # shared by every record (no dict per row)
 _MISSING = object()
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = _SHORT.maxother = 60
@@ -47,6 +53,8 @@ def short(value: Any) -> str:
 class Record:
     fields: Any
     where: str  # "file: item 'key'", "file:line 5", "file: record 3"
+    # column -> "text" | "list" (the YAML's data.cells); one shared empty mapping by default, no dict per row
+    cells: Mapping[str, str] = field(default_factory=lambda: NO_CELL_RULES)
 
     def get(self, path: str, default: Any = _MISSING) -> Any:
         """The value at a dotted path; missing -> ``default`` or a `UserError` naming the record and field."""
@@ -63,20 +71,27 @@ class Record:
         return value
 
     def text(self, path: str) -> str:
+        """A field's text, stripped, with surrogates read as every caption is (`readable_text`)."""
         value = self.get(path)
         if not isinstance(value, (str, int, float)):
             raise UserError(f"{self.where}: field {path!r} is {type(value).__name__}, expected text")
-        return str(value).strip()
+        return readable_text(str(value)).strip()
 
-    def texts(self, path: str, keep_empty: bool = False) -> list[str]:
-        """A field holding one caption or a list of them (a list, tuple or set literal or a JSON array
-        in a CSV cell, `literal_captions`); empty ones are dropped unless ``keep_empty`` (options
-        matched to an answer by position must keep their places). A caption over the shared limit is
-        refused (`check_caption`), never cut by a tokenizer."""
+    def reading(self, path: str, default: str) -> str:
+        """How the text cells of field ``path`` are read: as the task declared for its column (a joined
+        row's ``0.caption`` is column ``caption``), else ``default`` (the field's role decides)."""
+        return self.cells.get(path) or self.cells.get(re.sub(r"^\d+\.", "", path)) or default
+
+    def texts(self, path: str, keep_empty: bool = False, default: str = "list") -> list[str]:
+        """A field holding one caption or a list of them: a JSON list is a list; a text cell is one
+        caption when its column is read as ``text`` (`reading`), and under ``list`` a cell written as a
+        list, tuple or set literal or a JSON array is its captions (`cell_captions`). Empty ones are
+        dropped unless ``keep_empty`` (options matched to an answer by position must keep their
+        places). A caption over the shared limit is refused (`check_caption`), never cut by a tokenizer."""
         value = self.get(path)
         where = f"{self.where}: field {path!r}"
         if isinstance(value, str):
-            value = cell_captions(value, where)
+            value = [value] if self.reading(path, default) == "text" else cell_captions(value, where)
         if isinstance(value, (str, int, float)):
             value = [str(value)]
         if not (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
@@ -201,7 +216,7 @@ def join_rows(records: list[Record], n: int) -> list[Record]:
     if len(records) % n:
         raise UserError(f"{records[-1].where}: {len(records)} rows do not make whole items of {n} rows "
                         f"(data.rows_per_item: {n})")
-    return [Record([r.fields for r in records[i:i + n]], f"{records[i].where} (+{n - 1} rows)")
+    return [Record([r.fields for r in records[i:i + n]], f"{records[i].where} (+{n - 1} rows)", records[i].cells)
             for i in range(0, len(records), n)]
 
 
@@ -212,7 +227,7 @@ def explode(records: list[Record], field: str) -> list[Record]:
         for j, value in enumerate(rec.texts(field)):
             fields = dict(rec.fields)
             fields[field] = value
-            out.append(Record(fields, f"{rec.where} [{field} {j}]"))
+            out.append(Record(fields, f"{rec.where} [{field} {j}]", rec.cells))
     return out
 
 

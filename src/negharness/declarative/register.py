@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from negharness.contracts.errors import UserError
 from negharness.contracts.names import name_problem
 from negharness.contracts.task import MetricInfo, Task, cluster_problems
-from negharness.declarative.annotations import FILTER_KEYS, short
+from negharness.declarative.annotations import CELL_READINGS, FILTER_KEYS, short
 from negharness.declarative.kind_specs import (
     DEFAULT_ITEM_METRICS,
     ITEM_KINDS,
@@ -59,7 +59,7 @@ TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "dat
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
             "authors", "published", "cluster", "text_only", "queries", "qrels", "texts", "direction",
             "candidates"}
-DATA_KEYS = {"file", "format", "records", "explode", "where", "slice", "revision", "rows_per_item"}
+DATA_KEYS = {"file", "format", "records", "explode", "where", "slice", "revision", "rows_per_item", "cells"}
 MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"} | ITEM_MEDIA_KEYS
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
 AUTHORS_KEYS = {"ties", "note"}
@@ -146,6 +146,33 @@ def _captions(c: Checker, kind: str, generators: dict[str, Any] | None) -> dict[
         raise cap.fail("false", "at least one false-caption field")
     out["false"] = [_caption_field(cap, f"false.{i}", f) for i, f in enumerate(false)]
     return out
+
+
+def _caption_fields(spec: dict[str, Any]) -> set[str]:
+    """Every field a task reads captions from (its caption sources, ``data.explode``)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict) and isinstance(value.get("field"), str):
+            found.add(value["field"])
+        elif isinstance(value, (dict, list)):
+            for v in (value.values() if isinstance(value, dict) else value):
+                walk(v)
+
+    walk(spec.get("captions") or {})
+    if spec["data"].get("explode"):
+        found.add(spec["data"]["explode"])
+    return found
+
+
+def _check_cells(d: Checker, spec: dict[str, Any]) -> None:
+    """``data.cells`` names columns the task reads captions from: any other (a typo) would be ignored."""
+    fields = _caption_fields(spec)
+    bare = {re.sub(r"^\d+\.", "", f) for f in fields}  # a joined row's 0.caption is column caption
+    for name in spec["data"]["cells"]:
+        if name not in fields and name not in bare:
+            raise d.fail(f"cells.{name}", f"not a field this task reads captions from "
+                                          f"({', '.join(sorted(fields)) or 'none'})")
 
 
 def _where(d: Checker) -> dict[str, Any]:
@@ -355,7 +382,8 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
                     "format": data_format(d, "format", files), "revision": d.get("revision", (str, int), False),
                     "records": d.get("records", (str, dict), False), "explode": d.get("explode", str, False),
                     "where": _where(d), "slice": d.get("slice", list, False),
-                    "rows_per_item": d.get("rows_per_item", int, False, 1)}
+                    "rows_per_item": d.get("rows_per_item", int, False, 1),
+                    "cells": d.choices_by_name("cells", CELL_READINGS)}
     if spec["data"]["rows_per_item"] < 1 or isinstance(d.data.get("rows_per_item"), bool):
         raise d.fail("rows_per_item", "expected a whole number >= 1 (consecutive rows that make one item)")
     if spec["data"]["revision"] is not None:
@@ -383,6 +411,7 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
         spec["captions"] = item_captions(c, kind, _caption_field)
     else:
         spec["captions"] = _captions(c, kind, generators)
+    _check_cells(d, spec)
     spec["question"] = c.get("question", str, False)
     spec["group_by"] = c.strings("group_by", required=False)
     spec["min_group"] = c.get("min_group", int, False, 1)

@@ -16,28 +16,17 @@ from typing import Any, Iterable
 
 from negharness.contracts.errors import UserError
 from negharness.declarative.annotations import Record, read_records
-from negharness.io.data_limits import BATCH_ROWS, bounded_rows, check_data_file, check_row_count
+from negharness.io.data_limits import bounded_rows, check_data_file
+from negharness.io.parquet_files import parquet_batches
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 METADATA = ("metadata.jsonl", "metadata.csv", "metadata.parquet")
 
 
 def read_parquet(path: Path) -> list[Record]:
-    """Every row of a parquet file as a record (struct cells become dicts, lists stay lists), read a
-    batch at a time so that what its columns unpack to is bounded as it is read (`bounded_rows`)."""
-    try:
-        import pyarrow.parquet as pq  # lazy: start-up time
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        raise UserError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
-    check_data_file(path)
-    try:
-        source = pq.ParquetFile(path)
-        check_row_count(path, source.metadata.num_rows)
-        return _records(path, source.iter_batches(batch_size=BATCH_ROWS))
-    except UserError:
-        raise
-    except Exception as exc:  # noqa: BLE001 (pyarrow raises several types for a damaged file)
-        raise UserError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from None
+    """Every row of a parquet file as a record (struct cells become dicts, lists stay lists), through
+    the one parquet reader (`negharness.io.parquet_files`) and its caps, a batch at a time."""
+    return _records(path, parquet_batches(path))
 
 
 def read_arrow(path: Path) -> list[Record]:
@@ -50,10 +39,11 @@ def read_arrow(path: Path) -> list[Record]:
     try:
         with pa.memory_map(str(path)) as source:
             try:
-                return _records(path, iter(pa.ipc.open_stream(source)))
+                return _records(path, bounded_rows(path, iter(pa.ipc.open_stream(source))))
             except pa.ArrowInvalid:  # the random-access file format
                 reader = pa.ipc.open_file(source)
-                return _records(path, (reader.get_batch(i) for i in range(reader.num_record_batches)))
+                return _records(path, bounded_rows(path, (reader.get_batch(i)
+                                                         for i in range(reader.num_record_batches))))
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 (pyarrow raises several types for a damaged file)
@@ -61,10 +51,9 @@ def read_arrow(path: Path) -> list[Record]:
 
 
 def _records(path: Path, batches: Iterable[Any]) -> list[Record]:
-    """The rows of record ``batches`` as records, each batch checked (`bounded_rows`) before its rows
-    become Python objects."""
+    """The rows of record ``batches`` (each checked by `bounded_rows` before it is handed on) as records."""
     rows: list[Any] = []
-    for batch in bounded_rows(path, batches):
+    for batch in batches:
         rows.extend(batch.to_pylist())
     return [Record(row, f"{path}: row {i}") for i, row in enumerate(rows)]
 

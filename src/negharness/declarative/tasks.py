@@ -36,7 +36,7 @@ from negharness.declarative.annotations import (
 )
 from negharness.declarative.media import RGB_RECIPE, MediaRef, load_image
 from negharness.declarative.sources import read_source
-from negharness.io.data_limits import check_item_width
+from negharness.io.data_limits import check_score_layout
 from negharness.io.image_files import image_decoder_identity
 from negharness.io.paths import RootGuard
 from negharness.records.published import collection_digest, published_notes
@@ -125,11 +125,13 @@ class DeclarativeTask(Task["EvalContext"]):
         sliced and filtered as the specification says; `filtered` keeps what each filter dropped.
         The slice comes first: CC-Neg's evaluation split is the file's last 40,000 items."""
         d = self.spec["data"]
+        cells = d.get("cells") or {}  # how each column's text cells are read (`Record.reading`)
         recs = []
         for path in self.spec_files:
             source = read_source(path, d["format"])  # parquet, imagefolder: a local HF snapshot
             for r in read_records(path, d["format"], d["records"]) if source is None else source:
-                recs.append(Record({**r.fields, "_file": path.stem}, r.where) if isinstance(r.fields, dict) else r)
+                fields = {**r.fields, "_file": path.stem} if isinstance(r.fields, dict) else r.fields
+                recs.append(Record(fields, r.where, cells))
         if d["explode"]:
             recs = explode(recs, d["explode"])
         if d["slice"]:
@@ -242,8 +244,9 @@ class ChoiceTask(DeclarativeTask):
         made: tuple[str, list[str]] = resolve_generator(self.spec["captions"]["generate"])(caption, rng)
         return made
 
-    def _texts(self, rec: Record, source: dict[str, Any], keep_empty: bool = False) -> list[str]:
-        texts = edit_captions(rec.texts(source["field"], keep_empty), source)
+    def _texts(self, rec: Record, source: dict[str, Any], keep_empty: bool = False, reading: str = "list") -> list[str]:
+        """A caption source's texts; a text cell read as ``reading`` unless ``data.cells`` says how."""
+        texts = edit_captions(rec.texts(source["field"], keep_empty, reading), source)
         return [t for t in texts if t or keep_empty]
 
     def _options(self, rec: Record, cap: dict[str, Any]) -> tuple[list[str], int]:
@@ -251,8 +254,8 @@ class ChoiceTask(DeclarativeTask):
         options field holding none) is refused by row: dropping it would move every later option
         up one place, and the answer index would then name another caption."""
         options: list[str] = []
-        for src in cap["options"]:
-            texts = self._texts(rec, src, keep_empty=True)
+        for src in cap["options"]:  # each field one option, as NegBench's authors read caption_0..3
+            texts = self._texts(rec, src, keep_empty=True, reading="text")
             for t in texts or [""]:
                 if not t:
                     raise UserError(f"{rec.where}: option {len(options)} (field {src['field']!r}) is empty; options "
@@ -278,7 +281,6 @@ class ChoiceTask(DeclarativeTask):
                 fields = ", ".join(repr(src["field"]) for src in cap.get("false", [])) or "the generator"
                 raise UserError(f"{rec.where}: no false caption ({fields} empty); a choice row needs one or more")
             options, correct = true + false, 0
-        check_item_width(len(options), "options", rec.where)
         group = self.group(rec)
         question = rec.text(self.spec["question"]) if self.spec["question"] else None
         identical = options[correct] in options[:correct] + options[correct + 1:]
@@ -315,7 +317,9 @@ class ChoiceTask(DeclarativeTask):
         rows = [self.row(r) for r in self.records()]
         if not rows:
             raise UserError(f"{self.spec_files[0]}: no rows (after filters)")
-        return rows[: self.options.limit] if self.options.limit else rows
+        rows = rows[: self.options.limit] if self.options.limit else rows
+        check_score_layout([len(r.options) for r in rows], "options", [r.where for r in rows])
+        return rows
 
     def _media_paths(self) -> list[Path]:
         return [r.media.path for r in self.rows if r.media.path is not None]

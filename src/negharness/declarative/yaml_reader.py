@@ -72,6 +72,18 @@ class Checker:
                 raise self.fail(f"{key}.{unknown[0]}", f"unknown key (known: {', '.join(sorted(allowed))})")
         return Checker(self.source, value, f"{self.prefix}{key}.")
 
+    def choices_by_name(self, key: str, options: tuple[str, ...]) -> dict[str, str]:
+        """An optional mapping of names (text) to one of ``options`` each (``data.cells: {caption_0:
+        text}``); empty when the key is absent. A name that is not text, or a value not among
+        ``options``, is refused naming ``key.name``."""
+        value: dict[Any, Any] = self.get(key, dict, False, {})
+        for name, chosen in value.items():
+            if not isinstance(name, str) or not name:
+                raise self.fail(f"{key}.{name}", "expected a field name (text)")
+            if isinstance(chosen, bool) or chosen not in options:
+                raise self.fail(f"{key}.{name}", f"{short(chosen)} is not one of {', '.join(options)}")
+        return dict(value)
+
     def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
         value: str = self.get(key, str, default is None, default)
         if value not in options:

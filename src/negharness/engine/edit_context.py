@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ from negharness.contracts.context import PluginSource, RunContext
 from negharness.contracts.editing import Editor
 from negharness.contracts.errors import MediaError, UserError
 from negharness.contracts.hashing import hash_json
+from negharness.io.unreadable import UnreadableMedia
 
 
 def refuse_precision(precision: str) -> None:
@@ -35,16 +35,14 @@ class EditContext(RunContext):
         self.device = device
         self.editor_key = editor_key
         self.skip_broken_media = skip_broken_media
-        self.broken: dict[str, list[str]] = {}  # collection -> files left out as unreadable (the record's skipped_media)
+        # the embedding runner's rule and bookkeeping (`negharness.io.unreadable`), not a copy of them
+        self.media_policy = UnreadableMedia(skip_broken_media, self.counters)
+        self.broken: dict[str, list[str]] = self.media_policy.skipped  # collection -> files left out (skipped_media)
 
     def unreadable(self, key: str, name: str, error: MediaError) -> None:
         """A sample whose image ``name`` (of collection ``key``) could not be read: ``error`` stops the
         run, or with --skip-broken-media the sample is left out, counted and named in the record."""
-        if not self.skip_broken_media:
-            raise error
-        self.broken.setdefault(key, []).append(name)
-        self.counters["media_skipped"] += 1
-        warnings.warn(f"skipped unreadable media: {error}", stacklevel=2)
+        self.media_policy.unreadable(key, name, error)
 
     def edit_key(self, image: Any, instruction: str, seed: int) -> str:
         """What one edit is a function of, hashed: the input's pixels, the instruction, the sample's

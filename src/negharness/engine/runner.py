@@ -36,6 +36,7 @@ from negharness.io.media import (
     collate_videos,
 )
 from negharness.io.tensor_images import DecodedBatches, DecodedFiles, PixelTransform, decode_device, tensor_recipe
+from negharness.io.unreadable import UnreadableMedia
 from negharness.store.cache import CollectionCache, EmbeddingCache, text_key
 from negharness.store.content import hash_array
 
@@ -166,7 +167,9 @@ class CachedEvalContext(RunContext):
         self.counters.update({k: 0 for k in self.COUNTED})
         self.counters.encode_seconds = 0.0
         self.stages = StageClock()  # the record's stage times (`negharness.engine.stages`): loops add decode, tokenise
-        self.broken: dict[str, list[str]] = {}  # media key -> ids skipped as unreadable, with --skip-broken-media
+        # --skip-broken-media: every decoder's rule and the one bookkeeping (shared with `EditContext`)
+        self.media_policy = UnreadableMedia(settings.skip_broken_media, self.counters)
+        self.broken: dict[str, list[str]] = self.media_policy.skipped  # media key -> ids skipped as unreadable
         self._fitted: dict[str, int] = {}  # "text" / "image" / "video" -> the batch size that fits after an OOM
         self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision, "keys": CACHE_KEYS})
         self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
@@ -427,9 +430,8 @@ class CachedEvalContext(RunContext):
             if j in emb:
                 emb[i] = emb[j]
                 self.counters.media_cached += 1
-            else:
-                self.broken.setdefault(media.key, []).append(media.ids[i])
-                self.counters.media_skipped += 1
+            else:  # its twin's failure was reported already
+                self.media_policy.leave_out(media.key, media.ids[i], None)
 
     def _tensor_decoding(self, media: MediaSet) -> PixelTransform | None:
         """The model's tensor preprocessing where this set is decoded with it (plain image files and a
@@ -451,8 +453,8 @@ class CachedEvalContext(RunContext):
         preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
         transform = self._tensor_decoding(media)
         items: torch.utils.data.Dataset[Any] = (
-            PreprocessedItems(media, todo, preprocess, self.settings.skip_broken_media) if transform is None
-            else DecodedFiles(list(media.sources or ()), todo, transform, self.settings.skip_broken_media))
+            PreprocessedItems(media, todo, preprocess, self.media_policy) if transform is None
+            else DecodedFiles(list(media.sources or ()), todo, transform, self.media_policy))
         return torch.utils.data.DataLoader(
             items, batch_size=self.settings.batch_size,
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
@@ -468,9 +470,7 @@ class CachedEvalContext(RunContext):
         else:
             for positions, pixels, mask, broken in self._decoded(media, todo):
                 for pos, message in broken:
-                    self.broken.setdefault(media.key, []).append(media.ids[pos])
-                    self.counters.media_skipped += 1
-                    warnings.warn(f"skipped unreadable media: {message}", stacklevel=2)
+                    self.media_policy.leave_out(media.key, media.ids[pos], message)
                 if positions:
                     yield positions, pixels, mask
 
@@ -484,7 +484,7 @@ class CachedEvalContext(RunContext):
         bs = self.settings.batch_size
         chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
         return iter(DecodedBatches(list(media.sources or ()), chunks, transform, self.settings.device,
-                                   self.settings.skip_broken_media, self._decode_threads()))
+                                   self.media_policy, self._decode_threads()))
 
     def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
         """Decoded batches: from worker processes when there are any, else from a pool of threads

@@ -4,6 +4,10 @@ annotation files), so that no reader is laxer than another:
 - one encoding rule (`DATA_ENCODING`): UTF-8, a leading BOM (Excel, Notepad) dropped;
 - one caption limit (`check_caption`): a caption longer than `MAX_CAPTION_CHARS` is refused, never
   truncated by a tokenizer into another query;
+- one reading of surrogates (`readable_text`, applied by `check_caption`): a JSON ``\\ud83d`` escape
+  or a Python literal's ``'\\ud83d'`` gives a str no encoder takes (the cache's hashes, a
+  tokenizer's ``encode``: a crash naming nothing); it is read as open_clip's tokenizer reads it
+  (ftfy's ``fix_surrogates``): a pair joined into its character, a lone one as U+FFFD;
 - one rule decides whether a cell is one caption or a list of them (`cell_captions`), for every
   reader: a list read as a Python or JSON literal, never evaluated (`literal_captions`);
 - a header whose columns a dict cannot hold apart, a row whose cell count is not the header's (an
@@ -17,6 +21,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -30,14 +35,26 @@ MAX_CAPTION_CHARS = 10_000
 MAX_LIST_CELL_CHARS = 100 * MAX_CAPTION_CHARS  # a cell listing captions, checked before it is parsed
 # how a cell holding several captions is written: a Python list, tuple or set, or a JSON array
 _LITERAL_ENDS = {"[": "]", "(": ")", "{": "}"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_caption(text: str, where: str) -> str:
-    """``text`` itself, or a `UserError` at ``where`` when it is longer than `MAX_CAPTION_CHARS`."""
+    """``text`` (surrogates read by `readable_text`), or a `UserError` at ``where`` when it is longer
+    than `MAX_CAPTION_CHARS`."""
     if len(text) > MAX_CAPTION_CHARS:
         raise UserError(f"{where}: caption of {len(text):,} characters (at most {MAX_CAPTION_CHARS:,}); "
                         "is this a caption file?")
-    return text
+    return readable_text(text)
+
+
+def readable_text(text: str) -> str:
+    """``text`` with UTF-16 surrogates read as open_clip's tokenizer reads them (its ``basic_clean``
+    runs ftfy, whose ``fix_surrogates`` does this): a high and low surrogate pair becomes the
+    character it encodes, a lone surrogate U+FFFD. A str from JSON (``"\\ud83d"``) or a Python literal
+    may hold them; UTF-8 cannot encode them, so every later hash or tokenizer would fail."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def cell_captions(cell: str, where: str) -> list[str]:

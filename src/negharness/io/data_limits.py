@@ -5,9 +5,13 @@ what it makes the harness do must stay bounded in memory and time whatever its f
   `MAX_DATA_FILE_BYTES`, checked before it is opened, and of at most `MAX_DATA_RECORDS` rows: the whole
   file becomes records in memory (a parquet or Arrow file: what it unpacks to, batch by batch as decoded);
 - JSON nested deeper than Python's parser goes is refused naming the file, not a bare RecursionError;
-- an item (a choice row's options, a group's media or captions) holds at most `MAX_ITEM_WIDTH` of
-  each: scores are laid out (items, widest media, widest captions), so one 100,000-caption row, which
-  a 1 MB list cell can hold, would make every item that wide (rows x 10^5 scores).
+- a choice task's scores are laid out (rows, widest row): the bound is that layout's memory,
+  rows x width at most `MAX_SCORE_CELLS` (`check_score_layout`), not a count per row. So a zero-shot
+  classification written as a choice task (1,000 options a row, ImageNet's 50,000 rows: 5 x 10^7
+  cells) stands, and one 100,000-caption row, which a 1 MB list cell can hold, still makes a file of
+  a few thousand rows refused: it would make every row that wide;
+- a group's item is laid out (items, widest media, widest captions), cubic in its width, so there an
+  item holds at most `MAX_ITEM_WIDTH` media and as many captions (`check_item_width`).
 The largest real files are far below these (NegBench's CSVs a few MB, VLMEvalKit TSVs with base64
 images some hundred MB; options per row 2 to 10).
 """
@@ -15,13 +19,14 @@ images some hundred MB; options per row 2 to 10).
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from negharness.contracts.errors import UserError
 from negharness.io.paths import require_size_at_most
 
 MAX_DATA_FILE_BYTES = 4 * 2**30
-MAX_ITEM_WIDTH = 100
+MAX_ITEM_WIDTH = 100  # media or captions of one group item (its scores: items x width x width)
+MAX_SCORE_CELLS = 2**27  # a choice task's (rows x widest row) float32 scores: 512 MiB
 MAX_DATA_RECORDS = 10_000_000  # rows of one file (COCO's captions: 25,000; NegBench's largest: 200,000)
 BATCH_ROWS = 1024  # rows of a parquet file decoded at a time, each batch checked before the next
 
@@ -62,6 +67,21 @@ def check_item_width(n: int, what: str, where: str) -> None:
     if n > MAX_ITEM_WIDTH:
         raise UserError(f"{where}: {n:,} {what} in one item; an item may hold at most {MAX_ITEM_WIDTH} "
                         "(each item's scores are laid out as wide as the widest)")
+
+
+def check_score_layout(widths: Sequence[int], what: str, wheres: Sequence[str]) -> None:
+    """A `UserError` at the widest row (``wheres[i]`` names row i) when rows x the widest row's
+    ``what`` passes `MAX_SCORE_CELLS`: every row's scores are laid out as wide as the widest, so it
+    is the widest row that makes a task too big, however few rows are that wide."""
+    if not widths:
+        return
+    widest = max(range(len(widths)), key=widths.__getitem__)
+    cells = len(widths) * widths[widest]
+    if cells > MAX_SCORE_CELLS:
+        raise UserError(f"{wheres[widest]}: {widths[widest]:,} {what} in one row make the task's scores "
+                        f"{len(widths):,} rows x {widths[widest]:,} = {cells:,} cells, over the {MAX_SCORE_CELLS:,} "
+                        f"a task may lay out (every row's scores are as wide as the widest; split the file or "
+                        f"narrow that row)")
 
 
 def too_deep(path: str | os.PathLike[str], where: str = "", what: str = "JSON") -> UserError:

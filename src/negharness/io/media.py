@@ -16,6 +16,7 @@ from negharness.io.image_files import (
 )
 from negharness.io.image_files import open_image as open_file
 from negharness.io.paths import require_regular
+from negharness.io.unreadable import UnreadableMedia
 from negharness.io.video import (
     decode_video,
     frames_recipe,
@@ -118,30 +119,30 @@ def frame_folders(key: str, ids: list[str], frames: Sequence[Sequence[Path]], sa
 class PreprocessedItems(torch.utils.data.Dataset[Any]):
     """Items of a MediaSet at given positions, through the model's preprocessing (runs in workers).
 
-    With ``skip_broken``, an item whose file cannot be read comes back as (position, error message)
-    so the runner can count it; otherwise the `MediaError` naming the file propagates.
+    An item whose file cannot be read comes back as (position, error message) when ``unreadable``
+    (the run's `UnreadableMedia`, or a bool: skip or not) skips it, so the runner can count it;
+    otherwise the `MediaError` naming the file propagates.
     """
 
     def __init__(self, media: MediaSet, positions: Sequence[int], preprocess: Callable[[Any], torch.Tensor],
-                 skip_broken: bool = False) -> None:
+                 unreadable: UnreadableMedia | bool = False) -> None:
         self.media, self.positions, self.preprocess = media, list(positions), preprocess
-        self.skip_broken = skip_broken
+        self.unreadable = UnreadableMedia.of(unreadable)
 
     def __len__(self) -> int:
         return len(self.positions)
 
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | str]:
-        pos = self.positions[i]
+        return self.unreadable.attempt(self.positions[i], lambda: self._preprocessed(self.positions[i]))
+
+    def _preprocessed(self, pos: int) -> torch.Tensor:
+        """Item ``pos`` loaded and preprocessed; damaged pixels of a lazily opened image (a truncated
+        JPEG) fail in the preprocessing and become the `MediaError` naming the file."""
+        item = self.media.load(pos)
         try:
-            item = self.media.load(pos)
-            try:
-                return pos, self.preprocess(item)
-            except DECODE_ERRORS as exc:  # a lazily opened image with damaged pixels (truncated JPEG)
-                raise decode_failure(item, exc, f"{self.media.ids[pos]!r} of {self.media.key}") from exc
-        except MediaError as exc:
-            if not self.skip_broken:
-                raise
-            return pos, str(exc)
+            return self.preprocess(item)
+        except DECODE_ERRORS as exc:
+            raise decode_failure(item, exc, f"{self.media.ids[pos]!r} of {self.media.key}") from exc
 
 
 def split_broken(batch: list[tuple[int, Any]]) -> tuple[list[tuple[int, torch.Tensor]], list[tuple[int, str]]]:

@@ -32,6 +32,7 @@ import torch
 from negharness.contracts.errors import MediaError
 from negharness.io.image_files import image_decoder_identity, read_rgb
 from negharness.io.media import regular_media
+from negharness.io.unreadable import UnreadableMedia
 
 RESIZE_MODES = ("shortest", "squash")
 INTERPOLATIONS = ("bicubic", "bilinear")
@@ -180,6 +181,12 @@ def pil_pixels(data: bytes, path: Path) -> torch.Tensor:
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1)
 
 
+def decoded_or_pil(encoded: torch.Tensor, pixels: torch.Tensor | None, path: Path) -> torch.Tensor:
+    """A plain JPEG's pixels as the tensor decoder gave them, or, where it refused the file (None),
+    as Pillow decodes its bytes: a file no decoder reads raises Pillow's `MediaError` naming it."""
+    return pixels if pixels is not None else pil_pixels(encoded.numpy().tobytes(), Path(path))
+
+
 def read_item(path: Path) -> torch.Tensor | tuple[torch.Tensor]:
     """One file: a plain JPEG's bytes as a (1-tuple of a) uint8 tensor for the tensor decoder, or any
     other file's pixels (3, H, W) from Pillow. Runs in reader threads; errors are `MediaError`s."""
@@ -217,7 +224,7 @@ def decode_jpegs(encoded: list[torch.Tensor], device: torch.device) -> list[torc
 class DecodedBatches:
     """Batches of image files, decoded and preprocessed on ``device``: ``(positions, pixels, None,
     broken)`` as the runner's loader yields them, pixels (n, 3, h, w) float32 on ``device``, broken
-    ``(position, message)`` for files that could not be read when ``skip_broken``.
+    ``(position, message)`` for files that could not be read when the run's `UnreadableMedia` skips them.
 
     Reader threads read (and, for non-JPEGs, decode with Pillow) ``AHEAD`` batches ahead; one producer
     thread decodes each batch's JPEGs in one call and transforms them (on CUDA on a stream of its own,
@@ -225,10 +232,10 @@ class DecodedBatches:
     queue of ``AHEAD``. The caller's thread only takes them: no per-image Python work on its path."""
 
     def __init__(self, paths: Sequence[Path], chunks: list[list[int]], transform: PixelTransform,
-                 device: torch.device, skip_broken: bool, threads: int,
+                 device: torch.device, unreadable: UnreadableMedia | bool, threads: int,
                  thread_init: Callable[[], None] | None = None) -> None:
         self.paths, self.chunks, self.transform, self.device = paths, chunks, transform, device
-        self.skip_broken, self.threads, self.thread_init = skip_broken, threads, thread_init
+        self.unreadable, self.threads, self.thread_init = UnreadableMedia.of(unreadable), threads, thread_init
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         done: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
@@ -285,27 +292,22 @@ class DecodedBatches:
         return [readers.submit(read_item, self.paths[p]) for p in chunk]
 
     def _batch(self, chunk: list[int], reads: list[Future[Any]]) -> tuple[Any, ...]:
-        """One batch: read results gathered, JPEGs decoded together, all transformed together."""
-        kept: list[int] = []
-        images: list[Any] = []
-        broken: list[tuple[int, str]] = []
-        for pos, future in zip(chunk, reads):
-            try:
-                images.append(future.result())
-                kept.append(pos)
-            except MediaError as exc:
-                if not self.skip_broken:
-                    raise
-                broken.append((pos, str(exc)))
-        jpeg_at = [j for j, item in enumerate(images) if isinstance(item, tuple)]
-        decoded = decode_jpegs([images[j][0] for j in jpeg_at], decode_device(self.device))
+        """One batch: read results gathered, JPEGs decoded together, all transformed together. A
+        file that fails to read, or that the JPEG decoder refuses and Pillow cannot read either,
+        goes by the run's `UnreadableMedia` rule, as on every other path."""
+        # (position, a plain JPEG's 1-tuple of bytes, Pillow's pixels, or the message of a skipped file)
+        items: list[tuple[int, Any]] = [self.unreadable.attempt(pos, future.result) for pos, future in zip(chunk, reads)]
+        jpeg_at = [j for j, (_, item) in enumerate(items) if isinstance(item, tuple)]
+        decoded = decode_jpegs([items[j][1][0] for j in jpeg_at], decode_device(self.device))
         for j, pixels in zip(jpeg_at, decoded):
-            images[j] = pixels if pixels is not None else pil_pixels(images[j][0].numpy().tobytes(),
-                                                                     Path(self.paths[kept[j]]))
+            pos, encoded = items[j][0], items[j][1][0]
+            items[j] = self.unreadable.attempt(pos, lambda: decoded_or_pil(encoded, pixels, self.paths[pos]))
+        broken = [(pos, item) for pos, item in items if isinstance(item, str)]
+        kept = [(pos, item) for pos, item in items if not isinstance(item, str)]
         if not kept:
             return [], None, None, broken
-        on_device = [im.to(self.device, non_blocking=True) for im in images]
-        return kept, self.transform(on_device), None, broken
+        on_device = [im.to(self.device, non_blocking=True) for _, im in kept]
+        return [pos for pos, _ in kept], self.transform(on_device), None, broken
 
 
 class DecodedFiles(torch.utils.data.Dataset[Any]):
@@ -314,23 +316,20 @@ class DecodedFiles(torch.utils.data.Dataset[Any]):
     cores (a batched call would decode on one of them)."""
 
     def __init__(self, paths: Sequence[Path], positions: Sequence[int], transform: PixelTransform,
-                 skip_broken: bool = False) -> None:
+                 unreadable: UnreadableMedia | bool = False) -> None:
         self.paths, self.positions, self.transform = paths, list(positions), transform
-        self.skip_broken = skip_broken
+        self.unreadable = UnreadableMedia.of(unreadable)
         self.cpu = torch.device("cpu")
 
     def __len__(self) -> int:
         return len(self.positions)
 
     def __getitem__(self, i: int) -> tuple[int, torch.Tensor | str]:
-        pos = self.positions[i]
-        try:
-            item = read_item(self.paths[pos])
-            if isinstance(item, tuple):
-                pixels = decode_jpegs([item[0]], self.cpu)[0]
-                item = pixels if pixels is not None else pil_pixels(item[0].numpy().tobytes(), Path(self.paths[pos]))
-            return pos, self.transform([item])[0]
-        except MediaError as exc:
-            if not self.skip_broken:
-                raise
-            return pos, str(exc)
+        return self.unreadable.attempt(self.positions[i], lambda: self._pixels(self.positions[i]))
+
+    def _pixels(self, pos: int) -> torch.Tensor:
+        """File ``pos`` read, decoded (JPEG decoder, else Pillow) and transformed, on the CPU."""
+        item = read_item(self.paths[pos])
+        if isinstance(item, tuple):
+            item = decoded_or_pil(item[0], decode_jpegs([item[0]], self.cpu)[0], self.paths[pos])
+        return self.transform([item])[0]

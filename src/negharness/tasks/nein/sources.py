@@ -3,8 +3,9 @@
 - ``val.json``: a JSON array (or object) of entries, decoded entry by entry from a buffered read:
   at most one entry and one read chunk are held, never the whole list.
 - ``validation*.parquet``: the Hugging Face export (images embedded as ``{bytes, path}``), read a
-  batch of rows at a time with `pyarrow.parquet.ParquetFile.iter_batches`, without pre-buffering:
-  at most one row group is held by the reader and one batch by us.
+  small batch of rows at a time by the one parquet reader YAML tasks use too, with its caps (size,
+  rows, what the columns unpack to) and its buffers (no pre-buffering: at most one row group is held
+  by the reader and one batch by us).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from negharness.api import UserError
+from negharness.api.files import parquet_rows
 
 CHUNK_CHARS = 1 << 16
 PARQUET_BATCH_ROWS = 16
@@ -112,24 +114,8 @@ def _decode(buf: _Buffer, decoder: json.JSONDecoder, path: Path) -> Any:
 
 
 def iter_parquet_rows(paths: list[Path]) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    """(file, row number, row) over the files, a small batch of rows at a time."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise UserError("reading NeIn's parquet files needs pyarrow: pip install pyarrow") from exc
+    """(file, row number, row) over the files, `PARQUET_BATCH_ROWS` rows at a time, through the one
+    parquet reader every task uses (`negharness.api.files.parquet_rows`: its caps and its buffers)."""
     for path in paths:
-        try:
-            # pre_buffer (pyarrow's default) caches every range read until the file is closed: memory
-            # then grows with the file (measured: perf/bench_nein_memory.py); a buffered stream
-            # holds one row group at a time
-            pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-        except Exception as exc:  # pyarrow raises ArrowInvalid (a ValueError) or OSError on a damaged file
-            raise UserError(f"{path}: not a readable parquet file ({exc})") from exc
-        missing = [c for c in ENTRY_COLUMNS if c not in pf.schema_arrow.names]
-        if missing:
-            raise UserError(f"{path}: no column(s) {', '.join(missing)}")
-        n = 0
-        for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=list(ENTRY_COLUMNS)):
-            for row in batch.to_pylist():
-                yield path, n, row
-                n += 1
+        for n, row in parquet_rows(path, ENTRY_COLUMNS, PARQUET_BATCH_ROWS):
+            yield path, n, row
