@@ -197,7 +197,8 @@ def _model_entry(host: Any, model: str, protocol: str, entries: list[Entry]) -> 
         tasks = ", ".join(e.name for e in entries[:3]) + (" ..." if len(entries) > 3 else "")
         raise UserError(f"{model} is {'an' if other == 'editor' else 'a'} {other}, and task(s) {tasks} take "
                         f"{'an' if kind == 'editor' else 'a'} {kind} (`negharness list` shows the {kind}s)")
-    return host.registry.get(kind, model)
+    entry: Entry = host.registry.get(kind, model)
+    return entry
 
 
 def _with_verdict(item: PlannedTask, reason: str | None) -> PlannedTask:
