@@ -8,6 +8,7 @@ and ``list`` answer at once.
 from __future__ import annotations
 
 import argparse
+import os
 import contextlib
 import sys
 import time
@@ -86,9 +87,8 @@ def _options_cell(entry: Any, flag: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from negharness.engine.fingerprints import standing  # lazy: start-up time
-    from negharness.engine.plan import make_plan, model_requests, plan_lines  # lazy: start-up time
-    from negharness.engine.request import RunRequest, plan_head  # lazy: start-up time
+    from negharness.cli.heartbeat import heartbeat  # lazy: start-up time
+    from negharness.engine.request import RunRequest  # lazy: start-up time
 
     shared, models = _models_in_order(args)
     req = RunRequest(
@@ -101,6 +101,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     say = err.is_terminal and not from_env().active  # the plan, in a terminal (a log gets the progress lines)
     host = _host(args)
     clock = _clock(args)
+    follower = os.environ.get("RANK", "0") != "0"  # a torchrun rank other than 0 says nothing of its own
+    with heartbeat(clock, (lambda line: None) if follower else lambda line: err.print(line, markup=False,
+                                                                                          highlight=False)):
+        return _plan_and_run(args, req, models, host, clock, err, say)
+
+
+def _plan_and_run(args: argparse.Namespace, req: Any, models: list[tuple[str, Any]], host: Any, clock: Any,
+                  err: Any, say: bool) -> int:
+    """Every model planned (every refusal said before torch), then each run or answered from its records."""
+    from negharness.engine.fingerprints import standing  # lazy: start-up time
+    from negharness.engine.plan import make_plan, model_requests, plan_lines  # lazy: start-up time
+    from negharness.engine.request import plan_head  # lazy: start-up time
+
     plans = []
     for one in model_requests(host, req, models):  # every model planned (every refusal told) before torch loads
         if say:

@@ -53,6 +53,12 @@ class StageClock:
         self.started_at = started_at  # the process's start on `time.perf_counter`'s scale, where known
         self._seconds: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._watchers: list[Callable[[str, bool], None]] = []
+
+    def watch(self, watcher: Callable[[str, bool], None]) -> None:
+        """Call ``watcher(stage, True)`` as each `timed` stage starts and ``(stage, False)`` as it ends:
+        what lets the console say a long stage is still going (`negharness.cli.heartbeat`)."""
+        self._watchers.append(watcher)
 
     def wall(self) -> float | None:
         """Seconds since the process started (None where unknown): a record's ``wall_s``."""
@@ -67,10 +73,14 @@ class StageClock:
     @contextlib.contextmanager
     def timed(self, stage: str) -> Iterator[None]:
         start = time.perf_counter()
+        for watcher in self._watchers:
+            watcher(stage, True)
         try:
             yield
         finally:
             self.add(stage, time.perf_counter() - start)
+            for watcher in self._watchers:
+                watcher(stage, False)
 
     def seconds(self) -> dict[str, float]:
         with self._lock:
