@@ -62,27 +62,20 @@ def run_library(models: list[str], tasks: list[str], arch: str | None, pretraine
 
 
 def _planned(host: PluginHost, req: RunRequest, clock: StageClock | None = None) -> tuple[RunPlan, FileHasher]:
-    """The request's plan, with the memoised hasher that made it (saved: the run reads through it again)."""
-    hasher = FileHasher(memo_path(_cache_of(req)))
+    """The request's plan, and the memoised hasher over the memo the plan saved (the run hashes media
+    through it, so a file the plan hashed is a stat, not a read)."""
     with (clock or StageClock()).timed("data"):
-        plan = make_plan(host, req, hasher)
-        hasher.save()
-    return plan, hasher
+        plan = make_plan(host, req)
+    return plan, FileHasher(memo_path(plan.cache_root))
 
 
 def evaluate_request(host: PluginHost, req: RunRequest, progress: Any = None,
                      clock: StageClock | None = None) -> list[RunOutcome]:
     """A request planned (`make_plan`) and run: what a caller holding a raw request (a test, a perf script,
-    `negharness fire`) calls; the data files hashed while planning are hashed once, through one memo."""
+    `negharness fire`) calls."""
     clock = clock or StageClock()
     plan, hasher = _planned(host, req, clock)
     return run_evaluation(host, plan, progress, None, clock, hasher)
-
-
-def _cache_of(req: RunRequest) -> Path:
-    from negharness.io.paths import cache_root
-
-    return cache_root(req.cache_dir)
 
 
 def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any = None,

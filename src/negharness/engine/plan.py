@@ -158,17 +158,17 @@ def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> R
     cache = cache_root(req.cache_dir)
     if req.use_cache:
         writable_folder(cache, _cache_option(req.cache_dir))
-    entries = check_request(host, req)
+    root, source = data_root(req.data_root)
+    entries = check_request(host, req, root, source)
     protocol = run_protocol(entries)
     model_entry = _model_entry(host, req.model, protocol, entries)
     if protocol == "editing":
         refuse_precision(req.precision)
     own_hasher = hasher is None
     hasher = hasher or FileHasher(memo_path(cache))
-    tasks = check_inputs(host, req, entries, hasher.file)
-    out_dir = writable_folder(req.output_dir, "--output-dir")
-    root, source = data_root(req.data_root)
     topts = TaskOptions(root, source, cache, req.seed, req.limit, dict(req.task_extra))
+    tasks = check_inputs(host, req, entries, topts, hasher.file)
+    out_dir = writable_folder(req.output_dir, "--output-dir")
     built_with = PluginLookup(host.registry, None, cache).resolved(model_entry.kind, req.model, req.model_options)
     model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options, host.registry), req.precision)
     sources = model_sources(built_with, hasher)

@@ -28,7 +28,7 @@ from negharness.fetch.manifest import verify_files
 from negharness.fetch.select import fetch_hint
 from negharness.fetch.sources import SOURCES
 from negharness.fetch.weights import WEIGHTS, as_source, weights_for
-from negharness.io.paths import RootGuard, cache_root, data_root, is_symlink_loop, require_regular
+from negharness.io.paths import RootGuard, cache_root, is_symlink_loop, require_regular
 
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
 _DEVICE = re.compile(r"(auto|cpu|mps|cuda(:\d+)?)")
@@ -55,14 +55,14 @@ def _no_gpu_driver() -> bool:
     return sys.platform.startswith("linux") and not any(Path(p).exists() for p in _GPU_DRIVER_FILES)
 
 
-def check_request(host: Any, req: Any) -> list[Entry]:
-    """Names, device and data root of a run request (`negharness.engine.request.RunRequest`), against the
-    registry and the file system only: no plugin module is imported. Returns the tasks' entries."""
+def check_request(host: Any, req: Any, root: Path, source: str) -> list[Entry]:
+    """Names, device and data root (``root``, chosen by ``source``) of a run request
+    (`negharness.engine.request.RunRequest`), against the registry and the file system only: no plugin
+    module is imported. Returns the tasks' entries."""
     entries = task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
     check_device_spec(req.device)
-    root, source = data_root(req.data_root)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
     return entries
@@ -78,15 +78,16 @@ class Missing:
     data: bool = True  # under the data root (so --data-root may be the fix), else the model's weights
 
 
-def check_inputs(host: Any, req: Any, entries: list[Entry],
+def check_inputs(host: Any, req: Any, entries: list[Entry], options: TaskOptions,
                  hash_file: Callable[[Path], str | None] | None = None) -> list[tuple[Entry, Task]]:
-    """The run's tasks, built; their -T keys owned; every absent input (data and weights) named in one
-    error; then the fetched files unchanged (``hash_file``: the run's memoised hasher)."""
-    root, source = data_root(req.data_root)
-    options = TaskOptions(root, source, cache_root(req.cache_dir), req.seed, req.limit, dict(req.task_extra))
+    """The run's tasks, built with ``options`` (the plan's roots and settings); their -T keys owned; every
+    absent input (data and weights) named in one error; then the fetched files unchanged (``hash_file``:
+    the run's memoised hasher)."""
     tasks = [(e, made_task(e, options)) for e in entries]
     check_task_options(req.task_extra, [t for _, t in tasks])
-    check_data([t for _, t in tasks], root, source, hash_file, weights_problems(host, req))
+    root, source = options.data_root, options.data_root_source
+    cache = options.cache_dir if options.cache_dir is not None else cache_root()
+    check_data([t for _, t in tasks], root, source, hash_file, weights_problems(host, req, cache))
     return tasks
 
 
@@ -167,7 +168,7 @@ def fetch_line(task: str) -> str:
     return fetch_hint(task, SOURCES)
 
 
-def weights_problems(host: Any, req: Any) -> list[Missing]:
+def weights_problems(host: Any, req: Any, cache: Path) -> list[Missing]:
     """The model's weights, where the file system says they are absent: a --checkpoint file that is
     not there, released weights no program may fetch and not yet put in the model cache, or no
     --checkpoint for a model whose registration says it needs one (``checkpoint="required"``)."""
@@ -184,7 +185,7 @@ def weights_problems(host: Any, req: Any) -> list[Missing]:
         return []
     released = weights_for(model, options.pretrained)
     if released is not None:
-        src, cache = as_source(model, released), cache_root(req.cache_dir)
+        src = as_source(model, released)
         if released.manual and not manual.in_place(src, cache):
             return [Missing(f"model {model}: its released weights {released.file} are not in the model cache "
                             f"and no program may fetch them (or pass --checkpoint PATH)",
