@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Callable
 
-from negharness.contracts.errors import DuplicateNameError, UnknownNameError, UserError
+from negharness.contracts.errors import DuplicateNameError, PluginLoadError, UnknownNameError, UserError
 from negharness.contracts.names import name_problem
 from negharness.contracts.options import bind_declared
 
@@ -28,20 +28,28 @@ class Entry:
     resolve: Callable[[], Callable[..., Any]] | None = field(default=None, compare=False, repr=False)
 
     def load(self) -> Callable[..., Any]:
-        """Import the target only now, so registration stays free of heavy imports."""
-        if self.resolve is not None:
-            return self.resolve()
-        if callable(self.target):
+        """Import the target only now, so registration stays free of heavy imports. Whatever the
+        import raises (a SyntaxError, a native library's OSError) names this entry and its plugin,
+        never the model or task of the run that happened to need it."""
+        if self.resolve is None and callable(self.target):
             return self.target
-        module_name, _, attr = self.target.partition(":")
         try:
-            obj: Any = importlib.import_module(module_name)
-            for part in attr.split(".") if attr else []:
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise UserError(f"{self.kind} {self.name!r} from plugin {self.plugin!r}: cannot load {self.target!r}: {exc}") from exc
-        loaded: Callable[..., Any] = obj  # what the entry point names: a factory or a task class
-        return loaded
+            return self.resolve() if self.resolve is not None else _imported(str(self.target))
+        except UserError:
+            raise
+        except Exception as exc:
+            raise PluginLoadError(f"{self.kind} {self.name!r} from plugin {self.plugin!r}: cannot load "
+                                  f"{self.target!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _imported(target: str) -> Callable[..., Any]:
+    """What a ``"module:attribute.path"`` target names: a factory or a task class."""
+    module_name, _, attr = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split(".") if attr else []:
+        obj = getattr(obj, part)
+    loaded: Callable[..., Any] = obj
+    return loaded
 
 
 class Registry:

@@ -234,6 +234,10 @@ def made_task(entry: Entry, options: TaskOptions) -> Task:
     if not isinstance(task, Task):
         raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
                         f"{type(task).__name__}, not a negharness.api.task.Task")
+    if task.name != entry.name:  # it would run, be recorded (its record file) and reported under the other name
+        raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r}: its class "
+                                  f"{type(task).__name__} says name = {task.name!r}; a task runs and is recorded "
+                                  f"under the name it is registered with: set name = {entry.name!r} in the class")
     task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
     registered = entry.meta.get("family")
     if registered and registered != task.family:
