@@ -70,3 +70,20 @@ def test_an_entry_that_cannot_be_imported_is_blamed_on_itself_and_its_plugin(tmp
     model = run_cli(["run", "--model", "native_model", "--task", "shapes_t2i_original"], tmp_path, [plugin])
     assert model.returncode == 2 and "Traceback" not in model.stderr, model.stderr
     assert "model 'native_model' from plugin 'negharness-badentries'" in model.stderr and "libnative" in model.stderr
+
+
+FACTORY = '''
+def make_task(options):
+    raise ValueError("the task's factory fails on purpose")
+'''
+
+
+def test_a_task_factory_that_raises_is_blamed_on_the_task(tmp_path):
+    """A factory function (no task object on the traceback yet) used to be read as the model's failure."""
+    plugin = _package(tmp_path / "plugin", "negharness-factory",
+                      "[negharness.models]\nfkw = negharness.testing:keyword_model\n\n"
+                      "[negharness.tasks]\nfactory_task = negharness_factory:make_task\n",
+                      {"negharness_factory.py": FACTORY})
+    res = run_cli(["run", "--model", "fkw", "--task", "factory_task"], tmp_path, [plugin])
+    assert res.returncode != 0 and "Traceback" not in res.stderr and "fails on purpose" in res.stderr
+    assert "task 'factory_task' (plugin 'negharness-factory') failed (run with model 'fkw'" in res.stderr, res.stderr

@@ -231,6 +231,11 @@ def made_task(entry: Entry, options: TaskOptions) -> Task:
         task = entry.load()(options)
     except TaskDefinitionError as exc:
         raise TaskDefinitionError(f"{exc} (plugin {entry.plugin!r})") from None
+    except UserError:
+        raise
+    except Exception as exc:  # the task's factory raised: `blame_run` names the task, not the run's model
+        exc.negharness_entry = entry  # type: ignore[attr-defined]
+        raise
     if not isinstance(task, Task):
         raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
                         f"{type(task).__name__}, not a negharness.api.task.Task")
