@@ -289,3 +289,25 @@ def test_one_distribution_may_use_both_plugin_forms(tmp_path, monkeypatch):
         assert host.distributions()["negharness-mixed"] == "0.1"
     blocked = _host_with(folder, tmp_path / "cache", blocked=["negharness-mixed"])
     assert not {"mixed_hooked", "mixed_declared"} & set(blocked.registry.names("model"))
+
+
+def test_a_yaml_task_added_to_a_hook_plugins_shipped_folder_is_seen(tmp_path, monkeypatch):
+    """`register_yaml_folder` keys the plugin by the folder it read (its files and their list) too: a
+    task file added there or edited is seen by the next command, as an edited module is."""
+    folder = tmp_path / "plugin"
+    shutil.copytree(THIRDPARTY / "choicefake", folder)
+    shipped = folder / "choicefake_tasks"
+    cache = tmp_path / "cache"
+    _forget(monkeypatch, "negharness_choicefake")
+    assert "shipped_colours" in _host_with(folder, cache).registry.names("task")
+    text = (shipped / "shipped.yaml").read_text()
+    (shipped / "added.yaml").write_text(text.replace("name: shipped_colours", "name: added_colours"))
+    _forget(monkeypatch, "negharness_choicefake")
+    assert {"shipped_colours", "added_colours"} <= set(_host_with(folder, cache).registry.names("task"))
+    (shipped / "added.yaml").write_text(text.replace("name: shipped_colours", "name: renamed_colours"))
+    _forget(monkeypatch, "negharness_choicefake")
+    names = set(_host_with(folder, cache).registry.names("task"))
+    assert "renamed_colours" in names and "added_colours" not in names
+    _forget(monkeypatch, "negharness_choicefake")
+    monkeypatch.setitem(sys.modules, "negharness_choicefake", None)  # replayed: an import would fail
+    assert "renamed_colours" in _host_with(folder, cache).registry.names("task")

@@ -36,6 +36,7 @@ from negharness.discovery.plugin_index import (
     environment_stamp,
     imported_files,
     plugin_key,
+    read_files,
     read_index,
     replayable,
     write_index,
@@ -271,13 +272,16 @@ class PluginHost:
             return
         new = {}
         for plugin_name, (key, _) in to_index.items():
+            data = read_files(registry.read_from.get(plugin_name, ()))
+            if data is None:  # a file it read is gone already: not indexed
+                continue
             declared = {(e.kind, e.name) for e in self._declared.get(plugin_name, ())}
             entries = [IndexedEntry(e.kind, e.name, e.target if isinstance(e.target, str) else None,
                                     e.description, e.meta)
                        for kind in _HOOK_KINDS.values() for e in registry.entries(kind)
                        if e.plugin == plugin_name and (kind, e.name) not in declared]
             if replayable(entries):
-                new[key] = IndexedPlugin(tuple(entries), files)
+                new[key] = IndexedPlugin(tuple(entries), tuple(sorted(set(files) | set(data))))
         write_index(self._index_dir, environment_stamp(self._path), new)
 
     def _dependencies(self) -> set[str]:

@@ -13,10 +13,12 @@ installing or removing a distribution adds or removes entries there) invalidates
 plugin's entry is keyed by every module file the command imported while its plugins were loaded and
 their hooks ran (path, size, mtime_ns and inode; the standard library aside, which the Python version
 stamps), so a name its hook reads from another module of its package is seen as soon as that module
-changes. A plugin whose module was imported before the host loaded it is not indexed (what it
-imported is not known), nor is one whose hooks compute their names from data files (it sets
-``NEGHARNESS_INDEX = False``). An import failure is never kept: a library absent on one machine and
-present on another sharing the cache (a login node and a GPU node) must not be replayed as a failure.
+changes; and by the data files and folders its hooks said they read (`Registrar.rests_on`, which
+`register_yaml_folder` calls: a YAML task added to a plugin's shipped folder is seen too). A plugin
+whose module was imported before the host loaded it is not indexed (what it imported is not known),
+nor is one that sets ``NEGHARNESS_INDEX = False`` (its hooks read what they do not declare). An import
+failure is never kept: a library absent on one machine and present on another sharing the cache (a
+login node and a GPU node) must not be replayed as a failure.
 
 The file only saves time: one that is damaged, hand-edited into another shape, too large or not a
 regular file (a FIFO is never opened) is ignored and written again.
@@ -96,14 +98,33 @@ def plugin_key(ep_name: str, ep_value: str, distribution: str | None, version: s
     return json.dumps([ep_name, ep_value, distribution, version])
 
 
-def file_stamp(path: str) -> FileStamp | None:
-    """What says a module file is unchanged: size, mtime_ns and inode (a file replaced by a copy of the
-    same size and time has another inode); None when it is not a regular file one can stat."""
+def path_stamp(path: str) -> FileStamp | None:
+    """What says a file is unchanged: size, mtime_ns and inode (a file replaced by a copy of the same
+    size and time has another inode); of a folder, what says no file was added, removed or renamed in
+    it. None when it is neither a regular file nor a folder one can stat."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (path, st.st_size, st.st_mtime_ns, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+    ok = stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
+    return (path, st.st_size, st.st_mtime_ns, st.st_ino) if ok else None
+
+
+def read_files(paths: Iterable[str]) -> tuple[FileStamp, ...] | None:
+    """The stamps of the data files and folders a plugin's hook said its registrations were read from
+    (`negharness.discovery.registry.Registrar.rests_on`): a folder with each regular file in it (an
+    edited YAML task). None when one cannot be stamped (the plugin is not indexed)."""
+    found: dict[str, FileStamp | None] = {}
+    for path in paths:
+        found[path] = path_stamp(path)
+        if os.path.isdir(path):
+            with os.scandir(path) as listing:
+                for entry in listing:
+                    if entry.is_file():
+                        found[entry.path] = path_stamp(entry.path)
+    if any(s is None for s in found.values()):
+        return None
+    return tuple(s for _, s in sorted(found.items()) if s is not None)
 
 
 def _stdlib_folders() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -127,7 +148,7 @@ def imported_files(modules: Iterable[str]) -> tuple[FileStamp, ...] | None:
             continue
         if path.startswith(std) and not path.startswith(site):
             continue
-        stamp = file_stamp(path)
+        stamp = path_stamp(path)
         if stamp is None:
             return None
         found[path] = stamp
@@ -148,7 +169,7 @@ def read_index(cache_dir: Path, stamp: list[Any]) -> dict[str, IndexedPlugin]:
     found = {}
     for key, item in raw["plugins"].items():
         plugin = plugin_from_json(item)
-        if plugin is not None and all(seen.setdefault(f[0], file_stamp(f[0])) == f for f in plugin.files):
+        if plugin is not None and all(seen.setdefault(f[0], path_stamp(f[0])) == f for f in plugin.files):
             found[key] = plugin
     return found
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import os
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Callable
@@ -56,6 +57,7 @@ class Registry:
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
         self._clashes: dict[tuple[str, str], list[Entry]] = {}  # a name two plugins registered
+        self.read_from: dict[str, list[str]] = {}  # plugin -> data files and folders its hooks read (`rests_on`)
 
     def add(self, kind: str, name: str, target: str | Callable[..., Any], description: str, plugin: str,
             **meta: Any) -> Entry:
@@ -129,3 +131,9 @@ class Registrar:
 
     def add(self, name: str, target: str | Callable[..., Any], description: str = "", **meta: Any) -> Entry:
         return self.registry.add(self.kind, name, target, description, self.plugin, **meta)
+
+    def rests_on(self, path: str | os.PathLike[str]) -> None:
+        """A data file or folder this hook read its registrations from (a folder of YAML tasks): the
+        plugin index keys the plugin by it too (a folder: by its listing and each file in it), so an
+        edit there is seen by the next command instead of the names indexed before."""
+        self.registry.read_from.setdefault(self.plugin, []).append(os.path.abspath(path))
