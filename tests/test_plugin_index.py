@@ -311,3 +311,20 @@ def test_a_yaml_task_added_to_a_hook_plugins_shipped_folder_is_seen(tmp_path, mo
     _forget(monkeypatch, "negharness_choicefake")
     monkeypatch.setitem(sys.modules, "negharness_choicefake", None)  # replayed: an import would fail
     assert "renamed_colours" in _host_with(folder, cache).registry.names("task")
+
+
+def test_the_index_stays_small_enough_to_be_read(tmp_path, monkeypatch):
+    """Plugins beyond MAX_PLUGINS, or file stamps beyond MAX_FILES, drop others than this command's."""
+    from negharness.discovery import plugin_index as pi
+
+    stamp = environment_stamp()
+    here = pi.path_stamp(str(Path(pi.__file__).resolve()))
+    one = pi.IndexedPlugin((pi.IndexedEntry("model", "m", "a:b", "", {}),), (here,))
+    monkeypatch.setattr(pi, "MAX_PLUGINS", 3)
+    for n in range(5):
+        pi.write_index(tmp_path, stamp, {f"p{n}": one})
+    kept = read_index(tmp_path, stamp)
+    assert len(kept) == 3 and "p4" in kept
+    monkeypatch.setattr(pi, "MAX_FILES", 1)
+    pi.write_index(tmp_path, stamp, {"p5": one})
+    assert list(read_index(tmp_path, stamp)) == ["p5"]

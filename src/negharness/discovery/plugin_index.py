@@ -42,7 +42,8 @@ from negharness.version import HOOK_API, __version__
 
 INDEX_VERSION = 2
 INDEX_FILE = "plugin-index.json"
-MAX_PLUGINS = 64  # plugins kept; beyond it some are dropped (a re-import costs only time)
+MAX_PLUGINS = 64  # plugins kept; beyond it others than this command's are dropped (a re-import costs only time)
+MAX_FILES = 20_000  # file stamps kept, all plugins together (one importing torch has ~1,000): under MAX_BYTES
 MAX_BYTES = 8 * 2**20  # a larger file is not read: it was not written by this code
 
 FileStamp = tuple[str, int, int, int]  # path, size, mtime_ns, inode
@@ -138,17 +139,22 @@ def _stdlib_folders() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def imported_files(modules: Iterable[str]) -> tuple[FileStamp, ...] | None:
     """The stamps of the files the named modules (in ``sys.modules``) were loaded from, standard
-    library aside; a module without a file (built in, a namespace package, one made in memory under a
-    relative name) has nothing to stamp. None when a module's file cannot be stamped (not indexed)."""
+    library aside; a module without a file (built in, a namespace package) has nothing to stamp, nor
+    one made in memory under a relative name that is no file (torch's ``torch.ops``: "_ops.py"). A
+    relative file (a relative ``PYTHONPATH`` entry) is stamped where it lies. None when a module's
+    file cannot be stamped (nothing is indexed)."""
     std, site = _stdlib_folders()
     found: dict[str, FileStamp] = {}
     for name in sorted(modules):
-        path = getattr(sys.modules.get(name), "__file__", None)
-        if not isinstance(path, str) or not os.path.isabs(path) or path in found:
+        written = getattr(sys.modules.get(name), "__file__", None)
+        if not isinstance(written, str):
             continue
-        if path.startswith(std) and not path.startswith(site):
+        path = os.path.abspath(written)
+        if path in found or (path.startswith(std) and not path.startswith(site)):
             continue
         stamp = path_stamp(path)
+        if stamp is None and not os.path.isabs(written) and not os.path.lexists(path):
+            continue
         if stamp is None:
             return None
         found[path] = stamp
@@ -235,9 +241,11 @@ def write_index(cache_dir: Path, stamp: list[Any], new: dict[str, IndexedPlugin]
     kept = raw.get("plugins") if raw.get("environment") == stamp else None
     plugins = {k: v for k, v in kept.items() if plugin_from_json(v) is not None} if isinstance(kept, dict) else {}
     for key, plugin in new.items():
+        plugins.pop(key, None)  # this command's last: the others are dropped first
         plugins[key] = {"entries": [e.as_json() for e in plugin.entries], "files": [list(f) for f in plugin.files]}
-    for stale in [k for k in plugins if k not in new][: max(0, len(plugins) - MAX_PLUGINS)]:
-        del plugins[stale]
+    while len(plugins) > len(new) and (len(plugins) > MAX_PLUGINS
+                                       or sum(len(v["files"]) for v in plugins.values()) > MAX_FILES):
+        del plugins[next(iter(plugins))]
     try:
         atomic_write_json(path, {"environment": stamp, "plugins": plugins})
     except OSError:
