@@ -6,7 +6,9 @@ the README's example plugin written the old way (a hook module in the group `neg
 torch at its top), on its first command (imported, then indexed) and after it (replayed from the plugin
 index); and the README's example as it is now (entries declared in entry-point metadata). Prints each
 wall time (median of ``--rounds``), the ratio to the baseline, and whether torch was imported
-(`-X importtime`).
+(`-X importtime`). Then what replaying costs in itself: the hook module's index read and checked (every
+module file its import brought in, torch's included, stat'ed again), in ms and as a share of the
+baseline `list --brief`.
 
 Run: python perf/bench_plugin_cost.py [--rounds 3]   (--tiny: one round of `list --brief` only)
 """
@@ -14,6 +16,7 @@ Run: python perf/bench_plugin_cost.py [--rounds 3]   (--tiny: one round of `list
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -66,6 +69,28 @@ def timed(args: list[str], plugin: Path | None, cwd: Path, cache: Path) -> tuple
     return wall, torch
 
 
+INDEX_COST = """
+import json, sys, time
+from pathlib import Path
+from negharness.discovery.plugin_index import environment_stamp, index_path, read_index
+cache, rounds = Path(sys.argv[1]), 20
+start = time.perf_counter()
+for _ in range(rounds):
+    found = read_index(cache, environment_stamp())
+print(json.dumps({"ms": (time.perf_counter() - start) / rounds * 1000, "plugins": len(found),
+                  "files": sum(len(p.files) for p in found.values()), "bytes": index_path(cache).stat().st_size}))
+"""
+
+
+def index_cost(cache: Path, plugin: Path, cwd: Path) -> dict[str, float]:
+    """The index in ``cache`` read and checked as a command with ``plugin`` installed reads it (mean of 20)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(plugin)]))
+    done = subprocess.run([sys.executable, "-c", INDEX_COST, str(cache)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600, check=True)
+    cost: dict[str, float] = json.loads(done.stdout)
+    return cost
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -95,6 +120,11 @@ def main(argv: list[str] | None = None) -> None:
         for setup in setups:
             med = statistics.median(times[(cmd, setup)])
             print(f"{cmd:13} {setup:28} {med:6.2f} s  x{med / base:5.2f}  torch imported: {torch_seen[(cmd, setup)]}")
+    cost = index_cost(tmp / "cache-0-list_--brief", hook, tmp)
+    base = statistics.median(times[("list --brief", "no plugin")])
+    print(f"plugin index of the hook module: {cost['plugins']:.0f} plugin, {cost['files']:.0f} files stamped, "
+          f"{cost['bytes'] / 1024:.0f} KiB; read and checked in {cost['ms']:.1f} ms "
+          f"({cost['ms'] / 10 / base:.2f}% of list --brief with no plugin)")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

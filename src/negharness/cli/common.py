@@ -63,7 +63,8 @@ def _host(args: argparse.Namespace):
     bad = [p for p in (args.plugin or []) if not p.startswith("no:")]
     if bad:
         raise UserError(f"-p {bad[0]}: only -p no:NAME (block a plugin) is supported")
-    host = make_host(blocked=blocked, strict=True if args.strict_plugins else None)
+    host = make_host(blocked=blocked, strict=True if args.strict_plugins else None,
+                     cache_dir=getattr(args, "cache_dir", None))  # the plugin index lives under the run's cache
     includes = getattr(args, "include_path", None)
     if includes:  # users' YAML tasks; parsed now, so an error in one is this command's error (exit 2)
         from negharness.declarative.register import (

@@ -465,6 +465,8 @@ def register_yaml_folder(registry: Any, folder: Path | Any, generators: dict[str
     """Register every YAML task in ``folder`` (a path or an ``importlib.resources`` traversable of a
     plugin package) on a hook's registrar; returns the names. Call from ``negharness_register_tasks``."""
     KNOWN_GENERATORS.update(generators or {})
+    if hasattr(registry, "rests_on"):  # the plugin index keys the plugin by this folder's files
+        registry.rests_on(Path(str(folder)))
     names = []
     for cls in load_folder(Path(str(folder)), generators or {}):
         registry.add(cls.name, cls, cls.description, **registration_meta(cls))

@@ -2,7 +2,9 @@
 
 Each hook receives a registrar bound to one kind (models, tasks, ...) and to the calling plugin, and
 adds named entries to it. A hook must stay cheap: it names a lazy ``"module:attribute"`` target
-instead of importing torch-heavy code, so that ``negharness list`` never loads a model.
+instead of importing torch-heavy code, so that ``negharness list`` never loads a model. A hook whose
+names come from data files (a folder of YAML tasks) says so, ``registry.rests_on(path)``, so that the
+plugin index (`negharness.discovery.plugin_index`) sees an edit there; its modules are tracked already.
 
 A third-party package exposes a module with ``@hookimpl`` functions under the entry-point group
 ``negharness``, exactly as the built-in plugins do in negharness's own pyproject.toml::

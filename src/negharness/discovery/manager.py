@@ -9,7 +9,8 @@ Plugins cost nothing until used. A distribution may declare its entries in entry
 (groups ``negharness.models``, ``negharness.tasks``, ...: ``name = "module:attribute"``), which is
 read without importing anything; and a hook-style plugin (group ``negharness``) is imported once,
 after which `negharness.discovery.plugin_index` replays what its hooks added until the installed
-distributions or its module file change.
+distributions or a module file it imported change. One distribution may use both forms: a hook entry
+point named as the distribution and its declared entries are one plugin.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from negharness.discovery.plugin_index import (
     IndexedEntry,
     IndexedPlugin,
     environment_stamp,
-    plugin_stamp,
+    imported_files,
+    plugin_key,
+    read_files,
     read_index,
     replayable,
     write_index,
@@ -82,9 +85,10 @@ class PluginHost:
         self._registry: Registry | None = None
         self._index_dir: Path | None = None
         self._path: list[str] = []
-        self._indexed: dict[str, tuple[IndexedPlugin, md.EntryPoint | None]] = {}  # replayed, not imported
-        self._stamps: dict[str, str] = {}  # imported plugins to index: name -> stamp
-        self._new_index: dict[str, IndexedPlugin] = {}
+        self._indexed: dict[str, tuple[IndexedPlugin, md.EntryPoint]] = {}  # hook plugins replayed, not imported
+        self._declared: dict[str, tuple[IndexedEntry, ...]] = {}  # entries from entry-point metadata, by plugin
+        self._to_index: dict[str, tuple[str, str]] = {}  # imported plugins to index: name -> (key, top package)
+        self._modules_before: set[str] = set()  # sys.modules before the first plugin was imported
 
     # loading ----------------------------------------------------------------------------------
     def load_entrypoints(self, entry_points: Iterable[md.EntryPoint] | None = None,
@@ -94,19 +98,18 @@ class PluginHost:
         eps = md.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
         self._index_dir = index_dir
         self._path = list(sys.path)  # the folders the plugins were found in, stamped again when indexed
+        self._modules_before = set(sys.modules)
         index = read_index(index_dir, environment_stamp(self._path)) if index_dir is not None else {}
         for ep in sorted(eps, key=lambda e: e.name):
             info = self._admit(ep.name, ep.value, getattr(ep, "dist", None))
             if info is None:
                 continue
-            stamp = self._stamp(ep, info)
-            known = index.get(stamp) if stamp else None
-            if known is not None and known.error is not None:
-                self._fail(info, PluginLoadError(known.error), error=known.error)
-            elif known is not None:
+            key = self._key(ep, info)
+            known = index.get(key) if key else None
+            if known is not None:
                 self._indexed[info.name] = (known, ep)
             else:
-                self._import(ep, info, stamp)
+                self._import(ep, info, key)
         if entry_points is None:
             self.load_declared()
 
@@ -128,21 +131,24 @@ class PluginHost:
             return None
         return info
 
-    def _stamp(self, ep: md.EntryPoint, info: PluginInfo) -> str | None:
+    def _key(self, ep: md.EntryPoint, info: PluginInfo) -> str | None:
+        """The plugin's index key; None where nothing is indexed (no index, or a built-in plugin)."""
         if self._index_dir is None or info.distribution == HOST_DISTRIBUTION:
             return None
-        return plugin_stamp(ep.name, ep.value, info.distribution, info.version)
+        return plugin_key(ep.name, ep.value, info.distribution, info.version)
 
-    def _import(self, ep: md.EntryPoint, info: PluginInfo, stamp: str | None) -> None:
+    def _import(self, ep: md.EntryPoint, info: PluginInfo, key: str | None) -> None:
+        """Import a hook plugin and register it; it is indexed (`_remember`) when its module was imported
+        here (else what it imported is not known) and it does not opt out. A failure is not indexed."""
+        module_name = ep.value.partition(":")[0].strip()
+        fresh = module_name not in sys.modules
         try:
             module = ep.load()
         except Exception as exc:  # a broken plugin is reported, never fatal unless strict
-            if stamp:
-                self._new_index[stamp] = IndexedPlugin(error=f"{type(exc).__name__}: {exc}")
             self._fail(info, exc)
             return
-        if stamp and getattr(module, "NEGHARNESS_INDEX", True) is not False:
-            self._stamps[info.name] = stamp
+        if key and fresh and getattr(module, "NEGHARNESS_INDEX", True) is not False:
+            self._to_index[info.name] = (key, module_name.partition(".")[0])
         self._register(module, info)
 
     def load_declared(self, entry_points: Iterable[md.EntryPoint] | None = None) -> None:
@@ -158,12 +164,19 @@ class PluginHost:
             by_dist.setdefault(dist.name if dist else ep.value.partition(":")[0], []).append(ep)
         for plugin, found in sorted(by_dist.items()):
             dist = getattr(found[0], "dist", None)
-            info = self._admit(plugin, "entry-point metadata", dist)
-            if info is None:
+            if not self._same_distribution(plugin, dist) and self._admit(plugin, "entry-point metadata", dist) is None:
                 continue
-            entries = tuple(IndexedEntry(groups[ep.group], ep.name, ep.value, "", {})
-                            for ep in sorted(found, key=lambda e: (e.group, e.name)) if ep.group in groups)
-            self._indexed[info.name] = (IndexedPlugin(entries), None)
+            if self.plugins[plugin].status == "blocked":
+                continue
+            self._declared[plugin] = tuple(IndexedEntry(groups[ep.group], ep.name, ep.value, "", {})
+                                           for ep in sorted(found, key=lambda e: (e.group, e.name))
+                                           if ep.group in groups)
+
+    def _same_distribution(self, plugin: str, dist: Any) -> bool:
+        """True when ``plugin`` is already a hook plugin of distribution ``dist``: its declared entries
+        belong to it (one distribution, both forms), not to a second plugin of the same name."""
+        known = self.plugins.get(plugin)
+        return known is not None and dist is not None and known.distribution == dist.name
 
     def register(self, plugin: ModuleType | object, name: str) -> None:
         """Register a plugin object directly (tests, notebooks); it is treated like an entry point."""
@@ -188,9 +201,9 @@ class PluginHost:
             self.pm.unregister(name=info.name)
             self._fail(info, exc)
 
-    def _fail(self, info: PluginInfo, exc: BaseException, error: str | None = None) -> None:
+    def _fail(self, info: PluginInfo, exc: BaseException) -> None:
         info.status = "failed"
-        info.error = error or f"{type(exc).__name__}: {exc}"
+        info.error = f"{type(exc).__name__}: {exc}"
         if self.strict:
             raise PluginLoadError(f"plugin {info.name!r} ({info.module}) failed: {info.error}") from exc
 
@@ -210,20 +223,24 @@ class PluginHost:
             calls: list[tuple[str, Callable[[], None]]] = [
                 (impl.plugin_name, functools.partial(_call_hook, impl, registry, kind))
                 for impl in getattr(self.pm.hook, hook_name).get_hookimpls()]
-            calls += [(name, functools.partial(self._replay, registry, kind, name)) for name in self._indexed]
+            calls += [(name, functools.partial(self._replay, registry, kind, name, indexed.entries, ep))
+                      for name, (indexed, ep) in self._indexed.items()]
+            calls += [(name, functools.partial(self._replay, registry, kind, name, entries, None))
+                      for name, entries in self._declared.items()]
             for plugin_name, call in sorted(calls, key=lambda c: c[0]):
                 try:
                     call()
                 except Exception as exc:
-                    self._stamps.pop(plugin_name, None)  # a hook that raised is not indexed
+                    self._to_index.pop(plugin_name, None)  # a hook that raised is not indexed
                     info = self.plugins.setdefault(plugin_name, PluginInfo(plugin_name, "?"))
                     self._fail(info, exc)
         self._remember(registry)
         return registry
 
-    def _replay(self, registry: Registry, kind: str, plugin_name: str) -> None:
-        indexed, ep = self._indexed[plugin_name]
-        for e in indexed.entries:
+    def _replay(self, registry: Registry, kind: str, plugin_name: str, entries: tuple[IndexedEntry, ...],
+                ep: md.EntryPoint | None) -> None:
+        """Add a plugin's indexed or declared entries of ``kind`` without importing it."""
+        for e in entries:
             if e.kind != kind:
                 continue
             resolve = None if e.target is not None else self._live_target(ep, plugin_name, kind, e.name)
@@ -245,17 +262,34 @@ class PluginHost:
         return resolve
 
     def _remember(self, registry: Registry) -> None:
-        """Index what each imported third-party plugin registered, for the next command."""
-        if self._index_dir is None or not (self._stamps or self._new_index):
+        """Index what each imported third-party plugin registered, for the next command, keyed by
+        every module file imported since the plugins began to load (`_dependencies`)."""
+        if self._index_dir is None or not self._to_index:
             return
-        for plugin_name, stamp in self._stamps.items():
+        files = imported_files(self._dependencies())
+        to_index, self._to_index = self._to_index, {}
+        if not files:  # a module file that cannot be stamped: nothing is indexed
+            return
+        new = {}
+        for plugin_name, (key, _) in to_index.items():
+            data = read_files(registry.read_from.get(plugin_name, ()))
+            if data is None:  # a file it read is gone already: not indexed
+                continue
+            declared = {(e.kind, e.name) for e in self._declared.get(plugin_name, ())}
             entries = [IndexedEntry(e.kind, e.name, e.target if isinstance(e.target, str) else None,
                                     e.description, e.meta)
-                       for kind in _HOOK_KINDS.values() for e in registry.entries(kind) if e.plugin == plugin_name]
+                       for kind in _HOOK_KINDS.values() for e in registry.entries(kind)
+                       if e.plugin == plugin_name and (kind, e.name) not in declared]
             if replayable(entries):
-                self._new_index[stamp] = IndexedPlugin(tuple(entries))
-        write_index(self._index_dir, environment_stamp(self._path), self._new_index)
-        self._stamps, self._new_index = {}, {}
+                new[key] = IndexedPlugin(tuple(entries), tuple(sorted(set(files) | set(data))))
+        write_index(self._index_dir, environment_stamp(self._path), new)
+
+    def _dependencies(self) -> set[str]:
+        """The modules an indexed plugin's registrations may rest on: every module imported since the
+        plugins began to load (by any of them: one may import another's), and every module of an
+        indexed plugin's own top-level package, even one imported before (a notebook's)."""
+        tops = {top for _, top in self._to_index.values()}
+        return {m for m in list(sys.modules) if m not in self._modules_before or m.partition(".")[0] in tops}
 
     def failures(self) -> list[PluginInfo]:
         return [p for p in self.plugins.values() if p.status == "failed"]

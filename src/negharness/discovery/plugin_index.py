@@ -9,30 +9,44 @@ targets, metadata) here; later commands replay that and import nothing.
 
 An index entry holds only while nothing that made it changed. The environment stamp (Python,
 negharness and hook-API versions, and the modification time of every folder on ``sys.path``:
-installing or removing a distribution adds or removes entries there) invalidates the whole index; a
-plugin's own stamp (entry point, distribution and version, and its module file's path, size and
-mtime, found without importing it) invalidates that plugin. A plugin whose hooks compute their names
-from other files sets ``NEGHARNESS_INDEX = False`` and is imported every time. Import failures are
-kept too (with the error), so a broken plugin is reported without being imported again until the
-environment or its file changes.
+installing or removing a distribution adds or removes entries there) invalidates the whole index. A
+plugin's entry is keyed by every module file the command imported while its plugins were loaded and
+their hooks ran (path, size, mtime_ns and inode; the standard library aside, which the Python version
+stamps), so a name its hook reads from another module of its package is seen as soon as that module
+changes; and by the data files and folders its hooks said they read (`Registrar.rests_on`, which
+`register_yaml_folder` calls: a YAML task added to a plugin's shipped folder is seen too). A plugin
+whose module was imported before the host loaded it is not indexed (what it imported is not known),
+nor is one that sets ``NEGHARNESS_INDEX = False`` (its hooks read what they do not declare). An import
+failure is never kept: a library absent on one machine and present on another sharing the cache (a
+login node and a GPU node) must not be replayed as a failure.
+
+The file only saves time: one that is damaged, hand-edited into another shape, too large or not a
+regular file (a FIFO is never opened) is ignored and written again.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
 import json
 import os
+import stat
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
+from negharness.contracts.errors import UserError
+from negharness.contracts.names import name_problem
+from negharness.discovery.registry import KINDS
 from negharness.version import HOOK_API, __version__
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 INDEX_FILE = "plugin-index.json"
-MAX_PLUGINS = 256  # plugins kept; beyond it some are dropped (a re-import costs only time)
+MAX_PLUGINS = 64  # plugins kept; beyond it others than this command's are dropped (a re-import costs only time)
+MAX_FILES = 20_000  # file stamps kept, all plugins together (one importing torch has ~1,000): under MAX_BYTES
 MAX_BYTES = 8 * 2**20  # a larger file is not read: it was not written by this code
+
+FileStamp = tuple[str, int, int, int]  # path, size, mtime_ns, inode
 
 
 @dataclass(frozen=True)
@@ -55,10 +69,10 @@ class IndexedEntry:
 
 @dataclass(frozen=True)
 class IndexedPlugin:
-    """A plugin's replayable registrations, or the error its import raised."""
+    """A plugin's replayable registrations and the module files they were made from."""
 
     entries: tuple[IndexedEntry, ...] = ()
-    error: str | None = None
+    files: tuple[FileStamp, ...] = ()
 
 
 def environment_stamp(path: list[str] | None = None) -> list[Any]:
@@ -80,30 +94,71 @@ def environment_stamp(path: list[str] | None = None) -> list[Any]:
     return [INDEX_VERSION, sys.version, __version__, HOOK_API, folders]
 
 
-def module_file(module: str) -> Path | None:
-    """The file a module would load from, found without importing it or its parent packages."""
-    parts = module.split(".")
-    spec = importlib.machinery.PathFinder.find_spec(parts[0], sys.path)
-    for part in parts[1:]:
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
-    if spec is None or not spec.origin or not spec.has_location:
-        return None
-    return Path(spec.origin)
+def plugin_key(ep_name: str, ep_value: str, distribution: str | None, version: str | None) -> str:
+    """The key of one plugin's index entry: its entry point and distribution (its files are checked apart)."""
+    return json.dumps([ep_name, ep_value, distribution, version])
 
 
-def plugin_stamp(ep_name: str, ep_value: str, distribution: str | None, version: str | None) -> str | None:
-    """The key of one plugin's index entry; None when its module file cannot be found (not indexed)."""
-    module = ep_value.partition(":")[0].strip()
-    path = module_file(module)
-    if path is None:
-        return None
+def path_stamp(path: str) -> FileStamp | None:
+    """What says a file is unchanged: size, mtime_ns and inode (a file replaced by a copy of the same
+    size and time has another inode); of a folder, what says no file was added, removed or renamed in
+    it. None when it is neither a regular file nor a folder one can stat."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
-    return json.dumps([ep_name, ep_value, distribution, version, str(path), st.st_size, st.st_mtime_ns])
+    ok = stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
+    return (path, st.st_size, st.st_mtime_ns, st.st_ino) if ok else None
+
+
+def read_files(paths: Iterable[str]) -> tuple[FileStamp, ...] | None:
+    """The stamps of the data files and folders a plugin's hook said its registrations were read from
+    (`negharness.discovery.registry.Registrar.rests_on`): a folder with each regular file in it (an
+    edited YAML task). None when one cannot be stamped (the plugin is not indexed)."""
+    found: dict[str, FileStamp | None] = {}
+    for path in paths:
+        found[path] = path_stamp(path)
+        if os.path.isdir(path):
+            with os.scandir(path) as listing:
+                for entry in listing:
+                    if entry.is_file():
+                        found[entry.path] = path_stamp(entry.path)
+    if any(s is None for s in found.values()):
+        return None
+    return tuple(s for _, s in sorted(found.items()) if s is not None)
+
+
+def _stdlib_folders() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The standard library's folders (stamped by the Python version), and the site folders that may
+    lie inside them (``/usr/local/lib/python3.X/site-packages``), which are not."""
+    paths = sysconfig.get_paths()
+    std = tuple(os.path.join(paths[k], "") for k in ("stdlib", "platstdlib") if k in paths)
+    site = tuple(os.path.join(paths[k], "") for k in ("purelib", "platlib") if k in paths)
+    return std, site
+
+
+def imported_files(modules: Iterable[str]) -> tuple[FileStamp, ...] | None:
+    """The stamps of the files the named modules (in ``sys.modules``) were loaded from, standard
+    library aside; a module without a file (built in, a namespace package) has nothing to stamp, nor
+    one made in memory under a relative name that is no file (torch's ``torch.ops``: "_ops.py"). A
+    relative file (a relative ``PYTHONPATH`` entry) is stamped where it lies. None when a module's
+    file cannot be stamped (nothing is indexed)."""
+    std, site = _stdlib_folders()
+    found: dict[str, FileStamp] = {}
+    for name in sorted(modules):
+        written = getattr(sys.modules.get(name), "__file__", None)
+        if not isinstance(written, str):
+            continue
+        path = os.path.abspath(written)
+        if path in found or (path.startswith(std) and not path.startswith(site)):
+            continue
+        stamp = path_stamp(path)
+        if stamp is None and not os.path.isabs(written) and not os.path.lexists(path):
+            continue
+        if stamp is None:
+            return None
+        found[path] = stamp
+    return tuple(found[p] for p in sorted(found))
 
 
 def index_path(cache_dir: Path) -> Path:
@@ -111,28 +166,57 @@ def index_path(cache_dir: Path) -> Path:
 
 
 def read_index(cache_dir: Path, stamp: list[Any]) -> dict[str, IndexedPlugin]:
-    """The plugins indexed under the environment ``stamp``; {} when the file is absent, damaged or
-    stale (never an error: the index only saves time)."""
+    """The plugins indexed under the environment ``stamp`` whose every file is unchanged; {} when the
+    file is absent, damaged or stale (never an error: the index only saves time)."""
     raw = _read_raw(index_path(cache_dir))
-    if raw is None or raw.get("environment") != stamp:
+    if raw is None or raw.get("environment") != stamp or not isinstance(raw.get("plugins"), dict):
         return {}
+    seen: dict[str, FileStamp | None] = {}  # one stat a file, though several plugins list it
     found = {}
-    for key, item in raw.get("plugins", {}).items():
-        try:
-            entries = tuple(IndexedEntry(e["kind"], e["name"], e["target"], e["description"], dict(e["meta"]))
-                            for e in item.get("entries", []))
-        except (KeyError, TypeError, ValueError):
-            continue
-        found[key] = IndexedPlugin(entries, item.get("error"))
+    for key, item in raw["plugins"].items():
+        plugin = plugin_from_json(item)
+        if plugin is not None and all(seen.setdefault(f[0], path_stamp(f[0])) == f for f in plugin.files):
+            found[key] = plugin
     return found
 
 
+def plugin_from_json(item: Any) -> IndexedPlugin | None:
+    """One plugin as `write_index` wrote it; None for anything else (a hand edit, another version):
+    the whole plugin is dropped then, and imported again, never replayed in part."""
+    if not isinstance(item, dict) or not isinstance(item.get("entries"), list) or not isinstance(item.get("files"), list):
+        return None
+    entries = [_entry_from_json(e) for e in item["entries"]]
+    files = [_file_from_json(f) for f in item["files"]]
+    if not files or any(e is None for e in entries) or any(f is None for f in files):
+        return None
+    return IndexedPlugin(tuple(e for e in entries if e is not None), tuple(f for f in files if f is not None))
+
+
+def _entry_from_json(e: Any) -> IndexedEntry | None:
+    if not isinstance(e, dict):
+        return None
+    kind, name, target, description, meta = (e.get(k) for k in ("kind", "name", "target", "description", "meta"))
+    if kind not in KINDS or not isinstance(name, str) or name_problem(name) or not isinstance(description, str) \
+            or not (target is None or isinstance(target, str)) or not isinstance(meta, dict):
+        return None
+    return IndexedEntry(kind, name, target, description, meta)
+
+
+def _file_from_json(f: Any) -> FileStamp | None:
+    if not isinstance(f, list) or len(f) != 4 or not isinstance(f[0], str) \
+            or not all(type(n) is int for n in f[1:]):
+        return None
+    return (f[0], f[1], f[2], f[3])
+
+
 def _read_raw(path: Path) -> dict[str, Any] | None:
+    """The index file's JSON object, read only when it is a regular file of at most MAX_BYTES (a FIFO
+    is never opened: the read would block); None for anything else."""
+    from negharness.io.json_files import read_capped  # lazy: only where an index is kept
+
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return None
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = json.loads(read_capped(path, MAX_BYTES, "plugin index", "the plugin index"))
+    except (UserError, ValueError, RecursionError):
         return None
     return raw if isinstance(raw, dict) else None
 
@@ -154,11 +238,14 @@ def write_index(cache_dir: Path, stamp: list[Any], new: dict[str, IndexedPlugin]
 
     path = index_path(cache_dir)
     raw = _read_raw(path) or {}
-    plugins = raw.get("plugins", {}) if raw.get("environment") == stamp else {}
+    kept = raw.get("plugins") if raw.get("environment") == stamp else None
+    plugins = {k: v for k, v in kept.items() if plugin_from_json(v) is not None} if isinstance(kept, dict) else {}
     for key, plugin in new.items():
-        plugins[key] = {"entries": [e.as_json() for e in plugin.entries], "error": plugin.error}
-    for stale in [k for k in plugins if k not in new][: max(0, len(plugins) - MAX_PLUGINS)]:
-        del plugins[stale]
+        plugins.pop(key, None)  # this command's last: the others are dropped first
+        plugins[key] = {"entries": [e.as_json() for e in plugin.entries], "files": [list(f) for f in plugin.files]}
+    while len(plugins) > len(new) and (len(plugins) > MAX_PLUGINS
+                                       or sum(len(v["files"]) for v in plugins.values()) > MAX_FILES):
+        del plugins[next(iter(plugins))]
     try:
         atomic_write_json(path, {"environment": stamp, "plugins": plugins})
     except OSError:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import os
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any, Callable
 
-from negharness.contracts.errors import DuplicateNameError, UnknownNameError, UserError
+from negharness.contracts.errors import DuplicateNameError, PluginLoadError, UnknownNameError, UserError
 from negharness.contracts.names import name_problem
 from negharness.contracts.options import bind_declared
 
@@ -28,26 +29,35 @@ class Entry:
     resolve: Callable[[], Callable[..., Any]] | None = field(default=None, compare=False, repr=False)
 
     def load(self) -> Callable[..., Any]:
-        """Import the target only now, so registration stays free of heavy imports."""
-        if self.resolve is not None:
-            return self.resolve()
-        if callable(self.target):
+        """Import the target only now, so registration stays free of heavy imports. Whatever the
+        import raises (a SyntaxError, a native library's OSError) names this entry and its plugin,
+        never the model or task of the run that happened to need it."""
+        if self.resolve is None and callable(self.target):
             return self.target
-        module_name, _, attr = self.target.partition(":")
         try:
-            obj: Any = importlib.import_module(module_name)
-            for part in attr.split(".") if attr else []:
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise UserError(f"{self.kind} {self.name!r} from plugin {self.plugin!r}: cannot load {self.target!r}: {exc}") from exc
-        loaded: Callable[..., Any] = obj  # what the entry point names: a factory or a task class
-        return loaded
+            return self.resolve() if self.resolve is not None else _imported(str(self.target))
+        except UserError:
+            raise
+        except Exception as exc:
+            raise PluginLoadError(f"{self.kind} {self.name!r} from plugin {self.plugin!r}: cannot load "
+                                  f"{self.target!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _imported(target: str) -> Callable[..., Any]:
+    """What a ``"module:attribute.path"`` target names: a factory or a task class."""
+    module_name, _, attr = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split(".") if attr else []:
+        obj = getattr(obj, part)
+    loaded: Callable[..., Any] = obj
+    return loaded
 
 
 class Registry:
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
         self._clashes: dict[tuple[str, str], list[Entry]] = {}  # a name two plugins registered
+        self.read_from: dict[str, list[str]] = {}  # plugin -> data files and folders its hooks read (`rests_on`)
 
     def add(self, kind: str, name: str, target: str | Callable[..., Any], description: str, plugin: str,
             **meta: Any) -> Entry:
@@ -121,3 +131,9 @@ class Registrar:
 
     def add(self, name: str, target: str | Callable[..., Any], description: str = "", **meta: Any) -> Entry:
         return self.registry.add(self.kind, name, target, description, self.plugin, **meta)
+
+    def rests_on(self, path: str | os.PathLike[str]) -> None:
+        """A data file or folder this hook read its registrations from (a folder of YAML tasks): the
+        plugin index keys the plugin by it too (a folder: by its listing and each file in it), so an
+        edit there is seen by the next command instead of the names indexed before."""
+        self.registry.read_from.setdefault(self.plugin, []).append(os.path.abspath(path))

@@ -29,13 +29,17 @@ def plugin_frames(tb: TracebackType | None, kinds: dict[str, Any]) -> list[tuple
 
 def blame_run(exc: BaseException, host: Any, model_name: str, output_dir: str) -> str:
     """"model 'm' (plugin 'p') failed on task 't' (plugin 'q'): Error: message; ... kept; hint":
-    the culprit is the innermost plugin object on the traceback (the model, or the task itself)."""
+    the culprit is the innermost plugin object on the traceback (the model, or the task itself), else
+    the task whose factory raised (`negharness.engine.precheck.made_task` marks it), else the model."""
 
     frames = plugin_frames(exc.__traceback__, {"task": Task, "model": (EmbeddingModel, Editor)})
     tasks = [obj for label, obj in frames if label == "task"]
     model = f"model {model_name!r}" + _plugin_of(host, ("model", "editor"), model_name)
     task = f"task {tasks[-1].name!r}" + _plugin_of(host, ("task",), tasks[-1].name) if tasks else ""
-    if frames and frames[-1][0] == "task":
+    factory = getattr(exc, "negharness_entry", None)  # set where a task's factory raised (no task object yet)
+    if not frames and factory is not None:
+        head = f"{factory.kind} {factory.name!r} (plugin {factory.plugin!r}) failed (run with {model})"
+    elif frames and frames[-1][0] == "task":
         head = f"{task} failed (run with {model})"
     else:
         head = f"{model} failed" + (f" on {task}" if task else "")

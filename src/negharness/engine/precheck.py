@@ -204,9 +204,18 @@ def made_task(entry: Entry, options: TaskOptions) -> Task:
         task = entry.load()(options)
     except TaskDefinitionError as exc:
         raise TaskDefinitionError(f"{exc} (plugin {entry.plugin!r})") from None
+    except UserError:
+        raise
+    except Exception as exc:  # the task's factory raised: `blame_run` names the task, not the run's model
+        exc.negharness_entry = entry  # type: ignore[attr-defined]
+        raise
     if not isinstance(task, Task):
         raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
                         f"{type(task).__name__}, not a negharness.api.task.Task")
+    if task.name != entry.name:  # it would run, be recorded (its record file) and reported under the other name
+        raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r}: its class "
+                                  f"{type(task).__name__} says name = {task.name!r}; a task runs and is recorded "
+                                  f"under the name it is registered with: set name = {entry.name!r} in the class")
     task.meta.validate(f"task {entry.name!r} from plugin {entry.plugin!r}")
     registered = entry.meta.get("family")
     if registered and registered != task.family:
