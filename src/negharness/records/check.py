@@ -318,14 +318,15 @@ def read_memo(path: Path, key: str) -> list[str] | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MEMO_MAX_BYTES:
-                return None
-            data = json.loads(fh.read(MEMO_MAX_BYTES + 1))
-        except (OSError, ValueError, RecursionError):
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MEMO_MAX_BYTES:
             return None
+        data = json.loads(os.read(fd, MEMO_MAX_BYTES + 1))  # a short read is JSON cut short: recomputed
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
     if not isinstance(data, dict) or data.get("format") != MEMO_FORMAT or data.get("key") != key:
         return None
     found = data.get("problems")
