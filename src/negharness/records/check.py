@@ -338,9 +338,12 @@ def write_memo(path: Path, key: str, problems: list[str]) -> None:
     included); not fsync'd: a memo torn by a power cut fails `read_memo` and is recomputed, so a
     flush per record (most of a cold board's time) buys nothing. A folder that cannot be written
     just means the answer is not kept."""
-    body = json.dumps({"format": MEMO_FORMAT, "key": key, "problems": problems}, ensure_ascii=False)
+    body = json.dumps({"format": MEMO_FORMAT, "key": key, "problems": problems}, ensure_ascii=False) + "\n"
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(body, encoding="utf-8")
     try:
-        atomic_write(path, lambda tmp: tmp.write_text(body + "\n", encoding="utf-8"))
+        atomic_write(path, write)
     except OSError:
         pass
 
