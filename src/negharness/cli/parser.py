@@ -84,6 +84,12 @@ def _run_settings(p: argparse.ArgumentParser, *names: str, **overrides: dict[str
         g.add_argument(*flags, **{**kwargs, **overrides.get(name, {})})
 
 
+def _record_memo(p: argparse.ArgumentParser) -> None:
+    """--cache-dir for a command that reads records: where their per-query check is remembered."""
+    p.add_argument("--cache-dir", help="cache root, where each record's interval check is remembered "
+                                       "(else $NEGHARNESS_CACHE, else ~/.cache/negharness)")
+
+
 def _include_path(p: argparse.ArgumentParser) -> None:
     p.add_argument("--include-path", action="append", metavar="DIR",
                    help="folder of YAML task files (choice, retrieval or suite tasks) to add, repeatable")
@@ -150,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Markdown experiment table shown on the page (default: negation_training.md beside --out)")
     p.add_argument("--check", action="store_true",
                    help="write nothing: exit 1 when a record is invalid or the board (and page) is stale")
+    _record_memo(p)
     p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("export", help="result records -> MTEB, lm-eval or Every Eval Ever files (README: Export)")
@@ -199,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="also write the comparison as Markdown")
     p.add_argument("--resamples", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
+    _record_memo(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("diagnose", help="NegBench's PCA picture of how a model embeds negated captions")

@@ -26,7 +26,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if not results.is_dir():
         raise UserError(f"--results-dir {results}: no such folder (run `negharness run` first)")
     invalid: list[str] = []  # --check lists every refused record's problems; else the first one stops
-    records = list(checked_records(results, invalid if args.check else None))
+    records = list(checked_records(results, invalid if args.check else None, args.cache_dir))
     diagnoses = load_all(results)  # likewise a damaged `negharness diagnose` result
     tables = build_tables(records)
     out = Path(args.out) if args.out else results / "README.md"
@@ -89,8 +89,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.resamples < 1:
         raise UserError("--resamples must be at least 1")
-    label_a, runs_a = load_runs(args.a, Path(args.results_dir), args.task)
-    label_b, runs_b = load_runs(args.b, Path(args.results_dir), args.task)
+    label_a, runs_a = load_runs(args.a, Path(args.results_dir), args.task, args.cache_dir)
+    label_b, runs_b = load_runs(args.b, Path(args.results_dir), args.task, args.cache_dir)
     results = compare(runs_a, runs_b, args.resamples, args.seed)
     console = _console()
     console.print(method_text(results, args.resamples, args.seed), markup=False)

@@ -18,10 +18,17 @@ intervals is refused: its intervals are over rows, and the board bolds by cluste
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Iterator
+
+import numpy as np
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
@@ -38,7 +45,7 @@ from negharness.records.schema import (
 )
 from negharness.scoring import perquery
 from negharness.scoring.catalog import renamed_record
-from negharness.store.atomic import cached_json
+from negharness.store.atomic import atomic_write
 from negharness.version import __version__
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"
@@ -63,10 +70,12 @@ class RecordError(UserError):
         self.lines = lines or [message]
 
 
-def read_checked(path: Path, results_dir: Path | None = None, board: bool = True) -> dict[str, Any]:
+def read_checked(path: Path, results_dir: Path | None = None, board: bool = True,
+                 cache_dir: str | Path | None = None) -> dict[str, Any]:
     """A record, read and validated as ``leaderboard --check`` validates it (`load_checked`, then
     `record_problems` for a full run); else a `RecordError` naming the file and every problem. Its
-    per-query file is read only from inside ``results_dir`` (default: the record's grandparent).
+    per-query file is read only from inside ``results_dir`` (default: the record's grandparent); the
+    check's memo lives under the run's cache root (``cache_dir``: --cache-dir, see `memo_folder`).
 
     ``board=False`` is reuse's reading: the same checks, but a record whose task gave no per-query
     values (it names no per-query file) still answers a rerun of that task, which would give none
@@ -74,20 +83,21 @@ def read_checked(path: Path, results_dir: Path | None = None, board: bool = True
     rec = load_checked(path)
     if is_partial(rec):
         return rec
-    problems = record_problems(Path(path), rec, results_dir, board)
+    problems = record_problems(Path(path), rec, results_dir, board, cache_dir)
     if problems:
         raise RecordError(f"{path}: {'; '.join(problems)}; {FIX}", [f"{path}: {p}" for p in problems])
     return rec
 
 
-def checked_records(results_dir: Path, problems: list[str] | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every record under ``results_dir``, each through `read_checked`: the first refused one is an
-    error, or, given a ``problems`` list (``--check``), each refused record's problems are added to
-    it and the record left out."""
+def checked_records(results_dir: Path, problems: list[str] | None = None,
+                    cache_dir: str | Path | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every record under ``results_dir``, each through `read_checked` (its memo under ``cache_dir``'s
+    cache root): the first refused one is an error, or, given a ``problems`` list (``--check``), each
+    refused record's problems are added to it and the record left out."""
     records = []
     for path in record_files(results_dir):
         try:
-            records.append((path, read_checked(path, results_dir)))
+            records.append((path, read_checked(path, results_dir, cache_dir=cache_dir)))
         except RecordError as exc:
             if problems is None:
                 raise
@@ -207,9 +217,11 @@ def _get(rec: dict[str, Any], dotted: str) -> tuple[Any, bool]:
 REQUIRED = ("created_at", "model", "task", "metrics", "main_score", "config_hash")
 
 
-def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board: bool = True) -> list[str]:
+def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board: bool = True,
+                    cache_dir: str | Path | None = None) -> list[str]:
     """Why this record may not enter the board (empty when it may); its sidecar is read only from
-    inside ``results_dir`` (default: the record's grandparent). ``board=False``: see `read_checked`."""
+    inside ``results_dir`` (default: the record's grandparent). ``board=False``: see `read_checked`;
+    ``cache_dir``: where the per-query check is remembered (`memo_folder`)."""
     if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
         return [f"not a result record of schema {SCHEMA_VERSION}"]
     out = [f"no {k!r}" for k in REQUIRED if k not in rec]
@@ -220,31 +232,124 @@ def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board
     if not (rec["model"].get("fingerprint") or "").strip():
         out.append("no model fingerprint (model.fingerprint)")
     try:
-        pq = perquery.read_sidecar(path, rec, results_dir)
+        raw = perquery.sidecar_bytes(path, rec, results_dir)
     except UserError as exc:
         return out + [str(exc).removeprefix(f"{path}: ")]
-    if pq is None:
+    if raw is None:
         if not board and not rec.get("per_query_file"):
             return out
         return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
                       "(TaskResult.per_query, see the README's 'Writing a plugin'), or an older negharness "
                       "wrote it; rerun it with a task that returns them"]
-    out += _remembered_interval_problems(rec, pq)
-    return out
+    return out + remembered_sidecar_problems(path, rec, raw, memo_folder(cache_dir))
 
 
-INTERVAL_CHECK = "record-intervals-v1"  # change it when `_interval_problems` changes: remembered answers then lapse
+def _sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes) -> list[str]:
+    """What the per-query file's bytes say against the record: values that do not give its metrics
+    (`perquery.parse_sidecar`), intervals that are not what they give (`_interval_problems`). Path-free
+    (the record's path is left off each problem), so an answer can be remembered by content."""
+    try:
+        pq = perquery.parse_sidecar(path, rec, raw)
+    except UserError as exc:
+        return [str(exc).removeprefix(f"{path}: ")]
+    return _interval_problems(rec, pq)
 
 
-def _remembered_interval_problems(rec: dict[str, Any], pq: dict[str, Any]) -> list[str]:
-    """`_interval_problems`, remembered under the cache root by the content of the record and its
-    per-query values (and this code's version): recomputing 10,000 resamples per metric costs about a
-    second per record of 1,000 queries, which every read (board, reuse, export) would otherwise pay."""
-    key = hash_json({"check": INTERVAL_CHECK, "negharness": __version__, "record": rec, "per_query": pq}, 32)
-    found = cached_json(cache_root() / "checked_records" / f"{key}.json", lambda: _interval_problems(rec, pq))
-    if isinstance(found, list) and all(isinstance(p, str) for p in found):
-        return found
-    return _interval_problems(rec, pq)  # a damaged memo is never trusted
+# The per-query check, remembered. Recomputing 10,000 resamples per metric costs about a second per
+# record of 1,000 queries, which every read (board, reuse, export, compare) would otherwise pay. The
+# memo's key is everything the answer depends on (`memo_key`): the per-query file's bytes (SHA-256 of
+# the bytes read, never their size or time), the record's fields the check reads (`MEMO_FIELDS`), and
+# the code that checks (`code_version`). Nothing the record says about itself is trusted.
+MEMO_FORMAT = "negharness-checked-record-v2"
+MEMO_FOLDER = "checked_records"
+MEMO_MAX_BYTES = 1 << 20  # a memo holds a few problem lines; anything larger is not one
+# every field `_sidecar_problems` reads: the file's name (named in its problems), the task (its name
+# renames old metrics, its cluster and leaderboard metrics choose the intervals), the metrics the
+# per-query means must give, the main score, how the intervals were made and what they are
+MEMO_FIELDS = ("per_query_file", "task", "metrics", "main_score", "interval_method", "intervals",
+               "intervals_rows", "standard_errors", "standard_errors_rows")
+# the modules whose code decides the answer: the check, the per-query contract and intervals, the
+# bootstrap, the metric catalogue (renames, MedR's rule) and the JSON reader
+MEMO_CODE = ("negharness.records.check", "negharness.scoring.perquery", "negharness.scoring.bootstrap",
+             "negharness.scoring.catalog", "negharness.io.json_files")
+
+
+def memo_folder(cache_dir: str | Path | None = None) -> Path:
+    """Where the check's memo lives: the run's own cache root (--cache-dir, else $NEGHARNESS_CACHE,
+    else the default: `cache_root`, the one rule every cached thing follows)."""
+    return cache_root(cache_dir) / MEMO_FOLDER
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A digest of the checking code (`MEMO_CODE`'s sources), numpy's version (its random streams and
+    quantiles) and negharness's: an edit to any of them makes every remembered answer lapse, with no
+    version number to remember to bump."""
+    parts = [__version__, np.__version__]
+    for name in MEMO_CODE:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        try:
+            parts.append(hashlib.sha256(Path(origin).read_bytes()).hexdigest() if origin else name)
+        except OSError:
+            parts.append(name)
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def memo_key(rec: dict[str, Any], raw: bytes) -> str:
+    """The memo's key: SHA-256 of the per-query bytes, the record's `MEMO_FIELDS` and `code_version`."""
+    return hash_json({"format": MEMO_FORMAT, "code": code_version(), "per_query_sha256": hashlib.sha256(raw).hexdigest(),
+                      "record": {name: rec.get(name) for name in MEMO_FIELDS}}, 64)
+
+
+def remembered_sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes, folder: Path) -> list[str]:
+    """`_sidecar_problems`, remembered in ``folder`` under `memo_key`; a memo that is missing,
+    damaged, of another key or not a regular file is recomputed and written again (atomically)."""
+    key = memo_key(rec, raw)
+    memo = folder / f"{key}.json"
+    found = read_memo(memo, key)
+    if found is None:
+        found = _sidecar_problems(path, rec, raw)
+        write_memo(memo, key, found)
+    return found
+
+
+def read_memo(path: Path, key: str) -> list[str] | None:
+    """The problems a memo file holds for ``key``, or None when it holds no sound answer: no file, a
+    FIFO or device (opened without blocking, refused by its type), a folder, too large, not JSON,
+    of another format or key (a copied or renamed file), or not a list of lines."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MEMO_MAX_BYTES:
+            return None
+        data = json.loads(os.read(fd, MEMO_MAX_BYTES + 1))  # a short read is JSON cut short: recomputed
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+    if not isinstance(data, dict) or data.get("format") != MEMO_FORMAT or data.get("key") != key:
+        return None
+    found = data.get("problems")
+    return found if isinstance(found, list) and all(isinstance(p, str) for p in found) else None
+
+
+def write_memo(path: Path, key: str, problems: list[str]) -> None:
+    """The answer written atomically (a temporary file renamed over whatever was there, a FIFO
+    included); not fsync'd: a memo torn by a power cut fails `read_memo` and is recomputed, so a
+    flush per record (most of a cold board's time) buys nothing. A folder that cannot be written
+    just means the answer is not kept."""
+    body = json.dumps({"format": MEMO_FORMAT, "key": key, "problems": problems}, ensure_ascii=False) + "\n"
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(body, encoding="utf-8")
+    try:
+        atomic_write(path, write)
+    except OSError:
+        pass
 
 
 def _main_score_problems(rec: dict[str, Any]) -> list[str]:

@@ -74,19 +74,20 @@ class TaskComparison:
     clusters: int = 0
 
 
-def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[str, dict[str, Run]]:
+def load_runs(spec: str, results_dir: Path, task: str | None = None,
+              cache_dir: str | Path | None = None) -> tuple[str, dict[str, Run]]:
     """(label, task cell -> run) for a record folder, or a model label / folder name under results_dir.
     A task's variants (--seed, -T) are runs of their own (``task [seed=1]``, `RecordKey.task_cell`):
-    only the same variant of a task is ever paired."""
+    only the same variant of a task is ever paired. ``cache_dir``: where the record check is remembered."""
     folder = Path(spec)
     if not folder.is_dir():
-        folder = _folder_for_label(spec, Path(results_dir))
+        folder = _folder_for_label(spec, Path(results_dir), cache_dir)
     runs: dict[str, Run] = {}
     label = None
     for path in sorted(folder.glob("*.json")):
         if path.name.endswith(SIDECAR_SUFFIXES):
             continue
-        rec = read_checked(path)  # a record --check refuses is an error naming it, not skipped
+        rec = read_checked(path, cache_dir=cache_dir)  # a record --check refuses is an error naming it, not skipped
         key = record_key(rec)
         if rec.get("limited") or (task and task not in (key.task, key.task_cell)):
             continue
@@ -99,15 +100,15 @@ def load_runs(spec: str, results_dir: Path, task: str | None = None) -> tuple[st
     return label or spec, runs
 
 
-def _folder_for_label(label: str, results_dir: Path) -> Path:
+def _folder_for_label(label: str, results_dir: Path, cache_dir: str | Path | None = None) -> Path:
     if not results_dir.is_dir():
         raise UserError(f"{label}: not a record folder, and --results-dir {results_dir} does not exist")
     direct = results_dir / label
     if direct.is_dir():
         return direct
-    folders = sorted({p.parent for p, rec in iter_records(results_dir) if rec["model"]["label"] == label})
+    folders = sorted({p.parent for p, rec in iter_records(results_dir, cache_dir) if rec["model"]["label"] == label})
     if len(folders) != 1:
-        known = sorted({rec["model"]["label"] for _, rec in iter_records(results_dir)})
+        known = sorted({rec["model"]["label"] for _, rec in iter_records(results_dir, cache_dir)})
         raise UserError(f"{label}: no record folder or model label under {results_dir} "
                         f"(labels there: {', '.join(known) or 'none'})")
     return folders[0]

@@ -211,12 +211,12 @@ def write_sidecars(path: Path, record: dict[str, Any], samples: list[dict[str, A
     return record
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
+def read_record(path: Path, cache_dir: str | Path | None = None) -> dict[str, Any] | None:
     """A record reuse may answer from, or None when the one reader (`negharness.records.check.read_checked`:
     bounded, its schema, consistent with its per-query values, as ``leaderboard --check`` validates)
-    refuses it: the run is done again."""
+    refuses it: the run is done again. ``cache_dir``: the --cache-dir the check is remembered under."""
     try:
-        return read_checked(Path(path), board=False)
+        return read_checked(Path(path), board=False, cache_dir=cache_dir)
     except RecordError:
         return None
 
@@ -233,8 +233,8 @@ def refusal(path: Path) -> str | None:
     return None
 
 
-def iter_records(results_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
+def iter_records(results_dir: Path, cache_dir: str | Path | None = None) -> Iterable[tuple[Path, dict[str, Any]]]:
     for path in record_files(results_dir):
-        rec = read_record(path)
+        rec = read_record(path, cache_dir)
         if rec is not None:
             yield path, rec

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from negharness.contracts.errors import UserError
-from negharness.io.json_files import loads_unique, read_bounded
+from negharness.io.json_files import loads_unique, read_bounded_bytes
 from negharness.scoring import catalog
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
@@ -219,26 +219,49 @@ def write_sidecar(record_path: Path, per_query: dict[str, Any]) -> Path:
 
 def read_sidecar(record_path: Path, record: dict[str, Any], results_dir: Path | None = None) -> dict[str, Any] | None:
     """The per-query values a record names, or None when it names none; a named but unreadable
-    file is an error naming the record. Records are untrusted input (contributed ones too): the file
-    must be a regular file of bounded size inside the results folder (``<results>/<model>/<task>.json``:
-    the record's grandparent unless given), never ``/dev/zero`` or a file elsewhere."""
+    file is an error naming the record (`sidecar_bytes`, then `parse_sidecar`)."""
+    raw = sidecar_bytes(record_path, record, results_dir)
+    return None if raw is None else parse_sidecar(record_path, record, raw)
+
+
+def sidecar_bytes(record_path: Path, record: dict[str, Any], results_dir: Path | None = None) -> bytes | None:
+    """The bytes of the per-query file a record names, or None when it names none. Records are
+    untrusted input (contributed ones too): the file must be a regular file of bounded size inside the
+    results folder (``<results>/<model>/<task>.json``: the record's grandparent unless given), never
+    ``/dev/zero`` or a file elsewhere. Apart from `parse_sidecar` so that a reader can digest the
+    bytes it read (the record checker's memo) before deciding whether to parse them."""
     name = record.get("per_query_file")
     if not name:
         return None
-    where = f"{record_path}: per_query_file {name!r} cannot be read"
     if not isinstance(name, str) or "\0" in name:
-        raise PerQueryError(f"{where}: not a file name")
+        raise PerQueryError(f"{record_path}: per_query_file {name!r} cannot be read: not a file name")
     top = Path(results_dir) if results_dir is not None else Path(record_path).parent.parent
     try:
-        data: dict[str, Any] = loads_unique(read_bounded(Path(record_path).parent / name, top, where))
+        return read_bounded_bytes(Path(record_path).parent / name, top, _unreadable(record_path, name))
     except UserError as exc:
         raise PerQueryError(str(exc)) from None
+
+
+def _unreadable(record_path: Path, name: Any) -> str:
+    return f"{record_path}: per_query_file {name!r} cannot be read"
+
+
+def parse_sidecar(record_path: Path, record: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """The per-query values in ``raw`` (the bytes `sidecar_bytes` read), checked against the record's
+    metrics (`problems`); else a `PerQueryError` naming the record. Depends on nothing but ``raw`` and
+    the record's ``per_query_file``, ``task.name`` and ``metrics``."""
+    name = record.get("per_query_file")
+    where = _unreadable(record_path, name)
+    try:
+        data: dict[str, Any] = loads_unique(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PerQueryError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     except (ValueError, RecursionError) as exc:
         raise PerQueryError(f"{where}: {exc}") from None
     task = (record.get("task") or {}).get("name")
     if isinstance(data, dict) and isinstance(data.get("values"), dict) and isinstance(task, str):
         data["values"] = catalog.renamed_keys(data["values"], task)  # as the record's (`catalog.renamed_record`)
-    if problems(data, {k: v for k, v in record.get("metrics", {}).items()}):
-        raise PerQueryError(f"{record_path}: per_query_file {name!r}: "
-                            + "; ".join(problems(data, record.get("metrics", {}))[:3]))
+    found = problems(data, {k: v for k, v in record.get("metrics", {}).items()})
+    if found:
+        raise PerQueryError(f"{record_path}: per_query_file {name!r}: " + "; ".join(found[:3]))
     return data
