@@ -55,7 +55,7 @@ def run_library(models: list[str], tasks: list[str], arch: str | None, pretraine
     if not models:
         raise UserError("negharness.run: name at least one model")
     shared = RunRequest(models[0], tasks, ModelOptions(arch, pretrained, checkpoint, model_args), task_args, **settings)
-    host = make_host()
+    host = make_host(cache_dir=shared.cache_dir)  # the plugin index under the run's own cache root
     requests = model_requests(host, shared, [(m, ModelOptions()) for m in models])
     planned = [_planned(host, req) for req in requests]  # every model's refusal before any model runs
     return [o for plan, hasher in planned for o in run_evaluation(host, plan, hasher=hasher)]

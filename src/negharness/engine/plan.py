@@ -223,7 +223,8 @@ def plan_task(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelCo
     variant = _variant(entry, task, options)
     path = record_path(out_dir, model_cfg, task.name, variant)
     data = data_hashes(read_files(task), options.data_root, hasher, task.name)
-    return PlannedTask(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data), read_record(path),
+    return PlannedTask(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data),
+                       read_record(path, options.cache_dir),
                        options.data_root, "")
 
 
