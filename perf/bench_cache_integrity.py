@@ -43,7 +43,7 @@ from negharness.io.media import MediaSet, image_files, video_files  # noqa: E402
 from negharness.io.paths import data_root  # noqa: E402
 from negharness.io.video import FrameSampling  # noqa: E402
 from negharness.plugins.shapes_clip import shapes_clip  # noqa: E402
-from negharness.store.atomic import atomic_write  # noqa: E402
+from negharness.io.atomic_files import atomic_write  # noqa: E402
 from negharness.store.cache import EmbeddingCache  # noqa: E402
 from negharness.store.claims import Claim, Claims  # noqa: E402
 from negharness.store.content import FileHasher  # noqa: E402

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
           + f"; min cosine (planned) {cosine:.7f}")
     median = {k: statistics.median(v) for k, v in rates.items()}
     if opts.json:
-        from negharness.store.atomic import atomic_write_json
+        from negharness.io.atomic_files import atomic_write_json
 
         atomic_write_json(opts.json, {"texts": len(texts), "source": source, "real": source.startswith("real"),
                                       "mean_tokens": sum(lengths) / len(lengths), "arch": "tiny" if opts.tiny else opts.arch,

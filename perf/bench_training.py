@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     from negharness.plugins.openclip_model import OpenClipModel
     from negharness.plugins.training_run import bnl, train
     from negharness.plugins.training_step import StepLoss
-    from negharness.store.atomic import atomic_write_json
+    from negharness.io.atomic_files import atomic_write_json
     from negharness.tasks.nt2vr.training import msrvtt10ktrain
     from negharness.testing import lookup
 

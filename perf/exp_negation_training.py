@@ -115,7 +115,7 @@ def write_table(args, results: dict[str, list[dict]]) -> None:
     table = report(results)
     print(table)
     if args.table:
-        from negharness.store.atomic import atomic_write_text
+        from negharness.io.atomic_files import atomic_write_text
 
         atomic_write_text(args.table, HEADER.format(seeds=len(args.seeds), items=TEST_ITEMS) + table)
 

@@ -583,7 +583,7 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
             print(f"{label}: ratios {' / '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
                   + (f"; values equal in {sum(equal)}/{len(equal)} rounds" if equal else ""))
     if opts.json:
-        from negharness.store.atomic import atomic_write_json
+        from negharness.io.atomic_files import atomic_write_json
 
         atomic_write_json(opts.json, {"clip_benchmark_installed": have_cb, "device": DEVICE, "rows": opts.rows,
                                       "mcq_rows": opts.mcq_rows, "images": inp.images, "captions": inp.captions,

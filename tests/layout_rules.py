@@ -19,8 +19,8 @@ FACE = "api"  # the plugins' face, on top: only built-ins and the face itself im
 # Built-ins (plugins/, tasks/, text/, world/) stand outside: they reach the host through the face only.
 FLOORS: dict[str, int] = {
     GROUND: 0, "version": 0,
-    "store": 1, "io": 1,  # files, caches and media (store's content hashes read io's paths, io's checkpoints write atomically)
-    "scoring": 2,
+    "io": 1,  # files and media: reading them bounded, writing them atomically
+    "store": 2, "scoring": 2,  # caches on those files (store's content hashes read io's paths); io never imports store
     "records": 3, "fetch": 3, "discovery": 3, "declarative": 3,
     "engine": 4,
     "report": 5,

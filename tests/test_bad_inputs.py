@@ -319,7 +319,7 @@ def _run_in_process(monkeypatch, capsys, tmp_path, argv):
 
 
 def test_full_disk_under_the_output_folder_names_the_file_and_keeps_finished_records(monkeypatch, capsys, tmp_path):
-    import negharness.store.atomic as atomic
+    import negharness.io.atomic_files as atomic
 
     real = atomic.atomic_write
 

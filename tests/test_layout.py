@@ -26,6 +26,7 @@ from layout_rules import (
     ground_violations,
     host_violations,
     modules,
+    room,
     unjustified_lazy,
     unplaced_rooms,
 )
@@ -194,11 +195,11 @@ def test_each_floor_rule_can_fail(tmp_path):
         "negharness/contracts/errors.py": "from typing import TYPE_CHECKING\nfrom negharness.store import atomic\n"
                                           "if TYPE_CHECKING:\n    from negharness.io import paths\n",
         "negharness/store/__init__.py": "",
-        "negharness/store/atomic.py": "from negharness.api import UserError\nfrom negharness.scoring import metrics\n",
+        "negharness/store/atomic.py": "from negharness.api import UserError\nfrom negharness.records import metrics\n",
         "negharness/io/__init__.py": "",
         "negharness/io/paths.py": "from negharness.contracts.errors import x\n",
-        "negharness/scoring/__init__.py": "",
-        "negharness/scoring/metrics.py": "",
+        "negharness/records/__init__.py": "",
+        "negharness/records/metrics.py": "",
         "negharness/engine/__init__.py": "",
         "negharness/engine/run.py": "def f():\n    from negharness.cli import main  # lazy: a loop\n",
         "negharness/cli/__init__.py": "",
@@ -211,7 +212,7 @@ def test_each_floor_rule_can_fail(tmp_path):
     assert engine_imports_cli(edges) == ["negharness.engine.run:2 imports negharness.cli.main"]
     assert unplaced_rooms(edges) == ["attic"]
     assert sorted(back_arrows(edges)) == [("contracts", "io"), ("contracts", "store"), ("engine", "cli"),
-                                          ("store", "api"), ("store", "scoring")]
+                                          ("store", "api"), ("store", "records")]
     assert set(back_arrows(edges)) - set(ALLOWED_BACK_ARROWS) != set()
     api = src / "negharness" / "api"
     assert all_problems(api / "__init__.py") == []
@@ -261,3 +262,11 @@ def test_a_facade_resolves_its_names_in_an_install_without_sources(tmp_path):
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split()[0].endswith(".pyc")
+
+
+def test_io_never_imports_store():
+    """Files and media (io) sit below the caches built on them (store): one direction only."""
+    edges = graph(SRC)
+    found = [f"{e.source}:{e.line} imports {e.target}" for e in edges
+             if room(e.source) == "io" and room(e.target) == "store"]
+    assert found == []

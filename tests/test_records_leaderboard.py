@@ -10,7 +10,7 @@ import pytest
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig, iter_records
 from negharness.report.leaderboard import build_tables, to_markdown
-from negharness.store.atomic import atomic_write, atomic_write_json
+from negharness.io.atomic_files import atomic_write, atomic_write_json
 
 
 def test_failed_write_leaves_old_file_and_no_temp(tmp_path):

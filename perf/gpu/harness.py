@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     import negharness
-    from negharness.store.atomic import atomic_write_json
+    from negharness.io.atomic_files import atomic_write_json
 
     tmp = Path(tempfile.mkdtemp(prefix="gpu-check-harness-"))
     arch, checkpoint = model_files(tmp, args.arch)

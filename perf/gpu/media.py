@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"perf/bench_decode_throughput.py has no {', '.join(missing)}: update perf/gpu/media.py")
     bdt.N_IMAGES, bdt.N_VIDEOS, bdt.VIDEO_ITEMS, bdt.BATCH = args.images, args.videos, args.video_items, args.batch
     bdt.write_videos = cv2_videos
-    from negharness.store.atomic import atomic_write_json
+    from negharness.io.atomic_files import atomic_write_json
 
     common = ["--device", args.device, "--precision", args.precision, "--models", args.model, "--rounds", str(args.rounds)]
     gpu = args.gpu_setup or gpu_setup_named()

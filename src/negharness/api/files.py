@@ -24,7 +24,7 @@ from negharness.io.paths import (
     data_root as data_root,
     require_regular as require_regular,
 )
-from negharness.store.atomic import (
+from negharness.io.atomic_files import (
     atomic_write as atomic_write,
     atomic_write_bytes as atomic_write_bytes,
     atomic_write_json as atomic_write_json,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.contracts.errors import UserError
-from negharness.store.atomic import atomic_write_bytes
+from negharness.io.atomic_files import atomic_write_bytes
 
 PROFILE_ENV = "NEGHARNESS_PROFILE"
 

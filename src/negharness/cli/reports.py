@@ -20,7 +20,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         to_rich,
     )
     from negharness.report.page import site_files  # lazy: start-up time
-    from negharness.store.atomic import atomic_write_text  # lazy: start-up time
+    from negharness.io.atomic_files import atomic_write_text  # lazy: start-up time
 
     results = Path(args.results_dir)
     if not results.is_dir():
@@ -85,7 +85,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         to_markdown,
         to_rich,
     )
-    from negharness.store.atomic import atomic_write_text  # lazy: start-up time
+    from negharness.io.atomic_files import atomic_write_text  # lazy: start-up time
 
     if args.resamples < 1:
         raise UserError("--resamples must be at least 1")

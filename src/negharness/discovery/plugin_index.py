@@ -234,7 +234,7 @@ def write_index(cache_dir: Path, stamp: list[Any], new: dict[str, IndexedPlugin]
     index (atomically; a folder that cannot be written just means no index)."""
     if not new:
         return
-    from negharness.store.atomic import atomic_write_json  # lazy: only when something was imported
+    from negharness.io.atomic_files import atomic_write_json  # lazy: only when something was imported
 
     path = index_path(cache_dir)
     raw = _read_raw(path) or {}

@@ -33,7 +33,7 @@ from negharness.engine.runner import CachedEvalContext, RunSettings, device_name
 from negharness.engine.stages import StageClock, stage_timings
 from negharness.records.results import RunInfo, build_record, record_path, write_sidecars
 from negharness.scoring import perquery
-from negharness.store.atomic import atomic_write_json
+from negharness.io.atomic_files import atomic_write_json
 from negharness.store.cache import EmbeddingCache
 from negharness.store.content import FileHasher
 

@@ -32,7 +32,7 @@ from negharness.engine.ranks import torchrun_env
 from negharness.engine.request import RunOutcome
 from negharness.engine.reuse import fingerprint_reason
 from negharness.io.json_files import read_capped
-from negharness.store.atomic import atomic_write_json
+from negharness.io.atomic_files import atomic_write_json
 
 FOLDER = "model-fingerprints"  # under the run's cache root
 PACKAGE = Path(__file__).resolve().parents[1]  # the negharness package folder

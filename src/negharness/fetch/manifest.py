@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.contracts.errors import UserError
-from negharness.store.atomic import atomic_write_json
+from negharness.io.atomic_files import atomic_write_json
 
 MANIFEST = "negharness-manifest.json"
 _LOCK = threading.Lock()  # downloads finish on several threads; one writer at a time

@@ -38,7 +38,7 @@ import torch
 from negharness.contracts.errors import UserError
 from negharness.contracts.options import env_flag
 from negharness.io.safe_unpickle import CallRefused, InertObject, restricted_load
-from negharness.store.atomic import atomic_write
+from negharness.io.atomic_files import atomic_write
 
 _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module")
 _PREFIXES = ("module.", "clip_model.ClipModel.")  # DDP / DataParallel; nT2VR's CLIPEncoder

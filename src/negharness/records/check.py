@@ -45,7 +45,7 @@ from negharness.records.schema import (
 )
 from negharness.scoring import perquery
 from negharness.scoring.catalog import renamed_record
-from negharness.store.atomic import atomic_write
+from negharness.io.atomic_files import atomic_write
 from negharness.version import __version__
 
 FIX = "rerun that task with --overwrite, or move the file out of the results folder"

@@ -27,7 +27,7 @@ from negharness.records.schema import (  # noqa: F401  (long imported from here)
     record_key,
 )
 from negharness.scoring.perquery import write_sidecar
-from negharness.store.atomic import atomic_write_json, atomic_write_text
+from negharness.io.atomic_files import atomic_write_json, atomic_write_text
 
 @dataclass(frozen=True)
 class ModelConfig:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from negharness.contracts.errors import UserError
-from negharness.store.atomic import atomic_write
+from negharness.io.atomic_files import atomic_write
 
 TEMPLATE_FILE = Path(__file__).with_name("diagnose_templates.yaml")
 FAMILIES = ("affirmation", "negation", "two_objects", "hybrid", "double_negation")

@@ -18,7 +18,7 @@ from typing import Any
 from negharness.contracts.errors import UserError
 from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded
 from negharness.records.results import ModelConfig
-from negharness.store.atomic import atomic_write_text
+from negharness.io.atomic_files import atomic_write_text
 
 KIND = "negharness.diagnosis"
 SCHEMA_VERSION = 1

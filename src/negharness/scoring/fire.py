@@ -29,7 +29,7 @@ import numpy as np
 
 from negharness.contracts.errors import UserError
 from negharness.scoring.metrics import Relevance
-from negharness.store.atomic import atomic_write
+from negharness.io.atomic_files import atomic_write
 
 FIRE_KS = (1, 5, 10)
 FIRE_METRICS = tuple(f"fire_C@{k}" for k in FIRE_KS) + ("fire_MIR", "fire_mAP")

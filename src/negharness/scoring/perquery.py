@@ -38,7 +38,7 @@ from negharness.scoring.bootstrap import (
     n_clusters,
 )
 from negharness.scoring.catalog import lower_median  # noqa: F401  (MedR's rule, long read from here)
-from negharness.store.atomic import atomic_write_text
+from negharness.io.atomic_files import atomic_write_text
 
 SUFFIX = ".perquery.json"
 TOLERANCE = 1e-9

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from negharness.store.atomic import atomic_write, atomic_write_json
+from negharness.io.atomic_files import atomic_write, atomic_write_json
 from negharness.store.claims import Claim, Claims, folder_mutex
 from negharness.store.content import FileHasher
 

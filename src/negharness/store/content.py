@@ -28,7 +28,7 @@ import numpy as np
 
 from negharness.contracts.errors import UserError
 from negharness.io.paths import require_regular
-from negharness.store.atomic import atomic_write_bytes
+from negharness.io.atomic_files import atomic_write_bytes
 
 DIGEST_HEX = 32  # 128 bits of SHA-256: collisions out of reach for any dataset
 CHUNK = 1 << 20

@@ -31,7 +31,7 @@ from negharness.contracts.hashing import hash_json
 from negharness.records.check import checked_records
 from negharness.records.published import PublishedRow
 from negharness.scoring.catalog import Scale, record_scale, scale_of
-from negharness.store.atomic import atomic_write_json
+from negharness.io.atomic_files import atomic_write_json
 
 FORMATS = ("mteb", "lm-eval", "eee")
 ORG = "negharness"  # the namespace of a model id: negharness/<record folder>, one per model configuration
