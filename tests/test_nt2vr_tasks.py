@@ -332,7 +332,7 @@ def test_one_tasks_unusable_input_fails_alone_and_the_others_records_are_written
 def test_a_task_failing_while_planned_is_named_at_its_variants_record_path(tmp_path, monkeypatch):
     """A task whose data cannot be hashed fails alone; its outcome names the path its record would have
     (with --limit: the variant's file, as the task that ran beside it), not the default run's."""
-    from negharness.engine import evaluate
+    from negharness.engine import plan as evaluate  # where the plan hashes a task's data
 
     folder = write_layout(tmp_path / "data")
     neg = [(f"{vid}#enc#0#0", f"{caps[0]} without any dog") for vid, caps in CAPTIONS.items()]

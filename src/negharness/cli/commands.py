@@ -27,28 +27,36 @@ from negharness.cli.process import (
 from negharness.engine.ranks import from_env
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    from rich.table import Table
+LIST_KINDS = ("model", "task", "trainer", "trainset", "editor", "detector", "query_builder")
 
+
+def listed(names: list[str], pattern: str | None) -> list[str]:
+    """The names `negharness list PATTERN` shows: a glob matches whole names, plain text any part of one."""
+    import fnmatch
+
+    if not pattern:
+        return names
+    if any(c in pattern for c in "*?["):
+        return [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+    return [n for n in names if pattern.lower() in n.lower()]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
     host = _host(args)
     console = _console()
-    for kind in ("model", "task", "trainer", "trainset", "editor", "detector", "query_builder"):
-        entries = host.registry.entries(kind)
+    pattern, shown = getattr(args, "pattern", None), 0
+    for kind in ([args.kind] if getattr(args, "kind", None) else LIST_KINDS):
+        keep = set(listed([e.name for e in host.registry.entries(kind)], pattern))
+        entries = [e for e in host.registry.entries(kind) if e.name in keep]
         if not entries:
             continue
-        table = Table(title=f"{kind}s", title_justify="left")
-        # every column folds, never cuts: a name, a plugin and an option are what a user types next
-        table.add_column("name", style="cyan", overflow="fold", min_width=12)
-        table.add_column("plugin", overflow="fold")
-        table.add_column("description", overflow="fold")
-        flag = OPTION_FLAGS.get(kind)
-        if flag and not args.brief:
-            table.add_column(f"{flag} options", overflow="fold", min_width=24)
+        shown += len(entries)
         clashes = host.registry.duplicates(kind)
-        for e in entries:
-            row = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
-            table.add_row(*row, *([_options_cell(e, flag)] if flag and not args.brief else []))
-        console.print(table)
+        flag = OPTION_FLAGS.get(kind) if not args.brief else None
+        if console.is_terminal:
+            _print_table(console, kind, entries, flag, clashes)
+        else:  # a pipe or a file: one plain line an entry, never cut at a width
+            _print_plain(console, kind, entries, flag, clashes)
         if kind == "model":
             from negharness.fetch.weights import listing  # lazy: start-up time
 
@@ -64,7 +72,38 @@ def cmd_list(args: argparse.Namespace) -> int:
     for info in sorted(host.plugins.values(), key=lambda p: p.name):
         if info.status != "loaded":
             console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
+    if (pattern or getattr(args, "kind", None)) and not shown:
+        raise UserError(f"no {getattr(args, 'kind', None) or 'entry'} matches {pattern!r}; `negharness list` shows them all")
     return 0
+
+
+def _print_table(console: Any, kind: str, entries: list[Any], flag: str | None, clashes: Any) -> None:
+    """A kind's entries for a terminal: a table whose every column folds, never cuts (a name, a plugin
+    and an option are what a user types next)."""
+    from rich.table import Table
+
+    table = Table(title=f"{kind}s", title_justify="left")
+    table.add_column("name", style="cyan", overflow="fold", min_width=12)
+    table.add_column("plugin", overflow="fold")
+    table.add_column("description", overflow="fold")
+    if flag:
+        table.add_column(f"{flag} options", overflow="fold", min_width=24)
+    for e in entries:
+        row = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
+        table.add_row(*row, *([_options_cell(e, flag)] if flag else []))
+    console.print(table)
+
+
+def _print_plain(console: Any, kind: str, entries: list[Any], flag: str | None, clashes: Any) -> None:
+    """A kind's entries for a pipe: a heading, then name, plugin, description and options, tab-separated,
+    one line each (grep and cut read them; nothing folds or cuts)."""
+    lines = [f"# {kind}s"]
+    for e in entries:
+        cells = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
+        cells += [_options_cell(e, flag)] if flag else []
+        lines.append("\t".join("; ".join(" ".join(ln.split()) for ln in str(c).splitlines() if ln.strip())
+                                for c in cells))
+    print("\n".join(lines), file=console.file)  # plain: Rich would expand the tabs
 
 
 OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "trainer": "-O"}

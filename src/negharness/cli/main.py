@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import os
 import time
 import warnings
 from typing import Any, Sequence
@@ -98,10 +99,22 @@ def _main(argv: Sequence[str] | None) -> int:
     return code
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of a closed pipe raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test's capture): nothing to silence
+        pass
+
+
 def _command(args: argparse.Namespace) -> int:
     """The command, its failure as one line (exit 2 for the user's input, 1 for a plugin's bug)."""
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader left (`negharness list | head`): nothing is wrong, nothing to say
+        _silence_stdout()
+        return 0
     except KeyboardInterrupt:
         _console(stderr=True).print("interrupted; finished records and cached embeddings are kept")
         return 130

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from negharness.contracts.precision import PRECISION_NAMES
-from negharness.cli.commands import cmd_fetch, cmd_list, cmd_run, cmd_train
+from negharness.cli.commands import LIST_KINDS, cmd_fetch, cmd_list, cmd_run, cmd_train
 from negharness.cli.reports import (
     cmd_build_queries,
     cmd_compare,
@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("list", help="every model, task and trainer, with the plugin that gave it and its options")
+    p.add_argument("pattern", nargs="?", metavar="PATTERN",
+                   help="only names matching this glob ('sugarcrepe_*') or, without * ? [, holding this text")
+    p.add_argument("--kind", choices=LIST_KINDS, help="only this kind of plugin entry")
     _include_path(p)
     p.add_argument("--brief", action="store_true",
                    help="names and descriptions only: no plugin module is imported (instant, no torch)")
