@@ -30,7 +30,8 @@ from pathlib import Path
 
 DEVICE = """accelerate filelock fsspec huggingface-hub jinja2 markupsafe mpmath networkx numpy opencv-python-headless
 packaging pillow pluggy psutil pyyaml regex requests safetensors sympy timm tokenizers torch torchvision tqdm
-transformers typing-extensions urllib3 idna certifi charset-normalizer click joblib hf-xet pip setuptools""".split()
+transformers typing-extensions urllib3 idna certifi charset-normalizer click joblib hf-xet pip setuptools rich
+markdown-it-py mdurl pygments anyio h11 httpx httpcore shellingham typer""".split()
 # (from /work/.library/device/KINDS.md "Python packages already there": the ones the check's imports reach)
 target = Path(sys.argv[1])
 linked = []
