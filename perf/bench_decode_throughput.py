@@ -77,6 +77,35 @@ def write_images(folder: Path) -> list[Path]:
     return images
 
 
+COCO_SIZES = [(640, 480), (480, 640), (640, 427), (427, 640), (500, 375), (612, 612), (640, 512), (375, 500)]
+POOL = 256  # the pure forward's inputs: this many decoded images, cycled (its time does not depend on content)
+
+
+def write_coco(folder: Path) -> list[Path]:
+    """``N_IMAGES`` COCO-like JPEGs: 32 photos of COCO's common sizes (smooth content, grain, quality 90), each
+    file one of them with a comment segment naming it: distinct bytes (the cache keys by content) for the
+    price of a copy, so 16,384 items take seconds to write."""
+    from PIL import Image, ImageFilter
+
+    rng = np.random.default_rng(2)
+    bases = []
+    for k in range(32):
+        w, h = COCO_SIZES[k % len(COCO_SIZES)]
+        small = Image.fromarray(rng.integers(0, 255, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
+        noisy = np.asarray(small, dtype=np.int16) + rng.integers(-6, 7, (h, w, 3))
+        p = folder / f"coco-base{k}.jpg"
+        Image.fromarray(noisy.clip(0, 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(0.6)).save(p, quality=90)
+        bases.append(p.read_bytes())
+    paths = []
+    for i in range(N_IMAGES):
+        note = f"item {i}".encode()
+        base = bases[i % len(bases)]
+        p = folder / f"coco{i:06d}.jpg"
+        p.write_bytes(base[:2] + b"\xff\xfe" + (len(note) + 2).to_bytes(2, "big") + note + base[2:])
+        paths.append(p)
+    return paths
+
+
 def write_videos(folder: Path) -> list[Path]:
     import av
 
@@ -135,18 +164,21 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def pure_rate(model, kind: str, tensors: torch.Tensor, precision: str = "fp32") -> float:
-    """Forward passes only, on inputs already on the model's device."""
+def pure_rate(model, kind: str, tensors: torch.Tensor, precision: str = "fp32", items: int | None = None) -> float:
+    """Forward passes only, on inputs already on the model's device; ``items`` more than the tensors: they
+    are cycled (a pool of decoded images standing for thousands)."""
     device = model.device
     dtype = PRECISIONS[precision]
+    items = items or len(tensors)
     with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
         _sync(device)
         start = time.perf_counter()
-        for lo in range(0, len(tensors), BATCH):
-            x = tensors[lo:lo + BATCH]
-            model.encode_video(x) if kind == "video" else model.encode_image(x)  # photo* are images
+        for lo in range(0, items, BATCH):
+            at = lo % len(tensors)
+            x = tensors[at:at + min(BATCH, items - lo)]
+            model.encode_video(x) if kind == "video" else model.encode_image(x)  # photo* and coco are images
         _sync(device)
-    return len(tensors) / (time.perf_counter() - start)
+    return items / (time.perf_counter() - start)
 
 
 def run_settings(model, setup: str, precision: str = "fp32") -> RunSettings:
@@ -221,7 +253,7 @@ def report(model, kind: str, tensors: torch.Tensor, media: MediaSet, decode_s: f
     tensors = tensors.to(model.device)
     pures, ratios, alone = [], {s: [] for s in setups}, {s: [] for s in setups}
     for _ in range(rounds):
-        pure = pure_rate(model, kind, tensors, precision)
+        pure = pure_rate(model, kind, tensors, precision, len(media))
         pures.append(pure)
         for s in setups:
             m, items = (tensor[0], tensor[1]) if s.startswith("tensor") and tensor else (model, media)
@@ -263,7 +295,7 @@ def tensor_variant(name: str, folder: Path, device: torch.device, paths: list[Pa
     model = make_model(name, folder, device, decode="tensor")
     model.bench_name = name
     media = image_files(f"bench/files/{paths[0].stem}", [p.name for p in paths], paths)
-    return model, media, tensor_decode_seconds(model, paths)
+    return model, media, tensor_decode_seconds(model, paths[:POOL])
 
 
 def photo_report(model, draft_model, photos: list[Path], setups: list[str], rounds: int, precision: str,
@@ -290,7 +322,8 @@ def main(argv: list[str] | None = None) -> None:
                         "--device cuda --precision bf16 --setups threads:auto processes:8)")
     parser.add_argument("--precision", default="fp32", choices=list(PRECISIONS))
     parser.add_argument("--kinds", nargs="+", default=["image", "video"],
-                        help="image, video, photo (640x480 JPEGs, also with -M jpeg_draft=true)")
+                        help="image, video, photo (640x480 JPEGs, also with -M jpeg_draft=true), coco (N_IMAGES "
+                             "COCO-like JPEGs of mixed sizes; the pure forward on a pool of 256, cycled)")
     parser.add_argument("--tiny", action="store_true", help="8 images, 2 videos, the micro model, one round, the first "
                         "setup: a check of the script only")
     args = parser.parse_args(argv)
@@ -305,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
         images = write_images(folder) if "image" in args.kinds else []
         videos = write_videos(folder) if "video" in args.kinds else []
         photos = write_photos(folder) if "photo" in args.kinds else []
+        coco = write_coco(folder) if "coco" in args.kinds else []
+        coco_media = MediaSet("bench/coco", "image", [p.name for p in coco], lambda i: Image.open(coco[i]))
         img_media = MediaSet("bench/images", "image", [p.name for p in images], lambda i: Image.open(images[i]))
         vid_media = MediaSet("bench/videos", "video", [f"{k}" for k in range(VIDEO_ITEMS)],
                              lambda i: decode_video(videos[i % len(videos)], SAMPLING))
@@ -322,6 +357,11 @@ def main(argv: list[str] | None = None) -> None:
                 tensors, decode_s = decoded(lambda p: model.preprocess_video(decode_video(p, SAMPLING)), videos)
                 tensors = tensors.repeat(VIDEO_ITEMS // len(videos), 1, 1, 1, 1)
                 report(model, "video", tensors, vid_media, decode_s, args.setups, args.rounds, args.precision)
+            if coco:
+                pool = coco[:POOL]
+                tensors, decode_s = decoded(lambda p: model.preprocess_image(Image.open(p)), pool)
+                report(model, "coco", tensors, coco_media, decode_s, args.setups, args.rounds, args.precision,
+                       tensor_variant(name, folder, device, coco, args.setups))
             if photos:
                 draft = make_model(name, folder, device, draft=True)
                 draft.bench_name = name

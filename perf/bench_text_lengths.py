@@ -7,8 +7,10 @@ the next round), under inference mode at ``--precision`` (fp32, or bf16 autocast
   cut      each batch cut to its longest text (positional embedding and causal mask too), one pass
   buckets  `OpenClipModel.encode_text` on the runner's old batches of ``--batch-size`` texts in file order:
            each batch split into length buckets, each cut to its longest text, put back in order
-  planned  what the runner does now: the model's own `text_batches` (sorted by token length, each at most
-           batch size x context token positions), each through `encode_text`, put back in order
+  planned  the model's own `text_batches` (sorted by token length, each at most batch size x context token
+           positions), each through `encode_text`, put back in order
+  runner   the runner itself: `CachedEvalContext.embed_texts` (no cache): its plan, tokenising in a thread
+           beside the encoding, its checks; on CUDA at full context, as `lengths_pay` decides there
 
 Texts: real COCO captions from NegBench's ``COCO_val_retrieval.csv`` (``--csv``, default the shared
 data beside the repository), else generated captions of 8-20 words (said in the output). Printed per
@@ -83,11 +85,19 @@ def buckets(model: OpenClipModel, texts: list[str]) -> torch.Tensor:
     return model.encode_text(texts)
 
 
-PATHS = {"full": full, "cut": cut, "buckets": buckets, "planned": None}
+PATHS = {"full": full, "cut": cut, "buckets": buckets, "planned": None, "runner": None}
 
 
 def timed(name: str, model: OpenClipModel, texts: list[str], bs: int, precision: str) -> tuple[float, torch.Tensor]:
     start = time.perf_counter()
+    if name == "runner":  # the runner's own path: plan, tokenise in a thread, encode, check (no cache)
+        from negharness.engine.runner import CachedEvalContext, RunSettings
+
+        ctx = CachedEvalContext(model, RunSettings(device=model.device, precision=precision, batch_size=bs), cache=None)
+        out = ctx.embed_texts(texts)
+        if model.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start, out.float().cpu()
     with torch.inference_mode(), autocast(model.device, precision):
         if name == "planned":
             parts = [(b, model.encode_text([texts[i] for i in b])) for b in model.text_batches(texts, bs)]

@@ -69,8 +69,9 @@ def test_table_judges_each_goal_from_its_figures(table, tmp_path):
     assert got["video frames in the loop"][-1] == "FAIL" and "4,000 frames/s in the loop vs 8,000 pure" in got["video frames in the loop"][0]
     assert got["Retrieval-Neg end to end vs CLIP_benchmark, fp32"][-1] == "unmeasured (peer not installed)"
     assert got["MCQ end to end vs the authors' loop, fp32"][-1] == "FAIL"  # 0.4x, but the values differ
-    assert got["a whole run vs its encoding time"][-1] == "FAIL" and got["a whole run vs its encoding time"][0].startswith("2.60x")
-    assert got["texts, real captions (the runner's planned batches)"][-1].startswith("unmeasured (figures unreadable")
+    # the record's total_s (11 s) against its encode_s (10 s): process start-up is not the run's overhead
+    assert got["a whole run vs its encoding time"][-1] == "pass" and got["a whole run vs its encoding time"][0].startswith("1.10x")
+    assert got["texts, real captions (the runner's path)"][-1].startswith("unmeasured (figures unreadable")
     assert got["BNL training step rate vs a bare loop"][-1] == "unmeasured (step training: timed out at 9 s)"
     assert got["negharness.run on the device (shapes tasks)"][-1] == "unmeasured (step harness: exit code 1)"
 
@@ -81,6 +82,74 @@ def test_table_in_smoke_mode_shows_figures_unjudged(table, tmp_path):
     got = rows(text)
     assert got["images, JPEG decoding in the loop (CPU decode)"][-1] == "smoke"
     assert got["BNL training step rate vs a bare loop"][-1] == "unmeasured (step not run)" and failed == 4
+
+
+def test_table_judges_figures_a_stopped_step_wrote_and_says_so(table, tmp_path):
+    """Each step writes its figures as soon as it has them: a media step killed at its limit after the image
+    part is judged on what it wrote, and the verdict says the step stopped."""
+    partial = {k: v for k, v in MEDIA.items() if k != "video"}
+    got = rows(table.table(results(tmp_path / "r", "gpu", {"media": 124}, {"media": partial}))[0])
+    assert got["images, JPEG decoding in the loop (CPU decode)"][-1] == "pass (step timed out at 9 s: figures so far)"
+    assert got["video frames in the loop"][-1] == "unmeasured (no video figure printed; step timed out at 9 s)"
+
+
+def test_cpu_decode_goal_is_what_the_machines_cores_can_decode(table, tmp_path):
+    """CPU decoding is judged against cores / its CPU seconds per image (capped by the pure forward), not a rate
+    that needs dozens of cores: 16 cores at 3.5 ms decode 4,571 img/s, and 4,000 in the loop is 0.88 of it."""
+    loop = {"rate": 4_000.0, "ratio": 0.2, "decode_cpu_ms": 3.5, "cores": 16}
+    media = {**MEDIA, "image": {"pure": 20_000.0, "loop": {"threads:auto": loop}}}
+    got = rows(table.table(results(tmp_path / "a", "gpu", {"media": 0}, {"media": media}))[0])
+    row = got["images, JPEG decoding in the loop (CPU decode)"]
+    assert row[-1] == "pass" and "0.88 of the 4,571 img/s 16 cores decode at 3.5 ms" in row[0]
+    media["image"]["loop"]["threads:auto"] = {**loop, "rate": 3_000.0}
+    got = rows(table.table(results(tmp_path / "b", "gpu", {"media": 0}, {"media": media}))[0])
+    assert got["images, JPEG decoding in the loop (CPU decode)"][-1] == "FAIL"
+
+
+def test_gpu_decode_row_counts_fallbacks_to_pillow(table, tmp_path):
+    media = {**MEDIA, "gpu_setup": "tensor:auto", "gpu_setup_error": None,
+             "nvjpeg_fallbacks": {"decoded": 16384, "items": 12, "calls": 64},
+             "image": {"pure": 20_000.0, "loop": {"tensor:auto": {"rate": 19_000.0, "ratio": 0.95}}}}
+    got = rows(table.table(results(tmp_path / "r", "gpu", {"media": 0}, {"media": media}))[0])
+    row = got["images, JPEG decoding in the loop (GPU decode)"]
+    assert row[-1] == "FAIL" and "12 of 16,384 items fell back to Pillow" in row[0]
+
+
+def test_preflight_stop_is_the_tables_first_line(table, tmp_path):
+    folder = results(tmp_path / "r", "gpu", {}, {})
+    (folder / "preflight.json").write_text(json.dumps({"fatal": ["torch.cuda.is_available() is False", "NLTK data missing"]}))
+    text, failed = table.table(folder)
+    assert failed == 2 and "preflight: STOPPED the check: torch.cuda.is_available() is False | NLTK data missing" in text
+
+
+def test_check_without_wheels_stops_at_once(tmp_path):
+    """No wheels in the carried folder: the GPU check (and its preflight) stops before anything else, saying
+    why, and returns its table and archive (2 files) where $OUT is set."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "out").mkdir()
+    env = {**os.environ, "GPU_CHECK_WHEELS": str(tmp_path / "empty"), "GPU_CHECK_RESULTS": str(tmp_path / "r"),
+           "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    for mode in (["--preflight"], []):
+        done = subprocess.run(["bash", str(PERF / "gpu_check.sh"), *mode], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 2 and f"STOP: no wheels in {tmp_path / 'empty'}/" in done.stderr
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_check.tar.gz", "table.md"]
+        assert "preflight: STOPPED the check: no wheels in" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_preflight_names_what_is_missing(tmp_path, monkeypatch):
+    """The preflight's findings on a machine without CUDA asked for cuda: NLTK data and real captions missing and
+    CUDA unavailable are fatal, each named."""
+    pre = load("gpu/preflight.py")
+    monkeypatch.setattr(pre, "nltk_dirs", lambda: [tmp_path / "none"])
+    fatal = pre.main(["--json", str(tmp_path / "p.json"), "--device", "cuda", "--shared", str(tmp_path)])
+    found = json.loads((tmp_path / "p.json").read_text())
+    import torch
+
+    assert fatal == len(found["fatal"]) >= 2
+    assert any(f.startswith("NLTK data missing: tokenizers/punkt_tab/english/") for f in found["fatal"])
+    assert any(f.startswith("no real captions") for f in found["fatal"])
+    assert torch.cuda.is_available() or any(f.startswith("torch.cuda.is_available() is False") for f in found["fatal"])
 
 
 def test_gpu_setup_is_taken_from_the_decode_scripts_help(monkeypatch):
@@ -130,10 +199,14 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
     """``bash perf/gpu_check.sh --cpu-smoke``: every step finishes (exit 0), the table lists every goal,
     judged "smoke"; only a peer tool that is not installed, the GPU-decode setup (another change adds
     it) or absent real captions may leave a row unmeasured."""
-    env = {**os.environ, "GPU_CHECK_RESULTS": str(tmp_path), "PYTHON": sys.executable}
+    out = tmp_path / "returned"
+    out.mkdir()
+    env = {**os.environ, "GPU_CHECK_RESULTS": str(tmp_path), "PYTHON": sys.executable, "OUT": str(out)}
     done = subprocess.run(["bash", str(PERF / "gpu_check.sh"), "--cpu-smoke"], env=env, capture_output=True, text=True,
                           timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.tar.gz", "table.md"]  # the device returns <= 8 files
+    assert "preflight (" in (out / "table.md").read_text()
     steps = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert sorted((s["step"], s["rc"]) for s in steps) == sorted((s, 0) for s in table.STEPS)  # smoke steps run at once
     got = rows(done.stdout[done.stdout.index("| goal |"):])
@@ -155,5 +228,5 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
     peers = json.loads((tmp_path / "peers.json").read_text())
     assert [r["equal"] for r in peers["pairings"]["MCQ fp32 vs fp32"]] == [True]
     assert all(r["ratio"] > 0 for pairs in peers["pairings"].values() for r in pairs if r["ratio"] is not None)
-    if peers["clip_benchmark_installed"]:
-        assert [r["equal"] for r in peers["pairings"]["retrieval fp32 vs fp32"]] == [True]
+    # with clip_benchmark, its values; without it (CI), a stand-in of its output: the comparison's code runs
+    assert [r["equal"] for r in peers["pairings"]["retrieval fp32 vs fp32"]] == [True]

@@ -207,8 +207,8 @@ def test_each_floor_rule_can_fail(tmp_path):
         "negharness/attic/__init__.py": "from negharness.io import paths\n",
     })
     edges = graph(src)
-    assert face_importers(edges) == ["negharness.store.atomic:1 imports negharness.api"]
-    assert ground_violations(edges) == ["negharness.contracts.errors:2 imports negharness.store.atomic"]
+    assert face_importers(edges) == ["negharness.io.atomic_files:1 imports negharness.api"]
+    assert ground_violations(edges) == ["negharness.contracts.errors:2 imports negharness.io.atomic_files"]
     assert engine_imports_cli(edges) == ["negharness.engine.run:2 imports negharness.cli.main"]
     assert unplaced_rooms(edges) == ["attic"]
     assert sorted(back_arrows(edges)) == [("contracts", "io"), ("contracts", "store"), ("engine", "cli"),

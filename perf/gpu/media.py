@@ -30,7 +30,7 @@ sys.path[:0] = [str(PERF), str(Path(__file__).resolve().parent)]
 import bench_decode_throughput as bdt  # noqa: E402
 from standin_video import write_videos  # noqa: E402
 
-NEEDED = ("N_IMAGES", "N_VIDEOS", "VIDEO_ITEMS", "BATCH", "SAMPLING", "write_videos", "main")
+NEEDED = ("N_IMAGES", "N_VIDEOS", "VIDEO_ITEMS", "BATCH", "SAMPLING", "write_videos", "write_coco", "FIGURES", "main")
 GPU_SETUP = re.compile(r"\b(tensor|gpu-decode|gpu_decode|nvjpeg|gpu|device)(:(?:auto|\d+))?\b")
 PURE = re.compile(r"^\s*([\w+]+): pure forward ([\d.]+|nan)/s", re.M)
 LOOP = re.compile(r"^\s*([\w+]+): in the loop, (\S+)\s+([\d.]+|nan)/s ratio ([\d.]+|nan)", re.M)
@@ -75,13 +75,45 @@ def run_bench(argv: list[str]) -> str:
 
 
 def parse(text: str) -> dict[str, Any]:
-    """{kind: {"pure": rate, "loop": {setup: {"rate", "ratio"}}}} from the script's printed lines."""
+    """{kind: {"pure": rate, "loop": {setup: {"rate", "ratio"}}}} from the script's printed lines; the COCO-like
+    images (kind ``coco``) are the check's images."""
     got: dict[str, Any] = {}
     for kind, rate in PURE.findall(text):
-        got.setdefault(kind, {"loop": {}})["pure"] = float(rate)
+        got.setdefault("image" if kind == "coco" else kind, {"loop": {}})["pure"] = float(rate)
     for kind, setup, rate, ratio in LOOP.findall(text):
-        got.setdefault(kind, {"loop": {}})["loop"][setup] = {"rate": float(rate), "ratio": float(ratio)}
+        got.setdefault("image" if kind == "coco" else kind, {"loop": {}})["loop"][setup] = {"rate": float(rate),
+                                                                                         "ratio": float(ratio)}
     return got
+
+
+def decode_costs(result: dict[str, Any]) -> None:
+    """Each image setup's CPU decode cost and the cores, from the script's figures (the CPU-decode goal's
+    ceiling: cores / decode seconds per item)."""
+    for fig in bdt.FIGURES:
+        loop = result.get("image", {}).get("loop", {}).get(fig["setup"]) if fig["kind"] == "coco" else None
+        if loop is not None:
+            loop.update(decode_cpu_ms=fig["decode_cpu_ms"], cores=fig["cores"])
+
+
+class Fallbacks:
+    """Counts what nvjpeg hands back to Pillow: `negharness.io.tensor_images.decode_jpegs` returns None for
+    an item its decoder refused (after the batched call failed), which the runner then decodes with Pillow,
+    one thread, silently. Wraps that function in this process."""
+
+    def __init__(self) -> None:
+        import negharness.io.tensor_images as tensor_images
+
+        self.module, self.real = tensor_images, tensor_images.decode_jpegs
+        self.counts = {"decoded": 0, "items": 0, "calls": 0}
+        tensor_images.decode_jpegs = self.decode_jpegs
+
+    def decode_jpegs(self, encoded: list[Any], device: Any) -> list[Any]:
+        out = self.real(encoded, device)
+        if getattr(device, "type", "cpu") != "cpu":
+            self.counts["calls"] += 1
+            self.counts["decoded"] += len(out)
+            self.counts["items"] += sum(1 for x in out if x is None)
+        return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -90,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--model", default="micro", help="micro, ViT-S-32, ViT-B-32 (bench_decode_throughput's names)")
-    ap.add_argument("--images", type=int, default=16)
+    ap.add_argument("--images", type=int, default=16, help="COCO-like JPEGs of mixed sizes")
     ap.add_argument("--videos", type=int, default=2, help="video files written")
     ap.add_argument("--video-items", type=int, default=4, help="video items encoded (the files, repeated)")
     ap.add_argument("--batch", type=int, default=8)
@@ -105,26 +137,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bdt.write_videos = cv2_videos
     from negharness.io.atomic_files import atomic_write_json
 
+    fallbacks = Fallbacks()
     common = ["--device", args.device, "--precision", args.precision, "--models", args.model, "--rounds", str(args.rounds)]
     gpu = args.gpu_setup or gpu_setup_named()
     result: dict[str, Any] = {"device": args.device, "precision": args.precision, "model": args.model,
-                              "images": args.images, "video_items": args.video_items, "video_files": args.videos,
+                              "images": args.images, "image_kind": "COCO-like images of mixed sizes",
+                              "video_items": args.video_items, "video_files": args.videos,
                               "frames_per_video": bdt.SAMPLING.frames, "batch": args.batch, "rounds": args.rounds,
                               "setup": args.setup, "gpu_setup": gpu, "gpu_setup_error": None if gpu else
-                              "no GPU-decode setup named in bench_decode_throughput.py --setups"}
-    try:
-        text = run_bench([*common, "--kinds", "image", "--setups", args.setup, *([gpu] if gpu else [])])
-    except Exception as exc:  # noqa: BLE001 - the other setup's failure is a figure left out, said in the table
-        if not gpu:
-            raise
-        traceback.print_exc()
-        result["gpu_setup_error"] = f"{gpu}: {type(exc).__name__}: {exc}"[:300]
-        text = run_bench([*common, "--kinds", "image", "--setups", args.setup])
+                              "no GPU-decode setup named in bench_decode_throughput.py --setups",
+                              "nvjpeg_fallbacks": fallbacks.counts}
+    text = ""
+
+    def save(part: str) -> None:  # after each part: a time limit keeps the figures already measured
+        result.update(parse(text))
+        decode_costs(result)
+        result["parts_done"] = [*result.get("parts_done", []), part]
+        atomic_write_json(args.json, result)
+
+    text += run_bench([*common, "--kinds", "coco", "--setups", args.setup])
+    save("image, CPU decode")
+    if gpu:
+        try:
+            text += run_bench([*common, "--kinds", "coco", "--setups", gpu])
+        except Exception as exc:  # noqa: BLE001 - the GPU setup's failure is a figure left out, said in the table
+            traceback.print_exc()
+            result["gpu_setup_error"] = f"{gpu}: {type(exc).__name__}: {exc}"[:300]
+        if result["gpu_setup_error"] is None and f"in the loop, {gpu}" not in text:
+            result["gpu_setup_error"] = f"{gpu}: no figure printed"
+        if fallbacks.counts["items"]:
+            print(f"nvjpeg fell back to Pillow for {fallbacks.counts['items']} of {fallbacks.counts['decoded']} items")
+        save("image, GPU decode")
     text += run_bench([*common, "--kinds", "video", "--setups", args.setup])
-    result.update(parse(text))
-    if gpu and result["gpu_setup_error"] is None and gpu not in result.get("image", {}).get("loop", {}):
-        result["gpu_setup_error"] = f"{gpu}: no figure printed"
-    atomic_write_json(args.json, result)
+    save("video")
+    print(f"nvjpeg fallbacks to Pillow: {fallbacks.counts['items']} of {fallbacks.counts['decoded']} items decoded on "
+          f"the device ({fallbacks.counts['calls']} calls)")
     return result
 
 

@@ -1,0 +1,337 @@
+"""A simulated GPU: negharness's real runner (CachedEvalContext: reading, batching, copying, checking,
+caching, tokenising) driven with the GPU's work replaced by timed stand-ins that release the GIL as CUDA
+work does (``time.sleep``), so what the host path costs shows against the device's own rates.
+
+Stand-ins (everything else runs for real, on this machine's CPU):
+  image forward  ViT-B-32 bf16 at 19,886 img/s per batch, the pure rate recorded on one H100
+                 (../shared/gpu/h100-2026-11-28.md, median of 3, batch 256).
+  text forward   not recorded on the H100 without its host work, so scaled from the image tower by
+                 multiply-adds per item (`macs`: ViT-B-32's image tower 50 tokens x 12 layers x width 768,
+                 ~4.4 G; its text tower 12 layers x width 512, ~2.9 G at the full 77 tokens): ~29,700
+                 texts/s at full context, and in proportion to the tokens kept where the runner cuts
+                 texts to their length (``-M text_lengths=on``).
+  nvjpeg decode  ``--nvjpeg-rate`` images/s (default 12,000 for 640x480 COCO JPEGs) in the runner's
+                 producer thread, beside the forward. NOT a published H100 figure: none was found in this
+                 session's sources; NVIDIA's A100 post ("Leveraging the Hardware JPEG Decoder and NVIDIA
+                 nvJPEG Library on NVIDIA A100 GPUs", developer.nvidia.com/blog) gives the A100 hardware
+                 decoder 4-8x a V100's CUDA decode, and the H100 has 7 NVJPG engines to the A100's 5. Set it
+                 from a measurement (perf/gpu_check.sh's media step) when one exists; the goal is taken
+                 against min(pure, nvjpeg), the loop's own ceiling.
+  resize         on the device, bandwidth-bound: 2 bytes moved per decoded byte at 3 TB/s (H100 HBM3).
+The runner takes its CUDA decisions (batched decoding in a producer thread, full-context texts as
+`lengths_pay` decides on CUDA); a second text row forces ``text_lengths=on``.
+
+GIL-held time: a probe thread sleeps for random 0.5-1.5 ms spans and times how late it wakes; a wake-up
+later than its idle baseline by > 100 us found the GIL held (sleep releases it; waking needs it back).
+The share of late wake-ups, sampled at random moments, estimates the share of the wall the GIL was held
+(time averages seen by random arrivals); times the wall, over the items, it is the GIL-held time per item.
+The process's CPU seconds (all threads: decoders, hashing and copies that release the GIL too) per
+item are printed beside it, an upper bound.
+
+The measured run is a fresh interpreter (its imports timed): "before the first batch" is from its start
+to the first stand-in forward, minus ``import torch, open_clip``; it holds the model's build, the plan,
+hashing every file for the cache key, the loader's start.
+
+    python perf/gpu_sim.py [--quick] [--images 16384] [--texts 16384] [--nvjpeg-rate 12000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import io
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+START = time.perf_counter()
+IMAGE_RATE = 19_886.0  # img/s, ViT-B-32 bf16 pure forward, one H100 (2026-11-28)
+SIZES = [(640, 480), (480, 640), (640, 427), (427, 640), (500, 375), (612, 612), (640, 512), (375, 500)]  # COCO's common
+HBM_BYTES_S = 3.0e12
+SHARED = Path(os.environ.get("NEGHARNESS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+CAPTIONS = SHARED / "data/negbench/negbench_eval_csvs/images/COCO_val_retrieval.csv"
+
+
+def macs(tokens: int, width: int, layers: int) -> float:
+    """Multiply-adds of one item through a transformer tower: 12 d^2 per token per layer (qkv, out, 4x MLP)
+    plus attention's 2 n^2 d per layer."""
+    return layers * (12 * width * width * tokens + 2 * tokens * tokens * width)
+
+
+IMAGE_MACS = macs(50, 768, 12)  # ViT-B-32 at 224 px: 7 x 7 patches + class token
+
+
+def text_seconds(rows: int, length: int) -> float:
+    """Simulated seconds of ``rows`` texts through ViT-B-32's text tower at ``length`` tokens."""
+    return rows * macs(length, 512, 12) / IMAGE_MACS / IMAGE_RATE
+
+
+# ---- inputs (parent process: no torch) ---------------------------------------------------------------
+def unique_jpeg(base: bytes, i: int) -> bytes:
+    """``base`` with a comment segment naming ``i`` after its SOI: a valid, distinct file (the cache keys
+    by content) for the price of a copy."""
+    note = f"negharness gpu_sim {i}".encode()
+    return base[:2] + b"\xff\xfe" + (len(note) + 2).to_bytes(2, "big") + note + base[2:]
+
+
+def write_images(folder: Path, n: int) -> list[Path]:
+    """``n`` COCO-like JPEGs of mixed sizes (`SIZES`), smooth content and grain, quality 90."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+
+    rng = np.random.default_rng(0)
+    bases = []
+    for k in range(32):
+        w, h = SIZES[k % len(SIZES)]
+        small = Image.fromarray(rng.integers(0, 255, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
+        noisy = np.asarray(small, dtype=np.int16) + rng.integers(-6, 7, (h, w, 3))
+        buf = io.BytesIO()
+        Image.fromarray(noisy.clip(0, 255).astype(np.uint8)).filter(ImageFilter.GaussianBlur(0.6)).save(buf, "JPEG",
+                                                                                                       quality=90)
+        bases.append(buf.getvalue())
+    paths = []
+    for i in range(n):
+        p = folder / f"{i:06d}.jpg"
+        p.write_bytes(unique_jpeg(bases[i % len(bases)], i))
+        paths.append(p)
+    return paths
+
+
+def load_texts(n: int) -> tuple[list[str], str]:
+    if CAPTIONS.is_file():
+        with CAPTIONS.open(newline="", encoding="utf-8") as f:
+            caps = [c for row in csv.DictReader(f) for c in ast.literal_eval(row["captions"]) if c.strip()]
+        if caps:
+            return [caps[i % len(caps)] + ("" if i < len(caps) else f" {i}") for i in range(n)], "real COCO captions"
+    rng = random.Random(0)
+    words = "a the man woman dog cat red blue sofa kitchen table street car standing on near with".split()
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(8, 20))) + f" {i}" for i in range(n)], "generated"
+
+
+# ---- the measured run (child process) ---------------------------------------------------------------------
+class GilProbe:
+    """Estimates the share of the wall the GIL was held (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.late = self.samples = 0
+        self.stop = threading.Event()
+        self.baseline = self._baseline()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="gil-probe")
+
+    @staticmethod
+    def _lateness(span: float) -> float:
+        t = time.perf_counter()
+        time.sleep(span)
+        return time.perf_counter() - t - span
+
+    def _baseline(self) -> float:
+        return statistics.median(self._lateness(0.001) for _ in range(200))
+
+    def _run(self) -> None:
+        rng = random.Random(1)
+        while not self.stop.is_set():
+            self.samples += 1
+            self.late += self._lateness(rng.uniform(0.0005, 0.0015)) > self.baseline + 100e-6
+
+    def __enter__(self) -> "GilProbe":
+        self.late = self.samples = 0
+        self.thread = threading.Thread(target=self._run, daemon=True, name="gil-probe")
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.stop.clear()
+
+    @property
+    def share(self) -> float:
+        return self.late / max(1, self.samples)
+
+
+def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
+    """The device's work replaced in the runner's modules (see the module's docstring)."""
+    import torch
+
+    import negharness.engine.runner as runner
+    import negharness.io.tensor_images as tensor_images
+    import negharness.plugins.openclip_model as openclip_model
+
+    def decode_jpegs(encoded: list[torch.Tensor], device: torch.device) -> list[torch.Tensor | None]:
+        time.sleep(len(encoded) / nvjpeg_rate)
+        return [torch.empty((3, 480, 640), dtype=torch.uint8) for _ in encoded]
+
+    def encode_cut_tokens(model: Any, tokens: torch.Tensor) -> torch.Tensor:
+        time.sleep(text_seconds(tokens.shape[0], tokens.shape[1]))
+        return torch.randn(tokens.shape[0], 512)
+
+    runner.batched_decoding = lambda device: True  # CUDA's decision: batched decode in a producer thread
+    tensor_images.decode_jpegs = decode_jpegs
+    openclip_model.encode_cut_tokens = encode_cut_tokens
+
+
+class Transform:
+    """The runner's pixel transform on the device: bandwidth-bound time, the real one's identity."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def __call__(self, images: list[Any]) -> Any:
+        import torch
+
+        time.sleep(sum(im.numel() for im in images) * 2 / HBM_BYTES_S)
+        return torch.empty((len(images), 3, 224, 224))
+
+
+def make_model(first: list[float]) -> Any:
+    """The clip plugin's OpenClipModel on a one-layer random model with ViT-B-32's preprocessing and
+    tokenizer; its towers' forwards are the timed stand-ins."""
+    import torch
+
+    from negharness.api.model import ModelOptions
+    from negharness.plugins.openclip_model import OpenClipModel
+
+    torch.manual_seed(0)
+    folder = Path(tempfile.mkdtemp(prefix="gpu-sim-"))
+    cfg = {"embed_dim": 512, "vision_cfg": {"image_size": 224, "layers": 1, "width": 64, "patch_size": 32},
+           "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1}}
+    (folder / "sim.json").write_text(json.dumps({"model_cfg": cfg}))
+    model = OpenClipModel.create("clip", ModelOptions(arch=str(folder / "sim.json"), extra={"decode": "tensor"}),
+                                 default_pretrained=None)
+    model.tensor_transform = Transform(model.tensor_transform)
+
+    def encode_image(pixels: torch.Tensor, **_: Any) -> torch.Tensor:
+        if not first:
+            first.append(time.perf_counter())
+        time.sleep(pixels.shape[0] / IMAGE_RATE)
+        return torch.randn(pixels.shape[0], 512)
+
+    def encode_text(tokens: torch.Tensor, **_: Any) -> torch.Tensor:
+        time.sleep(text_seconds(tokens.shape[0], tokens.shape[1]))
+        return torch.randn(tokens.shape[0], 512)
+
+    model.model.encode_image, model.model.encode_text = encode_image, encode_text
+    return model
+
+
+def timed(fn: Any, items: int) -> dict[str, float]:
+    probe = GilProbe()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    with probe:
+        fn()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return {"rate": items / wall, "wall_s": wall, "gil_us": probe.share * wall / items * 1e6,
+            "cpu_us": cpu / items * 1e6, "gil_share": probe.share, "probe_samples": probe.samples}
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    import open_clip  # noqa: F401
+    import torch
+
+    imports = time.perf_counter() - t0
+    from negharness.engine.runner import CachedEvalContext, RunSettings
+    from negharness.io.media import image_files
+    from negharness.store.cache import EmbeddingCache
+
+    first: list[float] = []
+    stand_ins(spec["nvjpeg_rate"], first)
+    model = make_model(first)
+    paths = [Path(p) for p in spec["images"]]
+    cache_root = Path(tempfile.mkdtemp(prefix="gpu-sim-cache-"))
+    settings = RunSettings(device=torch.device("cpu"), precision="bf16", batch_size=spec["batch"])
+    media = image_files("sim/coco", [p.stem for p in paths], paths)
+    ctx = CachedEvalContext(model, settings, EmbeddingCache(cache_root / "images"))
+    got: dict[str, Any] = {"imports_s": imports}
+    got["images"] = timed(lambda: ctx.embed_media(media), len(paths))
+    got["before_first_batch_s"] = first[0] - START - imports
+    texts = spec["texts"]
+    for label, lengths in (("texts", "off"), ("texts_lengths_on", "on")):
+        model.text_lengths = lengths  # "off": what `lengths_pay` decides on CUDA
+        tctx = CachedEvalContext(model, RunSettings(device=torch.device("cpu"), precision="bf16",
+                                                    batch_size=spec["text_batch"]), EmbeddingCache(cache_root / label))
+        got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts))
+    return got
+
+
+# ---- the table ---------------------------------------------------------------------------------------------
+def table(got: dict[str, Any], spec: dict[str, Any]) -> tuple[str, int]:
+    ceiling = min(IMAGE_RATE, spec["nvjpeg_rate"])
+    text_pure = 1 / text_seconds(1, 77)
+    img, txt, cut = got["images"], got["texts"], got["texts_lengths_on"]
+    rows = [
+        ("images in the loop (nvjpeg path)", f"{img['rate']:,.0f} img/s = {img['rate'] / ceiling:.2f} of min(pure "
+         f"{IMAGE_RATE:,.0f}, nvjpeg {spec['nvjpeg_rate']:,.0f})", ">= 0.9", img["rate"] >= 0.9 * ceiling),
+        ("texts in the loop (CUDA's choice: full context)", f"{txt['rate']:,.0f} texts/s (pure {text_pure:,.0f})",
+         ">= 50,000/s", txt["rate"] >= 50_000),
+        ("texts in the loop, text_lengths=on", f"{cut['rate']:,.0f} texts/s", ">= 50,000/s", cut["rate"] >= 50_000),
+        ("GIL held per image (host path)", f"{img['gil_us']:.1f} us (CPU all threads {img['cpu_us']:.1f} us)", "<= 25 us",
+         img["gil_us"] <= 25),
+        ("GIL held per text (host path)", f"{txt['gil_us']:.1f} us (CPU all threads {txt['cpu_us']:.1f} us)", "<= 10 us",
+         txt["gil_us"] <= 10),
+        ("before the first batch, minus import torch, open_clip", f"{got['before_first_batch_s']:.2f} s "
+         f"(imports {got['imports_s']:.1f} s)", "reported", True),
+    ]
+    lines = [f"## perf/gpu_sim.py: {spec['n_images']:,} COCO-like images (mixed sizes), {len(spec['texts']):,} "
+             f"{spec['text_source']} texts; simulated H100 (ViT-B-32 bf16); {os.cpu_count()} cores here", "",
+             "| goal | figure | target | result |", "|---|---|---|---|"]
+    lines += [f"| {g} | {f} | {t} | {'pass' if ok else 'FAIL'} |" for g, f, t, ok in rows]
+    return "\n".join(lines), sum(1 for *_, ok in rows if not ok)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="4,096 images and 8,192 texts (CI: under 3 minutes)")
+    ap.add_argument("--images", type=int, default=16_384)
+    ap.add_argument("--texts", type=int, default=16_384)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--text-batch", type=int, default=1024)
+    ap.add_argument("--nvjpeg-rate", type=float, default=12_000.0, help="simulated nvjpeg images/s (see the docstring)")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        spec = json.loads(args.child.read_text())
+        args.child.with_suffix(".out.json").write_text(json.dumps(child(spec)))
+        return {}
+    if args.quick:
+        args.images, args.texts = min(args.images, 4096), min(args.texts, 8192)
+    with tempfile.TemporaryDirectory(prefix="gpu-sim-") as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        paths = write_images(folder, args.images)
+        texts, source = load_texts(args.texts)
+        print(f"inputs: {len(paths):,} JPEGs ({sum(p.stat().st_size for p in paths) / 2**20:.0f} MiB) and {len(texts):,} "
+              f"{source} texts in {time.perf_counter() - t0:.1f} s")
+        spec = {"images": [str(p) for p in paths], "texts": texts, "text_source": source, "batch": args.batch,
+                "text_batch": args.text_batch, "nvjpeg_rate": args.nvjpeg_rate, "n_images": len(paths)}
+        (folder / "spec.json").write_text(json.dumps(spec))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1] / "src"),
+                                                                         os.environ.get("PYTHONPATH")]))}
+        done = subprocess.run([sys.executable, __file__, "--child", str(folder / "spec.json")], env=env, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the simulated run failed (exit {done.returncode})")
+        got = json.loads((folder / "spec.out.json").read_text())
+    text, failed = table(got, spec)
+    print(text)
+    print(json.dumps({"bench": "gpu_sim", **{k: v for k, v in got.items()}, "nvjpeg_rate": args.nvjpeg_rate,
+                      "failed": failed}))
+    if args.json:
+        args.json.write_text(json.dumps(got, indent=1))
+    return got
+
+
+if __name__ == "__main__":
+    main()
