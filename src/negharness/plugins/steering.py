@@ -59,7 +59,8 @@ Edit = Callable[[int, torch.Tensor], "torch.Tensor | None"]
 def steered(x: torch.Tensor, direction: torch.Tensor, alpha: float) -> torch.Tensor:
     """(1 - alpha) x + alpha d |x| per row (steer.py:176), in float32 whatever the tower's dtype."""
     x = x.float()
-    return (1 - alpha) * x + alpha * direction.to(x.device) * torch.linalg.norm(x, dim=-1, keepdim=True)
+    out: torch.Tensor = (1 - alpha) * x + alpha * direction.to(x.device) * torch.linalg.norm(x, dim=-1, keepdim=True)
+    return out
 
 
 class EotHooks:
@@ -69,7 +70,8 @@ class EotHooks:
     positions; the layout (batch- or sequence-first) is read at each call (`sequence_first` switches it)."""
 
     def __init__(self, model: torch.nn.Module, edit: Edit) -> None:
-        self.model, self.edit = model, edit
+        self.model: Any = model  # an open_clip CLIP (`check_steerable`): token_embedding, transformer.resblocks
+        self.edit = edit
         self.positions: torch.Tensor | None = None
         self.handles: list[Any] = []
 
@@ -146,7 +148,7 @@ class SteerModel(EmbeddingModel):
     def directions(self) -> torch.Tensor:
         """(layers, width) unit directions: from the cache when fitted before, else fitted and cached."""
         if self._fitted is None:
-            model = self.base.model
+            model: Any = self.base.model
             key = cache_key(self.base.fingerprint(), self.pairs.sha256, self.holdout)
             path = cache_path(self.cache, key)
             shape = (len(model.transformer.resblocks), int(model.transformer.width))
@@ -161,7 +163,7 @@ class SteerModel(EmbeddingModel):
     def activations(self, texts: Sequence[str]) -> list[torch.Tensor]:
         """Per layer, (N, width) unsteered EOT activations of ``texts``, in float32 (no autocast: the
         directions do not depend on the run's precision)."""
-        model = self.base.model
+        model: Any = self.base.model
         grabbed: list[list[torch.Tensor]] = [[] for _ in model.transformer.resblocks]
 
         def grab(layer: int, eot: torch.Tensor) -> None:

@@ -117,7 +117,8 @@ def logistic_weights(x: torch.Tensor, y: torch.Tensor, c: float = FIT_C) -> torc
 
 def unit_direction(w: torch.Tensor) -> torch.Tensor:
     """The coefficients as a unit vector, as the authors normalise them (steer.py:117)."""
-    return w / (torch.linalg.norm(w) + 1e-12)
+    unit: torch.Tensor = w / (torch.linalg.norm(w) + 1e-12)
+    return unit
 
 
 def fit_directions(positive: list[torch.Tensor], negated: list[torch.Tensor], holdout: int
@@ -127,7 +128,8 @@ def fit_directions(positive: list[torch.Tensor], negated: list[torch.Tensor], ho
     and each layer's accuracy on those held-out pairs (None when none are held out)."""
     cut = fitted_rows(len(positive[0]), holdout)
     labels = torch.cat([torch.zeros(cut), torch.ones(cut)])
-    directions, accuracy = [], []
+    directions: list[torch.Tensor] = []
+    accuracy: list[float | None] = []
     for pos, neg in zip(positive, negated):
         w = logistic_weights(torch.cat([pos[:cut], neg[:cut]]), labels)
         directions.append(unit_direction(w).float())
