@@ -151,6 +151,7 @@ _SUGARCREPEPP_FILES = {  # file: (sha256, bytes), from the mirror at SUGARCREPEP
     "swap_obj": ("5f33cae824de431a7ecd3c5de6301f689815f9497aa36d96b154bbaf117b201b", 74611),
 }
 NEGATIONCLIP = ("parkquasar/NegationCLIP", "6f858ee490d5c17d54cbc1862dfd44f74f36324d")
+NEGATION_STEERING = ("fawazsammani/negation-steering", "10011d97092a08324b17d333b2b344d6d0310356")
 VISMIN = "2f379d5b9a3af7f10d3266f6389b7b351e54c493"  # mair-lab/vismin-bench, as the vismin_* YAMLs pin it
 NATURALBENCH = "b6a84a18ba24544169681d4b15543dd103d4d3bb"  # BaiqiL/NaturalBench: the commit that uploaded the zip
 UNPINNED = ("revision not pinned ({why}): the first download records the commit it got in the manifest, later "
@@ -259,6 +260,11 @@ SOURCES: tuple[Source, ...] = (
              origin=f"github {SUGARCREPEPP[0]}@{SUGARCREPEPP[1][:7]} data/{n}.json (sha256 from the mirror)",
              licence="MIT")
       for n, (sha, size) in _SUGARCREPEPP_FILES.items()),
+    Source("negation_steering/train_data.json", _gh(*NEGATION_STEERING, "data/train_data.json"),
+           "fd085671659d73629a1e3036613c7e88b7b09f72acadcefeb618254a8d358694", 475303,
+           origin=f"github {NEGATION_STEERING[0]}@{NEGATION_STEERING[1][:7]} data/train_data.json (sha256 from the "
+                  "mirror): the 3,979 caption pairs `--model steer` fits its directions on; no task reads it",
+           licence="no licence file"),
     Source("negrefcocog/NegRefCOCOg.json", _gh(*NEGATIONCLIP, "NegRefCOCOg/NegRefCOCOg.json"),
            "e3519e02c26aa3d507e7cb32f4e202375bc8860b5cb7cb4c34ad436cf063031f", 232340, ("negrefcocog",),
            origin=f"github {NEGATIONCLIP[0]}@{NEGATIONCLIP[1][:7]} NegRefCOCOg/NegRefCOCOg.json (sha256 from the mirror)",

@@ -23,6 +23,8 @@ def negharness_register_models(registry: Registrar) -> None:
                  "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
     registry.add("boolean", "negharness.plugins.boolean_model:boolean",
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
+    registry.add("steer", "negharness.plugins.steering:steer",
+                 "negation steering (Sammani et al.) of an open_clip model's text (-M base=NAME, -M alpha, -M pairs=FILE)")
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)",
                  checkpoint="required")  # said before torch loads: `negharness.engine.precheck`
