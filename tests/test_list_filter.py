@@ -21,7 +21,7 @@ def test_a_glob_matches_whole_names_and_plain_text_any_part():
 def test_piped_list_is_one_plain_line_an_entry_filtered(capsys):
     assert main(["list", "--brief", "--kind", "task", "shapes_"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "# tasks"
+    assert out[0] == "# tasks: name, plugin, description (tab-separated)"
     rows = [line.split("\t") for line in out[1:] if "\t" in line]
     assert [r[0] for r in rows] == ["shapes_mcq", "shapes_t2i_original", "shapes_t2v_composed", "shapes_t2v_negated",
                                    "shapes_t2v_original"]

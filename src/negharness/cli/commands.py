@@ -97,7 +97,7 @@ def _print_table(console: Any, kind: str, entries: list[Any], flag: str | None, 
 def _print_plain(console: Any, kind: str, entries: list[Any], flag: str | None, clashes: Any) -> None:
     """A kind's entries for a pipe: a heading, then name, plugin, description and options, tab-separated,
     one line each (grep and cut read them; nothing folds or cuts)."""
-    lines = [f"# {kind}s"]
+    lines = [f"# {kind}s: name, plugin, description" + (f", {flag} options" if flag else "") + " (tab-separated)"]
     for e in entries:
         cells = [e.name + (" (duplicate)" if e.name in clashes else ""), e.plugin, e.description]
         cells += [_options_cell(e, flag)] if flag else []
