@@ -203,3 +203,12 @@ def test_a_missing_checkpoint_folder_is_among_the_missing_inputs(tmp_path, capsy
                  "msrvtt3k_composed", "--data-root", str(tmp_path / "nodata"), "--output-dir", str(tmp_path)]) == 2
     first = capsys.readouterr().err.splitlines()[0]
     assert "2 inputs missing" in first and f"--checkpoint {tmp_path / 'runs' / 'bnl'}: no such file or folder" in first
+
+
+def test_a_missing_data_message_says_fetch_or_by_hand_not_both(tmp_path, capsys):
+    """nT2VR's videos only a person can fetch: the message never says a command downloads them."""
+    assert main(["run", "--model", "shapes_clip", "--task", "msrvtt3k_composed", "--data-root", str(tmp_path / "none"),
+                 "--output-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "no program may download them: `negharness fetch msrvtt3k_composed` prints the steps" in err
+    assert "downloads them" not in err

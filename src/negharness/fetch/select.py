@@ -71,6 +71,13 @@ def fetch_hint(task: str, sources: tuple[Source, ...]) -> str:
     needed = sources_of_task(task, sources)
     if not needed:
         return ""
+    by_hand = [s for s in needed if s.kind == "manual"]
+    if len(by_hand) == len(needed):  # nothing a program may download: the command only says where they go
+        return f"no program may download them: `negharness fetch {task}` prints the steps and where to put them"
+    if by_hand:
+        fetched = [s for s in needed if s.kind != "manual"]
+        return (f"`negharness fetch {task}` downloads {download_size(fetched)} and prints the steps for the rest "
+                f"({', '.join(s.name for s in by_hand)}, by hand)")
     return f"`negharness fetch {task}` downloads them ({download_size(needed)})"
 
 
