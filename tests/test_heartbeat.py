@@ -42,3 +42,24 @@ def test_the_run_command_says_its_stages_when_piped(tmp_path):
     for stage, said in silent.items():  # a stage of more than two intervals was said (a quick one need not be)
         if timings.get(f"{stage}_s", 0) > 2 * 2.0 + 0.5:
             assert f"... {said}" in res.stderr, (stage, timings, res.stderr[-1500:])
+
+
+def test_training_progress_when_piped_says_it_is_alive_before_any_step():
+    """`negharness train` piped: plain lines every interval even before the trainer counts anything (it may
+    build its data for minutes), then the newest count; none after the block ends."""
+    import io
+
+    from negharness.cli.process import LogProgress
+
+    out = io.StringIO()
+    with LogProgress(out, interval=0.05, idle_lines=True) as progress:
+        time.sleep(0.4)
+        bar = progress.add_task("training", total=10)
+        progress.advance(bar, 3)
+        time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    time.sleep(0.2)
+    assert out.getvalue().splitlines() == lines  # the watcher stopped with the block
+    assert any("working:" in line and "nothing counted yet" in line for line in lines)
+    assert any(line.startswith("[negharness] training: 3/10 (30%)") for line in lines)
+    assert all(line.startswith("[negharness] ") for line in lines)

@@ -41,7 +41,7 @@ def _progress(console: Any, training: bool = False):
     """A live bar in a terminal (with an ETA when training); elsewhere (a log file, CI, a pipe) a
     line on stderr every few seconds."""
     if not console.is_terminal:
-        return LogProgress(sys.stderr)
+        return LogProgress(sys.stderr, idle_lines=training)  # training may prepare for minutes before a step
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,

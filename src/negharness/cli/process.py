@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TextIO
@@ -183,18 +184,43 @@ class LogProgress:
     once ``interval`` seconds have passed (``$NEGHARNESS_PROGRESS_INTERVAL``, default 5 s)."""
 
     def __init__(self, stream: TextIO, interval: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, idle_lines: bool = False) -> None:
         self.stream = stream
         self.interval = _interval_from_env() if interval is None else interval
         self.clock = clock
         self._bars: dict[int, _Bar] = {}
-        self._last = clock()
+        self._last = self._started = clock()
+        # ``idle_lines``: a line even while nothing advances (a trainer building its data for minutes)
+        self._idle: threading.Thread | None = None
+        self._stop = threading.Event()
+        if idle_lines:
+            self._idle = threading.Thread(target=self._while_idle, name="negharness-progress", daemon=True)
 
     def __enter__(self) -> "LogProgress":
+        if self._idle is not None:
+            self._idle.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._idle is not None and self._idle.is_alive():
+            self._idle.join(timeout=1)
         return None
+
+    def _while_idle(self) -> None:
+        """Every interval with no line said: the newest bar as it stands, or that work has not reached one."""
+        while not self._stop.wait(self.interval / 4):
+            now = self.clock()
+            if now - self._last < self.interval:
+                continue
+            self._last = now
+            bars = list(self._bars.values())
+            if bars:
+                self._log(bars[-1], now)
+            else:
+                self.stream.write(f"[negharness] working: {now - self._started:.0f}s, nothing counted yet "
+                                  "(loading, preparing data)\n")
+                self.stream.flush()
 
     def add_task(self, description: str, total: float | None = None, unit: str = "", **_: Any) -> int:
         task_id = len(self._bars)
