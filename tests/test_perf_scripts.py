@@ -49,6 +49,7 @@ TINY: dict[str, list[str]] = {
     "bench_plugin_cost.py": ["--tiny"],
     "bench_training.py": ["--videos", "4", "--steps", "1", "--batch", "2", "--size", "32", "--workers", "0"],
     "bench_vlm_choice.py": ["--questions", "2", "--batch-sizes", "1"],
+    "bench_jpeg_decoders.py": ["--images", "4", "--rounds", "1"],
     "profile_cold_run.py": ["--tiny", "--run", "negbench", "--top", "3", "--rounds", "1"],  # the world run is the simpler path
     "sim_cluster_coverage.py": ["--tiny"],  # both runs profiled, then timed once unprofiled
 }
@@ -71,6 +72,7 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
                              (rf"cli cold: 40 records .*?ratio {NUM} to 20", 0.05, 50.0),
                              (rf"goal: 40 records cold in at most 30 s -> {NUM} s", 0.0, 300.0)],
     "bench_mcq.py": [(rf"encoded: {NUM} texts", 24, 24), (rf"ratio {NUM} \(decoding", 0.1, 100.0)],
+    "bench_jpeg_decoders.py": [(rf"torchvision.io.decode_jpeg \(deprecated\):\s+{NUM} img/s", 0.1, 1e6)],
     "bench_metrics.py": [(rf"all metrics, vectorised: {NUM} s", 0.0, 60.0), (rf"original: .*MIR {NUM}", 0.0, 1.0)],
     "bench_nein_memory.py": [(rf"growth\s+{NUM} MiB", 0.0, 2048.0)],
     "bench_readme_times.py": [(rf"median {NUM} s", 0.1, 900.0), (rf"cached rerun {NUM} s", 0.05, 900.0)],
