@@ -8,9 +8,10 @@ formats, ``<c>.caption.txt`` (when the input was not one already), ``<c>.negated
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, median
+from typing import TypedDict
 
 from negharness.api.queries import QueryBuild, QueryBuildOptions
 
@@ -34,17 +35,25 @@ from .nt2vr_files import (
 BUILDER_VERSION = "4"
 
 
+class BuildSettings(TypedDict):
+    """What besides the captions and the rules decides what `build` makes (kept in the build mark)."""
+    seed: int
+    mode: str
+    per_item: int | None
+    subjects: int | None
+
+
 @dataclass
 class BuiltQueries:
     captions: list[tuple[str, str]]  # (cap_id, caption)
     negated: list[tuple[str, Negation]]  # (negated cap_id, negation)
     composed: list[ComposedQuery]
     n_items: int
-    settings: dict = field(default_factory=dict)  # seed, mode, per_item, subjects: what else made them
+    settings: BuildSettings  # what else made them
 
 
 def build_settings(seed: int = 0, mode: str = "one", per_item: int | None = None,
-                   subjects: int | None = SUBJECTS) -> dict:
+                   subjects: int | None = SUBJECTS) -> BuildSettings:
     """Everything besides the captions and the rules that decides what `build` makes."""
     return {"seed": seed, "mode": mode, "per_item": per_item, "subjects": subjects}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from negharness.api import UserError
 from negharness.api.files import atomic_write_text
@@ -32,7 +32,7 @@ def captions_hash(rows: Iterable[tuple[str, str]]) -> str:
     return digest.hexdigest()
 
 
-def write_marker(out_dir: Path, name: str, version: str, settings: dict,
+def write_marker(out_dir: Path, name: str, version: str, settings: Mapping[str, object],
                  rows: Iterable[tuple[str, str]], complete: bool) -> Path:
     """Written twice: ``complete: false`` before the query files, ``true`` after them, so a build
     killed halfway leaves files that read as stale, never as data."""
@@ -41,7 +41,7 @@ def write_marker(out_dir: Path, name: str, version: str, settings: dict,
     return atomic_write_text(marker_path(out_dir, name), json.dumps(mark, indent=1) + "\n")
 
 
-def read_marker(path: Path) -> dict | None:
+def read_marker(path: Path) -> dict[str, Any] | None:
     """The mark, or None where the files carry none (they are data, not ours to judge)."""
     if not path.is_file():
         return None
@@ -55,8 +55,8 @@ def read_marker(path: Path) -> dict | None:
     return mark
 
 
-def stale_reason(mark: dict, version: str, rows: Iterable[tuple[str, str]],
-                 settings: dict | None = None) -> str | None:
+def stale_reason(mark: Mapping[str, Any], version: str, rows: Iterable[tuple[str, str]],
+                 settings: Mapping[str, object] | None = None) -> str | None:
     """Why files under this mark are not what the current builder makes from these captions (None: they are).
     ``settings`` (seed, mode, ...): checked only where the caller is asked to build with them."""
     if mark.get("complete") is not True:
@@ -65,7 +65,8 @@ def stale_reason(mark: dict, version: str, rows: Iterable[tuple[str, str]],
         return f"built by builder version {mark.get('builder_version')}, this is version {version}"
     if mark.get("captions_sha256") != captions_hash(rows):
         return "built from other captions than the collection's caption file"
-    made = mark.get("settings") if isinstance(mark.get("settings"), dict) else {}
+    said = mark.get("settings")
+    made: Mapping[str, object] = said if isinstance(said, dict) else {}
     for key, wanted in (settings or {}).items():
         if made.get(key) != wanted:
             return f"built with {key} {made.get(key)!r}, this run asks for {wanted!r}"

@@ -44,7 +44,7 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from .nltk_resources import tag
 from .phrases import (  # noqa: F401 (re-exported)
@@ -70,9 +70,9 @@ class ComposedQuery:
     pos_occur: int  # items matching subject + positive VP, before the set difference
     neg_occur: int  # of those, items removed because a caption has the subject + a word of the negative VP
     template: int
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
 
-    def as_record(self) -> dict:
+    def as_record(self) -> dict[str, object]:
         """The nT2VR composed-file dict (its key ``negstionfirst`` spelled as the authors' files do)."""
         return {"cap_id": self.cap_id, "caption": self.caption, "video_ids": self.video_ids,
                 "negstionfirst": self.negation_first, "pos_occur": self.pos_occur, "neg_occur": self.neg_occur,
@@ -208,6 +208,12 @@ def supported(saying: int, corroborating: int, captions: int) -> bool:
     return saying >= 2 or saying == 1 and (corroborating >= 1 or captions <= 2)
 
 
+def _in_all(sets: Iterable[set[int]]) -> set[int]:
+    """The caption numbers in every one of ``sets`` (at least one), as a new set."""
+    first, *others = sets
+    return first.intersection(*others)
+
+
 class CaptionIndex:
     """Lemmatised captions of a collection and their (subject, VP) pairs, for text retrieval."""
 
@@ -219,11 +225,11 @@ class CaptionIndex:
         # verb lemma -> caption numbers where it is said in any form: a verb, an -ing noun ("a singing
         # competition"), a doer's noun ("the singer"), or a one-letter misspelling ("preforms")
         self.by_verb: dict[str, set[int]] = defaultdict(set)
-        self.word_count: Counter = Counter()  # word -> captions holding it
+        self.word_count: Counter[str] = Counter()  # word -> captions holding it
         self.pairs: list[tuple[int, Subject, VerbPhrase]] = []
         self.caption_pairs: list[list[tuple[Subject, VerbPhrase]]] = []  # per caption, in caption order
         self._pairs_by_head: dict[str, list[tuple[int, Subject, VerbPhrase, int]]] = defaultdict(list)
-        self.n_captions: Counter = Counter()  # item position -> its captions
+        self.n_captions: Counter[int] = Counter()  # item position -> its captions
         for pos, caps in enumerate(captions):
             for cap in dict.fromkeys(caps):  # MSR-VTT repeats captions: a repeat is no second witness
                 tagged = repair_tags(tag(normalise(cap)))  # "the singer sings/NNS", "and singing/NN": verbs
@@ -254,7 +260,7 @@ class CaptionIndex:
         in one caption, "a woman" in the rest)."""
         key = vp.key
         saying: dict[int, set[int]] = defaultdict(set)  # item -> captions saying the pair
-        number: dict[int, Counter] = defaultdict(Counter)  # item -> captions per number of the head
+        number: dict[int, Counter[tuple[bool, int]]] = defaultdict(Counter)  # item -> captions per number of the head
         for pos, s, v, cid in self._pairs_by_head.get(subject.head, ()):
             number[pos][s.plural, cid] = 1
             if subject.covers(s) and v.key[:len(key)] == key:
@@ -262,8 +268,8 @@ class CaptionIndex:
         action = set(self.by_verb.get(vp.verb, set()))  # the verb itself: "performs" is no witness of singing
         rest = vp.content - {vp.verb}
         if rest:
-            action |= set.intersection(*(self.by_lemma.get(w, set()) for w in rest))
-        action &= set.intersection(*(self.by_lemma.get(w, set()) for w in subject.content))
+            action |= _in_all(self.by_lemma.get(w, set()) for w in rest)
+        action &= _in_all(self.by_lemma.get(w, set()) for w in subject.content)
         if subject.agent_class == "person":  # "a girl laughs at a boy while he sings" is no witness of her singing
             action = {c for c in action if not (set(self.captions[c][1]) & PEOPLE) - subject.content}
 
@@ -284,7 +290,7 @@ class CaptionIndex:
           "a man is singing" are no target of "a band ... not singing");
         - for any other subject (a shape), a parsed pair whose subject has the subject's words and
           whose VP starts with B's verb."""
-        with_subject = set.intersection(*(self.by_lemma.get(w, set()) for w in subject.content))
+        with_subject = _in_all(self.by_lemma.get(w, set()) for w in subject.content)
         hits = set().union(*(self.by_lemma.get(w, set()) for w in vp.content)) if vp.content else set()
         out = {self.captions[cid][0] for cid in with_subject & hits}
         if subject.agent_class in ("person", "animal", "vehicle"):
@@ -302,12 +308,17 @@ class CaptionIndex:
             or self.word_count[word] >= 3
 
 
+# how a subject is told apart: (head, plural, content words)
+SubjectKey = tuple[str, bool, tuple[str, ...]]
+T = TypeVar("T")
+
+
 @dataclass
 class _Vocabulary:
     """What the collection says: surface forms per phrase key and per subject, who does what."""
-    phrases: dict[tuple[str, ...], Counter] = field(default_factory=lambda: defaultdict(Counter))
-    subjects: dict[tuple, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    doers: dict[tuple[str, ...], dict[tuple, set[int]]] = field(
+    phrases: dict[tuple[str, ...], Counter[VerbPhrase]] = field(default_factory=lambda: defaultdict(Counter))
+    subjects: dict[SubjectKey, Counter[Subject]] = field(default_factory=lambda: defaultdict(Counter))
+    doers: dict[tuple[str, ...], dict[SubjectKey, set[int]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(set)))
     together: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = field(default_factory=dict)  # (A, B) -> caption
     done_by: dict[tuple[str, ...], dict[str, set[int]]] = field(  # key -> agent class -> items
@@ -320,7 +331,7 @@ class _Vocabulary:
         return not vp.plural_object or subject.plural in self.numbers.get(vp, ())
 
 
-def _subject_key(subject: Subject) -> tuple:
+def _subject_key(subject: Subject) -> SubjectKey:
     return (subject.head, subject.plural, tuple(sorted(subject.content)))
 
 
@@ -344,12 +355,15 @@ def _particles_only(vp: VerbPhrase) -> bool:
 
 
 def _complete_phrases(pairs: Sequence[tuple[int, Subject, VerbPhrase]], min_intransitive: float,
-                      min_bare_count: int):
+                      min_bare_count: int) -> Callable[[VerbPhrase], bool]:
     """A bare verb ("dancing") is a phrase only if the collection uses it bare at least
     ``min_bare_count`` times and without a direct object (bare or with a PP) in at least
     ``min_intransitive`` of its uses: a data-driven stand-in for the authors' verb-transitivity
     table (they drop a bare VP when its verb's ``percent_intrans`` < 0.7)."""
-    bare, intransitive, total, with_object = Counter(), Counter(), Counter(), Counter()
+    bare: Counter[str] = Counter()
+    intransitive: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    with_object: Counter[str] = Counter()
     for _, _, vp in pairs:
         total[vp.verb] += 1
         bare[vp.verb] += not vp.rest
@@ -378,9 +392,9 @@ def _pair_up(voc: _Vocabulary, found: list[tuple[int, tuple[str, ...]]], min_neg
                 voc.together.setdefault((a, b), cid)
 
 
-def _vocabulary(index: CaptionIndex, usable, min_negative_words: int) -> _Vocabulary:
+def _vocabulary(index: CaptionIndex, usable: Callable[[VerbPhrase], bool], min_negative_words: int) -> _Vocabulary:
     voc = _Vocabulary()
-    per_subject: dict[tuple, list[tuple[int, tuple[str, ...]]]] = defaultdict(list)
+    per_subject: dict[SubjectKey, list[tuple[int, tuple[str, ...]]]] = defaultdict(list)
     for cid, found in enumerate(index.caption_pairs):
         pos = index.captions[cid][0]
         keys = []
@@ -396,18 +410,18 @@ def _vocabulary(index: CaptionIndex, usable, min_negative_words: int) -> _Vocabu
             per_subject[_subject_key(subj)].append((cid, vp.key))
         _pair_up(voc, [(cid, k) for k in keys], min_negative_words)  # said in one caption
     if not voc.together:  # captions of one phrase each: pair what one subject does anywhere
-        for found in per_subject.values():  # ("a man plays a guitar" / "a man sings a song")
-            _pair_up(voc, found, min_negative_words)
+        for said in per_subject.values():  # ("a man plays a guitar" / "a man sings a song")
+            _pair_up(voc, said, min_negative_words)
     return voc
 
 
-def _surface(counter: Counter, n: int, keep=lambda x: True) -> list:
+def _surface(counter: Counter[T], n: int, keep: Callable[[T], bool] = lambda x: True) -> list[T]:
     """The ``n`` most frequent surface forms (ties by text), those that pass ``keep``."""
     ranked = sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0])))
     return [x for x, _ in ranked if keep(x)][:n]
 
 
-def _subject_form(counter: Counter) -> Subject:
+def _subject_form(counter: Counter[Subject]) -> Subject:
     """The most frequent way the collection writes a subject, preferring one with a determiner."""
     ranked = _surface(counter, len(counter))
     if ranked[0].head in INDEFINITE:  # "someone", never "a someone"
@@ -416,8 +430,12 @@ def _subject_form(counter: Counter) -> Subject:
     return (with_det or ranked)[0]
 
 
-def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b_key: tuple, forms: int,
-             min_bare_uses: int = 1):
+# (subject, wordings of A, wordings of B, positive items, matched items)
+Triplet = tuple[Subject, list[VerbPhrase], list[VerbPhrase], set[int], set[int]]
+
+
+def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: SubjectKey, a_key: tuple[str, ...],
+             b_key: tuple[str, ...], forms: int, min_bare_uses: int = 1) -> Triplet | None:
     """(subject, wordings of A, wordings of B, positive items, matched items) for one subject doing
     A, or None when the query would be absurd or match nothing."""
     subj = _subject_form(voc.subjects[skey])
@@ -429,7 +447,7 @@ def _triplet(index: CaptionIndex, voc: _Vocabulary, skey: tuple, a_key: tuple, b
     if not all(index.known(w) for w in subj.text.split()):
         return None
 
-    def keep(counts: Counter):
+    def keep(counts: Counter[VerbPhrase]) -> Callable[[VerbPhrase], bool]:
         return lambda v: v.fits(subj) and voc.agrees(v, subj) and (bool(v.rest) or counts[v] >= min_bare_uses) \
             and all(index.known(w) for w in v.rest)
     a_forms = _surface(voc.phrases[a_key], forms, keep(voc.phrases[a_key]))
@@ -474,7 +492,7 @@ def compose(index: CaptionIndex, seed: int = 0, per_item: int | None = None, sub
     voc = _vocabulary(index, usable, min_negative_words)
     out: list[ComposedQuery] = []
     seen: set[str] = set()
-    from_item: Counter = Counter()
+    from_item: Counter[int] = Counter()
     for (a_key, b_key), cid in sorted(voc.together.items(), key=lambda kv: (kv[1], kv[0])):
         if set(b_key) & set(skip_negative_words):
             continue

@@ -72,7 +72,7 @@ class Negation:
     scope: str  # words after the cue to the end of their clause: the negated part
     remainder: str  # the caption without cue and scope: the part still asserted
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | int]:
         return asdict(self)
 
 

@@ -55,7 +55,8 @@ def tokenize(text: str) -> list[str]:
     import nltk
 
     ensure_nltk()
-    return nltk.word_tokenize(text)
+    tokens: list[str] = nltk.word_tokenize(text)  # nltk is untyped: its functions return Any
+    return tokens
 
 
 def add_closed_tagger(tagger: Callable[[list[str]], "list[str] | None"]) -> None:
@@ -76,4 +77,5 @@ def tag(text: str) -> list[tuple[str, str]]:
     import nltk
 
     ensure_nltk()
-    return nltk.pos_tag(tokens)
+    tagged: list[tuple[str, str]] = nltk.pos_tag(tokens)  # nltk is untyped: its functions return Any
+    return tagged

@@ -17,7 +17,7 @@ import contextlib
 import csv
 import json
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import IO, Any, Generator, Iterable, Mapping, Sequence
 
 from negharness.api import UserError
 from negharness.api.files import (
@@ -45,7 +45,7 @@ def original_of(neg_id: str) -> str:
 MAX_LINE_CHARS = 1_000_000
 
 
-def _open(path: Path, mode: str, **kwargs: Any):
+def _open(path: Path, mode: str, **kwargs: Any) -> IO[Any]:
     """``open`` whose usual failures are one error naming the file."""
     try:
         return open(path, mode, **kwargs)
@@ -57,7 +57,7 @@ def _open(path: Path, mode: str, **kwargs: Any):
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
 
 
-def open_text(path: Path, newline: str | None = None):
+def open_text(path: Path, newline: str | None = None) -> IO[str]:
     """A UTF-8 data file for reading; a leading BOM (Excel, Notepad) is dropped, never kept in the first id."""
     return _open(path, "r", encoding=DATA_ENCODING, newline=newline)
 
@@ -72,7 +72,7 @@ def _looks_utf16(raw: bytes) -> bool:
     return len(body) >= 2 and b"\x00" in body and body.count(b"\x00") * 3 >= len(body)
 
 
-def decoded_lines(path: Path, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple[int, str]]:
+def decoded_lines(path: Path, max_chars: int = MAX_LINE_CHARS) -> Generator[tuple[int, str], None, None]:
     """(line number, text with its line ending) of a UTF-8 file, decoded line by line so a byte that
     is not UTF-8 is reported at its own line; a leading BOM is dropped; a line longer than
     ``max_chars`` is an error (read at most that much, so a huge line never fills memory)."""
@@ -139,9 +139,10 @@ def read_video_set(path: str | Path) -> list[str]:
 COMPOSED_KEYS = ("cap_id", "caption", "video_ids")
 
 
-def read_composed_file(path: str | Path) -> list[dict]:
+def read_composed_file(path: str | Path) -> list[dict[str, Any]]:
+    """The composed queries of a file, each a dict with at least ``COMPOSED_KEYS`` (values as written)."""
     path = Path(path)
-    out = []
+    out: list[dict[str, Any]] = []
     for lineno, line in _lines(path):
         try:
             rec = ast.literal_eval(line.strip())
@@ -171,7 +172,7 @@ def write_caption_file(path: str | Path, rows: Iterable[tuple[str, str]]) -> Pat
     return atomic_write_text(path, "".join(f"{cid} {cap}\n" for cid, cap in rows))
 
 
-def write_dict_lines(path: str | Path, records: Iterable[dict]) -> Path:
+def write_dict_lines(path: str | Path, records: Iterable[Mapping[str, object]]) -> Path:
     """One JSON object per line: valid for ast.literal_eval too, so the authors' readers load it."""
     return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 

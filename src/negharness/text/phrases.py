@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .negator import expand_contractions, is_known_verb
 from .nltk_resources import tag
@@ -161,10 +162,14 @@ class Subject:
         return None
 
 
-_PARSER = None
+if TYPE_CHECKING:
+    import nltk  # untyped (no stubs, no py.typed): its parser and trees read as Any
+
+_PARSER: nltk.RegexpParser | None = None
 
 
-def parser():
+def parser() -> nltk.RegexpParser:
+    """The chunk grammar's parser, built on first use (importing nltk is slow)."""
     global _PARSER
     if _PARSER is None:
         import nltk
@@ -182,11 +187,12 @@ def normalise(caption: str) -> str:
 Item = tuple[str, list[tuple[str, str]]]
 
 
-def _leaves(node) -> list[tuple[str, str]]:
-    return list(node.leaves()) if hasattr(node, "label") else [node]
+def _leaves(node: nltk.Tree | tuple[str, str]) -> list[tuple[str, str]]:
+    """A chunk's tagged words, or the one tagged word a tree child is."""
+    return [node] if isinstance(node, tuple) else list(node.leaves())  # a Tree is a list, never a tuple
 
 
-def _clause_start(vp) -> int | None:
+def _clause_start(vp: nltk.Tree) -> int | None:
     """Child position where a VP chunk runs into a new clause ("cooks food | while a woman ...")."""
     for i, child in enumerate(vp):
         if i and hasattr(child, "label") and child.label() == "PP" and child.leaves()[0][0] in SUBORDINATORS:
@@ -194,7 +200,7 @@ def _clause_start(vp) -> int | None:
     return None
 
 
-def _flatten(tree) -> list[Item]:
+def _flatten(tree: nltk.Tree) -> list[Item]:
     """Top-level (label, tagged leaves) items, with CLAUSE chunks opened into their NP and VP, and a
     copula's VP opened too ("there is [a man] [singing]": the NP after *be* can be a subject)."""
     out: list[Item] = []
@@ -525,8 +531,7 @@ def extract_pairs(caption: str) -> list[tuple[Subject, VerbPhrase]]:
             if j is not None:
                 inner = _container_inner(items, k)
                 owner[j] = _subject(inner, 0) if inner else _subject(items, k)
-        elif label == "VP" and owner.get(k) is not None:
-            subject = owner[k]
+        elif label == "VP" and (subject := owner.get(k)) is not None:
             vp = _verb_phrase(items, k)
             j = _continued_vp(items, k)
             if j is not None and _number_clash(items, k, j, subject):
