@@ -14,6 +14,7 @@ import json
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, TypedDict
 
 from negharness.api import UserError
 from negharness.api.files import atomic_write_text, cached_json
@@ -31,7 +32,13 @@ def _name(seed: int, split: str, n: int, query_seed: int) -> str:
     return f"v{WORLD_VERSION}-s{seed}-{split}-video-{n}.queries-b{BUILDER_VERSION}-q{query_seed}.json"
 
 
-def build_world_queries(seed: int, split: str, n: int, root: Path | None, query_seed: int = 0) -> dict:
+class WorldQueries(TypedDict):
+    """A split's query sets, as shipped and cached (JSON)."""
+    negated: list[list[str]]  # (neg_id, text, original cap id, positive, negative)
+    composed: list[dict[str, Any]]  # `ComposedQuery.as_record` records
+
+
+def build_world_queries(seed: int, split: str, n: int, root: Path | None, query_seed: int = 0) -> WorldQueries:
     """Run the builders (needs NLTK's tokenizer and tagger data) on the split's captions."""
     world = load_world(seed, split, "video", n, root)
     built = build(list(zip(world.ids, world.captions)), seed=query_seed, subjects=None)
@@ -42,14 +49,17 @@ def build_world_queries(seed: int, split: str, n: int, root: Path | None, query_
 
 
 @lru_cache(maxsize=8)
-def load_world_queries(seed: int, split: str, n: int, root: Path | None, query_seed: int = 0) -> dict:
+def load_world_queries(seed: int, split: str, n: int, root: Path | None, query_seed: int = 0) -> WorldQueries:
     """{"negated": [(neg_id, text, original cap id, positive, negative)], "composed": [record, ...]}."""
     name = _name(seed, split, n, query_seed)
     shipped = PACKAGED / name
+    queries: WorldQueries
     if shipped.is_file():
-        return json.loads(shipped.read_text(encoding="utf-8"))
-    return cached_json(None if root is None else Path(root) / "shapes_world" / name,
-                       lambda: build_world_queries(seed, split, n, root, query_seed))
+        queries = json.loads(shipped.read_text(encoding="utf-8"))
+    else:
+        queries = cached_json(None if root is None else Path(root) / "shapes_world" / name,
+                              lambda: build_world_queries(seed, split, n, root, query_seed))
+    return queries
 
 
 def write_packaged(root: Path | None = None) -> list[Path]:

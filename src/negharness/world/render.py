@@ -26,7 +26,8 @@ _GX, _GY = np.meshgrid(_grid, _grid)
 def _f32(value: Any) -> np.ndarray:
     """A float64 value (scalar or array) rounded to float32: what a Python float becomes beside the
     float32 grid, so k placements as arrays give the very masks k scalar calls give."""
-    return np.asarray(value, dtype=np.float64).astype(np.float32)
+    rounded: np.ndarray = np.asarray(value, dtype=np.float64).astype(np.float32)
+    return rounded
 
 
 def _mask(shape: str, cx: Any, cy: Any, r: Any, gx: np.ndarray = _GX, gy: np.ndarray = _GY) -> np.ndarray:
@@ -35,17 +36,20 @@ def _mask(shape: str, cx: Any, cy: Any, r: Any, gx: np.ndarray = _GX, gy: np.nda
     and then rounded, as Python floats are."""
     r = np.asarray(r, dtype=np.float64)
     dx, dy = gx - _f32(cx), gy - _f32(cy)
+    covered: np.ndarray  # bool, numpy's operators on an untyped dtype read as Any
     if shape == "circle":
-        return (dx * dx + dy * dy) <= _f32(r * r)
-    if shape == "square":
-        return np.maximum(np.abs(dx), np.abs(dy)) <= _f32(r * 0.82)
-    if shape == "triangle":  # apex up
+        covered = (dx * dx + dy * dy) <= _f32(r * r)
+    elif shape == "square":
+        covered = np.maximum(np.abs(dx), np.abs(dy)) <= _f32(r * 0.82)
+    elif shape == "triangle":  # apex up
         t = (dy + _f32(r)) / _f32(2 * r)
-        return (t >= 0) & (t <= 1) & (np.abs(dx) <= t * _f32(r) * np.float32(1.1))
-    if shape == "cross":
+        covered = (t >= 0) & (t <= 1) & (np.abs(dx) <= t * _f32(r) * np.float32(1.1))
+    elif shape == "cross":
         arm = _f32(r * 0.36)
-        return ((np.abs(dx) <= arm) & (np.abs(dy) <= _f32(r))) | ((np.abs(dy) <= arm) & (np.abs(dx) <= _f32(r)))
-    raise ValueError(f"unknown shape {shape!r}")
+        covered = ((np.abs(dx) <= arm) & (np.abs(dy) <= _f32(r))) | ((np.abs(dy) <= arm) & (np.abs(dx) <= _f32(r)))
+    else:
+        raise ValueError(f"unknown shape {shape!r}")
+    return covered
 
 
 def coverage(shape: str, cx: float, cy: float, r: float,
@@ -54,7 +58,8 @@ def coverage(shape: str, cx: float, cy: float, r: float,
     supersampled mask, 2x2 averaged). A pixel of an opaque shape is background * (1 - c) + colour * c.
     With ``window`` (slices with start and stop), only that part: equal to ``coverage(...)[window]``,
     as each pixel reads only its own supersamples (the exact detector's fit evaluates it ~10^5 times)."""
-    return coverages(shape, np.array([[cx, cy, r]]), window)[0]
+    one: np.ndarray = coverages(shape, np.array([[cx, cy, r]]), window)[0]
+    return one
 
 
 def coverages(shape: str, params: np.ndarray, window: tuple[slice, slice] | None = None) -> np.ndarray:
@@ -67,7 +72,8 @@ def coverages(shape: str, params: np.ndarray, window: tuple[slice, slice] | None
     h, w = gx.shape[0] // _SS, gx.shape[1] // _SS
     cx, cy, r = (np.asarray(params[:, i], dtype=np.float64)[:, None, None] for i in range(3))
     counts = _mask(shape, cx, cy, r, gx, gy).reshape(len(params), h, _SS, w, _SS).sum(axis=(2, 4))
-    return counts * (1.0 / (_SS * _SS))  # a count of quarters: exact, as the mean was
+    fractions: np.ndarray = counts * (1.0 / (_SS * _SS))  # a count of quarters: exact, as the mean was
+    return fractions
 
 
 def _position(o: ShapeObject, t: float) -> tuple[float, float]:
@@ -104,7 +110,8 @@ def render_frame(scene: Scene, frame: int = 0, frames: int = 1) -> np.ndarray:
         for mask, alpha in _layers(o, frame, frames):
             img[mask] = img[mask] * (1 - alpha) + colour * alpha
     img = img.reshape(CANVAS, _SS, CANVAS, _SS, 3).mean(axis=(1, 3))
-    return np.round(img).astype(np.uint8)
+    pixels: np.ndarray = np.round(img).astype(np.uint8)
+    return pixels
 
 
 def render_video(scene: Scene, frames: int = FRAMES) -> np.ndarray:

@@ -35,8 +35,8 @@ def world_captions() -> Iterator[str]:
         for combo in itertools.product(itertools.product(nps, ACTIONS), repeat=n):
             yield from video_caption_forms(combo)
     for n in range(1, MAX_OBJECTS["image"] + 1):
-        for combo in itertools.product(nps, repeat=n):
-            yield from image_caption_forms(combo)
+        for nouns in itertools.product(nps, repeat=n):
+            yield from image_caption_forms(nouns)
 
 
 def windows(tokens: Sequence[str]) -> list[str]:
@@ -46,7 +46,8 @@ def windows(tokens: Sequence[str]) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, str]:
-    return json.loads(PACKAGED.read_text(encoding="utf-8"))
+    table: dict[str, str] = json.loads(PACKAGED.read_text(encoding="utf-8"))  # window -> tag, as written
+    return table
 
 
 def world_tags(tokens: Sequence[str]) -> list[str] | None:
