@@ -34,10 +34,10 @@ from negharness.contracts.task import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.cli.main import main
 from negharness.discovery.hookspecs import hookimpl
 from negharness.discovery.lookup import PluginLookup
-from negharness.discovery.manager import make_host
-from negharness.discovery.registry import Registry
+from negharness.discovery.manager import PluginHost, make_host
+from negharness.discovery.registry import Registrar, Registry
 from negharness.io.media import MediaSet
-from negharness.records.results import record_files
+from negharness.records.schema import record_files
 from negharness.scoring.metrics import Relevance, best_relevant_rank, retrieval_metrics
 from negharness.scoring.perquery import per_query
 
@@ -124,7 +124,7 @@ class ColourRetrievalTask(Task):
                           per_query=per_query(list(self.colours), values))
 
 
-def host_with_models(models: dict[str, Any], name: str = "inline"):
+def host_with_models(models: dict[str, Any], name: str = "inline") -> PluginHost:
     """The installed plugins plus ``models`` (name -> factory), registered as one more plugin would be."""
     import types
 
@@ -132,7 +132,7 @@ def host_with_models(models: dict[str, Any], name: str = "inline"):
     host = make_host()
 
     @hookimpl
-    def negharness_register_models(registry):
+    def negharness_register_models(registry: Registrar) -> None:
         for model_name, factory in models.items():
             registry.add(model_name, factory, f"{model_name} (registered by {name})")
 
@@ -140,7 +140,7 @@ def host_with_models(models: dict[str, Any], name: str = "inline"):
     return host
 
 
-def lookup(**kinds: dict[str, Any]):
+def lookup(**kinds: dict[str, Any]) -> PluginLookup:
     """A `negharness.api.context.PluginLookup` over only the given factories, by kind and name, e.g.
     ``lookup(model={"clip": my_factory}, trainset={"shapes": shapes})``: a trainer or task under
     test then makes exactly these plugins, the way a run makes installed ones."""

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from negharness.contracts.errors import UserError
 from negharness.records.check import read_checked
-from negharness.records.results import SIDECAR_SUFFIXES, iter_records, record_key
+from negharness.records.results import iter_records
+from negharness.records.schema import SIDECAR_SUFFIXES, record_key
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -119,30 +120,31 @@ def _binary(values: np.ndarray) -> bool:
     return kept.size > 0 and bool(np.isin(kept, (0.0, 100.0)).all())
 
 
-def _array(vals: list) -> np.ndarray:
+def _array(vals: Sequence[float | None]) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
 
 
 def compare_task(name: str, a: Run, b: Run, n: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> TaskComparison:
     out = TaskComparison(name)
-    if a.per_query is None or b.per_query is None:
-        which = "A" if a.per_query is None else "B"
+    qa, qb = a.per_query, b.per_query
+    if qa is None or qb is None:
+        which = "A" if qa is None else "B"
         out.skipped = f"run {which} has no per-query values (a record made before they existed: rerun it)"
         return out
-    ia, ib = a.per_query["ids"], b.per_query["ids"]
+    ia, ib = qa["ids"], qb["ids"]
     if ia != ib:
         shared = len(set(ia) & set(ib))
         out.skipped = (f"different queries: A has {len(ia)}, B has {len(ib)}, {shared} shared"
                        + (" (same ids, another order)" if shared == len(ia) == len(ib) else ""))
         return out
-    out.skipped = _cluster_problem(a, b)
+    out.skipped = _cluster_problem(a, b, qa, qb)
     if out.skipped:
         return out
-    clusters = cluster_ids(a.per_query)
+    clusters = cluster_ids(qa)
     out.cluster, out.clusters = record_cluster(a.record), len(set(clusters))
     info = {**b.record.get("metric_info", {}), **a.record.get("metric_info", {})}
-    for metric in [m for m in a.per_query["values"] if m in b.per_query["values"]]:
-        va, vb = _array(a.per_query["values"][metric]), _array(b.per_query["values"][metric])
+    for metric in [m for m in qa["values"] if m in qb["values"]]:
+        va, vb = _array(qa["values"][metric]), _array(qb["values"][metric])
         try:
             pair = pairs(va, vb)  # the NaN rule of every paired routine: queries both runs cover
         except ValueError:
@@ -162,15 +164,16 @@ def compare_task(name: str, a: Run, b: Run, n: int = BOOTSTRAP_RESAMPLES, seed: 
     return out
 
 
-def _cluster_problem(a: Run, b: Run) -> str | None:
+def _cluster_problem(a: Run, b: Run, qa: dict[str, Any], qb: dict[str, Any]) -> str | None:
     """Why two runs' clusters cannot be resampled jointly: a record made before clusters, or
-    another cluster declaration (a task version that groups its queries otherwise)."""
+    another cluster declaration (a task version that groups its queries otherwise). ``qa``, ``qb``:
+    the runs' per-query values (they have some)."""
     for which, run in (("A", a), ("B", b)):
         if not clusters_known(run.record):
             return (f"run {which} was recorded before clustered intervals (no interval_method.cluster): which "
                     "queries share an image or video is unknown, and a test over rows could be too confident; "
                     "rerun it with --overwrite")
-    if record_cluster(a.record) != record_cluster(b.record) or cluster_ids(a.per_query) != cluster_ids(b.per_query):
+    if record_cluster(a.record) != record_cluster(b.record) or cluster_ids(qa) != cluster_ids(qb):
         return (f"different clusters: A clusters by {record_cluster(a.record)!r}, B by {record_cluster(b.record)!r}"
                 " (or the same queries are grouped otherwise)")
     return None
@@ -182,8 +185,8 @@ def adjust(results: list[TaskComparison]) -> None:
     tested = [m for t in results for m in t.metrics]
     for m, q in zip(tested, benjamini_hochberg([m.p_value for m in tested])):
         m.p_adjusted = q
-    exact = [m for m in tested if m.mcnemar is not None]
-    for m, q in zip(exact, benjamini_hochberg([m.mcnemar[2] for m in exact])):
+    exact = [(m, m.mcnemar[2]) for m in tested if m.mcnemar is not None]  # (comparison, McNemar's p)
+    for (m, _), q in zip(exact, benjamini_hochberg([p for _, p in exact])):
         m.mcnemar_adjusted = q
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from negharness.records.results import (
-    SCHEMA_VERSION,
     ModelConfig,
     record_path,
     variant_label,
     write_record,
 )
+from negharness.records.schema import SCHEMA_VERSION
 from negharness.scoring import perquery
 
 
