@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import permutations
 from pathlib import Path
+from typing import Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -171,7 +172,15 @@ def plot(xy: list[tuple[float, float]], explained: tuple[float, float], rows: li
     return out
 
 
-def diagnose(model, objects: list[str], out: Path | None, batch_size: int = 256) -> Diagnosis:
+class TextTower(Protocol):
+    """What the diagnosis asks of a model: its name and its text encoder (an `EmbeddingModel` has both)."""
+
+    name: str
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor: ...
+
+
+def diagnose(model: TextTower, objects: list[str], out: Path | None, batch_size: int = 256) -> Diagnosis:
     rows = captions(objects)
     with torch.inference_mode():
         emb = torch.cat([model.encode_text([r[2] for r in rows[i:i + batch_size]]).cpu()

@@ -131,7 +131,8 @@ def load(path: Path) -> dict[str, Any]:
     problems = check(data)
     if problems:
         raise DiagnosisError(f"{path}: invalid diagnosis: {'; '.join(problems[:3])}")
-    return data
+    checked: dict[str, Any] = data  # `check` accepts only a JSON object
+    return checked
 
 
 def load_all(results_dir: Path) -> list[tuple[Path, dict[str, Any]]]:

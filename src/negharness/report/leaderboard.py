@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from negharness.discovery.manager import make_host
 from negharness.records.published import Collection, collections_beside, count_mismatches, registered_rows
+from negharness.records.schema import record_key
 from negharness.report.labels import short_label
-from negharness.records.results import record_key
 from negharness.scoring.perquery import ROW, clusters_known, record_cluster
 
 if TYPE_CHECKING:
@@ -105,6 +105,15 @@ class TaskTable:
 
     def column(self, metric: str) -> Column | None:
         return next((c for c in self.columns if c.metric == metric), None)
+
+    @property
+    def main_column(self) -> Column:
+        """The main score's column: every table has one (`build_tables` leads with the first metric
+        where no record had the declared main score)."""
+        col = self.column(self.main)
+        if col is None:
+            raise LookupError(f"task {self.task}: no column for its main score {self.main!r}")
+        return col
 
     @property
     def unclustered(self) -> list[Row]:
@@ -215,7 +224,7 @@ def _sorted_rows(table: TaskTable, rows: list[Row]) -> list[Row]:
     col = table.column(table.main)
     sign = -1.0 if col is None or col.higher_is_better else 1.0
 
-    def key(r: Row) -> tuple:
+    def key(r: Row) -> tuple[bool, bool, float, str]:
         cell = r.cells.get(table.main)
         return (bool(r.blank), cell is None, sign * cell.value if cell else 0.0, r.label)
     return sorted(rows, key=key)
@@ -278,7 +287,7 @@ class SummaryRow:
 def summary_rows(tables: list[TaskTable]) -> list[SummaryRow]:
     """The table of main scores on top, models sorted by label (each row looked up once)."""
     index = [{r.label: r for r in t.rows if r.measured} for t in tables]
-    bolds = [t.bold(t.column(t.main)) for t in tables]
+    bolds = [t.bold(t.main_column) for t in tables]
     labels = sorted({label for rows in index for label in rows})
     return [SummaryRow(label, [(t, rows.get(label), bold is not None and bold is rows.get(label))
                                for t, bold, rows in zip(tables, bolds, index)]) for label in labels]
@@ -356,10 +365,10 @@ def to_markdown(tables: list[TaskTable], out_path: Path) -> str:
         parts.append("\nNo result records yet: run `negharness run` first.\n")
         return "".join(parts)
     parts.append("\n## Summary (main score per task)\n\n")
-    parts.append("| model | " + " | ".join(f"{t.task} {t.column(t.main).title}" for t in tables) + " |\n")
+    parts.append("| model | " + " | ".join(f"{t.task} {t.main_column.title}" for t in tables) + " |\n")
     parts.append("|---|" + "---:|" * len(tables) + "\n")
     for line in summary_rows(tables):
-        cells = ["–" if row is None else _md_cell(t, t.column(t.main), row, links, row if bold else None)
+        cells = ["–" if row is None else _md_cell(t, t.main_column, row, links, row if bold else None)
                  for t, row, bold in line.cells]
         parts.append(f"| {md_text(short_label(line.label))}{' †' if line.circular else ''} | " + " | ".join(cells) + " |\n")
     for t in tables:
@@ -395,7 +404,7 @@ def to_rich(tables: list[TaskTable], width: int = 80) -> list[Any]:
         rt.add_column("model: score", no_wrap=True)
     for k, t in enumerate(tables):
         texts = [(short_label(line.label), _terminal_cell(*line.cells[k])) for line in lines]
-        head = Text(f"{t.task}\n{t.column(t.main).title}")  # a variant's task reads "t [n_items=3]": no markup
+        head = Text(f"{t.task}\n{t.main_column.title}")  # a variant's task reads "t [n_items=3]": no markup
         rt.add_row(head, *[v for _, v in texts]) if wide else rt.add_row(
             head, Text("\n").join(Text.assemble(f"{label}: ", v) for label, v in texts if v.plain != "–"))
     caveats = sorted({f"{t.task}: the paper's rows on the board were {r.other_size}" for t in tables for r in t.rows
@@ -406,6 +415,8 @@ def to_rich(tables: list[TaskTable], width: int = 80) -> list[Any]:
 def _terminal_cell(t: TaskTable, row: Row | None, bold: bool) -> Text:
     from rich.text import Text
 
-    cell = None if row is None or row.blank else row.cells.get(t.main)
-    text = "–" if cell is None else cell.text(t.column(t.main).fmt) + (" †" if row.circular else "")
+    if row is None or row.blank or (cell := row.cells.get(t.main)) is None:
+        text = "–"
+    else:
+        text = cell.text(t.main_column.fmt) + (" †" if row.circular else "")
     return Text(text, style="bold green" if bold else "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from negharness.report.leaderboard import Cell, Links, Row, TaskTable, summary_rows, table_heading, table_notes
 from negharness.report.labels import short_label
@@ -62,7 +62,10 @@ def _td(cell: Cell | None, fmt: str, row: Row, links: Links, best: bool) -> str:
 
 def tooltip(cell: Cell, fmt: str) -> str:
     """The exact bounds: over clusters (with the standard error) and over rows."""
-    bounds = lambda iv: f"[{format(iv[0], fmt)}, {format(iv[1], fmt)}]"  # noqa: E731
+    def bounds(iv: tuple[float, float]) -> str:
+        return f"[{format(iv[0], fmt)}, {format(iv[1], fmt)}]"
+    if cell.interval is None:  # `_td` asks only for a cell with an interval
+        return ""
     if not cell.clustered:
         return f"95% interval over rows {bounds(cell.interval)} (record made before clusters)"
     se = "" if cell.se is None else f", SE {format(cell.se, fmt)}"
@@ -90,12 +93,12 @@ def _row_label(row: Row) -> str:
 
 def _summary_table(tables: list[TaskTable], links: Links) -> str:
     # a header may break after an underscore (shapes_t2v_<wbr>original): the summary fits more columns
-    head = "".join(f"<th>{_esc(t.task).replace('_', '_<wbr>')} {html.escape(t.column(t.main).title)}</th>"
+    head = "".join(f"<th>{_esc(t.task).replace('_', '_<wbr>')} {html.escape(t.main_column.title)}</th>"
                    for t in tables)
     body = []
     for line in summary_rows(tables):
         cells = ["<td data-value=''>–</td>" if row is None else
-                 _td(row.cells.get(t.main), t.column(t.main).fmt, row, links, bold) for t, row, bold in line.cells]
+                 _td(row.cells.get(t.main), t.main_column.fmt, row, links, bold) for t, row, bold in line.cells]
         label = _esc(line.label)
         body.append(f"<tr><td data-value='{label}'>{label}</td>{''.join(cells)}</tr>")
     return _scroll(f"<table class=sortable id=summary><thead><tr><th>model</th>{head}</tr></thead>"
@@ -118,7 +121,9 @@ def _task_table(t: TaskTable, links: Links) -> str:
 
 def markdown_to_html(text: str) -> str:
     """Enough Markdown for the experiment table: headings, paragraphs, pipe tables, **bold**, `code`."""
-    out, para, rows = [], [], []
+    out: list[str] = []
+    para: list[str] = []  # the lines of the paragraph being read
+    rows: list[str] = []  # the lines of the table being read
 
     def inline(s: str) -> str:
         s = html.escape(s)
@@ -155,7 +160,7 @@ def markdown_to_html(text: str) -> str:
     return "".join(out)
 
 
-def _diagnoses(diagnoses: list[tuple[Path, dict[str, Any]]], links: Links) -> str:
+def _diagnoses(diagnoses: Sequence[tuple[Path, dict[str, Any]]], links: Links) -> str:
     """One PCA scatter per diagnosed model (NegBench Fig. 6), with its summary numbers and a link to its file."""
     figures = []
     for path, d in diagnoses:
@@ -174,7 +179,8 @@ def _diagnoses(diagnoses: list[tuple[Path, dict[str, Any]]], links: Links) -> st
 
 
 def site_files(tables: list[TaskTable], records: list[tuple[Path, dict[str, Any]]], site_dir: Path,
-               experiment: Path | None = None, diagnoses: list[tuple[Path, dict[str, Any]]] = ()) -> dict[str, str]:
+               experiment: Path | None = None, diagnoses: Sequence[tuple[Path, dict[str, Any]]] = ()
+               ) -> dict[str, str]:
     """{file name under site_dir: text}: today one self-contained index.html. ``diagnoses`` are
     checked `negharness diagnose` results (`diagnosis_file.load_all`)."""
     links = Links(Path(site_dir).resolve())

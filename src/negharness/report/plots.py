@@ -36,7 +36,7 @@ def _value(rec: dict[str, Any] | None, metric: str) -> float | None:
 def _err(rec: dict[str, Any] | None, metric: str) -> tuple[float, float] | None:
     """(below, above) the value from the record's interval; None when the record has none."""
     iv = ((rec or {}).get("intervals") or {}).get(metric)
-    if _value(rec, metric) is None or not iv:
+    if rec is None or _value(rec, metric) is None or not iv:
         return None
     v = rec["metrics"][metric]
     # stored bounds have 12 significant digits: a zero-width interval may sit a hair off the value

@@ -169,7 +169,7 @@ def bar_chart(categories: Sequence[str], series: Sequence[Series], *, title: str
     for a long first category label, labels and titles too long for the figure are cut."""
     tops, bottoms = [0.0], [0.0]
     for i in range(len(categories)):
-        vals = [(s.values[i], s.err(i) or (0.0, 0.0)) for s in series if s.values[i] is not None]
+        vals = [(v, s.err(i) or (0.0, 0.0)) for s in series if (v := s.values[i]) is not None]
         if stacked:
             tops.append(sum(v for v, _ in vals))
         else:
