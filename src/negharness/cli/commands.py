@@ -13,7 +13,7 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from negharness.contracts.errors import UserError
 from negharness.cli.common import _console, _host, _pairs, _progress
@@ -25,6 +25,9 @@ from negharness.cli.process import (
     torchrun_argv,
 )
 from negharness.engine.ranks import from_env
+
+if TYPE_CHECKING:  # imported where used: start-up time
+    from negharness.engine.request import RunOutcome
 
 
 LIST_KINDS = ("model", "task", "trainer", "trainset", "editor", "detector", "query_builder")
@@ -323,7 +326,7 @@ def _scores_cell(outcome: Any) -> str:
     return "\n".join(lines + ([f"({state})"] if state else []))
 
 
-def _task_cell(outcome: Any, rec: dict[str, Any]) -> str:
+def _task_cell(outcome: RunOutcome, rec: dict[str, Any]) -> str:
     """The task, its variant (a --limit or -T run) and whether it was reused or why it reran: plain text,
     printed by a console that parses no markup (`_console`), so "[limit=2]" stays as written."""
     text = outcome.task + (f" [{rec['variant_label']}]" if rec.get("variant_label") else "")

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from negharness.contracts.errors import UserError
 from negharness.cli.process import LogProgress
+
+if TYPE_CHECKING:  # imported where used: start-up time
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from negharness.discovery.manager import PluginHost
 
 
 def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
@@ -28,7 +34,7 @@ def _pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
     return out
 
 
-def _console(stderr: bool = False):
+def _console(stderr: bool = False) -> Console:
     """Every console the CLI prints through: no markup parsing, since what it prints holds names it did
     not write (task variants "t [n_items=3]", model labels, file names) whose brackets Rich would take
     for tags and swallow; styles come as `rich.text.Text` objects instead."""
@@ -37,7 +43,7 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, markup=False)
 
 
-def _progress(console: Any, training: bool = False):
+def _progress(console: Any, training: bool = False) -> LogProgress | Progress:
     """A live bar in a terminal (with an ETA when training); elsewhere (a log file, CI, a pipe) a
     line on stderr every few seconds."""
     if not console.is_terminal:
@@ -56,7 +62,7 @@ def _progress(console: Any, training: bool = False):
                     console=console, transient=True)
 
 
-def _host(args: argparse.Namespace):
+def _host(args: argparse.Namespace) -> PluginHost:
     from negharness.discovery.manager import make_host  # lazy: start-up time
 
     blocked = [p[3:] for p in (args.plugin or []) if p.startswith("no:")]

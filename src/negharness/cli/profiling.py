@@ -62,7 +62,7 @@ class CommandProfile:
 
     def __exit__(self, *exc: Any) -> None:
         self.main.disable()
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
 
     def groups(self) -> dict[str, pstats.Stats]:
         """"main", then the started threads by name prefix (``negharness-decode``; "other")."""

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from negharness.cli.common import _console, _host, _pairs
 from negharness.contracts.errors import UserError
+
+if TYPE_CHECKING:  # imported where used: start-up time
+    from negharness.contracts.model import ModelPlugin
+    from negharness.discovery.manager import PluginHost
+    from negharness.discovery.registry import Entry
+    from negharness.report.diagnose import Diagnosis
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -239,7 +246,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def _save_diagnosis(args: argparse.Namespace, host, entry, model, identity: dict, objects: list[str], result) -> Path:
+def _save_diagnosis(args: argparse.Namespace, host: PluginHost, entry: Entry, model: ModelPlugin,
+                    identity: dict[str, Any], objects: list[str], result: Diagnosis) -> Path:
     """The PCA picture as data beside the model's records (the folder a run of these options writes),
     for the leaderboard page."""
     from negharness.contracts.hashing import hash_json  # lazy: start-up time
