@@ -17,7 +17,7 @@ from negharness.contracts.task import Task
 def plugin_frames(tb: TracebackType | None, kinds: dict[str, Any]) -> list[tuple[str, Any]]:
     """(label, object) for each traceback frame, outermost first, whose ``self`` is a plugin object
     of the run; ``kinds`` maps a label ("task", "model") to the base class that marks it."""
-    found = []
+    found: list[tuple[str, Any]] = []
     while tb is not None:
         owner = tb.tb_frame.f_locals.get("self")
         for label, base in kinds.items():

@@ -205,7 +205,8 @@ class ShardSession:
             ctx.counters[key] += total
             ctx.counters[CACHED[key]] -= total
         ctx.counters["encode_seconds"] += max(c["encode_seconds"] for c in counts)
-        ctx.counters["sharded"] = {"ranks": self.world, **{k: [c[k] for c in counts] for k in ENCODED}}
+        # not a tally: set as an attribute, as the runner sets ``batch_size_fitted`` (`Counters.__setattr__`)
+        ctx.counters.sharded = {"ranks": self.world, **{k: [c[k] for c in counts] for k in ENCODED}}
 
 
 def _backend_and_device(requested: str, local_rank: int) -> tuple[str, str]:
