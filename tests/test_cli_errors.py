@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 
 
 def _clean_error(res, *needles):

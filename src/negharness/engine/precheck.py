@@ -211,7 +211,7 @@ def made_task(entry: Entry, options: TaskOptions) -> Task:
         raise
     if not isinstance(task, Task):
         raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
-                        f"{type(task).__name__}, not a negharness.api.task.Task")
+                        f"{type(task).__name__}, not a negharness.api.Task")
     if task.name != entry.name:  # it would run, be recorded (its record file) and reported under the other name
         raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r}: its class "
                                   f"{type(task).__name__} says name = {task.name!r}; a task runs and is recorded "

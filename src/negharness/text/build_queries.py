@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean, median
 
-from negharness.api.queries import QueryBuild, QueryBuildOptions
+from negharness.api import QueryBuild, QueryBuildOptions
 
 from .built_marker import write_marker
 from .composer import SUBJECTS, ComposedQuery, compose_captions
