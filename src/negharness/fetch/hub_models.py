@@ -123,6 +123,11 @@ class HubModel:
                                           self.pinned[0].path if self.pinned else self.needs[0][0]))
 
 
+def is_commit_pin(row: Tag) -> bool:
+    """A row whose file is pinned must be pinned to a commit too: a branch moves under a hash."""
+    return hub.is_commit(row.revision)
+
+
 # which model needs what (no torch, no open_clip) -------------------------------------------------
 def open_clip_model(arch: str, tag: str, row: Tag) -> HubModel:
     return HubModel(f"{arch}/{tag}", f"negharness fetch clip --arch {arch} --pretrained {tag}", row.repo,
@@ -202,6 +207,39 @@ def refusal(model: str, need: HubModel) -> str:
 
 
 # fetching into that layout --------------------------------------------------------------------------
+FETCHABLE = ("clip", *HF_MODELS)  # `negharness fetch` patterns that name hub weights (with --arch/--pretrained)
+
+
+def named_in(patterns: list[str], arch: str | None, pretrained: str | None) -> list[HubModel]:
+    """The hub weights a `negharness fetch` names: ``clip`` and ``hf_clip``, with --arch/--pretrained,
+    which say nothing without one of them (and are one model's: refused with two)."""
+    named = [p for p in dict.fromkeys(patterns) if p in FETCHABLE]
+    if (arch or pretrained) and len(named) != 1:
+        raise UserError("negharness fetch: --arch/--pretrained say which hub weights of one model to fetch: "
+                        f"name {' or '.join(FETCHABLE)} once (negharness fetch clip --arch ViT-B-32 --pretrained openai)")
+    if pretrained and named != ["clip"]:
+        raise UserError(f"negharness fetch {named[0]} --pretrained {pretrained}: a transformers model is named by "
+                        "--arch ORG/NAME alone")
+    return [for_fetch(p, arch, pretrained) for p in named]
+
+
+def plan_lines(need: HubModel) -> list[str]:
+    """For `negharness fetch --list`: each file a fetch of ``need`` brings (or, for a repository not
+    pinned here, what it asks the hub for), whether a loader finds it offline, and where it goes."""
+    state = "missing" if missing(need) else "in place"
+    if need.pinned:
+        rows = [f"{need.repo}@{need.revision[:12]}/{f.path}  hub file  {human_size(f.size)}  "
+                f"{'sha256' if f.sha256 else 'git blob'}  {state}  {hub.resolve_url(hub.HubRef('models', need.repo, need.revision, f.path))}"
+                for f in need.pinned]
+        size = human_size(sum(f.size or 0 for f in need.pinned))
+    else:
+        files = " + ".join("|".join(g) for g in need.needs) + (f" + {' '.join(need.extras)}" if need.extras else "")
+        rows = [f"{need.repo}@{need.revision}  hub files  {files}  hashes the hub lists, commit pinned at the first "
+                f"fetch  {state}  {hub.page(hub.HubRef('models', need.repo, need.revision))}"]
+        size = "size listed by the hub when fetched"
+    return [*rows, f"{need.label}: Hugging Face cache {repo_folder(need.repo)}; download {size}"]
+
+
 def for_fetch(model: str, arch: str | None, pretrained: str | None) -> HubModel:
     """What `negharness fetch MODEL --arch A --pretrained T` brings: a row of `TAGS`, else (clip)
     open_clip's own table, read by importing it (this imports torch: only for a tag not pinned here)."""
@@ -277,10 +315,12 @@ def choose(need: HubModel, files: list[HubFile]) -> list[HubFile]:
 
 
 def sources(need: HubModel, commit: str, files: list[HubFile]) -> list[Source]:
-    """Each file as a blob of the repository's folder, at ``commit``, held to the hub's hashes."""
+    """Each file as a blob of the repository's folder, at ``commit``, held to the hub's hashes (files of
+    the same bytes share one blob, as in the hub's own cache)."""
+    unique = {f.etag: f for f in reversed(files) if f.etag}
     return [Source(f"blobs/{f.etag}", f"hf://models/{need.repo}@{commit}/{f.path}", f.sha256, f.size,
                    git_blob=None if f.sha256 else f.blob, origin=need.origin or f"hub {need.repo}@{commit}",
-                   licence=f"the terms of hub {need.repo}") for f in files if f.etag]
+                   licence=f"the terms of hub {need.repo}") for f in reversed(unique.values())]
 
 
 def plan(need: HubModel) -> tuple[str, list[HubFile]]:
