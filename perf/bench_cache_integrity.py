@@ -34,7 +34,7 @@ prefer_passive_waiting()  # as `negharness run` does, before torch loads: idle O
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from negharness.api.model import ModelOptions  # noqa: E402
+from negharness.api import ModelOptions  # noqa: E402
 from negharness.discovery.manager import make_host  # noqa: E402
 from negharness.engine import evaluate as evaluate_module  # noqa: E402
 from negharness.engine.evaluate import RunRequest, evaluate_request  # noqa: E402

@@ -43,8 +43,8 @@ from negharness.cli.process import prefer_passive_waiting
 PASSIVE = prefer_passive_waiting()  # as the CLI does; before torch loads (OMP_WAIT_POLICY=ACTIVE to compare)
 import torch  # noqa: E402
 
-from negharness.api.model import ModelOptions  # noqa: E402
-from negharness.api.precision import PRECISIONS  # noqa: E402
+from negharness.api import ModelOptions  # noqa: E402
+from negharness.api import PRECISIONS  # noqa: E402
 from negharness.engine.runner import (  # noqa: E402
     CachedEvalContext,
     RunSettings,

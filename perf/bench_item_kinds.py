@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from negharness.api.task import TaskOptions
+from negharness.api import TaskOptions
 from negharness.declarative.register import load_folder
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.store.cache import EmbeddingCache

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.plugins.shapes_clip import shapes_clip

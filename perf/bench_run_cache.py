@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.io.paths import data_root

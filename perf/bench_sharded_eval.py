@@ -42,7 +42,7 @@ def make_model(folder: Path) -> tuple[Path, Path]:
     import torch
     from safetensors.torch import save_file
 
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.plugins.openclip_model import OpenClipModel
 
     cfg = folder / "bench_vit.json"

@@ -26,7 +26,7 @@ VIT224 = {"model_cfg": {"embed_dim": 256, "vision_cfg": {"image_size": 224, "lay
 
 def run(host, tasks, use_cache: bool, cache: str, out: str, model=("shapes_clip", None),
         limit: int | None = None) -> tuple[float, int, int]:
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
 
     req = RunRequest(model=model[0], model_options=ModelOptions(arch=model[1]), tasks=tasks, output_dir=out,
                      cache_dir=cache, use_cache=use_cache, overwrite=True, device="cpu", limit=limit)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.api.scoring import Relevance
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io import tensor_images

@@ -39,8 +39,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from negharness.api.model import ModelOptions
-from negharness.api.precision import autocast
+from negharness.api import ModelOptions
+from negharness.api import autocast
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.token_lengths import encode_cut_tokens, pool_positions
 

@@ -35,8 +35,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_text_lengths import CSV, TINY, load_texts  # noqa: E402  (the same captions and tiny model)
 
-from negharness.api.model import ModelOptions  # noqa: E402
-from negharness.api.precision import autocast  # noqa: E402
+from negharness.api import ModelOptions  # noqa: E402
+from negharness.api import autocast  # noqa: E402
 from negharness.engine.runner import CachedEvalContext, RunSettings  # noqa: E402
 from negharness.plugins.clip_tokenizer import FastClipTokenizer  # noqa: E402
 from negharness.plugins.openclip_model import OpenClipModel  # noqa: E402

@@ -96,9 +96,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = ap.parse_args(argv)
     os.environ.setdefault("NEGHARNESS_CACHE", tempfile.mkdtemp())
 
-    from negharness.api.model import ModelOptions
-    from negharness.api.options import bind_declared
-    from negharness.api.training import TrainOptions, TrainSetOptions
+    from negharness.api import ModelOptions
+    from negharness.api import bind_declared
+    from negharness.api import TrainOptions, TrainSetOptions
     from negharness.engine.distributed import Dist
     from negharness.plugins.negation_data import SampleData, collate, sample_list
     from negharness.plugins.negation_training import Recipe

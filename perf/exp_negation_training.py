@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from negharness.api.model import ModelOptions
-from negharness.api.training import TrainOptions
+from negharness.api import ModelOptions
+from negharness.api import TrainOptions
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import RunRequest, evaluate_request

@@ -200,7 +200,7 @@ def make_model(first: list[float]) -> Any:
     tokenizer; its towers' forwards are the timed stand-ins."""
     import torch
 
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.plugins.openclip_model import OpenClipModel
 
     torch.manual_seed(0)

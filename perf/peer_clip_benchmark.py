@@ -316,7 +316,7 @@ def child_text_encode(a: dict[str, Any]) -> dict[str, Any]:
     """negharness's text path (the clip plugin's encode_text), batches of 64, over the given captions."""
     import torch
 
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.plugins.openclip_model import clip
 
     model = clip(ModelOptions(arch=a["arch"], checkpoint=a["checkpoint"]))

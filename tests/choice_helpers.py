@@ -9,8 +9,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from negharness.api.model import EmbeddingModel
-from negharness.api.task import TaskOptions
+from negharness.api import EmbeddingModel
+from negharness.api import TaskOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
 
 COLOUR_AXES = {"red": 0, "green": 1, "blue": 2}

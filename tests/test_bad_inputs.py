@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from negharness.api.errors import MediaError
+from negharness.api import MediaError
 from negharness.records.results import record_files
 
 
@@ -293,7 +293,7 @@ def test_a_task_that_raises_before_torch_is_named_as_after(cli):
 @pytest.mark.parametrize("value,on", [("0", False), ("off", False), ("", False), ("yes", True), ("TRUE", True)])
 def test_env_flags_read_one_way(monkeypatch, value, on):
     """Issue 32: env flags were read two ways (``NEGHARNESS_DEBUG=0`` turned debugging on in one of them)."""
-    from negharness.api.options import ENV_FLAGS, env_flag
+    from negharness.api import ENV_FLAGS, env_flag
     from negharness.cli.process import debug_requested
     from negharness.io.paths import links_out_allowed
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 from conftest import run_cli
 
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import MediaSet, frame_folders, image_files, video_files
 from negharness.io.video import (

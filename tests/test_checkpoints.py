@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from negharness.api import installed_plugins
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
 from negharness.io.checkpoints import equals_base, read_checkpoint, strip_prefixes
 from negharness.io.safe_unpickle import CallRefused, restricted_load
 from negharness.plugins import openclip_model

@@ -12,7 +12,7 @@ import pytest
 import torch
 from choice_helpers import tiny_gpt2, tiny_llava, write_image
 
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.io.media import MediaSet
 from negharness.scoring.choices import ChoiceSet
 
@@ -112,7 +112,7 @@ def test_generative_models_are_choice_scorers_not_encoders(llava_dir):
     """A generative model is a `ChoiceScorer`: it has no encode_* at all (the host refuses it on a task
     that embeds, naming it: tests/test_plugins.py), and its options are checked by name."""
     from negharness.api import ChoiceScorer, EmbeddingModel
-    from negharness.api.errors import UserError
+    from negharness.api import UserError
     from negharness.plugins.hf_vlm import hf_vlm
 
     model = hf_vlm(ModelOptions(arch=str(llava_dir)))

@@ -14,7 +14,7 @@ import torch
 from choice_helpers import TableModel, evaluate, write_image
 from conftest import SHARED
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.declarative.register import load_folder
 from negharness.scoring import perquery
 from negharness.tasks.builtin import GENERATORS
@@ -231,7 +231,7 @@ def test_ccneg_reads_the_torch_file_weights_only_and_drops_commas(tmp_path):
 def test_ccneg_refuses_a_pickle_of_arbitrary_objects(tmp_path):
     import argparse
 
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     (tmp_path / "ccneg").mkdir()
     torch.save({"image_paths": [], "annotations": argparse.Namespace(x=1)}, tmp_path / "ccneg/ccneg_preprocessed.pt")
@@ -249,7 +249,7 @@ def _png_b64(colour: str) -> str:
 
 
 def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
     from negharness.engine.runner import CachedEvalContext, RunSettings
 
     items = [{"index": 0, "image": _png_b64("red"), "original_question": "What colour is the ball?",
@@ -326,7 +326,7 @@ def test_negbench_mcq_in_yaml_scores_as_the_python_task(tmp_path):
     yaml_task = load_folder(yaml_dir)[0]
     rng = random.Random(0)
     table = {}
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     for i, ref in enumerate(yaml_task(TaskOptions(tmp_path)).rows):
         write_image(ref.media.path, ["red", "green", "blue"][i % 3])
@@ -347,7 +347,7 @@ def test_an_option_in_parentheses_is_a_caption_in_yaml_as_in_the_python_task(tmp
     """Line 236 of the real COCO MCQ file has the option ``(Your response)``: fc4bba0's YAML reader took
     it for a tuple literal and stopped ("captions cell is not a list literal"); one rule
     (`cell_captions`) keeps it a caption, so the YAML task and negbench_mcq_coco give one accuracy."""
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
     from negharness.tasks.negbench.tasks import negbench_mcq_coco
 
     lines = (NEGBENCH_COCO / "COCO_val_mcq_llama3.1_rephrased.csv").read_text(encoding="utf-8").splitlines(True)
@@ -392,7 +392,7 @@ def test_every_real_negbench_mcq_csv_reads_whole_in_a_yaml_task(tmp_path):
     ``("There are neither barrels nor kegs in this image.")``: read as tuple literals, they stopped the
     YAML task (exit 2). An option field's cells are text, as NegBench's authors (and negbench_mcq_*) read
     them: every MCQ file reads whole, those options as written."""
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     (tmp_path / "negbench").mkdir()
     read = {}
@@ -414,7 +414,7 @@ def test_a_list_looking_option_cell_stays_one_option_unless_its_column_is_declar
     """An option cell written ``['a cat', 'a bird']`` became two options, silently: every later option
     moved up one place and the answer index named another caption. Option fields are text by default;
     ``data.cells: {column: list}`` reads such a column's cells as lists, and a bad key is named."""
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     (tmp_path / "negbench").mkdir()
     (tmp_path / "negbench/mcq.csv").write_text(
@@ -501,7 +501,7 @@ def test_skip_broken_media_on_a_yaml_choice_task_equals_the_run_without_those_ro
     tasks = {cls.name: cls for cls in load_folder(folder)}
     model = TableModel({"a red one": {"red": 0.6}, "a green one": {"green": 0.5, "red": 0.6},
                         "a blue one": {"blue": 0.7, "green": 0.2}})
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     def run(name: str):
         ctx = CachedEvalContext(model, RunSettings(skip_broken_media=True, workers=0), None)
@@ -545,7 +545,7 @@ def test_crepe_hard_negs_written_as_a_set_tuple_or_json_array_are_the_same_capti
     want = evaluate(BUILTIN["crepe_negate"], tmp_path / "list", model)
     got = evaluate(BUILTIN["crepe_negate"], tmp_path / "other", model)
     assert got.metrics == want.metrics and got.metrics["accuracy"] == pytest.approx(8 / 9 * 100)
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     options = BUILTIN["crepe_negate"](TaskOptions(tmp_path / "other")).rows[0].options
     expected = ("a blue sky", "not a blue sky", "a sky that is not blue")
@@ -553,7 +553,7 @@ def test_crepe_hard_negs_written_as_a_set_tuple_or_json_array_are_the_same_capti
 
 
 def test_a_hard_negs_cell_that_looks_like_a_literal_but_is_none_is_refused_by_row(tmp_path):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     _crepe_files(tmp_path, '10,16,0,16,32,a blue sky,"{\'not a blue sky\', not quoted}"\n')
     with pytest.raises(UserError, match=r"complexity_4.csv:line 2: field 'hard_negs': captions cell is not a list "

@@ -24,7 +24,7 @@ import torch
 from choice_helpers import evaluate
 from conftest import SHARED
 
-from negharness.api.model import EmbeddingModel
+from negharness.api import EmbeddingModel
 from negharness.declarative.register import load_folder
 from negharness.scoring import perquery
 from negharness.tasks.builtin import GENERATORS

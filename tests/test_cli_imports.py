@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from negharness.api.model_options import ModelOptions
+from negharness.api import ModelOptions
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig
 

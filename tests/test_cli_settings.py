@@ -37,7 +37,7 @@ def test_fire_and_train_take_what_run_takes(command):
 def test_every_list_of_precisions_reads_the_one_table():
     """fc4bba0 kept one table (api/precision) and five hand-written lists of it; now every list is
     `PRECISION_NAMES` (a trainer's also "auto"), and each name resolves to a dtype."""
-    from negharness.api.precision import PRECISION_NAMES, resolve_precision
+    from negharness.api import PRECISION_NAMES, resolve_precision
     from negharness.plugins.hf_vlm import HF_VLM_OPTIONS
     from negharness.plugins.instruct_pix2pix import OPTIONS
     from negharness.plugins.negation_training import CHOICES

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
 from negharness.plugins.clip4clip import SeqTransfHead, clip4clip
 from negharness.plugins.openclip_model import OpenClipModel
 

@@ -12,7 +12,7 @@ import weakref
 
 import pytest
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 
 BOM = "\ufeff"
 

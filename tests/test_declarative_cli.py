@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.declarative.register import load_folder
 
 CHOICE = """\
@@ -255,7 +255,7 @@ def test_readme_documents_every_key_a_yaml_task_may_use():
 
 
 def test_an_unknown_generator_in_a_users_file_is_named_before_any_model(tmp_path):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     folder = tmp_path / "t"
     folder.mkdir()

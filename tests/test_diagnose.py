@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import SHARED  # noqa: E402
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.report.diagnose import (
     FAMILIES,
     TEMPLATES,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.engine.reuse import model_revision
 from negharness.engine.runner import device_name
 from negharness.records.export import export, stable_uuid

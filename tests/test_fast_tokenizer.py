@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import SHARED
 
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.plugins.clip_tokenizer import FastClipTokenizer, fast_tokenizer, plain_clean
 from negharness.plugins.openclip_model import clip
@@ -221,7 +221,7 @@ def test_a_model_whose_encode_text_is_patched_on_the_instance_is_called_through_
     """A wrapper that patches the model it built (tests/thirdparty/slowmodel logs and sleeps in its
     encode_text) must not be bypassed by the tokenise-ahead path (it was: the cache-sharing test saw no
     text encodes logged)."""
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.engine.text_batches import encodes_prepared
     from negharness.plugins.shapes_clip import shapes_clip
 

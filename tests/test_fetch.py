@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.cli.process import LogProgress
 from negharness.fetch import manifest, weights
 from negharness.fetch.download import Meter

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from negharness.api.errors import UserError
-from negharness.api.task import TaskOptions
+from negharness.api import UserError
+from negharness.api import TaskOptions
 from negharness.fetch import hub, manifest
 from negharness.fetch.select import plan, select, sources_of_task
 from negharness.fetch.session import fetch_sources

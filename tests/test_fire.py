@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.records.results import record_files
 from negharness.scoring.fire import (
     augment,

@@ -81,7 +81,7 @@ def test_hf_vlm_scores_a_video_mcq_as_evenly_spaced_frames(cli, tmp_path, models
 
 
 def test_a_video_becomes_evenly_spaced_pictures_and_the_prompt_one_image_token_each(models):
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.plugins.hf_vlm import as_pictures, evenly_spaced, hf_vlm
 
     assert evenly_spaced(12, 4) == [0, 4, 7, 11] and evenly_spaced(3, 4) == [0, 1, 2] and evenly_spaced(9, 1) == [0]

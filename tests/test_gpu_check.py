@@ -169,7 +169,7 @@ def test_stand_in_videos_need_no_pyav(tmp_path, monkeypatch):
     """The training step's split is written with OpenCV (on the GPU machine `import av` failed) and
     decodes with OpenCV, the one decoder that machine has."""
     pytest.importorskip("cv2")
-    from negharness.api.sampling import FrameSampling
+    from negharness.api import FrameSampling
     from negharness.io.video import decode_video
 
     monkeypatch.setitem(sys.modules, "av", None)  # import av raises ImportError

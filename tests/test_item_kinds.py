@@ -30,9 +30,9 @@ import pytest
 import torch
 from choice_helpers import evaluate
 
-from negharness.api.errors import UserError
-from negharness.api.model import EmbeddingModel
-from negharness.api.task import TaskOptions
+from negharness.api import UserError
+from negharness.api import EmbeddingModel
+from negharness.api import TaskOptions
 from negharness.declarative.register import load_folder
 from negharness.tasks.builtin import GENERATORS
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import negharness
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.records.results import record_files
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from negharness.api.errors import UserError
-from negharness.api.model_options import ModelOptions
-from negharness.api.options import OptionSpec
+from negharness.api import UserError
+from negharness.api import ModelOptions
+from negharness.api import OptionSpec
 from negharness.records.results import ModelConfig
 
 SPECS = {"quick_gelu": OptionSpec(bool, None), "jpeg_draft": OptionSpec(bool, False), "scale": OptionSpec(float, 1.0),
@@ -130,7 +130,7 @@ def test_a_wrappers_two_spellings_reach_one_record(tmp_path):
 def test_a_wrapper_whose_base_is_its_default_names_the_rest_as_that_base():
     """A wrapper whose ``base`` option has a default: the base is dropped from the identity (a default), and
     the rest is still named as that base names it (``quick_gelu=YES`` and ``=1``, with or without ``base=``)."""
-    from negharness.api.options import takes_options
+    from negharness.api import takes_options
     from negharness.discovery.lookup import identity_options
     from negharness.discovery.manager import make_host
 

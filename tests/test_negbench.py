@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import SHARED
 
-from negharness.api.errors import MissingDataError, UserError
+from negharness.api import MissingDataError, UserError
 from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.scoring.mcq import mcq_choices, mcq_metrics
 from negharness.tasks.negbench.catalog import COCO_LAYOUT, MCQ

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from negharness.api.editing import Editor
-from negharness.api.errors import UserError
+from negharness.api import Editor
+from negharness.api import UserError
 from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.plugins.reference_editors import negated_object
 from negharness.plugins.shapes_detector import ShapesDetector

@@ -8,8 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from negharness.api.errors import MediaError, UserError
-from negharness.api.model import ModelOptions
+from negharness.api import MediaError, UserError
+from negharness.api import ModelOptions
 
 transformers = pytest.importorskip("transformers")
 diffusers = pytest.importorskip("diffusers")
@@ -308,7 +308,7 @@ def _break_second_chunk(path: Path) -> None:
 @pytest.mark.needs("nltk")
 def test_a_png_with_a_broken_chunk_is_a_named_media_error_in_nein_val(tmp_path):
     """fc4bba0's NeIn openers let Pillow's bare SyntaxError through; the shared reader names the file."""
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
     from negharness.tasks.nein.tasks import NeInVal
 
     _nein_layout(tmp_path, 1)

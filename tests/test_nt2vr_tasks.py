@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.api.errors import MissingDataError, UserError
-from negharness.api.model import ModelOptions
+from negharness.api import MissingDataError, UserError
+from negharness.api import ModelOptions
 from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.testing import COLOURS, host_with_models, keyword_model
 from negharness.text.nt2vr_files import read_caption_file, read_composed_file
@@ -239,7 +239,7 @@ def test_boolean_baseline_reads_the_authors_neginfo_and_reports_its_parts(tmp_pa
 @pytest.mark.needs("nltk")
 def test_boolean_baseline_scores_choices_as_positive_minus_negative():
     """MCQ rows are scored through the model's text views: each option by s(pos) - s(neg), ragged rows padded."""
-    from negharness.api.choices import ChoiceSet
+    from negharness.api import ChoiceSet
     from negharness.engine.runner import CachedEvalContext, RunSettings
     from negharness.io.media import MediaSet
     from negharness.plugins.boolean_model import BooleanModel

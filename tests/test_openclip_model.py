@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
 from negharness.plugins.openclip_model import OpenClipModel, clip
 from negharness.plugins.shapes_clip import CONFIG
 
@@ -119,7 +119,7 @@ def test_jpeg_draft_is_opt_in_fingerprinted_and_close(source, tmp_path):
     from open_clip.transform import PreprocessCfg, image_transform_v2
     from PIL import Image
 
-    from negharness.api.model import jpeg_draft
+    from negharness.api import jpeg_draft
 
     path = _smooth_jpeg(tmp_path / "photo.jpg")
     with Image.open(path) as im:
@@ -280,7 +280,7 @@ def test_weights_hash_is_sha256_of_the_tensors_bytes():
     """hash_state_dict reads tensors through the buffer protocol: the same digest as their bytes."""
     import hashlib
 
-    from negharness.api.model import hash_state_dict
+    from negharness.api import hash_state_dict
 
     state = {"b": torch.arange(6, dtype=torch.float32).view(2, 3).t(), "a": torch.ones(3, dtype=torch.bfloat16),
              "e": torch.empty(0)}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
-from negharness.api.options import OptionSpec, takes_options
-from negharness.api.training import TrainingSet, TrainOptions, TrainSetOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
+from negharness.api import OptionSpec, takes_options
+from negharness.api import TrainingSet, TrainOptions, TrainSetOptions
 from negharness.testing import keyword_model, lookup
 
 SPEC = {"threshold": OptionSpec(float, 0.1), "deep": OptionSpec(bool, False)}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import THIRDPARTY
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.discovery.manager import make_host
 from negharness.discovery.plugin_index import INDEX_FILE, environment_stamp, read_index
 

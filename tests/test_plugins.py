@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from negharness.api.errors import DuplicateNameError, UnknownNameError, UserError
-from negharness.api.model import EmbeddingModel, ModelOptions
-from negharness.api.names import lookalikes
+from negharness.api import DuplicateNameError, UnknownNameError, UserError
+from negharness.api import EmbeddingModel, ModelOptions
+from negharness.api import lookalikes
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import KINDS, Registry
 
@@ -294,7 +294,7 @@ def test_the_host_parses_declared_model_options_once_into_typed_read_only_values
     gets typed values with the declared defaults (no default restated, no raw string re-read); an
     unknown key or a bad value is refused before the factory runs, naming the model; a wrapper that
     passes the rest on gets the undeclared keys raw, and its base model checks them in turn."""
-    from negharness.api.options import OptionSpec, takes_options
+    from negharness.api import OptionSpec, takes_options
     from negharness.discovery.lookup import PluginLookup
     from negharness.testing import keyword_model, lookup
 

@@ -305,7 +305,7 @@ def test_scaled_columns_convert_to_task_units(tmp_path):
 
 def test_nt2vr_task_adds_published_notes(tmp_path, monkeypatch):
     """The call site: an nT2VR task's result carries the comparison under notes['published']."""
-    from negharness.api.task import TaskOptions, TaskResult
+    from negharness.api import TaskOptions, TaskResult
     from negharness.tasks.nt2vr.tasks import TASKS
 
     task = TASKS["msrvtt1k_composed"](TaskOptions(data_root=tmp_path))
@@ -405,7 +405,7 @@ def test_tripletclip_sugarcrepe_table_is_its_readme_table():
 
 @pytest.mark.needs("data/sugarcrepe/swap_obj.json")
 def test_sugarcrepe_collections_are_the_authors_files_as_the_tasks_read_them(tmp_path, monkeypatch):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     monkeypatch.setenv("NEGHARNESS_ALLOW_LINKS_OUT", "1")
     (tmp_path / "sugarcrepe").symlink_to(SUGARCREPE.resolve())
@@ -463,7 +463,7 @@ def test_tripletclip_numbers_shown_on_the_papers_sugarcrepe_file_only(tmp_path, 
     ("published/bad.csv", r"bad\.csv:2: 2 cells, the header has 9"),
 ])
 def test_a_yaml_tasks_published_key_is_checked_before_any_model_loads(tmp_path, value, message):
-    from negharness.api.errors import UserError
+    from negharness.api import UserError
     from negharness.declarative.register import parse_spec
 
     (tmp_path / "published").mkdir()

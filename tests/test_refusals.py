@@ -35,7 +35,7 @@ def one_error_line(res, code: int, *needles: str) -> str:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A tiny open_clip architecture (JSON) and its randomly initialised weights."""
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.plugins.openclip_model import OpenClipModel
 
     folder = tmp_path_factory.mktemp("tiny")
@@ -204,7 +204,7 @@ def test_no_published_negbench_file_trips_the_new_checks():
 
 def test_retrieval_caption_keeps_coco_newlines_but_not_nul(tmp_path):
     """COCO's own captions carry a newline (COCO_val_retrieval.csv:3185 writes it as \\n): kept; a NUL is refused."""
-    from negharness.api.errors import UserError
+    from negharness.api import UserError
     from negharness.tasks.negbench.data import read_retrieval
 
     path = tmp_path / "r.csv"

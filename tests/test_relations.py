@@ -38,9 +38,9 @@ from relations_data import (
 )
 from test_choice_readers import NEGBENCH_YAML
 
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
-from negharness.api.task import MetricInfo, Task, TaskOptions, TaskResult
+from negharness.api import UserError
+from negharness.api import ModelOptions
+from negharness.api import MetricInfo, Task, TaskOptions, TaskResult
 from negharness.declarative.register import register_yaml_folder
 from negharness.discovery.hookspecs import hookimpl
 from negharness.engine.evaluate import RunOutcome, RunRequest, evaluate_request

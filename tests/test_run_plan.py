@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import negharness
-from negharness.api.errors import UserError
-from negharness.api.model_options import ModelOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
 from negharness.cli.main import main
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import evaluate_request

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import negharness.discovery.hookspecs as hs
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
 from negharness.discovery.manager import PluginHost
 from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
@@ -275,7 +275,7 @@ def test_an_unreadable_item_stops_decoding_without_draining_the_queue():
     """The error names the item at once; batches queued behind it are cancelled, not decoded."""
     import time
 
-    from negharness.api.errors import MediaError
+    from negharness.api import MediaError
 
     loaded: list[int] = []
 

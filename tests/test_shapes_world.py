@@ -89,7 +89,7 @@ def test_shipped_world_queries_equal_a_fresh_build(tmp_path):
 def test_a_builder_change_changes_the_world_tasks_config(monkeypatch, tmp_path):
     """The negated / composed world tasks' config holds their query set's content: new wording from
     the text builders reruns their records instead of reusing them."""
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
     from negharness.tasks.shapes import retrieval
 
     task = retrieval.ShapesT2VComposed(TaskOptions(tmp_path))

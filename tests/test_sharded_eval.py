@@ -98,7 +98,7 @@ def _fake_gather(monkeypatch: pytest.MonkeyPatch, others: list) -> None:
 
 
 def test_ranks_out_of_step_fail_naming_what_each_saw(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from negharness.api.errors import UserError
+    from negharness.api import UserError
     from negharness.engine.sharding import ShardSession
 
     _fake_gather(monkeypatch, [("end of run", None)])
@@ -107,7 +107,7 @@ def test_ranks_out_of_step_fail_naming_what_each_saw(monkeypatch: pytest.MonkeyP
 
 
 def test_cache_dir_not_shared_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from negharness.api.errors import UserError
+    from negharness.api import UserError
     from negharness.engine.sharding import ShardSession
 
     answers = iter([[("cache probe", None)], [("cache probe written", None)],

@@ -14,7 +14,7 @@ import pytest
 from conftest import NLTK_REASON, _nltk_data_present
 from relations_data import ROWS, builder_for
 
-from negharness.api.task import TaskOptions
+from negharness.api import TaskOptions
 from negharness.declarative.tasks import ChoiceTask
 from negharness.discovery.manager import make_host
 
@@ -129,7 +129,7 @@ def _yaml_task(tmp_path, source: str, cluster_line: str):
 
 
 def test_an_item_kind_reads_cluster_and_a_text_only_one_must_name_a_field(tmp_path):
-    from negharness.api.errors import UserError
+    from negharness.api import UserError
 
     [tot] = _yaml_task(tmp_path / "a", "sugarcrepepp_swap_obj_tot.yaml", "cluster: {field: filename, name: COCO image}\n")
     assert tot.cluster == "COCO image"

@@ -6,9 +6,9 @@ import types
 
 import pytest
 
-from negharness.api.errors import UserError
-from negharness.api.options import OptionSpec, parse_bool, parse_options
-from negharness.api.task import (
+from negharness.api import UserError
+from negharness.api import OptionSpec, parse_bool, parse_options
+from negharness.api import (
     MetricInfo,
     Task,
     TaskDefinitionError,
@@ -63,7 +63,7 @@ def test_option_errors_name_flag_key_and_owner():
 
 
 def test_undeclared_metric_is_refused(tmp_path):
-    from negharness.api.task import check_result
+    from negharness.api import check_result
 
     task = _Good(TaskOptions(tmp_path))
     with pytest.raises(TaskDefinitionError, match="from plugin 'p' returned metric 'R@1'"):
@@ -113,7 +113,7 @@ def test_hook_api_mismatch_and_misspelt_hooks_are_reported_by_plugin():
 
 
 def test_factory_returning_the_wrong_type_names_plugin_and_entry(tmp_path):
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.discovery.lookup import PluginLookup
     from negharness.discovery.registry import Registry
 
@@ -127,7 +127,7 @@ def test_factory_returning_the_wrong_type_names_plugin_and_entry(tmp_path):
                                           ({"acc": float("nan")}, "nan")])
 def test_a_result_without_its_main_score_as_a_number_is_refused(tmp_path, metrics, got):
     """Old code wrote the record with ``main_score: {value: null}`` and exited 0."""
-    from negharness.api.task import check_result
+    from negharness.api import check_result
 
     task = _Good(TaskOptions(tmp_path))
     with pytest.raises(TaskDefinitionError, match=rf"task 'good_task' from plugin 'p': its main score 'acc' is not "
@@ -163,7 +163,7 @@ def test_a_run_whose_task_lacks_its_main_score_writes_no_record(tmp_path):
 def test_every_builtin_task_declares_its_cluster():
     """Issue 37: queries on one image, video or source item resample together; each built-in task
     says which (or "row": each query its own), and the name passes the metadata check."""
-    from negharness.api.task import cluster_problems
+    from negharness.api import cluster_problems
     from negharness.discovery.manager import make_host
 
     declared = {e.name: getattr(e.load(), "cluster", None) for e in make_host().registry.entries("task")}

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.api.errors import MediaError, UserError
-from negharness.api.model import ModelOptions
+from negharness.api import MediaError, UserError
+from negharness.api import ModelOptions
 from negharness.engine import runner
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import image_files

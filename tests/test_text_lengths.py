@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from conftest import SHARED
 
-from negharness.api.model import ModelOptions
+from negharness.api import ModelOptions
 from negharness.plugins.clip4clip import clip4clip
 from negharness.plugins.finetuned_clip import conclip, negclip
 from negharness.plugins.openclip_model import OpenClipModel, clip

@@ -8,16 +8,16 @@ import pytest
 import torch
 
 from negharness.api import installed_plugins
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
-from negharness.api.training import TrainOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
+from negharness.api import TrainOptions
 from negharness.engine.distributed import Dist
 from negharness.io.checkpoints import load_state_dict
 from negharness.plugins.negation_data import SampleData, collate, sample_list
 from negharness.plugins.negation_training import Recipe
 from negharness.plugins.shapes_clip import shapes_clip
 from negharness.plugins.trained_model import clip_bnl
-from negharness.api.options import bind_declared
+from negharness.api import bind_declared
 from negharness.plugins.training_run import TRAINERS, train
 from negharness.plugins.training_step import StepLoss
 from negharness.tasks.shapes.training import build_stream, shapes
@@ -145,7 +145,7 @@ def test_shapes_pretrain_declares_its_o_options_and_refuses_an_unknown_one():
     from pathlib import Path
 
     from negharness.api import TrainOptions, UserError
-    from negharness.api.options import declared_options
+    from negharness.api import declared_options
     from negharness.plugins.shapes_pretrain import _recipe, train
 
     assert declared_options(train)["steps"].default == 300

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from negharness.api.errors import UserError
-from negharness.api.training import TrainSetOptions
+from negharness.api import UserError
+from negharness.api import TrainSetOptions
 from negharness.io.video import FrameSampling
 
 av = pytest.importorskip("av")
@@ -254,8 +254,8 @@ def test_over_long_cells_in_training_and_caption_tables_are_refused_by_line(tmp_
 def test_training_sets_declare_their_t_options_and_the_host_parses_them_once(tmp_path):
     """-T strings reach a training set as typed values parsed against what it declares (shown by
     `negharness list`): a bad value or an unknown key is refused, naming the set, before any data is read."""
-    from negharness.api.options import declared_options
-    from negharness.api.training import TrainSetOptions
+    from negharness.api import declared_options
+    from negharness.api import TrainSetOptions
     from negharness.discovery.lookup import PluginLookup
     from negharness.tasks.nt2vr.training import msrvtt10ktrain
     from negharness.tasks.shapes.training import shapes

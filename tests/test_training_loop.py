@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.api.errors import UserError
-from negharness.api.model import ModelOptions
-from negharness.api.training import TrainOptions
+from negharness.api import UserError
+from negharness.api import ModelOptions
+from negharness.api import TrainOptions
 from negharness.io.checkpoints import load_state_dict
 from negharness.plugins.negation_data import EpochBatches
 from negharness.plugins.openclip_model import OpenClipModel

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.cli.process import LogProgress
 from negharness.testing import COLOURS, KeywordModel, host_with_models, keyword_model
@@ -373,7 +373,7 @@ def test_a_limit_run_goes_beside_the_default_record_and_stays_off_the_board(cli,
 def test_task_option_variants_get_their_own_records_and_columns(tmp_path):
     import types
 
-    from negharness.api.options import OptionSpec
+    from negharness.api import OptionSpec
     from negharness.discovery.hookspecs import hookimpl
     from negharness.records.results import iter_records
     from negharness.report.leaderboard import build_tables, to_markdown
@@ -472,7 +472,7 @@ def test_an_nt2vr_caption_file_linked_out_of_the_data_root_is_refused(tmp_path):
 
 
 def test_nein_entries_and_files_stay_under_the_data_root(tmp_path):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
     from negharness.discovery.manager import make_host
 
     root = tmp_path / "data"

@@ -14,7 +14,7 @@ import torch
 from layout_rules import SRC, graph, modules
 
 from negharness.api import EditContext, EvalContext, TaskResult, UserError
-from negharness.api.task import Task, TaskOptions
+from negharness.api import Task, TaskOptions
 from negharness.discovery.manager import make_host
 from negharness.scoring.views import query_scores
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from negharness.api.errors import MediaError, UserError
+from negharness.api import MediaError, UserError
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import MediaSet
 from negharness.io.video import (
@@ -246,7 +246,7 @@ def test_frame_folder_images_preprocess_to_the_arrays_pixels(tmp_path, size):
     preprocessing, bit for bit, for RGB and grey JPEGs."""
     from PIL import Image
 
-    from negharness.api.model import ModelOptions
+    from negharness.api import ModelOptions
     from negharness.io.media import frame_folders
     from negharness.plugins.shapes_clip import shapes_clip
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_declarative_cli import CHOICE, RETRIEVAL, ROWS, _data
 
-from negharness.api.errors import UserError
+from negharness.api import UserError
 from negharness.declarative.register import load_folder
 from negharness.declarative.yaml_reader import MAX_YAML_BYTES
 
@@ -255,7 +255,7 @@ def test_an_empty_option_that_would_shift_the_answer_is_refused_by_row(cli, tmp_
 
 
 def test_an_empty_option_inside_a_list_field_is_refused_by_row(tmp_path):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     text = CHOICE.replace("  true: caption\n  false: [wrong, also_wrong]", "  options: [captions, last]\n  answer: answer")
     _option_rows(tmp_path / "data", [{"file": "red.png", "captions": ["a blue photo", " ", "a red photo"],
@@ -296,7 +296,7 @@ def test_a_retrieval_task_declaring_the_readmes_mdr_and_mnr_reports_medr_and_mea
     """Old code: the checker took MdR, scoring wrote MedR: the record's main score was null."""
     from choice_helpers import TableModel, evaluate
 
-    from negharness.api.task import TaskOptions, check_result
+    from negharness.api import TaskOptions, check_result
 
     _data(tmp_path / "data", ROWS)
     folder = _folder(tmp_path, RETRIEVAL.replace("metrics: [R@1, MIR]\nmain_score: R@1",
@@ -321,7 +321,7 @@ def test_an_unknown_metric_names_the_catalogue_and_the_aliases(tmp_path):
 
 def test_a_yaml_row_caption_over_the_shared_limit_is_refused_by_line(tmp_path):
     """Old code: the tokenizer cut it to 77 tokens and the row was scored as another caption."""
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     rows = [dict(ROWS[0]), dict(ROWS[1], wrong="a red photo " * 834)]  # 10,007 characters once stripped
     _data(tmp_path / "data", rows)
@@ -335,7 +335,7 @@ def test_a_yaml_row_caption_over_the_shared_limit_is_refused_by_line(tmp_path):
 def test_a_data_file_starting_with_a_utf8_bom_reads_as_without(tmp_path, fmt):
     """The README says data files may start with a BOM; old code refused a JSONL or JSON one, and a
     CSV's first column name carried it (so the field was "missing")."""
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     _data(tmp_path / "data", ROWS)
     keys = list(ROWS[0])
@@ -370,7 +370,7 @@ def test_yaml_cluster_media_resamples_rows_on_one_image_together(cli, tmp_path):
 
 
 def test_yaml_cluster_by_field_and_the_default(tmp_path):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     _data(tmp_path / "data", [{**r, "scene": "s1" if i < 2 else "s2"} for i, r in enumerate(ROWS)])
     [by_field] = load_folder(_folder(tmp_path, CHOICE + "cluster: {field: scene}\n"))
@@ -426,7 +426,7 @@ def test_a_lone_surrogate_in_a_caption_is_read_as_open_clip_reads_it(cli, tmp_pa
 # 4. what a task file's data make the harness do is bounded ----------------------------------------
 
 def _records_of(tmp_path: Path, text: str = CHOICE):
-    from negharness.api.task import TaskOptions
+    from negharness.api import TaskOptions
 
     [cls] = load_folder(_folder(tmp_path, text))
     return cls(TaskOptions(tmp_path / "data"))

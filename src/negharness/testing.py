@@ -141,7 +141,7 @@ def host_with_models(models: dict[str, Any], name: str = "inline") -> PluginHost
 
 
 def lookup(**kinds: dict[str, Any]) -> PluginLookup:
-    """A `negharness.api.context.PluginLookup` over only the given factories, by kind and name, e.g.
+    """A `negharness.api.PluginLookup` over only the given factories, by kind and name, e.g.
     ``lookup(model={"clip": my_factory}, trainset={"shapes": shapes})``: a trainer or task under
     test then makes exactly these plugins, the way a run makes installed ones."""
 

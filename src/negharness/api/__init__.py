@@ -1,17 +1,19 @@
 """negharness.api: the one public face of the host, for model, task, trainer and editor plugins.
 
-Built-in and third-party plugins import this package (and its sub-modules) and nothing else of the
-host; everything else is internal and may change between releases. The top level holds the
-contracts (what a plugin implements: `Task`, `EmbeddingModel`, `ChoiceScorer`, `Editor`, `Detector`,
-training sets), the run context a task receives (`EvalContext`, `EditContext`), options, errors and
-registration. What a plugin uses beyond them lives in named facades: `negharness.api.scoring` (the
-scorers and metrics a task calls), `.media`, `.files`, `.checkpoints`, `.published`, `.devices`,
-`.options`, `.training`, `.queries`.
+Built-in and third-party plugins import this package and nothing else of the host; everything else
+is internal and may change between releases. This module is the face, written out name by name (as
+`pytest/__init__.py` lists what it takes from `_pytest`): the contracts (what a plugin implements:
+`Task`, `EmbeddingModel`, `ChoiceScorer`, `Editor`, `Detector`, training sets, query builders), the
+run context a task receives (`EvalContext`, `EditContext`), options, errors, names, hashes,
+precision and registration. What a plugin uses beyond them, whose modules import torch, lives in
+named facades with a literal table of where each name lives: `negharness.api.scoring` (the scorers
+and metrics a task calls), `.media`, `.files`, `.checkpoints`, `.published`, `.devices`.
 
-The face sits on top of the house (as `pytest` over `_pytest`): the contracts live in the ground
-floor, `negharness.contracts`, which every host room imports; no host room imports this package.
-Its imports are plain, so type checkers see every name; importing it loads no torch, so a plugin's
-registration module that imports `hookimpl` and `Registrar` keeps `negharness list` quick.
+The face sits on top of the house: the contracts live in the ground floor, `negharness.contracts`,
+which every host room imports; no host room imports this package. Its imports are plain, so type
+checkers see every name; importing it loads no torch (``PRECISIONS``, whose table holds torch dtypes,
+is built when first asked), so a plugin's registration module that imports `hookimpl` and
+`Registrar` keeps `negharness list` quick.
 """
 
 from __future__ import annotations
@@ -20,47 +22,103 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from negharness.api.exports import RENAMED as _RENAMED, renamed as _renamed
-from negharness.contracts.context import EvalContext as EvalContext, RunContext as RunContext
+from negharness.contracts.context import Counters as Counters, EvalContext as EvalContext, RunContext as RunContext
 from negharness.contracts.editing import Detection as Detection, Detector as Detector, Editor as Editor
 from negharness.contracts.errors import (
+    DuplicateNameError as DuplicateNameError,
     MediaError as MediaError,
     MissingDataError as MissingDataError,
+    PluginLoadError as PluginLoadError,
+    UnknownNameError as UnknownNameError,
     UserError as UserError,
 )
+from negharness.contracts.hashing import hash_json as hash_json
 from negharness.contracts.model import (
+    array_to_tensor as array_to_tensor,
+    as_encoder as as_encoder,
     ChoiceScorer as ChoiceScorer,
     EmbeddingModel as EmbeddingModel,
+    hash_state_dict as hash_state_dict,
+    held_modules as held_modules,
+    jpeg_draft as jpeg_draft,
     ModelOptions as ModelOptions,
     ModelPlugin as ModelPlugin,
 )
-from negharness.contracts.options import OptionSpec as OptionSpec, takes_options as takes_options
-from negharness.contracts.plugin_source import PluginSource as PluginSource
+from negharness.contracts.model_options import ModelOptions as ModelOptions
+from negharness.contracts.names import (
+    lookalikes as lookalikes,
+    NAME as NAME,
+    name_problem as name_problem,
+    RULE as RULE,
+)
+from negharness.contracts.options import (
+    bind_declared as bind_declared,
+    BindsOptions as BindsOptions,
+    canonical_text as canonical_text,
+    check_batch_size as check_batch_size,
+    check_env_flags as check_env_flags,
+    declared_options as declared_options,
+    describe_options as describe_options,
+    env_flag as env_flag,
+    ENV_FLAGS as ENV_FLAGS,
+    FALSE as FALSE,
+    frozen_empty as frozen_empty,
+    OptionSpec as OptionSpec,
+    parse_bool as parse_bool,
+    parse_options as parse_options,
+    refuse_unknown as refuse_unknown,
+    split_options as split_options,
+    takes_options as takes_options,
+    TRUE as TRUE,
+)
+from negharness.contracts.plugin_source import PluginSource as PluginSource, require_plugins as require_plugins
+from negharness.contracts.precision import (
+    autocast as autocast,
+    cpu_autocast_warning as cpu_autocast_warning,
+    PRECISION_NAMES as PRECISION_NAMES,
+    resolve_precision as resolve_precision,
+)
+from negharness.contracts.queries import QueryBuild as QueryBuild, QueryBuildOptions as QueryBuildOptions
+from negharness.contracts.sampling import FrameSampling as FrameSampling, sampling_problem as sampling_problem
 from negharness.contracts.task import (
+    check_result as check_result,
+    cluster_problems as cluster_problems,
+    DEFAULT_CLUSTER as DEFAULT_CLUSTER,
     MetricInfo as MetricInfo,
+    MODALITIES as MODALITIES,
     Task as Task,
+    TaskDefinitionError as TaskDefinitionError,
+    TaskMeta as TaskMeta,
     TaskOptions as TaskOptions,
     TaskResult as TaskResult,
 )
 from negharness.contracts.training import (
+    Mcq as Mcq,
+    named_trainset as named_trainset,
     TrainingSet as TrainingSet,
     TrainOptions as TrainOptions,
     TrainSetOptions as TrainSetOptions,
     TrainStream as TrainStream,
-    named_trainset as named_trainset,
 )
 from negharness.discovery.hookspecs import hookimpl as hookimpl
 from negharness.discovery.registry import Registrar as Registrar
 from negharness.engine.edit_context import EditContext as EditContext
-from negharness.version import HOOK_API as HOOK_API, __version__ as __version__
+from negharness.version import __version__ as __version__, HOOK_API as HOOK_API
 
 __all__ = [
-    "ChoiceScorer", "Detection", "Detector", "EditContext", "Editor", "EmbeddingModel", "EvalContext",
-    "HOOK_API", "MediaError", "MetricInfo", "MissingDataError", "ModelOptions", "ModelPlugin",
-    "OptionSpec", "PluginSource", "Registrar", "RunContext", "Task", "TaskOptions", "TaskResult",
-    "TrainOptions", "TrainSetOptions", "TrainStream", "TrainingSet", "UserError", "__version__",
-    "hookimpl", "installed_plugins", "named_trainset", "register_yaml_folder", "takes_options",
+    "__version__", "array_to_tensor", "as_encoder", "autocast", "bind_declared", "BindsOptions", "canonical_text",
+    "check_batch_size", "check_env_flags", "check_result", "ChoiceScorer", "ChoiceSet", "cluster_problems",
+    "Counters", "cpu_autocast_warning", "declared_options", "DEFAULT_CLUSTER", "describe_options", "Detection",
+    "Detector", "DuplicateNameError", "EditContext", "Editor", "EmbeddingModel", "env_flag", "ENV_FLAGS",
+    "EvalContext", "FALSE", "FrameSampling", "frozen_empty", "hash_json", "hash_state_dict", "held_modules",
+    "HOOK_API", "hookimpl", "installed_plugins", "jpeg_draft", "lookalikes", "Mcq", "MediaError", "MetricInfo",
+    "MissingDataError", "MODALITIES", "ModelOptions", "ModelPlugin", "NAME", "name_problem", "named_trainset",
+    "OptionSpec", "pad_scores", "parse_bool", "parse_options", "PluginLoadError", "PluginSource", "PRECISION_NAMES",
+    "PRECISIONS", "QueryBuild", "QueryBuildOptions", "refuse_unknown", "register_yaml_folder", "Registrar",
+    "require_plugins", "resolve_precision", "RULE", "RunContext", "sampling_problem", "split_options",
+    "takes_options", "Task", "TaskDefinitionError", "TaskMeta", "TaskOptions", "TaskResult", "TrainingSet",
+    "TrainOptions", "TrainSetOptions", "TrainStream", "TRUE", "UnknownNameError", "UserError",
 ]
-
 
 
 # Two entry points are thin functions here, not re-exports: what they run imports YAML, numpy and the
@@ -81,8 +139,8 @@ def installed_plugins(device: Any = None) -> PluginSource:
     return lookup.installed_plugins(device)
 
 
-# the facades: named sub-modules for what a plugin uses beyond the contracts
-FACADES = ("media", "scoring", "files", "checkpoints", "published", "devices", "options", "training", "queries")
+# the facades: named sub-modules for what a plugin uses beyond the face, whose homes import torch
+FACADES = ("media", "scoring", "files", "checkpoints", "published", "devices")
 
 # names that were top-level before the facades (0.x): still resolved, from their facade, for plugins
 # written against them, with a DeprecationWarning at each use; not in __all__, and the built-ins
@@ -90,41 +148,31 @@ FACADES = ("media", "scoring", "files", "checkpoints", "published", "devices", "
 # hidden from them): `typing_extensions.deprecated` cannot mark constants, so an error there names
 # the missing name rather than typing it as Any.
 _MOVED: dict[str, str] = {
-    "QueryBuild": "negharness.api.queries",
-    "QueryBuildOptions": "negharness.api.queries",
-    "ChoiceSet": "negharness.api.scoring",
     "DATA_ENCODING": "negharness.api.files",
     "Dist": "negharness.api.devices",
-    "FrameSampling": "negharness.api.media",
     "MAX_CAPTION_CHARS": "negharness.api.files",
     "MCQ_METRICS": "negharness.api.scoring",
     "MediaSet": "negharness.api.media",
     "NEGATED_METRICS": "negharness.api.scoring",
-    "PRECISIONS": "negharness.api.devices",
-    "PRECISION_NAMES": "negharness.api.devices",
     "QRELS_OPTION": "negharness.api.scoring",
     "QuerySet": "negharness.api.scoring",
     "RETRIEVAL_NEG_METRICS": "negharness.api.scoring",
     "Relevance": "negharness.api.scoring",
     "RootGuard": "negharness.api.files",
     "TEXT_TO_MEDIA_METRICS": "negharness.api.scoring",
-    "array_to_tensor": "negharness.api.media",
     "atomic_write": "negharness.api.files",
     "atomic_write_bytes": "negharness.api.files",
     "atomic_write_json": "negharness.api.files",
     "atomic_write_text": "negharness.api.files",
-    "autocast": "negharness.api.devices",
     "base_note": "negharness.api.checkpoints",
     "best_relevant_rank": "negharness.api.scoring",
     "cache_root": "negharness.api.files",
     "cached_json": "negharness.api.files",
-    "check_batch_size": "negharness.api.options",
     "cell_captions": "negharness.api.files",
     "check_caption": "negharness.api.files",
     "check_csv_header": "negharness.api.files",
     "check_csv_width": "negharness.api.files",
     "collection_digest": "negharness.api.published",
-    "cpu_autocast_warning": "negharness.api.devices",
     "data_root": "negharness.api.files",
     "decode_video": "negharness.api.media",
     "distributed": "negharness.api.devices",
@@ -136,20 +184,14 @@ _MOVED: dict[str, str] = {
     "frame_folders": "negharness.api.media",
     "gather_batch": "negharness.api.devices",
     "hash_array": "negharness.api.files",
-    "hash_json": "negharness.api.files",
-    "hash_state_dict": "negharness.api.checkpoints",
     "image_files": "negharness.api.media",
-    "jpeg_draft": "negharness.api.media",
     "literal_captions": "negharness.api.files",
     "load_frames": "negharness.api.media",
     "load_or_explain": "negharness.api.checkpoints",
     "load_state_dict": "negharness.api.checkpoints",
     "lower_priority": "negharness.api.devices",
     "numbered_rows": "negharness.api.files",
-    "pad_scores": "negharness.api.scoring",
     "pair_scores": "negharness.api.scoring",
-    "parse_bool": "negharness.api.options",
-    "parse_options": "negharness.api.options",
     "per_query": "negharness.api.scoring",
     "published_notes": "negharness.api.published",
     "query_scores": "negharness.api.scoring",
@@ -158,7 +200,6 @@ _MOVED: dict[str, str] = {
     "require_8bit": "negharness.api.media",
     "require_regular": "negharness.api.files",
     "resolve_device": "negharness.api.devices",
-    "resolve_precision": "negharness.api.devices",
     "retrieval_metrics": "negharness.api.scoring",
     "save_safetensors": "negharness.api.checkpoints",
     "score_choices": "negharness.api.scoring",
@@ -169,13 +210,29 @@ _MOVED: dict[str, str] = {
 }
 
 
-if not TYPE_CHECKING:
+# names of the face whose homes import torch: each imported when first asked (importing the face loads
+# no torch); type checkers read them as the plain imports below, and a test keeps the two lists equal
+_LAZY: dict[str, tuple[str, str]] = {
+    "ChoiceSet": ("negharness.contracts.choices", "ChoiceSet"),
+    "PRECISIONS": ("negharness.contracts.precision", "PRECISIONS"),
+    "pad_scores": ("negharness.contracts.choices", "pad_scores"),
+}
+
+if TYPE_CHECKING:
+    from negharness.contracts.choices import ChoiceSet as ChoiceSet, pad_scores as pad_scores
+    from negharness.contracts.precision import PRECISIONS as PRECISIONS
+else:
     def __getattr__(name: str) -> Any:
-        """A moved or renamed 0.x name, through its facade (so both spellings are one object); not
-        cached, so each use warns."""
+        """A name of `_LAZY`, imported now (and kept), or a moved or renamed 0.x name, through its facade
+        (so both spellings are one object; not cached, so each use warns)."""
         import importlib
         import warnings
 
+        if name in _LAZY:
+            home, real = _LAZY[name]
+            value = getattr(importlib.import_module(home), real)
+            globals()[name] = value
+            return value
         if name in _RENAMED:
             return _renamed(__name__, name)
         if name not in _MOVED:

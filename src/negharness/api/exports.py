@@ -4,7 +4,6 @@ the new one, and gives the same object), and the run-time door of the facades a 
 
 from __future__ import annotations
 
-import dis
 import importlib
 import sys
 from typing import Any, Callable
@@ -28,36 +27,16 @@ def renamed(facade: str, name: str) -> Any:
     return getattr(importlib.import_module(home), new)
 
 
-def _homes(module: Any) -> dict[str, tuple[str, str]]:
-    """Each exported name of ``module`` -> (module it is imported from, name there): its ``from X
-    import a as b`` statements whose bound name is in its ``__all__``, read from the compiled code
-    that its loader gives (from source or from a .pyc alone, so an install without sources works)."""
-    code = module.__spec__.loader.get_code(module.__name__)
-    exported, homes = set(module.__all__), {}
-    home, real = "", ""
-    for ins in dis.get_instructions(code):
-        if ins.opname == "IMPORT_NAME":
-            home = str(ins.argval)
-        elif ins.opname == "IMPORT_FROM":
-            real = str(ins.argval)
-        elif ins.opname == "STORE_NAME" and real:
-            if ins.argval in exported:
-                homes[str(ins.argval)] = (home, real)
-            real = ""
-    return homes
-
-
-def on_first_use(facade: str) -> Callable[[str], Any]:
+def on_first_use(facade: str, homes: dict[str, tuple[str, str]]) -> Callable[[str], Any]:
     """The module ``__getattr__`` of a facade whose names live in modules that import torch (`scoring`,
     `media`): a task module imports the facade at its top, and the run's checks (names, data, weights)
-    still answer before torch loads. The names are those of the facade's ``if TYPE_CHECKING:`` imports
-    (`_homes`: the one list, which type checkers read as plain imports); each is imported on first
-    use and kept in the facade."""
+    still answer before torch loads. ``homes``: the facade's literal table, name -> (module, name there),
+    equal to its ``if TYPE_CHECKING:`` imports (which type checkers read; a test keeps them equal); each
+    name is imported on first use and kept in the facade."""
     module = sys.modules[facade]
-    homes = _homes(module)
     homeless = sorted(set(module.__all__) - set(homes) - set(vars(module)))
-    if homeless:  # a name listed with no `from X import name as name` of its own: say so now, not at first use
-        raise ImportError(f"{facade}: {', '.join(homeless)} listed in __all__ but imported nowhere in it")
+    if homeless:  # a name listed with no home of its own: say so now, not at first use
+        raise ImportError(f"{facade}: {', '.join(homeless)} listed in __all__ but has no home in its table")
 
     def attribute(name: str) -> Any:
         if name in RENAMED:

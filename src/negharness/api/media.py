@@ -14,7 +14,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each name is imported on
-    # first use (`on_first_use` reads this block: the one list), so a task module that imports this
+    # first use (`_HOMES` below says where, kept equal to this block by a test), so a task module that imports this
     # facade at its top loads no torch until its task runs
     from negharness.contracts.model import (
         array_to_tensor as array_to_tensor,
@@ -40,7 +40,23 @@ if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each
 else:
     from negharness.api.exports import on_first_use
 
-    __getattr__ = on_first_use(__name__)
+    # where each name lives: the table read at run time; a test keeps it equal to the imports above
+    _HOMES: dict[str, tuple[str, str]] = {
+    "FrameSampling": ("negharness.contracts.sampling", "FrameSampling"),
+    "MediaSet": ("negharness.io.media", "MediaSet"),
+    "PixelTransform": ("negharness.io.tensor_images", "PixelTransform"),
+    "array_to_tensor": ("negharness.contracts.model", "array_to_tensor"),
+    "decode_video": ("negharness.io.video", "decode_video"),
+    "frame_folders": ("negharness.io.media", "frame_folders"),
+    "image_files": ("negharness.io.media", "image_files"),
+    "jpeg_draft": ("negharness.contracts.model", "jpeg_draft"),
+    "load_frames": ("negharness.io.video", "load_frames"),
+    "open_image": ("negharness.io.image_files", "open_image"),
+    "read_rgb": ("negharness.io.image_files", "read_rgb"),
+    "require_8bit": ("negharness.io.image_files", "require_8bit"),
+    "video_files": ("negharness.io.media", "video_files"),
+    }
+    __getattr__ = on_first_use(__name__, _HOMES)  # a renamed 0.x name (`RENAMED`) warns, naming its new spelling
 
     def __dir__() -> list[str]:  # the names not yet used are listed too
         return sorted(set(globals()) | set(__all__))

@@ -16,7 +16,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each name is imported on
-    # first use (`on_first_use` reads this block: the one list), so a task module that imports this
+    # first use (`_HOMES` below says where, kept equal to this block by a test), so a task module that imports this
     # facade at its top loads no torch until its task runs; a renamed name is an error here, not Any
     from negharness.contracts.choices import (
         ChoiceSet as ChoiceSet,
@@ -52,7 +52,31 @@ if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each
 else:
     from negharness.api.exports import on_first_use
 
-    __getattr__ = on_first_use(__name__)  # a renamed 0.x name (`RENAMED`) warns, naming its new spelling
+    # where each name lives: the table read at run time; a test keeps it equal to the imports above
+    _HOMES: dict[str, tuple[str, str]] = {
+    "ChoiceSet": ("negharness.contracts.choices", "ChoiceSet"),
+    "MCQ_METRICS": ("negharness.scoring.catalog", "MCQ_METRICS"),
+    "NEGATED_METRICS": ("negharness.scoring.catalog", "NEGATED_METRICS"),
+    "QRELS_OPTION": ("negharness.scoring.catalog", "QRELS_OPTION"),
+    "QuerySet": ("negharness.scoring.retrieval", "QuerySet"),
+    "RETRIEVAL_NEG_METRICS": ("negharness.scoring.catalog", "RETRIEVAL_NEG_METRICS"),
+    "Relevance": ("negharness.scoring.metrics", "Relevance"),
+    "TEXT_TO_MEDIA_METRICS": ("negharness.scoring.catalog", "TEXT_TO_MEDIA_METRICS"),
+    "best_relevant_rank": ("negharness.scoring.metrics", "best_relevant_rank"),
+    "drop_unreadable": ("negharness.scoring.retrieval", "drop_unreadable"),
+    "evaluate_mcq": ("negharness.scoring.mcq", "evaluate_mcq"),
+    "evaluate_negated": ("negharness.scoring.retrieval", "evaluate_negated"),
+    "evaluate_text_to_media": ("negharness.scoring.retrieval", "evaluate_text_to_media"),
+    "pad_scores": ("negharness.contracts.choices", "pad_scores"),
+    "pair_scores": ("negharness.scoring.views", "pair_scores"),
+    "per_query": ("negharness.scoring.perquery", "per_query"),
+    "query_scores": ("negharness.scoring.views", "query_scores"),
+    "retrieval_metrics": ("negharness.scoring.metrics", "retrieval_metrics"),
+    "score_choices": ("negharness.scoring.choices", "score_choices"),
+    "similarities": ("negharness.scoring.retrieval", "similarities"),
+    "task_qrels": ("negharness.scoring.retrieval", "task_qrels"),
+    }
+    __getattr__ = on_first_use(__name__, _HOMES)  # a renamed 0.x name (`RENAMED`) warns, naming its new spelling
 
     def __dir__() -> list[str]:  # the names not yet used are listed too
         return sorted(set(globals()) | set(__all__))

@@ -374,7 +374,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_fetch(args: argparse.Namespace) -> int:
     """`negharness fetch`: the sources the patterns name, into the data root (exit 1 while some wait
     for a person: their steps are printed)."""
-    from negharness.fetch import session  # lazy: start-up time
+    from negharness.fetch import hub_models, session  # lazy: start-up time
     from negharness.fetch.select import download_size, plan  # lazy: start-up time
     from negharness.fetch.sources import (  # lazy: start-up time
         SOURCES,
@@ -387,13 +387,18 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     if not args.pattern and not args.list:
         raise UserError("negharness fetch: name a task, glob or benchmark (e.g. 'sugarcrepe_*', negbench), "
                         "or --list the sources")
+    hub_needs = hub_models.named_in(args.pattern, args.arch, args.pretrained)  # into the Hugging Face cache
+    rest = [p for p in args.pattern if p not in hub_models.FETCHABLE]
     host = _host(args)
     names = [e.name for kind in ("task", "trainset") for e in host.registry.entries(kind)]
-    chosen, models = plan(args.pattern, names, sources)  # data root; released weights -> model cache
+    chosen, models = plan(rest, names, sources) if rest or not hub_needs else ([], [])  # data root; model cache
     root, _ = data_root(args.data_root)
     places = [(where, group) for where, group in ((root, chosen), (cache_root(args.cache_dir), models)) if group]
     console, err = _console(), _console(stderr=True)
     if args.list:
+        for need in hub_needs:
+            for line in hub_models.plan_lines(need):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
         for where, group in places:
             for s in group:
                 check = "by hand" if s.kind == "manual" else session.pin_kind(s)
@@ -418,9 +423,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
                             TimeRemainingColumn(), console=err, transient=True)
     else:
         bar = LogProgress(sys.stderr)
+    def log(line: str) -> None:
+        err.print(line, markup=False, highlight=False)
+
     with bar:
-        outcomes = [o for where, group in places for o in session.fetch_sources(
-            group, where, args.jobs, bar, log=lambda line: err.print(line, markup=False, highlight=False))]
+        outcomes = [o for where, group in places for o in session.fetch_sources(group, where, args.jobs, bar, log)]
+        outcomes += [o for need in hub_needs for o in hub_models.fetch(need, args.jobs, bar, log)]
     waiting = [o for o in outcomes if o.state == "by hand"]
     for o in outcomes:
         line = f"{o.source.name}: {o.state}" + (f" ({o.note})" if o.note and o.state != "by hand" else "")

@@ -121,12 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fetch", help="download the files tasks read (pinned, SHA-256 checked, resumable) into the "
                                      "data root")
     p.add_argument("pattern", nargs="*", metavar="TASK|GLOB|BENCHMARK|MODEL",
-                   help="task name or glob ('sugarcrepe_*'), benchmark (negbench, aro, ...), source name, or a model "
-                        "with released weights (negclip: into <cache>/models/)")
+                   help="task name or glob ('sugarcrepe_*'), benchmark (negbench, aro, ...), source name, a model "
+                        "with released weights (negclip: into <cache>/models/), or clip / hf_clip (hub weights, with "
+                        "--arch/--pretrained: into the Hugging Face cache)")
     p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
     p.add_argument("--list", action="store_true", help="show the sources (size, checksum, in place?) and fetch nothing")
     p.add_argument("--sources", metavar="FILE", help="a JSON list of sources to use instead of the built-in table "
                                                     "(a mirror, private data)")
+    p.add_argument("--arch", help="with clip: the open_clip architecture (default ViT-B-32); with hf_clip: the hub "
+                                  "model id (default openai/clip-vit-base-patch32): into the Hugging Face cache")
+    p.add_argument("--pretrained", help="with clip: the open_clip pretrained tag (default openai)")
     _include_path(p)
     _run_settings(p, "data_root", "cache_dir")  # released weights go to <cache>/models/
     p.set_defaults(func=cmd_fetch)

@@ -6,7 +6,7 @@ its queries belong to), read from
 the class attributes below and checked when the task is loaded: a metric without a direction, a
 main score that is not a metric, an unknown modality or a malformed option is an error naming the
 task and its plugin, before any model loads. Options (``-T key=value``) are parsed by the one
-option parser (`negharness.api.options`), typed, and only declared options enter the task's config.
+option parser (`negharness.api`), typed, and only declared options enter the task's config.
 """
 
 from __future__ import annotations

@@ -31,13 +31,13 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def negharness_register_models(registry: "Registrar") -> None:
     """Add retrieval models: ``registry.add(name, "pkg.mod:factory", "one-line description")``.
 
-    The factory takes a `negharness.api.model.ModelOptions` and returns a `negharness.api.model.EmbeddingModel`.
+    The factory takes a `negharness.api.ModelOptions` and returns a `negharness.api.EmbeddingModel`.
     """
 
 
 @hookspec
 def negharness_register_tasks(registry: "Registrar") -> None:
-    """Add tasks; the factory takes `negharness.api.task.TaskOptions` and returns a `negharness.api.task.Task`.
+    """Add tasks; the factory takes `negharness.api.TaskOptions` and returns a `negharness.api.Task`.
 
     The task class declares its family (the leaderboard groups by it); a ``family="..."`` given
     here is checked against it when the task loads.
@@ -46,7 +46,7 @@ def negharness_register_tasks(registry: "Registrar") -> None:
 
 @hookspec
 def negharness_register_trainers(registry: "Registrar") -> None:
-    """Add trainers; the factory takes `negharness.api.training.TrainOptions` and returns the checkpoint path.
+    """Add trainers; the factory takes `negharness.api.TrainOptions` and returns the checkpoint path.
     It declares its ``-O`` options with `negharness.api.takes_options` and reads them bound (``opts.values``)."""
 
 
@@ -63,7 +63,7 @@ def negharness_register_detectors(registry: "Registrar") -> None:
 @hookspec
 def negharness_register_trainsets(registry: "Registrar") -> None:
     """Add training sets, named like tasks (``msrvtt10ktrain``); the factory takes
-    `negharness.api.training.TrainSetOptions` and returns a `negharness.api.training.TrainingSet`. Trainers reach
+    `negharness.api.TrainSetOptions` and returns a `negharness.api.TrainingSet`. Trainers reach
     them through the registry only, so a package can add its own data without touching a trainer."""
 
 

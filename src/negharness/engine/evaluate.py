@@ -1,7 +1,7 @@
 """`negharness run` executed on its plan: load the model once (when a record needs it), give each task its
 protocol's context (`CachedEvalContext` or `EditContext`), build and write records. Orchestration only:
 the plan (`negharness.engine.plan`) decided everything that needs no model; embedding lives in the
-runner, editing in `negharness.api.editing`, records in `negharness.records.results`.
+runner, editing in `negharness.api`, records in `negharness.records.results`.
 
 Whether an existing record can stand in for a task was decided by the plan as far as no model is
 needed (config, data hashes, model files); here the model's fingerprint is checked against each

@@ -5,8 +5,8 @@ on 2 cores).
 `check_request`: names, device, data root, with the registry and the file system only.
 `check_inputs`: the run's tasks built (built-in task modules import no torch until a task runs) and
 everything the run would read that is absent, all at once: each task's files and media, and the
-model's weights (a named --checkpoint, released weights no program may fetch, a checkpoint the
-model needs). Whether CUDA or MPS is really there is checked right after torch loads
+model's weights (a named --checkpoint, released weights no program may fetch, hub weights not cached
+while offline, a checkpoint the model needs). Whether CUDA or MPS is really there is checked right after torch loads
 (`negharness.engine.runner.resolve_device`), before the model is built.
 """
 
@@ -23,7 +23,7 @@ from negharness.contracts.options import refuse_unknown
 from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
 from negharness.discovery.registry import Entry
 from negharness.engine.request import task_entries
-from negharness.fetch import manual
+from negharness.fetch import hub_models, manual
 from negharness.fetch.manifest import verify_files
 from negharness.fetch.select import fetch_hint
 from negharness.fetch.sources import SOURCES
@@ -170,7 +170,9 @@ def fetch_line(task: str) -> str:
 
 def weights_problems(host: Any, req: Any, cache: Path) -> list[Missing]:
     """The model's weights, where the file system says they are absent: a --checkpoint file that is
-    not there, released weights no program may fetch and not yet put in the model cache, or no
+    not there, released weights no program may fetch and not yet put in the model cache, hub weights
+    (an open_clip tag, a transformers id) not in the Hugging Face cache while downloads are off
+    (`negharness.fetch.hub_models`: online, the loader downloads them as it always did), or no
     --checkpoint for a model whose registration says it needs one (``checkpoint="required"``)."""
     options, model = req.model_options, req.model
     kind = "model" if model in host.registry.names("model") else "editor"
@@ -191,6 +193,9 @@ def weights_problems(host: Any, req: Any, cache: Path) -> list[Missing]:
                             f"and no program may fetch them (or pass --checkpoint PATH)",
                             f"model {model}: {manual.steps(src, cache)}", data=False)]
         return []
+    hub_need = hub_models.needed(model, options.arch, options.pretrained, options.extra)
+    if hub_need is not None and hub_models.missing(hub_need) and hub_models.offline():
+        return [Missing(hub_models.refusal(model, hub_need), data=False)]
     if needs:
         tags = [f"--pretrained {tag}" for (name, tag) in WEIGHTS if name == model and tag]
         alt = f" (or {' or '.join(tags)}: the authors' released file)" if tags else ""
@@ -211,7 +216,7 @@ def made_task(entry: Entry, options: TaskOptions) -> Task:
         raise
     if not isinstance(task, Task):
         raise UserError(f"task {entry.name!r} from plugin {entry.plugin!r}: its factory returned "
-                        f"{type(task).__name__}, not a negharness.api.task.Task")
+                        f"{type(task).__name__}, not a negharness.api.Task")
     if task.name != entry.name:  # it would run, be recorded (its record file) and reported under the other name
         raise TaskDefinitionError(f"task {entry.name!r} from plugin {entry.plugin!r}: its class "
                                   f"{type(task).__name__} says name = {task.name!r}; a task runs and is recorded "

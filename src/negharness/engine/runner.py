@@ -150,7 +150,7 @@ class RunSettings:
 
 class CachedEvalContext(RunContext):
     """The embedding protocol's context (retrieval and multiple choice), peer of
-    `negharness.api.editing.EditContext`: cached, batched embedding of texts and media by one model."""
+    `negharness.api.EditContext`: cached, batched embedding of texts and media by one model."""
 
     COUNTED = ("texts_encoded", "texts_cached", "media_encoded", "media_cached", "media_skipped")
 

@@ -3,7 +3,7 @@ NeIn's inputs and saved edits, YAML tasks' crops, pre-extracted video frames), s
 file can fail becomes a `MediaError` naming it, which --skip-broken-media counts on every task alike.
 
 The image is opened lazily (header only), so a model may still ask a JPEG for a reduced-scale
-decode (`negharness.api.model.jpeg_draft`); a file whose pixels are damaged (a truncated JPEG) fails
+decode (`negharness.api.jpeg_draft`); a file whose pixels are damaged (a truncated JPEG) fails
 when it is decoded, and `PreprocessedItems` turns that failure into a `MediaError` naming the file.
 """
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from negharness.api import OptionSpec, TrainOptions, UserError
 from negharness.api.devices import PRECISION_NAMES
-from negharness.api.options import check_batch_size
+from negharness.api import check_batch_size
 
 FORMAT = "negharness-trained-v1"
 

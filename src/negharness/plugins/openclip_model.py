@@ -113,7 +113,7 @@ class OpenClipModel(EmbeddingModel):
         self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
         self._transform = None
         self._geometry: Any = None  # the transform's resize and crop, when its tail is `normalised_chw`
-        self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.api.model.jpeg_draft)
+        self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.api.jpeg_draft)
         self.tensor_transform: PixelTransform | None = None  # -M decode=tensor (see pixel_transform)
         self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
         self.text_on_lengths = causal_text_tower(model)  # cutting is exact for this tower (see encode_text)

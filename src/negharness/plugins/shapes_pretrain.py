@@ -17,7 +17,7 @@ from negharness.api import ModelOptions, OptionSpec, TrainOptions, takes_options
 from negharness.api.checkpoints import save_safetensors
 from negharness.api.devices import resolve_device
 from negharness.api.files import atomic_write_json, data_root
-from negharness.api.options import check_batch_size
+from negharness.api import check_batch_size
 from negharness.plugins.losses import multi_positive_infonce
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.shapes_clip import CONFIG

@@ -13,7 +13,7 @@ from pathlib import Path
 from statistics import mean, median
 from typing import TypedDict
 
-from negharness.api.queries import QueryBuild, QueryBuildOptions
+from negharness.api import QueryBuild, QueryBuildOptions
 
 from .built_marker import write_marker
 from .composer import SUBJECTS, ComposedQuery, compose_captions

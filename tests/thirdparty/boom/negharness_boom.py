@@ -3,8 +3,8 @@ only texts (finishes) and one that needs images (fails), to test what the user s
 import torch
 import torch.nn.functional as F
 
-from negharness.api.model import EmbeddingModel
-from negharness.api.task import MetricInfo, Task, TaskResult
+from negharness.api import EmbeddingModel
+from negharness.api import MetricInfo, Task, TaskResult
 from negharness.discovery.hookspecs import hookimpl
 from negharness.io.media import MediaSet
 

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api.model import EmbeddingModel
+from negharness.api import EmbeddingModel
 from negharness.declarative.register import register_yaml_folder
 from negharness.discovery.hookspecs import hookimpl
 from negharness.testing import COLOURS

@@ -1,5 +1,5 @@
 """A task that reads files from the data root, to exercise the host's missing-data checks."""
-from negharness.api.task import MetricInfo, Task, TaskResult
+from negharness.api import MetricInfo, Task, TaskResult
 from negharness.discovery.hookspecs import hookimpl
 
 
