@@ -44,7 +44,7 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from .nltk_resources import tag
 from .phrases import (  # noqa: F401 (re-exported)
@@ -72,7 +72,7 @@ class ComposedQuery:
     template: int
     meta: dict[str, str] = field(default_factory=dict)
 
-    def as_record(self) -> dict[str, object]:
+    def as_record(self) -> dict[str, Any]:
         """The nT2VR composed-file dict (its key ``negstionfirst`` spelled as the authors' files do)."""
         return {"cap_id": self.cap_id, "caption": self.caption, "video_ids": self.video_ids,
                 "negstionfirst": self.negation_first, "pos_occur": self.pos_occur, "neg_occur": self.neg_occur,

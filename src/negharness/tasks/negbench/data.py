@@ -22,6 +22,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generator
 
 from negharness.api import UserError
 from negharness.api.files import (
@@ -95,14 +96,14 @@ def find_csv(root: Path, name: str) -> Path:
     return RootGuard(root).check(found, f"NegBench CSV {name}")
 
 
-def _open_rows(path: Path):
+def _open_rows(path: Path) -> tuple[contextlib.closing[Generator[tuple[int, str], None, None]], csv.DictReader[str]]:
     """A DictReader over a UTF-8 CSV: a BOM dropped, bytes that are not UTF-8 an error naming the line."""
     require_regular(path)  # a FIFO would block open() forever
     lines = decoded_lines(path)
     return contextlib.closing(lines), csv.DictReader(line for _, line in lines)
 
 
-def _short_or_long(path: Path, rowno: int, row: dict, width: int) -> None:
+def _short_or_long(path: Path, rowno: int, row: dict[Any, Any], width: int) -> None:
     """A row with fewer or more cells than the header is an error, not shifted columns."""
     check_csv_width(f"{path}:{rowno}", row, width, "an option missing or extra?")
 
@@ -177,12 +178,13 @@ def read_mcq(path: Path, root: Path, layout: tuple[str, ...] | None, binary: boo
     such column is ignored, as their loader does): every template comes from the captions' words."""
     fh, reader = _open_rows(path)
     with fh:
-        cols, media_col = _mcq_header(path, check_csv_header(path, reader.fieldnames), binary)
+        header = check_csv_header(path, reader.fieldnames)
+        cols, media_col = _mcq_header(path, header, binary)
         _check_layout(path, cols, layout)
         guard = RootGuard(root)
         out = []
         for rowno, row in numbered_rows(path, reader):
-            _short_or_long(path, rowno, row, len(reader.fieldnames))
+            _short_or_long(path, rowno, row, len(header))
             options = tuple(plain_caption((row[c] or "").strip(), f"{path}:{rowno}: {c}") for c in cols)
             filled = sum(1 for o in options if o)
             if filled != len(cols) or len(cols) < 2:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 # the facades' torch-bound names (media sets, scorers) are used as media_api.X, scoring.X: resolved when a
 # task runs, so building a task and listing its files (the check before torch loads) imports no torch
@@ -21,10 +21,17 @@ from negharness.api.scoring import MCQ_METRICS, RETRIEVAL_NEG_METRICS, per_query
 from negharness.tasks.negbench import PUBLISHED
 
 from .catalog import BINARY, MCQ, RETRIEVAL
-from .data import find_csv, read_mcq, read_retrieval
+from .data import McqRow, find_csv, read_mcq, read_retrieval
 
 if TYPE_CHECKING:
+    import torch
+
     from negharness.api.media import MediaSet
+
+# a caption file's queries as scored: their keys, each one's rank of its positive, each one's medium (its cluster)
+Scored = tuple[list[str], "torch.Tensor", list[str]]
+Ranked = Union[Scored, tuple[list[str], "torch.Tensor"]]  # without the media: no clusters
+CaptionRows = list[tuple[Path, list[str]]]  # (medium, its captions) per row of a caption file
 
 DEFAULT_SAMPLING = FrameSampling("segments", 4)
 CITATION = "Alhamoud et al., Vision-Language Models Do Not Understand Negation, CVPR 2025"
@@ -79,11 +86,11 @@ class NegBenchMCQ(_NegBenchTask):
         return [find_csv(self.root, self.csv_name)]
 
     @cached_property
-    def _parsed(self):
+    def _parsed(self) -> list[McqRow]:
         rows = read_mcq(self._csvs()[0], self.root, self.layout, self.binary)
         return rows[: self.options.limit] if self.options.limit else rows
 
-    def _rows(self):
+    def _rows(self) -> list[McqRow]:
         return self._parsed
 
     def _media_paths(self) -> list[Path]:
@@ -129,18 +136,20 @@ class NegBenchRetrieval(_NegBenchTask):
         return [find_csv(self.root, self.original_csv), find_csv(self.root, self.negated_csv)]
 
     @cached_property
-    def _parsed(self):
+    def _parsed(self) -> tuple[list[CaptionRows], list[str]]:
+        """(the original and the negated caption file's rows, the empty captions skipped)."""
         skipped: list[str] = []
         sets = [read_retrieval(p, self.root, skipped) for p in self._csvs()]
         return ([s[: self.options.limit] for s in sets] if self.options.limit else sets), skipped
 
-    def _sets(self):
+    def _sets(self) -> list[CaptionRows]:
         return self._parsed[0]
 
     def _media_paths(self) -> list[Path]:
         return [m for s in self._sets() for m, _ in s]
 
-    def _score(self, ctx: EvalContext, rows: list[tuple[Path, list[str]]], embedded: dict[tuple, Any]) -> tuple:
+    def _score(self, ctx: EvalContext, rows: CaptionRows, embedded: dict[tuple[Path, ...], torch.Tensor]
+               ) -> tuple[dict[str, float], int, int, dict[str, Any], Scored]:
         """R@K of one caption file, the number of captions and media, notes, and per caption (its key,
         its rank). An unreadable image leaves the candidates and its captions the scoring
         (`negharness.scoring.unreadable`), so a NaN similarity never counts as a hit; scores come from the
@@ -164,12 +173,12 @@ class NegBenchRetrieval(_NegBenchTask):
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         (original, negated), skipped = self._parsed
-        embedded: dict[tuple, Any] = {}
+        embedded: dict[tuple[Path, ...], torch.Tensor] = {}
         orig, n_orig, m_orig, orig_notes, orig_q = self._score(ctx, original, embedded)
         neg, n_neg, m_neg, neg_notes, neg_q = self._score(ctx, negated, embedded)
         metrics = {**orig, **{negated_name(k): v for k, v in neg.items()},
                    **{f"drop_{k}": orig[k] - neg[k] for k in orig}}
-        notes = {"empty_captions_skipped": skipped} if skipped else {}
+        notes: dict[str, Any] = {"empty_captions_skipped": skipped} if skipped else {}
         notes.update({f"{k}_original": v for k, v in orig_notes.items()})
         notes.update({f"{k}_negated": v for k, v in neg_notes.items()})
         counts = {"original_captions": n_orig, "negated_captions": n_neg,
@@ -207,7 +216,7 @@ def negated_name(metric: str) -> str:
     return metric.replace("R@", "R-Neg@", 1)
 
 
-def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]):
+def retrieval_neg_values(orig: Ranked, neg: Ranked) -> tuple[dict[str, Any], str]:
     """Per-query values of Retrieval-Neg. When the negated file rewrites the original captions one
     for one (same media, same number of captions: COCO, MSR-VTT), caption k of a media file is one
     query with its original and negated hit, and drop_R@K is a per-query difference. Otherwise
@@ -225,10 +234,11 @@ def retrieval_neg_values(orig: tuple[list[str], Any], neg: tuple[list[str], Any]
         return per_query(okeys, values, oc[0] if oc else None), \
             "paired: each caption with its negated rewrite (media, position)"
     none_o, none_n = [None] * len(okeys), [None] * len(nkeys)
-    values = {**{k: list(v) + none_n for k, v in o.items()}, **{negated_name(k): none_o + list(v) for k, v in n.items()}}
+    side_by_side = {**{k: list(v) + none_n for k, v in o.items()},
+                    **{negated_name(k): none_o + list(v) for k, v in n.items()}}
     ids = [f"original/{k}" for k in okeys] + [f"negated/{k}" for k in nkeys]
     clusters = list(oc[0]) + list(nc[0]) if oc and nc else None
-    return per_query(ids, values, clusters), "unpaired: original and negated captions listed side by side"
+    return per_query(ids, side_by_side, clusters), "unpaired: original and negated captions listed side by side"
 
 
 def _make_mcq(name: str) -> type:

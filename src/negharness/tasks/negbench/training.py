@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
 
 from negharness.api import OptionSpec, TrainSetOptions, TrainStream, TrainingSet, UserError, named_trainset
 from negharness.api.files import (
@@ -54,7 +54,7 @@ WHERE = ("NegBench fine-tuning CSVs are built with the scripts of github.com/m1k
          "MSR-VTT videos -> <root>/msrvtt/videos/, other paths relative to the data root)")
 
 
-def _open_csv(path: Path):
+def _open_csv(path: Path) -> tuple[TextIO, csv.DictReader[str]]:
     """The CSV (or TSV) with the readers' one encoding rule (UTF-8, a BOM dropped)."""
     try:
         fh = open(path, newline="", encoding=DATA_ENCODING)

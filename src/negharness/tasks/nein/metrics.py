@@ -5,9 +5,12 @@ Denominators are the samples actually evaluated (the authors hard-coded 24,182).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 
 def removal(target_scores: Sequence[float]) -> float:
@@ -35,7 +38,7 @@ def retention(kept_in_input: Sequence[set[str]], kept_in_output: Sequence[set[st
     return (float(np.mean(ratios) * 100) if ratios else float("nan")), empty
 
 
-def pixel_distances(output, truth) -> tuple[float, float]:
+def pixel_distances(output: Image.Image, truth: Image.Image) -> tuple[float, float]:
     """L1 and L2 (mean absolute and mean squared error) in RGB scaled to [0, 1], the output resized
     to the ground truth's size (bicubic), as MagicBrush computes them."""
     from PIL import Image
@@ -43,7 +46,7 @@ def pixel_distances(output, truth) -> tuple[float, float]:
     truth = truth.convert("RGB")
     out = output.convert("RGB")
     if out.size != truth.size:
-        out = out.resize(truth.size, Image.BICUBIC)
+        out = out.resize(truth.size, Image.Resampling.BICUBIC)
     a = np.asarray(out, dtype=np.float64) / 255.0
     b = np.asarray(truth, dtype=np.float64) / 255.0
     return float(np.abs(a - b).mean()), float(((a - b) ** 2).mean())

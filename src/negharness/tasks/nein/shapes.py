@@ -6,17 +6,18 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 from PIL import Image
 
 from negharness.api import OptionSpec, TaskOptions
 from negharness.world.render import CANVAS, render_image
-from negharness.world.scenes import COLOURS, SHAPES, make_scene
+from negharness.world.scenes import COLOURS, SHAPES, Scene, make_scene
 
 from .tasks import EditSample, NeInTask, instruction_for
 
 
-def _free_cell(scene, rng: random.Random) -> tuple[float, float]:
+def _free_cell(scene: Scene, rng: random.Random) -> tuple[float, float]:
     """The centre of a 2x2 grid cell that no shape of the scene occupies."""
     half = CANVAS / 2
     taken = {(int(o.x // half), int(o.y // half)) for o in scene.objects}
@@ -39,9 +40,13 @@ def editing_pairs(seed: int, split: str, n: int, root: Path | None, query_seed: 
         out.append(EditSample(
             id=f"image{i:05d}", instruction=instruction_for(target, i), target=target,
             objects=[f"{o.colour} {o.shape}" for o in scene.objects],
-            load_input=lambda s=with_added: Image.fromarray(render_image(s)),
-            load_truth=lambda s=scene: Image.fromarray(render_image(s))))
+            load_input=_drawn(with_added), load_truth=_drawn(scene)))
     return out
+
+
+def _drawn(scene: Scene) -> Callable[[], Image.Image]:
+    """What draws ``scene`` when a sample's image is asked for (one per scene: a lambda in a loop would see the last)."""
+    return lambda: Image.fromarray(render_image(scene))
 
 
 class ShapesNeIn(NeInTask):

@@ -42,7 +42,7 @@ from .metrics import auc_removal, pixel_distances, removal, retention
 from .sources import iter_json_entries, iter_parquet_rows
 
 if TYPE_CHECKING:
-    from negharness.api import EditContext
+    from negharness.api import EditContext, Editor
 
 FORMATS = [
     "The image doesn't have any {S}.", "{S} is not part of the scene.", "No {S} present in the image.",
@@ -104,7 +104,7 @@ class NeInTask(Task["EditContext"]):  # a name only: the editing context loads n
         self.dino_name = self.opts["dino_model"] or self.default_dino
         self.batch = self.opts["edit_batch"]
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         return {**super().config(), "detector": self.detector_name, "clip_model": self.clip_name,
                 "dino_model": self.dino_name}
 
@@ -169,7 +169,7 @@ class NeInTask(Task["EditContext"]):  # a name only: the editing context loads n
         values = {k: v for k, v in values.items() if k in metrics}
         return TaskResult(metrics, {"samples": n_done}, None, notes, per_query(ids, values, clusters))
 
-    def _edits(self, editor, out_dir: Path, ctx):
+    def _edits(self, editor: Editor, out_dir: Path, ctx: EditContext) -> Iterator[tuple[EditSample, Any, Any, Any]]:
         """(sample, input, truth, edited) in order. An edit an earlier run left is read back (resume)
         only when its key (`EditContext.edit_key`: input pixels, instruction, seed, editor) is this
         run's, so a replaced input or another editor edits again; the rest are made in batches and each
@@ -178,7 +178,7 @@ class NeInTask(Task["EditContext"]):  # a name only: the editing context loads n
         (`EditContext.unreadable`); an output that is not an image is an error."""
         pending: list[tuple[EditSample, Any, Any, int, str]] = []
 
-        def flush():
+        def flush() -> Iterator[tuple[EditSample, Any, Any, Any]]:
             outs = editor.edit_batch([p[1] for p in pending], [p[0].instruction for p in pending],
                                      [p[3] for p in pending])
             for (s, source, truth, _, key), out in zip(pending, outs):
@@ -247,7 +247,12 @@ def _gallery_images(out_dir: Path, s: EditSample, source: Any, truth: Any) -> No
     """A gallery sample's input and ground truth, written when the sample is scored (never kept in
     memory), over what an earlier run wrote: the data may have changed since."""
     for tag, img in (("input", source), ("truth", truth)):
-        atomic_write(out_dir / f"{_safe(s.id)}.{tag}.png", lambda tmp, img=img: img.save(tmp, format="PNG"))
+        atomic_write(out_dir / f"{_safe(s.id)}.{tag}.png", _png_writer(img))
+
+
+def _png_writer(image: Any) -> Callable[[Path], None]:
+    """What writes ``image`` as PNG to a path (one per image: a lambda in a loop would see the last)."""
+    return lambda tmp: image.save(tmp, format="PNG")
 
 
 def _gallery_page(out_dir: Path, samples: list[EditSample]) -> None:
@@ -310,7 +315,7 @@ class NeInVal(NeInTask):
     def _limited(self, items: Iterator[Any]) -> Iterator[Any]:
         return itertools.islice(items, self.options.limit) if self.options.limit else items
 
-    def _json_rows(self) -> Iterator[tuple[dict, str, Path, Path]]:
+    def _json_rows(self) -> Iterator[tuple[dict[str, Any], str, Path, Path]]:
         """(entry, where, input image, ground truth) per val.json entry, each path checked under the root."""
         root, path = self.options.data_root, self._json()
         guard = RootGuard(root)
@@ -343,7 +348,7 @@ def _check_entry(e: Any, where: str) -> None:
             raise UserError(f"{where}: no {key!r}")
 
 
-def _sample(ident: str, e: dict, load_input: Callable[[], Any], load_truth: Callable[[], Any],
+def _sample(ident: str, e: dict[str, Any], load_input: Callable[[], Any], load_truth: Callable[[], Any],
             names: tuple[str, str]) -> EditSample:
     """The object to remove is the text after "Add a/an" in T_generated, without the final '.'."""
     import re

@@ -17,7 +17,7 @@ present: the error names the ``negharness build-queries`` command, or ``-T build
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # the facades' torch-bound names (media sets, scorers) are used as media_api.X, scoring.X: resolved when a
 # task runs, so building a task and listing its files (the check before torch loads) imports no torch
@@ -249,7 +249,7 @@ class NT2VRTask(Task[EvalContext]):
             return built  # read-only data root: use them in memory
         return None
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         built = {"builder_version": BUILDER_VERSION} if self.build and self.query_set != "original" else {}
         return {**super().config(), "collection": self.collection, "query_set": self.query_set, **built}
 
@@ -266,7 +266,7 @@ class NT2VRTask(Task[EvalContext]):
 class NT2VROriginal(NT2VRTask):
     main_score = "MIR"
     metric_info = TEXT_TO_MEDIA_METRICS
-    leaderboard_metrics = ("R@1", "R@10", "MIR")
+    leaderboard_metrics: tuple[str, ...] = ("R@1", "R@10", "MIR")
     task_options = {**NT2VRTask.task_options, **QRELS_OPTION}
 
     def _score(self, ctx: EvalContext) -> TaskResult:

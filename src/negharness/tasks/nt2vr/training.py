@@ -94,9 +94,10 @@ def media_loader(folder: Path, ids: list[str], kind: str, sampling: FrameSamplin
                 by_stem.setdefault(p.stem, p)
     files = [by_stem.get(v) for v in ids]
     _report_missing([v for v, f in zip(ids, files) if f is None], f"{directory}/<id>{exts[0]}", where)
+    found = [f for f in files if f is not None]  # every one: `_report_missing` refused a gap
     if kind == "video":
-        return lambda i: decode_video(files[i], sampling)
-    return lambda i: read_rgb(files[i])
+        return lambda i: decode_video(found[i], sampling)
+    return lambda i: read_rgb(found[i])
 
 
 def _report_missing(missing: list[str], pattern: str, where: str) -> None:
@@ -133,7 +134,8 @@ def negator_negatives(captions: list[tuple[str, str]], digest: str, seed: int, c
         return out
 
     path = cache_root(cache_dir) / "trainsets" / f"{digest}-s{seed}.negator.json"
-    return cached_json(path, build)
+    negatives: dict[str, list[str]] = cached_json(path, build)  # JSON: as `build` made it, or rebuilt
+    return negatives
 
 
 def _stream(name: str, kind: str, folder: Path, caption_path: Path, ids: list[str] | None,

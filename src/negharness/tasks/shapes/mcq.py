@@ -27,7 +27,7 @@ def _np(fact: str) -> str:
 
 def questions(world: WorldData, seed: int) -> list[tuple[tuple[str, ...], str]]:
     """(options, template of the correct answer) per item, from the items' exact facts."""
-    out = []
+    out: list[tuple[tuple[str, ...], str]] = []
     everything = [f"{c} {s}" for c in COLOURS for s in SHAPES]
     for item_id, facts in zip(world.ids, world.groups):
         rng = random.Random(f"{seed}|{item_id}")

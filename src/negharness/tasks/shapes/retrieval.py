@@ -7,7 +7,7 @@ under the data root. Items with identical scene facts are all relevant to each o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # the facades' torch-bound names (media sets, scorers) are used as media_api.X, scoring.X: resolved when a
 # task runs, so building a task (the run's checks before torch loads) imports no torch
@@ -17,7 +17,7 @@ from negharness.api.files import hash_array, hash_json
 from negharness.api.media import FrameSampling
 from negharness.api.scoring import NEGATED_METRICS, QRELS_OPTION, TEXT_TO_MEDIA_METRICS
 from negharness.world.media import WorldData, load_world, world_file
-from negharness.world.queries import load_world_queries
+from negharness.world.queries import WorldQueries, load_world_queries
 from negharness.world.scenes import WORLD_VERSION
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class _ShapesRetrieval(Task[EvalContext]):
     kind = "video"
     main_score = "MIR"
     metric_info = TEXT_TO_MEDIA_METRICS
-    leaderboard_metrics = ("R@1", "R@10", "MIR")
+    leaderboard_metrics: tuple[str, ...] = ("R@1", "R@10", "MIR")
     citation = "negharness embedded world (procedurally generated)"
     task_options = {
         "world_seed": OptionSpec(int, 0, "seed the world is generated from"),
@@ -52,7 +52,7 @@ class _ShapesRetrieval(Task[EvalContext]):
         if options.limit:
             self.n_items = min(self.n_items, options.limit)
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         return {**super().config(), "world_version": WORLD_VERSION, "world_seed": self.world_seed,
                 "split": self.split_name, "n_items": self.n_items}
 
@@ -67,7 +67,7 @@ class _ShapesRetrieval(Task[EvalContext]):
         path = world_file(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
         return [path] if path is not None and path.is_file() else []
 
-    def queries(self) -> dict:
+    def queries(self) -> WorldQueries:
         """The split's negated and composed query sets (shipped for the default, else built once)."""
         return load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
                                   self.options.seed)
@@ -107,12 +107,13 @@ class _ShapesRetrieval(Task[EvalContext]):
                                               clusters=[world.ids[s] for s in qs.source or ()])
 
 
-class _BuiltQueries:
+class _BuiltQueries(_ShapesRetrieval):
     """World tasks whose queries the text builders make: the query set's content is part of the
-    config, so a builder change (new wording, other targets) reruns their records, never reuses them."""
+    config, so a builder change (new wording, other targets) reruns their records, never reuses them.
+    Listed first among a task's bases, so its `config` wraps the task's own."""
 
-    def config(self) -> dict:
-        return {**super().config(), "queries": hash_json(self.queries())}  # type: ignore[misc]
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "queries": hash_json(self.queries())}
 
 
 class ShapesT2VOriginal(_ShapesRetrieval):

@@ -27,11 +27,12 @@ OPTIONS = {
 
 def _soft_negatives(world: WorldData, root: Path | None, seed: int, split: str, kind: str) -> list[list[str | None]]:
     def make() -> list[list[str | None]]:
-        negs = [[(negate(c, seed=seed) or [None])[0] for c in caps] for caps in world.captions]
+        negs = [[next(iter(negate(c, seed=seed)), None) for c in caps] for caps in world.captions]
         return [[n.text if n is not None and not n.rule.startswith("remove") else None for n in caps] for caps in negs]
 
     name = f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{len(world.ids)}.negator.json"
-    return cached_json(None if root is None else Path(root) / "shapes_world" / name, make)
+    negatives: list[list[str | None]] = cached_json(None if root is None else Path(root) / "shapes_world" / name, make)
+    return negatives
 
 
 def true_negations(facts: str, caption: str, rng: random.Random, kind: str) -> list[str]:
