@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +50,16 @@ class _Block(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         h = self.ln_1(x)
         x = x + self.attn(h, h, h, need_weights=False, attn_mask=mask)[0]
-        return x + self.mlp(self.ln_2(x))
+        out: torch.Tensor = x + self.mlp(self.ln_2(x))  # a module's call reads as Any
+        return out
+
+
+class _Blocks(nn.Module):
+    """The blocks under CLIP4Clip's names (``transformerClip.resblocks.N``)."""
+
+    def __init__(self, blocks: Iterable[_Block]) -> None:
+        super().__init__()
+        self.resblocks = nn.ModuleList(blocks)
 
 
 class SeqTransfHead(nn.Module):
@@ -60,13 +69,12 @@ class SeqTransfHead(nn.Module):
         super().__init__()
         self.heads = max(1, width // 64)
         self.frame_position_embeddings = nn.Embedding(positions, width)
-        self.transformerClip = nn.Module()
-        self.transformerClip.resblocks = nn.ModuleList(_Block(width, self.heads) for _ in range(layers))
+        self.transformerClip = _Blocks(_Block(width, self.heads) for _ in range(layers))
 
     def forward(self, frames: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """frames (B, T, D) un-normalised CLIP features, mask (B, T) -> (B, T, D)."""
         b, t, _ = frames.shape
-        x = frames + self.frame_position_embeddings(torch.arange(t, device=frames.device))[None]
+        x: torch.Tensor = frames + self.frame_position_embeddings(torch.arange(t, device=frames.device))[None]
         additive = (1.0 - mask.to(x.dtype))[:, None, :].expand(b, t, t) * -1000000.0
         additive = additive.repeat_interleave(self.heads, dim=0)  # (B * heads, T, T), batch-major
         x = x.permute(1, 0, 2)

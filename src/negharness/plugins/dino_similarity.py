@@ -45,7 +45,8 @@ class DinoModel(EmbeddingModel):
         from PIL import Image
 
         pil = Image.fromarray(np.asarray(image)) if isinstance(image, np.ndarray) else image.convert("RGB")
-        return self.transform(pil)
+        pixels: torch.Tensor = self.transform(pil)  # a torchvision Compose: its call reads as Any
+        return pixels
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.model(pixel_values=pixels).last_hidden_state[:, 0], dim=-1)

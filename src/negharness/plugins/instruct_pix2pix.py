@@ -63,7 +63,8 @@ class InstructPix2PixEditor(Editor):
         resized = []
         for i, img in enumerate(images):
             img = img.convert("RGB")
-            size = fit_size(*img.size, self.size)
+            width, height = img.size
+            size = fit_size(width, height, self.size)
             resized.append(img.resize(size))
             groups.setdefault(size, []).append(i)
         for idx in groups.values():

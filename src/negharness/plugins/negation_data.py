@@ -27,14 +27,19 @@ def sample_list(stream: TrainStream, unit: str) -> np.ndarray:
     return np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
 
 
-class SampleData(torch.utils.data.Dataset):
+def stream_groups(stream: TrainStream) -> list[str]:
+    """Each item's group: as the stream gives them, else each item its own (what `TrainStream` sets when built)."""
+    return stream.groups if stream.groups is not None else list(stream.ids)
+
+
+class SampleData(torch.utils.data.Dataset[dict[str, Any]]):
     """Sample j of a stream -> pixels through ``preprocess`` (in a worker) and the texts of this epoch."""
 
     def __init__(self, stream: TrainStream, samples: np.ndarray, preprocess: Callable[[Any], torch.Tensor],
                  seed: int, stream_index: int) -> None:
         self.s, self.samples, self.preprocess = stream, samples, preprocess
         self.seed, self.stream_index, self.epoch = seed, stream_index, 0
-        self.group_ids = {g: n for n, g in enumerate(dict.fromkeys(stream.groups))}
+        self.group_ids = {g: n for n, g in enumerate(dict.fromkeys(stream_groups(stream)))}
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -54,7 +59,7 @@ class SampleData(torch.utils.data.Dataset):
         return {"pixels": self.preprocess(s.load(item)), "caption": s.captions[item][k], "negated": neg or "",
                 "has_negated": bool(neg), "true_negation": tn[int(rng.integers(len(tn)))] if tn else "",
                 "options": list(mcq[0]) if mcq else [], "correct": mcq[1] if mcq else -1,
-                "group": self.group_ids[s.groups[item]], "sample": j}
+                "group": self.group_ids[stream_groups(s)[item]], "sample": j}
 
 
 def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -76,7 +81,7 @@ def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-class EpochBatches(torch.utils.data.Sampler):
+class EpochBatches(torch.utils.data.Sampler[list[int]]):
     """This rank's share of each global batch of an epoch, from ``start`` (a batch index) on.
 
     The permutation depends on (seed, epoch, stream) only; the last incomplete batch is dropped (as
@@ -111,7 +116,7 @@ class EpochBatches(torch.utils.data.Sampler):
         return self.per_epoch - self.start
 
 
-def loader(data: SampleData, batches: EpochBatches, workers: int) -> torch.utils.data.DataLoader:
+def loader(data: SampleData, batches: EpochBatches, workers: int) -> torch.utils.data.DataLoader[dict[str, Any]]:
     """Decoding and preprocessing in ``workers`` processes (0: in this process), batches prefetched."""
     kw: dict[str, Any] = {"num_workers": workers, "collate_fn": collate, "batch_sampler": batches}
     if workers > 0:
@@ -120,7 +125,7 @@ def loader(data: SampleData, batches: EpochBatches, workers: int) -> torch.utils
     return torch.utils.data.DataLoader(data, **kw)
 
 
-class ItemData(torch.utils.data.Dataset):
+class ItemData(torch.utils.data.Dataset[dict[str, Any]]):
     """Items (not captions) of a validation stream, preprocessed in workers."""
 
     def __init__(self, stream: TrainStream, preprocess: Callable[[Any], torch.Tensor]) -> None:

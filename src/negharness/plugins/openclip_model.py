@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -49,6 +49,9 @@ from negharness.plugins.token_lengths import (
     sequence_first,
     token_batches,
 )
+
+if TYPE_CHECKING:  # open_clip ships no types (no py.typed): its classes read as Any
+    import open_clip
 
 OPTIONS = {  # -M options of every open_clip model
     "quick_gelu": OptionSpec(bool, None, "QuickGELU activations (default: as the weights were trained)"),
@@ -91,10 +94,17 @@ def normalised_chw(rgb: np.ndarray, mean: torch.Tensor, std: torch.Tensor) -> to
     return out.div_(255.0).sub_(mean).div_(std)
 
 
+_Made = TypeVar("_Made", bound="OpenClipModel")  # what `create` makes: the class it is called on
+
+
 class OpenClipModel(EmbeddingModel):
     """Any open_clip CLIP; videos are frames through the image tower, mean-pooled (base class)."""
 
-    def __init__(self, name: str, model: torch.nn.Module, tokenizer: Any, arch_id: Any,
+    # the objects `negharness diagnose` asks about when no --objects is given (`report.diagnose.default_objects`);
+    # none here (its COCO objects), a model trained on other words names them (shapes_clip)
+    object_words: tuple[str, ...] = ()
+
+    def __init__(self, name: str, model: open_clip.CLIP, tokenizer: Any, arch_id: Any,
                  weights_id: str, quick_gelu: bool) -> None:
         super().__init__()
         self.name = name
@@ -111,7 +121,7 @@ class OpenClipModel(EmbeddingModel):
         self._size = tuple(size) if isinstance(size, (list, tuple)) else (size, size)
         self._mean = torch.tensor(self.preprocess_cfg["mean"], dtype=torch.float32).view(3, 1, 1)
         self._std = torch.tensor(self.preprocess_cfg["std"], dtype=torch.float32).view(3, 1, 1)
-        self._transform = None
+        self._transform: Callable[[Any], torch.Tensor] | None = None
         self._geometry: Any = None  # the transform's resize and crop, when its tail is `normalised_chw`
         self.jpeg_draft = False  # -M jpeg_draft=true: reduced-scale JPEG decoding (see negharness.api.jpeg_draft)
         self.tensor_transform: PixelTransform | None = None  # -M decode=tensor (see pixel_transform)
@@ -121,10 +131,10 @@ class OpenClipModel(EmbeddingModel):
 
     # construction ---------------------------------------------------------------------------
     @classmethod
-    def create(cls, name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
+    def create(cls: type[_Made], name: str, options: ModelOptions, default_arch: str = "ViT-B-32",
                default_pretrained: str | None = "openai", default_quick_gelu: bool | None = None,
                state: dict[str, torch.Tensor] | None = None,
-               base_pretrained: str | None = None, archs: Sequence[str] = ()) -> "OpenClipModel":
+               base_pretrained: str | None = None, archs: Sequence[str] = ()) -> _Made:
         """Build from an architecture (name or JSON config) and weights: ``state`` if the caller already
         unpacked a checkpoint (CLIP4Clip), else ``--checkpoint``, else the pretrained tag. A checkpoint is
         compared with its base (``--pretrained``, else ``base_pretrained``, else the default tag) when
@@ -157,7 +167,7 @@ class OpenClipModel(EmbeddingModel):
             if openai_file and not quick_gelu and quick is None:
                 refuse_unstated_gelu(options.checkpoint, arch)
 
-        def build() -> tuple[torch.nn.Module, Any, Any]:
+        def build() -> tuple[open_clip.CLIP, Any, Any]:
             if arch.endswith(".json"):
                 return model_from_config_file(Path(arch), quick_gelu)
             return cls._create_named(arch, pretrained, quick_gelu), open_clip.get_tokenizer(arch), arch
@@ -191,7 +201,7 @@ class OpenClipModel(EmbeddingModel):
         return made
 
     @staticmethod
-    def _create_named(arch: str, pretrained: str | None, quick_gelu: bool) -> torch.nn.Module:
+    def _create_named(arch: str, pretrained: str | None, quick_gelu: bool) -> open_clip.CLIP:
         import open_clip
 
         if arch not in open_clip.list_models():
@@ -312,7 +322,8 @@ class OpenClipModel(EmbeddingModel):
     def prepare_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """The texts' tokens, (N, context) on the CPU: what the runner makes for the next batch in a
         thread while this one encodes."""
-        return self.tokenizer(list(texts))
+        tokens: torch.Tensor = self.tokenizer(list(texts))  # open_clip's tokenizer or ours (`fast_tokenizer`)
+        return tokens
 
     def encode_prepared(self, tokens: torch.Tensor) -> torch.Tensor:
         with sequence_first(self.model, self.device):
@@ -335,7 +346,8 @@ class OpenClipModel(EmbeddingModel):
     def image_features(self, pixels: torch.Tensor) -> torch.Tensor:
         """The image tower's output (not normalised), in the layout `sequence_first` picks."""
         with sequence_first(self.model, self.device):
-            return self.model.encode_image(pixels.to(self.device))
+            features: torch.Tensor = self.model.encode_image(pixels.to(self.device))  # open_clip: untyped
+        return features
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.image_features(pixels).float(), dim=-1)

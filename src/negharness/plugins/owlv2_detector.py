@@ -40,13 +40,19 @@ class Owlv2Detector(Detector):
         side = max(image.size)  # OWLv2 predicts on the image padded to a square
         result = self.processor.post_process_grounded_object_detection(
             outputs, threshold=self.threshold, target_sizes=[(side, side)])[0]
-        return [Detection(labels[int(i)], float(s), tuple(float(v) for v in b))
+        return [Detection(labels[int(i)], float(s), _box(b))
                 for s, i, b in zip(result["scores"], result["labels"], result["boxes"])]
 
 
 OWL_OPTIONS = {"model": OptionSpec(str, None, "OWLv2 model id or folder"),
                "threshold": OptionSpec(float, 0.1, "detection score that counts as present"),
                "prompt": OptionSpec(str, "{}", "text query template, {} the object")}
+
+
+def _box(box: Any) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1) of a predicted box, as floats."""
+    x0, y0, x1, y1 = (float(v) for v in box)
+    return x0, y0, x1, y1
 
 
 @takes_options(OWL_OPTIONS)

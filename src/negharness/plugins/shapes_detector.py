@@ -131,7 +131,7 @@ def classify(pixels: np.ndarray, comp: np.ndarray) -> str | None:
         return None
     cov, window = coverage_map(pixels, comp)
     errors = {shape: fit(shape, cov, window)[0] for shape in SHAPES}
-    shape = min(errors, key=errors.get)
+    shape = min(errors, key=errors.__getitem__)
     return shape if errors[shape] <= MAX_FIT_ERROR else None
 
 
@@ -142,7 +142,7 @@ def world_pixels(image: Any) -> np.ndarray:
         image = Image.fromarray(np.asarray(image, dtype=np.uint8))
     image = image.convert("RGB")
     if image.size != (CANVAS, CANVAS):
-        image = image.resize((CANVAS, CANVAS), Image.BOX)
+        image = image.resize((CANVAS, CANVAS), Image.Resampling.BOX)
     return np.asarray(image, dtype=np.float64)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ OPTIONS = {  # -O options; batch size is the --batch-size flag, as for `run`
 }
 
 
-def _recipe(opts: TrainOptions) -> dict:
+def _recipe(opts: TrainOptions) -> dict[str, Any]:
     """The run's settings: ``-O`` as bound to `OPTIONS` (`takes_options`), the seed and --batch-size."""
     return {"trainer": "shapes_pretrain", "seed": opts.seed, **opts.values,
             "batch_size": check_batch_size(opts.batch_size or 128)}
@@ -44,7 +45,8 @@ def train(opts: TrainOptions) -> Path:
     r = _recipe(opts)
     torch.manual_seed(r["seed"])
     device = resolve_device(opts.device)
-    model = OpenClipModel.create("shapes_clip", ModelOptions(arch=str(CONFIG)), default_pretrained=None).to(device)
+    model = OpenClipModel.create("shapes_clip", ModelOptions(arch=str(CONFIG)), default_pretrained=None)
+    model.to(device)
     root = data_root(opts.data_root)[0]
     videos = load_world(r["world_seed"], "train", "video", r["n_train"], root)
     images = load_world(r["world_seed"], "train", "image", r["n_train"], root)

@@ -56,7 +56,8 @@ class TextOnlyLM(ChoiceScoringModel):
 
 
     def _ids(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]  # a transformers tokenizer
+        return ids
 
     def sequences(self, choices: Any) -> list[tuple[list[int], int]]:
         """(token ids, where the option starts) for every option of every row, row by row."""

@@ -8,9 +8,12 @@ rounding; these only decide speed. Used by the open_clip plugin (`negharness.plu
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
+
+if TYPE_CHECKING:  # open_clip ships no types (no py.typed): its classes read as Any
+    import open_clip
 
 # How texts become embeddings, in describe() (so in the cache key) for models on the length path:
 # an embedding of it differs from a full-context one by float rounding only, never mixed in a cache.
@@ -49,6 +52,8 @@ def pool_positions(tokens: torch.Tensor, pool_type: str, eos_id: int | None) -> 
     if pool_type == "argmax":
         return tokens.argmax(dim=-1)
     if pool_type == "eos":
+        if eos_id is None:
+            raise ValueError("pooling at the end-of-text token needs its id (the model's text_eos_id)")
         return (tokens == eos_id).int().argmax(dim=-1)
     return torch.zeros(tokens.shape[0], dtype=torch.long)
 
@@ -105,12 +110,12 @@ def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
     return batches
 
 
-def sequence_first_stacks(model: torch.nn.Module) -> list[torch.nn.Module]:
+def sequence_first_stacks(model: torch.nn.Module) -> list[open_clip.transformer.Transformer | torch.nn.MultiheadAttention]:
     """open_clip's plain ``Transformer`` stacks in ``model`` (their blocks: ``ResidualAttentionBlock`` on
     ``nn.MultiheadAttention``), each with its attention modules: what `sequence_first` may switch."""
     from open_clip.transformer import ResidualAttentionBlock, Transformer
 
-    found: list[torch.nn.Module] = []
+    found: list[Transformer | torch.nn.MultiheadAttention] = []
     for stack in model.modules():
         blocks = list(getattr(stack, "resblocks", []))
         if (type(stack) is Transformer and stack.batch_first and blocks
@@ -137,7 +142,7 @@ def sequence_first(model: torch.nn.Module, device: torch.device) -> Iterator[Non
             module.batch_first = True
 
 
-def encode_cut_tokens(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+def encode_cut_tokens(model: open_clip.CLIP, tokens: torch.Tensor) -> torch.Tensor:
     """open_clip's ``CLIP.encode_text`` on tokens cut to (B, L): the positional embedding and the causal
     mask cut to L as well (only for models `causal_text_tower` accepts)."""
     from open_clip.transformer import text_global_pool
@@ -148,6 +153,5 @@ def encode_cut_tokens(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Ten
     x = model.ln_final(model.transformer(x, attn_mask=model.attn_mask[:n, :n].contiguous()))
     x = text_global_pool(x, tokens, model.text_pool_type, eos_token_id=getattr(model, "text_eos_id", None))
     proj = model.text_projection
-    if proj is None:
-        return x
-    return proj(x) if isinstance(proj, torch.nn.Linear) else x @ proj
+    out: torch.Tensor = x if proj is None else proj(x) if isinstance(proj, torch.nn.Linear) else x @ proj
+    return out

@@ -59,8 +59,8 @@ def clip_bnl(options: ModelOptions) -> EmbeddingModel:
     extra = {k: str(v) for k, v in base.items() if k not in ("arch", "pretrained", "checkpoint")}
     extra.update(options.extra)
     plugins = options.lookup()
-    model = plugins.create("model", meta["base_model"],
-                           ModelOptions(base.get("arch"), None, str(folder / "model.safetensors"), extra))
+    model: EmbeddingModel = plugins.create("model", meta["base_model"],
+                                           ModelOptions(base.get("arch"), None, str(folder / "model.safetensors"), extra))
     model.name = "clip_bnl"
     _note_if_base(model, plugins, meta["base_model"],
                   ModelOptions(base.get("arch"), base.get("pretrained"), base.get("checkpoint"), extra), folder)

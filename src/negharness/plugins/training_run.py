@@ -11,12 +11,12 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import numpy as np
 import torch
 
-from negharness.api import TrainOptions, TrainSetOptions, TrainingSet, UserError, __version__, takes_options
+from negharness.api import TrainOptions, TrainSetOptions, TrainStream, TrainingSet, UserError, __version__, takes_options
 from negharness.api.checkpoints import load_state_dict, save_safetensors
 from negharness.api.devices import autocast, cpu_autocast_warning, distributed, resolve_device
 from negharness.api.files import atomic_write_json, atomic_write_text, data_root, hash_json
@@ -40,7 +40,7 @@ ARCH_FILE = "arch.json"  # a JSON --arch, copied into the output folder by conte
 UNHASHED = ("epochs", "patience", "checkpoint_every", "log_every")  # how long / how often: not what is trained
 
 
-def _autocast(device: torch.device, precision: str):
+def _autocast(device: torch.device, precision: str) -> Callable[[], ContextManager[None]]:
     """bf16/fp16 autocast where asked (auto: bf16 on a GPU, as the papers train in mixed precision)."""
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
@@ -112,7 +112,7 @@ class Reporter:
         self.samples += samples
         now = time.perf_counter() - self.t0
         rate = self.samples / max(now, 1e-9)
-        if self.bar is not None:
+        if self.bar is not None and self.progress is not None:  # a bar only where there is a progress display
             self.progress.update(self.bar, advance=1, description=f"epoch {epoch} loss {loss:.4f} {rate:.1f} samples/s")
         if self.log is not None and (now - self.last >= self.every or self.done == self.total):
             eta = (self.total - self.done) * now / max(self.done, 1)
@@ -132,18 +132,19 @@ def run(opts: TrainOptions, recipe: Recipe) -> Path:
     d = distributed.init(device.type)
     try:
         with training_state.one_writer(Path(opts.out), d.main):  # before anything loads: a second run stops at once
-            return _run(opts, recipe, d, distributed.device_for(d, device))
+            return _run(opts, opts.model, recipe, d, distributed.device_for(d, device))
     finally:
         distributed.shutdown(d)
 
 
-def _run(opts: TrainOptions, recipe: Recipe, d: distributed.Dist, device: torch.device) -> Path:
+def _run(opts: TrainOptions, model_name: str, recipe: Recipe, d: distributed.Dist, device: torch.device) -> Path:
+    """The run of ``model_name`` (the --model `run` checked was given)."""
     if recipe.batch_size % d.world:
         raise UserError(f"-O batch_size={recipe.batch_size} does not split over {d.world} ranks")
     torch.manual_seed(recipe.seed)  # a randomly initialised model is the same on every rank and rerun
-    model = opts.load_model(opts.model, opts.model_options)
+    model = opts.load_model(model_name, opts.model_options)
     if not hasattr(model, "tokenizer") or not model.modules():
-        raise UserError(f"model {opts.model}: only open_clip models can be fine-tuned here")
+        raise UserError(f"model {model_name}: only open_clip models can be fine-tuned here")
     model.to(device)
     net = model.modules()[0]
     if recipe.grad_checkpointing:
@@ -159,10 +160,10 @@ class Position:
     epoch: int = 0
     next_micro: int = 0  # the next micro-batch of ``epoch`` (always at an optimizer-step boundary)
     global_step: int = 0  # optimizer steps so far
-    history: list = dataclasses.field(default_factory=list)
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # per epoch: its loss, val_MIR, ...
     best_mir: float = float("-inf")
     best_epoch: int = -1
-    epoch_losses: list = dataclasses.field(default_factory=list)  # this epoch's micro-batch losses so far:
+    epoch_losses: list[float] = dataclasses.field(default_factory=list)  # this epoch's micro-batch losses so far:
     # a run resumed mid-epoch reports the whole epoch's mean loss, as an uninterrupted one does
 
 
@@ -202,7 +203,7 @@ class Run:
                             info["best_epoch"], list(info.get("epoch_losses", [])))
         pos = Position()
         if self.ts.val is not None:  # the starting point's MIR, for reference; the best epoch is chosen among trained ones
-            pos.history.append({"epoch": -1, "val_MIR": self.validate()})
+            pos.history.append({"epoch": -1, "val_MIR": self.validate(self.ts.val)})
         return pos
 
     def run(self) -> Path:
@@ -280,7 +281,7 @@ class Run:
         entry: dict[str, Any] = {"epoch": epoch, "loss": float(np.mean(losses)) if losses else None,
                                  "seconds": round(time.perf_counter() - t0, 1), "steps": pos.global_step}
         if self.ts.val is not None:
-            entry["val_MIR"] = self.validate()
+            entry["val_MIR"] = self.validate(self.ts.val)
             if entry["val_MIR"] > pos.best_mir:
                 pos.best_mir, pos.best_epoch = entry["val_MIR"], epoch
                 if self.d.main:
@@ -290,13 +291,12 @@ class Run:
         self.checkpoint(pos)
         return True
 
-    def validate(self) -> float:
-        """Rank 0 scores the validation split; every rank gets its MIR (the early-stop decision is shared)."""
+    def validate(self, val: TrainStream) -> float:
+        """Rank 0 scores the validation split ``val``; every rank gets its MIR (the early-stop decision is shared)."""
         mir = None
         if self.d.main:
             was = self.net.training
             self.net.eval()
-            val = self.ts.val
             data = ItemData(val, self.model.preprocess_video if val.kind == "video" else self.model.preprocess_image)
             dl = torch.utils.data.DataLoader(data, batch_size=64, num_workers=self.workers, collate_fn=collate)
             mir = validation_mir(self.model, val, dl, self.device, self.autocast)

@@ -123,7 +123,7 @@ def load(out: Path, recipe_hash: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        info = json.loads(path.read_text())
+        info: dict[str, Any] = json.loads(path.read_text())  # written by `save` (checked below by its recipe hash)
     except ValueError as exc:
         raise UserError(f"{path}: damaged checkpoint state ({exc}); delete the folder to start over") from exc
     if info.get("recipe_hash") != recipe_hash:

@@ -23,6 +23,7 @@ from negharness.plugins.losses import (
     soft_triplet,
     triplet_hardest,
 )
+from negharness.plugins.negation_data import stream_groups
 
 
 def pool_frames(per_frame: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -50,7 +51,9 @@ class StepLoss:
         return out
 
     def __call__(self, batches: list[tuple[TrainStream, dict[str, Any]]]) -> tuple[torch.Tensor, dict[str, float]]:
-        images, texts, plan = [], [], []
+        images: list[torch.Tensor] = []
+        texts: list[str] = []
+        plan: list[tuple[TrainStream, dict[str, Any], torch.Size, int, dict[str, int]]] = []
         for stream, b in batches:
             pix = b["pixels"]
             frames = pix.flatten(0, 1) if stream.kind == "video" else pix
@@ -106,7 +109,8 @@ class StepLoss:
             term = x.new_zeros(())
             if stream.contrastive and ("tn" in g or "q" in g):
                 _, inverse = torch.unique(groups, return_inverse=True)
-                term = term + r.alpha * multi_positive_infonce(g.get("tn", g.get("q")), x, inverse, scale)
+                positives = g["tn"] if "tn" in g else g["q"]
+                term = term + r.alpha * multi_positive_infonce(positives, x, inverse, scale)
             if "opt" in g:
                 opts = g["opt"].view(x.shape[0], -1, x.shape[1])
                 correct = gather_batch(d, b["correct"].to(dev))
@@ -132,7 +136,8 @@ def validation_mir(model: Any, stream: TrainStream, loader: Any, device: torch.d
     texts = [c for caps in stream.captions for c in caps]
     with autocast():
         q = torch.cat([model.encode_text(texts[lo:lo + 256]).float() for lo in range(0, len(texts), 256)])
-    groups = [g for g, caps in zip(stream.groups, stream.captions) for _ in caps]
-    ranks = best_relevant_rank((q @ x.t()).float().cpu(), Relevance.from_groups(groups, stream.groups))
+    item_groups = stream_groups(stream)
+    groups = [g for g, caps in zip(item_groups, stream.captions) for _ in caps]
+    ranks = best_relevant_rank((q @ x.t()).float().cpu(), Relevance.from_groups(groups, item_groups))
     return float(retrieval_metrics(ranks)["MIR"])
 
