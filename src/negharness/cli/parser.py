@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     _record_memo(p)
     p.set_defaults(func=cmd_leaderboard)
 
-    p = sub.add_parser("export", help="result records -> MTEB, lm-eval or Every Eval Ever files (README: Export)")
+    p = sub.add_parser("export", help="result records -> MTEB, lm-eval or Every Eval Ever files (docs/guides/exports.md)")
     p.add_argument("--format", required=True, choices=["mteb", "lm-eval", "eee"],
                    help="mteb: <org>__<model>/<revision>/<Task>.json; lm-eval: <model>/results_<date>.json; "
                         "eee: data/<benchmark>/<developer>/<model>/<uuid>.json")

@@ -239,7 +239,7 @@ def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board
         if not board and not rec.get("per_query_file"):
             return out
         return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
-                      "(TaskResult.per_query, see the README's 'Writing a plugin'), or an older negharness "
+                      "(TaskResult.per_query, see docs/guides/plugins.md), or an older negharness "
                       "wrote it; rerun it with a task that returns them"]
     return out + remembered_sidecar_problems(path, rec, raw, memo_folder(cache_dir))
 
