@@ -106,7 +106,7 @@ def _print_plain(console: Any, kind: str, entries: list[Any], flag: str | None, 
     print("\n".join(lines), file=console.file)  # plain: Rich would expand the tabs
 
 
-OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "trainer": "-O"}
+OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "trainer": "-O", "trainset": "-T"}
 
 
 def _options_cell(entry: Any, flag: str) -> str:
