@@ -31,6 +31,7 @@ from negharness.engine.request import RunOutcome, RunRequest, memo_path
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
 from negharness.engine.stages import StageClock, stage_timings
+from negharness.records.check import remember_written
 from negharness.records.results import RunInfo, build_record, record_path, write_sidecars
 from negharness.scoring import perquery
 from negharness.io.atomic_files import atomic_write_json
@@ -145,7 +146,7 @@ def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards
         else:
             ctx = CachedEvalContext(model, settings, cache, progress, plan.log_samples, plugins, plan.seed, origin)
         try:
-            outcome = _run_task(item, ctx, run, plan.log_samples, clock, shards)
+            outcome = _run_task(item, ctx, run, plan.log_samples, clock, shards, plan.cache_root)
         except UserError as exc:  # this task's input (an empty query file): it fails alone, named
             if shards is not None:  # torchrun: one rank's shard may fail alone, and ranks must stay in step
                 raise
@@ -157,7 +158,7 @@ def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards
 
 
 def _run_task(item: PlannedTask, ctx: Any, run: RunInfo, log_samples: bool, clock: StageClock,
-              shards: Any) -> RunOutcome | None:
+              shards: Any, cache_root: Path) -> RunOutcome | None:
     """One task evaluated, its record built and written; None on a torchrun rank that only encodes."""
     entry, task, path = item.entry, item.task, item.path
     start = time.perf_counter()
@@ -179,6 +180,8 @@ def _run_task(item: PlannedTask, ctx: Any, run: RunInfo, log_samples: bool, cloc
     rec["timings"] = {**rec["timings"], **stage_timings({"write": time.perf_counter() - writing}),
                       **({"wall_s": round(wall, 3)} if wall is not None else {})}
     atomic_write_json(path, rec)
+    if result.per_query is not None:
+        remember_written(path, rec, cache_root)  # the check's answer, known now: the next board hashes, no bootstrap
     return RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason)
 
 

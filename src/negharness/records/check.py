@@ -314,6 +314,22 @@ def remembered_sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes, fol
     return found
 
 
+def remember_written(path: Path, rec: dict[str, Any], cache_dir: str | Path | None = None) -> None:
+    """After a run wrote ``rec`` at ``path`` with its per-query file: the check's answer for them, which is
+    no problem, remembered under the check's own key (`memo_key`: those very bytes, the record's fields,
+    this code). The run computed the record's intervals with `perquery.intervals` on the values the file
+    now holds (JSON gives floats back exactly), as the check recomputes them; so the first board, export
+    or compare after a run verifies each record by a hash instead of its bootstrap (tested: the answer
+    equals a fresh check's). A file that cannot be read back leaves the memo to the check."""
+    try:
+        raw = perquery.sidecar_bytes(path, rec, None)
+    except UserError:
+        return
+    if raw is not None:
+        key = memo_key(rec, raw)
+        write_memo(memo_folder(cache_dir) / f"{key}.json", key, [])
+
+
 def read_memo(path: Path, key: str) -> list[str] | None:
     """The problems a memo file holds for ``key``, or None when it holds no sound answer: no file, a
     FIFO or device (opened without blocking, refused by its type), a folder, too large, not JSON,
