@@ -169,6 +169,8 @@ def _judge_session(plan: RunPlan, plugins: PluginLookup, hasher: FileHasher, mad
     if not made:
         built = plugins.create("judge", plan.judge.name, JudgeOptions(extra=dict(plan.judge.options)))
         made.append(JudgeSession(built, plan.judge, plan.cache_root, plan.use_cache, hasher.file))
+    for key in ("judge_asked", "judge_cached"):  # a record says 0 rather than nothing
+        counters[key] = counters.get(key, 0)
     made[0].counters = counters
     return made[0]
 

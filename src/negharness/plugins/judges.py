@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
-from negharness.api.devices import PRECISION_NAMES
-from negharness.api.files import hash_json
+from negharness.api.precision import PRECISION_NAMES
+from negharness.api.hashing import hash_json
 
 MAX_RETRIES = 5
 MAX_CONCURRENCY = 64
@@ -99,7 +99,7 @@ def hf_vlm_judge(options: ModelOptions) -> HFVLMJudge:
         raise UserError("judge hf_vlm_judge needs -J arch=MODEL_ID_OR_FOLDER (e.g. Qwen/Qwen3-VL-4B-Instruct)")
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from negharness.api.devices import resolve_precision
+    from negharness.api.precision import resolve_precision
 
     try:
         processor = AutoProcessor.from_pretrained(arch)
