@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
-from negharness.api.precision import PRECISION_NAMES
+from negharness.api.precision import PRECISION_NAMES, resolve_precision
 from negharness.api.hashing import hash_json
 
 MAX_RETRIES = 5
@@ -98,8 +98,6 @@ def hf_vlm_judge(options: ModelOptions) -> HFVLMJudge:
     if not arch:
         raise UserError("judge hf_vlm_judge needs -J arch=MODEL_ID_OR_FOLDER (e.g. Qwen/Qwen3-VL-4B-Instruct)")
     from transformers import AutoModelForImageTextToText, AutoProcessor
-
-    from negharness.api.precision import resolve_precision
 
     try:
         processor = AutoProcessor.from_pretrained(arch)

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 from negharness.api import EvalContext, MetricInfo, MissingDataError, OptionSpec, Task, TaskOptions, TaskResult
 from negharness.api import media as media_api
+from negharness.api import scoring
 
 PROMPT_SUFFIX = "\nAnswer the question with a yes or no."  # steer.py's `vqa`
 JUDGED_METRICS = {"final": MetricInfo(True, ".1f"), "verification": MetricInfo(True, ".1f"),
@@ -111,8 +112,6 @@ class JudgedRetrieval(Task[EvalContext]):
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         import torch
 
-        from negharness.api.scoring import per_query
-
         queries, (ids, paths) = self.queries(), self.pool()
         k = min(self.opts["top_k"], len(ids))
         sim = ctx.embed_texts([q.text for q in queries]) @ ctx.embed_media(
@@ -130,7 +129,7 @@ class JudgedRetrieval(Task[EvalContext]):
                    for r, (q, row) in enumerate(zip(queries, top))]
         return TaskResult(metrics, {"queries": len(queries), "pool": len(ids), "judged_images": len(items)},
                           samples, notes={"judge": self.judge, "answers": answer_counts(answers), "top_k": k},
-                          per_query=per_query([q.id for q in queries], {"final": per_final,
+                          per_query=scoring.per_query([q.id for q in queries], {"final": per_final,
                                                                         "verification": per_verif}))
 
 
