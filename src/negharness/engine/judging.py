@@ -23,7 +23,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
@@ -49,8 +49,8 @@ class Judge(Protocol):
 class JudgeOptions(ModelOptions):
     """A judge's ``-J key=value`` options: bound to what its factory declares as ``-M`` is to a model's."""
 
-    FLAG: ClassVar[str] = "-J"
-    OWNER: ClassVar[str] = "judge"
+    FLAG = "-J"
+    OWNER = "judge"
 
 
 @dataclass(frozen=True)
