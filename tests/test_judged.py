@@ -6,6 +6,7 @@ judges: hf_vlm_judge on a tiny random VLM, openai_judge against a loopback fake 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import sys
@@ -286,3 +287,33 @@ def test_hf_vlm_judge_generates_a_reply_from_an_image_and_a_prompt(tmp_path):
     assert judge.describe()["max_new_tokens"] == 3 and judge.describe()["decoding"] == "greedy"
     with pytest.raises(UserError, match="-J arch"):
         hf_vlm_judge(ModelOptions())
+
+
+# judged negation precision on nT2VR's composed queries ---------------------------------------------------
+
+def test_nt2vr_composed_queries_are_judged_with_questions_from_their_parts(host, data, tmp_path, monkeypatch):
+    """A tiny MS-COCO collection in nT2VR's layout; the questions come from the builder's parts."""
+    coll = data / "mscoco5ktest"
+    (coll / "TextData").mkdir(parents=True)
+    (coll / "VideoSets").mkdir()
+    (coll / "images").mkdir()
+    ids = []
+    for name, rgb in COLOURS.items():
+        Image.new("RGB", (8, 8), rgb).save(coll / "images" / f"{name}.png")
+        ids.append(name)
+    (coll / "VideoSets" / "mscoco5ktest.txt").write_text("\n".join(ids) + "\n")
+    (coll / "TextData" / "mscoco5ktest.caption.txt").write_text("".join(f"{i}#enc#0 a {i} picture\n" for i in ids))
+    record = {"cap_id": "q0", "caption": "red yellow", "video_ids": ["yellow"], "subject": "a thing",
+              "positive": "v0x", "negative": "n0x"}
+    (coll / "TextData" / "mscoco5ktest.composed.txt").write_text(repr(record) + "\n")
+    for key, said in {("yellow", "Does the image show v0x?"): "yes", ("yellow", "Does the image show a thing n0x?"): "no",
+                      ("red", "Does the image show v0x?"): "yes", ("red", "Does the image show a thing n0x?"): "yes"}.items():
+        monkeypatch.setitem(SAYS, key, said)
+    req = RunRequest("keyword_model", ["mscoco_composed_judged"], task_extra={"top_k": "2"}, data_root=str(data),
+                     output_dir=str(tmp_path / "results"), device="cpu", judge="stand_in")
+    (out,) = evaluate_request(host, req)
+    assert out.record["metrics"] == {"final": 50.0, "verification": 100.0, "negation": 50.0}
+    record.pop("subject")
+    (coll / "TextData" / "mscoco5ktest.composed.txt").write_text(repr(record) + "\n")
+    with pytest.raises(UserError, match="build-queries"):
+        evaluate_request(host, dataclasses.replace(req, overwrite=True))
