@@ -142,6 +142,10 @@ def test_a_judged_task_without_a_judge_is_refused_naming_the_flag(host, data, tm
         make_plan(host, _request(data, tmp_path, judge=None))
     with pytest.raises(UserError, match="unknown judge"):
         make_plan(host, _request(data, tmp_path, judge="no_such_judge"))
+    with pytest.raises(UserError, match="no task of this run is judged"):
+        make_plan(host, RunRequest("keyword_model", ["shapes_t2i_original"], judge="stand_in"))
+    with pytest.raises(UserError, match="-J colour"):
+        make_plan(host, _request(data, tmp_path, judge="openai_judge", judge_options={"colour": "red"}))
 
 
 def test_the_cli_refuses_before_torch_loads(data):
@@ -317,3 +321,18 @@ def test_nt2vr_composed_queries_are_judged_with_questions_from_their_parts(host,
     (coll / "TextData" / "mscoco5ktest.composed.txt").write_text(repr(record) + "\n")
     with pytest.raises(UserError, match="build-queries"):
         evaluate_request(host, dataclasses.replace(req, overwrite=True))
+
+
+def test_hf_vlm_judge_judges_a_run_through_the_plugin_lookup(host, data, tmp_path):
+    """--judge hf_vlm_judge -J arch=FOLDER: built once by the run (on its device), every answer a string
+    the task reads; the judge's options are in the record's config."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from choice_helpers import tiny_llava
+
+    folder = tiny_llava(tmp_path / "llava", ["v0 v1 v2 n0 n1 n2", "yes no"])
+    (out,) = evaluate_request(host, _request(data, tmp_path, judge="hf_vlm_judge",
+                                             judge_options={"arch": str(folder), "max_new_tokens": "2"}))
+    rec = out.record
+    assert rec["config"]["task"]["judge"] == {"name": "hf_vlm_judge",
+                                              "options": {"arch": str(folder), "max_new_tokens": "2"}}
+    assert rec["counts"]["judge_asked"] >= 6 and 0.0 <= rec["metrics"]["final"] <= 100.0

@@ -88,6 +88,9 @@ def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: 
             raise UserError(f"-J {next(iter(options))}: give --judge NAME, the judge these options are for")
         return None
     entry = host.registry.get("judge", judge)
+    if not judged:  # a judge no task asks is a mistake said, never ignored
+        names = ", ".join(t.name for t in tasks[:3]) + (" ..." if len(tasks) > 3 else "")
+        raise UserError(f"--judge {judge}: no task of this run is judged ({names}); leave --judge out")
     raw = JudgeOptions(extra=dict(options))
     specs = declared_options(entry.load()) if options else None
     identity = raw.identity(specs, judge, False) if options else {}
