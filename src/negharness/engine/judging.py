@@ -62,9 +62,16 @@ class JudgeChoice:
     options: dict[str, str] = field(default_factory=dict)
     identity: dict[str, Any] = field(default_factory=dict)
 
-    def as_config(self) -> dict[str, Any]:
-        """What a judged task writes into its config."""
+    def as_dict(self) -> dict[str, Any]:
+        """The judge's name and identity, as a record's notes and the answer cache's keys hold them."""
         return {"name": self.name, "options": dict(sorted(self.identity.items()))}
+
+    @property
+    def label(self) -> str:
+        """What a judged task writes into its config (a leaderboard column's variant says it as is):
+        ``hf_vlm_judge(arch=Qwen/Qwen3-VL-4B-Instruct)``, or the bare name without options."""
+        options = ", ".join(f"{k}={v}" for k, v in sorted(self.identity.items()))
+        return f"{self.name}({options})" if options else self.name
 
 
 def is_judged(task: Any) -> bool:
@@ -102,8 +109,10 @@ def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: 
 
 
 def set_judge(task: Any, choice: JudgeChoice) -> None:
-    """Give a judged task its judge's identity, read by its ``config()`` (and so its record)."""
-    task.judge = choice.as_config()
+    """Give a judged task its judge's identity: the label its ``config()`` reads (and so its record path
+    and config hash), the name and options its notes keep."""
+    task.judge = choice.label
+    task.judge_identity = choice.as_dict()
 
 
 class JudgeSession:
@@ -117,7 +126,7 @@ class JudgeSession:
         self.judge, self.choice = judge, choice
         self.folder = cache_root / ANSWERS_FOLDER if cache_root is not None and use_cache else None
         self.hash_file = hash_file or _sha256
-        self.who = hash_json({"judge": choice.as_config(), "describe": judge.describe()})
+        self.who = hash_json({"judge": choice.as_dict(), "describe": judge.describe()})
         self.counters: dict[str, int] = {"judge_asked": 0, "judge_cached": 0}
 
     def ask(self, items: Sequence[tuple[Path, str]]) -> list[str]:

@@ -96,7 +96,10 @@ class JudgedRetrieval(Task[EvalContext]):
     metric_info = JUDGED_METRICS
     leaderboard_metrics = ("final", "verification", "negation")
     task_options = {"top_k": OptionSpec(int, 5, "retrieved images judged per query", minimum=1, maximum=100)}
-    judge: dict[str, Any] | None = None  # set by the run's plan (`negharness.engine.judging.set_judge`)
+    # set by the run's plan (`negharness.engine.judging.set_judge`): the judge's label (in the config) and
+    # its name and options (in the record's notes)
+    judge: str | None = None
+    judge_identity: dict[str, Any] | None = None
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "judge": self.judge, "prompt": prompt("{question}")}
@@ -128,7 +131,7 @@ class JudgedRetrieval(Task[EvalContext]):
                     "answers": [list(a) for a in answers[r * k:(r + 1) * k]]}
                    for r, (q, row) in enumerate(zip(queries, top))]
         return TaskResult(metrics, {"queries": len(queries), "pool": len(ids), "judged_images": len(items)},
-                          samples, notes={"judge": self.judge, "answers": answer_counts(answers), "top_k": k},
+                          samples, notes={"judge": self.judge_identity, "answers": answer_counts(answers), "top_k": k},
                           per_query=scoring.per_query([q.id for q in queries], {"final": per_final,
                                                                         "verification": per_verif}))
 
