@@ -149,8 +149,11 @@ class JudgeSession:
         return [a for a in answers if a is not None]
 
     def _key(self, path: Path, prompt: str) -> str:
-        return hash_json({"format": ANSWER_FORMAT, "judge": self.who, "image": self.hash_file(Path(path)),
-                          "prompt": prompt})
+        """The answer's cache key; an image that cannot be read is named, never keyed as "no content"."""
+        digest = self.hash_file(Path(path))
+        if digest is None:
+            raise UserError(f"judge {self.choice.name!r}: cannot read image {path}")
+        return hash_json({"format": ANSWER_FORMAT, "judge": self.who, "image": digest, "prompt": prompt})
 
     def _path(self, key: str) -> Path | None:
         return self.folder / key[:2] / f"{key}.json" if self.folder is not None else None
