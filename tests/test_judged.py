@@ -131,6 +131,11 @@ def test_answers_are_cached_by_content_and_another_judge_is_another_record(host,
     (again,) = evaluate_request(host, _request(data, tmp_path, overwrite=True))
     assert again.record["counts"]["judge_asked"] == 0 and again.record["counts"]["judge_cached"] == 10
     assert again.record["metrics"] == first.record["metrics"]
+    import shutil
+
+    moved = shutil.copytree(data, tmp_path / "elsewhere")  # the same images under other paths: the same answers
+    (elsewhere,) = evaluate_request(host, _request(moved, tmp_path / "b"))
+    assert elsewhere.record["counts"]["judge_asked"] == 0 and elsewhere.record["counts"]["judge_cached"] == 10
     (other,) = evaluate_request(host, _request(data, tmp_path, judge="stand_in_b"))
     assert other.path != first.path and other.path.parent == first.path.parent  # the model's folder, another file
     assert other.record["counts"]["judge_asked"] == 10  # another judge's answers are its own
