@@ -51,7 +51,7 @@ def readme_command() -> tuple[str, str]:
 
 
 def weights_claim() -> str:
-    found = re.search(r"\): ([0-9.]+ s) measured", README.read_text(encoding="utf-8"))
+    found = re.search(r"\): ([0-9.]+ s) measured", (ROOT / "docs/guides/training.md").read_text(encoding="utf-8"))
     return found.group(1) if found else "(no figure)"
 
 

@@ -42,3 +42,10 @@ def test_nothing_matching_is_said_and_a_reader_leaving_early_is_no_error(capsys)
     head = subprocess.run(f"{sys.executable} -m negharness.cli list --brief | head -1", shell=True,
                           capture_output=True, text=True)
     assert head.stdout.startswith("# ") and head.stderr == "", head.stderr
+
+
+def test_training_sets_show_their_options(capsys):
+    """A training set's -T options are listed as a task's are (they were left out)."""
+    assert main(["list", "--kind", "trainset", "shapes"]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("shapes\t")]
+    assert "n_train=int" in row.split("\t")[3]

@@ -1,6 +1,7 @@
-"""Every README command that needs no outside data runs as written (in a scratch folder, offline),
-and the figures the README quotes for the embedded default hold. A README claim that stops holding
-fails here, not on a user's machine. Times the README quotes are measured in perf/, not here.
+"""Every command in the README and the documentation pages (docs/, in the order mkdocs.yml's nav
+gives them) that needs no outside data runs as written (in a scratch folder, offline), and the figures
+the README quotes for the embedded default hold. A documented claim that stops holding fails here, not
+on a user's machine. Times the docs quote are measured in perf/, not here.
 
 Training commands run with a step cap appended (`--max-steps 2`, or `-O steps=2` for the
 pre-training recipe): what is checked is that the command as written is accepted and produces
@@ -15,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,10 +24,35 @@ WORLD_MODELS = ("shapes_clip", "identity", "detect_inpaint", "clip_bnl", "boolea
 WORLD_TASKS = re.compile(r"^(shapes_\S*|'shapes_\*'|nein_shapes)$")
 
 
-def bash_commands() -> list[tuple[int, str]]:
-    """(README line, command) of every `negharness ...` line in ```bash blocks, comments dropped,
-    `a && b` split."""
-    text = (ROOT / "README.md").read_text()
+def doc_pages() -> list[Path]:
+    """The README, then every page of the documentation site in its navigation's order."""
+    def walk(node: object) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [p for v in node.values() for p in walk(v)]
+        return [p for item in node for p in walk(item)] if isinstance(node, list) else []
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    return [ROOT / "README.md", *(ROOT / "docs" / p for p in walk(nav))]
+
+
+def headings(lines: list[str]) -> dict[int, str]:
+    """{line number (1-based): heading text} of the Markdown headings outside fenced blocks (a `# ` line
+    inside a ```bash block is a comment)."""
+    out, fence = {}, False
+    for i, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and re.match(r"#{1,6} ", line):
+            out[i] = line.lstrip("#").strip()
+    return out
+
+
+def bash_commands(page: Path) -> list[tuple[str, str]]:
+    """(where: "page:line", command) of every `negharness ...` line in the page's ```bash blocks,
+    comments dropped, `a && b` split."""
+    text = page.read_text()
     out = []
     for block in re.finditer(r"```bash\n(.*?)```", text, re.S):
         first = text[: block.start()].count("\n") + 2
@@ -33,7 +60,7 @@ def bash_commands() -> list[tuple[int, str]]:
             code = line.split(" #")[0].strip()
             for part in code.split("&&"):
                 if part.strip().startswith("negharness "):
-                    out.append((first + i, part.strip()))
+                    out.append((f"{page.relative_to(ROOT)}:{first + i}", part.strip()))
     return out
 
 
@@ -41,6 +68,9 @@ def needs_no_outside_data(command: str) -> bool:
     args = shlex.split(command)[1:]
     if "--data-root" in args or "--include-path" in args or "..." in args:
         return False
+    if args[0] == "compare":  # two record folders of the world's models, which the commands before it wrote
+        return all(f.startswith("results/") and f.removeprefix("results/").split("@")[0] in WORLD_MODELS
+                   for f in args[1:3])
     if args[0] in ("list", "leaderboard"):
         return "--results-dir" not in args or args[args.index("--results-dir") + 1] == "leaderboard/results"
     if args[0] == "train":
@@ -54,32 +84,35 @@ def needs_no_outside_data(command: str) -> bool:
             and (checkpoint is None or checkpoint.startswith("runs/")))
 
 
-# README sections whose commands need nothing an earlier section's commands wrote: each runs in a
-# scratch folder of its own (under xdist, beside the others). Every other section continues the
-# folder of the section before it, so a renamed heading only merges parts: no command is left out.
-OWN_FOLDER = ("## NeIn", "## Training a negation-aware model", "## Reproducing the bundled weights")
+# Sections (a heading's text, of any level, in any page) whose commands need nothing an earlier
+# section's commands wrote: each runs in a scratch folder of its own (under xdist, beside the others).
+# Every other section, and every page, continues the folder of the section before it, so a renamed
+# heading or a moved page only merges parts: no command is left out.
+OWN_FOLDER = ("NeIn", "Training a negation-aware model", "Reproducing the bundled weights")
 
 
-def readme_parts() -> dict[str, list[tuple[int, str]]]:
-    """The runnable commands, in README order, grouped by the scratch folder they run in (keyed by
-    the section heading that starts it; "start" for the first)."""
-    lines = (ROOT / "README.md").read_text().splitlines()
-    parts: dict[str, list[tuple[int, str]]] = {"start": []}
-    for line, command in bash_commands():
-        if not needs_no_outside_data(command):
-            continue
-        heading = next((h for h in reversed(lines[:line]) if h.startswith("## ")), "")
-        key = heading if heading.startswith(OWN_FOLDER) else next(reversed(parts))
-        parts.setdefault(key, []).append((line, command))
+def readme_parts() -> dict[str, list[tuple[str, str]]]:
+    """The runnable commands, in reading order (README, then the docs' pages), grouped by the scratch
+    folder they run in (keyed by the heading that starts it; "start" for the first)."""
+    parts: dict[str, list[tuple[str, str]]] = {"start": []}
+    for page in doc_pages():
+        titles = headings(page.read_text().splitlines())
+        for where, command in bash_commands(page):
+            if not needs_no_outside_data(command):
+                continue
+            line = int(where.rsplit(":", 1)[1])
+            heading = next((titles[i] for i in sorted(titles, reverse=True) if i < line), "")
+            key = heading if heading.startswith(OWN_FOLDER) else next(reversed(parts))
+            parts.setdefault(key, []).append((where, command))
     return parts
 
 
-def run_part(commands: list[tuple[int, str]], folder: Path) -> None:
+def run_part(commands: list[tuple[str, str]], folder: Path) -> None:
     """Each command as written, in order, in ``folder`` (with a copy of the leaderboard's records)."""
     shutil.copytree(ROOT / "leaderboard", folder / "leaderboard")
-    for line, command in commands:
+    for where, command in commands:
         res = run_cli(as_run(command), folder)
-        assert res.returncode == 0, f"README.md:{line}: {command}\n{res.stderr[-2000:]}"
+        assert res.returncode == 0, f"{where}: {command}\n{res.stderr[-2000:]}"
 
 
 def as_run(command: str) -> list[str]:
@@ -90,7 +123,7 @@ def as_run(command: str) -> list[str]:
 
 
 def test_the_readme_has_the_commands_this_test_runs():
-    runnable = [c for _, c in bash_commands() if needs_no_outside_data(c)]
+    runnable = [c for page in doc_pages() for _, c in bash_commands(page) if needs_no_outside_data(c)]
     assert "negharness run --model shapes_clip --task 'shapes_*'" in runnable  # the first command
     assert any(c.startswith("negharness train") for c in runnable) and "negharness list" in runnable
     assert len(runnable) >= 9
@@ -102,7 +135,8 @@ def test_the_readme_has_the_commands_this_test_runs():
 def test_every_self_contained_readme_command_runs_and_its_figures_hold(tmp_path):
     """The first part's commands as written, in order, in one scratch folder (the other parts in the
     test below); then the figures the README quotes for the embedded default ("R@1 ≈ 84%, R@10 ≈ 100%,
-    MIR ≈ 0.91 on original captions ... MIR ≈ 0.36 on composed") from the records the first command wrote."""
+    MIR ≈ 0.91 on original captions ... MIR ≈ 0.36 on composed") from the records the first command wrote,
+    and its tour's boolean baseline ("composed ... MIR 0.424 against 0.355")."""
     run_part(readme_parts()["start"], tmp_path)
     records = tmp_path / "results" / "shapes_clip"
     rec = {name: json.loads((records / f"{name}.json").read_text())["metrics"]
@@ -112,6 +146,10 @@ def test_every_self_contained_readme_command_runs_and_its_figures_hold(tmp_path)
     original, composed = rec["shapes_t2v_original"], rec["shapes_t2v_composed"]
     assert original["R@1"] == pytest.approx(84, abs=1.0) and original["R@10"] == pytest.approx(100, abs=0.5)
     assert original["MIR"] == pytest.approx(0.91, abs=0.006) and composed["MIR"] == pytest.approx(0.36, abs=0.006)
+    assert "MIR 0.424 against 0.355" in readme
+    boolean = json.loads((tmp_path / "results" / "boolean@f64e5541" / "shapes_t2v_composed.json").read_text())
+    assert boolean["metrics"]["MIR"] == pytest.approx(0.424, abs=0.0005)
+    assert composed["MIR"] == pytest.approx(0.355, abs=0.0005)
 
 
 @pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)

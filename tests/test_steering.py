@@ -170,11 +170,11 @@ def test_the_fit_matches_sklearn():
 
 
 def test_readme_steer_command_runs_on_stand_in_pairs(tmp_path):
-    """The README's `steer` command with a pairs file, as written, on stand-in pairs."""
-    text = (ROOT / "README.md").read_text()
+    """The models guide's `steer` command with a pairs file, as written, on stand-in pairs."""
+    text = (ROOT / "docs" / "guides" / "models.md").read_text()
     commands = [c.split(" #")[0].strip() for c in re.findall(r"^negharness run --model steer .*$", text, re.M)]
     runnable = [c for c in commands if "pairs=pairs.json" in c]
-    assert runnable, "the README shows a steer command with -M pairs=pairs.json"
+    assert runnable, "docs/guides/models.md shows a steer command with -M pairs=pairs.json"
     stand_in_pairs(tmp_path / "pairs.json")
     for command in runnable:
         result = run_cli(shlex.split(command)[1:], tmp_path)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # imported where used: start-up time
     from negharness.engine.request import RunOutcome
 
 
-LIST_KINDS = ("model", "task", "trainer", "trainset", "editor", "detector", "query_builder")
+LIST_KINDS = ("model", "task", "trainer", "trainset", "editor", "detector", "query_builder", "judge")
 
 
 def listed(names: list[str], pattern: str | None) -> list[str]:
@@ -109,7 +109,8 @@ def _print_plain(console: Any, kind: str, entries: list[Any], flag: str | None, 
     print("\n".join(lines), file=console.file)  # plain: Rich would expand the tabs
 
 
-OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "trainer": "-O"}
+OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "trainer": "-O", "trainset": "-T",
+                "judge": "-J"}
 
 
 def _options_cell(entry: Any, flag: str) -> str:
@@ -138,7 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         task_extra=_pairs(args.task_arg, "-T"), data_root=args.data_root, device=args.device,
         precision=args.precision, batch_size=args.batch_size, workers=args.workers, limit=args.limit,
         seed=args.seed, output_dir=args.output_dir, log_samples=args.log_samples, overwrite=args.overwrite,
-        cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media)
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, skip_broken_media=args.skip_broken_media,
+        judge=args.judge, judge_options=_pairs(args.judge_arg, "-J"))
     err = _console(stderr=True)
     say = err.is_terminal and not from_env().active  # the plan, in a terminal (a log gets the progress lines)
     host = _host(args)

@@ -144,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(p, in_order=True)
     _include_path(p)
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
+    p.add_argument("--judge", metavar="NAME", help="the judge of judged tasks (simpleneg): a vision-language "
+                   "model plugin, `negharness list --kind judge` (e.g. hf_vlm_judge, openai_judge)")
+    p.add_argument("-J", "--judge-arg", action="append", metavar="KEY=VALUE",
+                   help="judge option, repeatable (-J arch=Qwen/Qwen3-VL-4B-Instruct, -J url=http://127.0.0.1:8000/v1)")
     _run_settings(p, "device", "precision", "batch_size", "workers", "seed", "data_root", "cache_dir")
     p.add_argument("--limit", type=int, default=None, help="cut each task to N items for a quick check")
     p.add_argument("--output-dir", default="results", help="where result records go (default results/)")
@@ -166,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     _record_memo(p)
     p.set_defaults(func=cmd_leaderboard)
 
-    p = sub.add_parser("export", help="result records -> MTEB, lm-eval or Every Eval Ever files (README: Export)")
+    p = sub.add_parser("export", help="result records -> MTEB, lm-eval or Every Eval Ever files (docs/guides/exports.md)")
     p.add_argument("--format", required=True, choices=["mteb", "lm-eval", "eee"],
                    help="mteb: <org>__<model>/<revision>/<Task>.json; lm-eval: <model>/results_<date>.json; "
                         "eee: data/<benchmark>/<developer>/<model>/<uuid>.json")

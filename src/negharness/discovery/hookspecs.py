@@ -71,3 +71,12 @@ def negharness_register_trainsets(registry: "Registrar") -> None:
 def negharness_register_query_builders(registry: "Registrar") -> None:
     """Add query builders for ``negharness build-queries --builder NAME``; the factory takes a
     `negharness.api.QueryBuildOptions` and returns a `negharness.api.QueryBuild` (files written)."""
+
+
+@hookspec
+def negharness_register_judges(registry: "Registrar") -> None:
+    """Add judges (a vision-language model answering a question about an image) for judged tasks
+    (``negharness run --judge NAME -J key=value``). The factory takes a `negharness.api.ModelOptions`
+    (declared with `negharness.api.takes_options`) and returns an object with ``describe() -> dict``
+    (what names its answers) and ``answer(items) -> list[str]``, ``items`` being (image bytes, prompt)
+    pairs (`negharness.engine.judging.Judge`)."""

@@ -53,6 +53,7 @@ _HOOK_KINDS = {
     "negharness_register_detectors": "detector",
     "negharness_register_trainsets": "trainset",
     "negharness_register_query_builders": "query_builder",
+    "negharness_register_judges": "judge",
 }
 
 

@@ -1,4 +1,4 @@
-"""Name -> lazy factory, per kind (model, task, trainer, editor, detector, trainset, query_builder),
+"""Name -> lazy factory, per kind (model, task, trainer, editor, detector, trainset, query_builder, judge),
 with the plugin that gave it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from negharness.contracts.errors import DuplicateNameError, PluginLoadError, Unk
 from negharness.contracts.names import name_problem
 from negharness.contracts.options import bind_declared
 
-KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder")
+KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder", "judge")
 
 
 @dataclass(frozen=True)

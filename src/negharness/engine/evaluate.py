@@ -26,11 +26,13 @@ from negharness.discovery.manager import PluginHost
 from negharness.engine.edit_context import EditContext
 from negharness.engine.embedding_contract import ModelOrigin
 from negharness.engine.fingerprints import remember, standing
+from negharness.engine.judging import JudgeOptions, JudgeSession, is_judged
 from negharness.engine.plan import PlannedTask, RunPlan, config_hash, make_plan, model_requests
 from negharness.engine.request import RunOutcome, RunRequest, memo_path
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
 from negharness.engine.stages import StageClock, stage_timings
+from negharness.records.check import remember_written
 from negharness.records.results import RunInfo, build_record, record_path, write_sidecars
 from negharness.scoring import perquery
 from negharness.io.atomic_files import atomic_write_json
@@ -138,14 +140,17 @@ def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards
     editor_key = hash_json({"fingerprint": fingerprint, "model": model_cfg.as_dict(), "sources": plan.sources,
                             "device": device.type})
     origin = ModelOrigin(plan.model, plan.model_entry.plugin, plan.built_with.checkpoint or plan.built_with.pretrained)
+    judge: list[JudgeSession] = []  # built by the first judged task that runs, then shared
     for item in todo:
         if plan.protocol == "editing":
             ctx: Any = EditContext(model, plugins, item.path.with_suffix(".edits"), plan.seed, device, editor_key,
                                    plan.skip_broken_media)
         else:
             ctx = CachedEvalContext(model, settings, cache, progress, plan.log_samples, plugins, plan.seed, origin)
+        if is_judged(item.task):
+            ctx.judge = _judge_session(plan, plugins, hasher, judge, ctx.counters)
         try:
-            outcome = _run_task(item, ctx, run, plan.log_samples, clock, shards)
+            outcome = _run_task(item, ctx, run, plan.log_samples, clock, shards, plan.cache_root)
         except UserError as exc:  # this task's input (an empty query file): it fails alone, named
             if shards is not None:  # torchrun: one rank's shard may fail alone, and ranks must stay in step
                 raise
@@ -156,8 +161,23 @@ def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards
     return _kept(outcomes, failed)
 
 
+def _judge_session(plan: RunPlan, plugins: PluginLookup, hasher: FileHasher, made: list[JudgeSession],
+                   counters: Any) -> JudgeSession:
+    """The run's judge (the plan named it: `negharness.engine.judging.plan_judge`), built once, counting
+    into this task's ``counters`` (its record's ``judge_asked`` and ``judge_cached``)."""
+    if plan.judge is None:  # the plan refuses a judged task without a judge; a hand-made plan may not
+        raise UserError("a judged task needs a judge: give --judge NAME")
+    if not made:
+        built = plugins.create("judge", plan.judge.name, JudgeOptions(extra=dict(plan.judge.options)))
+        made.append(JudgeSession(built, plan.judge, plan.cache_root, plan.use_cache, hasher.file))
+    for key in ("judge_asked", "judge_cached"):  # a record says 0 rather than nothing
+        counters[key] = counters.get(key, 0)
+    made[0].counters = counters
+    return made[0]
+
+
 def _run_task(item: PlannedTask, ctx: Any, run: RunInfo, log_samples: bool, clock: StageClock,
-              shards: Any) -> RunOutcome | None:
+              shards: Any, cache_root: Path) -> RunOutcome | None:
     """One task evaluated, its record built and written; None on a torchrun rank that only encodes."""
     entry, task, path = item.entry, item.task, item.path
     start = time.perf_counter()
@@ -179,6 +199,8 @@ def _run_task(item: PlannedTask, ctx: Any, run: RunInfo, log_samples: bool, cloc
     rec["timings"] = {**rec["timings"], **stage_timings({"write": time.perf_counter() - writing}),
                       **({"wall_s": round(wall, 3)} if wall is not None else {})}
     atomic_write_json(path, rec)
+    if result.per_query is not None:
+        remember_written(path, rec, cache_root)  # the check's answer, known now: the next board hashes, no bootstrap
     return RunOutcome(task.name, path, rec, reason=item.task_run.rerun_reason)
 
 

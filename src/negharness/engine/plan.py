@@ -31,6 +31,7 @@ from negharness.contracts.task import Task, TaskOptions
 from negharness.discovery.lookup import PluginLookup, identity_options
 from negharness.discovery.registry import Entry
 from negharness.engine.edit_context import refuse_precision
+from negharness.engine.judging import JudgeChoice, plan_judge
 from negharness.engine.precheck import check_inputs, check_request, made_task, run_protocol
 from negharness.engine.request import RunRequest, memo_path
 from negharness.engine.reuse import data_hashes, model_sources, read_files, stale_reason
@@ -92,6 +93,7 @@ class RunPlan:
     task_options: TaskOptions
     tasks: tuple[PlannedTask, ...]
     failed: tuple[FailedTask, ...]
+    judge: JudgeChoice | None = None  # the judge of judged tasks (`negharness.engine.judging`)
 
     @property
     def names_weights(self) -> bool:
@@ -168,6 +170,7 @@ def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> R
     hasher = hasher or FileHasher(memo_path(cache))
     topts = TaskOptions(root, source, cache, req.seed, req.limit, dict(req.task_extra))
     tasks = check_inputs(host, req, entries, topts, hasher.file)
+    judge = plan_judge(host, req.judge, req.judge_options, [task for _, task in tasks])  # in judged tasks' configs
     out_dir = writable_folder(req.output_dir, "--output-dir")
     built_with = PluginLookup(host.registry, None, cache).resolved(model_entry.kind, req.model, req.model_options)
     model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options, host.registry), req.precision)
@@ -186,7 +189,7 @@ def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> R
         hasher.save()
     return RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
                    req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,
-                   req.skip_broken_media, root, cache, out_dir, topts, tuple(planned), tuple(failed))
+                   req.skip_broken_media, root, cache, out_dir, topts, tuple(planned), tuple(failed), judge)
 
 
 def _model_entry(host: Any, model: str, protocol: str, entries: list[Entry]) -> Entry:

@@ -32,6 +32,8 @@ class RunRequest:
     cache_dir: str | None = None
     use_cache: bool = True
     skip_broken_media: bool = False
+    judge: str | None = None  # the judge of judged tasks (`--judge`), and its `-J` options
+    judge_options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -217,7 +217,7 @@ SOURCES: tuple[Source, ...] = (
                   "them; MD5 as published in detectron / NVIDIA's download scripts",
            licence="COCO: CC BY 4.0 annotations, Flickr terms"),
     Source("coco/val2014.zip", "http://images.cocodataset.org/zips/val2014.zip",
-           "fe9be816052049c34717e077d9e34aa60814a55679f804cd043e3cbee3b9fde0", 6645013297, ("aro_coco_order",),
+           "fe9be816052049c34717e077d9e34aa60814a55679f804cd043e3cbee3b9fde0", 6645013297, ("aro_coco_order", "simpleneg"),
            md5="a3d79f5ed8d289b7a7554ce06a5782b3", unpack=Unpack("coco", only="val2014/"), done="coco/val2014",
            origin=f"images.cocodataset.org; SHA-256 and size as {TFDS} pins them; MD5 as PaddlePaddle's COCO "
                   "download pins it", licence="COCO: CC BY 4.0 annotations, Flickr terms"),
@@ -264,6 +264,11 @@ SOURCES: tuple[Source, ...] = (
            "fd085671659d73629a1e3036613c7e88b7b09f72acadcefeb618254a8d358694", 475303,
            origin=f"github {NEGATION_STEERING[0]}@{NEGATION_STEERING[1][:7]} data/train_data.json (sha256 from the "
                   "mirror): the 3,979 caption pairs `--model steer` fits its directions on; no task reads it",
+           licence="no licence file"),
+    Source("simpleneg/simpleneg.json", _gh(*NEGATION_STEERING, "data/simpleneg.json"),
+           "18ab81a1dd0116c249dceeaaedac777433549bd91b7e2beb038fde0dd7aa5924", 107229, ("simpleneg",),
+           origin=f"github {NEGATION_STEERING[0]}@{NEGATION_STEERING[1][:7]} data/simpleneg.json (sha256 from the "
+                  "mirror): 900 [negated query, negation question, verification question] rows",
            licence="no licence file"),
     Source("negrefcocog/NegRefCOCOg.json", _gh(*NEGATIONCLIP, "NegRefCOCOg/NegRefCOCOg.json"),
            "e3519e02c26aa3d507e7cb32f4e202375bc8860b5cb7cb4c34ad436cf063031f", 232340, ("negrefcocog",),

@@ -55,3 +55,11 @@ def negharness_register_detectors(registry: Registrar) -> None:
                  "rule-based detector of the embedded world's coloured shapes")
     registry.add("owlv2", "negharness.plugins.owlv2_detector:owlv2",
                  "OWLv2 zero-shot detection through transformers (threshold 0.1, as NeIn)")
+
+
+@hookimpl
+def negharness_register_judges(registry: Registrar) -> None:
+    registry.add("hf_vlm_judge", "negharness.plugins.judges:hf_vlm_judge",
+                 "a transformers VLM answering yes/no about an image (-J arch=Qwen/Qwen3-VL-4B-Instruct)")
+    registry.add("openai_judge", "negharness.plugins.judges:openai_judge",
+                 "an OpenAI-compatible chat endpoint (vllm serve, SGLang, llama.cpp): -J url=... -J model=...")

@@ -1,6 +1,6 @@
 """The tiny CLIP of the embedded world: an open_clip model from a bundled config and bundled weights.
 
-The weights are reproduced by ``negharness train --trainer shapes_pretrain`` (see README).
+The weights are reproduced by ``negharness train --trainer shapes_pretrain`` (docs/guides/training.md).
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board
         if not board and not rec.get("per_query_file"):
             return out
         return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
-                      "(TaskResult.per_query, see the README's 'Writing a plugin'), or an older negharness "
+                      "(TaskResult.per_query, see docs/guides/plugins.md), or an older negharness "
                       "wrote it; rerun it with a task that returns them"]
     return out + remembered_sidecar_problems(path, rec, raw, memo_folder(cache_dir))
 
@@ -312,6 +312,22 @@ def remembered_sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes, fol
         found = _sidecar_problems(path, rec, raw)
         write_memo(memo, key, found)
     return found
+
+
+def remember_written(path: Path, rec: dict[str, Any], cache_dir: str | Path | None = None) -> None:
+    """After a run wrote ``rec`` at ``path`` with its per-query file: the check's answer for them, which is
+    no problem, remembered under the check's own key (`memo_key`: those very bytes, the record's fields,
+    this code). The run computed the record's intervals with `perquery.intervals` on the values the file
+    now holds (JSON gives floats back exactly), as the check recomputes them; so the first board, export
+    or compare after a run verifies each record by a hash instead of its bootstrap (tested: the answer
+    equals a fresh check's). A file that cannot be read back leaves the memo to the check."""
+    try:
+        raw = perquery.sidecar_bytes(path, rec, None)
+    except UserError:
+        return
+    if raw is not None:
+        key = memo_key(rec, raw)
+        write_memo(memo_folder(cache_dir) / f"{key}.json", key, [])
 
 
 def read_memo(path: Path, key: str) -> list[str] | None:

@@ -41,6 +41,13 @@ def negharness_register_trainsets(registry: Registrar) -> None:
 
 @hookimpl
 def negharness_register_tasks(registry: Registrar) -> None:
+    registry.add("simpleneg", "negharness.tasks.judged.retrieval:SimpleNeg",
+                 "SimpleNeg: top-5 COCO val2014 retrieval of negated queries, judged by a VLM (needs --judge)",
+                 family="judged")
+    for prefix in ("mscoco", "flickr30k"):
+        registry.add(f"{prefix}_composed_judged", f"negharness.tasks.judged.nt2vr:{prefix}_composed_judged",
+                     f"nT2VR composed queries ({prefix}): top-K judged negation precision (needs --judge)",
+                     family="judged")
     registry.add("shapes_t2v_original", "negharness.tasks.shapes.retrieval:ShapesT2VOriginal",
                  "embedded world: text-to-video retrieval, original captions (no download)", family="shapes")
     registry.add("shapes_t2i_original", "negharness.tasks.shapes.retrieval:ShapesT2IOriginal",

@@ -60,7 +60,7 @@ OPTIONS = {
     "val": OptionSpec(str, "auto", "validation split: the paper's (auto) or none", choices=("auto", "none")),
 }
 WHERE = ("nT2VR training text data (TextData/, VideoSets/): the download linked from github.com/ruc-aimc-lab/nT2VR "
-         "(README, 'data'); videos from the MSR-VTT / VATEX sites into {folder}/videos/ (or pre-extracted frames "
+         "(docs/guides/data.md); videos from the MSR-VTT / VATEX sites into {folder}/videos/ (or pre-extracted frames "
          "listed in {folder}/id.imagepath.txt); Flickr30k / MS-COCO images into {folder}/images/.")
 
 

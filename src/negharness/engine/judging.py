@@ -1,0 +1,187 @@
+"""The judge of a judged task: a vision-language model that answers a question about an image, named
+on the command line (``--judge NAME -J key=value``), planned once and asked through a content-keyed
+answer cache.
+
+How ``--judge`` flows: the request carries the name and its ``-J`` options (`RunRequest.judge`,
+``judge_options``); `plan_judge` (called by `negharness.engine.plan.make_plan`, before torch) refuses a
+judged task without a judge, an unknown judge name or a bad ``-J`` option, and gives each judged task
+the judge's identity (its name and the options that name it, `JudgeOptions.identity`), which the task
+writes into its config: so the record's variant path and config hash change with the judge, a record
+judged by another judge is another record beside it, and reuse compares judges like any task setting.
+The model under test keeps its record folder: the judge measures the model, it is not part of it.
+`negharness.engine.evaluate.run_evaluation` then builds the judge once (the first judged task that
+runs) and hands a `JudgeSession` to each judged task's context as ``ctx.judge``.
+
+A judge plugin (kind ``judge``) is any object with ``describe() -> dict`` and
+``answer(items) -> list[str]`` over (image bytes, prompt) pairs (`Judge`); answers come back as the
+judge said them, and the task reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
+
+from negharness.contracts.errors import UserError
+from negharness.contracts.hashing import hash_json
+from negharness.contracts.model_options import ModelOptions
+from negharness.contracts.options import declared_options
+from negharness.io.atomic_files import atomic_write_json
+
+ANSWERS_FOLDER = "judge-answers"  # under the run's cache root
+ANSWER_FORMAT = 1  # bump when a cached answer's file changes meaning
+
+
+class Judge(Protocol):
+    """What a judge plugin's factory returns."""
+
+    def describe(self) -> dict[str, Any]:
+        """What makes its answers what they are (model id, revision, decoding): part of every answer's key."""
+
+    def answer(self, items: Sequence[tuple[bytes, str]]) -> list[str]:
+        """One reply per (encoded image, prompt) pair, in order."""
+
+
+@dataclass
+class JudgeOptions(ModelOptions):
+    """A judge's ``-J key=value`` options: bound to what its factory declares as ``-M`` is to a model's."""
+
+    FLAG = "-J"
+    OWNER = "judge"
+
+
+@dataclass(frozen=True)
+class JudgeChoice:
+    """The judge a run names, as planned: registry name, options as given, and the identity that names
+    its answers (in every judged task's config, hence its record path and config hash)."""
+
+    name: str
+    options: dict[str, str] = field(default_factory=dict)
+    identity: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The judge's name and identity, as a record's notes and the answer cache's keys hold them."""
+        return {"name": self.name, "options": dict(sorted(self.identity.items()))}
+
+    @property
+    def label(self) -> str:
+        """What a judged task writes into its config (a leaderboard column's variant says it as is):
+        ``hf_vlm_judge(arch=Qwen/Qwen3-VL-4B-Instruct)``, or the bare name without options."""
+        options = ", ".join(f"{k}={v}" for k, v in sorted(self.identity.items()))
+        return f"{self.name}({options})" if options else self.name
+
+
+def is_judged(task: Any) -> bool:
+    """Whether a task needs a judge (it says so with ``judged = True``)."""
+    return bool(getattr(task, "judged", False))
+
+
+def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: Sequence[Any]) -> JudgeChoice | None:
+    """The run's judge, decided before torch: a judged task without ``--judge`` is refused naming the
+    flag; ``-J`` without ``--judge`` likewise; the name must be a registered judge and the options those
+    it declares. Each judged task is given the identity (`set_judge`). None when no task is judged and
+    no judge was named."""
+    judged = [t for t in tasks if is_judged(t)]
+    if judge is None:
+        if judged:
+            names = ", ".join(t.name for t in judged[:3]) + (" ..." if len(judged) > 3 else "")
+            raise UserError(f"task {names} is judged by a vision-language model: name the judge with --judge NAME "
+                            "(e.g. --judge hf_vlm_judge -J arch=Qwen/Qwen3-VL-4B-Instruct; `negharness list --kind "
+                            "judge` shows them)")
+        if options:
+            raise UserError(f"-J {next(iter(options))}: give --judge NAME, the judge these options are for")
+        return None
+    entry = host.registry.get("judge", judge)
+    if not judged:  # a judge no task asks is a mistake said, never ignored
+        names = ", ".join(t.name for t in tasks[:3]) + (" ..." if len(tasks) > 3 else "")
+        raise UserError(f"--judge {judge}: no task of this run is judged ({names}); leave --judge out")
+    raw = JudgeOptions(extra=dict(options))
+    specs = declared_options(entry.load()) if options else None
+    identity = raw.identity(specs, judge, False) if options else {}
+    identity = {k: v for k, v in identity.items() if specs is None or k not in specs or specs[k].changes_numbers}
+    choice = JudgeChoice(judge, dict(options), identity)
+    for task in judged:
+        set_judge(task, choice)
+    return choice
+
+
+def set_judge(task: Any, choice: JudgeChoice) -> None:
+    """Give a judged task its judge's identity: the label its ``config()`` reads (and so its record path
+    and config hash), the name and options its notes keep."""
+    task.judge = choice.label
+    task.judge_identity = choice.as_dict()
+
+
+class JudgeSession:
+    """The run's judge behind its answer cache: ``ask`` answers (image file, prompt) pairs, each answer
+    read from ``<cache>/judge-answers/<key[:2]>/<key>.json`` when asked before (key: the image's content
+    hash, the prompt, the judge's identity and description), else asked in one batch and written there
+    atomically (JSON: never pickle). ``counters``: ``judge_asked`` and ``judge_cached``."""
+
+    def __init__(self, judge: Judge, choice: JudgeChoice, cache_root: Path | None, use_cache: bool = True,
+                 hash_file: Any = None) -> None:
+        self.judge, self.choice = judge, choice
+        self.folder = cache_root / ANSWERS_FOLDER if cache_root is not None and use_cache else None
+        self.hash_file = hash_file or _sha256
+        self.who = hash_json({"judge": choice.as_dict(), "describe": judge.describe()})
+        self.counters: dict[str, int] = {"judge_asked": 0, "judge_cached": 0}
+
+    def ask(self, items: Sequence[tuple[Path, str]]) -> list[str]:
+        """Each (image file, prompt) answered, in order; only the ones not cached reach the judge."""
+        keys = [self._key(path, prompt) for path, prompt in items]
+        answers: list[str | None] = [self._cached(k) for k in keys]
+        todo = [i for i, a in enumerate(answers) if a is None]
+        self.counters["judge_cached"] += len(items) - len(todo)
+        if todo:
+            asked = [(Path(items[i][0]).read_bytes(), items[i][1]) for i in todo]
+            replies = self.judge.answer(asked)
+            if not isinstance(replies, list) or len(replies) != len(todo) or \
+                    not all(isinstance(r, str) for r in replies):
+                raise UserError(f"judge {self.choice.name!r}: answered {type(replies).__name__} for {len(todo)} "
+                                "questions; a judge returns one string per question")
+            self.counters["judge_asked"] += len(todo)
+            for i, reply in zip(todo, replies):
+                answers[i] = reply
+                self._store(keys[i], reply)
+        return [a for a in answers if a is not None]
+
+    def _key(self, path: Path, prompt: str) -> str:
+        """The answer's cache key; an image that cannot be read is named, never keyed as "no content"."""
+        digest = self.hash_file(Path(path))
+        if digest is None:
+            raise UserError(f"judge {self.choice.name!r}: cannot read image {path}")
+        return hash_json({"format": ANSWER_FORMAT, "judge": self.who, "image": digest, "prompt": prompt})
+
+    def _path(self, key: str) -> Path | None:
+        return self.folder / key[:2] / f"{key}.json" if self.folder is not None else None
+
+    def _cached(self, key: str) -> str | None:
+        """The cached answer, or None (absent, unreadable or not this key's: asked again)."""
+        path = self._path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        ok = isinstance(data, dict) and data.get("key") == key and isinstance(data.get("answer"), str)
+        return data["answer"] if ok else None
+
+    def _store(self, key: str, answer: str) -> None:
+        path = self._path(key)
+        if path is not None:
+            try:
+                atomic_write_json(path, {"key": key, "answer": answer})
+            except OSError:  # a cache that cannot be written costs the next run a question, not this run
+                pass
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

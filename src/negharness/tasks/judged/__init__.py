@@ -1,0 +1,1 @@
+"""Judged tasks: retrieval whose retrieved images a vision-language judge checks (``--judge``)."""

@@ -1,0 +1,346 @@
+"""Judged retrieval (issue 52): SimpleNeg scored as its authors' steer.py scores it, on stand-in data in
+their layout, with a stand-in judge registered in a test host; the judge named on the command line
+(`--judge`, `-J`), its answers cached by content, its identity in the record's path; the built-in
+judges: hf_vlm_judge on a tiny random VLM, openai_judge against a loopback fake endpoint."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+import sys
+import threading
+import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from negharness.api import ModelOptions, UserError, hookimpl
+from negharness.engine.evaluate import evaluate_request
+from negharness.engine.plan import make_plan
+from negharness.engine.request import RunRequest
+from negharness.testing import COLOURS, host_with_models, keyword_model
+
+# three queries (the keyword model ranks colours: "red yellow" -> yellow, red), each with its questions
+ROWS = [["red yellow", "n0", "v0"], ["blue cyan", "n1", "v1"], ["green yellow", "n2", "v2"]]
+# what the stand-in judge says about (image colour, question); anything else: "no"
+SAYS = {("yellow", "v0"): "Yes.", ("yellow", "n0"): "No",  # verified, negation respected: 1
+        ("red", "v0"): "yes", ("red", "n0"): "yes",  # verified, negation broken: 0
+        ("cyan", "v1"): "no", ("blue", "v1"): "Yes, there is",  # neither verified ("Yes, there is" is not yes)
+        ("yellow", "v2"): "YES", ("yellow", "n2"): "no.",  # 1
+        ("green", "v2"): "yes", ("green", "n2"): "No, it is not"}  # verified, negation answer neither: 0
+SUFFIX = "\nAnswer the question with a yes or no."
+
+
+def _colour(data: bytes) -> str:
+    rgb = Image.open(io.BytesIO(data)).convert("RGB").getpixel((0, 0))
+    return next(name for name, value in COLOURS.items() if tuple(value) == tuple(rgb))
+
+
+class StandInJudge:
+    """Answers from `SAYS`, recording every prompt it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def describe(self) -> dict:
+        return {"kind": "stand-in"}
+
+    def answer(self, items):
+        out = []
+        for data, prompt in items:
+            assert prompt.endswith(SUFFIX)
+            question = prompt[: -len(SUFFIX)]
+            self.asked.append((_colour(data), question))
+            out.append(SAYS.get((_colour(data), question), "no"))
+        return out
+
+
+JUDGES: list[StandInJudge] = []
+
+
+def stand_in(options: ModelOptions) -> StandInJudge:
+    JUDGES.append(StandInJudge())
+    return JUDGES[-1]
+
+
+@pytest.fixture
+def host():
+    host = host_with_models({"keyword_model": keyword_model})
+
+    @hookimpl
+    def negharness_register_judges(registry):
+        registry.add("stand_in", stand_in, "answers from a table")
+        registry.add("stand_in_b", stand_in, "the same table, another name")
+
+    host.register(types.SimpleNamespace(negharness_register_judges=negharness_register_judges), "test_judges")
+    JUDGES.clear()
+    return host
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    """SimpleNeg's layout: simpleneg/simpleneg.json and coco/val2014/, six solid-colour images."""
+    root = tmp_path / "data"
+    (root / "simpleneg").mkdir(parents=True)
+    (root / "simpleneg" / "simpleneg.json").write_text(json.dumps(ROWS))
+    images = root / "coco" / "val2014"
+    images.mkdir(parents=True)
+    for i, (name, rgb) in enumerate(COLOURS.items()):
+        pixels = np.broadcast_to(np.array(rgb, dtype=np.uint8), (8, 8, 3)).copy()
+        Image.fromarray(pixels).save(images / f"COCO_val2014_{i:012d}.png")
+    return root
+
+
+def _request(data: Path, tmp_path: Path, judge: str | None = "stand_in", **extra) -> RunRequest:
+    return RunRequest("keyword_model", ["simpleneg"], task_extra={"pool_size": "6", "top_k": "2"},
+                      data_root=str(data), output_dir=str(tmp_path / "results"), device="cpu", judge=judge, **extra)
+
+
+def test_simpleneg_scores_the_three_rates_as_the_authors_script(host, data, tmp_path):
+    (out,) = evaluate_request(host, _request(data, tmp_path))
+    rec = out.record
+    # per image: final [1,0],[0,0],[1,0]; verification [1,1],[0,0],[1,1]; verified and "no": 2 of 4
+    assert rec["metrics"]["final"] == pytest.approx(100 * 2 / 6)
+    assert rec["metrics"]["verification"] == pytest.approx(100 * 4 / 6)
+    assert rec["metrics"]["negation"] == pytest.approx(100 * 2 / 4)
+    assert rec["notes"]["answers"] == {"verification": {"yes": 4, "no": 1, "other": 1},
+                                       "negation": {"yes": 1, "no": 2, "other": 1}}
+    # the negation question is asked only of verified images
+    assert sorted(JUDGES[0].asked) == sorted([("yellow", "v0"), ("red", "v0"), ("cyan", "v1"), ("blue", "v1"),
+                                              ("yellow", "v2"), ("green", "v2"), ("yellow", "n0"), ("red", "n0"),
+                                              ("yellow", "n2"), ("green", "n2")])
+    assert rec["counts"]["judge_asked"] == 10 and rec["counts"]["judge_cached"] == 0
+    task_config = rec["config"]["task"]
+    assert task_config["judge"] == "stand_in" and rec["notes"]["judge"] == {"name": "stand_in", "options": {}}
+    assert task_config["prompt"] == "{question}" + SUFFIX and task_config["top_k"] == 2
+    assert "@" in out.path.name and out.path.parent.name == "keyword_model"  # the judge: a variant of the task
+    from negharness.scoring.perquery import read_sidecar
+
+    perq = read_sidecar(out.path, rec)
+    assert perq["values"]["final"] == [50.0, 0.0, 50.0] and perq["values"]["verification"] == [100.0, 0.0, 100.0]
+    assert "final" in rec.get("intervals", {})
+
+
+def test_answers_are_cached_by_content_and_another_judge_is_another_record(host, data, tmp_path):
+    (first,) = evaluate_request(host, _request(data, tmp_path))
+    (again,) = evaluate_request(host, _request(data, tmp_path, overwrite=True))
+    assert again.record["counts"]["judge_asked"] == 0 and again.record["counts"]["judge_cached"] == 10
+    assert again.record["metrics"] == first.record["metrics"]
+    import shutil
+
+    moved = shutil.copytree(data, tmp_path / "elsewhere")  # the same images under other paths: the same answers
+    (elsewhere,) = evaluate_request(host, _request(moved, tmp_path / "b"))
+    assert elsewhere.record["counts"]["judge_asked"] == 0 and elsewhere.record["counts"]["judge_cached"] == 10
+    (other,) = evaluate_request(host, _request(data, tmp_path, judge="stand_in_b"))
+    assert other.path != first.path and other.path.parent == first.path.parent  # the model's folder, another file
+    assert other.record["counts"]["judge_asked"] == 10  # another judge's answers are its own
+    assert first.path.is_file() and other.path.is_file()
+
+
+def test_a_judged_task_without_a_judge_is_refused_naming_the_flag(host, data, tmp_path):
+    with pytest.raises(UserError, match="--judge"):
+        make_plan(host, _request(data, tmp_path, judge=None))
+    with pytest.raises(UserError, match="unknown judge"):
+        make_plan(host, _request(data, tmp_path, judge="no_such_judge"))
+    with pytest.raises(UserError, match="give --judge NAME"):
+        make_plan(host, RunRequest("keyword_model", ["shapes_t2i_original"], judge_options={"url": "x"}))
+    with pytest.raises(UserError, match="no task of this run is judged"):
+        make_plan(host, RunRequest("keyword_model", ["shapes_t2i_original"], judge="stand_in"))
+    with pytest.raises(UserError, match="-J colour"):
+        make_plan(host, _request(data, tmp_path, judge="openai_judge", judge_options={"colour": "red"}))
+
+
+def test_the_cli_refuses_before_torch_loads(data):
+    """`negharness run` with torch made unimportable: the refusal names the flag, so it came first."""
+    import os
+    import subprocess
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        code = ("import sys; sys.modules['torch'] = None\nfrom negharness.cli.main import main\n"
+                f"sys.exit(main({list(args)!r}))")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "COLUMNS": "200"})
+
+    res = run("run", "--model", "clip", "--task", "simpleneg", "--data-root", str(data), "-T", "pool_size=6")
+    assert res.returncode == 2 and "--judge NAME" in res.stderr, res.stderr
+    res = run("run", "--model", "clip", "--task", "simpleneg", "--data-root", str(data), "-T", "pool_size=6",
+              "--judge", "openai_judge", "-J", "colour=red")
+    assert res.returncode == 2 and "-J colour" in res.stderr, res.stderr
+
+
+def test_a_malformed_simpleneg_row_is_named(host, data, tmp_path):
+    (data / "simpleneg" / "simpleneg.json").write_text(json.dumps([ROWS[0], ["only", "two"]]))
+    with pytest.raises(UserError, match="row 1"):
+        evaluate_request(host, _request(data, tmp_path))
+
+
+# openai_judge against a loopback fake ---------------------------------------------------------------
+
+class _Fake(BaseHTTPRequestHandler):
+    script: list = []  # (status, body) per request, in order; the last repeats
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(body)
+        status, reply = self.script[min(len(self.seen) - 1, len(self.script) - 1)]
+        data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def endpoint():
+    """A fake OpenAI-compatible server on 127.0.0.1 (a free port), in a thread, shut down after the test."""
+    _Fake.script, _Fake.seen = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
+    server.timeout = 5
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", _Fake
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def _openai(url: str, **extra):
+    from negharness.plugins.judges import openai_judge
+
+    return openai_judge(ModelOptions(extra={"url": url, "model": "fake-vlm", "timeout": "5", **extra}))
+
+
+def _png() -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 4), (255, 0, 0)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _ok(text: str) -> tuple[int, dict]:
+    return 200, {"choices": [{"message": {"role": "assistant", "content": text}}]}
+
+
+def test_openai_judge_sends_the_image_as_a_data_url_and_reads_the_reply(endpoint):
+    url, fake = endpoint
+    fake.script = [_ok("Yes.")]
+    assert _openai(url).answer([(_png(), "is it red?"), (_png(), "is it blue?")]) == ["Yes.", "Yes."]
+    body = fake.seen[0]
+    assert body["model"] == "fake-vlm" and body["temperature"] == 0
+    image, text = body["messages"][0]["content"]
+    assert text == {"type": "text", "text": body["messages"][0]["content"][1]["text"]}
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")
+    assert base64.b64decode(image["image_url"]["url"].split(",", 1)[1]) == _png()
+
+
+def test_openai_judge_retries_a_server_error_up_to_its_cap(endpoint):
+    url, fake = endpoint
+    fake.script = [(503, {"error": "busy"}), _ok("no")]
+    assert _openai(url, retries="1").answer([(_png(), "q")]) == ["no"]
+    fake.script, fake.seen = [(500, {"error": "down"})], []
+    with pytest.raises(UserError, match="no answer after 2 tries"):
+        _openai(url, retries="1").answer([(_png(), "q")])
+    assert len(fake.seen) == 2  # bounded: one try and one retry
+
+
+def test_openai_judge_refuses_a_malformed_reply_by_name(endpoint):
+    url, fake = endpoint
+    fake.script = [(200, {"choices": []})]
+    with pytest.raises(UserError, match="malformed reply"):
+        _openai(url, retries="0").answer([(_png(), "q")])
+    fake.script = [(200, b"not json")]
+    with pytest.raises(UserError, match="malformed reply"):
+        _openai(url, retries="0").answer([(_png(), "q")])
+
+
+def test_openai_judge_on_a_closed_port_fails_bounded(endpoint):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    with pytest.raises(UserError, match="no answer after 1 tries"):
+        _openai(f"http://127.0.0.1:{port}/v1", retries="0", timeout="2").answer([(_png(), "q")])
+
+
+def test_openai_judge_runs_simpleneg_through_the_cli_options(host, data, tmp_path, endpoint):
+    url, fake = endpoint
+    fake.script = [_ok("yes")]  # every image verified, no negation respected
+    (out,) = evaluate_request(host, _request(data, tmp_path, judge="openai_judge",
+                                             judge_options={"url": url, "model": "fake-vlm", "concurrency": "2"}))
+    assert out.record["metrics"]["verification"] == 100.0 and out.record["metrics"]["final"] == 0.0
+    assert len(fake.seen) == 12  # six verification and six negation questions
+    # the request knobs (concurrency, timeout) change no answer: not part of the judge's identity
+    assert out.record["config"]["task"]["judge"] == f"openai_judge(model=fake-vlm, url={url})"
+
+
+# hf_vlm_judge on a tiny random VLM --------------------------------------------------------------------
+
+def test_hf_vlm_judge_generates_a_reply_from_an_image_and_a_prompt(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from choice_helpers import tiny_llava
+
+    from negharness.plugins.judges import hf_vlm_judge
+
+    folder = tiny_llava(tmp_path / "llava", ["is there a red square", "yes no"])
+    judge = hf_vlm_judge(ModelOptions(extra={"arch": str(folder), "max_new_tokens": "3"}))
+    replies = judge.answer([(_png(), "is there a red square?" + SUFFIX), (_png(), "yes no")])
+    assert len(replies) == 2 and all(isinstance(r, str) for r in replies)
+    assert replies[0] == judge.answer([(_png(), "is there a red square?" + SUFFIX)])[0]  # greedy: the same reply
+    assert judge.describe()["max_new_tokens"] == 3 and judge.describe()["decoding"] == "greedy"
+    with pytest.raises(UserError, match="-J arch"):
+        hf_vlm_judge(ModelOptions())
+
+
+# judged negation precision on nT2VR's composed queries ---------------------------------------------------
+
+def test_nt2vr_composed_queries_are_judged_with_questions_from_their_parts(host, data, tmp_path, monkeypatch):
+    """A tiny MS-COCO collection in nT2VR's layout; the questions come from the builder's parts."""
+    coll = data / "mscoco5ktest"
+    (coll / "TextData").mkdir(parents=True)
+    (coll / "VideoSets").mkdir()
+    (coll / "images").mkdir()
+    ids = []
+    for name, rgb in COLOURS.items():
+        Image.new("RGB", (8, 8), rgb).save(coll / "images" / f"{name}.png")
+        ids.append(name)
+    (coll / "VideoSets" / "mscoco5ktest.txt").write_text("\n".join(ids) + "\n")
+    (coll / "TextData" / "mscoco5ktest.caption.txt").write_text("".join(f"{i}#enc#0 a {i} picture\n" for i in ids))
+    record = {"cap_id": "q0", "caption": "red yellow", "video_ids": ["yellow"], "subject": "a thing",
+              "positive": "v0x", "negative": "n0x"}
+    (coll / "TextData" / "mscoco5ktest.composed.txt").write_text(repr(record) + "\n")
+    for key, said in {("yellow", "Does the image show v0x?"): "yes", ("yellow", "Does the image show a thing n0x?"): "no",
+                      ("red", "Does the image show v0x?"): "yes", ("red", "Does the image show a thing n0x?"): "yes"}.items():
+        monkeypatch.setitem(SAYS, key, said)
+    req = RunRequest("keyword_model", ["mscoco_composed_judged"], task_extra={"top_k": "2"}, data_root=str(data),
+                     output_dir=str(tmp_path / "results"), device="cpu", judge="stand_in")
+    (out,) = evaluate_request(host, req)
+    assert out.record["metrics"] == {"final": 50.0, "verification": 100.0, "negation": 50.0}
+    record.pop("subject")
+    (coll / "TextData" / "mscoco5ktest.composed.txt").write_text(repr(record) + "\n")
+    with pytest.raises(UserError, match="build-queries"):
+        evaluate_request(host, dataclasses.replace(req, overwrite=True))
+
+
+def test_hf_vlm_judge_judges_a_run_through_the_plugin_lookup(host, data, tmp_path):
+    """--judge hf_vlm_judge -J arch=FOLDER: built once by the run (on its device), every answer a string
+    the task reads; the judge's options are in the record's config."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from choice_helpers import tiny_llava
+
+    folder = tiny_llava(tmp_path / "llava", ["v0 v1 v2 n0 n1 n2", "yes no"])
+    (out,) = evaluate_request(host, _request(data, tmp_path, judge="hf_vlm_judge",
+                                             judge_options={"arch": str(folder), "max_new_tokens": "2"}))
+    rec = out.record
+    assert rec["config"]["task"]["judge"] == f"hf_vlm_judge(arch={folder}, max_new_tokens=2)"
+    assert rec["notes"]["judge"] == {"name": "hf_vlm_judge", "options": {"arch": str(folder), "max_new_tokens": "2"}}
+    assert rec["counts"]["judge_asked"] >= 6 and 0.0 <= rec["metrics"]["final"] <= 100.0
