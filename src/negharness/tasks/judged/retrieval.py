@@ -94,7 +94,7 @@ class JudgedRetrieval(Task[EvalContext]):
     modalities = frozenset({"text", "image"})
     main_score = "final"
     metric_info = JUDGED_METRICS
-    leaderboard_metrics = ("final", "verification", "negation")
+    leaderboard_metrics: tuple[str, ...] = ("final", "verification", "negation")
     task_options = {"top_k": OptionSpec(int, 5, "retrieved images judged per query", minimum=1, maximum=100)}
     # set by the run's plan (`negharness.engine.judging.set_judge`): the judge's label (in the config) and
     # its name and options (in the record's notes)

@@ -314,7 +314,7 @@ class NT2VRComposed(NT2VROriginal):
     query_set = "composed"
     main_score = "MIR"
     metric_info = TEXT_TO_MEDIA_METRICS
-    leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
+    leaderboard_metrics: tuple[str, ...] = ("R@1", "R@10", "MIR", "mAP")
 
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
