@@ -166,9 +166,9 @@ def test_the_cli_refuses_before_torch_loads(data):
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                               env={**os.environ, "COLUMNS": "200"})
 
-    res = run("run", "--model", "clip", "--task", "simpleneg", "--data-root", str(data), "-T", "pool_size=6")
+    res = run("run", "--model", "shapes_clip", "--task", "simpleneg", "--data-root", str(data), "-T", "pool_size=6")
     assert res.returncode == 2 and "--judge NAME" in res.stderr, res.stderr
-    res = run("run", "--model", "clip", "--task", "simpleneg", "--data-root", str(data), "-T", "pool_size=6",
+    res = run("run", "--model", "shapes_clip", "--task", "simpleneg", "--data-root", str(data), "-T", "pool_size=6",
               "--judge", "openai_judge", "-J", "colour=red")
     assert res.returncode == 2 and "-J colour" in res.stderr, res.stderr
 
