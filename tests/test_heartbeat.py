@@ -22,6 +22,7 @@ def test_a_long_stage_is_said_while_it_lasts_and_a_short_one_is_not():
             time.sleep(0.5)  # ten intervals
     assert quiet == []
     assert lines and all(line.startswith("... importing torch and open_clip (") for line in lines)
+    assert len(lines) <= 0.5 / 0.05 + 1  # at most one line an interval
     assert clock.seconds()["torch_import"] >= 0.5  # the clock still times what it watched
 
 

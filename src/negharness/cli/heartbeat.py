@@ -46,9 +46,9 @@ class Heartbeat:
             if current != seen:  # another stage (or the same one again): its own count
                 said, seen = 0.0, current
             waited = time.monotonic() - current[1]
-            if waited >= said + self.interval:
-                said = waited - waited % self.interval
-                self.write(f"... {SAID[current[0]]} ({waited:.0f} s)")
+            if waited >= said + self.interval:  # the next line an interval after this one, whenever this one came
+                said = waited
+                self.write(f"... {SAID[current[0]]} ({int(waited)} s)")
 
     def start(self) -> None:
         self._thread.start()
