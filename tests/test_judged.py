@@ -344,3 +344,14 @@ def test_hf_vlm_judge_judges_a_run_through_the_plugin_lookup(host, data, tmp_pat
     assert rec["config"]["task"]["judge"] == f"hf_vlm_judge(arch={folder}, max_new_tokens=2)"
     assert rec["notes"]["judge"] == {"name": "hf_vlm_judge", "options": {"arch": str(folder), "max_new_tokens": "2"}}
     assert rec["counts"]["judge_asked"] >= 6 and 0.0 <= rec["metrics"]["final"] <= 100.0
+
+
+def test_only_a_task_that_says_it_needs_a_judge_is_judged():
+    """A YAML retrieval task's ``judged`` (its qrels judgments, a property) once made every such task ask for
+    --judge: the marker is ``needs_judge = True`` and nothing else counts."""
+    from types import SimpleNamespace
+
+    from negharness.engine.judging import is_judged
+
+    assert is_judged(SimpleNamespace(needs_judge=True))
+    assert not is_judged(SimpleNamespace(judged=object())) and not is_judged(SimpleNamespace(needs_judge="yes"))

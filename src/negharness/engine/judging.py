@@ -75,8 +75,9 @@ class JudgeChoice:
 
 
 def is_judged(task: Any) -> bool:
-    """Whether a task needs a judge (it says so with ``judged = True``)."""
-    return bool(getattr(task, "judged", False))
+    """Whether a task needs a judge: it says so with ``needs_judge = True`` (exactly True: a qrels task's
+    ``judged`` property, its relevance judgments, once made every YAML retrieval task look judged)."""
+    return getattr(task, "needs_judge", False) is True
 
 
 def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: Sequence[Any]) -> JudgeChoice | None:

@@ -136,6 +136,10 @@ _ALL: list[Metric] = [
     *[_m(n, True, ".1f", PERCENT, "edit") for n in ("Removal", "AUC-Removal", "Retention")],
     _m("L1", False, ".4f", RGB_ERROR, "edit"), _m("L2", False, ".4f", RGB_ERROR, "edit"),
     _m("CLIP-I", True, ".4f", COSINE, "edit"), _m("DINO", True, ".4f", COSINE, "edit"),
+    # judged retrieval (`negharness.tasks.judged`, SimpleNeg's script): of the top-K retrieved images, the share
+    # a VLM judge finds right (final), verifies as showing the query's subject (verification), and, of those,
+    # finds without the negated object (negation)
+    *[_m(n, True, ".1f", PERCENT, "judged") for n in ("final", "verification", "negation")],
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 # old spellings a YAML task may still write (the README listed them): resolved to the one name

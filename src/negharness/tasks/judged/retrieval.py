@@ -88,7 +88,7 @@ def answer_counts(answers: Sequence[tuple[str, str | None]]) -> dict[str, dict[s
 class JudgedRetrieval(Task[EvalContext]):
     """Top-K text-to-image retrieval, each retrieved image judged (see the module docstring)."""
 
-    judged = True
+    needs_judge = True  # the host gives it a judge (`negharness.engine.judging.is_judged`)
     family = "judged"
     version = "1"
     modalities = frozenset({"text", "image"})
