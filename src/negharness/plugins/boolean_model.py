@@ -20,6 +20,7 @@ from negharness.api import (
     UserError,
     takes_options,
 )
+from negharness.plugins.wrapped_model import WrappedModel
 from negharness.text.negator import CUE_WORDS, expand_contractions, split_negated
 
 
@@ -37,48 +38,15 @@ def rescaled(cos: torch.Tensor) -> torch.Tensor:
     return (1 + cos) / 2
 
 
-class BooleanModel(EmbeddingModel):
+class BooleanModel(WrappedModel):
     """score = (1 + cos(positive)) / 2 - max(0, (1 + cos(negative)) / 2); the clip at 0 of the
-    authors' code is a no-op after the rescaling, kept to read as the formula."""
+    authors' code is a no-op after the rescaling, kept to read as the formula. Embeds as its base does."""
 
     def __init__(self, base: EmbeddingModel, base_name: str) -> None:
-        super().__init__()
-        self.base = base
-        self.name = f"boolean({base_name})"
-        self.modalities = base.modalities
-        self.frame_sampling = base.frame_sampling
-
-    def modules(self) -> list[torch.nn.Module]:
-        return self.base.modules()
-
-    def to(self, device: torch.device | str) -> "BooleanModel":
-        self.base.to(device)
-        self.device = self.base.device
-        return self
-
-    def describe(self) -> dict[str, Any]:
-        return self.base.describe()
+        super().__init__(base, f"boolean({base_name})")
 
     def fingerprint(self) -> str:
         return self.base.fingerprint()  # same embeddings as the base: share its cache
-
-    def preprocess_image(self, image: Any) -> torch.Tensor:
-        return self.base.preprocess_image(image)
-
-    def preprocess_video(self, frames: Any) -> torch.Tensor:
-        return self.base.preprocess_video(frames)
-
-    def preprocess_batch(self, raw: Any, kind: str) -> torch.Tensor:
-        return self.base.preprocess_batch(raw, kind)
-
-    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
-        return self.base.encode_text(texts)
-
-    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        return self.base.encode_image(pixels)
-
-    def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.base.encode_video(frames, mask)
 
     def _parts(self, texts: Sequence[str], parts: Sequence[tuple[str, str] | None] | None) -> list[tuple[str, str]]:
         given = list(parts) if parts is not None else [None] * len(texts)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
 from negharness.api.files import cache_root
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.steering_fit import (
@@ -39,6 +39,7 @@ from negharness.plugins.steering_fit import (
     save_directions,
 )
 from negharness.plugins.token_lengths import pool_positions
+from negharness.plugins.wrapped_model import WrappedModel
 
 ALPHA = 0.13  # steer.py:426
 FIT_BATCH = 256  # captions a forward pass while collecting activations
@@ -119,25 +120,16 @@ def check_steerable(base: Any, base_name: str) -> None:
                         f"at its end-of-text token (clip, negclip, shapes_clip, ...); {base_name} is not one")
 
 
-class SteerModel(EmbeddingModel):
+class SteerModel(WrappedModel):
     """The base model with its text steered (module docstring); images, videos and preprocessing as the base."""
+
+    base: OpenClipModel
 
     def __init__(self, base: OpenClipModel, base_name: str, alpha: float, pairs: Pairs, holdout: int,
                  cache: Path) -> None:
-        super().__init__()
-        self.base, self.alpha, self.pairs, self.holdout, self.cache = base, alpha, pairs, holdout, cache
-        self.name = f"steer({base_name})"
-        self.modalities = base.modalities
-        self.frame_sampling = base.frame_sampling
+        super().__init__(base, f"steer({base_name})")
+        self.alpha, self.pairs, self.holdout, self.cache = alpha, pairs, holdout, cache
         self._fitted: tuple[torch.Tensor, list[float | None]] | None = None
-
-    def modules(self) -> list[torch.nn.Module]:
-        return self.base.modules()
-
-    def to(self, device: torch.device | str) -> "SteerModel":
-        self.base.to(device)
-        self.device = self.base.device
-        return self
 
     def describe(self) -> dict[str, Any]:
         return {"base": self.base.describe(), "steering": {
@@ -174,31 +166,7 @@ class SteerModel(EmbeddingModel):
                 model.encode_text(self.base.prepare_texts(texts[lo:lo + FIT_BATCH]).to(self.device))
         return [torch.cat(layer) for layer in grabbed]
 
-    # EmbeddingModel -------------------------------------------------------------------------
-    def preprocess_image(self, image: Any) -> torch.Tensor:
-        return self.base.preprocess_image(image)
-
-    def preprocess_video(self, frames: Any) -> torch.Tensor:
-        return self.base.preprocess_video(frames)
-
-    def preprocess_batch(self, raw: Any, kind: str) -> torch.Tensor:
-        return self.base.preprocess_batch(raw, kind)
-
-    def pixel_transform(self) -> Any:
-        return self.base.pixel_transform()
-
-    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        return self.base.encode_image(pixels)
-
-    def encode_video(self, frames: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.base.encode_video(frames, mask)
-
-    def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
-        return self.base.text_batches(texts, batch_size)
-
-    def prepare_texts(self, texts: Sequence[str]) -> torch.Tensor:
-        return self.base.prepare_texts(texts)
-
+    # EmbeddingModel: what steering changes (the rest is the base's, `WrappedModel`) ------------
     def encode_prepared(self, tokens: torch.Tensor) -> torch.Tensor:
         """The base's encoding of ``tokens`` with every layer's EOT activation steered."""
         d = self.directions()  # before the hooks: fitting runs the tower unsteered
