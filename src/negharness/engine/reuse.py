@@ -17,10 +17,10 @@ the decision is made in two steps:
 
 A rerun says why, in the run summary and in the record (``rerun_reason``).
 
-`stale_reason` is the one decision, on inputs computed now, for both roads that reach it: the run
-(`negharness.engine.evaluate`, the CLI's and `negharness.run`'s) and a cached rerun's receipt
-(`negharness.engine.plan`), which lists a task's files now without torch where the task's own code
-says what they are without running (`files_known_from_options`), and otherwise goes the run's way.
+`stale_reason` is the one decision, on inputs computed now: the plan (`negharness.engine.plan`) asks
+it for every task before any model loads, whichever door the request came through; the fingerprint
+check once the model is known is `fingerprint_reason` (`negharness.engine.fingerprints.standing`, and
+the run when it builds the model).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from typing import Any
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.names import name_problem
-from negharness.contracts.task import Task
 from negharness.io.paths import require_regular
 from negharness.store.content import FileHasher, named_hash
 
@@ -69,19 +68,10 @@ def data_hashes(files: list[Path], root: Path, hasher: FileHasher, task: str) ->
 
 def option_files(specs: dict[str, Any], values: dict[str, Any]) -> list[Path]:
     """The files and folders a task's options name where the option says its value may be one
-    (``OptionSpec.data_file``: ``-T qrels=FILE``): data the numbers rest on, hashed with the task's."""
-    return named_files(file_option_values(specs, values))
-
-
-def file_option_values(specs: dict[str, Any], values: dict[str, Any]) -> dict[str, str]:
-    """The values of the options that may name a data file, by option (none given: left out)."""
-    return {k: v for k, v in ((k, values.get(k)) for k in sorted(specs) if specs[k].data_file)
-            if isinstance(v, str) and v}
-
-
-def named_files(values: dict[str, str]) -> list[Path]:
-    """Those of the named paths that exist now (an option file added later is then read: a rerun)."""
-    paths = [Path(os.path.expanduser(v)) for _, v in sorted(values.items())]
+    (``OptionSpec.data_file``: ``-T qrels=FILE``), those that exist now (an option file added later is
+    then read: a rerun): data the numbers rest on, hashed with the task's."""
+    named = [values.get(k) for k in sorted(specs) if specs[k].data_file]
+    paths = [Path(os.path.expanduser(v)) for v in named if isinstance(v, str) and v]
     return [p for p in paths if p.exists()]
 
 
@@ -91,14 +81,6 @@ def read_files(task: Any) -> list[Path]:
     which includes files read when present (nT2VR's ``negated_neginfo.txt``)."""
     files: list[Path] = option_files(task.task_options, task.opts) + task.data_files()
     return files
-
-
-def files_known_from_options(task: Any) -> bool:
-    """Whether `read_files` is the option files alone, known from the task's class without its code
-    running: a task that keeps `Task.data_files` and `Task.required_files` (the embedded world's make
-    their data). A cached rerun lists only such tasks' files without torch; any other goes the run's way."""
-    kind = type(task)
-    return kind.data_files is Task.data_files and kind.required_files is Task.required_files
 
 
 def model_sources(options: Any, hasher: FileHasher) -> dict[str, str]:
