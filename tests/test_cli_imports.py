@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,18 @@ def test_the_console_exit_flushes_and_runs_atexit_then_skips_the_teardown():
                "from negharness.cli.process import exit_now; exit_now(3); print('goes on'); go.set()")
     done = subprocess.run([sys.executable, "-c", working], capture_output=True, text=True, timeout=60)
     assert done.stdout == "goes on\nthread done\n"  # a working thread is waited for
+
+
+def test_no_fingerprint_is_remembered_for_weights_a_hub_cache_holds(tmp_path):
+    """clip's pretrained tag and hf_clip's hub id are read from a hub cache whose snapshot may move under the
+    same options: the key cannot see those bytes, so such a model is always built and checked."""
+    from negharness.discovery.manager import make_host
+    from negharness.engine.fingerprints import _weights_in_key
+
+    host = make_host()
+    for model, extra in (("clip", {}), ("hf_clip", {}), ("boolean", {"base": "clip"})):
+        named = [e for e in host.registry.entries("model") if e.name in extra.values()]
+        plan = SimpleNamespace(names_weights=False, model_entry=host.registry.get("model", model))
+        assert not _weights_in_key(plan, named), model
+    plan = SimpleNamespace(names_weights=False, model_entry=host.registry.get("model", "boolean"))
+    assert _weights_in_key(plan, [host.registry.get("model", "shapes_clip")])

@@ -28,7 +28,7 @@ from typing import Any
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.engine.plan import RunPlan
-from negharness.engine.ranks import torchrun_env
+from negharness.engine.ranks import from_env
 from negharness.engine.request import RunOutcome
 from negharness.engine.reuse import fingerprint_reason
 from negharness.io.json_files import read_capped
@@ -45,7 +45,7 @@ def standing(host: Any, plan: RunPlan) -> list[RunOutcome] | None:
     loads, so a run on one always goes the run's way."""
     if plan.failed or not plan.tasks or any(t.verdict is not None for t in plan.tasks):
         return None
-    if plan.device not in ("auto", "cpu") or torchrun_env() is not None:
+    if plan.device not in ("auto", "cpu") or from_env().active:
         return None
     if not plan.names_weights:
         fingerprint = recalled(host, plan)
@@ -60,7 +60,7 @@ def memo_key(host: Any, plan: RunPlan) -> dict[str, Any] | None:
     dependencies = _dependency_versions()
     named = [e for e in host.registry.entries("model") if e.name in plan.built_with.extra.values()]
     if dependencies is None or plan.overwrite or not plan.use_cache or plan.precision != "fp32" \
-            or not all(_is_builtin(host, e) for e in [plan.model_entry, *named]):
+            or not all(_is_builtin(host, e) for e in [plan.model_entry, *named]) or not _weights_in_key(plan, named):
         return None
     entry = plan.model_entry
     return {"model": [entry.kind, entry.name, entry.plugin, entry.target], "identity": plan.model_cfg.as_dict(),
@@ -100,6 +100,18 @@ def recalled(host: Any, plan: RunPlan) -> str | None:
     return fingerprint if isinstance(fingerprint, str) else None
 
 
+def _weights_in_key(plan: RunPlan, named: list[Any]) -> bool:
+    """Whether the key sees every byte the fingerprint hashes: weights in the package (its stamp) or named
+    by a file (``sources``), never weights a hub cache holds (its snapshot may move under the same
+    options: the model is then built and its fingerprint checked). A wrapper (``weights="base"``) counts
+    as the models it names."""
+    if plan.names_weights:
+        return True
+    kinds = [plan.model_entry.meta.get("weights")] + [e.meta.get("weights") for e in named]
+    wrapped = kinds[0] == "base" and bool(named)
+    return all(k == "bundled" for k in (kinds[1:] if wrapped else kinds))
+
+
 def _is_builtin(host: Any, entry: Any) -> bool:
     info = host.plugins.get(entry.plugin)
     return isinstance(entry.target, str) and info is not None and info.distribution == "negharness"
@@ -134,5 +146,6 @@ def _dependency_versions() -> dict[str, str | None] | None:
         requires = metadata.requires("negharness") or []
     except metadata.PackageNotFoundError:
         return None
-    names = {re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r}
+    # the optional ones too (transformers, diffusers): built-in plugins use them and their fingerprints follow them
+    names = {re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in requires}
     return {n: version(n) for n in sorted(names)}

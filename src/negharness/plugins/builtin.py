@@ -22,7 +22,8 @@ def negharness_register_models(registry: Registrar) -> None:
     registry.add("hf_clip", "negharness.plugins.hf_clip:hf_clip",
                  "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
     registry.add("boolean", "negharness.plugins.boolean_model:boolean",
-                 "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)")
+                 "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)",
+                 weights="base")  # its weights are its base's: `negharness.engine.fingerprints.memo_key`
     registry.add("steer", "negharness.plugins.steering:steer",
                  "negation steering (Sammani et al.) of an open_clip model's text (-M base=NAME, -M alpha, -M pairs=FILE)")
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
@@ -36,7 +37,8 @@ def negharness_register_models(registry: Registrar) -> None:
     registry.add("text_only", "negharness.plugins.text_only:text_only",
                  "blind baseline: a causal LM's caption likelihood without the image (--arch gpt2), choice tasks only")
     registry.add("shapes_clip", "negharness.plugins.shapes_clip:shapes_clip",
-                 "tiny CLIP trained on the embedded world (bundled weights, no download)")
+                 "tiny CLIP trained on the embedded world (bundled weights, no download)",
+                 weights="bundled")  # in the package: its stamp sees them (`negharness.engine.fingerprints`)
 
 
 @hookimpl
