@@ -16,9 +16,11 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from negharness.contracts.errors import MissingDataError, UserError
+from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import refuse_unknown
 from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
 from negharness.discovery.registry import Entry
@@ -179,6 +181,8 @@ def weights_problems(host: Any, req: Any, cache: Path, entry: Entry | None = Non
     options, model = req.model_options, req.model
     if entry is None:
         entry = host.registry.get("model" if model in host.registry.names("model") else "editor", model)
+    if (base := _wrapped(host, entry, options)) is not None:
+        return weights_problems(host, base, cache)
     needs = entry.meta.get("checkpoint") == "required"
     if options.checkpoint:
         if not Path(options.checkpoint).expanduser().exists():
@@ -204,6 +208,19 @@ def weights_problems(host: Any, req: Any, cache: Path, entry: Entry | None = Non
         alt = f" (or {' or '.join(tags)}: the authors' released file)" if tags else ""
         return [Missing(f"model {model} needs --checkpoint PATH{alt}", data=False)]
     return []
+
+
+def _wrapped(host: Any, entry: Entry, options: Any) -> Any:
+    """The request a wrapper (registered with ``wraps=OPTION``: `boolean`, `steer`) hands its base: the model
+    that option names, with the wrapper's weights options and every other ``-M`` (its factory passes them on);
+    None for a model that wraps none, or a base not registered (its factory names that)."""
+    key = entry.meta.get("wraps")
+    name = options.extra.get(key) if key else None
+    if not name or name == entry.name or name not in host.registry.names("model"):
+        return None
+    rest = {k: v for k, v in options.extra.items() if k != key}
+    return SimpleNamespace(model=name, model_options=ModelOptions(options.arch, options.pretrained, options.checkpoint,
+                                                                 rest))
 
 
 def made_task(entry: Entry, options: TaskOptions) -> Task:

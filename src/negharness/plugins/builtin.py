@@ -23,9 +23,11 @@ def negharness_register_models(registry: Registrar) -> None:
                  "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
     registry.add("boolean", "negharness.plugins.boolean_model:boolean",
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)",
-                 weights="base")  # its weights are its base's: `negharness.engine.fingerprints.memo_key`
+                 weights="base", wraps="base")  # its weights are its base's (`negharness.engine.fingerprints`), the
+                                                # model -M base names (its weights checked before torch: `precheck`)
     registry.add("steer", "negharness.plugins.steering:steer",
-                 "negation steering (Sammani et al.) of an open_clip model's text (-M base=NAME, -M alpha, -M pairs=FILE)")
+                 "negation steering (Sammani et al.) of an open_clip model's text (-M base=NAME, -M alpha, -M pairs=FILE)",
+                 wraps="base")  # the model -M base names: its weights checked before torch (`negharness.engine.precheck`)
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)",
                  checkpoint="required")  # said before torch loads: `negharness.engine.precheck`
