@@ -28,11 +28,6 @@ FLOORS: dict[str, int] = {
     "": 7, "__main__": 7, "testing": 7,
 }
 
-# Room arrows that run back up a floor, each allowed by name with its reason; the test allows no other.
-ALLOWED_BACK_ARROWS: dict[tuple[str, str], str] = {
-    (GROUND, "io"): "type-only (under TYPE_CHECKING): the run context's `embed_media` takes an io `MediaSet` "
-                    "and a model's `pixel_transform` returns an io `PixelTransform`; no import at run time",
-}
 
 
 @dataclass(frozen=True)
@@ -42,7 +37,6 @@ class Import:
     line: int
     in_function: bool
     justified: bool  # the line (or the one above) carries a "# lazy:" comment
-    typing_only: bool = False  # under ``if TYPE_CHECKING:``: type checkers follow it, the interpreter never runs it
 
 
 def module_name(path: Path, src: Path = SRC) -> str:
@@ -68,31 +62,22 @@ def _function_nodes(tree: ast.AST) -> set[int]:
     return inside
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    inside: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return inside
-
-
 def imports_of(path: Path, known: dict[str, Path], src: Path = SRC) -> list[Import]:
-    """Every import of a project module in ``path``."""
+    """Every import of a project module in ``path``: at module level, inside functions and under
+    ``if TYPE_CHECKING:`` alike (a type-only import is an arrow too: type checkers follow it)."""
     module = module_name(path, src)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     text = path.read_text()
     lines = text.splitlines()
     tree = ast.parse(text, str(path))
     inside = _function_nodes(tree)
-    typing_only = _type_checking_nodes(tree)
     found: list[Import] = []
 
     def add(name: str, node: ast.stmt) -> None:
         target = _resolve(name, known)
         if target and target != module:
             near = " ".join(lines[max(0, node.lineno - 2): node.end_lineno])
-            found.append(Import(module, target, node.lineno, id(node) in inside, LAZY_TAG in near,
-                                id(node) in typing_only))
+            found.append(Import(module, target, node.lineno, id(node) in inside, LAZY_TAG in near))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -192,9 +177,9 @@ def face_importers(edges: list[Import]) -> list[str]:
 
 
 def ground_violations(edges: list[Import]) -> list[str]:
-    """The ground floor imports no room at run time (type-only names are `ALLOWED_BACK_ARROWS`' business)."""
+    """The ground floor imports no room, not even for type checkers (a type it names lives on it)."""
     return [f"{e.source}:{e.line} imports {e.target}" for e in edges
-            if room(e.source) == GROUND and FLOORS.get(room(e.target), 0) > 0 and not e.typing_only]
+            if room(e.source) == GROUND and FLOORS.get(room(e.target), 0) > 0]
 
 
 def engine_imports_cli(edges: list[Import]) -> list[str]:
@@ -210,7 +195,8 @@ def unplaced_rooms(edges: list[Import]) -> list[str]:
 
 
 def back_arrows(edges: list[Import]) -> dict[tuple[str, str], list[str]]:
-    """Room arrows that run up a floor: (importing room, imported room) -> the imports that make it."""
+    """Room arrows that run up a floor, type-only imports included: (importing room, imported room) ->
+    the imports that make it."""
     found: dict[tuple[str, str], list[str]] = {}
     for e in edges:
         a, b = room(e.source), room(e.target)

@@ -16,10 +16,12 @@ __all__ = [
 if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each name is imported on
     # first use (`_HOMES` below says where, kept equal to this block by a test), so a task module that imports this
     # facade at its top loads no torch until its task runs
+    from negharness.contracts.media_set import MediaSet as MediaSet
     from negharness.contracts.model import (
         array_to_tensor as array_to_tensor,
         jpeg_draft as jpeg_draft,
     )
+    from negharness.contracts.pixel_transform import PixelTransform as PixelTransform
     from negharness.contracts.sampling import FrameSampling as FrameSampling
     from negharness.io.image_files import (
         open_image as open_image,
@@ -27,12 +29,10 @@ if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each
         require_8bit as require_8bit,
     )
     from negharness.io.media import (
-        MediaSet as MediaSet,
         frame_folders as frame_folders,
         image_files as image_files,
         video_files as video_files,
     )
-    from negharness.io.tensor_images import PixelTransform as PixelTransform
     from negharness.io.video import (
         decode_video as decode_video,
         load_frames as load_frames,
@@ -43,8 +43,8 @@ else:
     # where each name lives: the table read at run time; a test keeps it equal to the imports above
     _HOMES: dict[str, tuple[str, str]] = {
     "FrameSampling": ("negharness.contracts.sampling", "FrameSampling"),
-    "MediaSet": ("negharness.io.media", "MediaSet"),
-    "PixelTransform": ("negharness.io.tensor_images", "PixelTransform"),
+    "MediaSet": ("negharness.contracts.media_set", "MediaSet"),
+    "PixelTransform": ("negharness.contracts.pixel_transform", "PixelTransform"),
     "array_to_tensor": ("negharness.contracts.model", "array_to_tensor"),
     "decode_video": ("negharness.io.video", "decode_video"),
     "frame_folders": ("negharness.io.media", "frame_folders"),

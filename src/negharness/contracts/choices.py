@@ -9,9 +9,11 @@ Rows may carry different numbers of options; missing slots score -inf (`pad_scor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
+
+from negharness.contracts.media_set import MediaSet
 
 
 @dataclass
@@ -19,7 +21,7 @@ class ChoiceSet:
     """Row r: medium ``media.ids[media_index[r]]``, options ``options[r]`` (the true one at ``correct[r]``),
     and for question-answering sets (NegVQA) the question asked, else None."""
 
-    media: Any  # a MediaSet
+    media: MediaSet
     media_index: Sequence[int]
     options: Sequence[Sequence[str]]
     correct: Sequence[int]

@@ -15,9 +15,9 @@ from negharness.contracts.plugin_source import PluginSource, require_plugins
 if TYPE_CHECKING:
     import torch
 
+    from negharness.contracts.media_set import MediaSet
     from negharness.contracts.model import ChoiceScorer, EmbeddingModel
     from negharness.contracts.sampling import FrameSampling
-    from negharness.io.media import MediaSet
 
 __all__ = ["Counters", "EvalContext", "PluginSource", "RunContext", "require_plugins"]
 

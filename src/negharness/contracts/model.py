@@ -21,7 +21,7 @@ from negharness.contracts.sampling import FrameSampling
 if TYPE_CHECKING:  # numpy and torch load when a model is built, not when a plugin's module is imported
     import torch
 
-    from negharness.io.tensor_images import PixelTransform
+    from negharness.contracts.pixel_transform import PixelTransform
 
 
 def hash_state_dict(state: dict[str, torch.Tensor]) -> str:

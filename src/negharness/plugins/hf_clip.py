@@ -8,14 +8,14 @@ would score every query identically.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
 from negharness.api.checkpoints import hash_state_dict, load_or_explain
-from negharness.plugins.openclip_model import (
+from negharness.plugins.token_lengths import (
     TEXT_ENCODER,
     bucket_overhead,
     length_buckets,
@@ -23,19 +23,52 @@ from negharness.plugins.openclip_model import (
     token_batches,
 )
 
+if TYPE_CHECKING:  # transformers loads when a model is built, not when this module is imported
+    from transformers import BaseImageProcessor, PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+    from typing_extensions import TypeIs
+
 MIN_VOCAB = 1000
 
 
-def _features(out: Any) -> torch.Tensor:
+class DualEncoder(Protocol):
+    """CLIP's two feature methods, which `HFClipModel` calls on its transformers model (CLIPModel,
+    SiglipModel, ...). No transformers base class declares them, so `dual_encoder` checks for both."""
+
+    def get_text_features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+                          ) -> torch.Tensor | BaseModelOutputWithPooling: ...
+
+    def get_image_features(self, pixel_values: torch.Tensor) -> torch.Tensor | BaseModelOutputWithPooling: ...
+
+
+def is_dual_encoder(model: object) -> TypeIs[DualEncoder]:
+    """Whether ``model`` has both feature methods (type checkers then know it for a `DualEncoder` too)."""
+    return hasattr(model, "get_text_features") and hasattr(model, "get_image_features")
+
+
+def dual_encoder(model: PreTrainedModel, source: str) -> DualEncoder:
+    """``model`` as the dual encoder it must be; a UserError naming ``source`` where it is not."""
+    if not is_dual_encoder(model):
+        raise UserError(f"hf_clip: {source!r} is a {type(model).__name__}, not a CLIP-like dual encoder")
+    return model
+
+
+def _features(out: torch.Tensor | BaseModelOutputWithPooling) -> torch.Tensor:
     """transformers 4 returns a tensor from get_*_features, 5 an output object holding it."""
-    return out if isinstance(out, torch.Tensor) else out.pooler_output
+    if isinstance(out, torch.Tensor):
+        return out
+    if out.pooler_output is None:  # every dual encoder of transformers 5 fills it
+        raise TypeError(f"{type(out).__name__} holds no pooled features")
+    return out.pooler_output
 
 
 class HFClipModel(EmbeddingModel):
-    def __init__(self, name_or_path: str, model: Any, tokenizer: Any, processor: Any) -> None:
+    def __init__(self, name_or_path: str, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                 processor: BaseImageProcessor) -> None:
         super().__init__()
         self.name = "hf_clip"
         self.source = name_or_path
+        self.towers = dual_encoder(model, name_or_path)  # `model` itself, typed as the feature methods called
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.processor = processor
@@ -66,19 +99,24 @@ class HFClipModel(EmbeddingModel):
             from PIL import Image
 
             image = Image.fromarray(image)
-        return self.processor(images=image.convert("RGB"), return_tensors="pt")["pixel_values"][0]
+        pixels: torch.Tensor = self.processor(images=image.convert("RGB"), return_tensors="pt")["pixel_values"][0]
+        return pixels
+
+    def _context_length(self) -> int:
+        """The text tower's positions (transformers types a sub-config as Any: each model has its own)."""
+        return int(self.model.config.text_config.max_position_embeddings)
 
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        return self.tokenizer(list(texts), truncation=True,
-                              max_length=self.model.config.text_config.max_position_embeddings)["input_ids"]
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self._context_length())
+        ids: list[list[int]] = enc["input_ids"]
+        return ids
 
     def text_batches(self, texts: Sequence[str], batch_size: int) -> list[list[int]]:
         """CLIP: sorted by token length, at most ``batch_size`` x context token positions a batch
         (`token_batches`); SigLIP pads every text to 64 tokens, so plain batches."""
         if not self.on_lengths() or not len(texts):
             return super().text_batches(texts, batch_size)
-        context = self.model.config.text_config.max_position_embeddings
-        return token_batches([len(i) for i in self._token_ids(texts)], max(1, batch_size) * context)
+        return token_batches([len(i) for i in self._token_ids(texts)], max(1, batch_size) * self._context_length())
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
         """SigLIP: padded to 64 tokens with no mask, as it was trained. CLIP (causal, pooled at the
@@ -88,15 +126,15 @@ class HFClipModel(EmbeddingModel):
         if self.is_siglip:
             enc = self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=64,
                                  return_tensors="pt").to(self.device)
-            return F.normalize(_features(self.model.get_text_features(input_ids=enc["input_ids"])).float(), dim=-1)
+            return F.normalize(_features(self.towers.get_text_features(input_ids=enc["input_ids"])).float(), dim=-1)
         ids = self._token_ids(texts)
         out: torch.Tensor | None = None
         buckets = (length_buckets([len(i) for i in ids], bucket_overhead(self.device)) if self.on_lengths()
                    else [list(range(len(ids)))] if ids else [])  # else one batch, padded to its longest
         for rows in buckets:
             enc = self.tokenizer.pad({"input_ids": [ids[i] for i in rows]}, return_tensors="pt").to(self.device)
-            emb = _features(self.model.get_text_features(input_ids=enc["input_ids"],
-                                                         attention_mask=enc["attention_mask"])).float()
+            emb = _features(self.towers.get_text_features(input_ids=enc["input_ids"],
+                                                          attention_mask=enc["attention_mask"])).float()
             if out is None:
                 out = emb.new_empty((len(texts), emb.shape[1]))
             out[torch.tensor(rows, dtype=torch.long, device=emb.device)] = emb
@@ -105,7 +143,7 @@ class HFClipModel(EmbeddingModel):
         return F.normalize(out, dim=-1)
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
-        out = self.model.get_image_features(pixel_values=pixels.to(self.device))
+        out = self.towers.get_image_features(pixel_values=pixels.to(self.device))
         return F.normalize(_features(out).float(), dim=-1)
 
 
@@ -130,8 +168,6 @@ def hf_clip(options: ModelOptions) -> HFClipModel:
     if len(tokenizer) < MIN_VOCAB:
         raise UserError(f"hf_clip: the tokenizer loaded from {source!r} has only {len(tokenizer)} tokens; its "
                         "vocabulary files are missing (offline?). Put the model's tokenizer files in the folder.")
-    if not hasattr(model, "get_text_features") or not hasattr(model, "get_image_features"):
-        raise UserError(f"hf_clip: {source!r} is a {type(model).__name__}, not a CLIP-like dual encoder")
     made = HFClipModel(str(source), model, tokenizer, processor)
     made.frame_sampling = options.frame_sampling()
     made.text_lengths = values["text_lengths"]

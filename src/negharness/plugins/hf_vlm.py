@@ -24,7 +24,7 @@ load in ``-M dtype=`` (fp32 by default; bf16 for a 7B model on one GPU).
 from __future__ import annotations
 
 import random
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -42,6 +42,11 @@ from .lm_scoring import (
     kept_positions,
     pad_right,
 )
+
+if TYPE_CHECKING:  # transformers loads when a model is built, not when this module is imported
+    from transformers import BatchFeature, PreTrainedModel, PreTrainedTokenizerBase, ProcessorMixin
+
+    from negharness.api import ChoiceSet
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_PROMPT = "Describe the image in one sentence."
@@ -78,8 +83,9 @@ class HFVLM(ChoiceScoringModel):
     name = "hf_vlm"
     modalities = frozenset({"text", "image", "video"})
 
-    def __init__(self, processor: Any, vlm: torch.nn.Module, arch: str, scoring: str = "loglik", norm: str = "mean",
-                 prompt: str = DEFAULT_PROMPT, dtype: str = "fp32", frames: int = DEFAULT_FRAMES) -> None:
+    def __init__(self, processor: ProcessorMixin, vlm: PreTrainedModel, arch: str, scoring: str = "loglik",
+                 norm: str = "mean", prompt: str = DEFAULT_PROMPT, dtype: str = "fp32", frames: int = DEFAULT_FRAMES
+                 ) -> None:
         """From a loaded processor and model (`hf_vlm` loads them; perf scripts build them from configs)."""
         super().__init__()
         if scoring not in ("loglik", "letter"):
@@ -88,8 +94,13 @@ class HFVLM(ChoiceScoringModel):
             raise UserError(f"-M frames={frames}: a video needs at least one frame")
         self.processor, self.vlm, self.frames = processor, vlm, frames
         self.arch, self.scoring, self.norm, self.prompt, self.dtype = arch, scoring, check_norm(norm), prompt, dtype
-        tok = self.processor.tokenizer
+        tok = self.tokenizer()
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        """The processor's text tokenizer (transformers adds it per processor class, so types it Any)."""
+        tok: PreTrainedTokenizerBase = self.processor.tokenizer
+        return tok
 
     def modules(self) -> list[torch.nn.Module]:
         return [self.vlm]
@@ -109,7 +120,10 @@ class HFVLM(ChoiceScoringModel):
         content = [{"type": "image"}] * n_images + [{"type": "text", "text": text}]
         messages = [{"role": "user", "content": content}]
         if getattr(self.processor, "chat_template", None):
-            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            # transformers annotates a message's content as a string only; its image-text templates take
+            # this list of parts (the form its own multimodal examples pass)
+            return self.processor.apply_chat_template(messages, add_generation_prompt=True,  # type: ignore[arg-type]
+                                                      tokenize=False)
         image_token = getattr(self.processor, "image_token", "<image>")
         return f"USER: {image_token * n_images}\n{text} ASSISTANT:"
 
@@ -126,7 +140,7 @@ class HFVLM(ChoiceScoringModel):
 
     def letter_ids(self, n: int) -> list[list[int]]:
         """Token ids a reply may start the letter with ("A" and " A" tokenise apart in most vocabularies)."""
-        tok = self.processor.tokenizer
+        tok = self.tokenizer()
         out = []
         for letter in LETTERS[:n]:
             ids = {tok(v, add_special_tokens=False)["input_ids"][-1] for v in (letter, f" {letter}")}
@@ -134,12 +148,13 @@ class HFVLM(ChoiceScoringModel):
         return out
 
     # scoring ------------------------------------------------------------------------------------
-    def _forward(self, prompts: list[str], images: list[list[Any]], tails: list[list[int]]) -> tuple[Any, torch.Tensor, list[int], list[int]]:
+    def _forward(self, prompts: list[str], images: list[list[Any]], tails: list[list[int]]
+                 ) -> tuple[torch.Tensor, torch.Tensor, list[int], list[int]]:
         """One batch: the processor expands image tokens in each prompt (``images``: each prompt's
         pictures, in order); ``tails`` (option tokens) are appended after each prompt's real tokens.
         Returns logits, ids, tail starts and ends."""
         flat = [picture for pictures in images for picture in pictures]
-        enc = self.processor(text=prompts, images=flat, return_tensors="pt", padding=True)
+        enc: BatchFeature = self.processor(text=prompts, images=flat, return_tensors="pt", padding=True)
         mask = enc["attention_mask"].bool()
         heads = [enc["input_ids"][b][mask[b]].tolist() for b in range(len(prompts))]
         seqs = [h + t for h, t in zip(heads, tails)]
@@ -155,14 +170,15 @@ class HFVLM(ChoiceScoringModel):
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
             inputs["pixel_values"] = inputs["pixel_values"].to(next(self.vlm.parameters()).dtype)
         keep = kept_positions(self.vlm, ids.shape[1], [len(h) for h in heads])
-        logits = self.vlm(input_ids=ids.to(self.device), attention_mask=attn.to(self.device), **inputs, **keep).logits
+        out = self.vlm(input_ids=ids.to(self.device), attention_mask=attn.to(self.device), **inputs, **keep)
+        logits: torch.Tensor = out.logits
         return logits, ids, [len(h) for h in heads], [len(s) for s in seqs]
 
-    def _images(self, choices: Any) -> dict[int, list[Any]]:
+    def _images(self, choices: ChoiceSet) -> dict[int, list[Any]]:
         """Each medium the rows use, as the pictures the model is shown (see `as_pictures`)."""
         return {i: as_pictures(choices.media.load(i), self.frames) for i in dict.fromkeys(choices.media_index)}
 
-    def score_choices(self, choices: Any, batch_size: int, precision: str) -> torch.Tensor:
+    def score_choices(self, choices: ChoiceSet, batch_size: int, precision: str) -> torch.Tensor:
         if choices.media.kind not in ("image", "video"):
             raise UserError(f"model hf_vlm scores images and videos; task media are {choices.media.kind}s")
         images = self._images(choices)
@@ -171,7 +187,7 @@ class HFVLM(ChoiceScoringModel):
             if self.scoring == "letter":
                 return self._letters(choices, images, bs)
             items = [(r, o) for r, row in enumerate(choices.options) for o in row]
-            tok = self.processor.tokenizer
+            tok = self.tokenizer()
             flat = []
             for lo in range(0, len(items), bs):
                 chunk = items[lo: lo + bs]
@@ -182,7 +198,7 @@ class HFVLM(ChoiceScoringModel):
                 flat.append(continuation_scores(logits, ids.to(logits.device), starts, ends, self.norm))
         return pad_scores(torch.cat(flat), choices.options)
 
-    def _letters(self, choices: Any, images: dict[int, Any], bs: int) -> torch.Tensor:
+    def _letters(self, choices: ChoiceSet, images: dict[int, list[Any]], bs: int) -> torch.Tensor:
         out = torch.full((len(choices), choices.width()), float("-inf"))
         for lo in range(0, len(choices), bs):
             rows = list(range(lo, min(lo + bs, len(choices))))

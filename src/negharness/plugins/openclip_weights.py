@@ -12,7 +12,7 @@ import copy
 import json
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NoReturn, Protocol, Sequence
 
 import torch
 
@@ -27,6 +27,14 @@ from negharness.api.files import hash_json
 _INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
                    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")
 _RANDOM_FILLS = ("uniform_", "normal_")
+
+
+class TextTokenizer(Protocol):
+    """open_clip's tokenizer as the package calls it (open_clip ships no types): texts -> (N, context) int64."""
+
+    context_length: int
+
+    def __call__(self, texts: str | list[str], context_length: int | None = None) -> torch.Tensor: ...
 
 
 @contextlib.contextmanager
@@ -74,7 +82,7 @@ def fills_all_loaded(model: torch.nn.Module, skipped: list[torch.Tensor]) -> boo
     return all(t.untyped_storage().data_ptr() in loaded for t in skipped)
 
 
-def model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Module, Any, Any]:
+def model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Module, TextTokenizer, str]:
     """Build an open_clip CLIP from a local JSON config: open_clip's ``open_clip_config.json`` layout
     (``model_cfg`` + ``preprocess_cfg``) or a bare model config. Returns (model, tokenizer, arch id)."""
     import open_clip
@@ -99,16 +107,18 @@ def model_from_config_file(path: Path, quick_gelu: bool) -> tuple[torch.nn.Modul
     return model, simple_tokenizer(context), hash_json(cfg)
 
 
-def simple_tokenizer(context_length: int) -> Any:
+def simple_tokenizer(context_length: int) -> TextTokenizer:
     """open_clip's default BPE tokenizer at ``context_length``. Building one parses the 49k-merge
     vocabulary again (~0.2 s, 3% of a world run); open_clip built one with default settings on import,
     so a shallow copy with its own context length is the same tokenizer (tested: equal tokens)."""
     import open_clip.tokenizer as tk
 
     base = getattr(tk, "_tokenizer", None)
-    if type(base) is not tk.SimpleTokenizer:
-        return tk.SimpleTokenizer(context_length=context_length)
-    made = copy.copy(base)  # shares the vocabulary tables and the word cache, read-only but for memoising
+    if base is None or type(base) is not tk.SimpleTokenizer:
+        fresh: TextTokenizer = tk.SimpleTokenizer(context_length=context_length)
+        return fresh
+    # shares the vocabulary tables and the word cache, read-only but for memoising
+    made: TextTokenizer = copy.copy(base)
     made.context_length = context_length
     return made
 
@@ -180,7 +190,7 @@ def config_geometry(arch: str) -> dict[str, int]:
             "context_length": t.get("context_length", 77)}
 
 
-def arch_of_state(state: dict[str, torch.Tensor], archs: Sequence[str], source: Any) -> str:
+def arch_of_state(state: dict[str, torch.Tensor], archs: Sequence[str], source: object) -> str:
     """Which of ``archs`` (named open_clip architectures) an OpenAI-layout checkpoint is, by its shapes;
     none matching is an error naming the file and what its tensors say."""
     try:
@@ -194,7 +204,7 @@ def arch_of_state(state: dict[str, torch.Tensor], archs: Sequence[str], source: 
     raise UserError(f"{source}: its tensors ({shown}) are none of {', '.join(archs)}; pass --arch")
 
 
-def refuse_unstated_gelu(source: Any, arch: str) -> None:
+def refuse_unstated_gelu(source: object, arch: str) -> NoReturn:
     """A bare OpenAI-layout state dict about to run a named architecture with plain GELU because nothing
     said otherwise: the open_clip #771 trap (OpenAI CLIP and its fine-tunes need QuickGELU; loaded as GELU
     they run and give wrong numbers, as published ARO/SugarCrepe results once did). Refused, naming the file."""
