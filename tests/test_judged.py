@@ -128,6 +128,18 @@ def test_simpleneg_scores_the_three_rates_as_the_authors_script(host, data, tmp_
     assert "final" in rec.get("intervals", {})
 
 
+def test_an_unreadable_pool_image_is_never_retrieved_nor_judged(host, data, tmp_path):
+    """--skip-broken-media: the broken image leaves the pool (counted); the judge, which would be handed
+    bytes nothing decodes, is never asked about it, and every query still gets its K readable images."""
+    (data / "coco" / "val2014" / "COCO_val2014_000000000003.png").write_bytes(b"not an image")  # yellow
+    req = dataclasses.replace(_request(data, tmp_path, skip_broken_media=True),
+                              task_extra={"pool_size": "6", "top_k": "6"})  # K = the whole pool
+    (out,) = evaluate_request(host, req)
+    assert out.record["notes"]["media_skipped"] == 1 and out.record["notes"]["top_k"] == 5
+    assert out.record["n_items"]["judged_images"] == 15  # three queries, five readable images each
+    assert "yellow" not in {colour for colour, _ in JUDGES[0].asked}
+
+
 def test_answers_are_cached_by_content_and_another_judge_is_another_record(host, data, tmp_path):
     (first,) = evaluate_request(host, _request(data, tmp_path))
     (again,) = evaluate_request(host, _request(data, tmp_path, overwrite=True))

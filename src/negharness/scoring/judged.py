@@ -104,17 +104,24 @@ def evaluate_judged(ctx: Any, queries: Sequence[JudgedQuery], pool_ids: Sequence
                     clusters: Sequence[str] | None = None) -> TaskResult:
     """Retrieve each query's top ``top_k`` of the pool (``media``, the pool's `MediaSet`, in the order of
     ``pool_ids`` / ``pool_paths``) with the model under test, have ``ctx.judge`` check every retrieved
-    image, and score as the module docstring says. ``clusters``: each query's cluster id, where the
-    task declares one."""
+    image, and score as the module docstring says. An image that could not be decoded
+    (``--skip-broken-media``) leaves the pool, counted in the notes (``media_skipped``); ``top_k`` is
+    then at most the readable images. ``clusters``: each query's cluster id, where the task declares one."""
     import torch  # lazy: start-up time
 
     from negharness.scoring.perquery import per_query  # lazy: start-up time (numpy)
+    from negharness.scoring.unreadable import nothing_left, unreadable_items  # lazy: start-up time (torch)
 
     if not queries:
         raise ValueError("judged retrieval of no query")
-    k = min(top_k, len(pool_ids))
-    sim = ctx.embed_texts([q.text for q in queries]) @ ctx.embed_media(media).t()
-    top = torch.topk(torch.nan_to_num(sim.float(), nan=float("-inf")), k, dim=1).indices.tolist()
+    media_emb = ctx.embed_media(media)
+    bad = torch.from_numpy(unreadable_items(ctx, media, media_emb))  # --skip-broken-media: never retrieved
+    if bool(bad.all()):
+        raise nothing_left(media, "image of the pool")
+    k = min(top_k, int((~bad).sum()))
+    sim = torch.nan_to_num((ctx.embed_texts([q.text for q in queries]) @ media_emb.t()).float(), nan=float("-inf"))
+    sim[:, bad] = float("-inf")  # so never judged: the judge would be handed bytes nothing can decode
+    top = torch.topk(sim, k, dim=1).indices.tolist()
     items = [(Path(pool_paths[j]), q) for q, row in zip(queries, top) for j in row]
     answers = judge_images(getattr(ctx, "judge"), items)
     lists = score_lists(answers)
@@ -122,6 +129,7 @@ def evaluate_judged(ctx: Any, queries: Sequence[JudgedQuery], pool_ids: Sequence
     samples = [{"id": q.id, "query": q.text, "retrieved": [pool_ids[j] for j in row],
                 "answers": [list(a) for a in answers[r * k:(r + 1) * k]]}
                for r, (q, row) in enumerate(zip(queries, top))]
-    notes: dict[str, Any] = {"judge": judge_identity, "answers": answer_counts(answers), "top_k": k}
+    notes: dict[str, Any] = {"judge": judge_identity, "answers": answer_counts(answers), "top_k": k,
+                             **({"media_skipped": int(bad.sum())} if bool(bad.any()) else {})}
     return TaskResult(rates(lists), {"queries": len(queries), "pool": len(pool_ids), "judged_images": len(items)},
                       samples, notes=notes, per_query=per_query([q.id for q in queries], per_q, clusters))
