@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from negharness.cli.commands import LIST_KINDS, OPTION_FLAGS, _options_cell
+from negharness.cli.training_free import HEADING, run_command, training_free
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 # kind -> (page file, title)
@@ -51,8 +52,9 @@ def options_lines(entry: Any, flag: str) -> list[str]:
     return lines
 
 
-def page(kind: str, entries: list[Any]) -> str:
-    """One kind's page: a summary table, then a section per entry with its description and options."""
+def page(kind: str, entries: list[Any], free: list[Any] | None = None) -> str:
+    """One kind's page: a summary table, then a section per entry with its description and options; the
+    trainers' page, then the training-free methods (``free``), as `negharness list --kind trainer` shows them."""
     title = PAGES[kind][1]
     flag = FLAGS.get(kind)
     out = [HEADER, f"# {title}", "",
@@ -65,6 +67,12 @@ def page(kind: str, entries: list[Any]) -> str:
         if e.meta.get("family"):
             out += [f"Family: `{e.meta['family']}`.", ""]
         out += options_lines(e, flag) if flag else []
+    if free:
+        out += ["", "## Training-free methods", "", HEADING[0].upper() + HEADING[1:] + ". Each is a model "
+                "([models](models.md)): its `-M` options are there.", "",
+                "| name | plugin | description | run |", "|---|---|---|---|"]
+        out += [f"| [`{e.name}`](models.md#{anchor(e.name)}) | {e.plugin} | {escape(e.description, cell=True)} | "
+                f"`{run_command(e)}` |" for e in free]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -83,7 +91,8 @@ def reference_pages() -> dict[str, str]:
     pages = {}
     for kind in LIST_KINDS:
         entries = sorted((e for e in host.registry.entries(kind) if e.plugin in own), key=lambda e: e.name)
-        pages[PAGES[kind][0]] = page(kind, entries)
+        free = sorted((e for e in training_free(host.registry) if e.plugin in own), key=lambda e: e.name)
+        pages[PAGES[kind][0]] = page(kind, entries, free if kind == "trainer" else None)
     pages["index.md"] = index(pages)
     return pages
 

@@ -42,6 +42,7 @@ class Data:
     needs: tuple[str, ...] = ()  # outside resources: 'nltk', 'av'
     # files the task reads when present, left out by `build` (R12 adds them after a run): path under the root -> text
     later: dict[str, str] = field(default_factory=dict)
+    judge: str | None = None  # the --judge a judged task's runs name (`colour_judge`, registered by the relations' host)
 
     def options(self, root: Path) -> dict[str, str]:
         return {k: v.format(root=root) for k, v in self.extra.items()}
@@ -429,7 +430,9 @@ NEGINFO = {"video0": ("a man", "red"), "video1": ("a man in green", "cooking pas
            "video4": ("a woman riding a bike", "cyan")}
 
 
-def nt2vr(name: str) -> Data:
+def nt2vr(name: str, parts: bool = False) -> Data:
+    """``parts``: composed queries carry the builder's parts (subject, positive, negative), as the judged
+    tasks' questions need (`nt2vr_judged`)."""
     prefix, query_set = name.rsplit("_", 1)
     collection, kind, _ = COLLECTIONS[prefix]
 
@@ -464,8 +467,8 @@ def nt2vr(name: str) -> Data:
                                                       if ALSO[v] in ids))
         if query_set == "composed":
             Path(f"{text}.composed.txt").write_text("".join(
-                repr({"cap_id": f"c{v}", "caption": f"a {c} scene without {OBJECT[v]}", "video_ids": [v]}) + "\n"
-                for v, c in rows))
+                repr({"cap_id": f"c{v}", "caption": f"a {c} scene without {OBJECT[v]}", "video_ids": [v],
+                      **(PARTS[v] if parts else {})}) + "\n" for v, c in rows))
     extra = {"qrels": f"{{root}}/{collection}/qrels.txt"} if name in QRELS else {}
     later = {f"{collection}/TextData/{collection}.negated_neginfo.txt": "".join(
         repr({"cap_id": f"{v}#enc#0#0", "caption": NEGATED[v], "poscap": pos, "negcap": neg}) + "\n"
@@ -530,6 +533,60 @@ def generated(name: str, model: str = "kw", **extra: str) -> Data:
     return Data([], lambda root, rows, form: None, model=model, extra=dict(extra))
 
 
+# judged retrieval: SimpleNeg's layout and nT2VR's composed queries with their parts, judged by a stand-in
+# judge that reads the colour an image shows and the colour word a question asks about -----------------
+class ColourJudge:
+    """Says "Yes." when the question's colour word is the colour the image shows (the nearest of
+    `COLOURS` to its mean pixel: a JPEG's solid colour drifts), "No" otherwise."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "colour stand-in", "version": 1}
+
+    def answer(self, items: Sequence[tuple[bytes, str]]) -> list[str]:
+        import io
+
+        from PIL import Image
+
+        out = []
+        for data, prompt in items:
+            mean = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=float).reshape(-1, 3).mean(0)
+            shown = min(COLOURS, key=lambda c: float(((np.array(COLOURS[c]) - mean) ** 2).sum()))
+            asked = [w.strip("?.,") for w in prompt.lower().split() if w.strip("?.,") in COLOURS]
+            out.append("Yes." if asked and asked[0] == shown else "No")
+        return out
+
+
+def colour_judge(options: Any) -> ColourJudge:
+    return ColourJudge()
+
+
+# SimpleNeg rows over a fixed pool of the six colours: a single colour word retrieves a tie-free top 3
+# (itself, then its two neighbours); verified and respected, verified and broken, never verified
+SIMPLENEG_ROWS = [("red", "Is there yellow?", "Is there red?"), ("yellow", "Is there red?", "Is there yellow?"),
+                  ("cyan", "Is there cyan?", "Is there cyan?"), ("green", "Is there green?", "Is there blue?"),
+                  ("blue", "Is there red?", "Is there blue?"), ("magenta", "Is there magenta?", "Is there magenta?")]
+
+
+def simpleneg(name: str) -> Data:
+    def write(root: Path, rows, form: str) -> None:
+        for i, colour in enumerate(COLOURS):  # the pool: every colour, whichever rows are written
+            image(root / f"coco/val2014/COCO_val2014_{i:012d}.jpg", colour)
+        _json(root / "simpleneg/simpleneg.json", [list(r) for r in rows])
+    return Data(SIMPLENEG_ROWS, write, extra={"pool_size": "6", "top_k": "3"}, judge="stand_in_colour")
+
+
+# a composed query's parts: verified by its own image's colour; its negation names another colour (respected)
+# or its own (broken)
+PARTS = {v: {"subject": "a", "positive": f"a {c} scene",
+             "negative": f"{c} thing" if v in ("video1", "video3") else f"{VIDEOS[ALSO[v]]} thing"}
+         for v, c in VIDEOS.items()}
+
+
+def nt2vr_judged(name: str) -> Data:
+    base = nt2vr(name.removesuffix("_judged"), parts=True)
+    return Data(base.rows, base.write, base.media, judge="stand_in_colour")
+
+
 # the per-family table: every registered task's family (or name) -> its builder --------------------
 FAMILIES: dict[str, Callable[[str], Data]] = {
     "sugarcrepe": sugarcrepe, "valse": valse, "sugarcrepepp": sugarcrepepp, "negrefcocog": negrefcocog,
@@ -542,13 +599,10 @@ BY_NAME: dict[str, Callable[[str], Data]] = {
     "aro_flickr_order": aro_order, "nein_val": nein_val, "negvqa_negated": negvqa, "negvqa_original": negvqa,
     "nein_shapes": lambda name: generated(name, "identity", n_items="6", clip_model="none", dino_model="none"),
     **{n: negbench_mcq for n in MCQ}, **{n: negbench_retrieval for n in RETRIEVAL},
+    "simpleneg": simpleneg, "mscoco_composed_judged": nt2vr_judged, "flickr30k_composed_judged": nt2vr_judged,
 }
-# task -> why no relation is run on it: the judged tasks need a judge, which the relations' runs do not
-# name yet; their own seams (answers keyed by content, another judge another record, the rates by hand)
-# are tests/test_judged.py's
-_JUDGED = "judged retrieval: the relation runs name no --judge yet (tests/test_judged.py covers its seams)"
-NO_BUILDER: dict[str, str] = {name: _JUDGED for name in ("simpleneg", "mscoco_composed_judged",
-                                                         "flickr30k_composed_judged")}
+# task -> why no relation is run on it (none today)
+NO_BUILDER: dict[str, str] = {}
 
 
 def builder_for(name: str, family: str) -> Callable[[str], Data] | None:

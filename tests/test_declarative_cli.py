@@ -245,7 +245,8 @@ def test_the_docs_document_every_key_a_yaml_task_may_use():
 
     keys = (register.TOP_KEYS | register.DATA_KEYS | register.MEDIA_KEYS | register.CAPTION_KEYS
             | register.AUTHORS_KEYS | set(FILTER_KEYS) | {"field", "replace"} | kind_specs.QUERY_KEYS
-            | kind_specs.QRELS_KEYS | set().union(*kind_specs.ITEM_CAPTIONS.values()))
+            | kind_specs.QRELS_KEYS | set().union(*kind_specs.ITEM_CAPTIONS.values())
+            | kind_specs.QUESTION_KEYS | kind_specs.POOL_KEYS)
     missing = [k for k in sorted(keys) if not re.search(rf"(^|[\s{{#`]){re.escape(k)}:", section, re.M)]
     assert missing == []
     for ties in register.AUTHORS_TIES:

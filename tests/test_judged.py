@@ -107,7 +107,8 @@ def test_simpleneg_scores_the_three_rates_as_the_authors_script(host, data, tmp_
     # per image: final [1,0],[0,0],[1,0]; verification [1,1],[0,0],[1,1]; verified and "no": 2 of 4
     assert rec["metrics"]["final"] == pytest.approx(100 * 2 / 6)
     assert rec["metrics"]["verification"] == pytest.approx(100 * 4 / 6)
-    assert rec["metrics"]["negation"] == pytest.approx(100 * 2 / 4)
+    assert rec["metrics"]["negation"] == pytest.approx(100 * 2 / 6)  # the script's list: final's twin
+    assert rec["metrics"]["negation_given_verified"] == pytest.approx(100 * 2 / 4)
     assert rec["notes"]["answers"] == {"verification": {"yes": 4, "no": 1, "other": 1},
                                        "negation": {"yes": 1, "no": 2, "other": 1}}
     # the negation question is asked only of verified images
@@ -123,7 +124,20 @@ def test_simpleneg_scores_the_three_rates_as_the_authors_script(host, data, tmp_
 
     perq = read_sidecar(out.path, rec)
     assert perq["values"]["final"] == [50.0, 0.0, 50.0] and perq["values"]["verification"] == [100.0, 0.0, 100.0]
+    assert perq["values"]["negation"] == [50.0, 0.0, 50.0] and "negation_given_verified" not in perq["values"]
     assert "final" in rec.get("intervals", {})
+
+
+def test_an_unreadable_pool_image_is_never_retrieved_nor_judged(host, data, tmp_path):
+    """--skip-broken-media: the broken image leaves the pool (counted); the judge, which would be handed
+    bytes nothing decodes, is never asked about it, and every query still gets its K readable images."""
+    (data / "coco" / "val2014" / "COCO_val2014_000000000003.png").write_bytes(b"not an image")  # yellow
+    req = dataclasses.replace(_request(data, tmp_path, skip_broken_media=True),
+                              task_extra={"pool_size": "6", "top_k": "6"})  # K = the whole pool
+    (out,) = evaluate_request(host, req)
+    assert out.record["notes"]["media_skipped"] == 1 and out.record["notes"]["top_k"] == 5
+    assert out.record["n_items"]["judged_images"] == 15  # three queries, five readable images each
+    assert "yellow" not in {colour for colour, _ in JUDGES[0].asked}
 
 
 def test_answers_are_cached_by_content_and_another_judge_is_another_record(host, data, tmp_path):
@@ -177,6 +191,131 @@ def test_a_malformed_simpleneg_row_is_named(host, data, tmp_path):
     (data / "simpleneg" / "simpleneg.json").write_text(json.dumps([ROWS[0], ["only", "two"]]))
     with pytest.raises(UserError, match="row 1"):
         evaluate_request(host, _request(data, tmp_path))
+
+
+def _script_lists(replies: dict[tuple[int, str], str], n_images: int) -> dict[str, list[int]]:
+    """steer.py's `evaluate_retrieved_images` for one query, restated from its rule: each image's reply
+    read by `vqa` (lower case, '.' removed, stripped); verified when "yes"; then 1 when the negation
+    reply is "no", and 0 in both lists (final, negation) when not verified."""
+    final, verification, negation = [], [], []
+    for i in range(n_images):
+        verified = replies[(i, "v")].lower().replace(".", "").strip() == "yes"
+        verification.append(1 if verified else 0)
+        ok = 1 if verified and replies[(i, "n")].lower().replace(".", "").strip() == "no" else 0
+        negation.append(ok)
+        final.append(ok)
+    return {"final": final, "verification": verification, "negation": negation}
+
+
+def test_the_rates_on_hand_worked_answers():
+    """Five images: verified and "no" (1), verified and "yes" (0), not verified (0, never asked),
+    "Yes, there is" (not yes: 0), verified and "No, it is not" (not no: 0). By hand: final 1/5 = 20%,
+    verification 3/5 = 60%, the script's negation list [1,0,0,0,0] = 20%, the verified's 1/3."""
+    from negharness.scoring.judged import rates, score_lists, yes_no
+
+    answers = [(yes_no("Yes."), yes_no("No")), ("yes", "yes"), ("no", None), (yes_no("Yes, there is"), None),
+               ("yes", yes_no("No, it is not"))]
+    lists = score_lists(answers)
+    assert lists == {"final": [1, 0, 0, 0, 0], "verification": [1, 1, 0, 0, 1], "negation": [1, 0, 0, 0, 0]}
+    assert rates(lists) == pytest.approx({"final": 20.0, "verification": 60.0, "negation": 20.0,
+                                          "negation_given_verified": 100 / 3})
+    none_verified = rates(score_lists([("no", None), ("maybe", None)]))
+    assert none_verified == {"final": 0.0, "verification": 0.0, "negation": 0.0}  # a share of nothing: absent
+
+
+def test_the_lists_equal_the_scripts_on_random_replies():
+    """Replies drawn from what a judge says (cases, full stops, longer answers): the three lists equal
+    steer.py's rule restated (`_script_lists`), image by image."""
+    import random
+
+    from negharness.scoring.judged import score_lists, yes_no
+
+    said = ["yes", "Yes.", "YES", "no", "No.", "no.", "Yes, there is", "maybe", " yes ", "N.o"]
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 6)
+        replies = {(i, q): rng.choice(said) for i in range(n) for q in "vn"}
+        ours = [(yes_no(replies[(i, "v")]), yes_no(replies[(i, "n")]) if yes_no(replies[(i, "v")]) == "yes" else None)
+                for i in range(n)]
+        assert score_lists(ours) == _script_lists(replies, n)
+
+
+# the YAML form (docs/guides/judged.md's example) -------------------------------------------------------
+
+def _doc_yaml() -> str:
+    """The YAML block of docs/guides/judged.md's "Judged retrieval in YAML" section."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "judged.md").read_text()
+    section = text[text.index("## Judged retrieval in YAML"):]
+    return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+
+
+def _yaml_host(host, folder: Path):
+    from negharness.declarative.register import include_plugin
+
+    host.register(include_plugin([str(folder)]), "yaml_judged")
+    return host
+
+
+def test_the_docs_yaml_judged_task_scores_as_the_builtin(host, data, tmp_path):
+    """The docs' SimpleNeg-in-YAML, on SimpleNeg's layout with the stand-in judge (-T pool_size=6
+    -T top_k=2 as the built-in's run): the same numbers, judged the same images."""
+    folder = tmp_path / "my_tasks"
+    folder.mkdir()
+    (folder / "simpleneg_yaml.yaml").write_text(_doc_yaml())
+    _yaml_host(host, folder)
+    (builtin,) = evaluate_request(host, _request(data, tmp_path))
+    asked = sorted(JUDGES[-1].asked)
+    req = dataclasses.replace(_request(data, tmp_path / "y"), tasks=["simpleneg_yaml"], use_cache=False)
+    (yaml,) = evaluate_request(host, req)
+    rec = yaml.record
+    assert rec["metrics"] == builtin.record["metrics"] and sorted(JUDGES[-1].asked) == asked
+    assert rec["notes"]["answers"] == builtin.record["notes"]["answers"]
+    assert rec["config"]["task"]["judge"] == "stand_in" and rec["config"]["task"]["top_k"] == 2
+    assert rec["task"]["family"] == "judged" and yaml.path.name.startswith("simpleneg_yaml@")
+    from negharness.scoring.perquery import read_sidecar
+
+    perq = read_sidecar(yaml.path, rec)
+    assert perq["values"]["final"] == [50.0, 0.0, 50.0] and perq["ids"][0].startswith("simpleneg/simpleneg.json")
+    assert "final" in rec["intervals"]
+    with pytest.raises(UserError, match="--judge"):  # judged: no run without a judge
+        make_plan(host, dataclasses.replace(req, judge=None))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("questions:\n  negation: \"1\"\n  verification: \"2\"\n", "questions:\n  negation: \"1\"\n"),
+     r"key 'questions.verification': missing"),
+    (("top_k: 5", "top_k: 0"), r"key 'top_k': expected a whole number between 1 and 100"),
+    (("  folder: coco/val2014", "  folder: ../coco"), r"key 'pool.folder': .* leaves the data root"),
+    (("main_score: final", "main_score: final\ncluster: media"), r"key 'cluster': a judged task's rows are queries"),
+    (("main_score: final", "main_score: final\nmedia: {path: x}"), r"key 'media': not read by a judged task"),
+    (("main_score: final", "main_score: R@1"), r"key 'main_score': 'R@1' is not among"),
+])
+def test_a_judged_yaml_mistake_is_named_by_file_and_key(tmp_path, edit, message):
+    from negharness.declarative.register import load_folder
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    text = _doc_yaml()
+    assert edit[0] in text
+    (folder / "j.yaml").write_text(text.replace(edit[0], edit[1]))
+    with pytest.raises(UserError, match=r"j.yaml: " + message):
+        load_folder(folder)
+
+
+def test_a_judged_yaml_row_without_its_question_is_named_before_any_model(host, data, tmp_path):
+    folder = tmp_path / "my_tasks"
+    folder.mkdir()
+    (folder / "simpleneg_yaml.yaml").write_text(_doc_yaml())
+    _yaml_host(host, folder)
+    (data / "simpleneg" / "simpleneg.json").write_text(json.dumps([ROWS[0], ["q", " ", "v"]]))
+    req = dataclasses.replace(_request(data, tmp_path), tasks=["simpleneg_yaml"])
+    with pytest.raises(UserError, match=r"simpleneg.json: record 1: empty negation question in field '1'"):
+        make_plan(host, req)
+    (data / "simpleneg" / "simpleneg.json").write_text(json.dumps(ROWS))
+    with pytest.raises(UserError, match=r"6 files match '\*', fewer than the pool's 7"):
+        make_plan(host, dataclasses.replace(req, task_extra={"pool_size": "7"}))
 
 
 # openai_judge against a loopback fake ---------------------------------------------------------------
@@ -324,7 +463,8 @@ def test_nt2vr_composed_queries_are_judged_with_questions_from_their_parts(host,
     req = RunRequest("keyword_model", ["mscoco_composed_judged"], task_extra={"top_k": "2"}, data_root=str(data),
                      output_dir=str(tmp_path / "results"), device="cpu", judge="stand_in")
     (out,) = evaluate_request(host, req)
-    assert out.record["metrics"] == {"final": 50.0, "verification": 100.0, "negation": 50.0}
+    assert out.record["metrics"] == {"final": 50.0, "verification": 100.0, "negation": 50.0,
+                                     "negation_given_verified": 50.0}
     record.pop("subject")
     (coll / "TextData" / "mscoco5ktest.composed.txt").write_text(repr(record) + "\n")
     with pytest.raises(UserError, match="build-queries"):

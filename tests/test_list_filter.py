@@ -56,3 +56,35 @@ def test_a_kind_with_nothing_registered_says_so(capsys):
     assert main(["-p", "no:builtin_models", "list", "--brief", "--kind", "judge"]) == 2
     err = capsys.readouterr().err
     assert "no judge is registered" in err and "None" not in err
+
+
+def test_the_training_free_methods_are_listed_beside_the_trainers(capsys, monkeypatch):
+    """`list --kind trainer`: after the trainers, the model wrappers that need no training, each with the
+    command that runs it; in a terminal, a table of its own; a pattern narrows both."""
+    assert main(["list", "--brief", "--kind", "trainer"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    trainers = out.index("# trainers: name, plugin, description (tab-separated)")
+    free = next(i for i, line in enumerate(out) if line.startswith("# training-free methods"))
+    assert trainers < free and "bnl" in [line.split("\t")[0] for line in out[trainers + 1:free]]
+    rows = {line.split("\t")[0]: line.split("\t") for line in out[free + 1:] if "\t" in line}
+    assert rows["boolean"][3] == "negharness run --model boolean -M base=clip"
+    assert rows["steer"][3] == "negharness run --model steer -M base=clip -M alpha=0.13"
+    assert main(["list", "--kind", "trainer", "steer"]) == 0  # no trainer matches; the method does
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines() if "\t" in line] == ["steer"]
+
+    from rich.console import Console
+
+    terminal = Console(force_terminal=True, width=240, record=True, highlight=False, markup=False)
+    monkeypatch.setattr("negharness.cli.commands._console", lambda stderr=False: terminal)
+    assert main(["list", "--brief", "--kind", "trainer"]) == 0
+    shown = terminal.export_text()
+    assert shown.index("trainers") < shown.index("training-free methods") < shown.index("-M alpha=0.13")
+
+
+def test_training_a_training_free_method_names_the_command_that_runs_it(capsys, tmp_path):
+    assert main(["train", "--trainer", "steer", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "steer needs no training" in err and "negharness run --model steer -M base=clip" in err
+    assert not (tmp_path / "out").exists()
+    assert main(["train", "--trainer", "no_such_trainer", "--out", str(tmp_path / "out")]) == 2
+    assert "unknown trainer 'no_such_trainer'" in capsys.readouterr().err

@@ -33,6 +33,7 @@ from relations_data import (
     Data,
     builder_for,
     cell,
+    colour_judge,
     image,
     video,
 )
@@ -70,6 +71,10 @@ NOT_APPLICABLE = {
     # run of it is refused (test_a_main_score_no_group_reaches_is_refused), and refusals are not numbers to compare
     **{("aro_vg_attribution", r): "main score macro_accuracy needs attribute pairs of 25+ rows; the tiny data's "
                                   "runs are refused" for r in ("R1", "R2", "R5", "R6", "R8", "R9", "R11")},
+    # a judged query is about no image of its own: a broken image leaves the pool (never judged: test_judged.py)
+    # and every query stays, where removing the row removes its query too
+    **{(t, "R1"): "judged retrieval keeps every query when an image is unreadable (the image leaves the pool); "
+                  "removing a row removes its query" for t in ("mscoco_composed_judged", "flickr30k_composed_judged")},
 }
 # R4: (YAML file text, name) -> built-in twin, and the twin's metric/count name for each YAML one
 NEGBENCH_RETRIEVAL_YAML = """\
@@ -89,18 +94,41 @@ captions:
 metrics: [R@1, R@5, R@10]
 main_score: R@1
 """
+SIMPLENEG_YAML = """\
+name: simpleneg_as_yaml
+kind: judged
+family: judged
+description: "SimpleNeg declared in YAML (kind: judged)"
+citation: "Sammani et al., arXiv 2603.20554"
+data_help: "negharness fetch simpleneg"
+data:
+  file: simpleneg/simpleneg.json
+captions:
+  field: "0"
+questions:
+  negation: "1"
+  verification: "2"
+pool:
+  folder: coco/val2014
+  size: 25000
+main_score: final
+"""
 TWINS = {
     "negbench_mcq_coco": (NEGBENCH_YAML, "negbench_coco_as_yaml", {
         "metrics.accuracy": "metrics.accuracy", "metrics.tie_rate": "metrics.tie_rate",
         "n_items.rows": "n_items.questions", "n_items.images": "n_items.images"}),
     "negbench_retrieval_coco": (NEGBENCH_RETRIEVAL_YAML, "negbench_coco_retrieval_as_yaml", {
         "metrics.R@1": "metrics.R@1", "metrics.R@5": "metrics.R@5", "metrics.R@10": "metrics.R@10"}),
+    "simpleneg": (SIMPLENEG_YAML, "simpleneg_as_yaml", {
+        **{f"metrics.{m}": f"metrics.{m}" for m in ("final", "verification", "negation", "negation_given_verified")},
+        "n_items.queries": "n_items.queries", "n_items.judged_images": "n_items.judged_images"}),
 }
 # R6-yaml: an edit of the twin's YAML file that changes its numbers (the options backwards; the negated captions)
 YAML_EDITS = {"negbench_mcq_coco": ("[caption_0, caption_1, caption_2, caption_3]",
                                     "[caption_3, caption_2, caption_1, caption_0]"),
               "negbench_retrieval_coco": ("COCO_val_retrieval.csv",
-                                          "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv")}
+                                          "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv"),
+              "simpleneg": ('negation: "1"\n  verification: "2"', 'negation: "2"\n  verification: "1"')}
 
 
 def _quiet_host(extra_plugins: tuple[Any, ...] = (), models: dict[str, Any] | None = None):
@@ -109,6 +137,7 @@ def _quiet_host(extra_plugins: tuple[Any, ...] = (), models: dict[str, Any] | No
     sys.path.insert(0, str(EXAMPLE))
     try:
         host = host_with_models({"kw": keyword_model, **(models or {})}, "relations")
+        host.register(types.SimpleNamespace(negharness_register_judges=_register_judges), "relations_judges")
         for k, plugin in enumerate(extra_plugins):
             host.register(plugin, f"relations_extra_{k}")
         for entry in host.registry.entries("task"):
@@ -116,6 +145,12 @@ def _quiet_host(extra_plugins: tuple[Any, ...] = (), models: dict[str, Any] | No
     finally:
         sys.path.remove(str(EXAMPLE))
     return host
+
+
+@hookimpl
+def _register_judges(registry: Any) -> None:
+    """The judge the judged tasks' runs name (`relations_data.Data.judge`)."""
+    registry.add("stand_in_colour", colour_judge, "says whether the image shows the colour a question names")
 
 
 def tasks_plugin(register: Callable[[Any], None]) -> Any:
@@ -187,7 +222,8 @@ class Case:
     def request(self, root: Path, out: Path, cache: Path | None = None, **kw: Any) -> RunRequest:
         return RunRequest(model=kw.pop("model", self.data.model), tasks=[self.name], data_root=str(root),
                           output_dir=str(out), cache_dir=str(cache or out / "cache"), task_extra=self.data.options(root),
-                          device="cpu", model_options=kw.pop("model_options", self.model_options), **kw)
+                          device="cpu", model_options=kw.pop("model_options", self.model_options),
+                          judge=kw.pop("judge", self.data.judge), **kw)
 
     def run(self, root: Path, out: Path, cache: Path | None = None, **kw: Any) -> RunOutcome:
         with warnings.catch_warnings():

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 __all__ = [
-    "ChoiceSet", "MCQ_METRICS", "NEGATED_METRICS", "QRELS_OPTION", "QuerySet",
-    "RETRIEVAL_NEG_METRICS", "Relevance", "TEXT_TO_MEDIA_METRICS", "best_relevant_rank",
-    "drop_unreadable", "evaluate_mcq", "evaluate_negated", "evaluate_text_to_media", "pad_scores",
+    "ChoiceSet", "JUDGED_METRICS", "JudgedQuery", "MCQ_METRICS", "NEGATED_METRICS", "QRELS_OPTION",
+    "QuerySet", "RETRIEVAL_NEG_METRICS", "Relevance", "TEXT_TO_MEDIA_METRICS", "best_relevant_rank",
+    "drop_unreadable", "evaluate_judged", "evaluate_mcq", "evaluate_negated", "evaluate_text_to_media",
+    "judge_prompt", "pad_scores",
     "pair_scores", "per_query", "query_scores", "retrieval_metrics", "score_choices",
     "similarities", "task_qrels",
 ]
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each
         pad_scores as pad_scores,
     )
     from negharness.scoring.catalog import (
+        JUDGED_METRICS as JUDGED_METRICS,
         MCQ_METRICS as MCQ_METRICS,
         NEGATED_METRICS as NEGATED_METRICS,
         QRELS_OPTION as QRELS_OPTION,
@@ -30,6 +32,11 @@ if TYPE_CHECKING:  # what type checkers read, as plain imports; at run time each
         TEXT_TO_MEDIA_METRICS as TEXT_TO_MEDIA_METRICS,
     )
     from negharness.scoring.choices import score_choices as score_choices
+    from negharness.scoring.judged import (
+        JudgedQuery as JudgedQuery,
+        evaluate_judged as evaluate_judged,
+        prompt as judge_prompt,
+    )
     from negharness.scoring.mcq import evaluate_mcq as evaluate_mcq
     from negharness.scoring.metrics import (
         Relevance as Relevance,
@@ -55,6 +62,8 @@ else:
     # where each name lives: the table read at run time; a test keeps it equal to the imports above
     _HOMES: dict[str, tuple[str, str]] = {
     "ChoiceSet": ("negharness.contracts.choices", "ChoiceSet"),
+    "JUDGED_METRICS": ("negharness.scoring.catalog", "JUDGED_METRICS"),
+    "JudgedQuery": ("negharness.scoring.judged", "JudgedQuery"),
     "MCQ_METRICS": ("negharness.scoring.catalog", "MCQ_METRICS"),
     "NEGATED_METRICS": ("negharness.scoring.catalog", "NEGATED_METRICS"),
     "QRELS_OPTION": ("negharness.scoring.catalog", "QRELS_OPTION"),
@@ -64,9 +73,11 @@ else:
     "TEXT_TO_MEDIA_METRICS": ("negharness.scoring.catalog", "TEXT_TO_MEDIA_METRICS"),
     "best_relevant_rank": ("negharness.scoring.metrics", "best_relevant_rank"),
     "drop_unreadable": ("negharness.scoring.retrieval", "drop_unreadable"),
+    "evaluate_judged": ("negharness.scoring.judged", "evaluate_judged"),
     "evaluate_mcq": ("negharness.scoring.mcq", "evaluate_mcq"),
     "evaluate_negated": ("negharness.scoring.retrieval", "evaluate_negated"),
     "evaluate_text_to_media": ("negharness.scoring.retrieval", "evaluate_text_to_media"),
+    "judge_prompt": ("negharness.scoring.judged", "prompt"),
     "pad_scores": ("negharness.contracts.choices", "pad_scores"),
     "pair_scores": ("negharness.scoring.views", "pair_scores"),
     "per_query": ("negharness.scoring.perquery", "per_query"),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from negharness.contracts.errors import UserError
 from negharness.cli.common import _console, _host, _pairs, _progress
+from negharness.cli.training_free import print_training_free, refuse_training_free, training_free
 from negharness.cli.process import (
     LogProgress,
     PluginRunError,
@@ -50,15 +51,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     for kind in ([args.kind] if getattr(args, "kind", None) else LIST_KINDS):
         keep = set(listed([e.name for e in host.registry.entries(kind)], pattern))
         entries = [e for e in host.registry.entries(kind) if e.name in keep]
-        if not entries:
+        # beside the trainers, the methods that need none (`negharness.cli.training_free`)
+        free = training_free(host.registry, listed(host.registry.names("model"), pattern)) if kind == "trainer" else []
+        if not entries and not free:
             continue
-        shown += len(entries)
+        shown += len(entries) + len(free)
         clashes = host.registry.duplicates(kind)
         flag = OPTION_FLAGS.get(kind) if not args.brief else None
-        if console.is_terminal:
+        if entries and console.is_terminal:
             _print_table(console, kind, entries, flag, clashes)
-        else:  # a pipe or a file: one plain line an entry, never cut at a width
+        elif entries:  # a pipe or a file: one plain line an entry, never cut at a width
             _print_plain(console, kind, entries, flag, clashes)
+        print_training_free(console, free)
         if kind == "model":
             from negharness.fetch.weights import listing  # lazy: start-up time
 
@@ -355,6 +359,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         return subprocess.call(torchrun_argv(args.nproc, sys.argv[1:] if args.argv is None else args.argv))
     host = _host(args)
+    refuse_training_free(host.registry, args.trainer)  # `--trainer steer`: nothing to train; says how to run it
     host.registry.get("trainer", args.trainer)
     if args.model:
         host.registry.get("model", args.model)

@@ -14,6 +14,12 @@ names the file and the dotted key, and a key a kind does not read is an error.
   With ``direction: media_to_text`` the data's media are the queries and a ``texts`` file holds the
   candidates (MRMR's image-to-text Negation); ``candidates`` limits each query to the items whose key
   (a regular expression's first group over the id) equals its own (MRMR's four per query).
+- ``judged``: one row per query (``captions.field`` its text), with two judge questions
+  (``questions.negation``, answered "no" by an image that respects the negation, and
+  ``questions.verification``, answered "yes" by an image of what the query is about); the model
+  retrieves the top ``top_k`` images of a ``pool`` (a folder's files in sorted order, the first
+  ``pool.size``) and the run's judge (``--judge``) checks each, as SimpleNeg's script does
+  (`negharness.declarative.judged`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ QRELS_KEYS = {"file", "format", "query", "item", "score"}
 DIRECTIONS = ("text_to_media", "media_to_text")  # which side the queries are; the other is ranked
 CANDIDATE_KEYS = {"query", "item"}
 ITEM_CAPTIONS = {"group": {"members"}, "multi_choice": {"positives", "false"}, "image_choice": {"text"}}
+QUESTION_KEYS = {"negation", "verification"}  # the judge's two questions of a judged task, as fields
+POOL_KEYS = {"folder", "size", "pattern"}
+DEFAULT_TOP_K = 5  # SimpleNeg's
+MAX_TOP_K = 100
 DEFAULT_ITEM_METRICS = {"group": ["text_score", "image_score", "group_score"],
                         "multi_choice": ["accuracy", "tie_rate"], "image_choice": ["accuracy", "tie_rate"]}
 
@@ -215,3 +225,30 @@ def candidate_rule(c: Any) -> dict[str, Any] | None:
     if not any(out.values()):
         raise c.fail("candidates", "give query or item (a pattern whose first group is the shared key)")
     return out
+
+
+def _whole(c: Any, key: str, default: int | None, low: int, high: int | None = None) -> int | None:
+    """An optional whole number in [low, high] (a YAML true is no number)."""
+    value = c.data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise c.fail(key, f"expected a whole number {bound}, got {value!r}"[:200])
+    return value
+
+
+def judged_spec(c: Any, stays: Any) -> dict[str, Any]:
+    """``questions`` (the fields holding each row's negation and verification questions), ``pool`` (the
+    folder whose files, in sorted order, the model retrieves from: ``size`` keeps the first N,
+    ``pattern`` the names a glob matches) and ``top_k`` (images judged per query, ``-T top_k`` to
+    change); the pool's images are the task's media."""
+    q = c.sub("questions", allowed=QUESTION_KEYS)
+    p = c.sub("pool", allowed=POOL_KEYS)
+    folder = p.get("folder", str)
+    stays(p, "folder", folder, "the pool folder")
+    return {"questions": {k: q.get(k, str) for k in sorted(QUESTION_KEYS)},
+            "pool": {"folder": folder, "size": _whole(p, "size", None, 1), "pattern": p.get("pattern", str, False, "*")},
+            "top_k": _whole(c, "top_k", DEFAULT_TOP_K, 1, MAX_TOP_K),
+            "media": {"kind": "image"}}
+

@@ -1,5 +1,6 @@
 """Tasks declared in YAML: a choice task (a medium, one true caption, one or more false ones), a
-text-to-media retrieval task over a captions file, or a suite that averages choice tasks.
+text-to-media retrieval task over a captions file, a judged retrieval task (a judge checks what each
+query retrieves), or a suite that averages choice tasks.
 
 Files are read by `negharness.declarative.yaml_reader.read_yaml` (safe YAML with limits: a size cap, no
 anchors or aliases, no duplicate keys, bounded nesting) and checked key by key before any model loads; every error names the file and
@@ -34,9 +35,11 @@ from negharness.declarative.kind_specs import (
     data_format,
     item_captions,
     item_media,
+    judged_spec,
     qrels_spec,
 )
 from negharness.declarative.group import GroupTask, ImageChoiceTask, MultiChoiceTask
+from negharness.declarative.judged import JudgedTask
 from negharness.declarative.qrels import QrelsRetrievalTask
 from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
 from negharness.declarative.yaml_reader import Checker, read_yaml
@@ -47,18 +50,19 @@ from negharness.scoring import catalog
 if TYPE_CHECKING:
     from negharness.contracts.context import EvalContext
 
-KINDS = ("choice", "retrieval", "suite", *ITEM_KINDS)
+KINDS = ("choice", "retrieval", "suite", "judged", *ITEM_KINDS)
 AUTHORS_SUFFIX = "_authors_rule"  # the authors' twin of a metric, added with `authors:`, never declared
 # the metrics a YAML task may declare: what its scorer writes, as the one catalogue names them
 CHOICE_METRICS = {m: i for m, i in catalog.of_protocols("choice").items() if not m.endswith(AUTHORS_SUFFIX)}
 YAML_RETRIEVAL_METRICS = catalog.of_protocols("retrieval")  # what a YAML retrieval task may declare
 QRELS_METRICS = catalog.of_protocols("retrieval", "several")  # many relevant items: C@K and mAP too
 GROUP_METRICS = catalog.of_protocols("group")
-DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"], **DEFAULT_ITEM_METRICS}
+DEFAULT_METRICS = {"choice": ["accuracy", "tie_rate"], "retrieval": ["R@1", "R@5", "R@10", "MIR"],
+                   "judged": list(catalog.JUDGED_METRICS), **DEFAULT_ITEM_METRICS}
 TOP_KEYS = {"name", "kind", "family", "version", "description", "citation", "data_help", "licence", "data", "media",
             "captions", "question", "group_by", "min_group", "metrics", "main_score", "leaderboard_metrics", "members",
             "authors", "published", "cluster", "text_only", "queries", "qrels", "texts", "direction",
-            "candidates"}
+            "candidates", "questions", "pool", "top_k"}
 DATA_KEYS = {"file", "format", "records", "explode", "where", "slice", "revision", "rows_per_item", "cells"}
 MEDIA_KEYS = {"kind", "path", "strip_prefix", "crop", "base64"} | ITEM_MEDIA_KEYS
 CAPTION_KEYS = {"true", "false", "generate", "options", "answer", "answer_base"}
@@ -70,6 +74,7 @@ COMMON_KEYS = {"name", "kind", "family", "version", "description", "citation", "
 KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
              "retrieval": COMMON_KEYS | {"data", "media", "captions", "metrics", "cluster", "queries", "qrels", "texts",
                                         "direction", "candidates"},
+             "judged": COMMON_KEYS | {"data", "captions", "questions", "pool", "top_k", "metrics", "cluster"},
              "group": COMMON_KEYS | {"data", "media", "captions", "metrics", "published", "group_by"},
              "multi_choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "text_only", "published", "group_by",
                                             "cluster"},
@@ -78,7 +83,7 @@ KIND_KEYS = {"suite": COMMON_KEYS | {"members"},
              "choice": COMMON_KEYS | {"data", "media", "captions", "metrics", "question", "group_by", "min_group",
                                       "authors", "published", "cluster"}}
 CLUSTER_WORDS = ("row", "media")  # `cluster:` each row its own (default); the row's image or video
-CLUSTERED_KINDS = ("choice", "retrieval", "multi_choice", "image_choice")  # the kinds that read `cluster:`
+CLUSTERED_KINDS = ("choice", "retrieval", "multi_choice", "image_choice", "judged")  # the kinds that read `cluster:`
 # the caption keys of each way a choice task names its options
 CAPTION_MODES = {"options": {"options", "answer", "answer_base"}, "generate": {"true", "generate"},
                  "false": {"true", "false"}}
@@ -113,7 +118,7 @@ def _captions(c: Checker, kind: str, generators: dict[str, Any] | None) -> dict[
     raw = c.get("captions", dict)
     # YAML 1.1 reads the bare keys true: / false: as booleans; they mean the field names here
     c.data["captions"] = {("true" if k is True else "false" if k is False else k): v for k, v in raw.items()}
-    if kind == "retrieval":
+    if kind in ("retrieval", "judged"):  # one text per row
         cap = c.sub("captions", allowed={"field"})
         return {"field": cap.get("field", str)}
     cap = c.sub("captions", allowed=CAPTION_KEYS)
@@ -272,7 +277,7 @@ def _declared(c: Checker, kind: str, spec: dict[str, Any]) -> dict[str, MetricIn
     """metric_info of a choice or retrieval task: its declared metrics (catalogue names), and with
     ``authors:`` each accuracy's authors' twin."""
     known = {"retrieval": QRELS_METRICS if spec.get("qrels") else YAML_RETRIEVAL_METRICS,
-             "group": GROUP_METRICS}.get(kind, CHOICE_METRICS)
+             "group": GROUP_METRICS, "judged": catalog.JUDGED_METRICS}.get(kind, CHOICE_METRICS)
     metrics = c.strings("metrics", required=False) or DEFAULT_METRICS[kind]
     names = list(dict.fromkeys(_metric_name(c, f"metrics.{i}", m, known, kind) for i, m in enumerate(metrics)))
     if "macro_accuracy" in names and not spec.get("group_by"):
@@ -402,7 +407,10 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     spec["text_only"] = c.get("text_only", bool, False, False)
     if kind == "retrieval" and any(k in c.data for k in ("qrels", "queries", "texts", "direction", "candidates")):
         spec.update(qrels_spec(c, _stays_under_root))
-    spec["media"] = _media(c, kind, spec)
+    if kind == "judged":  # the pool's images are its media
+        spec.update(judged_spec(c, _stays_under_root))
+    else:
+        spec["media"] = _media(c, kind, spec)
     if spec.get("qrels"):  # the queries file holds the texts
         if "captions" in c.data:
             raise c.fail("captions", "not read with qrels (the queries file's text field holds the queries)")
@@ -422,6 +430,8 @@ def parse_spec(data: dict[str, Any], source: str, generators: dict[str, Any] | N
     spec["cluster"] = _cluster(c, (spec["media"] or {}).get("kind", "image")) if kind in CLUSTERED_KINDS else {"by": "row", "name": "row"}
     if spec["cluster"]["by"] == "media" and spec.get("text_only"):
         raise c.fail("cluster", "a text_only task scores no media: cluster by the field naming the image ({field: NAME})")
+    if spec["cluster"]["by"] == "media" and kind == "judged":
+        raise c.fail("cluster", "a judged task's rows are queries, none of one image: row, or {field: NAME}")
     _metrics(c, kind, spec)
     return spec
 
@@ -430,7 +440,10 @@ ITEM_BASES = {"group": GroupTask, "multi_choice": MultiChoiceTask, "image_choice
 
 
 def _base(spec: dict[str, Any]) -> type | None:
-    """The task class of the item kinds and of retrieval with qrels (the others: `tasks.BASES`)."""
+    """The task class of the item kinds, of retrieval with qrels and of judged retrieval (the others:
+    `tasks.BASES`)."""
+    if spec["kind"] == "judged":
+        return JudgedTask
     return QrelsRetrievalTask if spec.get("qrels") else ITEM_BASES.get(spec["kind"])
 
 

@@ -23,11 +23,13 @@ def negharness_register_models(registry: Registrar) -> None:
                  "CLIP or SigLIP through transformers: --arch MODEL_ID_OR_FOLDER")
     registry.add("boolean", "negharness.plugins.boolean_model:boolean",
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)",
-                 weights="base", wraps="base")  # its weights are its base's (`negharness.engine.fingerprints`), the
+                 weights="base", wraps="base",  # its weights are its base's (`negharness.engine.fingerprints`), the
                                                 # model -M base names (its weights checked before torch: `precheck`)
+                 training_free="negharness run --model boolean -M base=clip")  # beside the trainers: `cli.training_free`
     registry.add("steer", "negharness.plugins.steering:steer",
                  "negation steering (Sammani et al.) of an open_clip model's text (-M base=NAME, -M alpha, -M pairs=FILE)",
-                 wraps="base")  # the model -M base names: its weights checked before torch (`negharness.engine.precheck`)
+                 wraps="base",  # the model -M base names: its weights checked before torch (`negharness.engine.precheck`)
+                 training_free="negharness run --model steer -M base=clip -M alpha=0.13")
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)",
                  checkpoint="required")  # said before torch loads: `negharness.engine.precheck`

@@ -136,10 +136,10 @@ _ALL: list[Metric] = [
     *[_m(n, True, ".1f", PERCENT, "edit") for n in ("Removal", "AUC-Removal", "Retention")],
     _m("L1", False, ".4f", RGB_ERROR, "edit"), _m("L2", False, ".4f", RGB_ERROR, "edit"),
     _m("CLIP-I", True, ".4f", COSINE, "edit"), _m("DINO", True, ".4f", COSINE, "edit"),
-    # judged retrieval (`negharness.tasks.judged`, SimpleNeg's script): of the top-K retrieved images, the share
-    # a VLM judge finds right (final), verifies as showing the query's subject (verification), and, of those,
-    # finds without the negated object (negation)
-    *[_m(n, True, ".1f", PERCENT, "judged") for n in ("final", "verification", "negation")],
+    # judged retrieval (`negharness.scoring.judged`, SimpleNeg's script): of the top-K retrieved images, the
+    # share a VLM judge finds right (final), verifies as showing the query's subject (verification), the
+    # script's negation list (equal to final), and, of the verified, the share without the negated object
+    *[_m(n, True, ".1f", PERCENT, "judged") for n in ("final", "verification", "negation", "negation_given_verified")],
 ]
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 # old spellings a YAML task may still write (the README listed them): resolved to the one name
@@ -273,6 +273,7 @@ NEGATED_METRICS = of_protocols("retrieval", "several", "deltas", "fire", "negate
 # NegBench's Retrieval-Neg: R@K on the original captions, R-Neg@K on the negated ones, and the drop
 RETRIEVAL_NEG_METRICS = of_protocols("retrieval_neg")
 MCQ_METRICS = of_protocols("mcq")
+JUDGED_METRICS = of_protocols("judged")
 # the option that brings the ``fire`` metrics: FIRE's extra judgements, hashed with the task's data
 QRELS_OPTION = {"qrels": OptionSpec(str, None, "extra relevance judgements (FIRE): lines 'query_id item_id relevance'",
                                     data_file=True)}

@@ -1,20 +1,10 @@
 """Judged retrieval: the model under test retrieves the top K images of a pool for each query, and a
 vision-language judge (``--judge``) checks each retrieved image with two yes/no questions, as
 SimpleNeg's evaluation does (Sammani et al., "When Negation Is a Geometry Problem in Vision-Language
-Models", arXiv 2603.20554, `steer.py` at github fawazsammani/negation-steering@10011d9):
-
-- the verification question ("is there a desk in the image?") first: the image scores 0 unless the
-  judge answers "yes";
-- then the negation question ("is there a lamp on the desk?"): the image scores 1 when the judge
-  answers "no".
-
-Each prompt is the question plus "\\nAnswer the question with a yes or no."; a reply counts as read by
-`yes_no` (lower case, full stops dropped, stripped; anything else than
-"yes"/"no" is neither). Reported, in percent over every (query, retrieved image): ``final`` (the
-script's ``final`` list), ``verification`` (its ``verification`` list) and ``negation``, the share of
-verified images whose negation answer is "no". The script's own ``negation`` list equals its ``final``
-list element by element (0 where not verified), so its mean would repeat ``final``; the conditional
-rate is the number that says something of its own (``final = verification x negation / 100``).
+Models", arXiv 2603.20554, `steer.py` at github fawazsammani/negation-steering@10011d9). How the
+judge is asked and how its answers are scored (``final``, ``verification``, ``negation`` as the
+script's three lists, and ``negation_given_verified``) is `negharness.api.scoring.evaluate_judged`,
+which YAML tasks of kind ``judged`` share.
 
 A task of this kind says what its queries and pool are (`queries`, `pool`); the judge is the run's
 (`ctx.judge`, a `negharness.engine.judging.JudgeSession`), its identity in the task's config (``judge``).
@@ -23,66 +13,15 @@ A task of this kind says what its queries and pool are (`queries`, `pool`); the 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from negharness.api import EvalContext, MetricInfo, MissingDataError, OptionSpec, Task, TaskOptions, TaskResult
+from negharness.api import EvalContext, MissingDataError, OptionSpec, Task, TaskOptions, TaskResult
 from negharness.api import media as media_api
 from negharness.api import scoring
+from negharness.api.scoring import JudgedQuery
 
-PROMPT_SUFFIX = "\nAnswer the question with a yes or no."  # steer.py's `vqa`
-JUDGED_METRICS = {"final": MetricInfo(True, ".1f"), "verification": MetricInfo(True, ".1f"),
-                  "negation": MetricInfo(True, ".1f")}
-
-
-@dataclass(frozen=True)
-class JudgedQuery:
-    """A query with its two judge questions."""
-
-    id: str
-    text: str
-    negation: str  # answered "no" by an image that respects the negation
-    verification: str  # answered "yes" by an image that shows what the query is about
-
-
-def prompt(question: str) -> str:
-    """What the judge is asked (SimpleNeg's wording)."""
-    return question + PROMPT_SUFFIX
-
-
-def yes_no(reply: str) -> str:
-    """A reply as steer.py reads it: lower case, full stops dropped, stripped (``"Yes."`` is ``"yes"``,
-    ``"Yes, there is"`` is neither yes nor no)."""
-    return reply.lower().replace(".", "").strip()
-
-
-def judge_images(judge: Any, items: Sequence[tuple[Path, JudgedQuery]]) -> list[tuple[str, str | None]]:
-    """(verification answer, negation answer or None where not verified) per (image, query), read by
-    `yes_no`: the verification questions in one batch, then the negation questions of the verified."""
-    verified = [yes_no(a) for a in judge.ask([(path, prompt(q.verification)) for path, q in items])]
-    asked = [i for i, a in enumerate(verified) if a == "yes"]
-    negated = [yes_no(a) for a in judge.ask([(items[i][0], prompt(items[i][1].negation)) for i in asked])]
-    answers: list[str | None] = [None] * len(items)
-    for i, a in zip(asked, negated):
-        answers[i] = a
-    return list(zip(verified, answers))
-
-
-def scores(answers: Sequence[tuple[str, str | None]]) -> tuple[list[int], list[int]]:
-    """(final, verification) per image, each 0 or 1, as steer.py's `evaluate_retrieved_images`."""
-    verification = [int(v == "yes") for v, _ in answers]
-    final = [int(v == "yes" and n == "no") for v, n in answers]
-    return final, verification
-
-
-def answer_counts(answers: Sequence[tuple[str, str | None]]) -> dict[str, dict[str, int]]:
-    """How often the judge said yes, no or something else, per question: the record's notes."""
-    def tally(values: list[str]) -> dict[str, int]:
-        c = Counter(v if v in ("yes", "no") else "other" for v in values)
-        return {k: c.get(k, 0) for k in ("yes", "no", "other")}
-    return {"verification": tally([v for v, _ in answers]), "negation": tally([n for _, n in answers if n is not None])}
+__all__ = ["JudgedQuery", "JudgedRetrieval", "SimpleNeg", "read_simpleneg"]
 
 
 class JudgedRetrieval(Task[EvalContext]):
@@ -90,11 +29,11 @@ class JudgedRetrieval(Task[EvalContext]):
 
     needs_judge = True  # the host gives it a judge (`negharness.engine.judging.is_judged`)
     family = "judged"
-    version = "1"
+    version = "2"  # 2: negation is the script's list's mean; the share among the verified, negation_given_verified
     modalities = frozenset({"text", "image"})
     main_score = "final"
-    metric_info = JUDGED_METRICS
-    leaderboard_metrics: tuple[str, ...] = ("final", "verification", "negation")
+    metric_info = scoring.JUDGED_METRICS
+    leaderboard_metrics: tuple[str, ...] = ("final", "verification", "negation_given_verified")
     task_options = {"top_k": OptionSpec(int, 5, "retrieved images judged per query", minimum=1, maximum=100)}
     # set by the run's plan (`negharness.engine.judging.set_judge`): the judge's label (in the config) and
     # its name and options (in the record's notes)
@@ -102,7 +41,7 @@ class JudgedRetrieval(Task[EvalContext]):
     judge_identity: dict[str, Any] | None = None
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "judge": self.judge, "prompt": prompt("{question}")}
+        return {**super().config(), "judge": self.judge, "prompt": scoring.judge_prompt("{question}")}
 
     def queries(self) -> list[JudgedQuery]:
         """The queries, cut to ``--limit``."""
@@ -113,27 +52,9 @@ class JudgedRetrieval(Task[EvalContext]):
         raise NotImplementedError
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
-        import torch
-
         queries, (ids, paths) = self.queries(), self.pool()
-        k = min(self.opts["top_k"], len(ids))
-        sim = ctx.embed_texts([q.text for q in queries]) @ ctx.embed_media(
-            media_api.image_files(f"judged/{self.name}/pool", ids, paths)).t()
-        top = torch.topk(torch.nan_to_num(sim.float(), nan=float("-inf")), k, dim=1).indices.tolist()
-        items = [(paths[j], q) for q, row in zip(queries, top) for j in row]
-        answers = judge_images(getattr(ctx, "judge"), items)
-        final, verification = scores(answers)
-        per_final = [100.0 * sum(final[r * k:(r + 1) * k]) / k for r in range(len(queries))]
-        per_verif = [100.0 * sum(verification[r * k:(r + 1) * k]) / k for r in range(len(queries))]
-        metrics = {"final": 100.0 * sum(final) / len(final), "verification": 100.0 * sum(verification) / len(final),
-                   "negation": 100.0 * sum(final) / sum(verification) if sum(verification) else 0.0}
-        samples = [{"id": q.id, "query": q.text, "retrieved": [ids[j] for j in row],
-                    "answers": [list(a) for a in answers[r * k:(r + 1) * k]]}
-                   for r, (q, row) in enumerate(zip(queries, top))]
-        return TaskResult(metrics, {"queries": len(queries), "pool": len(ids), "judged_images": len(items)},
-                          samples, notes={"judge": self.judge_identity, "answers": answer_counts(answers), "top_k": k},
-                          per_query=scoring.per_query([q.id for q in queries], {"final": per_final,
-                                                                        "verification": per_verif}))
+        media = media_api.image_files(f"judged/{self.name}/pool", ids, paths)
+        return scoring.evaluate_judged(ctx, queries, ids, paths, media, self.opts["top_k"], self.judge_identity)
 
 
 def read_simpleneg(path: Path) -> list[JudgedQuery]:
