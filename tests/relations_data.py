@@ -537,7 +537,9 @@ def generated(name: str, model: str = "kw", **extra: str) -> Data:
 # judge that reads the colour an image shows and the colour word a question asks about -----------------
 class ColourJudge:
     """Says "Yes." when the question's colour word is the colour the image shows (the nearest of
-    `COLOURS` to its mean pixel: a JPEG's solid colour drifts), "No" otherwise."""
+    `COLOURS` to its mean pixel: a JPEG's solid colour drifts), "No" otherwise; a video by its first frame."""
+
+    takes_frames = True
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "colour stand-in", "version": 1}
@@ -548,7 +550,8 @@ class ColourJudge:
         from PIL import Image
 
         out = []
-        for data, prompt in items:
+        for shown, prompt in items:
+            data = shown[0] if isinstance(shown, list) else shown
             mean = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"), dtype=float).reshape(-1, 3).mean(0)
             shown = min(COLOURS, key=lambda c: float(((np.array(COLOURS[c]) - mean) ** 2).sum()))
             asked = [w.strip("?.,") for w in prompt.lower().split() if w.strip("?.,") in COLOURS]
@@ -599,7 +602,8 @@ BY_NAME: dict[str, Callable[[str], Data]] = {
     "aro_flickr_order": aro_order, "nein_val": nein_val, "negvqa_negated": negvqa, "negvqa_original": negvqa,
     "nein_shapes": lambda name: generated(name, "identity", n_items="6", clip_model="none", dino_model="none"),
     **{n: negbench_mcq for n in MCQ}, **{n: negbench_retrieval for n in RETRIEVAL},
-    "simpleneg": simpleneg, "mscoco_composed_judged": nt2vr_judged, "flickr30k_composed_judged": nt2vr_judged,
+    "simpleneg": simpleneg,
+    **{f"{p}_composed_judged": nt2vr_judged for p in ("mscoco", "flickr30k", "msrvtt3k", "msrvtt1k", "vatex")},
 }
 # task -> why no relation is run on it (none today)
 NO_BUILDER: dict[str, str] = {}

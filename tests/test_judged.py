@@ -495,3 +495,75 @@ def test_only_a_task_that_says_it_needs_a_judge_is_judged():
 
     assert is_judged(SimpleNamespace(needs_judge=True))
     assert not is_judged(SimpleNamespace(judged=object())) and not is_judged(SimpleNamespace(needs_judge="yes"))
+
+
+class FramesJudge(StandInJudge):
+    """The stand-in, shown a video's frames: every frame must be the video's colour."""
+
+    takes_frames = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[int] = []
+
+    def answer(self, items):
+        firsts = []
+        for frames, prompt in items:
+            assert isinstance(frames, list) and frames, "a video reaches the judge as its frames"
+            assert len({_colour(f) for f in frames}) == 1
+            self.frames.append(len(frames))
+            firsts.append((frames[0], prompt))
+        return super().answer(firsts)
+
+
+def test_a_video_collection_is_judged_on_the_frames_the_model_saw(host, tmp_path, monkeypatch):
+    """msrvtt1k_composed_judged: each retrieved video reaches the judge as its sampled frames (PNG, in
+    order), asked about "the video"; an image-only judge is refused naming what it lacks."""
+    from test_nt2vr_tasks import COLL, write_layout
+
+    from negharness.engine.evaluate import evaluate_request as run
+
+    folder = write_layout(tmp_path / "data")
+    record = {"cap_id": "q0", "caption": "red yellow", "video_ids": ["video3"], "subject": "a person",
+              "positive": "v0x", "negative": "n0x"}
+    (folder / "TextData" / f"{COLL}.composed.txt").write_text(repr(record) + "\n")
+    for key, said in {("yellow", "Does the video show v0x?"): "yes", ("yellow", "Does the video show a person n0x?"): "no",
+                      ("red", "Does the video show v0x?"): "yes", ("red", "Does the video show a person n0x?"): "yes"}.items():
+        monkeypatch.setitem(SAYS, key, said)
+    made: list[FramesJudge] = []
+
+    @hookimpl
+    def negharness_register_judges(registry):
+        registry.add("frames_judge", lambda options: made.append(FramesJudge()) or made[-1], "sees frames")
+
+    host.register(types.SimpleNamespace(negharness_register_judges=negharness_register_judges), "frames_judges")
+    req = RunRequest("keyword_model", ["msrvtt1k_composed_judged"], task_extra={"top_k": "2"},
+                     data_root=str(tmp_path / "data"), output_dir=str(tmp_path / "results"), device="cpu",
+                     cache_dir=str(tmp_path / "cache"), judge="frames_judge")
+    (out,) = run(host, req)
+    assert out.record["metrics"]["final"] == 50.0 and out.record["metrics"]["verification"] == 100.0
+    assert made[0].frames and set(made[0].frames) == {made[0].frames[0]} and made[0].frames[0] >= 1
+    (again,) = run(host, dataclasses.replace(req, overwrite=True))  # every answer from the cache, keyed by content
+    assert again.record["counts"]["judge_cached"] == out.record["counts"]["judge_asked"] > 0
+    with pytest.raises(UserError, match="answers about one image; this task shows it a video's frames"):
+        run(host, dataclasses.replace(req, judge="stand_in", overwrite=True))
+
+
+def test_both_built_in_judges_take_a_videos_frames_as_images_of_one_turn(tmp_path):
+    """openai_judge: one image part a frame, in order, then the prompt; hf_vlm_judge: as many image
+    slots in its chat as frames, answered (a tiny LLaVA)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from choice_helpers import tiny_llava
+
+    from negharness.plugins.judges import OpenAIJudge, hf_vlm_judge
+
+    frames = [_png(), _png()]
+    body = OpenAIJudge("http://127.0.0.1:9/v1", "m").body(frames, "q?")
+    parts = body["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["image_url", "image_url", "text"] and parts[-1]["text"] == "q?"
+    assert OpenAIJudge.takes_frames is True
+    judge = hf_vlm_judge(ModelOptions(extra={"arch": str(tiny_llava(tmp_path / "llava", ["is it", "yes no"])),
+                                             "max_new_tokens": "2"}))
+    assert judge.takes_frames is True and judge.chat("q?", 2).count(judge.processor.image_token) >= 2
+    (reply,) = judge.answer([(frames, "is it?" + SUFFIX)])
+    assert isinstance(reply, str)

@@ -74,7 +74,8 @@ NOT_APPLICABLE = {
     # a judged query is about no image of its own: a broken image leaves the pool (never judged: test_judged.py)
     # and every query stays, where removing the row removes its query too
     **{(t, "R1"): "judged retrieval keeps every query when an image is unreadable (the image leaves the pool); "
-                  "removing a row removes its query" for t in ("mscoco_composed_judged", "flickr30k_composed_judged")},
+                  "removing a row removes its query"
+         for t in [f"{p}_composed_judged" for p in ("mscoco", "flickr30k", "msrvtt3k", "msrvtt1k", "vatex")]},
 }
 # R4: (YAML file text, name) -> built-in twin, and the twin's metric/count name for each YAML one
 NEGBENCH_RETRIEVAL_YAML = """\

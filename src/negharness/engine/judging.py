@@ -14,13 +14,17 @@ runs) and hands a `JudgeSession` to each judged task's context as ``ctx.judge``.
 
 A judge plugin (kind ``judge``) is any object with ``describe() -> dict`` and
 ``answer(items) -> list[str]`` over (image bytes, prompt) pairs (`Judge`); answers come back as the
-judge said them, and the task reads them.
+judge said them, and the task reads them. A judge that also says ``takes_frames = True`` is shown a
+video as the list of its sampled frames (PNG bytes each, in time order: the frames the model under test
+saw, its ``-M frames`` where given); a video task's judge must be one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
@@ -30,6 +34,7 @@ from negharness.contracts.hashing import hash_json
 from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import declared_options
 from negharness.io.atomic_files import atomic_write_json
+from negharness.scoring.judged import MediaItem
 
 ANSWERS_FOLDER = "judge-answers"  # under the run's cache root
 ANSWER_FORMAT = 1  # bump when a cached answer's file changes meaning
@@ -41,8 +46,9 @@ class Judge(Protocol):
     def describe(self) -> dict[str, Any]:
         """What makes its answers what they are (model id, revision, decoding): part of every answer's key."""
 
-    def answer(self, items: Sequence[tuple[bytes, str]]) -> list[str]:
-        """One reply per (encoded image, prompt) pair, in order."""
+    def answer(self, items: Sequence[tuple[bytes | list[bytes], str]]) -> list[str]:
+        """One reply per (encoded image, prompt) pair, in order; with ``takes_frames = True``, an item may
+        hold a video's frames (a list of encoded images) in the image's place."""
 
 
 @dataclass
@@ -130,14 +136,19 @@ class JudgeSession:
         self.who = hash_json({"judge": choice.as_dict(), "describe": judge.describe()})
         self.counters: dict[str, int] = {"judge_asked": 0, "judge_cached": 0}
 
-    def ask(self, items: Sequence[tuple[Path, str]]) -> list[str]:
-        """Each (image file, prompt) answered, in order; only the ones not cached reach the judge."""
-        keys = [self._key(path, prompt) for path, prompt in items]
+    def ask(self, items: Sequence[tuple[Path | MediaItem, str]]) -> list[str]:
+        """Each (image file or video of a pool, prompt) answered, in order; only the ones not cached reach
+        the judge."""
+        if any(isinstance(shown, MediaItem) for shown, _ in items) and getattr(self.judge, "takes_frames", False) \
+                is not True:
+            raise UserError(f"judge {self.choice.name!r} answers about one image; this task shows it a video's frames: "
+                            "use a judge that takes frames (takes_frames = True: hf_vlm_judge, openai_judge)")
+        keys = [self._key(shown, prompt) for shown, prompt in items]
         answers: list[str | None] = [self._cached(k) for k in keys]
         todo = [i for i, a in enumerate(answers) if a is None]
         self.counters["judge_cached"] += len(items) - len(todo)
         if todo:
-            asked = [(Path(items[i][0]).read_bytes(), items[i][1]) for i in todo]
+            asked = [(_shown_bytes(items[i][0]), items[i][1]) for i in todo]
             replies = self.judge.answer(asked)
             if not isinstance(replies, list) or len(replies) != len(todo) or \
                     not all(isinstance(r, str) for r in replies):
@@ -149,12 +160,32 @@ class JudgeSession:
                 self._store(keys[i], reply)
         return [a for a in answers if a is not None]
 
-    def _key(self, path: Path, prompt: str) -> str:
-        """The answer's cache key; an image that cannot be read is named, never keyed as "no content"."""
-        digest = self.hash_file(Path(path))
-        if digest is None:
-            raise UserError(f"judge {self.choice.name!r}: cannot read image {path}")
-        return hash_json({"format": ANSWER_FORMAT, "judge": self.who, "image": digest, "prompt": prompt})
+    def _key(self, shown: Path | MediaItem, prompt: str) -> str:
+        """The answer's cache key: the judge, the prompt and the content shown (an image file's hash; a
+        video's frame source hashes with how its frames are sampled and decoded); what cannot be read is
+        named, never keyed as "no content"."""
+        content = self._content(shown)
+        if content is None:
+            raise UserError(f"judge {self.choice.name!r}: cannot read {_named(shown)}")
+        return hash_json({"format": ANSWER_FORMAT, "judge": self.who, "image": content, "prompt": prompt})
+
+    def _content(self, shown: Path | MediaItem) -> Any:
+        """What the judge is shown, as content: a file's hash, or a pool item's (its files' hashes, in
+        order, beside the set's recipe; the task's own content key; or its pixels' hash)."""
+        if not isinstance(shown, MediaItem):
+            return self.hash_file(Path(shown))
+        media, j = shown.media, shown.position
+        if media.content_keys is not None:
+            return {"set": media.key, "content": media.content_keys[j]}
+        if media.sources is not None:
+            source = media.sources[j]
+            files = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+            digests = [self.hash_file(Path(f)) for f in files]
+            return None if None in digests else {"files": digests, "recipe": media.recipe,
+                                                 "part": media.parts[j] if media.parts is not None else None}
+        from negharness.store.content import hash_array  # lazy: start-up time (numpy); an in-memory pool only
+
+        return {"pixels": hash_array(media.load(j))}
 
     def _path(self, key: str) -> Path | None:
         return self.folder / key[:2] / f"{key}.json" if self.folder is not None else None
@@ -178,6 +209,32 @@ class JudgeSession:
                 atomic_write_json(path, {"key": key, "answer": answer})
             except OSError:  # a cache that cannot be written costs the next run a question, not this run
                 pass
+
+
+def _named(shown: Path | MediaItem) -> str:
+    return f"{shown.media.kind} {shown.media.ids[shown.position]}" if isinstance(shown, MediaItem) else f"image {shown}"
+
+
+def _shown_bytes(shown: Path | MediaItem) -> bytes | list[bytes]:
+    """What the judge receives: an image file's bytes as they are, or a video's sampled frames, each
+    encoded as PNG (lossless: the pixels the model under test saw)."""
+    if not isinstance(shown, MediaItem):
+        return Path(shown).read_bytes()
+    import numpy as np  # lazy: start-up time
+
+    item = shown.media.load(shown.position)
+    frames = [np.asarray(frame) for frame in item] if shown.media.kind == "video" else [np.asarray(item)]
+    encoded = [_png(frame) for frame in frames]
+    return encoded if shown.media.kind == "video" else encoded[0]
+
+
+def _png(pixels: Any) -> bytes:
+    import numpy as np  # lazy: start-up time
+    from PIL import Image  # lazy: start-up time
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def _sha256(path: Path) -> str:

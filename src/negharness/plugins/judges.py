@@ -2,6 +2,9 @@
 for judged tasks (`negharness run --judge NAME -J key=value`). Each takes (image bytes, prompt) pairs and
 returns the replies as said; the host caches them by content (`negharness.engine.judging`).
 
+Both take a video as its sampled frames (``takes_frames``): one turn holding every frame as an image, in
+time order, then the prompt.
+
 - ``hf_vlm_judge``: a transformers image-text-to-text model (``-J arch=Qwen/Qwen3-VL-4B-Instruct``, the
   SimpleNeg authors' judge), greedy decoding of ``-J max_new_tokens=`` (10, as theirs), one image a turn.
 - ``openai_judge``: an OpenAI-compatible chat endpoint (what ``vllm serve``, SGLang and llama.cpp's
@@ -41,8 +44,15 @@ def _image_mime(data: bytes) -> str:
     return "image/jpeg"
 
 
+def _images(shown: bytes | list[bytes]) -> list[bytes]:
+    """An item's images: the one image, or a video's frames in time order."""
+    return list(shown) if isinstance(shown, list) else [shown]
+
+
 class HFVLMJudge:
-    """A transformers VLM answering one image and prompt at a time (as SimpleNeg's `vqa`)."""
+    """A transformers VLM answering one image (or a video's frames) and prompt at a time (as SimpleNeg's `vqa`)."""
+
+    takes_frames = True  # a video's frames, as images of one turn (`negharness.engine.judging`)
 
     def __init__(self, processor: Any, vlm: Any, arch: str, max_new_tokens: int = 10, dtype: str = "fp32") -> None:
         self.processor, self.vlm, self.arch = processor, vlm.eval(), arch
@@ -59,22 +69,25 @@ class HFVLMJudge:
                 "dtype": self.dtype, "config": hash_json(self.vlm.config.to_dict()),
                 "parameters": sum(p.numel() for p in self.vlm.parameters())}
 
-    def chat(self, prompt: str) -> str:
-        """The model's chat template around one image and ``prompt``, ending where the reply starts."""
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+    def chat(self, prompt: str, images: int = 1) -> str:
+        """The model's chat template around ``images`` images (one, or a video's frames) and ``prompt``,
+        ending where the reply starts."""
+        content: list[dict[str, str]] = [{"type": "image"} for _ in range(images)]
+        messages = [{"role": "user", "content": [*content, {"type": "text", "text": prompt}]}]
         if getattr(self.processor, "chat_template", None):
             text: str = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
             return text
-        return f"USER: {getattr(self.processor, 'image_token', '<image>')}\n{prompt} ASSISTANT:"
+        token = getattr(self.processor, "image_token", "<image>")
+        return f"USER: {chr(10).join([token] * images)}\n{prompt} ASSISTANT:"
 
-    def answer(self, items: Sequence[tuple[bytes, str]]) -> list[str]:
+    def answer(self, items: Sequence[tuple[bytes | list[bytes], str]]) -> list[str]:
         import torch
         from PIL import Image
 
         out = []
-        for data, prompt in items:
-            image = Image.open(io.BytesIO(data)).convert("RGB")
-            enc = self.processor(text=[self.chat(prompt)], images=[image], return_tensors="pt")
+        for shown, prompt in items:
+            images = [Image.open(io.BytesIO(data)).convert("RGB") for data in _images(shown)]
+            enc = self.processor(text=[self.chat(prompt, len(images))], images=images, return_tensors="pt")
             enc = {k: (v.to(self.device) if torch.is_tensor(v) else v) for k, v in enc.items()}
             with torch.inference_mode():
                 ids = self.vlm.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False)
@@ -110,6 +123,8 @@ def hf_vlm_judge(options: ModelOptions) -> HFVLMJudge:
 class OpenAIJudge:
     """An OpenAI-compatible ``/chat/completions`` endpoint, asked with bounded requests."""
 
+    takes_frames = True  # a video's frames, as image parts of one turn (`negharness.engine.judging`)
+
     def __init__(self, url: str, model: str, max_tokens: int = 10, timeout: float = 60.0, retries: int = 2,
                  concurrency: int = 4, api_key: str | None = None) -> None:
         self.url = url.rstrip("/") + "/chat/completions"
@@ -120,19 +135,21 @@ class OpenAIJudge:
         # the endpoint's address is where it runs, not what answers: the served model's name names it
         return {"kind": "openai_judge", "model": self.model, "decoding": "temperature 0", "max_tokens": self.max_tokens}
 
-    def answer(self, items: Sequence[tuple[bytes, str]]) -> list[str]:
+    def answer(self, items: Sequence[tuple[bytes | list[bytes], str]]) -> list[str]:
         with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(items) or 1))) as pool:
             return list(pool.map(lambda item: self._ask(*item), items))
 
-    def body(self, data: bytes, prompt: str) -> dict[str, Any]:
-        """The request: one user turn, the image as a data URL and the prompt."""
-        url = f"data:{_image_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
+    def body(self, shown: bytes | list[bytes], prompt: str) -> dict[str, Any]:
+        """The request: one user turn, the image (or a video's frames, in order) as data URLs, then the prompt."""
+        parts: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": f"data:{_image_mime(data)};base64,"
+                                                       f"{base64.b64encode(data).decode('ascii')}"}}
+            for data in _images(shown)]
         return {"model": self.model, "temperature": 0, "max_tokens": self.max_tokens,
-                "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
-                                                          {"type": "text", "text": prompt}]}]}
+                "messages": [{"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}]}
 
-    def _ask(self, data: bytes, prompt: str) -> str:
-        payload = json.dumps(self.body(data, prompt)).encode("utf-8")
+    def _ask(self, shown: bytes | list[bytes], prompt: str) -> str:
+        payload = json.dumps(self.body(shown, prompt)).encode("utf-8")
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"

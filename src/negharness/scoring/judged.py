@@ -40,6 +40,15 @@ CONDITIONAL = "negation_given_verified"
 
 
 @dataclass(frozen=True)
+class MediaItem:
+    """One item of a pool's `MediaSet` shown to the judge as the model under test saw it: a video as its
+    sampled frames (the model's ``-M frames``, else the task's sampling), in time order."""
+
+    media: Any  # negharness.api.media.MediaSet
+    position: int
+
+
+@dataclass(frozen=True)
 class JudgedQuery:
     """A query with its two judge questions."""
 
@@ -60,9 +69,9 @@ def yes_no(reply: str) -> str:
     return reply.lower().replace(".", "").strip()
 
 
-def judge_images(judge: Any, items: Sequence[tuple[Path, JudgedQuery]]) -> list[tuple[str, str | None]]:
-    """(verification answer, negation answer or None where not verified) per (image, query), read by
-    `yes_no`: the verification questions in one batch, then the negation questions of the verified."""
+def judge_images(judge: Any, items: Sequence[tuple[Path | MediaItem, JudgedQuery]]) -> list[tuple[str, str | None]]:
+    """(verification answer, negation answer or None where not verified) per (image file or video, query),
+    read by `yes_no`: the verification questions in one batch, then the negation questions of the verified."""
     verified = [yes_no(a) for a in judge.ask([(path, prompt(q.verification)) for path, q in items])]
     asked = [i for i, a in enumerate(verified) if a == "yes"]
     negated = [yes_no(a) for a in judge.ask([(items[i][0], prompt(items[i][1].negation)) for i in asked])]
@@ -122,7 +131,8 @@ def evaluate_judged(ctx: Any, queries: Sequence[JudgedQuery], pool_ids: Sequence
     sim = torch.nan_to_num((ctx.embed_texts([q.text for q in queries]) @ media_emb.t()).float(), nan=float("-inf"))
     sim[:, bad] = float("-inf")  # so never judged: the judge would be handed bytes nothing can decode
     top = torch.topk(sim, k, dim=1).indices.tolist()
-    items = [(Path(pool_paths[j]), q) for q, row in zip(queries, top) for j in row]
+    shown = (lambda j: MediaItem(media, j)) if media.kind == "video" else (lambda j: Path(pool_paths[j]))
+    items = [(shown(j), q) for q, row in zip(queries, top) for j in row]
     answers = judge_images(getattr(ctx, "judge"), items)
     lists = score_lists(answers)
     per_q = {m: [100.0 * sum(lists[m][r * k:(r + 1) * k]) / k for r in range(len(queries))] for m in LISTS}
