@@ -114,14 +114,15 @@ OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "
 
 
 def _options_cell(entry: Any, flag: str) -> str:
-    """The options an entry declares, one per line (loads its module, not its weights)."""
+    """The options an entry declares, one per line (from the declaration its registration names, else
+    from its factory: its module loaded, not its weights)."""
     from negharness.contracts.options import (  # lazy: start-up time
         declared_options,
         describe_options,
     )
 
     try:
-        specs = declared_options(entry.load())
+        specs = declared_options(entry.declared())
     except Exception as exc:  # a broken plugin still lists; the cell says why
         return f"(cannot load: {str(exc).splitlines()[0][:60]})"
     if specs is None:

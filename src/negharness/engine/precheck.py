@@ -2,7 +2,9 @@
 or a missing file costs the plugin host's start (about a second), not torch's import (10 s and 500 MB
 on 2 cores).
 
-`check_request`: names, device, data root, with the registry and the file system only.
+`check_request`: names, ``-M`` options (against the declaration the model's registration names, in a
+module without torch: `negharness.discovery.lookup.check_model_options`), device, data root, with the
+registry and the file system only.
 `check_inputs`: the run's tasks built (built-in task modules import no torch until a task runs) and
 everything the run would read that is absent, all at once: each task's files and media, and the
 model's weights (a named --checkpoint, released weights no program may fetch, hub weights not cached
@@ -21,6 +23,7 @@ from typing import Any, Callable
 from negharness.contracts.errors import MissingDataError, UserError
 from negharness.contracts.options import refuse_unknown
 from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
+from negharness.discovery.lookup import check_model_options
 from negharness.discovery.registry import Entry
 from negharness.engine.request import task_entries
 from negharness.fetch import hub_models, manual
@@ -56,12 +59,15 @@ def _no_gpu_driver() -> bool:
 
 
 def check_request(host: Any, req: Any, root: Path, source: str) -> list[Entry]:
-    """Names, device and data root (``root``, chosen by ``source``) of a run request
+    """Names, ``-M`` options, device and data root (``root``, chosen by ``source``) of a run request
     (`negharness.engine.request.RunRequest`), against the registry and the file system only: no plugin
-    module is imported. Returns the tasks' entries."""
+    module is imported but the torch-free ones registrations name for their options (``options=``).
+    Returns the tasks' entries."""
     entries = task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
+    kind = "model" if req.model in host.registry.names("model") else "editor"
+    check_model_options(host.registry.get(kind, req.model), req.model_options, host.registry)
     check_device_spec(req.device)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
