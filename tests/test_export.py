@@ -469,3 +469,40 @@ def test_a_link_inside_out_that_leads_out_refuses_the_export_naming_the_record(t
     with pytest.raises(UserError, match=f"{path}: export file .* outside OUT"):
         export(root, out, "lm-eval")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_unit_the_record_declares_is_the_unit_of_its_number(tmp_path):
+    """`MetricInfo(unit=...)`: a task says its numbers are percents or shares of 1 outright, and every format
+    follows it: a catalogue percent (``accuracy``) declared a share even printed ``.1f``; a name the catalogue
+    does not know (once left out of every format, no unit vouched for) exported in the unit it declares; a
+    quantity that is neither (a mean rank) declared a percent is left out, never mislabelled."""
+    from negharness.scoring import catalog
+
+    root = tmp_path / "results"
+    write_fake_record(root, ModelConfig("m", {}), "third", {"accuracy": SHARE}, unit="share")  # fmt .1f
+    got = _exported(root, tmp_path / "out", "third", "accuracy")
+    assert got["mteb"][0] == pytest.approx(0.665) and got["eee unit"] == ("proportion", 0.0, 1.0)
+    own = tmp_path / "own"
+    write_fake_record(own, ModelConfig("m", {}), "own", {"neg_precision_custom": [100.0 * v for v in SHARE]},
+                      unit="percent")
+    got = _exported(own, tmp_path / "out_own", "own", "neg_precision_custom")
+    assert got["mteb"][0] == pytest.approx(0.665) and got["eee"][0] == pytest.approx(66.5)
+    assert got["eee unit"] == ("percent", 0.0, 100.0)
+    assert catalog.record_scale("neg_precision_custom", {"fmt": ".3f"}) is None  # no unit declared: none vouched
+    assert catalog.record_scale("MeanR", {"fmt": ".1f", "higher_is_better": False, "unit": "percent"}) is None
+    assert catalog.record_scale("R@1", {"fmt": ".3f", "unit": "percent"}) == catalog.PERCENT  # the unit over the fmt
+
+
+def test_a_unit_outside_percent_and_share_is_refused_where_it_is_declared(tmp_path):
+    from negharness.api import MetricInfo
+    from negharness.contracts.task import TaskDefinitionError, TaskMeta
+    from negharness.records.check import RecordError, load_checked
+
+    meta = TaskMeta(name="t", family="f", version="1", description="", modalities=frozenset({"image", "text"}),
+                    main_score="acc", metrics={"acc": MetricInfo(unit="fraction")}, leaderboard_metrics=("acc",),
+                    options={})
+    with pytest.raises(TaskDefinitionError, match=r"metric_info\['acc'\].unit 'fraction' must be one of percent, share"):
+        meta.validate("task 't'")
+    path = write_fake_record(tmp_path, ModelConfig("m", {}), "third", {"accuracy": SHARE}, unit="fraction")
+    with pytest.raises(RecordError, match="metric_info.accuracy.unit"):
+        load_checked(path)

@@ -49,3 +49,10 @@ def test_training_sets_show_their_options(capsys):
     assert main(["list", "--kind", "trainset", "shapes"]) == 0
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("shapes\t")]
     assert "n_train=int" in row.split("\t")[3]
+
+
+def test_a_kind_with_nothing_registered_says_so(capsys):
+    """`list --kind judge` with the judges' plugin blocked once said "no judge matches None"."""
+    assert main(["-p", "no:builtin_models", "list", "--brief", "--kind", "judge"]) == 2
+    err = capsys.readouterr().err
+    assert "no judge is registered" in err and "None" not in err

@@ -52,6 +52,7 @@ TINY: dict[str, list[str]] = {
     "bench_jpeg_decoders.py": ["--images", "4", "--rounds", "1"],
     "profile_cold_run.py": ["--tiny", "--run", "negbench", "--top", "3", "--rounds", "1"],  # the world run is the simpler path
     "sim_cluster_coverage.py": ["--tiny"],  # both runs profiled, then timed once unprofiled
+    "trace_request.py": ["--limit", "8"],
 }
 HELPERS_ONLY = {"exp_kill_resume.py", "exp_negation_training.py", "text_builders_counts.py",
                 "sample_query_builders.py"}
@@ -100,6 +101,12 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
     # the tiny run has only 40 replicates over 20 clusters: coverage is loose, the gap between the two is the point
     "sim_cluster_coverage.py": [(rf"interval over clusters covers the true mean in {NUM}%", 75.0, 100.0),
                                 (rf"interval over rows covers it in {NUM}%", 20.0, 85.0)],
+    # the request carried back up the import tree: issue 51's goal is at most 10 (0 since the plan)
+    "trace_request.py": [(rf"cold run: exit 0; {NUM} stops", 1, 60), (rf"cold run: .* climbs {NUM} ", 0, 10),
+                         (rf"rerun from its records: .* climbs {NUM} ", 0, 10)],
+    # the request carried back up the import tree: issue 51's goal is at most 10 (0 since the plan)
+    "trace_request.py": [(rf"cold run: exit 0; {NUM} stops", 1, 60), (rf"cold run: .* climbs {NUM} ", 0, 10),
+                         (rf"rerun from its records: .* climbs {NUM} ", 0, 10)],
     "bench_item_kinds.py": [(rf"bench_group\s+50 items: .*scored, embeddings cached: {NUM} s", 0.0, 30.0),
                             (rf"bench_tot\s+50 items: .*'accuracy': {NUM}", 0.0, 100.0)],
 }

@@ -238,3 +238,100 @@ def test_a_run_leaves_the_checks_answer_and_it_is_the_fresh_checks(tmp_path, mon
     for o in outcomes:
         check.read_checked(o.path, cache_dir=req.cache_dir)
     assert parsed == []
+
+
+def test_a_task_failing_while_planned_leaves_the_others_answered_from_their_records(tmp_path, monkeypatch):
+    """`standing` once gave up when any task failed while planned (the command then loaded torch to say
+    "nothing to load"); now the standing records and the failure are the answer, the same on both roads."""
+    from negharness.engine import plan as planning
+    from negharness.engine.evaluate import run_evaluation
+
+    req = _request(tmp_path, tasks=[TASK, "shapes_mcq"], limit=6)
+    evaluate_request(make_host(), req)
+    hashes = planning.data_hashes
+
+    def refuse_mcq(files, root, hasher, task):
+        if task == "shapes_mcq":
+            raise UserError("unreadable (made so by the test)")
+        return hashes(files, root, hasher, task)
+
+    monkeypatch.setattr(planning, "data_hashes", refuse_mcq)
+    host = make_host()
+    plan = make_plan(host, req)
+    answer = standing(host, plan)
+    assert answer is not None, "one failed task kept the standing record from answering"
+    assert [(o.task, o.skipped, o.error) for o in answer] == [(TASK, True, None),
+                                                             ("shapes_mcq", False, "unreadable (made so by the test)")]
+    assert [(o.task, o.path, o.skipped, o.error) for o in run_evaluation(host, plan)] == \
+        [(o.task, o.path, o.skipped, o.error) for o in answer]
+
+
+def test_a_rerun_after_overwrite_or_at_another_precision_stands_without_the_model(tmp_path):
+    """The fingerprint a run computed is remembered whatever its --overwrite and precision (the precision is
+    in the model's identity, so in the memo's key): the plain rerun of either answers from its records."""
+    host = make_host()
+    for other in ({"overwrite": True}, {"precision": "bf16"}):
+        req = _request(tmp_path, limit=4, **other)
+        evaluate_request(host, req)
+        again = make_plan(host, RunRequest(**{**req.__dict__, "overwrite": False}))
+        assert standing(host, again) is not None, other
+
+
+def test_one_model_given_twice_is_refused_on_both_doors(tmp_path, capsys):
+    """`--model shapes_clip --model shapes_clip`: one record folder written twice; refused before anything
+    runs. The same name with other options naming it is two models."""
+    args = ["run", "--model", "shapes_clip", "--model", "shapes_clip", "--task", "shapes_mcq", "--output-dir",
+            str(tmp_path / "res"), "--cache-dir", str(tmp_path / "c"), "--data-root", str(tmp_path / "d")]
+    assert main(args) == 2
+    assert "--model shapes_clip is given twice (models 1 and 2" in capsys.readouterr().err
+    assert not list((tmp_path / "res").rglob("*.json"))
+    with pytest.raises(UserError, match="given twice"):
+        negharness.run(["shapes_clip", "shapes_clip"], "shapes_mcq", output_dir=str(tmp_path / "lib"),
+                       cache_dir=str(tmp_path / "c"), data_root=str(tmp_path / "d"))
+    other = ["-M", "quick_gelu=true"]
+    assert main(args[:5] + other + args[5:] + ["--limit", "4"]) == 0
+
+
+def test_each_model_of_a_run_times_its_own_stages():
+    """A run of several models gives each a clock of its own (`StageClock.fork`): the process's start-up is
+    every model's, the planning, import and build of one model never appear in another's records."""
+    from negharness.engine.stages import StageClock
+
+    seen: list[tuple[str, bool]] = []
+    clock = StageClock(0.0)
+    clock.watch(lambda stage, starts: seen.append((stage, starts)))
+    for stage, seconds in (("startup", 1.0), ("plan", 0.5), ("data", 2.0), ("model_build", 3.0)):
+        clock.add(stage, seconds)
+    own = clock.fork()
+    assert own.seconds() == {"startup": 1.0, "plan": 0.5} and own.started_at == 0.0
+    with own.timed("data"):
+        pass
+    assert seen == [("data", True), ("data", False)]  # the heartbeat still hears the model's stages
+    assert clock.seconds()["data"] == 2.0
+
+
+def test_the_library_door_records_its_planning_stage(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (out,) = negharness.run("shapes_clip", "shapes_mcq", limit=4, output_dir=str(tmp_path / "r"),
+                                cache_dir=str(tmp_path / "c"), data_root=str(tmp_path / "d"))
+    assert "data_s" in out.record["timings"]
+
+
+def test_planning_hashes_the_world_split_without_decoding_it(tmp_path, monkeypatch):
+    """The split's file, once written, is hashed while planning and read only by the run: a rerun answered
+    from its records never decodes 500 images."""
+    from negharness.world import media
+
+    req = _request(tmp_path, limit=4)
+    evaluate_request(make_host(), req)
+    media._load_world.cache_clear()
+
+    def no_decode(path):
+        raise AssertionError(f"planning decoded {path}")
+
+    monkeypatch.setattr(media, "_decode", no_decode)
+    host = make_host()
+    plan = make_plan(host, req)
+    assert standing(host, plan) is not None
+    assert any("shapes_world" in name for name in plan.tasks[0].task_run.data["files"])

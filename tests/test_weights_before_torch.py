@@ -47,8 +47,10 @@ def _place(cache: Path, repo: str, files: dict[str, bytes], commit: str = COMMIT
 
 def _problems(model_name: str, **options: str) -> list:
     """`weights_problems` for a request of ``model_name``, with the registry's answer for the built-ins."""
+    from negharness.discovery.registry import Entry
+
     registry = SimpleNamespace(names=lambda kind: ["clip", "hf_clip"] if kind == "model" else [],
-                               get=lambda kind, name: SimpleNamespace(meta={}))
+                               get=lambda kind, name: Entry(kind, name, "no_module:factory", "", "test"))
     extra = {k: v for k, v in options.items() if k not in ("arch", "pretrained")}
     req = SimpleNamespace(model=model_name, model_options=ModelOptions(options.get("arch"), options.get("pretrained"),
                                                                    None, extra))
@@ -102,7 +104,11 @@ def test_the_refusal_comes_before_torch(tmp_path):
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"), "COLUMNS": "200"}
     for args, needle in ((["--model", "clip"], "negharness fetch clip --arch ViT-B-32 --pretrained openai"),
-                         (["--model", "hf_clip", "--arch", "org/name"], "negharness fetch hf_clip --arch org/name")):
+                         (["--model", "hf_clip", "--arch", "org/name"], "negharness fetch hf_clip --arch org/name"),
+                         # a wrapper's weights are its base's: checked as the base's, before torch, as for the base
+                         (["--model", "boolean", "-M", "base=clip"], "model clip: its weights ViT-B-32/openai"),
+                         (["--model", "steer", "-M", "base=clip", "-M", "alpha=0.2", "--arch", "ViT-B-16",
+                           "--pretrained", "openai"], "negharness fetch clip --arch ViT-B-16 --pretrained openai")):
         done = subprocess.run([sys.executable, "-X", "importtime", "-m", "negharness.cli", "run", *args, "--task",
                                "shapes_t2i_original", "--limit", "2"], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=120)

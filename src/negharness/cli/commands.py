@@ -8,7 +8,6 @@ and ``list`` answer at once.
 from __future__ import annotations
 
 import argparse
-import os
 import contextlib
 import sys
 import time
@@ -75,8 +74,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for info in sorted(host.plugins.values(), key=lambda p: p.name):
         if info.status != "loaded":
             console.print(f"plugin {info.name}: {info.status}" + (f" ({info.error})" if info.error else ""))
-    if (pattern or getattr(args, "kind", None)) and not shown:
-        raise UserError(f"no {getattr(args, 'kind', None) or 'entry'} matches {pattern!r}; `negharness list` shows them all")
+    kind = getattr(args, "kind", None)
+    if (pattern or kind) and not shown:
+        what = f"no {kind or 'entry'} matches {pattern!r}" if pattern else f"no {kind} is registered"
+        raise UserError(f"{what}; `negharness list` shows them all")
     return 0
 
 
@@ -146,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     say = err.is_terminal and not from_env().active  # the plan, in a terminal (a log gets the progress lines)
     host = _host(args)
     clock = _clock(args)
-    follower = os.environ.get("RANK", "0") != "0"  # a torchrun rank other than 0 says nothing of its own
+    follower = not from_env().main  # a torchrun rank other than 0 says nothing of its own
     with heartbeat(clock, (lambda line: None) if follower else lambda line: err.print(line, markup=False,
                                                                                           highlight=False)):
         return _plan_and_run(args, req, models, host, clock, err, say)
@@ -156,25 +157,28 @@ def _plan_and_run(args: argparse.Namespace, req: Any, models: list[tuple[str, An
                   err: Any, say: bool) -> int:
     """Every model planned (every refusal said before torch), then each run or answered from its records."""
     from negharness.engine.fingerprints import standing  # lazy: start-up time
-    from negharness.engine.plan import make_plan, model_requests, plan_lines  # lazy: start-up time
+    from negharness.engine.plan import distinct_models, model_requests, plan_lines, planned  # lazy: start-up time
     from negharness.engine.request import plan_head  # lazy: start-up time
 
-    plans = []
+    made = []
     for one in model_requests(host, req, models):  # every model planned (every refusal told) before torch loads
         if say:
             err.print(plan_head(one), markup=False)
-        with _plugin_blamed(one.model, args, host), clock.timed("data"):  # a task plugin's bug in building its task
-            plans.append(make_plan(host, one))
+        own = clock.fork()  # this model's stages; the process's start-up is every model's
+        with _plugin_blamed(one.model, args, host), own.timed("data"):  # a task plugin's bug in building its task
+            plan, hasher = planned(host, one)
+        made.append((plan, hasher, own))
         if say:
-            for line in plan_lines(plans[-1]):
+            for line in plan_lines(plan):
                 err.print(line, markup=False)
+    distinct_models([plan for plan, _, _ in made])
     results = []
-    for plan in plans:  # in order, one at a time, sharing the caches
+    for plan, hasher, own in made:  # in order, one at a time, sharing the caches
         outcomes = standing(host, plan)  # every record stands: answered from them, no torch
         if outcomes is None:
             if say:
                 err.print(f"loading torch, the tasks and model {plan.model} ...", markup=False)
-            outcomes = _evaluate(args, host, plan, err, clock)
+            outcomes = _evaluate(args, host, plan, hasher, err, own)
         if outcomes is None:  # a torchrun rank that prints nothing
             return 0
         results.append((plan.model_cfg.label, outcomes))
@@ -222,11 +226,11 @@ def _clock(args: argparse.Namespace) -> Any:
     return clock
 
 
-def _evaluate(args: argparse.Namespace, host: Any, plan: Any, err: Any, clock: Any) -> list[Any] | None:
+def _evaluate(args: argparse.Namespace, host: Any, plan: Any, hasher: Any, err: Any, clock: Any) -> list[Any] | None:
     """The run the normal way (torch, the model, on the plan made before torch); None on a torchrun
     rank that prints nothing."""
     with clock.timed("torch_import"):
-        from negharness.engine.evaluate import run_evaluation  # lazy: start-up time (torch)
+        from negharness.engine.evaluate import execute  # lazy: start-up time (torch)
     from negharness.engine.sharding import (  # lazy: start-up time
         quiet_stderr_for_followers,
         shard_session,
@@ -236,8 +240,8 @@ def _evaluate(args: argparse.Namespace, host: Any, plan: Any, err: Any, clock: A
         quiet_stderr_for_followers(shards)
         with _progress(err) as progress:
             with _plugin_blamed(plan.model, args, host):
-                outcomes = run_evaluation(host, plan, progress if shards is None or shards.writes else None, shards,
-                                          clock)
+                outcomes = execute(host, plan, progress if shards is None or shards.writes else None, shards,
+                                   clock, hasher)
     return outcomes if shards is None or shards.writes else None
 
 

@@ -43,10 +43,18 @@ class TaskOptions:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+UNITS = ("percent", "share")  # what a `MetricInfo` may declare its numbers are written in
+
+
 @dataclass(frozen=True)
 class MetricInfo:
+    """How a task's metric reads: its direction, its printed format, and, where the task says so, its unit:
+    ``"percent"`` (0-100) or ``"share"`` (of 1). A declared unit is what exporters write the number in
+    (`negharness.scoring.catalog.record_scale`); without one, the catalogue's for a name it knows."""
+
     higher_is_better: bool = True
     fmt: str = ".3f"
+    unit: str | None = None
 
 
 @dataclass
@@ -93,6 +101,10 @@ class TaskMeta:
         bad = [k for k, v in self.metrics.items() if not isinstance(v, MetricInfo)]
         if bad:
             problems.append(f"metric_info[{bad[0]!r}] is not a MetricInfo (direction and format)")
+        units = [k for k, v in self.metrics.items() if isinstance(v, MetricInfo) and v.unit not in (None, *UNITS)]
+        if units:
+            problems.append(f"metric_info[{units[0]!r}].unit {self.metrics[units[0]].unit!r} must be one of "
+                            f"{', '.join(UNITS)} (or left out)")
         if self.main_score not in self.metrics:
             problems.append(f"main_score {self.main_score!r} is not in metric_info")
         missing = [m for m in self.leaderboard_metrics if m not in self.metrics]

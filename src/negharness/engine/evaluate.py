@@ -27,8 +27,8 @@ from negharness.engine.edit_context import EditContext
 from negharness.engine.embedding_contract import ModelOrigin
 from negharness.engine.fingerprints import remember, standing
 from negharness.engine.judging import JudgeOptions, JudgeSession, is_judged
-from negharness.engine.plan import PlannedTask, RunPlan, config_hash, make_plan
-from negharness.engine.request import RunOutcome, RunRequest, memo_path
+from negharness.engine.plan import PlannedTask, RunPlan, config_hash, planned
+from negharness.engine.request import RunOutcome, RunRequest, memo_path, with_failures
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
 from negharness.engine.stages import StageClock, stage_timings
@@ -39,32 +39,41 @@ from negharness.io.atomic_files import atomic_write_json
 from negharness.store.cache import EmbeddingCache
 from negharness.store.content import FileHasher
 
-__all__ = ["RunOutcome", "RunPlan", "RunRequest", "evaluate_request", "run_evaluation"]
+__all__ = ["RunOutcome", "RunPlan", "RunRequest", "evaluate_request", "execute", "run_evaluation"]
 
 
-def _planned(host: PluginHost, req: RunRequest, clock: StageClock | None = None) -> tuple[RunPlan, FileHasher]:
-    """The request's plan, and the memoised hasher over the memo the plan saved (the run hashes media
-    through it, so a file the plan hashed is a stat, not a read)."""
-    with (clock or StageClock()).timed("data"):
-        plan = make_plan(host, req)
-    return plan, FileHasher(memo_path(plan.cache_root))
+def _timed_plan(host: PluginHost, req: RunRequest, clock: StageClock) -> tuple[RunPlan, FileHasher]:
+    """`planned`, timed as the ``data`` stage of ``clock``."""
+    with clock.timed("data"):
+        return planned(host, req)
 
 
 def evaluate_request(host: PluginHost, req: RunRequest, progress: Any = None,
                      clock: StageClock | None = None) -> list[RunOutcome]:
-    """A request planned (`make_plan`) and run: what a caller holding a raw request (a test, a perf script,
+    """A request planned (`planned`) and run: what a caller holding a raw request (a test, a perf script,
     `negharness fire`) calls."""
     clock = clock or StageClock()
-    plan, hasher = _planned(host, req, clock)
+    plan, hasher = _timed_plan(host, req, clock)
     return run_evaluation(host, plan, progress, None, clock, hasher)
 
 
 def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any = None,
                    clock: StageClock | None = None, hasher: FileHasher | None = None) -> list[RunOutcome]:
-    """The plan executed. ``shards``: this rank's `negharness.engine.sharding.ShardSession` under torchrun,
-    else None. ``clock``: the process's stage times so far (the CLI's start-up and imports), which every
-    record of the run repeats beside its own (`negharness.engine.stages`). ``hasher``: the memoised file
-    hasher the plan was made with (the embedding cache hashes media through it)."""
+    """The plan executed, or answered from its records where every one stands (`standing`, asked
+    first, as the CLI asks it before torch). ``shards``: this rank's
+    `negharness.engine.sharding.ShardSession` under torchrun, else None. ``clock``: the process's stage
+    times so far (the CLI's start-up and imports), which every record of the run repeats beside its own
+    (`negharness.engine.stages`). ``hasher``: the memoised file hasher the plan was made with
+    (`negharness.engine.plan.planned`; the embedding cache hashes media through it)."""
+    if shards is None and (kept := standing(host, plan)) is not None:
+        return kept  # every record stands: nothing to load
+    return execute(host, plan, progress, shards, clock, hasher)
+
+
+def execute(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any = None,
+            clock: StageClock | None = None, hasher: FileHasher | None = None) -> list[RunOutcome]:
+    """The plan executed, for a caller that asked `standing` already (the CLI, before torch): the model
+    loaded when a record needs it, each task run or its record kept (see `run_evaluation`)."""
     clock = clock or StageClock()
     hasher = hasher or FileHasher(memo_path(plan.cache_root))
     device = resolve_device(shards.device if shards is not None else plan.device)
@@ -72,13 +81,11 @@ def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards
     if note := cpu_autocast_warning(device, plan.precision):
         warnings.warn(note, UserWarning, stacklevel=2)
     failed: dict[str, tuple[Path, UserError]] = {f.name: (f.path, f.error) for f in plan.failed}
-    if shards is None and (kept := standing(host, plan)) is not None:
-        return kept  # every record stands: nothing to load (the CLI asks the same before torch)
     todo = [t for t in plan.tasks if t.verdict is not None]
     maybe = [t for t in plan.tasks if t.verdict is None]
     if not todo and (plan.names_weights or not maybe):
         # the options name the weights and every record matches them: nothing to load
-        return _kept([RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe], failed)
+        return with_failures([RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe], failed)
     plugins = PluginLookup(host.registry, device, plan.cache_root)
     with clock.timed("model_import"):
         plan.model_entry.load()
@@ -105,7 +112,7 @@ def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards
         else:
             todo.append(_with_reason(item, reason))
     if not todo:
-        return _kept(outcomes, failed)
+        return with_failures(outcomes, failed)
     if plan.protocol == "embedding":
         for item in todo:  # a task the model cannot encode fails alone; the others run
             if why := _lacking(model, plan.model, item.task):
@@ -137,7 +144,7 @@ def run_evaluation(host: PluginHost, plan: RunPlan, progress: Any = None, shards
             continue
         if outcome is not None:
             outcomes.append(outcome)
-    return _kept(outcomes, failed)
+    return with_failures(outcomes, failed)
 
 
 def _judge_session(plan: RunPlan, plugins: PluginLookup, hasher: FileHasher, made: list[JudgeSession],
@@ -195,22 +202,10 @@ def _timings(total: float, counts: dict[str, Any], clock: StageClock, ctx: Any) 
     return {**timings, **stage_timings(clock.seconds(), own)}
 
 
-def _kept(outcomes: list[RunOutcome], failed: dict[str, tuple[Path, UserError]]) -> list[RunOutcome]:
-    """The outcomes, with the tasks that failed alone: each an outcome with its error and no record;
-    when no task stands, the run fails as one error, as a one-task run always did."""
-    if failed and not outcomes:
-        if len(failed) == 1:
-            raise next(iter(failed.values()))[1]
-        raise UserError(f"all {len(failed)} tasks failed: {', '.join(failed)}\n"  # each whole, as one alone is
-                        + "\n".join(f"{name}: {str(exc) or type(exc).__name__}" for name, (_, exc) in failed.items()))
-    return outcomes + [RunOutcome(name, path, None, error=str(exc) or type(exc).__name__)
-                       for name, (path, exc) in failed.items()]
-
-
 def _for_draw(items: list[PlannedTask], model_cfg: Any, out_dir: Path) -> list[PlannedTask]:
     """A random-weight draw's records: their own folder and config hash (the draw is in the model config)."""
     return [dataclasses.replace(i, path=record_path(out_dir, model_cfg, i.task.name, i.task_run.variant),
-                                config_hash=config_hash(model_cfg, i.task)) for i in items]
+                                config_hash=config_hash(model_cfg, i.config)) for i in items]
 
 
 def _with_reason(item: PlannedTask, reason: str | None) -> PlannedTask:

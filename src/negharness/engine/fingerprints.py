@@ -29,7 +29,7 @@ from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.engine.plan import RunPlan
 from negharness.engine.ranks import from_env
-from negharness.engine.request import RunOutcome
+from negharness.engine.request import RunOutcome, with_failures
 from negharness.engine.reuse import fingerprint_reason
 from negharness.io.json_files import read_capped
 from negharness.io.atomic_files import atomic_write_json
@@ -40,18 +40,20 @@ MAX_BYTES = 1 << 20  # a memo file is a few hundred bytes
 
 
 def standing(host: Any, plan: RunPlan) -> list[RunOutcome] | None:
-    """Every task's existing record, each reused, when every one stands (None otherwise: the run
-    decides, loading the model where it must). Devices other than the CPU are known only once torch
-    loads, so a run on one always goes the run's way."""
-    if plan.failed or not plan.tasks or any(t.verdict is not None for t in plan.tasks):
+    """Every planned task's existing record, each reused, when every one stands, with the tasks that
+    failed while planned (each an outcome with its error; all failed: their error, raised), so neither
+    needs torch; None otherwise: the run decides, loading the model where it must. Devices other than
+    the CPU are known only once torch loads, so a run on one always goes the run's way."""
+    if any(t.verdict is not None for t in plan.tasks) or not (plan.tasks or plan.failed):
         return None
     if plan.device not in ("auto", "cpu") or from_env().active:
         return None
-    if not plan.names_weights:
+    if plan.tasks and not plan.names_weights:  # (every task failed while planned: no record to check)
         fingerprint = recalled(host, plan)
         if fingerprint is None or any(fingerprint_reason(t.old or {}, fingerprint) for t in plan.tasks):
             return None
-    return [RunOutcome(t.task.name, t.path, t.old, skipped=True) for t in plan.tasks]
+    return with_failures([RunOutcome(t.task.name, t.path, t.old, skipped=True) for t in plan.tasks],
+                         {f.name: (f.path, f.error) for f in plan.failed})
 
 
 def memo_key(host: Any, plan: RunPlan) -> dict[str, Any] | None:
@@ -59,7 +61,9 @@ def memo_key(host: Any, plan: RunPlan) -> dict[str, Any] | None:
     stamp sees the model's code."""
     dependencies = _dependency_versions()
     named = [e for e in host.registry.entries("model") if e.name in plan.built_with.extra.values()]
-    if dependencies is None or plan.overwrite or not plan.use_cache or plan.precision != "fp32" \
+    # --overwrite and the precision change no fingerprint (a model is built alike for each: the precision is in its
+    # identity, so in the key); --no-cache keeps nothing under the cache root, this memo included
+    if dependencies is None or not plan.use_cache \
             or not all(_is_builtin(host, e) for e in [plan.model_entry, *named]) or not _weights_in_key(plan, named):
         return None
     entry = plan.model_entry

@@ -1,7 +1,7 @@
 """`negharness.run`, the library door: the requests the CLI would build, each planned the CLI's way
-(`negharness.engine.plan.make_plan`) before torch is imported, so a mistake costs what it costs the
-command (a typo in ``model_args`` is told in about a second, not after torch's import); then run in order
-(`negharness.engine.evaluate.run_evaluation`, which imports torch)."""
+(`negharness.engine.plan.planned`) before torch is imported, so a mistake costs what it costs the command
+(a typo in ``model_args`` is told in about a second, not after torch's import); then run in order
+(`negharness.engine.evaluate.run_evaluation`, whose module imports torch)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 from negharness.contracts.errors import UserError
 from negharness.contracts.model_options import ModelOptions
 from negharness.discovery.manager import make_host
-from negharness.engine.plan import make_plan, model_requests
-from negharness.engine.request import RunOutcome, RunRequest, memo_path
-from negharness.store.content import FileHasher
+from negharness.engine.plan import distinct_models, model_requests, planned
+from negharness.engine.request import RunOutcome, RunRequest
+from negharness.engine.stages import StageClock
 
 
 def run_library(models: list[str], tasks: list[str], arch: str | None, pretrained: str | None,
@@ -21,8 +21,7 @@ def run_library(models: list[str], tasks: list[str], arch: str | None, pretraine
                 settings: dict[str, Any]) -> list[RunOutcome]:
     """`negharness.run`: the requests the CLI would build (one a model, the options given apply to every
     model that takes them: `model_requests`), on the host the CLI would make, each planned the CLI's way
-    (`make_plan`: the same refusals, folders and verdicts) before any runs and before torch, then run in
-    order, each with the memoised hasher over the memo its plan saved."""
+    (`planned`: the same refusals, folders and verdicts) before any runs and before torch, then run in order."""
     known = {f.name for f in dataclasses.fields(RunRequest)} - {"model", "tasks", "model_options", "task_extra"}
     unknown = sorted(set(settings) - known)
     if unknown:
@@ -32,7 +31,13 @@ def run_library(models: list[str], tasks: list[str], arch: str | None, pretraine
     shared = RunRequest(models[0], tasks, ModelOptions(arch, pretrained, checkpoint, model_args), task_args, **settings)
     host = make_host(cache_dir=shared.cache_dir)  # the plugin index under the run's own cache root
     requests = model_requests(host, shared, [(m, ModelOptions()) for m in models])
-    plans = [make_plan(host, req) for req in requests]  # every model's refusal before any model runs
+    clocks = [StageClock() for _ in requests]  # each model's records time its own stages
+    made = []
+    for req, clock in zip(requests, clocks):  # every refusal before any run
+        with clock.timed("data"):
+            made.append(planned(host, req))
+    distinct_models([plan for plan, _ in made])
     from negharness.engine.evaluate import run_evaluation  # lazy: torch, once every request is planned
 
-    return [o for plan in plans for o in run_evaluation(host, plan, hasher=FileHasher(memo_path(plan.cache_root)))]
+    return [o for (plan, hasher), clock in zip(made, clocks) for o in run_evaluation(host, plan, None, None, clock,
+                                                                                     hasher)]

@@ -28,7 +28,7 @@ from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import check_batch_size, declared_options
 from negharness.contracts.precision import check_precision
 from negharness.contracts.task import Task, TaskOptions
-from negharness.discovery.lookup import PluginLookup, identity_options
+from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.registry import Entry
 from negharness.engine.edit_context import refuse_precision
 from negharness.engine.judging import JudgeChoice, plan_judge
@@ -51,6 +51,7 @@ class PlannedTask:
     task: Task
     path: Path
     config_hash: str
+    config: dict[str, Any]  # the task's config, asked once (`Task.config`)
     task_run: TaskRun
     old: dict[str, Any] | None
     root: Path
@@ -122,6 +123,18 @@ def model_requests(host: Any, req: RunRequest, models: list[tuple[str, ModelOpti
         shared, own, {k: v for k, v in shared.extra.items() if name in takers[k]})) for name, own in models]
 
 
+def distinct_models(plans: list[RunPlan]) -> None:
+    """Refuses two models of one run that are one model (the same name and the options that name it):
+    both would write one record folder, the second answering from the first's records."""
+    seen: dict[str, int] = {}
+    for number, plan in enumerate(plans, 1):
+        key = hash_json(plan.model_cfg.as_dict())
+        if key in seen:
+            raise UserError(f"--model {plan.model_cfg.label} is given twice (models {seen[key]} and {number} of the "
+                            "run are one model, with one record folder): give it once")
+        seen[key] = number
+
+
 def _over(shared: ModelOptions, own: ModelOptions, shared_extra: dict[str, str]) -> ModelOptions:
     """A model's own options over the shared ones it takes."""
     return ModelOptions(own.arch or shared.arch, own.pretrained or shared.pretrained,
@@ -129,11 +142,16 @@ def _over(shared: ModelOptions, own: ModelOptions, shared_extra: dict[str, str])
 
 
 def _takes(host: Any, model: str, key: str) -> bool:
-    """Whether the model a name registers declares ``key`` (or takes options it does not declare)."""
-    kind = "model" if model in host.registry.names("model") else "editor"
-    factory = host.registry.get(kind, model).declared()  # without torch where the registration names it
-    specs = declared_options(factory)
-    return specs is None or key in specs or bool(getattr(factory, "passes_rest", False))
+    """Whether the model a name registers declares ``key`` (or takes options it does not declare). A
+    name registered as both a model and an editor takes what either declares: the tasks choose the kind
+    when the request is planned, and that kind's binder refuses a key it lacks."""
+    for kind in ("model", "editor"):
+        if model in host.registry.names(kind):
+            factory = host.registry.get(kind, model).declared()  # without torch where the registration names it
+            specs = declared_options(factory)
+            if specs is None or key in specs or bool(getattr(factory, "passes_rest", False)):
+                return True
+    return False
 
 
 def check_settings(req: RunRequest) -> None:
@@ -151,11 +169,17 @@ def check_settings(req: RunRequest) -> None:
     check_precision(req.precision)
 
 
-def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> RunPlan:
+def make_plan(host: Any, req: RunRequest) -> RunPlan:
+    """The request checked and decided, everything at once (`planned`, for a caller that only needs the plan)."""
+    return planned(host, req)[0]
+
+
+def planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     """The request checked and decided, everything at once: settings, names, device, folders, the
     tasks and every missing input (one error naming each), the model's identity, each task's record
-    and its verdict before the model loads. ``hasher``: a memoised file hasher over the run's cache
-    (one is made and saved here when None)."""
+    and its verdict before the model loads. With the plan, the memoised file hasher over the run's
+    cache that it hashed the inputs with (saved): the run hashes media through the same one, so a file
+    the plan hashed is a stat there, and the memo is read once a model."""
     check_settings(req)
     cache = cache_root(req.cache_dir)
     if req.use_cache:
@@ -166,30 +190,29 @@ def make_plan(host: Any, req: RunRequest, hasher: FileHasher | None = None) -> R
     model_entry = _model_entry(host, req.model, protocol, entries)
     if protocol == "editing":
         refuse_precision(req.precision)
-    own_hasher = hasher is None
-    hasher = hasher or FileHasher(memo_path(cache))
+    hasher = FileHasher(memo_path(cache))
     topts = TaskOptions(root, source, cache, req.seed, req.limit, dict(req.task_extra))
-    tasks = check_inputs(host, req, entries, topts, hasher.file)
+    tasks = check_inputs(host, req, entries, topts, hasher.file, model_entry)
     judge = plan_judge(host, req.judge, req.judge_options, [task for _, task in tasks])  # in judged tasks' configs
     out_dir = writable_folder(req.output_dir, "--output-dir")
-    built_with = PluginLookup(host.registry, None, cache).resolved(model_entry.kind, req.model, req.model_options)
-    model_cfg = ModelConfig(req.model, identity_options(model_entry, req.model_options, host.registry), req.precision)
+    built_with, identity = PluginLookup(host.registry, None, cache).identified(model_entry, req.model_options)
+    model_cfg = ModelConfig(req.model, identity, req.precision)
     sources = model_sources(built_with, hasher)
     code = code_versions(host.distributions())
-    planned, failed = [], []
+    items, failed = [], []
     for entry, task in tasks:
         try:
             item = plan_task(entry, task, topts, model_cfg, out_dir, hasher)
         except UserError as exc:  # this task's input proved unusable: it fails alone
             failed.append(FailedTask(task.name, _failed_path(entry, task, topts, model_cfg, out_dir), exc))
             continue
-        planned.append(_with_verdict(item, stale_reason(item.old, item.config_hash, task.config(), item.task_run.data,
-                                                        sources, req.overwrite, code)))
-    if own_hasher:
-        hasher.save()
-    return RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
+        items.append(_with_verdict(item, stale_reason(item.old, item.config_hash, item.config, item.task_run.data,
+                                                      sources, req.overwrite, code)))
+    hasher.save()
+    plan = RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
                    req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,
-                   req.skip_broken_media, root, cache, out_dir, topts, tuple(planned), tuple(failed), judge)
+                   req.skip_broken_media, root, cache, out_dir, topts, tuple(items), tuple(failed), judge)
+    return plan, hasher
 
 
 def _model_entry(host: Any, model: str, protocol: str, entries: list[Entry]) -> Entry:
@@ -222,38 +245,39 @@ def _cache_option(explicit: str | None) -> str:
 def plan_task(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path,
               hasher: FileHasher) -> PlannedTask:
     """The task's variant (how its config differs from the task's default), record path, config hash
-    and data hashes: everything reuse is decided on, before any model loads."""
-    variant = _variant(entry, task, options)
+    and data hashes: everything reuse is decided on, before any model loads. The task's config is asked
+    once (a task may hash its files to say it)."""
+    config = task.config()
+    variant = _variant(entry, config, options)
     path = record_path(out_dir, model_cfg, task.name, variant)
     data = data_hashes(read_files(task), options.data_root, hasher, task.name)
-    return PlannedTask(entry, task, path, config_hash(model_cfg, task), TaskRun(variant, data),
-                       read_record(path, options.cache_dir),
-                       options.data_root, "")
+    return PlannedTask(entry, task, path, config_hash(model_cfg, config), config, TaskRun(variant, data),
+                       read_record(path, options.cache_dir), options.data_root, "")
 
 
-def _variant(entry: Entry, task: Task, options: TaskOptions) -> dict[str, Any]:
-    """How the task's config differs from its default run's (--limit, -T, --seed): its record's name."""
+def _variant(entry: Entry, config: dict[str, Any], options: TaskOptions) -> dict[str, Any]:
+    """How a task's ``config`` differs from its default run's (--limit, -T, --seed): its record's name."""
     try:
         default = made_task(entry, TaskOptions(options.data_root, options.data_root_source, options.cache_dir))
         default_config = default.config()
     except UserError:  # a task that cannot be built without options has no default run to protect
-        default_config = {"name": task.name}
-    return task_variant(task.config(), default_config)
+        default_config = {"name": config.get("name")}
+    return task_variant(config, default_config)
 
 
 def _failed_path(entry: Entry, task: Task, options: TaskOptions, model_cfg: ModelConfig, out_dir: Path) -> Path:
     """Where a task that failed while planned would have its record: its variant's path, or, when its config
     itself failed (the failure being named), the default run's."""
     try:
-        variant = _variant(entry, task, options)
+        variant = _variant(entry, task.config(), options)
     except UserError:
         variant = {}
     return record_path(out_dir, model_cfg, task.name, variant)
 
 
-def config_hash(model_cfg: ModelConfig, task: Task) -> str:
-    """The hash a record's reuse compares first: the model's config and the task's."""
-    return hash_json({"model": model_cfg.as_dict(), "task": task.config()})
+def config_hash(model_cfg: ModelConfig, task_config: dict[str, Any]) -> str:
+    """The hash a record's reuse compares first: the model's config and the task's (`Task.config`)."""
+    return hash_json({"model": model_cfg.as_dict(), "task": task_config})
 
 
 def plan_lines(plan: RunPlan) -> list[str]:

@@ -18,9 +18,11 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from negharness.contracts.errors import MissingDataError, UserError
+from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import refuse_unknown
 from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
 from negharness.discovery.lookup import check_model_options
@@ -85,15 +87,16 @@ class Missing:
 
 
 def check_inputs(host: Any, req: Any, entries: list[Entry], options: TaskOptions,
-                 hash_file: Callable[[Path], str | None] | None = None) -> list[tuple[Entry, Task]]:
+                 hash_file: Callable[[Path], str | None] | None = None,
+                 model_entry: Entry | None = None) -> list[tuple[Entry, Task]]:
     """The run's tasks, built with ``options`` (the plan's roots and settings); their -T keys owned; every
     absent input (data and weights) named in one error; then the fetched files unchanged (``hash_file``:
-    the run's memoised hasher)."""
+    the run's memoised hasher). ``model_entry``: the model the tasks' protocol takes (the plan's)."""
     tasks = [(e, made_task(e, options)) for e in entries]
     check_task_options(req.task_extra, [t for _, t in tasks])
     root, source = options.data_root, options.data_root_source
     cache = options.cache_dir if options.cache_dir is not None else cache_root()
-    check_data([t for _, t in tasks], root, source, hash_file, weights_problems(host, req, cache))
+    check_data([t for _, t in tasks], root, source, hash_file, weights_problems(host, req, cache, model_entry))
     return tasks
 
 
@@ -174,15 +177,19 @@ def fetch_line(task: str) -> str:
     return fetch_hint(task, SOURCES)
 
 
-def weights_problems(host: Any, req: Any, cache: Path) -> list[Missing]:
+def weights_problems(host: Any, req: Any, cache: Path, entry: Entry | None = None) -> list[Missing]:
     """The model's weights, where the file system says they are absent: a --checkpoint file that is
     not there, released weights no program may fetch and not yet put in the model cache, hub weights
     (an open_clip tag, a transformers id) not in the Hugging Face cache while downloads are off
     (`negharness.fetch.hub_models`: online, the loader downloads them as it always did), or no
-    --checkpoint for a model whose registration says it needs one (``checkpoint="required"``)."""
+    --checkpoint for a model whose registration says it needs one (``checkpoint="required"``). ``entry``:
+    the model's registry entry as the plan chose it (by the tasks' protocol); without it, by name."""
     options, model = req.model_options, req.model
-    kind = "model" if model in host.registry.names("model") else "editor"
-    needs = host.registry.get(kind, model).meta.get("checkpoint") == "required"
+    if entry is None:
+        entry = host.registry.get("model" if model in host.registry.names("model") else "editor", model)
+    if (base := _wrapped(host, entry, options)) is not None:
+        return weights_problems(host, base, cache)
+    needs = entry.meta.get("checkpoint") == "required"
     if options.checkpoint:
         if not Path(options.checkpoint).expanduser().exists():
             if _WEIGHTS_FILE.search(options.checkpoint):
@@ -207,6 +214,22 @@ def weights_problems(host: Any, req: Any, cache: Path) -> list[Missing]:
         alt = f" (or {' or '.join(tags)}: the authors' released file)" if tags else ""
         return [Missing(f"model {model} needs --checkpoint PATH{alt}", data=False)]
     return []
+
+
+def _wrapped(host: Any, entry: Entry, options: Any) -> Any:
+    """The request a wrapper (declared with ``takes_options(..., wraps=OPTION)``, in the declaration its
+    registration names: `boolean`, `steer`) hands its base: the model that option names, with the wrapper's
+    weights options and every other ``-M`` (its factory passes them on); None for a model that wraps none
+    by an option, or a base not registered (its factory names that)."""
+    declared = entry.declared(load=False)
+    key = getattr(declared, "wraps", None)
+    key = key if isinstance(key, str) else None
+    name = options.extra.get(key) if key else None
+    if not name or name == entry.name or name not in host.registry.names("model"):
+        return None
+    rest = {k: v for k, v in options.extra.items() if k != key}
+    return SimpleNamespace(model=name, model_options=ModelOptions(options.arch, options.pretrained, options.checkpoint,
+                                                                 rest))
 
 
 def made_task(entry: Entry, options: TaskOptions) -> Task:

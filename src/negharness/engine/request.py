@@ -46,6 +46,18 @@ class RunOutcome:
     error: str | None = None  # why the task failed alone (its input unusable: the error's message); record None
 
 
+def with_failures(outcomes: list[RunOutcome], failed: dict[str, tuple[Path, UserError]]) -> list[RunOutcome]:
+    """The outcomes, with the tasks that failed alone: each an outcome with its error and no record;
+    when no task stands, the run fails as one error, as a one-task run always did."""
+    if failed and not outcomes:
+        if len(failed) == 1:
+            raise next(iter(failed.values()))[1]
+        raise UserError(f"all {len(failed)} tasks failed: {', '.join(failed)}\n"  # each whole, as one alone is
+                        + "\n".join(f"{name}: {str(exc) or type(exc).__name__}" for name, (_, exc) in failed.items()))
+    return outcomes + [RunOutcome(name, path, None, error=str(exc) or type(exc).__name__)
+                       for name, (path, exc) in failed.items()]
+
+
 def task_entries(host: Any, patterns: list[str]) -> list[Entry]:
     """The registry entries the ``--task`` patterns match, each once, in the order first matched."""
     seen: dict[str, Entry] = {}

@@ -60,6 +60,17 @@ class StageClock:
         what lets the console say a long stage is still going (`negharness.cli.heartbeat`)."""
         self._watchers.append(watcher)
 
+    def fork(self, shared: tuple[str, ...] = ("startup", "plan")) -> StageClock:
+        """A clock for one model of a run of several: the process's start, watchers and ``shared``
+        stages (what the process paid once, before any model), the rest its own, so a model's records
+        never count another model's planning, import or build."""
+        child = StageClock(self.started_at)
+        child._watchers = list(self._watchers)
+        for stage, s in self.seconds().items():
+            if stage in shared:
+                child.add(stage, s)
+        return child
+
     def wall(self) -> float | None:
         """Seconds since the process started (None where unknown): a record's ``wall_s``."""
         return None if self.started_at is None else time.perf_counter() - self.started_at

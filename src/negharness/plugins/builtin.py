@@ -34,11 +34,11 @@ def negharness_register_models(registry: Registrar) -> None:
                  options=f"{DECLARED}:HF_CLIP")
     registry.add("boolean", "negharness.plugins.boolean_model:boolean",
                  "boolean baseline around any model (-M base=NAME): s(positive) - s(negative)",
-                 options=f"{DECLARED}:BOOLEAN",
+                 options=f"{DECLARED}:BOOLEAN",  # wraps="base": the weights checked before torch are its base's
                  weights="base")  # its weights are its base's: `negharness.engine.fingerprints.memo_key`
     registry.add("steer", "negharness.plugins.steering:steer",
                  "negation steering (Sammani et al.) of an open_clip model's text (-M base=NAME, -M alpha, -M pairs=FILE)",
-                 options=f"{DECLARED}:STEER")
+                 options=f"{DECLARED}:STEER")  # wraps="base", as boolean
     registry.add("clip_bnl", "negharness.plugins.trained_model:clip_bnl",
                  "a model fine-tuned by `negharness train` (--checkpoint DIR)",
                  options=f"{DECLARED}:CLIP_BNL",

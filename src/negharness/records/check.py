@@ -33,6 +33,7 @@ import numpy as np
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.names import lookalikes
+from negharness.contracts.task import UNITS
 from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded_bytes
 from negharness.io.paths import cache_root
 from negharness.records.schema import (
@@ -203,6 +204,9 @@ def check_fields(rec: dict[str, Any], where: str) -> None:
         if match is None or int(match[1]) > MAX_PRECISION:
             raise RecordError(f"{where}: field 'metric_info.{key}.fmt' {fmt!r:.40} is not a number format the board "
                               f"uses ('.1f', '.3f', '.2%': precision 0 to {MAX_PRECISION}); {FIX}")
+        if "unit" in info and info["unit"] not in UNITS:
+            raise RecordError(f"{where}: field 'metric_info.{key}.unit' {info['unit']!r:.40} must be one of "
+                              f"{', '.join(UNITS)}; {FIX}")
 
 
 def _get(rec: dict[str, Any], dotted: str) -> tuple[Any, bool]:

@@ -21,7 +21,8 @@ def fake_record(model: ModelConfig, task: str, values: dict[str, Sequence[float 
                 lower_is_better: Sequence[str] = (), fmt: str = ".1f", created: str = "2026-01-01T00:00:00+00:00",
                 notes: dict[str, Any] | None = None, limit: int | None = None,
                 resamples: int = 1000, variant: dict[str, Any] | None = None,
-                clusters: Sequence[str] | None = None, cluster: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                clusters: Sequence[str] | None = None, cluster: str | None = None,
+                unit: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(record, per-query block): metrics are the covered means of ``values``, intervals bootstrapped;
     with ``clusters`` (one id per query) the task declares ``cluster`` (default "image")."""
     n = len(next(iter(values.values())))
@@ -35,7 +36,8 @@ def fake_record(model: ModelConfig, task: str, values: dict[str, Sequence[float 
         "task": {"name": task, "family": family, "version": "1", "plugin": "fake", "leaderboard_metrics": board,
                  "cluster": (cluster or "image") if clusters is not None else perquery.ROW},
         "metrics": metrics,
-        "metric_info": {k: {"higher_is_better": k not in lower_is_better, "fmt": fmt} for k in metrics},
+        "metric_info": {k: {"higher_is_better": k not in lower_is_better, "fmt": fmt, **({"unit": unit} if unit else {})}
+                        for k in metrics},
         "main_score": {"name": main or board[0], "value": metrics[main or board[0]]},
         "notes": dict(notes or {}), "n_items": {"queries": n}, "config_hash": "fake", "seed": 0,
         "limited": limit is not None, "limit": limit,

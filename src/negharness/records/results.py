@@ -168,7 +168,7 @@ def build_record(run: RunInfo, task: Any, task_plugin: str, result: Any, config_
                  "description": task.description, "leaderboard_metrics": list(task.leaderboard_metrics),
                  "citation": task.citation, "cluster": getattr(task, "cluster", "row")},
         "metrics": result.metrics,
-        "metric_info": {k: {"higher_is_better": v.higher_is_better, "fmt": v.fmt}
+        "metric_info": {k: {"higher_is_better": v.higher_is_better, "fmt": v.fmt, **({"unit": v.unit} if v.unit else {})}
                         for k, v in task.metric_info.items() if k in result.metrics},
         "main_score": {"name": task.main_score, "value": result.metrics.get(task.main_score)},
         "notes": result.notes,

@@ -219,18 +219,34 @@ def declares_share(fmt: Any) -> bool:
 
 
 def record_scale(metric: str, declared: Any, members: Iterable[str] = ()) -> Scale | None:
-    """The unit of a record's metric: the catalogue's (`scale_of`) as the record declares it (its
-    ``metric_info`` entry). A catalogue percent the record declares as a share of 1 (`declares_share`:
-    a third-party task's ``accuracy`` of 0.667, formatted ``.3f`` or ``.2%``) is that share, so no tool
-    reads it 100 times off; a catalogue name declared in the other direction is None (another
-    quantity), as is a name the catalogue does not know, whose unit nothing here can vouch for."""
+    """The unit of a record's metric, as the record declares it (its ``metric_info`` entry): its ``unit``
+    where it has one (``"percent"`` or ``"share"``, `MetricInfo.unit`), for a name the catalogue knows or
+    not; else the catalogue's (`scale_of`), read as a share of 1 where the record's format says so
+    (`declares_share`: a third-party task's ``accuracy`` of 0.667, formatted ``.3f`` or ``.2%``), so no
+    tool reads it 100 times off. None where nothing vouches for a unit: a name the catalogue does not know
+    and the record gives no unit for, a catalogue name declared in the other direction (another quantity),
+    or a declared unit the catalogue's quantity cannot be written in (a rank as a percent)."""
     found = _known(metric, members)
-    if found is None or not isinstance(declared, dict):
-        return found.scale if found else None
+    unit = declared.get("unit") if isinstance(declared, dict) else None
+    if found is None:
+        return {"percent": PERCENT, "share": PROPORTION}.get(unit) if isinstance(unit, str) else None
+    if not isinstance(declared, dict):
+        return found.scale
     higher = declared.get("higher_is_better")
     if higher is not None and higher != found.info.higher_is_better:
         return None
+    if unit in ("percent", "share"):
+        return _written_in(found.scale, unit)
     return SHARES.get(found.scale, found.scale) if declares_share(declared.get("fmt")) else found.scale
+
+
+def _written_in(scale: Scale, unit: str) -> Scale | None:
+    """The catalogue's quantity ``scale`` written in the declared ``unit``; None where it cannot be (a rank,
+    a cosine, an error are neither percents nor shares)."""
+    percents = {share: percent for percent, share in SHARES.items()}
+    if unit == "percent":
+        return scale if scale.percent else percents.get(scale)
+    return scale if scale in percents else SHARES.get(scale)
 
 
 def infos(names: Iterable[str]) -> dict[str, MetricInfo]:

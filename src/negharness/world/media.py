@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -62,6 +63,29 @@ def _decode(path: Path) -> WorldData:
 def world_file(seed: int, split: str, kind: str, n: int, root: Path | None) -> Path | None:
     """Where a split of the world is kept under the data root (None: generated in memory only)."""
     return None if root is None else Path(root) / "shapes_world" / f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{n}.npz"
+
+
+def kept_world_file(seed: int, split: str, kind: str, n: int, root: Path | None) -> Path | None:
+    """The split's file under the data root, made there when absent and the root can be written; None
+    where it cannot (the split then lives in memory). A file that exists is not decoded here: planning
+    hashes it, and the run reads it (what a record's numbers rest on)."""
+    path = world_file(seed, split, kind, n, root)
+    if path is None:
+        return None
+    if not path.exists():
+        if not _can_write(path.parent):
+            return None  # a read-only data root: nothing would be written, so nothing is generated here
+        load_world(seed, split, kind, n, root)
+    return path if path.is_file() else None
+
+
+def _can_write(folder: Path) -> bool:
+    """Whether a file could be made in ``folder``: it, or its nearest existing parent, is writable."""
+    while not folder.exists():
+        if folder.parent == folder:
+            return False
+        folder = folder.parent
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
 
 
 def load_world(seed: int, split: str, kind: str, n: int, root: Path | None) -> WorldData:

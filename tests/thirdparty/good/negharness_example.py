@@ -38,7 +38,8 @@ class ExampleColours(Task[EvalContext]):
     family = "example"
     modalities = frozenset({"text", "image"})
     main_score = "R@1"
-    metric_info = {"R@1": MetricInfo(True, ".1f"), "MIR": MetricInfo(True, ".3f")}
+    # direction, printed format and unit ("percent" or "share" of 1: what exporters write the number in)
+    metric_info = {"R@1": MetricInfo(True, ".1f", unit="percent"), "MIR": MetricInfo(True, ".3f", unit="share")}
     leaderboard_metrics = ("R@1", "MIR")
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:

@@ -16,7 +16,7 @@ from negharness.api import media as media_api
 from negharness.api.files import hash_array, hash_json
 from negharness.api.media import FrameSampling
 from negharness.api.scoring import NEGATED_METRICS, QRELS_OPTION, TEXT_TO_MEDIA_METRICS
-from negharness.world.media import WorldData, load_world, world_file
+from negharness.world.media import WorldData, kept_world_file, load_world
 from negharness.world.queries import WorldQueries, load_world_queries
 from negharness.world.scenes import WORLD_VERSION
 
@@ -63,9 +63,8 @@ class _ShapesRetrieval(Task[EvalContext]):
         """The split's file under the data root, which every later run reads: made here if absent (so a
         record hashes what its numbers rest on), and a file rewritten since is another world. None where
         the data root cannot be written (the split then lives in memory, generated from the code)."""
-        self.world()
-        path = world_file(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
-        return [path] if path is not None and path.is_file() else []
+        path = kept_world_file(self.world_seed, self.split_name, self.kind, self.n_items, self.options.data_root)
+        return [path] if path is not None else []
 
     def queries(self) -> WorldQueries:
         """The split's negated and composed query sets (shipped for the default, else built once)."""
