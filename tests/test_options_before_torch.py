@@ -1,6 +1,6 @@
 """A model's ``-M`` options are checked before torch loads (issue 53 item 5): a registration names its
 options' declaration in a module without torch (``registry.add(..., options="module:attribute")``), the
-run checks keys and values there first (`negharness.discovery.lookup.check_model_options`, called by
+run checks keys and values there first (`negharness.discovery.lookup.check_options`, called by
 `negharness.engine.precheck.check_request`), and the factory is decorated with the same object, so the
 two cannot differ (`negharness.discovery.registry.Entry.load` refuses a pair that does).
 """
@@ -15,10 +15,10 @@ import pytest
 
 from negharness.api import ModelOptions, OptionSpec, PluginLoadError, UserError, takes_options
 from negharness.contracts.options import declared_options
-from negharness.discovery.lookup import check_model_options
+from negharness.discovery.lookup import check_options
 from negharness.discovery.registry import Entry, Registry
 
-DECLARING_KINDS = ("model", "editor", "detector", "judge")  # the kinds whose options are -M (or -J)
+DECLARING_KINDS = ("model", "editor", "detector", "judge", "trainer")  # options -M, -J (judges), -O (trainers)
 
 TYPOS = {  # case -> (run's arguments, what the one error line says)
     "a key": (["--model", "shapes_clip", "-M", "quickgelu=1"],
@@ -57,6 +57,33 @@ def test_an_option_typo_is_refused_before_torch_loads(name, tmp_path):
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
     assert needle in lines[0], lines[0]
     assert not TORCH_LINE.search(done.stderr), f"{name}: torch was imported before the typo was told"
+
+
+TRAIN_TYPOS = {  # case -> (train's arguments, what the one error line says)
+    "a trainer's key": (["--trainer", "bnl", "-O", "lamda_v=1"], "-O lamda_v: not an option of trainer 'bnl'; "
+                                                                   "did you mean lambda_v?"),
+    "a trainer's value": (["--trainer", "negbench", "-O", "alpha=most"], "-O alpha=most (trainer 'negbench'): "
+                                                                         "expected float"),
+    "a flag given as -O": (["--trainer", "bnl", "-O", "seed=3"], "-O seed: give --seed"),
+    "the model's key": (["--trainer", "bnl", "--model", "shapes_clip", "-M", "quickgelu=1"],
+                        "-M quickgelu: not an option of model 'shapes_clip'"),
+    "the training set's key": (["--trainer", "bnl", "--task", "shapes", "-T", "n_trian=5"],
+                               "-T n_trian: not an option of training set 'shapes'; did you mean n_train?"),
+}
+
+
+@pytest.mark.parametrize("name", list(TRAIN_TYPOS))
+def test_a_train_option_typo_is_refused_before_torch_loads(name, tmp_path):
+    """`negharness train` bound -O, -M and -T in the factories, after the trainer's module imported torch."""
+    from test_cli_imports import TORCH_LINE, console_script
+
+    args, needle = TRAIN_TYPOS[name]
+    done = console_script(["train", *args, "--out", "out"], tmp_path)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:") and line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    assert needle in lines[0], lines[0]
+    assert not TORCH_LINE.search(done.stderr), f"{name}: torch was imported before the typo was told"
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_library_door_refuses_the_typo_before_torch(tmp_path):
@@ -103,7 +130,8 @@ def test_every_builtin_factory_takes_exactly_its_registered_declaration():
             assert dict(declared.options) == declared_options(factory), entry.name
             assert (declared.passes_rest, declared.wraps) == (factory.passes_rest, factory.wraps), entry.name
             checked.append(entry.name)
-    assert {"clip", "boolean", "steer", "clip_bnl", "instruct_pix2pix", "owlv2", "hf_vlm_judge"} <= set(checked)
+    assert {"clip", "boolean", "steer", "clip_bnl", "instruct_pix2pix", "owlv2", "hf_vlm_judge", "bnl",
+            "shapes_pretrain"} <= set(checked)
 
 
 def _entry(factory, options, target=None):
@@ -133,14 +161,14 @@ def test_a_third_partys_declaration_is_checked_without_importing_its_module():
         entry = registry.add("model", f"mine{len(registry.names('model'))}", "no_such_module_anywhere:factory", "",
                              "thirdparty", options=options)
         with pytest.raises(UserError, match="-M quickgelu: not an option of model 'mine.'; did you mean quick_gelu"):
-            check_model_options(entry, ModelOptions(extra={"quickgelu": "1"}), registry)
-        check_model_options(entry, ModelOptions(extra={"quick_gelu": "yes"}), registry)  # a right one passes
+            check_options(entry, ModelOptions(extra={"quickgelu": "1"}), registry)
+        check_options(entry, ModelOptions(extra={"quick_gelu": "yes"}), registry)  # a right one passes
     bad = registry.add("model", "bad", "no_such_module_anywhere:factory", "", "thirdparty",
                        options="negharness.plugins.options:checkpoint_base")
     with pytest.raises(UserError, match=r"options=negharness.plugins.options:checkpoint_base: options= must name "
                                         r"a takes_options\(...\) or a dict of OptionSpec"):
-        check_model_options(bad, ModelOptions(extra={"x": "1"}), registry)
+        check_options(bad, ModelOptions(extra={"x": "1"}), registry)
     gone = registry.add("model", "gone", "no_such_module_anywhere:factory", "", "thirdparty",
                         options="no_such_module_anywhere:OPTIONS")
     with pytest.raises(PluginLoadError, match="model 'gone' from plugin 'thirdparty': cannot load"):
-        check_model_options(gone, ModelOptions(extra={"x": "1"}), registry)
+        check_options(gone, ModelOptions(extra={"x": "1"}), registry)

@@ -350,6 +350,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from negharness.contracts.model import ModelOptions  # lazy: start-up time
     from negharness.contracts.training import TrainOptions  # lazy: start-up time
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
+    from negharness.engine.precheck import check_train_request  # lazy: start-up time
 
     if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
         import subprocess
@@ -372,6 +373,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             plugins=PluginLookup(host.registry, cache_dir=cache_dir),
             max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
             precision=args.precision, batch_size=args.batch_size)
+        check_train_request(host.registry, args.trainer, opts)  # -O, -M and -T, before torch
         path = host.registry.create("trainer", args.trainer, opts)  # -O bound to what the trainer declares
     if from_env().main:
         _console().print(f"wrote {path}")

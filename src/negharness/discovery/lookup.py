@@ -17,7 +17,7 @@ from typing import Any
 from negharness.contracts.editing import Detector, Editor
 from negharness.contracts.errors import UserError
 from negharness.contracts.model import ModelOptions, ModelPlugin
-from negharness.contracts.options import bind_declared, declared_options, refuse_unknown
+from negharness.contracts.options import BindsOptions, bind_declared, declared_options, refuse_unknown
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 from negharness.fetch.weights import with_released
@@ -50,7 +50,7 @@ def identity_options(entry: Any, options: Any, registry: Registry | None = None,
     declaration is read where the registration names it (`Entry.declared`: no plugin module, no torch),
     else from the factory, whose module is imported only for ``-M`` options and with ``load`` (without
     it, such options are named as given). An unknown key or a bad value is refused as the factory's
-    binder refuses it (`check_model_options`)."""
+    binder refuses it (`check_options`)."""
     if not isinstance(options, ModelOptions) or not options.extra:
         return _named_as_given(options)
     declared = entry.declared(load)
@@ -67,13 +67,19 @@ def _named_as_given(options: Any) -> dict[str, Any]:
     return named
 
 
-def check_model_options(entry: Any, options: Any, registry: Registry) -> None:
-    """The ``-M`` (or ``-J``) keys and values refused before the plugin's module (and torch) is imported,
-    where its registration names its declaration (`Entry.declared`): what its binder would refuse, in
-    the binder's words (the flag, the key, the plugin, the closest name); a wrapper's passed-through keys
-    against the model it wraps, as that model's binder would. Options no declaration covers are left to
-    the binder."""
-    identity_options(entry, options, registry, load=False)
+def check_options(entry: Any, options: Any, registry: Registry, load: bool = False) -> None:
+    """A plugin's ``-M``, ``-J``, ``-O`` or ``-T`` keys and values refused before its module (and torch) is
+    imported, where its registration names its declaration (`Entry.declared`; with ``load``, else from
+    its factory): what its binder would refuse, in the binder's words (the flag, the key, the plugin, the
+    closest name); a wrapper's passed-through keys against the model it wraps, as that model's binder
+    would. Options no declaration covers are left to the binder."""
+    if isinstance(options, ModelOptions):
+        identity_options(entry, options, registry, load)
+        return
+    declared = entry.declared(load)
+    specs = declared_options(declared) if declared is not None else None
+    if specs is not None and isinstance(options, BindsOptions):
+        options.bind(specs, entry.name, bool(getattr(declared, "passes_rest", False)))
 
 
 def _wrapped_identity(named: dict[str, Any], wraps: str | None, specs: Any, options: ModelOptions,

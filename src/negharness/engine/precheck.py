@@ -3,8 +3,9 @@ or a missing file costs the plugin host's start (about a second), not torch's im
 on 2 cores).
 
 `check_request`: names, ``-M`` options (against the declaration the model's registration names, in a
-module without torch: `negharness.discovery.lookup.check_model_options`), device, data root, with the
-registry and the file system only.
+module without torch: `negharness.discovery.lookup.check_options`), device, data root, with the
+registry and the file system only. `check_train_request`: the same for `negharness train`'s ``-O``, ``-M``
+and ``-T``.
 `check_inputs`: the run's tasks built (built-in task modules import no torch until a task runs) and
 everything the run would read that is absent, all at once: each task's files and media, and the
 model's weights (a named --checkpoint, released weights no program may fetch, hub weights not cached
@@ -25,7 +26,8 @@ from negharness.contracts.errors import MissingDataError, UserError
 from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import refuse_unknown
 from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
-from negharness.discovery.lookup import check_model_options
+from negharness.contracts.training import TrainSetOptions
+from negharness.discovery.lookup import check_options
 from negharness.discovery.registry import Entry
 from negharness.engine.request import task_entries
 from negharness.fetch import hub_models, manual
@@ -69,11 +71,23 @@ def check_request(host: Any, req: Any, root: Path, source: str) -> list[Entry]:
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
     kind = "model" if req.model in host.registry.names("model") else "editor"
-    check_model_options(host.registry.get(kind, req.model), req.model_options, host.registry)
+    check_options(host.registry.get(kind, req.model), req.model_options, host.registry)
     check_device_spec(req.device)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
     return entries
+
+
+def check_train_request(registry: Any, trainer: str, opts: Any) -> None:
+    """`negharness train`'s options (a `TrainOptions`) before torch: the trainer's ``-O`` and the model's
+    ``-M`` against the declarations their registrations name (modules without torch), and the training
+    set's ``-T`` (with ``--task``) against its factory (training-set modules import no torch)."""
+    check_options(registry.get("trainer", trainer), opts, registry)
+    if opts.model:
+        check_options(registry.get("model", opts.model), opts.model_options, registry)
+    if opts.task in registry.names("trainset"):
+        check_options(registry.get("trainset", opts.task), TrainSetOptions(Path("."), dict(opts.task_extra)),
+                      registry, load=True)
 
 
 # the run's inputs --------------------------------------------------------------------------------

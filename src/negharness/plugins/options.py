@@ -3,7 +3,7 @@ torch (nothing but `negharness.api`).
 
 Each registration in `negharness.plugins.builtin` names its declaration here
 (``options="negharness.plugins.options:OPEN_CLIP"``), so `negharness run` refuses an ``-M`` typo or a bad
-value before torch loads (`negharness.engine.precheck.check_model_options`), and `negharness list` shows
+value before torch loads (`negharness.discovery.lookup.check_options`), and `negharness list` shows
 the options without importing the plugin; each factory is decorated with the same object
 (``@options.OPEN_CLIP``), so what the run checks and what the factory binds are one (the host refuses a
 factory whose options differ from its registration's: `negharness.discovery.registry.Entry.load`).
@@ -99,6 +99,14 @@ INSTRUCT_PIX2PIX = takes_options({
 })
 
 DETECT_INPAINT = takes_options({"detector": OptionSpec(str, "shapes_exact", "detector that finds what to paint over")})
+
+SHAPES_PRETRAIN = takes_options({  # a trainer's -O; batch size is the --batch-size flag, as for `run`
+    "steps": OptionSpec(int, 300, "optimizer steps", minimum=1),
+    "lr": OptionSpec(float, 2e-3, "AdamW learning rate"),
+    "weight_decay": OptionSpec(float, 0.1, "AdamW weight decay"),
+    "n_train": OptionSpec(int, 6000, "world items of each kind (video and image)", minimum=1),
+    "world_seed": OptionSpec(int, 0, "the world's seed"),
+})
 
 OWLV2 = takes_options({
     "model": OptionSpec(str, None, "OWLv2 model id or folder"),
