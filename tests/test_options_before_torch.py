@@ -165,8 +165,9 @@ def test_a_third_partys_declaration_is_checked_without_importing_its_module():
         check_options(entry, ModelOptions(extra={"quick_gelu": "yes"}), registry)  # a right one passes
     bad = registry.add("model", "bad", "no_such_module_anywhere:factory", "", "thirdparty",
                        options="negharness.plugins.options:checkpoint_base")
-    with pytest.raises(UserError, match=r"options=negharness.plugins.options:checkpoint_base: options= must name "
-                                        r"a takes_options\(...\) or a dict of OptionSpec"):
+    with pytest.raises(UserError, match=r"model 'bad' from plugin 'thirdparty': options=negharness.plugins.options:"
+                                        r"checkpoint_base: must name a takes_options\(...\) or a dict of OptionSpec, "
+                                        r"not function"):
         check_options(bad, ModelOptions(extra={"x": "1"}), registry)
     gone = registry.add("model", "gone", "no_such_module_anywhere:factory", "", "thirdparty",
                         options="no_such_module_anywhere:OPTIONS")

@@ -146,7 +146,7 @@ class TakesOptions:
     """What `takes_options` returns: the options a plugin factory takes, as a value, and the decorator
     that gives them to a factory. Made in a module that imports no torch and named at registration
     (``registry.add(name, "pkg.model:factory", help, options="pkg.options:DECLARED")``), it lets the
-    host refuse a ``-M``/``-J`` typo before the plugin's own module (and torch) is imported; the
+    host refuse an ``-M``, ``-O`` or ``-J`` typo before the plugin's own module (and torch) is imported; the
     factory decorated with the same object (``@DECLARED``) takes exactly those options."""
 
     options: Mapping[str, OptionSpec]
@@ -199,8 +199,7 @@ def as_declaration(found: Any, where: str) -> TakesOptions:
         return found
     if isinstance(found, Mapping) and all(isinstance(k, str) and isinstance(v, OptionSpec) for k, v in found.items()):
         return takes_options(found)
-    raise UserError(f"{where}: options= must name a takes_options(...) or a dict of OptionSpec, "
-                    f"not {type(found).__name__}")
+    raise UserError(f"{where}: must name a takes_options(...) or a dict of OptionSpec, not {type(found).__name__}")
 
 
 def declaration_drift(declared: TakesOptions, factory: Any) -> str:

@@ -31,12 +31,14 @@ class Entry:
     def load(self) -> Callable[..., Any]:
         """Import the target only now, so registration stays free of heavy imports. Whatever the
         import raises (a SyntaxError, a native library's OSError) names this entry and its plugin,
-        never the model or task of the run that happened to need it."""
+        never the model or task of the run that happened to need it. A factory whose options differ
+        from the declaration its registration names (``options=``: what the run checked before torch)
+        is refused, naming the first difference."""
         if self.resolve is None and callable(self.target):
             factory: Callable[..., Any] = self.target
         else:
-            factory = self._imported(lambda: self.resolve() if self.resolve is not None else _imported(str(self.target)),
-                                     repr(self.target))
+            resolve = self.resolve or (lambda: _imported(str(self.target)))
+            factory = self._imported(resolve, repr(self.target))
         if "options" in self.meta:  # the registration's declaration and the factory's are one, or refused
             drift = declaration_drift(self.declared(load=False), factory)
             if drift:
@@ -49,7 +51,7 @@ class Entry:
         """What declares the options this entry's factory takes (read as `declared_options` reads a
         factory: ``options``, ``passes_rest``, ``wraps``): the `takes_options` declaration its registration
         names (``options="module:attribute"``, kept in a module that imports no torch, or the object
-        itself), so a run checks ``-M`` and ``-J`` before torch loads; else, with ``load``, the factory
+        itself), so a command checks ``-M``, ``-O`` and ``-J`` before torch loads; else, with ``load``, the factory
         itself (its module imported); else None."""
         named = self.meta.get("options")
         if named is None:

@@ -51,8 +51,10 @@ OPEN_CLIP = takes_options({  # every open_clip model: clip, shapes_clip and the 
                          "a fingerprint of its own)", choices=("pil", "tensor")),
 })
 
-CLIP4CLIP = takes_options({**OPEN_CLIP.options,
-                           "head": OptionSpec(str, None, "similarity head: meanP | seqTransf (default: the checkpoint's)")})
+CLIP4CLIP = takes_options({
+    **OPEN_CLIP.options,
+    "head": OptionSpec(str, None, "similarity head: meanP | seqTransf (default: the checkpoint's)"),
+})
 
 HF_CLIP = takes_options({
     "model": OptionSpec(str, None, "Hugging Face model id or folder (else --arch / --checkpoint)"),
@@ -84,7 +86,8 @@ HF_VLM = takes_options({
     "norm": OptionSpec(str, "mean", "loglik per token (mean) or summed (sum)"),
     "prompt": OptionSpec(str, None, "prompt where the task has no question"),
     "dtype": OptionSpec(str, "fp32", "weights' dtype", choices=PRECISION_NAMES),
-    "frames": OptionSpec(int, VLM_FRAMES, "a video's frames shown as images, evenly spaced over those the task samples"),
+    "frames": OptionSpec(int, VLM_FRAMES, "a video's frames shown as images, evenly spaced over those the task "
+                         "samples"),
 })
 
 TEXT_ONLY = takes_options({"norm": OptionSpec(str, "mean", "caption loglik per token (mean) or summed (sum)")})
