@@ -38,8 +38,7 @@ def test_every_list_of_precisions_reads_the_one_table():
     """fc4bba0 kept one table (api/precision) and five hand-written lists of it; now every list is
     `PRECISION_NAMES` (a trainer's also "auto"), and each name resolves to a dtype."""
     from negharness.api import PRECISION_NAMES, resolve_precision
-    from negharness.plugins.hf_vlm import HF_VLM_OPTIONS
-    from negharness.plugins.instruct_pix2pix import OPTIONS
+    from negharness.plugins import options as declared
     from negharness.plugins.negation_training import CHOICES
 
     lists = {name: next(a.choices for a in sub._actions if "--precision" in a.option_strings)
@@ -47,5 +46,6 @@ def test_every_list_of_precisions_reads_the_one_table():
     assert set(lists) == {"run", "fire", "train"}
     assert lists["run"] == lists["fire"] == list(PRECISION_NAMES)
     assert list(lists["train"]) == list(CHOICES["precision"]) == ["auto", *PRECISION_NAMES]
-    assert HF_VLM_OPTIONS["dtype"].choices == OPTIONS["precision"].choices == PRECISION_NAMES
+    assert declared.HF_VLM.options["dtype"].choices == declared.INSTRUCT_PIX2PIX.options["precision"].choices \
+        == PRECISION_NAMES
     assert [str(resolve_precision(p)) for p in PRECISION_NAMES] == ["torch.float32", "torch.float16", "torch.bfloat16"]

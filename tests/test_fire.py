@@ -188,3 +188,49 @@ def test_fire_with_its_defaults_runs_on_a_bundled_task(cli, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "N=3000 left out: the task has 1500 queries" in res.stdout
     assert "N=500" in res.stdout and "N=1000" in res.stdout and out.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("task, count", [("shapes_t2i_original", 1500), ("shapes_t2v_composed", 288)])
+def test_sizes_the_task_cannot_supply_are_refused_before_torch(task, count, tmp_path):
+    """Issue 53 item 5: `fire --sizes 3000` ran the whole evaluation (torch, the model, every embedding)
+    before it counted the queries; the task says how many it scores (`Task.query_count`) when planned."""
+    from test_cli_imports import TORCH_LINE, console_script
+
+    done = console_script(["fire", "--model", "shapes_clip", "--task", task, "--sizes", "100,3000"], tmp_path)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:") and line.strip()]
+    assert done.returncode == 2 and lines == [f"error: --sizes 3000: task {task} has only {count} queries (give N "
+                                              f"of at most {count})"], done.stderr[-2000:]
+    assert not TORCH_LINE.search(done.stderr), "torch was imported before --sizes was refused"
+
+
+def _samples(host, model, task, tmp_path, **settings):
+    """(the task's `query_count` as planned, the per-query samples its run wrote)."""
+    from negharness.engine.evaluate import run_evaluation
+    from negharness.engine.plan import planned
+    from negharness.engine.request import RunRequest
+
+    req = RunRequest(model=model, tasks=[task], output_dir=str(tmp_path / task), cache_dir=str(tmp_path / "cache"),
+                     log_samples=True, **settings)
+    plan, hasher = planned(host, req)
+    count = plan.tasks[0].task.query_count()
+    outcome = run_evaluation(host, plan, hasher=hasher)[0]
+    return count, outcome.path.with_suffix(".samples.jsonl").read_text().splitlines()
+
+
+@pytest.mark.parametrize("task", ["shapes_t2i_original", "shapes_t2v_negated", "shapes_t2v_composed"])
+def test_a_world_tasks_query_count_is_what_its_run_scores(task, tmp_path):
+    from negharness.discovery.manager import make_host
+
+    count, samples = _samples(make_host(), "shapes_clip", task, tmp_path, limit=12)
+    assert count == len(samples) > 0
+
+
+@pytest.mark.needs("nltk")
+def test_an_nt2vr_tasks_query_count_is_what_its_run_scores(tmp_path):
+    from test_nt2vr_tasks import _host, write_layout
+
+    write_layout(tmp_path / "data")
+    for task in ("msrvtt1k_original", "msrvtt1k_negated", "msrvtt1k_composed"):
+        count, samples = _samples(_host(), "kw", task, tmp_path, data_root=str(tmp_path / "data"),
+                                  task_extra={"build": "true"})
+        assert count == len(samples) > 0, task

@@ -133,12 +133,13 @@ def test_a_wrapper_whose_base_is_its_default_names_the_rest_as_that_base():
     from negharness.api import takes_options
     from negharness.discovery.lookup import identity_options
     from negharness.discovery.manager import make_host
+    from negharness.discovery.registry import Entry
 
     @takes_options({"base": OptionSpec(str, "shapes_clip")}, wraps="base")
     def wrapper(options):
         raise AssertionError("identity never builds the model")
 
-    entry = type("Entry", (), {"name": "wrapper", "kind": "model", "load": lambda self: wrapper})()
+    entry = Entry("model", "wrapper", wrapper, "", "test")
     registry = make_host().registry
     named = [identity_options(entry, ModelOptions(extra=extra), registry)
              for extra in ({"quick_gelu": "YES"}, {"base": "shapes_clip", "quick_gelu": "1"})]

@@ -47,8 +47,10 @@ def _place(cache: Path, repo: str, files: dict[str, bytes], commit: str = COMMIT
 
 def _problems(model_name: str, **options: str) -> list:
     """`weights_problems` for a request of ``model_name``, with the registry's answer for the built-ins."""
+    from negharness.discovery.registry import Entry
+
     registry = SimpleNamespace(names=lambda kind: ["clip", "hf_clip"] if kind == "model" else [],
-                               get=lambda kind, name: SimpleNamespace(meta={}))
+                               get=lambda kind, name: Entry(kind, name, "no_module:factory", "", "test"))
     extra = {k: v for k, v in options.items() if k not in ("arch", "pretrained")}
     req = SimpleNamespace(model=model_name, model_options=ModelOptions(options.get("arch"), options.get("pretrained"),
                                                                    None, extra))

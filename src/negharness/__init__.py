@@ -27,7 +27,7 @@ def run(model: "str | list[str]", tasks: "str | list[str]", *, arch: "str | None
     list: each model runs in order on the tasks, sharing the caches (every one planned, and so every
     refusal said, before the first runs); the options given go to every model that takes them, as
     those written before the first ``--model`` do on the command line."""
-    from negharness.engine.evaluate import run_library  # lazy: `import negharness` stays free of torch
+    from negharness.engine.library import run_library  # lazy: `import negharness` stays free of torch
 
     return run_library([model] if isinstance(model, str) else list(model),
                        [tasks] if isinstance(tasks, str) else list(tasks), arch, pretrained, checkpoint,

@@ -119,14 +119,15 @@ OPTION_FLAGS = {"model": "-M", "editor": "-M", "detector": "-M", "task": "-T", "
 
 
 def _options_cell(entry: Any, flag: str) -> str:
-    """The options an entry declares, one per line (loads its module, not its weights)."""
+    """The options an entry declares, one per line (from the declaration its registration names, else
+    from its factory: its module loaded, not its weights)."""
     from negharness.contracts.options import (  # lazy: start-up time
         declared_options,
         describe_options,
     )
 
     try:
-        specs = declared_options(entry.load())
+        specs = declared_options(entry.declared())
     except Exception as exc:  # a broken plugin still lists; the cell says why
         return f"(cannot load: {str(exc).splitlines()[0][:60]})"
     if specs is None:
@@ -353,6 +354,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from negharness.contracts.model import ModelOptions  # lazy: start-up time
     from negharness.contracts.training import TrainOptions  # lazy: start-up time
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
+    from negharness.engine.precheck import check_train_request  # lazy: start-up time
 
     if args.nproc and args.nproc > 1:  # re-launch this command under torchrun, one process per rank
         import subprocess
@@ -376,6 +378,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             plugins=PluginLookup(host.registry, cache_dir=cache_dir),
             max_steps=args.max_steps, limit=args.limit, workers=args.workers, log=log,
             precision=args.precision, batch_size=args.batch_size)
+        check_train_request(host.registry, args.trainer, opts)  # -O, -M and -T, before torch
         path = host.registry.create("trainer", args.trainer, opts)  # -O bound to what the trainer declares
     if from_env().main:
         _console().print(f"wrote {path}")

@@ -162,10 +162,8 @@ def cmd_fire(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from negharness.contracts.model import ModelOptions  # lazy: start-up time
-    from negharness.engine.evaluate import (  # lazy: start-up time
-        RunRequest,
-        evaluate_request,
-    )
+    from negharness.engine.plan import planned  # lazy: start-up time
+    from negharness.engine.request import RunRequest  # lazy: start-up time
     from negharness.scoring.fire import (  # lazy: start-up time
         check_sizes,
         default_sizes,
@@ -182,7 +180,14 @@ def cmd_fire(args: argparse.Namespace) -> int:
                          model_options=ModelOptions(args.arch, args.pretrained, args.checkpoint, _pairs(args.model_arg, "-M")),
                          task_extra=_pairs(args.task_arg, "-T"), output_dir=tmp, log_samples=True, cache_dir=args.cache_dir,
                          precision=args.precision, batch_size=args.batch_size, workers=args.workers, seed=args.seed)
-        outcomes = evaluate_request(host, req)
+        plan, hasher = planned(host, req)  # every refusal of the request, before torch
+        for item in plan.tasks if sizes is not None else ():  # --sizes the task cannot supply, before torch too
+            count = item.task.query_count()
+            if count is not None:
+                check_sizes(sizes or [], count, item.task.name)
+        from negharness.engine.evaluate import run_evaluation  # lazy: torch, once the request is checked
+
+        outcomes = run_evaluation(host, plan, hasher=hasher)
         if len(outcomes) != 1:
             raise UserError(f"--task {args.task}: name one retrieval task (it matched {len(outcomes)})")
         task = outcomes[0].task

@@ -141,8 +141,39 @@ def check_batch_size(value: int, option: str = "--batch-size") -> int:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@dataclass(frozen=True, eq=False)
+class TakesOptions:
+    """What `takes_options` returns: the options a plugin factory takes, as a value, and the decorator
+    that gives them to a factory. Made in a module that imports no torch and named at registration
+    (``registry.add(name, "pkg.model:factory", help, options="pkg.options:DECLARED")``), it lets the
+    host refuse an ``-M``, ``-O`` or ``-J`` typo before the plugin's own module (and torch) is imported; the
+    factory decorated with the same object (``@DECLARED``) takes exactly those options."""
+
+    options: Mapping[str, OptionSpec]
+    passes_rest: bool = False
+    wraps: str | Callable[[Any], str | None] | None = None
+
+    def __call__(self, factory: F) -> F:
+        if isinstance(factory, type):  # a class stays itself (isinstance, subclasses): the host binds for it
+            self._mark(factory)
+            return factory
+
+        @functools.wraps(factory)
+        def bound_factory(options: Any, *args: Any, **kwargs: Any) -> Any:
+            return factory(bind_declared(bound_factory, options, factory.__name__), *args, **kwargs)
+
+        self._mark(bound_factory)
+        return bound_factory  # type: ignore[return-value]  # the wrapper takes what the factory takes
+
+    def _mark(self, target: Any) -> None:
+        """The declaration on the factory, for the host to read (no type says so)."""
+        target.options = self.options
+        target.passes_rest = self.passes_rest
+        target.wraps = self.wraps
+
+
 def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False,
-                  wraps: str | Callable[[Any], str | None] | None = None) -> Callable[[F], F]:
+                  wraps: str | Callable[[Any], str | None] | None = None) -> TakesOptions:
     """The one statement of the options a plugin factory takes (``-M`` for a model, ``-T`` for a
     training set, ``-O`` for a trainer): the factory receives them bound (`bind_declared`), typed,
     defaults filled in, in read-only ``options.values``, and never parses or restates them. The host
@@ -153,26 +184,40 @@ def takes_options(specs: Mapping[str, OptionSpec], passes_rest: bool = False,
     ``wraps="base"`` (implies ``passes_rest``) it says which of its options names that model, so the host
     names the rest as that model names its own (``-M base=clip -M quick_gelu=YES`` is ``quick_gelu=true``);
     a wrapper whose base is not an option (a fine-tune whose checkpoint names its base) gives instead a
-    function of its options that returns that model's name (or None where it cannot tell)."""
-    passes_rest = passes_rest or wraps is not None
+    function of its options that returns that model's name (or None where it cannot tell).
 
-    def mark(factory: F) -> F:
-        if isinstance(factory, type):  # a class stays itself (isinstance, subclasses): the host binds for it
-            factory.options = dict(specs)  # type: ignore[attr-defined]  # read by the host, no type says so
-            factory.passes_rest = passes_rest  # type: ignore[attr-defined]
-            factory.wraps = wraps  # type: ignore[attr-defined]
-            return factory
+    The result is a value (`TakesOptions`) as well as a decorator: kept in a module without torch and
+    named by the registration (``options="module:attribute"``), the run checks the options before torch
+    loads (`as_declaration`)."""
+    return TakesOptions(dict(specs), passes_rest or wraps is not None, wraps)
 
-        @functools.wraps(factory)
-        def bound_factory(options: Any, *args: Any, **kwargs: Any) -> Any:
-            return factory(bind_declared(bound_factory, options, factory.__name__), *args, **kwargs)
 
-        # a function object carries its declared options for the host to read; no type says so
-        bound_factory.options = dict(specs)  # type: ignore[attr-defined]
-        bound_factory.passes_rest = passes_rest  # type: ignore[attr-defined]
-        bound_factory.wraps = wraps  # type: ignore[attr-defined]
-        return bound_factory  # type: ignore[return-value]  # the wrapper takes what the factory takes
-    return mark
+def as_declaration(found: Any, where: str) -> TakesOptions:
+    """What a registration's ``options=`` names, as a `TakesOptions`: one already, or a mapping of
+    `OptionSpec` (a plain factory's options); anything else is an error naming ``where``."""
+    if isinstance(found, TakesOptions):
+        return found
+    if isinstance(found, Mapping) and all(isinstance(k, str) and isinstance(v, OptionSpec) for k, v in found.items()):
+        return takes_options(found)
+    raise UserError(f"{where}: must name a takes_options(...) or a dict of OptionSpec, not {type(found).__name__}")
+
+
+def declaration_drift(declared: TakesOptions, factory: Any) -> str:
+    """How the options a factory takes (its `takes_options`) differ from the registration's declaration
+    (`as_declaration`): "" when they agree, else a phrase naming the first difference."""
+    specs = declared_options(factory)
+    if specs is None:
+        return "its factory declares no options (decorate it with the declaration options= names)"
+    keys = sorted(set(specs) ^ set(declared.options))
+    if keys:
+        return f"option {keys[0]!r} is declared by only one of them"
+    changed = sorted(k for k in specs if specs[k] != declared.options[k])
+    if changed:
+        return f"option {changed[0]!r} is declared differently"
+    for attr in ("passes_rest", "wraps"):
+        if getattr(factory, attr, None) != getattr(declared, attr):
+            return f"their {attr} differ"
+    return ""
 
 
 def bind_declared(factory: Any, options: Any, name: str) -> Any:

@@ -180,6 +180,12 @@ class Task(ABC, Generic[ContextT]):
         match. Defaults to `required_files`; override when a task reads more than it requires."""
         return self.required_files()
 
+    def query_count(self) -> int | None:
+        """At most how many queries `evaluate` scores, where the task can tell without a model (from its
+        files or generated data, not its media); None where it cannot. `negharness fire` refuses a
+        ``--sizes`` N above it before torch loads (an N above what the run scored is refused after it)."""
+        return None
+
     def config(self) -> dict[str, Any]:
         """Task settings that change its numbers (recorded and hashed into the result's config)."""
         return {"name": self.name, "version": self.version, "seed": self.options.seed,

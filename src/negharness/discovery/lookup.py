@@ -17,7 +17,7 @@ from typing import Any
 from negharness.contracts.editing import Detector, Editor
 from negharness.contracts.errors import UserError
 from negharness.contracts.model import ModelOptions, ModelPlugin
-from negharness.contracts.options import bind_declared, declared_options
+from negharness.contracts.options import BindsOptions, bind_declared, declared_options, refuse_unknown
 from negharness.discovery.manager import make_host
 from negharness.discovery.registry import Registry
 from negharness.fetch.weights import with_released
@@ -42,33 +42,73 @@ def check_kind(kind: str, made: Any, entry_label: str) -> Any:
     return made
 
 
-def identity_options(entry: Any, options: Any, registry: Registry | None = None) -> dict[str, Any]:
+def identity_options(entry: Any, options: Any, registry: Registry | None = None, load: bool = True) -> dict[str, Any]:
     """The options that name the model a registry ``entry`` makes (its record folder, row label and
     config hash): `ModelOptions.identity` against the options its factory declares, so spellings of
     one typed value, and a default given explicitly, name one model; a wrapper's passed-through
-    options as the model it wraps names them (`_wrapped_identity`, given the ``registry``). Without
-    ``-M`` options the factory's module is not imported (a fully cached run need not load it)."""
+    options as the model it wraps names them (`_wrapped_identity`, given the ``registry``). The
+    declaration is read where the registration names it (`Entry.declared`: no plugin module, no torch),
+    else from the factory, whose module is imported only for ``-M`` options and with ``load`` (without
+    it, such options are named as given). An unknown key or a bad value is refused as the factory's
+    binder refuses it (`check_options`)."""
     if not isinstance(options, ModelOptions) or not options.extra:
-        named: dict[str, Any] = options.as_dict()
-        return named
-    factory = entry.load()
-    specs = declared_options(factory)
-    named = options.identity(specs, entry.name, bool(getattr(factory, "passes_rest", False)))
-    return _wrapped_identity(named, getattr(factory, "wraps", None), specs or {}, options, registry)
+        return _named_as_given(options)
+    declared = entry.declared(load)
+    if declared is None:
+        return _named_as_given(options)
+    specs = declared_options(declared)
+    named = options.identity(specs, entry.name, bool(getattr(declared, "passes_rest", False)))
+    return _wrapped_identity(named, getattr(declared, "wraps", None), specs or {}, options, registry, load, entry.name)
+
+
+def _named_as_given(options: Any) -> dict[str, Any]:
+    """The options as given (`ModelOptions.as_dict`): what names a model no declaration covers."""
+    named: dict[str, Any] = options.as_dict()
+    return named
+
+
+def check_options(entry: Any, options: Any, registry: Registry, load: bool = False) -> None:
+    """A plugin's ``-M``, ``-J``, ``-O`` or ``-T`` keys and values refused before its module (and torch) is
+    imported, where its registration names its declaration (`Entry.declared`; with ``load``, else from
+    its factory): what its binder would refuse, in the binder's words (the flag, the key, the plugin, the
+    closest name); a wrapper's passed-through keys against the model it wraps, as that model's binder
+    would. Options no declaration covers are left to the binder."""
+    if isinstance(options, ModelOptions):
+        identity_options(entry, options, registry, load)
+        return
+    declared = entry.declared(load)
+    specs = declared_options(declared) if declared is not None else None
+    if specs is not None and isinstance(options, BindsOptions):
+        options.bind(specs, entry.name, bool(getattr(declared, "passes_rest", False)))
 
 
 def _wrapped_identity(named: dict[str, Any], wraps: str | None, specs: Any, options: ModelOptions,
-                      registry: Registry | None) -> dict[str, Any]:
+                      registry: Registry | None, load: bool = True, wrapper: str = "") -> dict[str, Any]:
     """``named`` with a wrapper's rest (the ``-M`` keys it passes to the model its option ``wraps``
     names) replaced by that model's own identity of them: ``boolean -M base=clip -M quick_gelu=YES``
     and ``=1`` are one model, ``-M base=clip -M jpeg_draft=false`` is ``-M base=clip``. A base this
-    registry does not know keeps the rest as given (the run then refuses the name)."""
+    registry does not know keeps the rest as given (the run then refuses the name). A key neither the
+    wrapper nor its base declares is refused naming both, the closest name from either."""
     rest = {k: v for k, v in options.extra.items() if k not in specs}
     base_name = _base_name(named, wraps, specs, options)
     if not rest or not isinstance(base_name, str) or registry is None or base_name not in registry.names("model"):
         return named
-    base = identity_options(registry.get("model", base_name), dataclasses.replace(options, extra=rest), registry)
+    base_entry = registry.get("model", base_name)
+    _refuse_outside(rest, specs, base_entry.declared(load), options, f"model {wrapper!r} or its base {base_name!r}")
+    base = identity_options(base_entry, dataclasses.replace(options, extra=rest), registry, load)
     return {**{k: v for k, v in named.items() if k not in rest}, **{k: v for k, v in base.items() if k in rest}}
+
+
+def _refuse_outside(rest: dict[str, str], specs: Any, base_declared: Any, options: ModelOptions, owner: str) -> None:
+    """A passed-on key the base does not take either (it hands on none of its own), refused against the
+    union of the wrapper's options and the base's, as the user sees them (``steer -M alpah=...``: did you
+    mean alpha?), where the base's binder alone would suggest among its own."""
+    base_specs = declared_options(base_declared) if base_declared is not None else None
+    if base_specs is None or getattr(base_declared, "passes_rest", False):
+        return
+    for key in sorted(rest):
+        if key not in base_specs:
+            refuse_unknown(key, {**specs, **base_specs}, options.FLAG, owner)
 
 
 def _base_name(named: dict[str, Any], wraps: Any, specs: Any, options: ModelOptions) -> Any:

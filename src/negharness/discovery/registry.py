@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from negharness.contracts.errors import DuplicateNameError, PluginLoadError, UnknownNameError, UserError
 from negharness.contracts.names import name_problem
-from negharness.contracts.options import bind_declared
+from negharness.contracts.options import as_declaration, bind_declared, declaration_drift
 
 KINDS = ("model", "task", "trainer", "editor", "detector", "trainset", "query_builder", "judge")
 
@@ -31,16 +31,49 @@ class Entry:
     def load(self) -> Callable[..., Any]:
         """Import the target only now, so registration stays free of heavy imports. Whatever the
         import raises (a SyntaxError, a native library's OSError) names this entry and its plugin,
-        never the model or task of the run that happened to need it."""
+        never the model or task of the run that happened to need it. A factory whose options differ
+        from the declaration its registration names (``options=``: what the run checked before torch)
+        is refused, naming the first difference."""
         if self.resolve is None and callable(self.target):
-            return self.target
+            factory: Callable[..., Any] = self.target
+        else:
+            resolve = self.resolve or (lambda: _imported(str(self.target)))
+            factory = self._imported(resolve, repr(self.target))
+        if "options" in self.meta:  # the registration's declaration and the factory's are one, or refused
+            drift = declaration_drift(self.declared(load=False), factory)
+            if drift:
+                raise PluginLoadError(f"{self._label()}: its registration's options= ({self._options_name()}) and "
+                                      f"its factory's takes_options differ: {drift}; decorate the factory with the "
+                                      "object options= names, so the two are one")
+        return factory
+
+    def declared(self, load: bool = True) -> Any:
+        """What declares the options this entry's factory takes (read as `declared_options` reads a
+        factory: ``options``, ``passes_rest``, ``wraps``): the `takes_options` declaration its registration
+        names (``options="module:attribute"``, kept in a module that imports no torch, or the object
+        itself), so a command checks ``-M``, ``-O`` and ``-J`` before torch loads; else, with ``load``, the factory
+        itself (its module imported); else None."""
+        named = self.meta.get("options")
+        if named is None:
+            return self.load() if load else None
+        found = self._imported(lambda: _imported(named) if isinstance(named, str) else named, repr(named))
+        return as_declaration(found, f"{self._label()}: options={self._options_name()}")
+
+    def _imported(self, get: Callable[[], Any], what: str) -> Any:
+        """``get()``; whatever it raises but a `UserError` names this entry and its plugin."""
         try:
-            return self.resolve() if self.resolve is not None else _imported(str(self.target))
+            return get()
         except UserError:
             raise
         except Exception as exc:
-            raise PluginLoadError(f"{self.kind} {self.name!r} from plugin {self.plugin!r}: cannot load "
-                                  f"{self.target!r}: {type(exc).__name__}: {exc}") from exc
+            raise PluginLoadError(f"{self._label()}: cannot load {what}: {type(exc).__name__}: {exc}") from exc
+
+    def _label(self) -> str:
+        return f"{self.kind} {self.name!r} from plugin {self.plugin!r}"
+
+    def _options_name(self) -> str:
+        named = self.meta.get("options")
+        return named if isinstance(named, str) else type(named).__name__
 
 
 def _imported(target: str) -> Callable[..., Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
-from negharness.contracts.model import EmbeddingModel, ModelOptions
+from negharness.contracts.model import EmbeddingModel
 from negharness.contracts.precision import cpu_autocast_warning, resolve_precision
 from negharness.contracts.task import Task, check_result
 from negharness.discovery.lookup import PluginLookup
@@ -27,7 +27,7 @@ from negharness.engine.edit_context import EditContext
 from negharness.engine.embedding_contract import ModelOrigin
 from negharness.engine.fingerprints import remember, standing
 from negharness.engine.judging import JudgeOptions, JudgeSession, is_judged
-from negharness.engine.plan import PlannedTask, RunPlan, config_hash, distinct_models, model_requests, planned
+from negharness.engine.plan import PlannedTask, RunPlan, config_hash, planned
 from negharness.engine.request import RunOutcome, RunRequest, memo_path, with_failures
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
@@ -39,31 +39,7 @@ from negharness.io.atomic_files import atomic_write_json
 from negharness.store.cache import EmbeddingCache
 from negharness.store.content import FileHasher
 
-__all__ = ["RunOutcome", "RunPlan", "RunRequest", "evaluate_request", "execute", "run_evaluation", "run_library"]
-
-
-def run_library(models: list[str], tasks: list[str], arch: str | None, pretrained: str | None,
-                checkpoint: str | None, model_args: dict[str, str], task_args: dict[str, str],
-                settings: dict[str, Any]) -> list[RunOutcome]:
-    """`negharness.run`: the requests the CLI would build (one a model, the options given apply to every
-    model that takes them: `model_requests`), on the host the CLI would make, each planned the CLI's way
-    (`planned`: the same refusals, folders and verdicts) before any runs, then run in order."""
-    from negharness.discovery.manager import make_host  # lazy: the host is only needed for a library run
-
-    known = {f.name for f in dataclasses.fields(RunRequest)} - {"model", "tasks", "model_options", "task_extra"}
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise UserError(f"negharness.run: unknown setting {unknown[0]!r} (settings: {', '.join(sorted(known))})")
-    if not models:
-        raise UserError("negharness.run: name at least one model")
-    shared = RunRequest(models[0], tasks, ModelOptions(arch, pretrained, checkpoint, model_args), task_args, **settings)
-    host = make_host(cache_dir=shared.cache_dir)  # the plugin index under the run's own cache root
-    requests = model_requests(host, shared, [(m, ModelOptions()) for m in models])
-    clocks = [StageClock() for _ in requests]  # each model's records time its own stages
-    made = [_timed_plan(host, req, clock) for req, clock in zip(requests, clocks)]  # every refusal before any run
-    distinct_models([plan for plan, _ in made])
-    return [o for (plan, hasher), clock in zip(made, clocks) for o in run_evaluation(host, plan, None, None, clock,
-                                                                                     hasher)]
+__all__ = ["RunOutcome", "RunPlan", "RunRequest", "evaluate_request", "execute", "run_evaluation"]
 
 
 def _timed_plan(host: PluginHost, req: RunRequest, clock: StageClock) -> tuple[RunPlan, FileHasher]:

@@ -106,7 +106,7 @@ def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: 
         names = ", ".join(t.name for t in tasks[:3]) + (" ..." if len(tasks) > 3 else "")
         raise UserError(f"--judge {judge}: no task of this run is judged ({names}); leave --judge out")
     raw = JudgeOptions(extra=dict(options))
-    specs = declared_options(entry.load()) if options else None
+    specs = declared_options(entry.declared()) if options else None  # no plugin module where options= names it
     identity = raw.identity(specs, judge, False) if options else {}
     identity = {k: v for k, v in identity.items() if specs is None or k not in specs or specs[k].changes_numbers}
     choice = JudgeChoice(judge, dict(options), identity)

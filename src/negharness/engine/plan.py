@@ -11,8 +11,8 @@ hash, data hashes, the existing record and the verdict known before the model lo
 model (its fingerprint) is decided by `negharness.engine.fingerprints` and the run
 (`negharness.engine.evaluate.run_evaluation`), on the plan.
 
-Planning imports no torch for built-in tasks and for a model given no ``-M`` options (naming a model's
-``-M`` options imports its factory's module, which may import torch).
+Planning imports no torch for built-in tasks and models (a model's ``-M`` options are read from the
+declaration its registration names, ``options=``; without one, naming them imports its factory's module).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def _takes(host: Any, model: str, key: str) -> bool:
     when the request is planned, and that kind's binder refuses a key it lacks."""
     for kind in ("model", "editor"):
         if model in host.registry.names(kind):
-            factory = host.registry.get(kind, model).load()
+            factory = host.registry.get(kind, model).declared()  # without torch where the registration names it
             specs = declared_options(factory)
             if specs is None or key in specs or bool(getattr(factory, "passes_rest", False)):
                 return True

@@ -2,7 +2,10 @@
 or a missing file costs the plugin host's start (about a second), not torch's import (10 s and 500 MB
 on 2 cores).
 
-`check_request`: names, device, data root, with the registry and the file system only.
+`check_request`: names, ``-M`` options (against the declaration the model's registration names, in a
+module without torch: `negharness.discovery.lookup.check_options`), device, data root, with the
+registry and the file system only. `check_train_request`: the same for `negharness train`'s ``-O``, ``-M``
+and ``-T``.
 `check_inputs`: the run's tasks built (built-in task modules import no torch until a task runs) and
 everything the run would read that is absent, all at once: each task's files and media, and the
 model's weights (a named --checkpoint, released weights no program may fetch, hub weights not cached
@@ -23,6 +26,8 @@ from negharness.contracts.errors import MissingDataError, UserError
 from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import refuse_unknown
 from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
+from negharness.contracts.training import TrainSetOptions
+from negharness.discovery.lookup import check_options
 from negharness.discovery.registry import Entry
 from negharness.engine.request import task_entries
 from negharness.fetch import hub_models, manual
@@ -58,16 +63,31 @@ def _no_gpu_driver() -> bool:
 
 
 def check_request(host: Any, req: Any, root: Path, source: str) -> list[Entry]:
-    """Names, device and data root (``root``, chosen by ``source``) of a run request
+    """Names, ``-M`` options, device and data root (``root``, chosen by ``source``) of a run request
     (`negharness.engine.request.RunRequest`), against the registry and the file system only: no plugin
-    module is imported. Returns the tasks' entries."""
+    module is imported but the torch-free ones registrations name for their options (``options=``).
+    Returns the tasks' entries."""
     entries = task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
+    kind = "model" if req.model in host.registry.names("model") else "editor"
+    check_options(host.registry.get(kind, req.model), req.model_options, host.registry)
     check_device_spec(req.device)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
     return entries
+
+
+def check_train_request(registry: Any, trainer: str, opts: Any) -> None:
+    """`negharness train`'s options (a `TrainOptions`) before torch: the trainer's ``-O`` and the model's
+    ``-M`` against the declarations their registrations name (modules without torch), and the training
+    set's ``-T`` (with ``--task``) against its factory (training-set modules import no torch)."""
+    check_options(registry.get("trainer", trainer), opts, registry)
+    if opts.model:
+        check_options(registry.get("model", opts.model), opts.model_options, registry)
+    if opts.task in registry.names("trainset"):
+        check_options(registry.get("trainset", opts.task), TrainSetOptions(Path("."), dict(opts.task_extra)),
+                      registry, load=True)
 
 
 # the run's inputs --------------------------------------------------------------------------------
@@ -211,10 +231,13 @@ def weights_problems(host: Any, req: Any, cache: Path, entry: Entry | None = Non
 
 
 def _wrapped(host: Any, entry: Entry, options: Any) -> Any:
-    """The request a wrapper (registered with ``wraps=OPTION``: `boolean`, `steer`) hands its base: the model
-    that option names, with the wrapper's weights options and every other ``-M`` (its factory passes them on);
-    None for a model that wraps none, or a base not registered (its factory names that)."""
-    key = entry.meta.get("wraps")
+    """The request a wrapper (declared with ``takes_options(..., wraps=OPTION)``, in the declaration its
+    registration names: `boolean`, `steer`) hands its base: the model that option names, with the wrapper's
+    weights options and every other ``-M`` (its factory passes them on); None for a model that wraps none
+    by an option, or a base not registered (its factory names that)."""
+    declared = entry.declared(load=False)
+    key = getattr(declared, "wraps", None)
+    key = key if isinstance(key, str) else None
     name = options.extra.get(key) if key else None
     if not name or name == entry.name or name not in host.registry.names("model"):
         return None

@@ -16,10 +16,9 @@ import torch
 from negharness.api import (
     EmbeddingModel,
     ModelOptions,
-    OptionSpec,
     UserError,
-    takes_options,
 )
+from negharness.plugins import options as declared
 from negharness.plugins.wrapped_model import WrappedModel
 from negharness.text.negator import CUE_WORDS, expand_contractions, split_negated
 
@@ -81,10 +80,7 @@ class BooleanModel(WrappedModel):
         return scores
 
 
-BOOLEAN_OPTIONS = {"base": OptionSpec(str, None, "the retrieval model to wrap (every other -M goes to it)")}
-
-
-@takes_options(BOOLEAN_OPTIONS, wraps="base")
+@declared.BOOLEAN
 def boolean(options: ModelOptions) -> BooleanModel:
     """``-M base=NAME``: the model to wrap; every other option goes to it (unparsed: the base checks it)."""
     base_name = options.values["base"]

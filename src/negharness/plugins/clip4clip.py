@@ -24,9 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api import ModelOptions, UserError
 from negharness.api.checkpoints import hash_state_dict, read_checkpoint
-from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
+from negharness.plugins import options as declared
+from negharness.plugins.openclip_model import OpenClipModel
 
 HEADS = ("meanP", "seqTransf")
 
@@ -115,10 +116,7 @@ def _split(state: dict[str, torch.Tensor], path: str) -> tuple[dict[str, torch.T
     return clip, head
 
 
-C4C_OPTIONS = {**OPTIONS, "head": OptionSpec(str, None, "similarity head: meanP | seqTransf (default: the checkpoint's)")}
-
-
-@takes_options(C4C_OPTIONS)
+@declared.CLIP4CLIP
 def clip4clip(options: ModelOptions) -> Clip4ClipModel:
     """CLIP4Clip: ``--checkpoint pytorch_model.bin`` (head from the checkpoint, or ``-M head=meanP``)."""
     if not options.checkpoint:
@@ -131,7 +129,7 @@ def clip4clip(options: ModelOptions) -> Clip4ClipModel:
         raise UserError(f"-M head={head_name}: choose one of {', '.join(HEADS)}")
     if head_name == "seqTransf" and not head_state:
         raise UserError(f"{options.checkpoint}: -M head=seqTransf, but the checkpoint has no seqTransf weights")
-    base = dataclasses.replace(options, pretrained=None)  # bound to C4C_OPTIONS: OpenClipModel's options and more
+    base = dataclasses.replace(options, pretrained=None)  # bound to CLIP4CLIP's: OpenClipModel's options and more
     model = Clip4ClipModel.create("clip4clip", base, default_arch="ViT-B-32", default_pretrained=None,
                                   default_quick_gelu=True, state=clip_state, base_pretrained="openai")
     model.checkpoint_notes = {**ckpt.notes(), **model.checkpoint_notes}

@@ -13,8 +13,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api import EmbeddingModel, ModelOptions, UserError, takes_options
+from negharness.api import EmbeddingModel, ModelOptions, UserError
 from negharness.api.checkpoints import load_or_explain
+from negharness.plugins import options as declared
 
 DEFAULT = "facebook/dino-vits16"
 
@@ -64,7 +65,7 @@ def load_dino(source: str = DEFAULT) -> DinoModel:
     return DinoModel(str(source), model, size=size, resize=int(round(size * 256 / 224)))
 
 
-@takes_options({})
+@declared.NO_OPTIONS
 def dino(options: ModelOptions) -> DinoModel:
     """``--arch ID_OR_FOLDER`` (default facebook/dino-vits16)."""
     return load_dino(options.arch or DEFAULT)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from negharness.api import ModelOptions, UserError, takes_options
-from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
+from negharness.api import ModelOptions, UserError
+from negharness.plugins import options as declared
+from negharness.plugins.openclip_model import OpenClipModel
 
 
 @dataclass(frozen=True)
@@ -62,23 +63,23 @@ def _finetuned(name: str, options: ModelOptions) -> OpenClipModel:
                                 archs=release.archs)
 
 
-@takes_options(OPTIONS)
+@declared.OPEN_CLIP
 def negclip(options: ModelOptions) -> OpenClipModel:
     return _finetuned("negclip", options)
 
 
-@takes_options(OPTIONS)
+@declared.OPEN_CLIP
 def conclip(options: ModelOptions) -> OpenClipModel:
     return _finetuned("conclip", options)
 
 
-@takes_options(OPTIONS)
+@declared.OPEN_CLIP
 def negationclip(options: ModelOptions) -> OpenClipModel:
     """NegationCLIP: its architecture from the file's shapes (or --arch), QuickGELU."""
     return _finetuned("negationclip", options)
 
 
-@takes_options(OPTIONS)
+@declared.OPEN_CLIP
 def tripletclip(options: ModelOptions) -> OpenClipModel:
     """TripletCLIP's open_clip checkpoint: ViT-B-32 unless --arch says otherwise, GELU, trained from scratch."""
     return _finetuned("tripletclip", options)

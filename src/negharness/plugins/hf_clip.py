@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 import torch
 import torch.nn.functional as F
 
-from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api import EmbeddingModel, ModelOptions, UserError
 from negharness.api.checkpoints import hash_state_dict, load_or_explain
+from negharness.plugins import options as declared
 from negharness.plugins.token_lengths import (
     TEXT_ENCODER,
     bucket_overhead,
@@ -147,15 +148,7 @@ class HFClipModel(EmbeddingModel):
         return F.normalize(_features(out).float(), dim=-1)
 
 
-HF_CLIP_OPTIONS = {"model": OptionSpec(str, None, "Hugging Face model id or folder (else --arch / --checkpoint)"),
-                   "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
-                   "text_lengths": OptionSpec(str, "auto", "CLIP texts in buckets of similar token length, each padded "
-                                              "to its longest: auto (on the CPU only, as open_clip's), on, off (the "
-                                              "host's batches, each padded to its longest); SigLIP pads to 64 always",
-                                              choices=("auto", "on", "off"))}
-
-
-@takes_options(HF_CLIP_OPTIONS)
+@declared.HF_CLIP
 def hf_clip(options: ModelOptions) -> HFClipModel:
     """``--arch`` (or ``-M model=``) is a model id such as openai/clip-vit-base-patch32, or a folder."""
     values = options.values

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import torch
 
-from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
-from negharness.api.devices import PRECISION_NAMES, resolve_precision
+from negharness.api import ModelOptions, UserError
+from negharness.api.devices import resolve_precision
 from negharness.api.files import hash_json
 from negharness.api.scoring import pad_scores
+from negharness.plugins import options as declared
 
 from .lm_scoring import (
     ChoiceScoringModel,
@@ -54,7 +55,7 @@ LETTER_QUESTION = "Which caption describes the image?"
 LETTER_SUFFIX = "Answer with the option's letter from the given choices directly."
 
 
-DEFAULT_FRAMES = 4
+DEFAULT_FRAMES = declared.VLM_FRAMES
 
 
 def evenly_spaced(n_total: int, n: int) -> list[int]:
@@ -214,17 +215,7 @@ class HFVLM(ChoiceScoringModel):
         return out
 
 
-HF_VLM_OPTIONS = {
-    "scoring": OptionSpec(str, "loglik", "loglik (each option's likelihood) or letter (the letter it picks)",
-                          choices=("loglik", "letter")),
-    "norm": OptionSpec(str, "mean", "loglik per token (mean) or summed (sum)"),
-    "prompt": OptionSpec(str, None, "prompt where the task has no question"),
-    "dtype": OptionSpec(str, "fp32", "weights' dtype", choices=PRECISION_NAMES),
-    "frames": OptionSpec(int, DEFAULT_FRAMES, "a video's frames shown as images, evenly spaced over those the task samples"),
-}
-
-
-@takes_options(HF_VLM_OPTIONS)
+@declared.HF_VLM
 def hf_vlm(options: ModelOptions) -> HFVLM:
     e = options.values
     if not options.arch:

@@ -14,21 +14,12 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import Editor, ModelOptions, OptionSpec, takes_options
+from negharness.api import Editor, ModelOptions
 from negharness.api.checkpoints import load_or_explain
-from negharness.api.devices import PRECISION_NAMES, resolve_precision
+from negharness.api.devices import resolve_precision
+from negharness.plugins import options as declared
 
 DEFAULT = "timbrooks/instruct-pix2pix"
-OPTIONS = {
-    "model": OptionSpec(str, None, "diffusers model id or folder (else --arch / --checkpoint / the default)"),
-    "steps": OptionSpec(int, 100, "denoising steps", minimum=1),
-    "guidance": OptionSpec(float, 7.5, "text guidance scale"),
-    "image_guidance": OptionSpec(float, 1.5, "image guidance scale"),
-    "size": OptionSpec(int, 512, "long side of the edited image", minimum=64),
-    "precision": OptionSpec(str, "fp32", "pipeline dtype", choices=PRECISION_NAMES),
-}
-
-
 def fit_size(width: int, height: int, long_side: int) -> tuple[int, int]:
     """Long side to ``long_side``, aspect kept, both sides rounded to multiples of 64 (at least 64)."""
     scale = long_side / max(width, height)
@@ -77,7 +68,7 @@ class InstructPix2PixEditor(Editor):
         return out
 
 
-@takes_options(OPTIONS)
+@declared.INSTRUCT_PIX2PIX
 def instruct_pix2pix(options: ModelOptions) -> InstructPix2PixEditor:
     opts = options.values
     source = opts["model"] or options.arch or options.checkpoint or DEFAULT

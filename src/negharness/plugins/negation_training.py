@@ -23,8 +23,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from negharness.api import OptionSpec, TrainOptions, UserError
-from negharness.api.devices import PRECISION_NAMES
+from negharness.api import OptionSpec, TrainOptions, UserError, takes_options
+from negharness.api import PRECISION_NAMES
 from negharness.api import check_batch_size
 
 FORMAT = "negharness-trained-v1"
@@ -101,3 +101,10 @@ def recipe_options(trainer: str, base: Recipe | None = None) -> dict[str, Option
     base = base or Recipe.defaults(trainer)
     return {f.name: OptionSpec(type(getattr(base, f.name)), getattr(base, f.name), choices=CHOICES.get(f.name, ()))
             for f in dataclasses.fields(Recipe) if f.name not in ("trainer", *TrainOptions.AS_FLAGS)}
+
+
+TRAINERS = ("bnl", "snl", "snl_query", "negbench", "triplet")
+# each trainer's -O options, declared in this module (no torch): its registration names the declaration
+# (`negharness.plugins.trainers`), so `negharness train` checks -O before torch; its factory is decorated with it
+BNL, SNL, SNL_QUERY, NEGBENCH, TRIPLET = (takes_options(recipe_options(name)) for name in TRAINERS)
+DECLARED = dict(zip(TRAINERS, (BNL, SNL, SNL_QUERY, NEGBENCH, TRIPLET)))

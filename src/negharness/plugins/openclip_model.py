@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from negharness.api import EmbeddingModel, ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api import EmbeddingModel, ModelOptions, UserError
 from negharness.api.checkpoints import (
     base_note,
     fit_state_dict,
@@ -27,6 +27,7 @@ from negharness.api.checkpoints import (
     read_checkpoint,
 )
 from negharness.api.media import PixelTransform, array_to_tensor, jpeg_draft
+from negharness.plugins import options as declared
 from negharness.plugins.clip_tokenizer import fast_tokenizer
 from negharness.plugins.openclip_weights import (
     arch_of_state,
@@ -53,17 +54,7 @@ from negharness.plugins.token_lengths import (
 if TYPE_CHECKING:  # open_clip ships no types (no py.typed): its classes read as Any
     import open_clip
 
-OPTIONS = {  # -M options of every open_clip model
-    "quick_gelu": OptionSpec(bool, None, "QuickGELU activations (default: as the weights were trained)"),
-    "frames": OptionSpec(str, None, "video frame sampling: segments:N or fps:R"),
-    "jpeg_draft": OptionSpec(bool, False, "decode JPEGs at reduced scale before resizing (faster)"),
-    "text_lengths": OptionSpec(str, "auto", "texts in batches by token length, each cut to its longest: "
-                               "auto (on the CPU only, see lengths_pay), on, off (the full context)",
-                               choices=("auto", "on", "off")),
-    "decode": OptionSpec(str, "pil", "image files: pil (open_clip's PIL transforms) or tensor (batched JPEG "
-                         "decoding, nvjpeg on CUDA, and resizing on the run's device; pixels differ slightly, "
-                         "a fingerprint of its own)", choices=("pil", "tensor")),
-}
+OPTIONS = declared.OPEN_CLIP.options  # -M options of every open_clip model (declared without torch)
 
 
 def geometry_steps(transform: Any, cfg: dict[str, Any]) -> Any:
@@ -353,7 +344,7 @@ class OpenClipModel(EmbeddingModel):
         return F.normalize(self.image_features(pixels).float(), dim=-1)
 
 
-@takes_options(OPTIONS)
+@declared.OPEN_CLIP
 def clip(options: ModelOptions) -> OpenClipModel:
     """open_clip CLIP: ViT-B-32/openai unless --arch/--pretrained/--checkpoint say otherwise."""
     return OpenClipModel.create("clip", options)

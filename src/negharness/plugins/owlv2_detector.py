@@ -12,8 +12,9 @@ from typing import Any, Sequence
 
 import torch
 
-from negharness.api import Detection, Detector, ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api import Detection, Detector, ModelOptions, UserError
 from negharness.api.checkpoints import load_or_explain
+from negharness.plugins import options as declared
 
 DEFAULT = "google/owlv2-large-patch14-ensemble"
 
@@ -44,18 +45,13 @@ class Owlv2Detector(Detector):
                 for s, i, b in zip(result["scores"], result["labels"], result["boxes"])]
 
 
-OWL_OPTIONS = {"model": OptionSpec(str, None, "OWLv2 model id or folder"),
-               "threshold": OptionSpec(float, 0.1, "detection score that counts as present"),
-               "prompt": OptionSpec(str, "{}", "text query template, {} the object")}
-
-
 def _box(box: Any) -> tuple[float, float, float, float]:
     """(x0, y0, x1, y1) of a predicted box, as floats."""
     x0, y0, x1, y1 = (float(v) for v in box)
     return x0, y0, x1, y1
 
 
-@takes_options(OWL_OPTIONS)
+@declared.OWLV2
 def owlv2(options: ModelOptions) -> Owlv2Detector:
     values = options.values
     source = values["model"] or options.arch or options.checkpoint or DEFAULT

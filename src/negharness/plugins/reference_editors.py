@@ -20,10 +20,9 @@ from negharness.api import (
     Detector,
     Editor,
     ModelOptions,
-    OptionSpec,
     UserError,
-    takes_options,
 )
+from negharness.plugins import options as declared
 
 # NeIn's Table 2 formats name the object as {S}; read it back from any of them
 _OBJECT_PATTERNS = [
@@ -76,15 +75,12 @@ class DetectInpaintEditor(Editor):
         return Image.fromarray(cv2.inpaint(rgb, mask, 3, cv2.INPAINT_TELEA))
 
 
-@takes_options({})
+@declared.NO_OPTIONS
 def identity(options: ModelOptions) -> IdentityEditor:
     return IdentityEditor()
 
 
-INPAINT_OPTIONS = {"detector": OptionSpec(str, "shapes_exact", "detector that finds what to paint over")}
-
-
-@takes_options(INPAINT_OPTIONS)
+@declared.DETECT_INPAINT
 def detect_inpaint(options: ModelOptions) -> DetectInpaintEditor:
     name = options.values["detector"]
     detector = options.lookup().plugin("detector", name)

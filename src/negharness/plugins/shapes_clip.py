@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from negharness.api import ModelOptions, UserError, takes_options
-from negharness.plugins.openclip_model import OPTIONS, OpenClipModel
+from negharness.api import ModelOptions, UserError
+from negharness.plugins import options as declared
+from negharness.plugins.openclip_model import OpenClipModel
 from negharness.world.scenes import COLOURS, SHAPES
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
@@ -21,7 +22,7 @@ REPRODUCE = "negharness train --trainer shapes_pretrain --out {}".format(WEIGHTS
 OBJECT_WORDS = tuple(f"{colour} {shape}" for colour, shape in zip(list(COLOURS) * 2, SHAPES * 3))
 
 
-@takes_options(OPTIONS)
+@declared.OPEN_CLIP
 def shapes_clip(options: ModelOptions) -> OpenClipModel:
     """ModifiedResNet at 32 px + a 2-layer text transformer, trained on the embedded world."""
     checkpoint = options.checkpoint or str(WEIGHTS)

@@ -26,7 +26,8 @@ from typing import Any, Sequence
 import numpy as np
 from PIL import Image
 
-from negharness.api import Detection, Detector, ModelOptions, takes_options
+from negharness.api import Detection, Detector, ModelOptions
+from negharness.plugins import options as declared
 from negharness.world.render import BACKGROUND, CANVAS, coverage, coverages
 from negharness.world.scenes import COLOURS, SHAPES
 
@@ -167,7 +168,7 @@ class ShapesDetector(Detector):
         return found
 
 
-@takes_options({})
+@declared.NO_OPTIONS
 def shapes_exact(options: ModelOptions) -> ShapesDetector:
     """Detector factory (no options)."""
     return ShapesDetector()

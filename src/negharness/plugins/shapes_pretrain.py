@@ -14,33 +14,26 @@ from typing import Any
 import numpy as np
 import torch
 
-from negharness.api import ModelOptions, OptionSpec, TrainOptions, takes_options
+from negharness.api import ModelOptions, TrainOptions
 from negharness.api.checkpoints import save_safetensors
 from negharness.api.devices import resolve_device
 from negharness.api.files import atomic_write_json, data_root
 from negharness.api import check_batch_size
+from negharness.plugins import options as declared
 from negharness.plugins.losses import multi_positive_infonce
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.shapes_clip import CONFIG
 from negharness.world.media import load_world
 
 
-OPTIONS = {  # -O options; batch size is the --batch-size flag, as for `run`
-    "steps": OptionSpec(int, 300, "optimizer steps", minimum=1),
-    "lr": OptionSpec(float, 2e-3, "AdamW learning rate"),
-    "weight_decay": OptionSpec(float, 0.1, "AdamW weight decay"),
-    "n_train": OptionSpec(int, 6000, "world items of each kind (video and image)", minimum=1),
-    "world_seed": OptionSpec(int, 0, "the world's seed"),
-}
-
-
 def _recipe(opts: TrainOptions) -> dict[str, Any]:
-    """The run's settings: ``-O`` as bound to `OPTIONS` (`takes_options`), the seed and --batch-size."""
+    """The run's settings: ``-O`` as bound to its declaration (`negharness.plugins.options.SHAPES_PRETRAIN`),
+    the seed and --batch-size."""
     return {"trainer": "shapes_pretrain", "seed": opts.seed, **opts.values,
             "batch_size": check_batch_size(opts.batch_size or 128)}
 
 
-@takes_options(OPTIONS)
+@declared.SHAPES_PRETRAIN
 def train(opts: TrainOptions) -> Path:
     r = _recipe(opts)
     torch.manual_seed(r["seed"])

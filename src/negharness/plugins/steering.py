@@ -22,11 +22,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api import ModelOptions, UserError
 from negharness.api.files import cache_root
+from negharness.plugins import options as declared
 from negharness.plugins.openclip_model import OpenClipModel
 from negharness.plugins.steering_fit import (
-    HOLDOUT,
     Pairs,
     authors_pairs_path,
     cache_key,
@@ -41,18 +41,8 @@ from negharness.plugins.steering_fit import (
 from negharness.plugins.token_lengths import pool_positions
 from negharness.plugins.wrapped_model import WrappedModel
 
-ALPHA = 0.13  # steer.py:426
 FIT_BATCH = 256  # captions a forward pass while collecting activations
 
-STEER_OPTIONS = {
-    "base": OptionSpec(str, None, "the open_clip model to steer (every other -M goes to it)"),
-    "alpha": OptionSpec(float, ALPHA, "steering strength: EOT x -> (1 - alpha) x + alpha d |x| at every layer"),
-    "pairs": OptionSpec(str, "", "JSON {positive caption: negated caption} the directions are fitted on (default: "
-                        "the authors' data/train_data.json, `negharness fetch negation_steering/train_data.json`)",
-                        data_file=True),
-    "holdout": OptionSpec(int, HOLDOUT, "pairs at the end of the file left out of the fit (their accuracy is "
-                          "recorded), as the authors' code", minimum=0),
-}
 
 Edit = Callable[[int, torch.Tensor], "torch.Tensor | None"]
 
@@ -185,7 +175,7 @@ class SteerModel(WrappedModel):
         return {"steer": {"pairs": n, "fitted_on": n - self.holdout, "held_out_accuracy": self._fitted[1]}}
 
 
-@takes_options(STEER_OPTIONS, wraps="base")
+@declared.STEER
 def steer(options: ModelOptions) -> SteerModel:
     """``-M base=NAME``: the open_clip model to steer; every other option goes to it (unparsed: the base checks it)."""
     base_name = options.values["base"]

@@ -30,11 +30,12 @@ import torch
 
 from negharness.api import MissingDataError, UserError
 from negharness.api.files import atomic_write_bytes, data_root, hash_json
+from negharness.plugins import options as declared
 
 # the authors' pairs as `negharness fetch` puts them under the data root (negharness.fetch.sources' row)
 AUTHORS_PAIRS = "negation_steering/train_data.json"
 FIT_C = 1.0  # sklearn's default inverse L2 strength (steer.py:80-84 sets none)
-HOLDOUT = 100  # pairs at the end of the file kept out of the fit (steer.py:60)
+HOLDOUT = declared.HOLDOUT  # pairs at the end of the file kept out of the fit (steer.py:60)
 FIT_VERSION = 1  # bump when the fit below changes what it returns: cached directions are then refitted
 
 

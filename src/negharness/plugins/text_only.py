@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
-from negharness.api import ModelOptions, OptionSpec, UserError, takes_options
+from negharness.api import ModelOptions, UserError
 from negharness.api.files import hash_json
 from negharness.api.scoring import pad_scores
+from negharness.plugins import options as declared
 
 from .lm_scoring import (
     ChoiceScoringModel,
@@ -85,10 +86,7 @@ class TextOnlyLM(ChoiceScoringModel):
         return pad_scores(torch.cat(flat), choices.options)
 
 
-TEXT_ONLY_OPTIONS = {"norm": OptionSpec(str, "mean", "caption loglik per token (mean) or summed (sum)")}
-
-
-@takes_options(TEXT_ONLY_OPTIONS)
+@declared.TEXT_ONLY
 def text_only(options: ModelOptions) -> TextOnlyLM:
     values = options.values
     if not options.arch:

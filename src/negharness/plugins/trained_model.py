@@ -13,28 +13,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from negharness.api import EmbeddingModel, ModelOptions, UserError, takes_options
+from negharness.api import EmbeddingModel, ModelOptions, UserError
 from negharness.api.checkpoints import base_note, load_state_dict
+from negharness.plugins import options as declared
 
 FORMAT = "negharness-trained-v1"
 
 
-def base_model(options: ModelOptions) -> str | None:
-    """The model whose ``-M`` options clip_bnl's are (it passes every one to it): the base its folder's
-    ``model.json`` names, or ``clip`` for a released file; so ``-M quick_gelu=1`` and ``=true`` name one
-    model, as they do for that base. None where the checkpoint does not say (the run's error names why)."""
-    if not options.checkpoint:
-        return None
-    path = Path(options.checkpoint).expanduser()
-    folder = path.parent if path.is_file() else path
-    if path.is_file() and not (folder / "model.json").is_file():
-        return "clip"  # a released CLIP-bnl / CLIP* file: open_clip's ViT-B/32 (`_released`)
-    meta = json.loads((folder / "model.json").read_text())
-    base = meta.get("base_model") if isinstance(meta, dict) else None
-    return base if isinstance(base, str) else None
-
-
-@takes_options({}, wraps=base_model)
+@declared.CLIP_BNL
 def clip_bnl(options: ModelOptions) -> EmbeddingModel:
     if not options.checkpoint:
         raise UserError("model clip_bnl needs --checkpoint DIR (the folder `negharness train --out DIR` wrote) "

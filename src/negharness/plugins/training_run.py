@@ -16,7 +16,7 @@ from typing import Any, Callable, ContextManager
 import numpy as np
 import torch
 
-from negharness.api import TrainOptions, TrainSetOptions, TrainStream, TrainingSet, UserError, __version__, takes_options
+from negharness.api import TrainOptions, TrainSetOptions, TrainStream, TrainingSet, UserError, __version__
 from negharness.api.checkpoints import load_state_dict, save_safetensors
 from negharness.api.devices import autocast, cpu_autocast_warning, distributed, resolve_device
 from negharness.api.files import atomic_write_json, atomic_write_text, data_root, hash_json
@@ -30,9 +30,9 @@ from negharness.plugins.negation_data import (
     sample_list,
 )
 from negharness.plugins.negation_training import (
+    DECLARED,
     FORMAT,
     Recipe,
-    recipe_options,
 )
 from negharness.plugins.training_step import StepLoss, validation_mir
 
@@ -347,7 +347,7 @@ def _trainer(name: str) -> Any:
         return run(opts, Recipe.from_options(name, opts))
 
     factory.__name__ = name
-    return takes_options(recipe_options(name))(factory)
+    return DECLARED[name](factory)
 
 
 TRAINERS = {name: _trainer(name) for name in ("bnl", "snl", "snl_query", "negbench", "triplet")}

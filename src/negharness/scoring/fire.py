@@ -23,13 +23,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from negharness.contracts.errors import UserError
-from negharness.scoring.metrics import Relevance
 from negharness.io.atomic_files import atomic_write
+
+if TYPE_CHECKING:  # a name only: metrics imports torch, and `negharness fire` checks --sizes before torch
+    from negharness.scoring.metrics import Relevance
 
 FIRE_KS = (1, 5, 10)
 FIRE_METRICS = tuple(f"fire_C@{k}" for k in FIRE_KS) + ("fire_MIR", "fire_mAP")
@@ -106,7 +108,7 @@ def augment(relevance: Relevance, query_ids: Sequence[str], item_ids: Sequence[s
               **({"qrels_positives_unreadable": left_out} if left_out else {}),
               "qrels_queries_judged": sum(1 for q in qrels.positives if q in known_queries),
               "qrels_queries_unknown": sum(1 for q in qrels.positives if q not in known_queries)}
-    return Relevance.from_lists(lists, relevance.n_items), counts
+    return type(relevance).from_lists(lists, relevance.n_items), counts
 
 
 def subsample_deltas(values: np.ndarray, size: int, resamples: int = 10_000, seed: int = 0) -> np.ndarray:

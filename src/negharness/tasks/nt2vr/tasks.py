@@ -197,13 +197,18 @@ class NT2VRTask(Task[EvalContext]):
         return media_api.video_files(key, ids, paths, sampling)
 
     # queries --------------------------------------------------------------------------------------
-    def _originals(self, known: list[str]) -> QuerySet:
-        path = self._text("caption")
+    def _original_rows(self, known: list[str]) -> list[tuple[str, str]]:
+        """(caption id, caption) of every caption of the ``known`` videos (read without torch)."""
+        path, wanted = self._text("caption"), set(known)
         rows = read_caption_file(path)
-        position = {v: i for i, v in enumerate(known)}
         if self.options.limit:
-            rows = [(c, t) for c, t in rows if video_of(c) in position]
-        check_known_videos(path, ((n, video_of(c)) for n, (c, _) in enumerate(rows, 1)), set(known))
+            rows = [(c, t) for c, t in rows if video_of(c) in wanted]
+        check_known_videos(path, ((n, video_of(c)) for n, (c, _) in enumerate(rows, 1)), wanted)
+        return rows
+
+    def _originals(self, known: list[str]) -> QuerySet:
+        rows = self._original_rows(known)
+        position = {v: i for i, v in enumerate(known)}
         return scoring.QuerySet([c for c, _ in rows], [t for _, t in rows],
                                 scoring.Relevance.from_lists([[position[video_of(c)]] for c, _ in rows], len(known)))
 
@@ -269,6 +274,10 @@ class NT2VROriginal(NT2VRTask):
     leaderboard_metrics: tuple[str, ...] = ("R@1", "R@10", "MIR")
     task_options = {**NT2VRTask.task_options, **QRELS_OPTION}
 
+    def query_count(self) -> int | None:
+        """Every caption of the collection's videos (`_originals`)."""
+        return len(self._original_rows(self._ids()))
+
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         qs = self._originals(ids)
@@ -285,14 +294,21 @@ class NT2VRNegated(NT2VROriginal):
     task_options = NT2VRTask.task_options  # deltas against one source video: no extra judgements
     side_texts = ("negated_neginfo",)  # the authors' cue and scope, the boolean baseline's parts
 
+    def _rows(self) -> list[tuple[str, str]]:
+        """(caption id, negated query) of every negated query, built or read from its file."""
+        built = self._ensure_queries()
+        if built is not None:
+            return [(i, n.text) for i, n in built.negated]
+        return read_caption_file(self._text("negated"))
+
+    def query_count(self) -> int | None:
+        """Every negated query (--limit keeps those of the videos it keeps)."""
+        return len(self._rows())
+
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         originals = self._originals(ids)
-        built = self._ensure_queries()
-        if built is not None:
-            rows = [(i, n.text) for i, n in built.negated]
-        else:
-            rows = read_caption_file(self._text("negated"))
+        rows = self._rows()
         where = {c: k for k, c in enumerate(originals.ids)}
         path = self._text("negated")
         kept = [(n, c, t) for n, (c, t) in enumerate(rows, 1) if not self.options.limit or original_of(c) in where]
@@ -316,15 +332,22 @@ class NT2VRComposed(NT2VROriginal):
     metric_info = TEXT_TO_MEDIA_METRICS
     leaderboard_metrics: tuple[str, ...] = ("R@1", "R@10", "MIR", "mAP")
 
+    def _records(self) -> list[dict[str, Any]]:
+        """Every composed query's record, built or read from its file."""
+        built = self._ensure_queries()
+        if built is not None:
+            return [q.as_record() for q in built.composed]
+        return read_composed_file(self._text("composed"))
+
+    def query_count(self) -> int | None:
+        """Every composed query (--limit keeps those with a relevant video it keeps)."""
+        return len(self._records())
+
     def _score(self, ctx: EvalContext) -> TaskResult:
         ids = self._ids()
         position = {v: i for i, v in enumerate(ids)}
         path = self._text("composed")
-        built = self._ensure_queries()
-        if built is not None:
-            records = [q.as_record() for q in built.composed]
-        else:
-            records = read_composed_file(path)
+        records = self._records()
         if not self.options.limit:
             check_known_videos(path, ((n, v) for n, r in enumerate(records, 1) for v in r["video_ids"]), set(ids))
         lists = [[position[v] for v in r["video_ids"] if v in position] for r in records]

@@ -71,6 +71,10 @@ class _ShapesRetrieval(Task[EvalContext]):
         return load_world_queries(self.world_seed, self.split_name, self.n_items, self.options.data_root,
                                   self.options.seed)
 
+    def query_count(self) -> int | None:
+        """Every caption of every item (`originals`; counted without building its query set, which loads torch)."""
+        return sum(len(caps) for caps in self.world().captions)
+
     def media(self, world: WorldData, ctx: EvalContext | None = None) -> MediaSet:
         """The split's pixels. For videos, the model's frame sampling (``-M frames=...``) picks frames
         from each clip, as from any video; without it every frame is kept (``uniform:<frames>``) and
@@ -143,6 +147,9 @@ class ShapesT2VNegated(_BuiltQueries, ShapesT2VOriginal):
     leaderboard_metrics = ("ΔR@1", "ΔMIR")
     task_options = _ShapesRetrieval.task_options  # deltas against one source video: no extra judgements
 
+    def query_count(self) -> int | None:
+        return len(self.queries()["negated"])
+
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
         originals = self.originals(world)
@@ -164,6 +171,9 @@ class ShapesT2VComposed(_BuiltQueries, ShapesT2VOriginal):
     description = "embedded world: composed queries with several relevant videos"
     cluster = "row"  # no query has one source clip: each is its own cluster
     leaderboard_metrics = ("R@1", "R@10", "MIR", "mAP")
+
+    def query_count(self) -> int | None:
+        return len(self.queries()["composed"])
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:
         world = self.world()
