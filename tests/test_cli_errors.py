@@ -98,7 +98,9 @@ def test_a_missing_pretrained_download_is_one_line(cli, tmp_path):
               env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
     assert res.returncode == 2
     # the lines a long stage says while it lasts ("... building the model ... (4 s)") are not the error's
-    lines = [line for line in res.stderr.splitlines() if line.strip() and not line.startswith("... ")]
+    from test_cli_imports import said
+
+    lines = said(res.stderr)
     assert len(lines) == 1 and lines[0].startswith("error: model clip: its weights ViT-B-32/openai are not in the "
                                                    f"Hugging Face cache {tmp_path / 'hf' / 'hub'}")
 
@@ -135,14 +137,14 @@ def test_mistakes_are_answered_before_torch_loads(name, tmp_path):
     """One line, exit 2, and no torch in the process's import listing (`python -X importtime`)."""
     import sys
 
-    from test_cli_imports import TORCH_LINE, console_script
+    from test_cli_imports import TORCH_LINE, console_script, said
 
     if name == "mps off macOS" and sys.platform == "darwin":
         pytest.skip("on macOS MPS may exist: torch decides")
     args, needle = BEFORE_TORCH[name]
     (tmp_path / "a_file").write_text("not a folder")
     done = console_script(args, tmp_path)
-    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:") and line.strip()]
+    lines = said(done.stderr)
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
     assert needle in lines[0]
     assert not TORCH_LINE.search(done.stderr), f"{name}: torch was imported before the mistake was told"
@@ -151,7 +153,7 @@ def test_mistakes_are_answered_before_torch_loads(name, tmp_path):
 def test_cuda_on_a_machine_without_a_gpu_driver_is_told_before_torch(tmp_path):
     from pathlib import Path
 
-    from test_cli_imports import TORCH_LINE, console_script
+    from test_cli_imports import TORCH_LINE, console_script, said
 
     from negharness.engine.precheck import _GPU_DRIVER_FILES
 
@@ -202,12 +204,12 @@ def test_every_missing_input_is_named_at_once_before_torch_loads(name, tmp_path)
     """Data files, media folders and weights: all of what is absent in the error's first line (the
     details follow it), exit 2, and no torch in the process's import listing. Missing data was found
     only after torch loaded, one task at a time, and a missing checkpoint only once the data was there."""
-    from test_cli_imports import TORCH_LINE, console_script
+    from test_cli_imports import TORCH_LINE, console_script, said
 
     args, needles = MISSING_INPUTS[name]
     (tmp_path / "empty").mkdir()
     done = console_script(args, tmp_path.resolve())
-    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:") and line.strip()]
+    lines = said(done.stderr)
     assert done.returncode == 2 and lines and lines[0].startswith("error: "), done.stderr[-2000:]
     for needle in needles:
         assert needle in lines[0], lines[0]

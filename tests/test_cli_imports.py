@@ -22,6 +22,14 @@ from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig
 
 TORCH_LINE = re.compile(r"^import time:.*\|\s*torch$", re.MULTILINE)
+HEARTBEAT = re.compile(r"^\.\.\. .* \(\d+ s\)$")  # `negharness.cli.heartbeat`: a long stage, said every 2 s
+
+
+def said(stderr: str) -> list[str]:
+    """The lines a command said on stderr, without ``-X importtime``'s listing and the heartbeat's lines
+    (which a loaded machine adds to any stage that lasts 2 s: never a test's concern)."""
+    return [line for line in stderr.splitlines()
+            if line.strip() and not line.startswith("import time:") and not HEARTBEAT.match(line)]
 
 
 def console_script(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

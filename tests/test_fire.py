@@ -194,10 +194,10 @@ def test_fire_with_its_defaults_runs_on_a_bundled_task(cli, tmp_path):
 def test_sizes_the_task_cannot_supply_are_refused_before_torch(task, count, tmp_path):
     """Issue 53 item 5: `fire --sizes 3000` ran the whole evaluation (torch, the model, every embedding)
     before it counted the queries; the task says how many it scores (`Task.query_count`) when planned."""
-    from test_cli_imports import TORCH_LINE, console_script
+    from test_cli_imports import TORCH_LINE, console_script, said
 
     done = console_script(["fire", "--model", "shapes_clip", "--task", task, "--sizes", "100,3000"], tmp_path)
-    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:") and line.strip()]
+    lines = said(done.stderr)
     assert done.returncode == 2 and lines == [f"error: --sizes 3000: task {task} has only {count} queries (give N "
                                               f"of at most {count})"], done.stderr[-2000:]
     assert not TORCH_LINE.search(done.stderr), "torch was imported before --sizes was refused"

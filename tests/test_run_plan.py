@@ -201,7 +201,9 @@ def test_a_missing_checkpoint_folder_is_among_the_missing_inputs(tmp_path, capsy
     """clip_bnl reads a folder `negharness train` wrote: a missing one is said with the missing data, at once."""
     assert main(["run", "--model", "clip_bnl", "--checkpoint", str(tmp_path / "runs" / "bnl"), "--task",
                  "msrvtt3k_composed", "--data-root", str(tmp_path / "nodata"), "--output-dir", str(tmp_path)]) == 2
-    first = capsys.readouterr().err.splitlines()[0]
+    from test_cli_imports import said
+
+    first = said(capsys.readouterr().err)[0]
     assert "2 inputs missing" in first and f"--checkpoint {tmp_path / 'runs' / 'bnl'}: no such file or folder" in first
 
 

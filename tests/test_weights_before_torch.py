@@ -100,7 +100,7 @@ def test_a_cache_without_the_ref_a_loader_reads_is_not_taken_for_cached(hf_cache
 def test_the_refusal_comes_before_torch(tmp_path):
     """The whole command, in a fresh interpreter: exit 2, one error naming the weights and the fetch, and
     no torch in ``-X importtime``'s listing (the run used to retry the hub, import torch, then fail)."""
-    from test_cli_imports import TORCH_LINE
+    from test_cli_imports import TORCH_LINE, said
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"), "COLUMNS": "200"}
     for args, needle in ((["--model", "clip"], "negharness fetch clip --arch ViT-B-32 --pretrained openai"),
@@ -112,7 +112,7 @@ def test_the_refusal_comes_before_torch(tmp_path):
         done = subprocess.run([sys.executable, "-X", "importtime", "-m", "negharness.cli", "run", *args, "--task",
                                "shapes_t2i_original", "--limit", "2"], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=120)
-        lines = [x for x in done.stderr.splitlines() if x.strip() and not x.startswith("import time:")]
+        lines = said(done.stderr)
         assert done.returncode == 2 and lines[0].startswith("error: model "), done.stderr[-2000:]
         assert needle in lines[0]
         assert not TORCH_LINE.search(done.stderr), "torch was imported before the missing weights were told"
