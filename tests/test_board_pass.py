@@ -98,39 +98,56 @@ class _SpyPool(check.ProcessPoolExecutor):
         return super().submit(*args, **kwargs)
 
 
-def _force_pool(monkeypatch: pytest.MonkeyPatch, pool: type = _SpyPool) -> None:
-    monkeypatch.setattr(check, "POOL_MIN_WORK", 0)
-    monkeypatch.setattr(check, "PART_JOBS", 2)
+ROADS = ["reads pooled", "checks pooled"]
+
+
+def _force_pool(monkeypatch: pytest.MonkeyPatch, road: str, pool: type = _SpyPool) -> None:
+    """The pool on ``road``: the whole board read by workers in parts (`check.pooled_reads`), or read
+    here with the per-query checks computed by workers (`check.Checker`)."""
+    _SpyPool.started = _SpyPool.parts = 0
+    if road == "reads pooled":
+        monkeypatch.setattr(check, "POOL_MIN_RECORDS", 0)
+        monkeypatch.setattr(check, "POOL_MIN_WORK", 10**18)
+        monkeypatch.setattr(check, "PART_RECORDS", 3)
+    else:
+        monkeypatch.setattr(check, "POOL_MIN_RECORDS", 10**9)
+        monkeypatch.setattr(check, "POOL_MIN_WORK", 0)
+        monkeypatch.setattr(check, "PART_JOBS", 2)
     monkeypatch.setattr(check, "pool_workers", lambda: 2)
     monkeypatch.setattr(check, "ProcessPoolExecutor", pool)
 
 
-def test_cold_warm_pooled_or_not_the_same_board_as_each_record_read_alone(tmp_path, monkeypatch):
+@pytest.mark.parametrize("road", ROADS)
+def test_cold_warm_pooled_or_not_the_same_board_as_each_record_read_alone(tmp_path, monkeypatch, road):
     results = _results(tmp_path)
     want_records, want_problems = _alone(results, tmp_path / "alone")
     assert len(want_problems) == 3 and len(want_records) == 8  # wide, swapped, torn refused
 
-    monkeypatch.setattr(check, "POOL_MIN_WORK", 10**18)  # this process's road
-    here = _board(results, tmp_path / "here", tmp_path)
-    assert here[:2] == (want_records, want_problems)
-    assert here == _board(results, tmp_path / "here", tmp_path)  # warm: from the board memo
+    with monkeypatch.context() as mp:  # this process's road
+        mp.setattr(check, "POOL_MIN_RECORDS", 10**9)
+        mp.setattr(check, "POOL_MIN_WORK", 10**18)
+        here = _board(results, tmp_path / "here", tmp_path)
+        assert here[:2] == (want_records, want_problems)
+        assert here == _board(results, tmp_path / "here", tmp_path)  # warm: from the board memo
 
-    _force_pool(monkeypatch)
+    _force_pool(monkeypatch, road)
     pooled = _board(results, tmp_path / "pooled", tmp_path)
-    assert _SpyPool.started == 1 and _SpyPool.parts >= 3  # the checks went to the pool, in parts
+    assert _SpyPool.started == 1 and _SpyPool.parts >= 3  # the pool did the work, in parts
     assert pooled == here
     assert pooled == _board(results, tmp_path / "pooled", tmp_path)  # warm
     assert "](results/model0/t1.json)" in here[2] and "](results/clustered/t1.json)" in here[2]  # a real board
 
 
+@pytest.mark.parametrize("road", ROADS)
 @pytest.mark.parametrize("broken", ["cannot start", "worker died"])
-def test_a_pool_that_cannot_run_gives_the_same_answers_from_this_process(tmp_path, monkeypatch, broken):
+def test_a_pool_that_cannot_run_gives_the_same_answers_from_this_process(tmp_path, monkeypatch, broken, road):
     results = _results(tmp_path)
     want = _alone(results, tmp_path / "alone")
 
     class NoPool:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
+            if broken == "cannot start" and road == "reads pooled":
+                raise OSError("no processes here")
 
         def submit(self, *args: Any, **kwargs: Any) -> Future[Any]:
             if broken == "cannot start":
@@ -139,10 +156,13 @@ def test_a_pool_that_cannot_run_gives_the_same_answers_from_this_process(tmp_pat
             future.set_exception(BrokenProcessPool("a worker died"))
             return future
 
+        def map(self, *args: Any, **kwargs: Any) -> Any:
+            raise BrokenProcessPool("a worker died")
+
         def shutdown(self, *args: Any, **kwargs: Any) -> None:
             pass
 
-    _force_pool(monkeypatch, NoPool)
+    _force_pool(monkeypatch, road, NoPool)
     assert _board(results, tmp_path / "cache", tmp_path)[:2] == want
 
 

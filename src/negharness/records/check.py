@@ -73,6 +73,9 @@ class RecordError(UserError):
         super().__init__(message)
         self.lines = lines or [message]
 
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, list[str]]]:
+        return type(self), (str(self), self.lines)  # from a pool's worker with its lines
+
 
 def read_checked(path: Path, results_dir: Path | None = None, board: bool = True,
                  cache_dir: str | Path | None = None) -> dict[str, Any]:
@@ -119,12 +122,13 @@ def checked_records(results_dir: Path, problems: list[str] | None = None,
     board's memo (`BoardMemo`, one file for the whole results folder, under ``cache_dir``'s cache root),
     else computed (`Checker`: in a process pool when there is much to compute) and remembered, the memo
     written once at the end. The answers are `read_checked`'s, whichever road (tested)."""
-    memo = BoardMemo(memo_folder(cache_dir), Path(results_dir))
+    memo = BoardMemo.of(memo_folder(cache_dir), Path(results_dir))
     top = Folder.of(Path(results_dir))  # resolved once, not twice a record
-    reads = []
-    with Checker(memo) as checker:
-        for path in record_files(results_dir):
-            reads.append(_read_for_board(path, top, memo, checker))
+    paths = record_files(results_dir)
+    reads = pooled_reads(paths, top, memo) if len(paths) >= POOL_MIN_RECORDS and pool_workers() > 1 else None
+    if reads is None:
+        with Checker(memo) as checker:
+            reads = [_read_for_board(path, top, memo, checker) for path in paths]
     memo.save()
     records = []
     for read in reads:
@@ -429,15 +433,20 @@ BOARD_MAX_BYTES = 256 << 20  # ~100 bytes an answer: far above a board of a mill
 
 
 class BoardMemo:
-    """The answers of one pass over ``results_dir`` (`checked_records`): those its memo file holds,
-    record memos, and those computed during the pass (`put`); `save` writes the ones the pass used."""
+    """The answers of one pass over a results folder (`checked_records`): those its memo file
+    (``path``) holds (``known``), record memos in ``folder``, and those computed during the pass
+    (`put`); `save` writes the ones the pass used."""
 
-    def __init__(self, folder: Path, results_dir: Path) -> None:
-        self.folder = folder
-        where = os.fsencode(os.path.realpath(results_dir))
-        self.path = folder / f"{BOARD_PREFIX}{hashlib.sha256(where).hexdigest()[:32]}.json"
-        self.known = read_board_memo(self.path)
+    def __init__(self, folder: Path, path: Path | None, known: dict[str, list[str]]) -> None:
+        self.folder, self.path, self.known = folder, path, known
         self.used: dict[str, list[str]] = {}
+
+    @classmethod
+    def of(cls, folder: Path, results_dir: Path) -> BoardMemo:
+        """The memo of ``results_dir`` (its real path's digest names the file) in ``folder``, read."""
+        where = os.fsencode(os.path.realpath(results_dir))
+        path = folder / f"{BOARD_PREFIX}{hashlib.sha256(where).hexdigest()[:32]}.json"
+        return cls(folder, path, read_board_memo(path))
 
     def get(self, key: str) -> list[str] | None:
         """The remembered answer for ``key`` (the board's, else a record memo's), or None."""
@@ -458,7 +467,7 @@ class BoardMemo:
     def save(self) -> None:
         """The pass's answers written over the memo file (atomically) when they are not what it held:
         the answers of records no longer there are dropped."""
-        if self.used != self.known:
+        if self.path is not None and self.used != self.known:
             _write_quietly(self.path, json.dumps({"format": BOARD_FORMAT, "answers": self.used},
                                                  ensure_ascii=False) + "\n")
 
@@ -511,10 +520,14 @@ def _write_quietly(path: Path, body: str) -> None:
         pass
 
 
-# Computing many answers: in a process pool when there is much to compute. A cold board of 10,000
-# records spent most of its time here, one record at a time; a few records (a run's reuse, a small
-# board) stay in this process, where starting workers would cost more than it saves.
+# Many records: read and checked in a process pool. A cold board of 10,000 records spent most of its
+# time computing per-query checks one record at a time, a warm one reading and hashing; a few records
+# (a run's reuse, a small board) stay in this process, where starting workers would cost more than
+# it saves, unless their checks are much work (`Checker`).
 POOL_WORKERS = 2
+POOL_MIN_RECORDS = 2000  # records a board reads in a pool, each part read and checked by a worker (starting
+# workers costs tens of ms where they fork, about a second where they start afresh: macOS, Windows)
+PART_RECORDS = 50  # the fewest records a worker reads at a time
 POOL_MIN_WORK = 5 * 10**8  # per-query bytes x resamples to compute (about 0.5 to 1.5 s in one process)
 PART_JOBS = 64  # records a worker checks at a time: parts small enough to share out evenly
 HELD_BYTES = 32 << 20  # per-query bytes held while waiting to be checked: memory bounded, whatever the board
@@ -548,15 +561,56 @@ class _Part:
     future: Future[list[list[str]]] | None = None
 
 
+def pooled_reads(paths: list[Path], top: Folder, memo: BoardMemo) -> list[_Read] | None:
+    """`_read_for_board` of each path, in order, by a pool's workers (`read_part`), each part's answers
+    added to ``memo``; None when the pool cannot run (the caller reads in this process)."""
+    workers = pool_workers()
+    step = max(PART_RECORDS, -(-len(paths) // (workers * 8)))  # parts small enough to share out evenly
+    parts = [paths[i:i + step] for i in range(0, len(paths), step)]
+    pool = None
+    try:
+        pool = ProcessPoolExecutor(workers, initializer=_start_reader, initargs=(memo.folder, memo.known))
+        done = list(pool.map(read_part, parts, [top] * len(parts)))
+    except (OSError, BrokenProcessPool):  # no processes here (a sandbox), or a worker killed
+        return None
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    reads = []
+    for part_reads, used in done:
+        reads.extend(part_reads)
+        memo.used.update(used)
+    return reads
+
+
+_READER: tuple[Path, dict[str, list[str]]] | None = None  # a pool worker's memo folder and board memo
+
+
+def _start_reader(folder: Path, known: dict[str, list[str]]) -> None:
+    global _READER
+    _READER = (folder, known)
+
+
+def read_part(paths: list[Path], top: Folder) -> tuple[list[_Read], dict[str, list[str]]]:
+    """What a pool's worker does with a part of a board (`pooled_reads`): each record read and checked
+    as in one process (`_read_for_board`, its checks computed here), with the answers it used."""
+    if _READER is None:
+        raise RuntimeError("read_part runs in a worker that pooled_reads started")
+    memo = BoardMemo(_READER[0], None, _READER[1])
+    with Checker(memo, pooled=False) as checker:
+        reads = [_read_for_board(path, top, memo, checker) for path in paths]
+    return reads, memo.used
+
+
 class Checker:
     """Computes the per-query checks a board's memo lacked (`add`) into it (`BoardMemo.put`): in this
-    process, or once the work is worth it (`POOL_MIN_WORK`) in a process pool (`pool_workers`) that
-    checks parts while this process reads on. The same answers either way (`answer_jobs`); this
+    process, or (``pooled``, not in a pool's worker) once the work is worth it (`POOL_MIN_WORK`) in a
+    process pool (`pool_workers`) that checks parts while this process reads on. The same answers either way (`answer_jobs`); this
     process's road when a pool cannot start or a worker dies. Use it as a context manager: every
     answer is in the memo when the ``with`` block ends without an error."""
 
-    def __init__(self, memo: BoardMemo) -> None:
-        self.memo = memo
+    def __init__(self, memo: BoardMemo, pooled: bool = True) -> None:
+        self.memo, self.pooled = memo, pooled
         self.parts: deque[_Part] = deque()  # waiting (not yet submitted: the last) or submitted
         self.held = 0  # per-query bytes in self.parts
         self.work = 0
@@ -587,7 +641,7 @@ class Checker:
         part.size += len(raw)
         self.held += len(raw)
         self.work += _work(job)
-        if self.pool is None and self.work >= POOL_MIN_WORK and pool_workers() > 1:
+        if self.pooled and self.pool is None and self.work >= POOL_MIN_WORK and pool_workers() > 1:
             self.pool = ProcessPoolExecutor(pool_workers())
         if self.pool is not None:  # every full part goes to the pool (all of them once it starts)
             for waiting in [p for p in self.parts if p.future is None and (p is not part or len(p.jobs) >= PART_JOBS)]:

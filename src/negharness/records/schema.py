@@ -5,6 +5,7 @@ board cell it fills), the numbers it must never hold, and which files in a resul
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,5 +110,8 @@ SIDECAR_SUFFIXES = (".perquery.json", ".diagnosis.json")  # per-query values; `n
 
 
 def record_files(results_dir: Path) -> list[Path]:
-    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them."""
-    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(SIDECAR_SUFFIXES)]
+    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them,
+    in `Path` order (sorted by their parts, as ``Path`` compares: 20,000 paths compared pairwise as
+    Paths cost a board of 10,000 records a second)."""
+    found = [p for p in Path(results_dir).glob("*/*.json") if not p.name.endswith(SIDECAR_SUFFIXES)]
+    return sorted(found, key=lambda p: [os.path.normcase(part) for part in p.parts])
