@@ -71,6 +71,7 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
                                   (rf"cold: .*ratio with / without {NUM}", 0.9, 1.5)],
     "bench_leaderboard.py": [(rf"markdown {NUM} s, with --html", 0.0, 120.0), (rf"page: {NUM} MB", 0.01, 50.0),
                              (rf"cli cold: 40 records .*?ratio {NUM} to 20", 0.05, 50.0),
+                             (rf"cli warm: 40 records .*?ratio {NUM} to 20", 0.05, 50.0),
                              (rf"goal: 40 records cold in at most 30 s -> {NUM} s", 0.0, 300.0)],
     "bench_mcq.py": [(rf"encoded: {NUM} texts", 24, 24), (rf"ratio {NUM} \(decoding", 0.1, 100.0)],
     "bench_jpeg_decoders.py": [(rf"torchvision.io.decode_jpeg \(deprecated\):\s+{NUM} img/s", 0.1, 1e6)],

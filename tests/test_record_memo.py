@@ -29,7 +29,13 @@ def _record(root: Path, model: ModelConfig = A, rate: int = 10) -> Path:
 
 
 def _memos(cache: Path) -> list[Path]:
-    return sorted((cache / check.MEMO_FOLDER).glob("*.json"))
+    """The record memos (a single read's, a run's) under ``cache``."""
+    return sorted(p for p in (cache / check.MEMO_FOLDER).glob("*.json") if not p.name.startswith(check.BOARD_PREFIX))
+
+
+def _board_answers(cache: Path) -> int:
+    """How many answers the board memos (a board's, export's, --check's pass) under ``cache`` hold."""
+    return sum(len(check.read_board_memo(p)) for p in (cache / check.MEMO_FOLDER).glob(f"{check.BOARD_PREFIX}*.json"))
 
 
 def _problems(path: Path, cache: Path) -> list[str]:
@@ -134,7 +140,7 @@ def test_the_memo_lives_under_the_commands_cache_dir(cli, tmp_path, monkeypatch)
     _record(tmp_path / "results", B, rate=14)
     done = cli("leaderboard", "--results-dir", "results", "--cache-dir", str(explicit))
     assert done.returncode == 0, done.stderr
-    assert len(_memos(explicit)) == 2 and not env_cache.exists()
+    assert _board_answers(explicit) == 2 and not env_cache.exists()
     shutil.rmtree(explicit)
     done = cli("compare", "clip", "negclip", "--results-dir", "results", "--resamples", "50",
                "--cache-dir", str(explicit))
@@ -142,7 +148,7 @@ def test_the_memo_lives_under_the_commands_cache_dir(cli, tmp_path, monkeypatch)
     assert len(_memos(explicit)) == 2 and not env_cache.exists()
     done = cli("leaderboard", "--results-dir", "results", "--check")  # no --cache-dir: $NEGHARNESS_CACHE
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(_memos(env_cache)) == 2
+    assert _board_answers(env_cache) == 2
     assert check.memo_folder(explicit) == explicit / check.MEMO_FOLDER
     assert check.memo_folder() == env_cache / check.MEMO_FOLDER
 

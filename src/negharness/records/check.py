@@ -25,6 +25,10 @@ import json
 import os
 import re
 import stat
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -34,7 +38,7 @@ from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.names import lookalikes
 from negharness.contracts.task import UNITS
-from negharness.io.json_files import DuplicateKeyError, loads_unique, read_bounded_bytes
+from negharness.io.json_files import DuplicateKeyError, Folder, loads_unique, read_bounded_bytes
 from negharness.io.paths import cache_root
 from negharness.records.schema import (
     SCHEMA_VERSION,
@@ -70,6 +74,9 @@ class RecordError(UserError):
         super().__init__(message)
         self.lines = lines or [message]
 
+    def __reduce__(self) -> tuple[type[RecordError], tuple[str, list[str]]]:
+        return type(self), (str(self), self.lines)  # from a pool's worker with its lines
+
 
 def read_checked(path: Path, results_dir: Path | None = None, board: bool = True,
                  cache_dir: str | Path | None = None) -> dict[str, Any]:
@@ -86,23 +93,56 @@ def read_checked(path: Path, results_dir: Path | None = None, board: bool = True
         return rec
     problems = record_problems(Path(path), rec, results_dir, board, cache_dir)
     if problems:
-        raise RecordError(f"{path}: {'; '.join(problems)}; {FIX}", [f"{path}: {p}" for p in problems])
+        raise refused(path, problems)
     return rec
+
+
+def refused(path: Path, problems: list[str]) -> RecordError:
+    """The error that refuses the record at ``path`` for ``problems`` (each named with the file)."""
+    return RecordError(f"{path}: {'; '.join(problems)}; {FIX}", [f"{path}: {p}" for p in problems])
+
+
+@dataclass
+class _Read:
+    """One record file of a board's pass: what reading it gave, its per-query check answered later."""
+
+    path: Path
+    rec: dict[str, Any] | None = None
+    error: RecordError | None = None  # refused as it was read (`load_checked`)
+    problems: list[str] = field(default_factory=list)  # its form's problems (`form_problems`)
+    key: str | None = None  # the memo key of its per-query check, when it has one
 
 
 def checked_records(results_dir: Path, problems: list[str] | None = None,
                     cache_dir: str | Path | None = None) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every record under ``results_dir``, each through `read_checked` (its memo under ``cache_dir``'s
-    cache root): the first refused one is an error, or, given a ``problems`` list (``--check``), each
-    refused record's problems are added to it and the record left out."""
+    """Every record under ``results_dir``, each checked as `read_checked` checks it: the first refused
+    one (in file order) is an error, or, given a ``problems`` list (``--check``), each refused record's
+    problems are added to it and the record left out.
+
+    A board reads thousands of records, so their per-query checks are answered together: from the
+    board's memo (`BoardMemo`, one file for the whole results folder, under ``cache_dir``'s cache root),
+    else computed (`Checker`: in a process pool when there is much to compute) and remembered, the memo
+    written once at the end. The answers are `read_checked`'s, whichever road (tested)."""
+    memo = BoardMemo.of(memo_folder(cache_dir), Path(results_dir))
+    top = Folder.of(Path(results_dir))  # resolved once, not twice a record
+    paths = record_files(results_dir)
+    reads = pooled_reads(paths, top, memo) if len(paths) >= POOL_MIN_RECORDS and pool_workers() > 1 else None
+    if reads is None:
+        with Checker(memo) as checker:
+            reads = [_read_for_board(path, top, memo, checker) for path in paths]
+    memo.save()
     records = []
-    for path in record_files(results_dir):
-        try:
-            records.append((path, read_checked(path, results_dir, cache_dir=cache_dir)))
-        except RecordError as exc:
+    for read in reads:
+        error = read.error
+        found = read.problems + (memo.answer(read.key) if read.key is not None else [])
+        if error is None and found:
+            error = refused(read.path, found)
+        if error is not None:
             if problems is None:
-                raise
-            problems.extend(exc.lines)
+                raise error
+            problems.extend(error.lines)
+        elif read.rec is not None:
+            records.append((read.path, read.rec))
     duplicates = duplicate_problems(records)
     if duplicates and problems is None:
         raise RecordError("; ".join(duplicates), duplicates)
@@ -133,11 +173,13 @@ def duplicate_problems(records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     return found
 
 
-def load_checked(path: Path) -> dict[str, Any]:
+def load_checked(path: Path, results_dir: Path | Folder | None = None) -> dict[str, Any]:
     """A record read as untrusted input: a regular file of bounded size inside the results folder
-    (``<results>/<model>/<task>.json``), one key once per object, names without look-alike letters."""
+    (``<results>/<model>/<task>.json``: ``results_dir``, else the record's grandparent), one key once
+    per object, names without look-alike letters."""
+    top = results_dir if results_dir is not None else Path(path).parent.parent
     try:
-        raw = read_bounded_bytes(Path(path), Path(path).parent.parent, f"{path}: cannot read result record")
+        raw = read_bounded_bytes(Path(path), top, f"{path}: cannot read result record")
     except UserError as exc:
         raise RecordError(f"{exc}; {FIX}") from None
     if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(raw) > 1 and (raw[0] == 0) != (raw[1] == 0)):
@@ -226,32 +268,58 @@ def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board
     """Why this record may not enter the board (empty when it may); its sidecar is read only from
     inside ``results_dir`` (default: the record's grandparent). ``board=False``: see `read_checked`;
     ``cache_dir``: where the per-query check is remembered (`memo_folder`)."""
+    out, raw = form_problems(path, rec, results_dir, board)
+    return out if raw is None else out + remembered_sidecar_problems(path, rec, raw, memo_folder(cache_dir))
+
+
+def form_problems(path: Path, rec: Any, results_dir: Path | Folder | None = None,
+                  board: bool = True) -> tuple[list[str], bytes | None]:
+    """(the record's problems but its per-query check's, the per-query file's bytes for that check):
+    None for the bytes when there is nothing more to check (`record_problems`' arguments)."""
     if not isinstance(rec, dict) or rec.get("schema_version") != SCHEMA_VERSION:
-        return [f"not a result record of schema {SCHEMA_VERSION}"]
+        return [f"not a result record of schema {SCHEMA_VERSION}"], None
     out = [f"no {k!r}" for k in REQUIRED if k not in rec]
     if out:
-        return out
-    out += [f"{field}: not a finite number (NaN or infinity)" for field in nonfinite_fields(rec)]
+        return out, None
+    out += [f"{name}: not a finite number (NaN or infinity)" for name in nonfinite_fields(rec)]
     out += _main_score_problems(rec)
     if not (rec["model"].get("fingerprint") or "").strip():
         out.append("no model fingerprint (model.fingerprint)")
     try:
         raw = perquery.sidecar_bytes(path, rec, results_dir)
     except UserError as exc:
-        return out + [str(exc).removeprefix(f"{path}: ")]
-    if raw is None:
-        if not board and not rec.get("per_query_file"):
-            return out
-        return out + ["no per-query sidecar (per_query_file): its task returned no per-query values "
-                      "(TaskResult.per_query, see docs/guides/plugins.md), or an older negharness "
-                      "wrote it; rerun it with a task that returns them"]
-    return out + remembered_sidecar_problems(path, rec, raw, memo_folder(cache_dir))
+        return out + [str(exc).removeprefix(f"{path}: ")], None
+    if raw is None and board:  # (reuse reads a record of a task that gives no per-query values)
+        out.append("no per-query sidecar (per_query_file): its task returned no per-query values "
+                   "(TaskResult.per_query, see docs/guides/plugins.md), or an older negharness "
+                   "wrote it; rerun it with a task that returns them")
+    return out, raw
+
+
+def _read_for_board(path: Path, results_dir: Folder, memo: BoardMemo, checker: Checker) -> _Read:
+    """``path`` read and checked as `read_checked` does, its per-query check looked up in ``memo``
+    or handed to ``checker`` (answered into ``memo`` before the pass ends)."""
+    try:
+        rec = load_checked(path, results_dir)
+    except RecordError as exc:
+        return _Read(path, error=exc)
+    if is_partial(rec):
+        return _Read(path, rec)
+    out, raw = form_problems(path, rec, results_dir)
+    read = _Read(path, rec, problems=out)
+    if raw is not None:
+        read.key = memo_key(rec, raw)
+        if memo.get(read.key) is None:
+            checker.add(read.key, path, rec, raw)
+    return read
 
 
 def _sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes) -> list[str]:
     """What the per-query file's bytes say against the record: values that do not give its metrics
     (`perquery.parse_sidecar`), intervals that are not what they give (`_interval_problems`). Path-free
-    (the record's path is left off each problem), so an answer can be remembered by content."""
+    (the record's path is left off each problem), so an answer can be remembered by content. Given
+    only the record's `MEMO_FIELDS` (`memo_fields`), on every road: the key holds all the check reads."""
+    rec = memo_fields(rec)
     try:
         pq = perquery.parse_sidecar(path, rec, raw)
     except UserError as exc:
@@ -306,6 +374,11 @@ def memo_key(rec: dict[str, Any], raw: bytes) -> str:
                       "record": {name: rec.get(name) for name in MEMO_FIELDS}}, 64)
 
 
+def memo_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record's `MEMO_FIELDS` it has: all the per-query check may read (`_sidecar_problems`)."""
+    return {name: rec[name] for name in MEMO_FIELDS if name in rec}
+
+
 def remembered_sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes, folder: Path) -> list[str]:
     """`_sidecar_problems`, remembered in ``folder`` under `memo_key`; a memo that is missing,
     damaged, of another key or not a regular file is recomputed and written again (atomically)."""
@@ -338,19 +411,7 @@ def read_memo(path: Path, key: str) -> list[str] | None:
     """The problems a memo file holds for ``key``, or None when it holds no sound answer: no file, a
     FIFO or device (opened without blocking, refused by its type), a folder, too large, not JSON,
     of another format or key (a copied or renamed file), or not a list of lines."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MEMO_MAX_BYTES:
-            return None
-        data = json.loads(os.read(fd, MEMO_MAX_BYTES + 1))  # a short read is JSON cut short: recomputed
-    except (OSError, ValueError, RecursionError):
-        return None
-    finally:
-        os.close(fd)
+    data = _read_json_quietly(path, MEMO_MAX_BYTES)
     if not isinstance(data, dict) or data.get("format") != MEMO_FORMAT or data.get("key") != key:
         return None
     found = data.get("problems")
@@ -362,14 +423,266 @@ def write_memo(path: Path, key: str, problems: list[str]) -> None:
     included); not fsync'd: a memo torn by a power cut fails `read_memo` and is recomputed, so a
     flush per record (most of a cold board's time) buys nothing. A folder that cannot be written
     just means the answer is not kept."""
-    body = json.dumps({"format": MEMO_FORMAT, "key": key, "problems": problems}, ensure_ascii=False) + "\n"
+    _write_quietly(path, json.dumps({"format": MEMO_FORMAT, "key": key, "problems": problems},
+                                    ensure_ascii=False) + "\n")
 
+
+# The board's memo: one file per results folder, read once at a pass's start and written once at its
+# end (a file per record cost a board of 10,000 records about 5 s to write), holding the answers of the
+# records that pass met, under the same keys as the record memos (`memo_key`). A board falls back on a
+# record memo (what a run's `remember_written` or a single read left) before it computes.
+BOARD_FORMAT = "negharness-checked-board-v1"
+BOARD_PREFIX = "board-"  # never a 64-hex record memo's name
+BOARD_MAX_BYTES = 256 << 20  # ~100 bytes an answer: far above a board of a million records
+
+
+class BoardMemo:
+    """The answers of one pass over a results folder (`checked_records`): those its memo file
+    (``path``) holds (``known``), record memos in ``folder``, and those computed during the pass
+    (`put`); `save` writes the ones the pass used."""
+
+    def __init__(self, folder: Path, path: Path | None, known: dict[str, list[str]]) -> None:
+        self.folder, self.path, self.known = folder, path, known
+        self.used: dict[str, list[str]] = {}
+
+    @classmethod
+    def of(cls, folder: Path, results_dir: Path) -> BoardMemo:
+        """The memo of ``results_dir`` (its real path's digest names the file) in ``folder``, read."""
+        where = os.fsencode(os.path.realpath(results_dir))
+        path = folder / f"{BOARD_PREFIX}{hashlib.sha256(where).hexdigest()[:32]}.json"
+        return cls(folder, path, read_board_memo(path))
+
+    def get(self, key: str) -> list[str] | None:
+        """The remembered answer for ``key`` (the board's, else a record memo's), or None."""
+        found = self.known.get(key)
+        if found is None:
+            found = read_memo(self.folder / f"{key}.json", key)
+        if found is not None:
+            self.used[key] = found
+        return found
+
+    def put(self, key: str, problems: list[str]) -> None:
+        self.used[key] = problems
+
+    def answer(self, key: str) -> list[str]:
+        """The answer for ``key``, which this pass looked up or computed."""
+        return self.used[key]
+
+    def save(self) -> None:
+        """The pass's answers written over the memo file (atomically) when they are not what it held:
+        the answers of records no longer there are dropped."""
+        if self.path is not None and self.used != self.known:
+            _write_quietly(self.path, json.dumps({"format": BOARD_FORMAT, "answers": self.used},
+                                                 ensure_ascii=False) + "\n")
+
+
+def read_board_memo(path: Path) -> dict[str, list[str]]:
+    """The answers a board memo holds, {} when it is no sound memo (as `read_memo`: missing, not a
+    regular file, too large, not JSON, another format); an answer that is not a list of lines is left out."""
+    data = _read_json_quietly(path, BOARD_MAX_BYTES)
+    if not isinstance(data, dict) or data.get("format") != BOARD_FORMAT or not isinstance(data.get("answers"), dict):
+        return {}
+    return {key: found for key, found in data["answers"].items()
+            if isinstance(found, list) and all(isinstance(p, str) for p in found)}
+
+
+def _read_json_quietly(path: Path, limit: int) -> Any:
+    """The JSON in the regular file ``path`` of at most ``limit`` bytes, else None: never blocks (a
+    FIFO is opened without blocking and refused by its type), never follows a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return None if size > limit else json.loads(b"".join(chunks))  # grown past the cap, or cut short
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write_quietly(path: Path, body: str) -> None:
+    """``body`` written atomically (a temporary file renamed over whatever was there, a FIFO
+    included); not fsync'd: a memo torn by a power cut reads as none and is recomputed, so a flush
+    per record (most of a cold board's time once) buys nothing. A folder that cannot be written just
+    means the answer is not kept."""
     def write(tmp: Path) -> None:
         tmp.write_text(body, encoding="utf-8")
     try:
         atomic_write(path, write)
     except OSError:
         pass
+
+
+# Many records: read and checked in a process pool. A cold board of 10,000 records spent most of its
+# time computing per-query checks one record at a time, a warm one reading and hashing; a few records
+# (a run's reuse, a small board) stay in this process, where starting workers would cost more than
+# it saves, unless their checks are much work (`Checker`).
+POOL_WORKERS = 2
+POOL_MIN_RECORDS = 2000  # records a board reads in a pool, each part read and checked by a worker (starting
+# workers costs tens of ms where they fork, about a second where they start afresh: macOS, Windows)
+PART_RECORDS = 50  # the fewest records a worker reads at a time
+POOL_MIN_WORK = 5 * 10**8  # per-query bytes x resamples to compute (about 0.5 to 1.5 s in one process)
+PART_JOBS = 64  # records a worker checks at a time: parts small enough to share out evenly
+HELD_BYTES = 32 << 20  # per-query bytes held while waiting to be checked: memory bounded, whatever the board
+
+Job = tuple[str, dict[str, Any], bytes]  # (record path, the record's `MEMO_FIELDS`, its per-query bytes)
+
+
+def pool_workers() -> int:
+    """The processes a pool may use: `POOL_WORKERS`, at most the CPUs this process may run on."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(POOL_WORKERS, usable)
+
+
+def _work(job: Job) -> int:
+    """The cost of checking a record, roughly: its per-query bytes times its resamples."""
+    method = job[1].get("interval_method")
+    resamples = method.get("resamples") if isinstance(method, dict) else None
+    return len(job[2]) * (resamples if isinstance(resamples, int) and resamples > 0 else 1)
+
+
+def answer_jobs(jobs: list[Job]) -> list[list[str]]:
+    """`_sidecar_problems` of each job, in order: what a pool's worker runs."""
+    return [_sidecar_problems(Path(path), rec, raw) for path, rec, raw in jobs]
+
+
+@dataclass
+class _Part:
+    keys: list[str]
+    jobs: list[Job]
+    size: int
+    future: Future[list[list[str]]] | None = None
+
+
+def pooled_reads(paths: list[Path], top: Folder, memo: BoardMemo) -> list[_Read] | None:
+    """`_read_for_board` of each path, in order, by a pool's workers (`read_part`), each part's answers
+    added to ``memo``; None when the pool cannot run (the caller reads in this process)."""
+    workers = pool_workers()
+    step = max(PART_RECORDS, -(-len(paths) // (workers * 8)))  # parts small enough to share out evenly
+    parts = [paths[i:i + step] for i in range(0, len(paths), step)]
+    pool = None
+    try:
+        pool = ProcessPoolExecutor(workers, initializer=_start_reader, initargs=(memo.folder, memo.known))
+        done = list(pool.map(read_part, parts, [top] * len(parts)))
+    except (OSError, BrokenProcessPool):  # no processes here (a sandbox), or a worker killed
+        return None
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    reads = []
+    for part_reads, used in done:
+        reads.extend(part_reads)
+        memo.used.update(used)
+    return reads
+
+
+_READER: tuple[Path, dict[str, list[str]]] | None = None  # a pool worker's memo folder and board memo
+
+
+def _start_reader(folder: Path, known: dict[str, list[str]]) -> None:
+    global _READER
+    _READER = (folder, known)
+
+
+def read_part(paths: list[Path], top: Folder) -> tuple[list[_Read], dict[str, list[str]]]:
+    """What a pool's worker does with a part of a board (`pooled_reads`): each record read and checked
+    as in one process (`_read_for_board`, its checks computed here), with the answers it used."""
+    if _READER is None:
+        raise RuntimeError("read_part runs in a worker that pooled_reads started")
+    memo = BoardMemo(_READER[0], None, _READER[1])
+    with Checker(memo, pooled=False) as checker:
+        reads = [_read_for_board(path, top, memo, checker) for path in paths]
+    return reads, memo.used
+
+
+class Checker:
+    """Computes the per-query checks a board's memo lacked (`add`) into it (`BoardMemo.put`): in this
+    process, or (``pooled``, not in a pool's worker) once the work is worth it (`POOL_MIN_WORK`) in a
+    process pool (`pool_workers`) that checks parts while this process reads on. The same answers either way (`answer_jobs`); this
+    process's road when a pool cannot start or a worker dies. Use it as a context manager: every
+    answer is in the memo when the ``with`` block ends without an error."""
+
+    def __init__(self, memo: BoardMemo, pooled: bool = True) -> None:
+        self.memo, self.pooled = memo, pooled
+        self.parts: deque[_Part] = deque()  # waiting (not yet submitted: the last) or submitted
+        self.held = 0  # per-query bytes in self.parts
+        self.work = 0
+        self.pool: ProcessPoolExecutor | None = None
+        self.seen: set[str] = set()
+
+    def __enter__(self) -> Checker:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        try:
+            if kind is None:
+                self._drain(0)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+
+    def add(self, key: str, path: Path, rec: dict[str, Any], raw: bytes) -> None:
+        if key in self.seen:  # a copied record: one answer for both
+            return
+        self.seen.add(key)
+        job = (str(path), memo_fields(rec), raw)
+        if not self.parts or self.parts[-1].future is not None or len(self.parts[-1].jobs) >= PART_JOBS:
+            self.parts.append(_Part([], [], 0))
+        part = self.parts[-1]
+        part.keys.append(key)
+        part.jobs.append(job)
+        part.size += len(raw)
+        self.held += len(raw)
+        self.work += _work(job)
+        if self.pooled and self.pool is None and self.work >= POOL_MIN_WORK and pool_workers() > 1:
+            self.pool = ProcessPoolExecutor(pool_workers())
+        if self.pool is not None:  # every full part goes to the pool (all of them once it starts)
+            for waiting in [p for p in self.parts if p.future is None and (p is not part or len(p.jobs) >= PART_JOBS)]:
+                self._submit(waiting)
+        if self.held > HELD_BYTES:
+            self._drain(HELD_BYTES // 2)
+
+    def _submit(self, part: _Part) -> None:
+        try:
+            part.future = self.pool.submit(answer_jobs, part.jobs) if self.pool is not None else None
+        except (OSError, RuntimeError, BrokenProcessPool):  # the pool cannot run here (a sandbox)
+            self._no_pool()
+
+    def _drain(self, keep: int) -> None:
+        """Answers the oldest parts (the last one too when ``keep`` is 0) until at most ``keep``
+        per-query bytes are held."""
+        while self.parts and (self.held > keep or keep == 0):
+            part = self.parts[0]
+            if part.future is None and self.pool is not None:
+                self._submit(part)
+            try:
+                found = part.future.result() if part.future is not None else answer_jobs(part.jobs)
+            except (OSError, BrokenProcessPool):  # a worker died (killed, out of memory): check here
+                self._no_pool()
+                found = answer_jobs(part.jobs)
+            for key, answer in zip(part.keys, found):
+                self.memo.put(key, answer)
+            self.parts.popleft()
+            self.held -= part.size
+
+    def _no_pool(self) -> None:
+        """This process's road from now on: the parts a pool held are checked here."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool = None
+        for part in self.parts:
+            part.future = None
 
 
 def _main_score_problems(rec: dict[str, Any]) -> list[str]:

@@ -5,6 +5,7 @@ board cell it fills), the numbers it must never hold, and which files in a resul
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ def nonfinite_fields(rec: dict[str, Any]) -> list[str]:
     """``metrics.MIR = nan``-style names of the numbers a record must not hold: NaN or infinity
     (JSON's NaN/Infinity, or 1e999) in its metrics, main score or intervals. Python's json reads
     them without complaint; a board would show "nan ±0.250"."""
+    if _all_finite(rec):
+        return []
     out = [f"metrics.{k} = {v!r}" for k, v in (rec.get("metrics") or {}).items() if _bad_number(v)] \
         if isinstance(rec.get("metrics"), dict) else []
     main = rec.get("main_score")
@@ -79,6 +82,26 @@ def nonfinite_fields(rec: dict[str, Any]) -> list[str]:
     return out
 
 
+def _all_finite(rec: dict[str, Any]) -> bool:
+    """Whether the numbers `nonfinite_fields` looks at are all finite numbers, by one exact sum (a NaN
+    or infinity makes it non-finite or fail): a board asks for each of thousands of records. False
+    when anything there is not a number either; `nonfinite_fields` then looks one by one."""
+    metrics, main = rec.get("metrics"), rec.get("main_score")
+    values = list(metrics.values()) if isinstance(metrics, dict) else []
+    values.append(main.get("value", 0) if isinstance(main, dict) else 0)
+    for name in INTERVAL_FIELDS:
+        found = rec.get(name)
+        for iv in (found.values() if isinstance(found, dict) else ()):
+            if type(iv) is list:
+                values.extend(iv)
+            else:
+                values.append(iv)
+    try:
+        return math.isfinite(math.fsum(values))
+    except (TypeError, OverflowError, ValueError):
+        return False
+
+
 # the intervals over clusters and over rows and their standard errors (`negharness.scoring.perquery`)
 INTERVAL_FIELDS = ("intervals", "standard_errors", "intervals_rows", "standard_errors_rows")
 
@@ -87,5 +110,8 @@ SIDECAR_SUFFIXES = (".perquery.json", ".diagnosis.json")  # per-query values; `n
 
 
 def record_files(results_dir: Path) -> list[Path]:
-    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them."""
-    return [p for p in sorted(Path(results_dir).glob("*/*.json")) if not p.name.endswith(SIDECAR_SUFFIXES)]
+    """The record files under ``results_dir`` (``<model>/<task>.json``), not the sidecars beside them,
+    in `Path` order (sorted by their parts, as ``Path`` compares: 20,000 paths compared pairwise as
+    Paths cost a board of 10,000 records a second)."""
+    found = [p for p in Path(results_dir).glob("*/*.json") if not p.name.endswith(SIDECAR_SUFFIXES)]
+    return sorted(found, key=lambda p: [os.path.normcase(part) for part in p.parts])

@@ -299,14 +299,14 @@ class Links:
 
     def __init__(self, base: Path):
         self.base = base
-        self._dirs: dict[Path, str] = {}
+        self._dirs: dict[str, str] = {}
 
     def __call__(self, record: Path) -> str:
-        folder = record.parent
+        folder, name = os.path.split(str(record))  # as text: a Path's parent and hash cost more than the rest
         rel = self._dirs.get(folder)
         if rel is None:
-            rel = self._dirs[folder] = Path(os.path.relpath(folder.resolve(), self.base)).as_posix()
-        return record.name if rel == "." else f"{rel}/{record.name}"
+            rel = self._dirs[folder] = Path(os.path.relpath(Path(folder).resolve(), self.base)).as_posix()
+        return name if rel == "." else f"{rel}/{name}"
 
 
 def _md_cell(table: TaskTable, col: Column, row: Row, links: Links, bold: Row | None) -> str:

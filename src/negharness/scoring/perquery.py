@@ -23,13 +23,15 @@ says whether its queries cluster (`clusters_known`).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from negharness.contracts.errors import UserError
-from negharness.io.json_files import loads_unique, read_bounded_bytes
+from negharness.io.json_files import Folder, loads_unique, read_bounded_bytes
 from negharness.scoring import catalog
 from negharness.scoring.bootstrap import (
     BOOTSTRAP_RESAMPLES,
@@ -99,17 +101,54 @@ def _nonfinite(vals: list[Any]) -> int | None:
     return next((i for i, x in enumerate(vals) if isinstance(x, float) and not math.isfinite(x)), None)
 
 
+_not_none = functools.partial(operator.is_not, None)
+
+
+def _plain_mean(vals: list[Any]) -> float | None:
+    """`covered_mean` of values that are all numbers or None, none of them NaN or infinite, in C
+    loops (a board's check reads millions of values); None for anything else (text, a list, a
+    number too large for a float), which the element-by-element road then names. A NaN or infinity
+    makes the exact sum non-finite (or fail), so a finite sum says every value is finite; the sum
+    is `covered_mean`'s, number for number (``math.fsum`` converts each value as ``float`` does)."""
+    kept = list(filter(_not_none, vals))
+    try:
+        total = math.fsum(kept)
+    except (TypeError, OverflowError, ValueError):
+        return None
+    if not math.isfinite(total):
+        return None
+    return total / len(kept) if kept else float("nan")
+
+
+def _number(x: Any) -> bool:
+    """A value `covered_mean` can take (what ``float`` takes)."""
+    try:
+        float(x)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
 def _value_problem(name: str, vals: Any, ids: list[Any], metrics: dict[str, Any]) -> str | None:
     """Why one metric's per-query values break the contract, or None."""
     if name not in metrics:
         return f"{name!r} has per-query values but is not a metric of the run"
     if not isinstance(vals, list) or len(vals) != len(ids):
         return f"{name!r} has {len(vals) if isinstance(vals, list) else '?'} values for {len(ids)} ids"
-    at = _nonfinite(vals)
-    if at is not None:
-        return f"{name!r}: per-query value {vals[at]!r} for id {ids[at]!r} is not a finite number"
-    if not _close(covered_mean(vals), float(metrics[name])):
-        return f"{name!r}: mean of per-query values {covered_mean(vals)!r} != metric {metrics[name]!r}"
+    mean = _plain_mean(vals)
+    if mean is None:
+        at = _nonfinite(vals)
+        if at is not None:
+            return f"{name!r}: per-query value {vals[at]!r} for id {ids[at]!r} is not a finite number"
+        try:
+            mean = covered_mean(vals)
+        except (TypeError, ValueError, OverflowError):  # a list, a word, a number too large for a float
+            at = next((i for i, x in enumerate(vals) if x is not None and not _number(x)), None)
+            if at is None:
+                return f"{name!r}: the per-query values' sum is too large for a float"
+            return f"{name!r}: per-query value {str(vals[at])[:40]!r} for id {ids[at]!r} is not a number"
+    if not _close(mean, float(metrics[name])):
+        return f"{name!r}: mean of per-query values {mean!r} != metric {metrics[name]!r}"
     return None
 
 
@@ -224,7 +263,7 @@ def read_sidecar(record_path: Path, record: dict[str, Any], results_dir: Path | 
     return None if raw is None else parse_sidecar(record_path, record, raw)
 
 
-def sidecar_bytes(record_path: Path, record: dict[str, Any], results_dir: Path | None = None) -> bytes | None:
+def sidecar_bytes(record_path: Path, record: dict[str, Any], results_dir: Path | Folder | None = None) -> bytes | None:
     """The bytes of the per-query file a record names, or None when it names none. Records are
     untrusted input (contributed ones too): the file must be a regular file of bounded size inside the
     results folder (``<results>/<model>/<task>.json``: the record's grandparent unless given), never
@@ -235,7 +274,7 @@ def sidecar_bytes(record_path: Path, record: dict[str, Any], results_dir: Path |
         return None
     if not isinstance(name, str) or "\0" in name:
         raise PerQueryError(f"{record_path}: per_query_file {name!r} cannot be read: not a file name")
-    top = Path(results_dir) if results_dir is not None else Path(record_path).parent.parent
+    top = results_dir if results_dir is not None else Path(record_path).parent.parent
     try:
         return read_bounded_bytes(Path(record_path).parent / name, top, _unreadable(record_path, name))
     except UserError as exc:
