@@ -5,6 +5,7 @@ skipped as on the PIL path. The GPU's batched path (`DecodedBatches`) runs here 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -258,3 +259,21 @@ def test_images_of_a_run_on_a_device_torchvision_cannot_decode_on_are_labelled_a
     assert "resize-uint8" in ti.tensor_recipe(transform, mps) and "libjpeg-turbo" in ti.tensor_recipe(transform, mps)
     assert "resize-float32" in ti.tensor_recipe(transform, cuda) and "nvjpeg" in ti.tensor_recipe(transform, cuda)
     assert not batched_decoding(mps) and not batched_decoding(cpu) and batched_decoding(cuda)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_the_reader_reads_files_whole_and_never_waits_on_a_fifo(files, tmp_path):
+    """`file_bytes` reads straight into one buffer (the tensor decoder takes it without a copy); a FIFO is
+    seen after a non-blocking open and goes to the checked road, which names it (opening it to read would
+    block forever), as a missing file or a folder does."""
+    from negharness.io.tensor_images import file_bytes, read_item
+
+    assert file_bytes(files[0]) == files[0].read_bytes()
+    encoded = read_item(files[0])
+    assert isinstance(encoded, tuple) and encoded[0].numpy().tobytes() == files[0].read_bytes()
+    os.mkfifo(tmp_path / "pipe.jpg")
+    (tmp_path / "folder.jpg").mkdir()
+    for name, why in (("pipe.jpg", "FIFO"), ("folder.jpg", "folder"), ("missing.jpg", "not found")):
+        assert file_bytes(tmp_path / name) is None
+        with pytest.raises(MediaError, match=f"{name}.*{why}|{why}.*{name}"):
+            read_item(tmp_path / name)
