@@ -14,7 +14,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 import torch
 
@@ -27,6 +27,7 @@ from negharness.contracts.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
 from negharness.engine.kept_batches import BatchKeeper, Rows, staged
+from negharness.engine.streamed_keys import KeyStream
 from negharness.engine.precheck import DEVICES, check_device_spec
 from negharness.engine.stages import StageClock, timed_method
 from negharness.engine.text_batches import encodes_prepared, prepared_ahead
@@ -222,7 +223,7 @@ class CachedEvalContext(RunContext):
             keys.extend(hash_array(item) for item in media.load_batch(list(range(lo, min(lo + 1024, len(media))))))
         return keys
 
-    def _track(self, description: str, total: int) -> Any:
+    def _track(self, description: str, total: int | None) -> Any:
         if self.progress is None or total == 0:
             return None
         return self.progress.add_task(description, total=total)
@@ -278,6 +279,8 @@ class CachedEvalContext(RunContext):
         tasks drop them (and queries left with no relevant item) before scoring.
         """
         self._require_encoder()
+        if self._streams_keys(media):
+            return self._embed_streamed(media)
         store: CollectionCache | None = None
         keys: list[str | None] = [None] * len(media)
         if self.cache is not None:
@@ -311,6 +314,39 @@ class CachedEvalContext(RunContext):
         self._serve_equal(media, emb, same_as)
         if not len(media):
             return torch.empty(0, 0)
+        return emb.table(len(media))  # NaN rows for the items left out as unreadable
+
+    def _streams_keys(self, media: MediaSet) -> bool:
+        """Whether ``media``'s cache keys are resolved beside the loop (`KeyStream`) rather than all first:
+        plain image files decoded in batches (`batched_decoding`), more than one batch of them, a cache, and
+        keys as this class makes them (a subclass that keys otherwise keeps its `media_keys`)."""
+        return (self.cache is not None and type(self).media_keys is CachedEvalContext.media_keys
+                and media.content_keys is None and media.parts is None and len(media) > self.settings.batch_size
+                and self._tensor_decoding(media) is not None and batched_decoding(self.settings.device))
+
+    def _embed_streamed(self, media: MediaSet) -> torch.Tensor:
+        """`embed_media` with the keys resolved run by run while the first batches encode (see
+        `negharness.engine.streamed_keys`): the same items encoded in the same batches, the same counts."""
+        transform = self._tensor_decoding(media)
+        assert self.cache is not None and transform is not None and media.sources is not None
+        store = self._collection(f"{media.kind}|{tensor_recipe(transform, self.settings.device)}")
+        assert store is not None
+        emb = Rows()
+        runs = self.cache.hasher.runs(media.sources, self._decode_threads())
+        with KeyStream(runs, store, self.contract, media.kind, emb, self.settings.batch_size) as stream:
+            try:
+                with _exit_on_sigterm():
+                    self._encode_media(media, [], emb, store, stream.keys, stream.feed)
+            finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept (the stream's claims end as it closes)
+                store.close()
+        keys = stream.keys
+        self.counters.media_cached += stream.cached
+        if stream.rest:  # items other runs claimed: wait for them, take theirs, encode what they did not deliver
+            self._wait_for_others(store, stream.others(), keys, stream.rest, emb, "media")
+            todo = [i for i in stream.rest if i not in emb]
+            self._encode_shared(store, keys, todo, emb, lambda idx: self._encode_media(media, idx, emb, store, keys),
+                                "media")
+        self._serve_equal(media, emb, stream.same_as)
         return emb.table(len(media))  # NaN rows for the items left out as unreadable
 
     def _encode_texts(self, unique: Sequence[str], keys: list[str], todo: list[int], emb: Rows, store: Any) -> None:
@@ -478,29 +514,33 @@ class CachedEvalContext(RunContext):
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
             worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
 
-    def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
-        """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers."""
+    def _batches(self, media: MediaSet, todo: list[int], chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
+        """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers.
+        ``chunks``: the batches' positions as they become known (`KeyStream`), instead of ``todo``'s."""
         if media.cheap and media.load_batch is not None:
             bs = self.settings.batch_size
             for lo in range(0, len(todo), bs):
                 positions = todo[lo:lo + bs]
                 yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
         else:
-            for positions, pixels, mask, broken in self._decoded(media, todo):
+            for positions, pixels, mask, broken in self._decoded(media, todo, chunks):
                 for pos, message in broken:
                     self.media_policy.leave_out(media.key, media.ids[pos], message)
                 if positions:
                     yield positions, pixels, mask
 
-    def _decoded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
+    def _decoded(self, media: MediaSet, todo: list[int],
+                 chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
         """Decoded batches: image files the model decodes as tensors go through `DecodedBatches` on a
         GPU (batched nvjpeg, overlapping the forward pass); all else, and those on the CPU (one
         item per core), through `_loaded`."""
         transform = self._tensor_decoding(media)
         if transform is None or not batched_decoding(self.settings.device):
+            assert chunks is None  # streamed keys are for the batched road only (`_streams_keys`)
             return self._loaded(media, todo)
         bs = self.settings.batch_size
-        chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
+        if chunks is None:
+            chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
         return iter(DecodedBatches(list(media.sources or ()), chunks, transform, self.settings.device,
                                    self.media_policy, self._decode_threads()))
 
@@ -534,12 +574,13 @@ class CachedEvalContext(RunContext):
         finally:  # an error or Ctrl-C does not wait for the batches queued behind it
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _encode_media(self, media: MediaSet, todo: list[int], emb: Rows, store: Any, keys: list[str | None]) -> None:
-        bar = self._track(f"encoding {media.kind}s", len(todo))
+    def _encode_media(self, media: MediaSet, todo: list[int], emb: Rows, store: Any, keys: list[str | None],
+                      chunks: Iterable[list[int]] | None = None) -> None:
+        bar = self._track(f"encoding {media.kind}s", len(todo) if chunks is None else None)  # None: not known yet
         start = time.perf_counter()
         device = self.settings.device
         with self._keeper() as keeper:
-            for positions, pixels, mask in self._waited("decode", self._batches(media, todo)):
+            for positions, pixels, mask in self._waited("decode", self._batches(media, todo, chunks)):
                 pixels = pixels.to(device, non_blocking=True)
                 mask = None if mask is None else mask.to(device)
 

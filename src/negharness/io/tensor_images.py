@@ -18,16 +18,18 @@ item by item, through `negharness.io.image_files.read_rgb`: an unreadable file r
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import queue
 import stat
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from io import BytesIO
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -283,9 +285,13 @@ class DecodedBatches:
     batch in one task per thread; a decoder thread decodes each batch's JPEGs in one call (Pillow for any
     the decoder refuses, counted in ``fallbacks``); a transform thread resizes and normalises them. On
     CUDA the two work on streams of their own, so batch k+1's decode overlaps batch k's transform, and
-    both the model's forward on the default stream. Finished batches wait on a queue of ``AHEAD``."""
+    both the model's forward on the default stream. Finished batches wait on a queue of ``AHEAD``.
 
-    def __init__(self, paths: Sequence[Path], chunks: list[list[int]], transform: PixelTransform,
+    ``chunks`` (the positions of each batch) may be a list or an iterator that hands them as they become
+    known (the runner's cache keys, resolved while earlier batches encode); one with a ``close`` method
+    is closed when the caller stops early, so a decoder waiting on it ends."""
+
+    def __init__(self, paths: Sequence[Path], chunks: Iterable[list[int]], transform: PixelTransform,
                  device: torch.device, unreadable: UnreadableMedia | bool, threads: int,
                  thread_init: Callable[[], None] | None = None) -> None:
         self.paths, self.chunks, self.transform, self.device = paths, chunks, transform, device
@@ -305,8 +311,7 @@ class DecodedBatches:
         for stage in stages:
             stage.start()
         try:
-            for _ in self.chunks:
-                item = done.get()
+            while (item := done.get()) is not _END:
                 if isinstance(item, BaseException):
                     raise item
                 if self.device.type == "cuda" and item[1] is not None:  # made on the transform's stream
@@ -314,6 +319,9 @@ class DecodedBatches:
                 yield item
         finally:  # an error or Ctrl-C: the stages stop at their next batch, queued reads are dropped
             stop.set()
+            close = getattr(self.chunks, "close", None)
+            if close is not None:
+                close()
             for stage in stages:
                 stage.join()
             readers.shutdown(wait=True, cancel_futures=True)
@@ -324,33 +332,35 @@ class DecodedBatches:
         return torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
 
     def _decode_all(self, readers: ThreadPoolExecutor, out: queue.Queue[Any], stop: threading.Event) -> None:
-        """The decoder stage: each batch's reads gathered and its JPEGs decoded, in order."""
+        """The decoder stage: each batch's reads gathered and its JPEGs decoded, in order; `_END` after the last."""
         stream = self._stream()
-        reads = [self._submit(readers, c) for c in self.chunks[:AHEAD]]
+        chunks = iter(self.chunks)
         try:
-            for k in range(len(self.chunks)):
-                if k + AHEAD < len(self.chunks):
-                    reads.append(self._submit(readers, self.chunks[k + AHEAD]))
+            reads = deque(self._submit(readers, c) for c in itertools.islice(chunks, AHEAD))
+            while reads:
                 with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                    items = self._decoded(reads[k])
+                    items = self._decoded(reads.popleft())
                     if stream is not None:
                         stream.synchronize()
-                reads[k] = []
                 if not _put(out, items, stop):
                     return
+                more = next(chunks, None)  # after the decode: a chunk still being made waits for nothing before it
+                if more is not None:
+                    reads.append(self._submit(readers, more))
+            _put(out, _END, stop)
         except BaseException as exc:  # noqa: BLE001 - handed on to the caller's thread, which raises it
             _put(out, exc, stop)
 
     def _transform_all(self, inp: queue.Queue[Any], out: queue.Queue[Any], stop: threading.Event) -> None:
-        """The transform stage: each decoded batch resized and normalised, in order."""
+        """The transform stage: each decoded batch resized and normalised, in order (`_END` handed on)."""
         stream = self._stream()
         try:
-            for _ in self.chunks:
-                items = _get(inp, stop)
-                if items is None:
-                    return
+            while (items := _get(inp, stop)) is not None:
                 if isinstance(items, BaseException):
                     raise items
+                if items is _END:
+                    _put(out, _END, stop)
+                    return
                 with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                     batch = self._finished(items, stream)
                     if stream is not None:
@@ -395,6 +405,9 @@ class DecodedBatches:
             for im in on_device:
                 im.record_stream(stream)
         return [pos for pos, _ in kept], self.transform(on_device), None, broken
+
+
+_END = object()  # after a pipeline's last batch
 
 
 def _put(out: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:

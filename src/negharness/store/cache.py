@@ -20,17 +20,19 @@ claims (`negharness.store.claims`): each item is encoded by one of them and read
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
 import re
 import socket
+import threading
 import time
 import warnings
 import zlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar, cast
 
 import numpy as np
 import torch
@@ -188,6 +190,18 @@ def _new_shard_name() -> str:
     return f"shard-{time.time_ns()}-{_HOST}-{os.getpid()}.safetensors"
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """``method`` under its collection's lock (`CollectionCache` is used from two threads at once)."""
+    @functools.wraps(method)
+    def run(self: "CollectionCache", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return cast(_Method, run)
+
+
 class CollectionCache:
     """The cached embeddings of one (namespace, collection).
 
@@ -215,6 +229,7 @@ class CollectionCache:
         self._seen: set[str] = set()  # shard names already in the index
         self.damaged: list[Path] = []
         self.claims = Claims(folder, _HOST)
+        self._lock = threading.RLock()  # the encoding loop's keeper adds while a key stream looks up
 
     def _load(self) -> dict[str, int]:
         if self._index is None:
@@ -277,6 +292,7 @@ class CollectionCache:
             out[sel] = self._tables[table].numpy()[rows[sel] - self._starts[table]]
         return torch.from_numpy(out)
 
+    @_locked
     def refresh(self) -> None:
         """Take in what other processes wrote since this one last looked (after waiting for them)."""
         if self._index is None:
@@ -329,6 +345,7 @@ class CollectionCache:
                 except OSError:
                     pass
 
+    @_locked
     def lookup(self, keys: Sequence[str]) -> tuple[list[int], torch.Tensor]:
         """Positions of ``keys`` that are cached (ascending), and their embeddings as one (n, D)
         table: gathered by row numbers, never a Python object per row."""
@@ -339,6 +356,7 @@ class CollectionCache:
             return [], torch.empty(0, self._tables[0].shape[1] if self._tables else 0)
         return hit.tolist(), self._gather(rows[hit])
 
+    @_locked
     def add(self, keys: Sequence[str], emb: torch.Tensor, seconds: float = math.inf) -> None:
         """Rows for ``keys``, served by `lookup` at once and written to disk with the rows added before them
         once they hold ``flush_seconds`` of work (``seconds``: what these cost to compute; not said, they
@@ -355,6 +373,7 @@ class CollectionCache:
         if len(self._pending_ids) >= self.flush_every or self._pending_seconds >= self.flush_seconds:
             self.flush()
 
+    @_locked
     def flush(self, sync: bool = False) -> None:
         """Write what is pending as a shard; fsync when asked or when the last fsync is
         `sync_seconds` old (earlier unsynced shards are then synced with the folder)."""
@@ -376,6 +395,7 @@ class CollectionCache:
         if sync:
             self._last_sync = time.monotonic()
 
+    @_locked
     def close(self) -> None:
         """End of a run's pass over this collection: what is pending and this process's shards
         become one shard, fsync'd once (the small ones are then removed, so they need no fsync)."""

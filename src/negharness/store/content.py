@@ -22,7 +22,7 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -224,6 +224,24 @@ class FileHasher:
         self.save()
         return [digests[files[0]] if one else _combine([digests[p] for p in files])
                 for one, files in zip(single, flat)]
+
+
+    def runs(self, paths: Sequence[str | os.PathLike[str]], threads: int | None = None) -> Iterator[list[str | None]]:
+        """The hashes of ``paths`` (single files), a run of `HASH_TASK` at a time, in order, as a pool of
+        threads makes them ahead of the caller: a caller can start on the first files' keys while the rest
+        are hashed (`negharness.engine.streamed_keys`). The memo is saved when the runs end or are closed."""
+        self._load_memo()
+        names = [os.fspath(p) for p in paths]
+        tasks = [names[lo:lo + HASH_TASK] for lo in range(0, len(names), HASH_TASK)]
+        pool = ThreadPoolExecutor(max_workers=max(1, min(threads or min(8, os.cpu_count() or 1), len(tasks))),
+                                  thread_name_prefix="negharness-hash")
+        try:
+            futures = [pool.submit(self._digests, task) for task in tasks]
+            for future in futures:
+                yield future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.save()
 
 
 def _is_path(source: Any) -> bool:
