@@ -99,10 +99,10 @@ def default_workers(device: torch.device) -> int:
 
 
 def batched_decoding(device: torch.device) -> bool:
-    """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch,
-    in a producer thread beside the forward pass): where they decode on the device (`decode_device`: CUDA).
-    On the CPU a batched call would decode on one core, so there items go one per decode thread or worker
-    (`DecodedFiles`)."""
+    """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch, in
+    threads beside the forward pass; their cache keys resolved beside it too, `KeyStream`): where they
+    decode on the device (`decode_device`: CUDA). On the CPU a batched call would decode on one core, so
+    there items go one per decode thread or worker (`DecodedFiles`)."""
     return decode_device(device).type != "cpu"
 
 
@@ -208,12 +208,16 @@ class CachedEvalContext(RunContext):
             keys = self.cache.hasher.many(media.sources, self._decode_threads())
             if media.parts is not None:  # a crop of a file is its own item: the part joins the file's hash
                 keys = [k if k is None or not part else f"{k}|{part}" for k, part in zip(keys, media.parts)]
-            transform = self._tensor_decoding(media)
-            recipe = tensor_recipe(transform, self.settings.device) if transform is not None else media.recipe
-            return f"{media.kind}|{recipe or 'file'}", keys
+            return self._file_collection(media), keys
         if media.cheap:
             return f"{media.kind}|memory", self._memory_keys(media)
         return f"{media.kind}:{media.key}", list(media.ids)
+
+    def _file_collection(self, media: MediaSet) -> str:
+        """The collection of a file-backed set: its kind and how its files become pixels."""
+        transform = self._tensor_decoding(media)
+        recipe = tensor_recipe(transform, self.settings.device) if transform is not None else media.recipe
+        return f"{media.kind}|{recipe or 'file'}"
 
     def _memory_keys(self, media: MediaSet) -> list[str | None]:
         if media.load_batch is None:
@@ -327,9 +331,8 @@ class CachedEvalContext(RunContext):
     def _embed_streamed(self, media: MediaSet) -> torch.Tensor:
         """`embed_media` with the keys resolved run by run while the first batches encode (see
         `negharness.engine.streamed_keys`): the same items encoded in the same batches, the same counts."""
-        transform = self._tensor_decoding(media)
-        assert self.cache is not None and transform is not None and media.sources is not None
-        store = self._collection(f"{media.kind}|{tensor_recipe(transform, self.settings.device)}")
+        assert self.cache is not None and media.sources is not None  # `_streams_keys`
+        store = self._collection(self._file_collection(media))
         assert store is not None
         emb = Rows()
         runs = self.cache.hasher.runs(media.sources, self._decode_threads())
@@ -362,7 +365,8 @@ class CachedEvalContext(RunContext):
             for idx, texts, prepared in self._waited("tokenise", prepared_ahead(
                     unique, [[todo[b] for b in batch] for batch in batches], prepare)):
                 parts = self._forward_fitting(texts, "text", lambda part: encode(prepared[part]))
-                keeper.keep(texts, "text", parts, self._kept(idx, [keys[i] for i in idx], emb, store, "texts_encoded", bar))
+                kept = self._kept(idx, [keys[i] for i in idx], emb, store, "texts_encoded", bar)
+                keeper.keep(texts, "text", parts, kept)
         self.counters.encode_seconds += time.perf_counter() - start
 
     def _keeper(self) -> BatchKeeper:
@@ -405,7 +409,8 @@ class CachedEvalContext(RunContext):
             if close is not None:
                 close()
 
-    def _forward_fitting(self, ids: Sequence[str], what: str, encode: Callable[[slice], Any]) -> list[tuple[slice, Any]]:
+    def _forward_fitting(self, ids: Sequence[str], what: str,
+                         encode: Callable[[slice], Any]) -> list[tuple[slice, Any]]:
         """One batch's raw outputs on their way to the host (`staged`), one per slice of ``ids`` encoded
         together: on CUDA out-of-memory the batch is halved and the half retried, down to one item; the size
         that fitted serves this task's later batches of ``what`` and is recorded (``counts.batch_size_fitted``).
@@ -514,7 +519,8 @@ class CachedEvalContext(RunContext):
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
             worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
 
-    def _batches(self, media: MediaSet, todo: list[int], chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
+    def _batches(self, media: MediaSet, todo: list[int],
+                 chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
         """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers.
         ``chunks``: the batches' positions as they become known (`KeyStream`), instead of ``todo``'s."""
         if media.cheap and media.load_batch is not None:

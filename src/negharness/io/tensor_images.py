@@ -3,8 +3,9 @@
 PIL decoding and open_clip's PIL transforms cost ~3.5 ms of CPU per photo: a GPU that encodes 20,000
 images/s would need 70 cores to keep up. Here file bytes are read by threads (cheap), JPEGs are
 decoded in one batched call, ``torchvision.io.decode_jpeg(list, device=...)`` (nvjpeg on CUDA,
-libjpeg-turbo on the CPU), and resized, cropped and normalised as tensor ops on that device. On CUDA a
-producer thread decodes batch k+1 on its own stream while the model encodes batch k.
+libjpeg-turbo on the CPU), and resized, cropped and normalised as tensor ops on that device. On CUDA
+(`DecodedBatches`) a decoder thread decodes batch k+2 and a transform thread transforms batch k+1, each on
+a stream of its own, while the model encodes batch k.
 
 The resize is torch's antialiased bicubic (ported from Pillow's): on the CPU in uint8 fixed point, on
 CUDA in float32 rounded to uint8 as Pillow's output is. What is left of the difference from open_clip's
@@ -283,7 +284,7 @@ class DecodedBatches:
     A pipeline of threads, so the caller's thread only takes finished batches (no per-image Python work
     on its path): reader threads read (and, for non-JPEGs, decode with Pillow) ``AHEAD`` batches ahead, a
     batch in one task per thread; a decoder thread decodes each batch's JPEGs in one call (Pillow for any
-    the decoder refuses, counted in ``fallbacks``); a transform thread resizes and normalises them. On
+    the decoder refuses); a transform thread resizes and normalises them. On
     CUDA the two work on streams of their own, so batch k+1's decode overlaps batch k's transform, and
     both the model's forward on the default stream. Finished batches wait on a queue of ``AHEAD``.
 
@@ -296,7 +297,6 @@ class DecodedBatches:
                  thread_init: Callable[[], None] | None = None) -> None:
         self.paths, self.chunks, self.transform, self.device = paths, chunks, transform, device
         self.unreadable, self.threads, self.thread_init = UnreadableMedia.of(unreadable), threads, thread_init
-        self.fallbacks = 0  # JPEGs the tensor decoder refused, decoded by Pillow instead
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         decoded: queue.Queue[Any] = queue.Queue(maxsize=1)
@@ -388,7 +388,6 @@ class DecodedBatches:
         for j, pixels in zip(jpeg_at, decoded):
             pos, encoded = items[j][0], items[j][1][0]
             if pixels is None:
-                self.fallbacks += 1
                 items[j] = self.unreadable.attempt(pos, partial(decoded_or_pil, encoded, None, self.paths[pos]))
             else:
                 items[j] = (pos, pixels)
