@@ -209,7 +209,8 @@ def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        data, got = bytearray(st.st_size), 0
+        data = bytearray(st.st_size)
+        got = _read_into(fd, data)
         while got < len(data):  # a regular file gives all at once; a shorter read means it shrank meanwhile
             n = _read_into(fd, memoryview(data)[got:])
             if n == 0:
@@ -222,11 +223,16 @@ def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
         os.close(fd)
 
 
-def _read_into(fd: int, view: memoryview) -> int:
-    if hasattr(os, "readv"):
-        return os.readv(fd, [view])
-    with open(fd, "rb", buffering=0, closefd=False) as fh:  # no readv (Windows)
+def _readinto_file(fd: int, view: bytearray | memoryview) -> int:
+    with open(fd, "rb", buffering=0, closefd=False) as fh:  # where there is no readv (Windows)
         return fh.readinto(view) or 0
+
+
+def _readv(fd: int, view: bytearray | memoryview) -> int:
+    return os.readv(fd, [view])
+
+
+_read_into = _readv if hasattr(os, "readv") else _readinto_file
 
 
 def checked_bytes(path: Path) -> bytes:
@@ -253,7 +259,13 @@ def read_item(path: Path) -> torch.Tensor | tuple[torch.Tensor]:
 def read_items(paths: Sequence[Path], positions: Sequence[int], unreadable: UnreadableMedia) -> list[tuple[int, Any]]:
     """`read_item` of each position, under the run's rule for unreadable files: one reader task reads a
     run of files (a task per file cost more of the GIL in futures than the reads themselves)."""
-    return [unreadable.attempt(pos, partial(read_item, paths[pos])) for pos in positions]
+    out: list[tuple[int, Any]] = []
+    for pos in positions:
+        try:
+            out.append((pos, read_item(paths[pos])))
+        except MediaError as exc:  # raised again unless media are skipped (`UnreadableMedia.message`)
+            out.append((pos, unreadable.message(exc)))
+    return out
 
 
 def decode_jpegs(encoded: list[torch.Tensor], device: torch.device) -> list[torch.Tensor | None]:

@@ -44,18 +44,27 @@ def hash_bytes(*parts: bytes | memoryview) -> str:
     return h.hexdigest()[:DIGEST_HEX]
 
 
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
 def hash_open_file(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a regular file's bytes (hashlib releases the GIL, so threads hash in parallel).
-    A file up to `CHUNK` is read in one call of its size; a larger one through one reused buffer
-    per thread (a fresh 1 MB buffer per file made hashing small files 2x slower, with threads)."""
-    with open(path, "rb", buffering=0) as fh:
-        if os.fstat(fh.fileno()).st_size <= CHUNK:
-            return hashlib.sha256(fh.readall()).hexdigest()[:DIGEST_HEX]
-        h = hashlib.sha256()
-        buf = _thread_buffer()
-        view = memoryview(buf)
-        while n := fh.readinto(buf):
-            h.update(view[:n])
+    A file up to `CHUNK` is read in one call of its size; a larger one (or one that grew since its
+    size was read) through one reused buffer per thread (a fresh 1 MB buffer per file made hashing
+    small files 2x slower, with threads)."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1) if size <= CHUNK else b""
+        h = hashlib.sha256(data)
+        if size > CHUNK or len(data) > size:
+            with open(fd, "rb", buffering=0, closefd=False) as fh:
+                buf = _thread_buffer()
+                view = memoryview(buf)
+                while n := fh.readinto(buf):
+                    h.update(view[:n])
+    finally:
+        os.close(fd)
     return h.hexdigest()[:DIGEST_HEX]
 
 
