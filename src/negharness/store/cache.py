@@ -122,7 +122,7 @@ def write_shard(path: Path, ids: Sequence[str], emb: torch.Tensor, sync: bool) -
     """Atomically (temporary file, then rename); ``sync`` also fsyncs the file and its folder. The
     safetensors file is written here, header then the table's own bytes (safetensors' ``save`` copied
     the table twice under the GIL, a third of a shard's cost); its reader reads it (`read_shard`)."""
-    emb = emb.detach().float().cpu().contiguous()
+    emb = _host_table(emb)
     ids_json = json.dumps(list(ids))
     owner = shard_owner(path)
     header = safetensors_header(emb, {"format": FORMAT, "owner": owner, "ids": ids_json,
@@ -175,6 +175,14 @@ def _unique_rows(shards: list[tuple[Path, list[str], torch.Tensor]]) -> tuple[li
         return ids, emb
     keep = sorted(first.values())
     return [ids[i] for i in keep], emb[torch.tensor(keep, dtype=torch.long)]
+
+
+def _host_table(emb: torch.Tensor) -> torch.Tensor:
+    """``emb`` as float32, contiguous, on the CPU, without grad: as it comes from the runner, with no torch
+    call (each lets go of the GIL, and taking it back can wait a switch interval beside a busy thread)."""
+    if emb.dtype == torch.float32 and emb.device.type == "cpu" and not emb.requires_grad and emb.is_contiguous():
+        return emb
+    return emb.detach().float().cpu().contiguous()
 
 
 def _stacked(tables: list[torch.Tensor]) -> torch.Tensor:
@@ -361,7 +369,7 @@ class CollectionCache:
         """Rows for ``keys``, served by `lookup` at once and written to disk with the rows added before them
         once they hold ``flush_seconds`` of work (``seconds``: what these cost to compute; not said, they
         are written now) or ``flush_every`` rows."""
-        emb = emb.detach().float().cpu()
+        emb = _host_table(emb)
         if emb.ndim != 2 or emb.shape[0] != len(keys):
             raise ValueError(f"cache add: {len(keys)} keys for embeddings of shape {tuple(emb.shape)}")
         index = self._load()
