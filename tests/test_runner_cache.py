@@ -111,6 +111,88 @@ def test_a_crash_halfway_keeps_finished_shards_and_resumes(tmp_path):
     assert torch.allclose(out, fresh)
 
 
+class _BreaksAtBatch(KeywordModel):
+    """Returns a NaN row in its ``at``-th image batch, as a checkpoint that diverges mid-run would."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.batches = at, 0
+
+    def encode_image(self, pixels):
+        self.batches += 1
+        out = super().encode_image(pixels)
+        if self.batches == self.at:
+            out[0] = float("nan")
+        return out
+
+
+def test_a_batch_that_breaks_the_contract_stops_the_run_and_nothing_after_it_is_cached(tmp_path):
+    """The check runs one batch behind the forward (batch 3 is computed meanwhile): batch 2's error still
+    stops the run, batch 1 stays cached, and neither batch 2 nor the batch after it reaches the cache."""
+    with pytest.raises(UserError, match="non-finite"):
+        CachedEvalContext(_BreaksAtBatch(2), RunSettings(batch_size=2), EmbeddingCache(tmp_path)).embed_media(_media())
+    again = CachedEvalContext(KeywordModel(), RunSettings(batch_size=2), EmbeddingCache(tmp_path))
+    again.embed_media(_media())
+    assert again.counters.media_cached == 2 and again.counters.media_encoded == 4
+
+
+def test_batch_bookkeeping_runs_beside_the_next_forward_one_batch_behind(tmp_path, monkeypatch):
+    """Checking and caching batch k happen in a thread of their own while batch k+1's forward runs; when
+    batch k+1's forward starts, every batch before k is kept."""
+    import threading
+
+    from negharness.store.cache import CollectionCache
+
+    in_main, kept_at_forward = [], []
+    real_add = CollectionCache.add
+
+    def add(self, keys, emb, *args):
+        in_main.append(threading.current_thread() is threading.main_thread())
+        real_add(self, keys, emb, *args)
+
+    class Watching(KeywordModel):
+        def encode_image(self, pixels):
+            kept_at_forward.append(len(in_main))
+            return super().encode_image(pixels)
+
+    monkeypatch.setattr(CollectionCache, "add", add)
+    out = CachedEvalContext(Watching(), RunSettings(batch_size=1), EmbeddingCache(tmp_path)).embed_media(_media())
+    assert in_main == [False] * 6
+    assert all(kept >= k - 1 for k, kept in enumerate(kept_at_forward))
+    fresh = CachedEvalContext(KeywordModel(), RunSettings(batch_size=1), None).embed_media(_media())
+    assert torch.equal(out, fresh)
+
+
+def test_rows_are_kept_as_blocks_and_assembled_in_place():
+    from negharness.engine.kept_batches import Rows
+
+    rows = Rows()
+    rows.add([2, 0], torch.tensor([[2.0, 2.5], [0.0, 0.5]]))
+    rows.share(3, 2)  # equal content: position 3 gets position 2's row
+    assert 1 not in rows and 3 in rows and rows.missing(4) == [1]
+    out = rows.table(4)
+    assert out[[0, 2, 3]].tolist() == [[0.0, 0.5], [2.0, 2.5], [2.0, 2.5]] and torch.isnan(out[1]).all()
+    rows.add([1], torch.tensor([[1.0, 1.5]]))
+    assert rows.table(4)[1].tolist() == [1.0, 1.5] and Rows().table(2).shape == (2, 1)
+
+
+def test_the_cache_writes_added_rows_once_they_hold_enough_work(tmp_path):
+    """A batch that costs less than ``flush_seconds`` waits for the next; together they are one shard. An add
+    that does not say what its rows cost is written at once (the old rule, for callers outside the runner)."""
+    store = EmbeddingCache(tmp_path).collection("ns", "rows")
+    rows = torch.nn.functional.normalize(torch.randn(5, 4), dim=1)
+
+    def shards():
+        return sorted(read_shard(p)[0] for p in store.folder.glob("shard-*.safetensors"))
+
+    store.add(["a", "b"], rows[:2], store.flush_seconds / 4)
+    assert shards() == [] and store.lookup(["b", "a"])[0] == [0, 1]  # served at once, not yet written
+    store.add(["c", "d"], rows[2:4], store.flush_seconds)
+    assert shards() == [["a", "b", "c", "d"]]
+    store.add(["e"], rows[4:])
+    assert shards() == [["a", "b", "c", "d"], ["e"]]
+
+
 def test_precision_and_fingerprint_separate_namespaces(tmp_path):
     model = KeywordModel()
     fp32 = CachedEvalContext(model, RunSettings(precision="fp32"), EmbeddingCache(tmp_path))

@@ -5,6 +5,7 @@ skipped as on the PIL path. The GPU's batched path (`DecodedBatches`) runs here 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from negharness.io.tensor_images import (
     tensor_recipe,
 )
 from negharness.plugins.openclip_model import OpenClipModel
-from negharness.store.cache import EmbeddingCache
+from negharness.store.cache import EmbeddingCache, read_shard
 
 MICRO = {"embed_dim": 64, "vision_cfg": {"image_size": 224, "layers": 2, "width": 64, "patch_size": 32},
          "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1}}
@@ -258,3 +259,60 @@ def test_images_of_a_run_on_a_device_torchvision_cannot_decode_on_are_labelled_a
     assert "resize-uint8" in ti.tensor_recipe(transform, mps) and "libjpeg-turbo" in ti.tensor_recipe(transform, mps)
     assert "resize-float32" in ti.tensor_recipe(transform, cuda) and "nvjpeg" in ti.tensor_recipe(transform, cuda)
     assert not batched_decoding(mps) and not batched_decoding(cpu) and batched_decoding(cuda)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_the_reader_reads_files_whole_and_never_waits_on_a_fifo(files, tmp_path):
+    """`file_bytes` reads straight into one buffer (the tensor decoder takes it without a copy); a FIFO is
+    seen after a non-blocking open and goes to the checked road, which names it (opening it to read would
+    block forever), as a missing file or a folder does."""
+    from negharness.io.tensor_images import file_bytes, read_item
+
+    assert file_bytes(files[0]) == files[0].read_bytes()
+    encoded = read_item(files[0])
+    assert isinstance(encoded, tuple) and encoded[0].numpy().tobytes() == files[0].read_bytes()
+    os.mkfifo(tmp_path / "pipe.jpg")
+    (tmp_path / "folder.jpg").mkdir()
+    for name, why in (("pipe.jpg", "FIFO"), ("folder.jpg", "folder"), ("missing.jpg", "not found")):
+        assert file_bytes(tmp_path / name) is None
+        with pytest.raises(MediaError, match=f"{name}.*{why}|{why}.*{name}"):
+            read_item(tmp_path / name)
+
+
+def test_keys_resolved_beside_the_batched_loop_give_what_keys_hashed_first_give(files, tensor_model, tmp_path,
+                                                                               monkeypatch):
+    """On the batched (CUDA) road with a cache, the files' keys are resolved run by run while the first
+    batches encode (`KeyStream`): the same embeddings, counts, skipped files and cache rows as hashing every
+    file first; with a file's twin, a path given twice, an unreadable file, and a third of the set cached."""
+    import shutil
+
+    from negharness.engine.streamed_keys import KeyStream
+    from negharness.store import content
+
+    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    monkeypatch.setattr(content, "HASH_TASK", 4)  # runs of 4 keys: several runs for this small set
+    shutil.copy(files[2], tmp_path / "twin.jpg")
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    paths = files + [tmp_path / "twin.jpg", tmp_path / "empty.jpg", files[5]]
+    media = image_files("t/stream", [f"{i}:{p.name}" for i, p in enumerate(paths)], paths)
+    streamed = []
+    real_enter = KeyStream.__enter__
+    monkeypatch.setattr(KeyStream, "__enter__", lambda self: streamed.append(1) or real_enter(self))
+    got = {}
+    for how in ("streamed", "hashed first"):
+        if how == "hashed first":
+            monkeypatch.setattr(CachedEvalContext, "_streams_keys", lambda self, m: False)
+        cache = EmbeddingCache(tmp_path / how)
+        _embed(tensor_model, image_files("t/stream", [p.name for p in files[:10]], files[:10]), cache)
+        out, ctx = _embed(tensor_model, media, cache, workers=0, skip_broken_media=True)
+        rows = {k: r for shard in (tmp_path / how).rglob("shard-*.safetensors") for k, r in zip(*read_shard(shard))}
+        got[how] = (out, dict(ctx.counters), ctx.broken, rows)
+    assert len(streamed) == 2  # the set and the third cached before it, both streamed; then none
+    (a, count_a, broken_a, rows_a), (b, count_b, broken_b, rows_b) = got["streamed"], got["hashed first"]
+    torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    assert torch.isnan(a[len(files) + 1]).all() and torch.equal(a[2], a[len(files)])  # the broken file; the twin
+    assert {k: count_a[k] for k in CachedEvalContext.COUNTED} == {k: count_b[k] for k in CachedEvalContext.COUNTED}
+    assert count_a["media_cached"] == 10 + 2 and count_a["media_encoded"] == len(files) - 10
+    assert broken_a == broken_b == {"t/stream": [f"{len(files) + 1}:empty.jpg"]}
+    assert rows_a.keys() == rows_b.keys() and all(torch.equal(rows_a[k], rows_b[k]) for k in rows_a)
+

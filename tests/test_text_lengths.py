@@ -272,3 +272,21 @@ def test_hf_clip_decides_length_buckets_as_open_clip_does(hf_folder, monkeypatch
             batches = model.text_batches(texts, 4)  # the host's plain batches: 4 texts, by characters
             assert max(map(len, batches)) == 4 and sorted(i for b in batches for i in b) == list(range(len(texts)))
             assert float((model.encode_text(texts) - want).abs().max()) <= TOL
+
+
+def test_the_length_pre_pass_tokens_are_reused_by_the_batches(weights, monkeypatch):
+    """`text_batches` tokenises every text for its lengths; each batch's `prepare_texts` then takes those
+    rows (equal to the tokenizer's) instead of tokenising the texts a second time."""
+    source, _ = weights
+    texts = captions()
+    want = source.tokenizer(texts)
+    batches = source.text_batches(texts, 8)
+    calls = []
+    real = source.tokenizer
+    monkeypatch.setattr(source, "tokenizer", lambda t, *a, **k: calls.append(len(t)) or real(t, *a, **k))
+    for b in batches:
+        got = source.prepare_texts([texts[i] for i in b])
+        assert got.dtype == want.dtype and torch.equal(got, want[b])
+    assert calls == []
+    unseen = source.prepare_texts(["a text the pre-pass never saw"])
+    assert calls == [1] and torch.equal(unseen, real(["a text the pre-pass never saw"]))

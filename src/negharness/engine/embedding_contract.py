@@ -10,6 +10,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from negharness.contracts.errors import UserError
@@ -67,19 +68,23 @@ class EmbeddingContract:
         if not isinstance(raw, torch.Tensor):
             raise self.refuse(f"encoding {len(ids)} {what}(s) returned {type(raw).__name__}, not a tensor")
         tolerance = norm_tolerance(raw.dtype)
-        out = raw.float().cpu()
+        out = raw if raw.dtype == torch.float32 and raw.device.type == "cpu" else raw.float().cpu()
         if out.ndim != 2 or out.shape[0] != len(ids):
             raise self.refuse(f"encoding {len(ids)} {what}(s) returned shape {tuple(out.shape)}, not "
                               f"({len(ids)}, D)")
         self.expect_dim(out.shape[1], f"its {what} embeddings")
         norms = torch.linalg.vector_norm(out, dim=1)  # NaN or inf wherever a row holds one: one pass over the batch
-        bad = ~torch.isfinite(norms)
-        if bad.any():
+        # the per-row tests in numpy (float32 as torch's): each torch call lets go of the GIL and waits to take
+        # it back, up to a switch interval (5 ms) while a tokenizer or reader thread runs Python
+        row_norms = (norms.detach() if norms.requires_grad else norms).numpy()
+        finite = np.isfinite(row_norms)
+        if not finite.all():
+            bad = torch.from_numpy(~finite)
             raise self.refuse(f"non-finite embeddings (NaN or infinity) for {int(bad.sum())} {what}(s), e.g. "
                               + ", ".join(_shown(ids[i]) for i in bad.nonzero().flatten()[:3].tolist())
                               if not torch.isfinite(out[bad]).all() else f"{what} embeddings too large to normalise")
-        off = (norms - 1).abs() > tolerance
-        return self._normalised(out, norms, off, ids, what) if off.any() else out
+        off = np.abs(row_norms - 1) > tolerance
+        return self._normalised(out, norms, torch.from_numpy(off), ids, what) if off.any() else out
 
     def _normalised(self, out: torch.Tensor, norms: torch.Tensor, off: torch.Tensor, ids: Sequence[str],
                     what: str) -> torch.Tensor:

@@ -14,7 +14,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 import torch
 
@@ -26,6 +26,8 @@ from negharness.contracts.precision import autocast
 from negharness.contracts.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
+from negharness.engine.kept_batches import BatchKeeper, Rows, staged
+from negharness.engine.streamed_keys import KeyStream
 from negharness.engine.precheck import DEVICES, check_device_spec
 from negharness.engine.stages import StageClock, timed_method
 from negharness.engine.text_batches import encodes_prepared, prepared_ahead
@@ -97,10 +99,10 @@ def default_workers(device: torch.device) -> int:
 
 
 def batched_decoding(device: torch.device) -> bool:
-    """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch,
-    in a producer thread beside the forward pass): where they decode on the device (`decode_device`: CUDA).
-    On the CPU a batched call would decode on one core, so there items go one per decode thread or worker
-    (`DecodedFiles`)."""
+    """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch, in
+    threads beside the forward pass; their cache keys resolved beside it too, `KeyStream`): where they
+    decode on the device (`decode_device`: CUDA). On the CPU a batched call would decode on one core, so
+    there items go one per decode thread or worker (`DecodedFiles`)."""
     return decode_device(device).type != "cpu"
 
 
@@ -206,12 +208,16 @@ class CachedEvalContext(RunContext):
             keys = self.cache.hasher.many(media.sources, self._decode_threads())
             if media.parts is not None:  # a crop of a file is its own item: the part joins the file's hash
                 keys = [k if k is None or not part else f"{k}|{part}" for k, part in zip(keys, media.parts)]
-            transform = self._tensor_decoding(media)
-            recipe = tensor_recipe(transform, self.settings.device) if transform is not None else media.recipe
-            return f"{media.kind}|{recipe or 'file'}", keys
+            return self._file_collection(media), keys
         if media.cheap:
             return f"{media.kind}|memory", self._memory_keys(media)
         return f"{media.kind}:{media.key}", list(media.ids)
+
+    def _file_collection(self, media: MediaSet) -> str:
+        """The collection of a file-backed set: its kind and how its files become pixels."""
+        transform = self._tensor_decoding(media)
+        recipe = tensor_recipe(transform, self.settings.device) if transform is not None else media.recipe
+        return f"{media.kind}|{recipe or 'file'}"
 
     def _memory_keys(self, media: MediaSet) -> list[str | None]:
         if media.load_batch is None:
@@ -221,7 +227,7 @@ class CachedEvalContext(RunContext):
             keys.extend(hash_array(item) for item in media.load_batch(list(range(lo, min(lo + 1024, len(media))))))
         return keys
 
-    def _track(self, description: str, total: int) -> Any:
+    def _track(self, description: str, total: int | None) -> Any:
         if self.progress is None or total == 0:
             return None
         return self.progress.add_task(description, total=total)
@@ -248,7 +254,7 @@ class CachedEvalContext(RunContext):
             return torch.empty(0, 0)
         keys = [text_key(t) for t in unique]
         store = self._collection("text")
-        emb: dict[int, torch.Tensor] = {}
+        emb = Rows()
         table = None
         if store is not None:
             pos, vecs = store.lookup(keys)
@@ -257,14 +263,16 @@ class CachedEvalContext(RunContext):
             if len(pos) == len(unique):
                 table = vecs  # all cached, in order: no row-by-row assembly
             else:
-                emb.update(zip(pos, vecs))
-        todo = [i for i in range(len(unique)) if i not in emb] if table is None else []
+                emb.add(pos, vecs)
+        todo = emb.missing(len(unique)) if table is None else []
         self.counters.texts_cached += len(unique) - len(todo)
         self._encode_shared(store, keys, todo, emb, lambda idx: self._encode_texts(unique, keys, idx, emb, store), "texts")
         if table is None:
-            table = torch.stack([emb[i] for i in range(len(unique))])
+            table = emb.table(len(unique))
+        if len(unique) == len(texts):  # no text twice: ``unique`` is ``texts``, in order
+            return table
         where = {t: i for i, t in enumerate(unique)}
-        return table[torch.tensor([where[t] for t in texts], dtype=torch.long)]
+        return torch.from_numpy(table.numpy()[[where[t] for t in texts]])  # numpy: no OpenMP wake-up for a copy
 
     @timed_method("embed")
     def embed_media(self, media: MediaSet) -> torch.Tensor:
@@ -275,12 +283,14 @@ class CachedEvalContext(RunContext):
         tasks drop them (and queries left with no relevant item) before scoring.
         """
         self._require_encoder()
+        if self._streams_keys(media):
+            return self._embed_streamed(media)
         store: CollectionCache | None = None
         keys: list[str | None] = [None] * len(media)
         if self.cache is not None:
             collection, keys = self.media_keys(media)
             store = self._collection(collection)
-        emb: dict[int, torch.Tensor] = {}
+        emb = Rows()
         if store is not None:
             known = [i for i, k in enumerate(keys) if k is not None]
             pos, vecs = store.lookup([k for k in keys if k is not None])  # the keys at ``known``
@@ -289,7 +299,7 @@ class CachedEvalContext(RunContext):
             if len(pos) == len(media) and len(media):
                 self.counters.media_cached += len(media)
                 return vecs  # every item cached, in order
-            emb.update((known[p], v) for p, v in zip(pos, vecs))
+            emb.add([known[p] for p in pos], vecs)
         todo: list[int] = []
         same_as: dict[int, int] = {}  # item -> the item of equal content that is encoded
         first: dict[str, int] = {}  # content key -> the first item with it
@@ -308,12 +318,41 @@ class CachedEvalContext(RunContext):
         self._serve_equal(media, emb, same_as)
         if not len(media):
             return torch.empty(0, 0)
-        dim = next(iter(emb.values())).shape[0] if emb else 1
-        missing = torch.full((dim,), float("nan"))
-        return torch.stack([emb.get(i, missing) for i in range(len(media))])
+        return emb.table(len(media))  # NaN rows for the items left out as unreadable
 
-    def _encode_texts(self, unique: Sequence[str], keys: list[str], todo: list[int], emb: dict[int, torch.Tensor],
-                      store: Any) -> None:
+    def _streams_keys(self, media: MediaSet) -> bool:
+        """Whether ``media``'s cache keys are resolved beside the loop (`KeyStream`) rather than all first:
+        plain image files decoded in batches (`batched_decoding`), more than one batch of them, a cache, and
+        keys as this class makes them (a subclass that keys otherwise keeps its `media_keys`)."""
+        return (self.cache is not None and type(self).media_keys is CachedEvalContext.media_keys
+                and media.content_keys is None and media.parts is None and len(media) > self.settings.batch_size
+                and self._tensor_decoding(media) is not None and batched_decoding(self.settings.device))
+
+    def _embed_streamed(self, media: MediaSet) -> torch.Tensor:
+        """`embed_media` with the keys resolved run by run while the first batches encode (see
+        `negharness.engine.streamed_keys`): the same items encoded in the same batches, the same counts."""
+        assert self.cache is not None and media.sources is not None  # `_streams_keys`
+        store = self._collection(self._file_collection(media))
+        assert store is not None
+        emb = Rows()
+        runs = self.cache.hasher.runs(media.sources, self._decode_threads())
+        with KeyStream(runs, store, self.contract, media.kind, emb, self.settings.batch_size) as stream:
+            try:
+                with _exit_on_sigterm():
+                    self._encode_media(media, [], emb, store, stream.keys, stream.feed)
+            finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept (the stream's claims end as it closes)
+                store.close()
+        keys = stream.keys
+        self.counters.media_cached += stream.cached
+        if stream.rest:  # items other runs claimed: wait for them, take theirs, encode what they did not deliver
+            self._wait_for_others(store, stream.others(), keys, stream.rest, emb, "media")
+            todo = [i for i in stream.rest if i not in emb]
+            self._encode_shared(store, keys, todo, emb, lambda idx: self._encode_media(media, idx, emb, store, keys),
+                                "media")
+        self._serve_equal(media, emb, stream.same_as)
+        return emb.table(len(media))  # NaN rows for the items left out as unreadable
+
+    def _encode_texts(self, unique: Sequence[str], keys: list[str], todo: list[int], emb: Rows, store: Any) -> None:
         bar = self._track("encoding texts", len(todo))
         start = time.perf_counter()
         batches = self.model.text_batches([unique[i] for i in todo], self.settings.batch_size)
@@ -322,15 +361,35 @@ class CachedEvalContext(RunContext):
                             "exactly once")
         split = encodes_prepared(self.model)
         prepare, encode = (self.model.prepare_texts, self.model.encode_prepared) if split else (list, self.model.encode_text)
-        for idx, texts, prepared in self._waited("tokenise", prepared_ahead(
-                unique, [[todo[b] for b in batch] for batch in batches], prepare)):
-            out = self._encode_fitting(texts, "text", lambda part: encode(prepared[part]))
-            emb.update(zip(idx, out))
-            if store is not None:
-                store.add([keys[i] for i in idx], out)
-            self.counters.texts_encoded += len(idx)
-            self._advance(bar, len(idx))
+        with self._keeper() as keeper:
+            for idx, texts, prepared in self._waited("tokenise", prepared_ahead(
+                    unique, [[todo[b] for b in batch] for batch in batches], prepare)):
+                parts = self._forward_fitting(texts, "text", lambda part: encode(prepared[part]))
+                kept = self._kept(idx, [keys[i] for i in idx], emb, store, "texts_encoded", bar)
+                keeper.keep(texts, "text", parts, kept)
         self.counters.encode_seconds += time.perf_counter() - start
+
+    def _keeper(self) -> BatchKeeper:
+        """The bookkeeping of each computed batch, one batch behind the forward (`BatchKeeper`); the loop's
+        waits for it count as forward time (the copy back from the device is in them)."""
+        return BatchKeeper(self.contract, lambda seconds: self.stages.add("forward", seconds))
+
+    def _kept(self, positions: list[int], keys: Sequence[str | None], emb: Rows, store: Any, counter: str,
+              bar: Any) -> Callable[[torch.Tensor, float], None]:
+        """What is done with a checked batch (in the keeper's thread): its rows kept at ``positions`` and
+        cached under ``keys`` (None: an item never cached), told what the batch cost (the cache writes
+        what would be lost by the seconds), counted and shown."""
+        def done(rows: torch.Tensor, seconds: float) -> None:
+            emb.add(positions, rows)
+            if store is not None:
+                keep = [j for j, key in enumerate(keys) if key is not None]
+                if len(keep) == len(keys):
+                    store.add(keys, rows, seconds)
+                elif keep:
+                    store.add([keys[j] for j in keep], rows[keep], seconds)
+            self.counters[counter] += len(positions)
+            self._advance(bar, len(positions))
+        return done
 
     def _waited(self, stage: str, batches: Iterator[Any]) -> Iterator[Any]:
         """``batches``, each one's wait counted as ``stage`` (`negharness.engine.stages`): the time the
@@ -350,12 +409,13 @@ class CachedEvalContext(RunContext):
             if close is not None:
                 close()
 
-    def _encode_fitting(self, ids: Sequence[str], what: str, encode: Callable[[slice], Any]) -> torch.Tensor:
-        """One batch's checked embeddings, (len(ids), D) on the CPU. On CUDA out-of-memory the
-        batch is halved and the half retried, down to one item; the size that fitted serves this
-        task's later batches of ``what`` and is recorded (``counts.batch_size_fitted``). Rows are
-        encoded independently (models are in eval mode), so the numbers are those of the full batch."""
-        parts: list[torch.Tensor] = []
+    def _forward_fitting(self, ids: Sequence[str], what: str,
+                         encode: Callable[[slice], Any]) -> list[tuple[slice, Any]]:
+        """One batch's raw outputs on their way to the host (`staged`), one per slice of ``ids`` encoded
+        together: on CUDA out-of-memory the batch is halved and the half retried, down to one item; the size
+        that fitted serves this task's later batches of ``what`` and is recorded (``counts.batch_size_fitted``).
+        Rows are encoded independently (models are in eval mode), so the numbers are those of the full batch."""
+        parts: list[tuple[slice, Any]] = []
         lo = 0
         while lo < len(ids):
             size = min(len(ids) - lo, self._fitted.get(what, len(ids)))
@@ -369,12 +429,11 @@ class CachedEvalContext(RunContext):
                                     "or run with --precision bf16 or on another device") from None
                 failed = size  # the retry waits until the except block has let go of the failed batch
             else:
-                with self.stages.timed("forward"):  # the copy back to the CPU waits for the device's work
-                    parts.append(self.contract.checked(raw, ids[lo:lo + size], what))
+                parts.append((slice(lo, lo + size), staged(raw)))
                 lo += size
                 continue
             self._halve(what, failed)
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        return parts
 
     def _halve(self, what: str, failed: int) -> None:
         """After an out-of-memory at ``failed`` items: half of it from now on, said once and recorded."""
@@ -386,7 +445,7 @@ class CachedEvalContext(RunContext):
                       f"(for the rest of this task's {what}s; the record says so under counts.batch_size_fitted)",
                       UserWarning, stacklevel=4)
 
-    def _encode_shared(self, store: Any, keys: Sequence[str | None], todo: list[int], emb: dict[int, torch.Tensor],
+    def _encode_shared(self, store: Any, keys: Sequence[str | None], todo: list[int], emb: Rows,
                        encode: Callable[[list[int]], None], what: str) -> None:
         """Encode the items at ``todo`` that no other run on this cache is encoding now, then wait
         for those runs and read theirs from the cache; what they did not deliver is claimed again
@@ -414,21 +473,21 @@ class CachedEvalContext(RunContext):
             todo = [i for i in rest if i not in emb]
 
     def _wait_for_others(self, store: Any, claim: Any, keys: Sequence[str | None], rest: list[int],
-                         emb: dict[int, torch.Tensor], what: str) -> None:
+                         emb: Rows, what: str) -> None:
         """Wait for the runs that claimed ``rest``, then take their embeddings from the cache."""
         bar = self._track(f"{what}: waiting for the run encoding them ({', '.join(claim.holders())})", len(rest))
         store.claims.wait(claim)
         store.refresh()
         pos, vecs = store.lookup([keys[i] for i in rest])
-        emb.update((rest[p], v) for p, v in zip(pos, vecs))
+        emb.add([rest[p] for p in pos], vecs)
         self.counters[f"{what}_cached"] += len(pos)
         self._advance(bar, len(rest))
 
-    def _serve_equal(self, media: MediaSet, emb: dict[int, torch.Tensor], same_as: dict[int, int]) -> None:
+    def _serve_equal(self, media: MediaSet, emb: Rows, same_as: dict[int, int]) -> None:
         """Items whose content equals an encoded one's get its embedding (or share its being broken)."""
         for i, j in same_as.items():
             if j in emb:
-                emb[i] = emb[j]
+                emb.share(i, j)
                 self.counters.media_cached += 1
             else:  # its twin's failure was reported already
                 self.media_policy.leave_out(media.key, media.ids[i], None)
@@ -460,29 +519,34 @@ class CachedEvalContext(RunContext):
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
             worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
 
-    def _batches(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
-        """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers."""
+    def _batches(self, media: MediaSet, todo: list[int],
+                 chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
+        """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers.
+        ``chunks``: the batches' positions as they become known (`KeyStream`), instead of ``todo``'s."""
         if media.cheap and media.load_batch is not None:
             bs = self.settings.batch_size
             for lo in range(0, len(todo), bs):
                 positions = todo[lo:lo + bs]
                 yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
         else:
-            for positions, pixels, mask, broken in self._decoded(media, todo):
+            for positions, pixels, mask, broken in self._decoded(media, todo, chunks):
                 for pos, message in broken:
                     self.media_policy.leave_out(media.key, media.ids[pos], message)
                 if positions:
                     yield positions, pixels, mask
 
-    def _decoded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
+    def _decoded(self, media: MediaSet, todo: list[int],
+                 chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
         """Decoded batches: image files the model decodes as tensors go through `DecodedBatches` on a
         GPU (batched nvjpeg, overlapping the forward pass); all else, and those on the CPU (one
         item per core), through `_loaded`."""
         transform = self._tensor_decoding(media)
         if transform is None or not batched_decoding(self.settings.device):
+            assert chunks is None  # streamed keys are for the batched road only (`_streams_keys`)
             return self._loaded(media, todo)
         bs = self.settings.batch_size
-        chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
+        if chunks is None:
+            chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
         return iter(DecodedBatches(list(media.sources or ()), chunks, transform, self.settings.device,
                                    self.media_policy, self._decode_threads()))
 
@@ -516,25 +580,23 @@ class CachedEvalContext(RunContext):
         finally:  # an error or Ctrl-C does not wait for the batches queued behind it
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _encode_media(self, media: MediaSet, todo: list[int], emb: dict[int, torch.Tensor], store: Any,
-                      keys: list[str | None]) -> None:
-        bar = self._track(f"encoding {media.kind}s", len(todo))
+    def _encode_media(self, media: MediaSet, todo: list[int], emb: Rows, store: Any, keys: list[str | None],
+                      chunks: Iterable[list[int]] | None = None) -> None:
+        bar = self._track(f"encoding {media.kind}s", len(todo) if chunks is None else None)  # None: not known yet
         start = time.perf_counter()
         device = self.settings.device
-        for positions, pixels, mask in self._waited("decode", self._batches(media, todo)):
-            pixels = pixels.to(device, non_blocking=True)
-            mask = None if mask is None else mask.to(device)
+        with self._keeper() as keeper:
+            for positions, pixels, mask in self._waited("decode", self._batches(media, todo, chunks)):
+                pixels = pixels.to(device, non_blocking=True)
+                mask = None if mask is None else mask.to(device)
 
-            def encode(part: slice, pixels: torch.Tensor = pixels, mask: torch.Tensor | None = mask) -> Any:
-                if media.kind == "video":
-                    return self.model.encode_video(pixels[part], None if mask is None else mask[part])
-                return self.model.encode_image(pixels[part])
+                def encode(part: slice, pixels: torch.Tensor = pixels, mask: torch.Tensor | None = mask) -> Any:
+                    if media.kind == "video":
+                        return self.model.encode_video(pixels[part], None if mask is None else mask[part])
+                    return self.model.encode_image(pixels[part])
 
-            out = self._encode_fitting([media.ids[p] for p in positions], media.kind, encode)
-            emb.update(zip(positions, out))
-            if store is not None:
-                keep = [j for j, p in enumerate(positions) if keys[p] is not None]
-                store.add([keys[positions[j]] for j in keep], out[keep])
-            self.counters.media_encoded += len(positions)
-            self._advance(bar, len(positions))
+                ids = [media.ids[p] for p in positions]
+                parts = self._forward_fitting(ids, media.kind, encode)
+                keeper.keep(ids, media.kind, parts, self._kept(positions, [keys[p] for p in positions], emb, store,
+                                                               "media_encoded", bar))
         self.counters.encode_seconds += time.perf_counter() - start

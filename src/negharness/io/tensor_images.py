@@ -3,8 +3,9 @@
 PIL decoding and open_clip's PIL transforms cost ~3.5 ms of CPU per photo: a GPU that encodes 20,000
 images/s would need 70 cores to keep up. Here file bytes are read by threads (cheap), JPEGs are
 decoded in one batched call, ``torchvision.io.decode_jpeg(list, device=...)`` (nvjpeg on CUDA,
-libjpeg-turbo on the CPU), and resized, cropped and normalised as tensor ops on that device. On CUDA a
-producer thread decodes batch k+1 on its own stream while the model encodes batch k.
+libjpeg-turbo on the CPU), and resized, cropped and normalised as tensor ops on that device. On CUDA
+(`DecodedBatches`) a decoder thread decodes batch k+2 and a transform thread transforms batch k+1, each on
+a stream of its own, while the model encodes batch k.
 
 The resize is torch's antialiased bicubic (ported from Pillow's): on the CPU in uint8 fixed point, on
 CUDA in float32 rounded to uint8 as Pillow's output is. What is left of the difference from open_clip's
@@ -18,12 +19,17 @@ item by item, through `negharness.io.image_files.read_rgb`: an unreadable file r
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import queue
+import stat
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from io import BytesIO
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -66,7 +72,7 @@ def tensor_recipe(transform: PixelTransform, device: torch.device) -> str:
     return f"image-tensor|{tensor_decoder_identity(device)}|{transform.identity()}|resize-{resize}"
 
 
-def plain_jpeg(data: bytes | memoryview) -> bool:
+def plain_jpeg(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` is a JPEG both tensor decoders take as Pillow does: Huffman-coded (baseline,
     extended or progressive), 8-bit, grey or 3-component, ending in its EOI marker (a truncated file
     goes to Pillow, which names it). Reads the markers up to the frame header only."""
@@ -94,7 +100,7 @@ def plain_jpeg(data: bytes | memoryview) -> bool:
     return False
 
 
-def pil_pixels(data: bytes, path: Path) -> torch.Tensor:
+def pil_pixels(data: bytes | bytearray, path: Path) -> torch.Tensor:
     """A file Pillow decodes (any format it reads), as uint8 (3, H, W); failures are its `MediaError`."""
     rgb = np.asarray(read_rgb(BytesIO(data), path))
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1)
@@ -106,18 +112,79 @@ def decoded_or_pil(encoded: torch.Tensor, pixels: torch.Tensor | None, path: Pat
     return pixels if pixels is not None else pil_pixels(encoded.numpy().tobytes(), Path(path))
 
 
-def read_item(path: Path) -> torch.Tensor | tuple[torch.Tensor]:
-    """One file: a plain JPEG's bytes as a (1-tuple of a) uint8 tensor for the tensor decoder, or any
-    other file's pixels (3, H, W) from Pillow. Runs in reader threads; errors are `MediaError`s."""
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
+    """A regular file's bytes, read straight into one buffer that the JPEG decoder then takes as a tensor
+    without a copy (``read_bytes`` + ``bytearray`` + ``frombuffer`` cost 3x the reader's time: a copy, and
+    pathlib's parsing); None for anything else (missing, not a regular file, an error), which `read_item`'s
+    checked road then names. Opened without blocking (a FIFO is seen by ``fstat``, never waited on)."""
     try:
-        data = regular_media(Path(path)).read_bytes()
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        data = bytearray(st.st_size)
+        got = _read_into(fd, data)
+        while got < len(data):  # a regular file gives all at once; a shorter read means it shrank meanwhile
+            n = _read_into(fd, memoryview(data)[got:])
+            if n == 0:
+                return data[:got]
+            got += n
+        return data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _readinto_file(fd: int, view: bytearray | memoryview) -> int:
+    with open(fd, "rb", buffering=0, closefd=False) as fh:  # where there is no readv (Windows)
+        return fh.readinto(view) or 0
+
+
+def _readv(fd: int, view: bytearray | memoryview) -> int:
+    return os.readv(fd, [view])
+
+
+_read_into = _readv if hasattr(os, "readv") else _readinto_file
+
+
+def checked_bytes(path: Path) -> bytes:
+    """A file's bytes, or the `MediaError` that names why it cannot be read (`regular_media`'s checks)."""
+    try:
+        return regular_media(Path(path)).read_bytes()
     except FileNotFoundError:
         raise MediaError(f"image not found: {path}") from None
     except OSError as exc:
         raise MediaError(f"cannot read image {path}: {exc.strerror or exc}") from None
+
+
+def read_item(path: Path) -> torch.Tensor | tuple[torch.Tensor]:
+    """One file: a plain JPEG's bytes as a (1-tuple of a) uint8 tensor for the tensor decoder, or any
+    other file's pixels (3, H, W) from Pillow. Runs in reader threads; errors are `MediaError`s."""
+    data = file_bytes(path)
+    if data is None:  # the checked road: the same read, or the error that names the file
+        data = bytearray(checked_bytes(path))
     if plain_jpeg(data):
-        return (torch.frombuffer(bytearray(data), dtype=torch.uint8),)
+        return (torch.frombuffer(data, dtype=torch.uint8),)
     return pil_pixels(data, Path(path))
+
+
+def read_items(paths: Sequence[Path], positions: Sequence[int], unreadable: UnreadableMedia) -> list[tuple[int, Any]]:
+    """`read_item` of each position, under the run's rule for unreadable files: one reader task reads a
+    run of files (a task per file cost more of the GIL in futures than the reads themselves)."""
+    out: list[tuple[int, Any]] = []
+    for pos in positions:
+        try:
+            out.append((pos, read_item(paths[pos])))
+        except MediaError as exc:  # raised again unless media are skipped (`UnreadableMedia.message`)
+            out.append((pos, unreadable.message(exc)))
+    return out
 
 
 def decode_jpegs(encoded: list[torch.Tensor], device: torch.device) -> list[torch.Tensor | None]:
@@ -145,88 +212,149 @@ class DecodedBatches:
     broken)`` as the runner's loader yields them, pixels (n, 3, h, w) float32 on ``device``, broken
     ``(position, message)`` for files that could not be read when the run's `UnreadableMedia` skips them.
 
-    Reader threads read (and, for non-JPEGs, decode with Pillow) ``AHEAD`` batches ahead; one producer
-    thread decodes each batch's JPEGs in one call and transforms them (on CUDA on a stream of its own,
-    so this overlaps the model's forward on the default stream) and hands finished batches over a
-    queue of ``AHEAD``. The caller's thread only takes them: no per-image Python work on its path."""
+    A pipeline of threads, so the caller's thread only takes finished batches (no per-image Python work
+    on its path): reader threads read (and, for non-JPEGs, decode with Pillow) ``AHEAD`` batches ahead, a
+    batch in one task per thread; a decoder thread decodes each batch's JPEGs in one call (Pillow for any
+    the decoder refuses); a transform thread resizes and normalises them. On
+    CUDA the two work on streams of their own, so batch k+1's decode overlaps batch k's transform, and
+    both the model's forward on the default stream. Finished batches wait on a queue of ``AHEAD``.
 
-    def __init__(self, paths: Sequence[Path], chunks: list[list[int]], transform: PixelTransform,
+    ``chunks`` (the positions of each batch) may be a list or an iterator that hands them as they become
+    known (the runner's cache keys, resolved while earlier batches encode); one with a ``close`` method
+    is closed when the caller stops early, so a decoder waiting on it ends."""
+
+    def __init__(self, paths: Sequence[Path], chunks: Iterable[list[int]], transform: PixelTransform,
                  device: torch.device, unreadable: UnreadableMedia | bool, threads: int,
                  thread_init: Callable[[], None] | None = None) -> None:
         self.paths, self.chunks, self.transform, self.device = paths, chunks, transform, device
         self.unreadable, self.threads, self.thread_init = UnreadableMedia.of(unreadable), threads, thread_init
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        decoded: queue.Queue[Any] = queue.Queue(maxsize=1)
         done: queue.Queue[Any] = queue.Queue(maxsize=AHEAD)
         stop = threading.Event()
         readers = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="negharness-read",
                                      initializer=self.thread_init)
-        producer = threading.Thread(target=self._produce, args=(readers, done, stop), name="negharness-decode",
-                                    daemon=True)
-        producer.start()
+        stages = [threading.Thread(target=self._decode_all, args=(readers, decoded, stop), name="negharness-decode",
+                                   daemon=True),
+                  threading.Thread(target=self._transform_all, args=(decoded, done, stop),
+                                   name="negharness-transform", daemon=True)]
+        for stage in stages:
+            stage.start()
         try:
-            for _ in self.chunks:
-                item = done.get()
+            while (item := done.get()) is not _END:
                 if isinstance(item, BaseException):
                     raise item
-                if self.device.type == "cuda" and item[1] is not None:  # made on the producer's stream
+                if self.device.type == "cuda" and item[1] is not None:  # made on the transform's stream
                     item[1].record_stream(torch.cuda.current_stream(self.device))
                 yield item
-        finally:  # an error or Ctrl-C: the producer stops at its next batch, queued reads are dropped
+        finally:  # an error or Ctrl-C: the stages stop at their next batch, queued reads are dropped
             stop.set()
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    done.get_nowait()
-            producer.join()
+            close = getattr(self.chunks, "close", None)
+            if close is not None:
+                close()
+            for stage in stages:
+                stage.join()
             readers.shutdown(wait=True, cancel_futures=True)
 
-    def _produce(self, readers: ThreadPoolExecutor, done: queue.Queue[Any], stop: threading.Event) -> None:
+    def _stream(self) -> Any:
         if self.thread_init is not None:
             self.thread_init()
-        stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        reads = [self._submit(readers, c) for c in self.chunks[:AHEAD]]
+        return torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+
+    def _decode_all(self, readers: ThreadPoolExecutor, out: queue.Queue[Any], stop: threading.Event) -> None:
+        """The decoder stage: each batch's reads gathered and its JPEGs decoded, in order; `_END` after the last."""
+        stream = self._stream()
+        chunks = iter(self.chunks)
         try:
-            for k, chunk in enumerate(self.chunks):
-                if k + AHEAD < len(self.chunks):
-                    reads.append(self._submit(readers, self.chunks[k + AHEAD]))
+            reads = deque(self._submit(readers, c) for c in itertools.islice(chunks, AHEAD))
+            while reads:
                 with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                    batch = self._batch(chunk, reads[k])
+                    items = self._decoded(reads.popleft())
                     if stream is not None:
                         stream.synchronize()
-                reads[k] = []
-                if not self._put(done, batch, stop):
+                if not _put(out, items, stop):
+                    return
+                more = next(chunks, None)  # after the decode: a chunk still being made waits for nothing before it
+                if more is not None:
+                    reads.append(self._submit(readers, more))
+            _put(out, _END, stop)
+        except BaseException as exc:  # noqa: BLE001 - handed on to the caller's thread, which raises it
+            _put(out, exc, stop)
+
+    def _transform_all(self, inp: queue.Queue[Any], out: queue.Queue[Any], stop: threading.Event) -> None:
+        """The transform stage: each decoded batch resized and normalised, in order (`_END` handed on)."""
+        stream = self._stream()
+        try:
+            while (items := _get(inp, stop)) is not None:
+                if isinstance(items, BaseException):
+                    raise items
+                if items is _END:
+                    _put(out, _END, stop)
+                    return
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                    batch = self._finished(items, stream)
+                    if stream is not None:
+                        stream.synchronize()
+                if not _put(out, batch, stop):
                     return
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which raises it
-            self._put(done, exc, stop)
+            _put(out, exc, stop)
 
-    @staticmethod
-    def _put(done: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
-        while not stop.is_set():
-            with contextlib.suppress(queue.Full):
-                done.put(item, timeout=0.1)
-                return True
-        return False
+    def _submit(self, readers: ThreadPoolExecutor, chunk: list[int]) -> list[Future[list[tuple[int, Any]]]]:
+        """One batch's reads: a run of files per reader thread (`read_items`)."""
+        size = max(1, -(-len(chunk) // max(1, self.threads)))
+        return [readers.submit(read_items, self.paths, chunk[lo:lo + size], self.unreadable)
+                for lo in range(0, len(chunk), size)]
 
-    def _submit(self, readers: ThreadPoolExecutor, chunk: list[int]) -> list[Future[Any]]:
-        return [readers.submit(read_item, self.paths[p]) for p in chunk]
-
-    def _batch(self, chunk: list[int], reads: list[Future[Any]]) -> tuple[Any, ...]:
-        """One batch: read results gathered, JPEGs decoded together, all transformed together. A
-        file that fails to read, or that the JPEG decoder refuses and Pillow cannot read either,
-        goes by the run's `UnreadableMedia` rule, as on every other path."""
+    def _decoded(self, reads: list[Future[list[tuple[int, Any]]]]) -> list[tuple[int, Any]]:
+        """One batch's items in order, ``(position, pixels or the message of a skipped file)``: read
+        results gathered, JPEGs decoded together. A file that fails to read, or that the JPEG decoder
+        refuses and Pillow cannot read either, goes by the run's `UnreadableMedia` rule, as on every
+        other path."""
         # (position, a plain JPEG's 1-tuple of bytes, Pillow's pixels, or the message of a skipped file)
-        items: list[tuple[int, Any]] = [self.unreadable.attempt(pos, future.result) for pos, future in zip(chunk, reads)]
+        items: list[tuple[int, Any]] = [item for future in reads for item in future.result()]
         jpeg_at = [j for j, (_, item) in enumerate(items) if isinstance(item, tuple)]
         decoded = decode_jpegs([items[j][1][0] for j in jpeg_at], decode_device(self.device))
         for j, pixels in zip(jpeg_at, decoded):
             pos, encoded = items[j][0], items[j][1][0]
-            items[j] = self.unreadable.attempt(pos, lambda: decoded_or_pil(encoded, pixels, self.paths[pos]))
+            if pixels is None:
+                items[j] = self.unreadable.attempt(pos, partial(decoded_or_pil, encoded, None, self.paths[pos]))
+            else:
+                items[j] = (pos, pixels)
+        return items
+
+    def _finished(self, items: list[tuple[int, Any]], stream: Any) -> tuple[Any, ...]:
+        """One decoded batch as the runner takes it: the readable items moved to the device and transformed."""
         broken = [(pos, item) for pos, item in items if isinstance(item, str)]
         kept = [(pos, item) for pos, item in items if not isinstance(item, str)]
         if not kept:
             return [], None, None, broken
-        on_device = [im.to(self.device, non_blocking=True) for _, im in kept]
+        on_device = [im if im.device == self.device else im.to(self.device, non_blocking=True) for _, im in kept]
+        if stream is not None:  # the decoder's stream made them: not reused before this stream is done with them
+            for im in on_device:
+                im.record_stream(stream)
         return [pos for pos, _ in kept], self.transform(on_device), None, broken
+
+
+_END = object()  # after a pipeline's last batch
+
+
+def _put(out: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
+    """Hand ``item`` on, waiting for room; False when the pipeline was stopped meanwhile."""
+    while not stop.is_set():
+        with contextlib.suppress(queue.Full):
+            out.put(item, timeout=0.1)
+            return True
+    return False
+
+
+def _get(inp: queue.Queue[Any], stop: threading.Event) -> Any:
+    """The next item, or None when the pipeline was stopped while waiting for it."""
+    while not stop.is_set():
+        with contextlib.suppress(queue.Empty):
+            return inp.get(timeout=0.1)
+    return None
 
 
 class DecodedFiles(torch.utils.data.Dataset[Any]):

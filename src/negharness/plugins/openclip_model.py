@@ -41,6 +41,7 @@ from negharness.plugins.openclip_weights import (
 )
 from negharness.plugins.token_lengths import (
     TEXT_ENCODER,
+    PassTokens,
     bucket_overhead,
     causal_text_tower,
     encode_cut_tokens,
@@ -119,6 +120,7 @@ class OpenClipModel(EmbeddingModel):
         self.checkpoint_notes: dict[str, Any] = {}  # ignored pickled objects, "equals its base model"
         self.text_on_lengths = causal_text_tower(model)  # cutting is exact for this tower (see encode_text)
         self.text_lengths = "auto"  # -M text_lengths: whether to cut, by device (`lengths_pay`)
+        self._pass_tokens: PassTokens | None = None  # the last length pre-pass's tokens (`text_batches`)
 
     # construction ---------------------------------------------------------------------------
     @classmethod
@@ -300,7 +302,9 @@ class OpenClipModel(EmbeddingModel):
         """Sorted by token length, at most ``batch_size`` x context token positions a batch (see `token_batches`)."""
         if not self.on_lengths() or not len(texts):
             return super().text_batches(texts, batch_size)
-        lengths = self._token_lengths(self.tokenizer(list(texts))).tolist()
+        tokens: torch.Tensor = self.tokenizer(list(texts))
+        self._pass_tokens = PassTokens(texts, tokens)  # `prepare_texts` takes its batches' rows from here
+        lengths = self._token_lengths(tokens).tolist()
         return token_batches(lengths, max(1, batch_size) * int(self.model.positional_embedding.shape[0]))
 
     def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
@@ -312,7 +316,10 @@ class OpenClipModel(EmbeddingModel):
 
     def prepare_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """The texts' tokens, (N, context) on the CPU: what the runner makes for the next batch in a
-        thread while this one encodes."""
+        thread while this one encodes; the rows the length pre-pass made (`text_batches`) where it saw them."""
+        passed = self._pass_tokens.of(texts) if self._pass_tokens is not None else None
+        if passed is not None:
+            return passed
         tokens: torch.Tensor = self.tokenizer(list(texts))  # open_clip's tokenizer or ours (`fast_tokenizer`)
         return tokens
 

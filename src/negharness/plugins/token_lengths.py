@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Iterator, Sequence
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:  # open_clip ships no types (no py.typed): its classes read as Any
@@ -155,3 +156,27 @@ def encode_cut_tokens(model: open_clip.CLIP, tokens: torch.Tensor) -> torch.Tens
     proj = model.text_projection
     out: torch.Tensor = x if proj is None else proj(x) if isinstance(proj, torch.nn.Linear) else x @ proj
     return out
+
+
+class PassTokens:
+    """The tokens of the texts a length pre-pass tokenised (`token_batches` needs their lengths), kept so
+    that each batch's own tokenising (the model's ``prepare_texts``) takes their rows instead of a second
+    pass over the same texts (9 us a COCO caption on a warm tokenizer). Held as int32, cut after the last
+    column any text reaches (the rest is padding, zeros), so 100,000 captions take ~25 MB."""
+
+    def __init__(self, texts: Sequence[str], tokens: torch.Tensor) -> None:
+        self.index = dict(zip(texts, range(len(texts))))
+        used = torch.nonzero(tokens.any(dim=0)).flatten()
+        self.width, self.cut = tokens.shape[1], int(used[-1]) + 1 if len(used) else 0
+        self.dtype = tokens.dtype
+        self.rows = np.ascontiguousarray(tokens[:, :self.cut].numpy().astype(np.int32))
+
+    def of(self, texts: Sequence[str]) -> torch.Tensor | None:
+        """The tokens of ``texts`` (N, context), equal to the tokenizer's; None when one was not in the pass."""
+        try:
+            at = np.fromiter((self.index[t] for t in texts), dtype=np.int64, count=len(texts))
+        except KeyError:
+            return None
+        out = np.zeros((len(texts), self.width), dtype=np.int64)
+        out[:, :self.cut] = self.rows[at]
+        return torch.from_numpy(out).to(self.dtype)

@@ -6,8 +6,10 @@ how items become pixels (``text``; or a media kind with its frame source, decode
 the ids inside are content hashes (see `negharness.store.content`), so one file reached through two tasks
 or two data roots is one entry and a replaced file is a new one.
 
-Nothing finished is lost: each encoded batch is written at once as its own shard (write and rename,
-so a kill -9 loses at most the batch being encoded), fsync'd at least every few seconds (a power cut
+Nothing finished is lost: encoded rows are written as a shard (write and rename) as soon as they hold
+`FLUSH_SECONDS` of the model's work (the runner says what each batch cost) or `FLUSH_ROWS` rows, so a
+kill -9 loses at most that, or the one batch in flight where a batch takes longer (a shard per batch of a
+fast GPU cost more host time than the batch); shards are fsync'd at least every few seconds (a power cut
 loses at most those seconds). Every shard carries a checksum of its ids and embedding bytes, checked
 on read: a damaged shard is moved aside into ``damaged/`` with a warning naming it, and its items
 are encoded again. Many small shards are merged into one (atomically, by the process that wrote
@@ -18,16 +20,19 @@ claims (`negharness.store.claims`): each item is encoded by one of them and read
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import os
 import re
 import socket
+import threading
 import time
 import warnings
 import zlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar, cast
 
 import numpy as np
 import torch
@@ -41,6 +46,8 @@ OLD_FORMATS = ("negharness-shard-v2", "negharness-shard-v3")  # kept apart by th
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
 COMPACT_OVER = 16  # shards in one collection folder before a load merges them
 SYNC_SECONDS = 2.0  # the longest a written shard waits for an fsync
+FLUSH_SECONDS = 0.025  # the model's work (seconds) that added rows hold at most before they are written
+FLUSH_ROWS = 16_384  # rows added before they are written, whatever they cost
 
 
 def text_key(text: str) -> str:
@@ -112,18 +119,20 @@ def read_shard(path: Path) -> tuple[list[str], torch.Tensor]:
 
 
 def write_shard(path: Path, ids: Sequence[str], emb: torch.Tensor, sync: bool) -> None:
-    """Atomically (temporary file, then rename); ``sync`` also fsyncs the file and its folder."""
-    from safetensors.torch import save
-
-    emb = emb.detach().float().cpu().contiguous()
+    """Atomically (temporary file, then rename); ``sync`` also fsyncs the file and its folder. The
+    safetensors file is written here, header then the table's own bytes (safetensors' ``save`` copied
+    the table twice under the GIL, a third of a shard's cost); its reader reads it (`read_shard`)."""
+    emb = _host_table(emb)
     ids_json = json.dumps(list(ids))
     owner = shard_owner(path)
-    blob = save({"emb": emb}, metadata={"format": FORMAT, "owner": owner, "ids": ids_json,
-                                        "checksum": shard_checksum(ids_json, emb, owner)})
+    header = safetensors_header(emb, {"format": FORMAT, "owner": owner, "ids": ids_json,
+                                      "checksum": shard_checksum(ids_json, emb, owner)})
+    table = emb.numpy().data.cast("B")
 
     def _write(tmp: Path) -> None:
         with open(tmp, "wb") as fh:
-            fh.write(blob)
+            fh.write(header)
+            fh.write(table)
             if sync:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -131,6 +140,16 @@ def write_shard(path: Path, ids: Sequence[str], emb: torch.Tensor, sync: bool) -
     atomic_write(path, _write)
     if sync:
         _fsync(path.parent)
+
+
+def safetensors_header(emb: torch.Tensor, metadata: dict[str, str]) -> bytes:
+    """The safetensors header of a file holding ``emb`` (float32, as ``"emb"``) after it: its length
+    (8 bytes, little-endian), then its JSON, padded with spaces to a multiple of 8 as safetensors pads."""
+    info = {"__metadata__": metadata,
+            "emb": {"dtype": "F32", "shape": list(emb.shape), "data_offsets": [0, emb.numel() * 4]}}
+    body = json.dumps(info, separators=(",", ":")).encode("utf-8")
+    body += b" " * (-len(body) % 8)
+    return len(body).to_bytes(8, "little") + body
 
 
 def _fsync(path: Path) -> None:
@@ -150,7 +169,7 @@ def _fsync(path: Path) -> None:
 def _unique_rows(shards: list[tuple[Path, list[str], torch.Tensor]]) -> tuple[list[str], torch.Tensor]:
     """The shards' ids and rows, each id once (its first row: every copy encodes the same content)."""
     ids = [k for _, keys, _ in shards for k in keys]
-    emb = torch.cat([e for _, _, e in shards])
+    emb = _stacked([e for _, _, e in shards])
     first = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))
     if len(first) == len(ids):
         return ids, emb
@@ -158,22 +177,52 @@ def _unique_rows(shards: list[tuple[Path, list[str], torch.Tensor]]) -> tuple[li
     return [ids[i] for i in keep], emb[torch.tensor(keep, dtype=torch.long)]
 
 
+def _host_table(emb: torch.Tensor) -> torch.Tensor:
+    """``emb`` as float32, contiguous, on the CPU, without grad: as it comes from the runner, with no torch
+    call (each lets go of the GIL, and taking it back can wait a switch interval beside a busy thread)."""
+    if emb.dtype == torch.float32 and emb.device.type == "cpu" and not emb.requires_grad and emb.is_contiguous():
+        return emb
+    return emb.detach().float().cpu().contiguous()
+
+
+def _stacked(tables: list[torch.Tensor]) -> torch.Tensor:
+    """The (n, D) float32 tables one under the other, in numpy: torch's ``cat`` woke its OpenMP threads
+    for the copy (tens of ms for 8,192 rows on two loaded cores)."""
+    if len(tables) == 1:
+        return tables[0].contiguous()
+    return torch.from_numpy(np.concatenate([t.numpy() for t in tables]))
+
+
 def _new_shard_name() -> str:
     """Unique across the processes of one machine (pid) and of several nodes sharing a cache (host)."""
     return f"shard-{time.time_ns()}-{_HOST}-{os.getpid()}.safetensors"
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _locked(method: _Method) -> _Method:
+    """``method`` under its collection's lock (`CollectionCache` is used from two threads at once)."""
+    @functools.wraps(method)
+    def run(self: "CollectionCache", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return cast(_Method, run)
+
+
 class CollectionCache:
     """The cached embeddings of one (namespace, collection).
 
-    ``flush_every``: items buffered before a shard is written; the default 1 writes every batch
-    as it is encoded (the runner adds one batch at a time).
+    Added rows are buffered until they hold ``flush_seconds`` of the model's work (each `add` says what
+    its rows cost; an add that does not say is written at once) or ``flush_every`` rows, then written as
+    one shard: a batch that takes longer is written as it comes, faster ones together.
     """
 
-    def __init__(self, folder: Path, flush_every: int = 1, sync_seconds: float = SYNC_SECONDS,
-                 compact_over: int = COMPACT_OVER) -> None:
+    def __init__(self, folder: Path, flush_every: int = FLUSH_ROWS, sync_seconds: float = SYNC_SECONDS,
+                 compact_over: int = COMPACT_OVER, flush_seconds: float = FLUSH_SECONDS) -> None:
         self.folder = folder
         self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
         self.sync_seconds = sync_seconds
         self.compact_over = compact_over
         self._index: dict[str, int] | None = None  # key -> row of the tables stacked: no tensor per row
@@ -181,12 +230,14 @@ class CollectionCache:
         self._starts: list[int] = []  # each table's first row
         self._pending_ids: list[str] = []
         self._pending: list[torch.Tensor] = []
+        self._pending_seconds = 0.0  # the model's work the pending rows hold
         self._written: list[tuple[Path, list[str], torch.Tensor]] = []  # this process's shards not yet merged
         self._unsynced = False
         self._last_sync = time.monotonic()
         self._seen: set[str] = set()  # shard names already in the index
         self.damaged: list[Path] = []
         self.claims = Claims(folder, _HOST)
+        self._lock = threading.RLock()  # the encoding loop's keeper adds while a key stream looks up
 
     def _load(self) -> dict[str, int]:
         if self._index is None:
@@ -249,6 +300,7 @@ class CollectionCache:
             out[sel] = self._tables[table].numpy()[rows[sel] - self._starts[table]]
         return torch.from_numpy(out)
 
+    @_locked
     def refresh(self) -> None:
         """Take in what other processes wrote since this one last looked (after waiting for them)."""
         if self._index is None:
@@ -301,6 +353,7 @@ class CollectionCache:
                 except OSError:
                     pass
 
+    @_locked
     def lookup(self, keys: Sequence[str]) -> tuple[list[int], torch.Tensor]:
         """Positions of ``keys`` that are cached (ascending), and their embeddings as one (n, D)
         table: gathered by row numbers, never a Python object per row."""
@@ -311,25 +364,30 @@ class CollectionCache:
             return [], torch.empty(0, self._tables[0].shape[1] if self._tables else 0)
         return hit.tolist(), self._gather(rows[hit])
 
-    def add(self, keys: Sequence[str], emb: torch.Tensor) -> None:
-        emb = emb.detach().float().cpu()
+    @_locked
+    def add(self, keys: Sequence[str], emb: torch.Tensor, seconds: float = math.inf) -> None:
+        """Rows for ``keys``, served by `lookup` at once and written to disk with the rows added before them
+        once they hold ``flush_seconds`` of work (``seconds``: what these cost to compute; not said, they
+        are written now) or ``flush_every`` rows."""
+        emb = _host_table(emb)
         if emb.ndim != 2 or emb.shape[0] != len(keys):
             raise ValueError(f"cache add: {len(keys)} keys for embeddings of shape {tuple(emb.shape)}")
         index = self._load()
         start = self._append_table(emb)
-        for key, row in zip(keys, range(start, start + len(keys))):
-            index[key] = row
+        index.update(zip(keys, range(start, start + len(keys))))
         self._pending_ids.extend(keys)
         self._pending.append(emb)
-        if len(self._pending_ids) >= self.flush_every:
+        self._pending_seconds += seconds
+        if len(self._pending_ids) >= self.flush_every or self._pending_seconds >= self.flush_seconds:
             self.flush()
 
+    @_locked
     def flush(self, sync: bool = False) -> None:
         """Write what is pending as a shard; fsync when asked or when the last fsync is
         `sync_seconds` old (earlier unsynced shards are then synced with the folder)."""
         if self._pending_ids:
-            emb = torch.cat(self._pending).contiguous()
-            ids, self._pending_ids, self._pending = self._pending_ids, [], []
+            emb = _stacked(self._pending)
+            ids, self._pending_ids, self._pending, self._pending_seconds = self._pending_ids, [], [], 0.0
             due = sync or time.monotonic() - self._last_sync >= self.sync_seconds
             path = self.folder / _new_shard_name()
             write_shard(path, ids, emb, sync=due and not self._unsynced)
@@ -345,13 +403,14 @@ class CollectionCache:
         if sync:
             self._last_sync = time.monotonic()
 
+    @_locked
     def close(self) -> None:
         """End of a run's pass over this collection: what is pending and this process's shards
         become one shard, fsync'd once (the small ones are then removed, so they need no fsync)."""
         shards = [w for w in self._written if w[0].exists()]
         if self._pending_ids:
-            shards.append((self.folder / "pending", self._pending_ids, torch.cat(self._pending)))
-        self._pending_ids, self._pending, self._written = [], [], []
+            shards.append((self.folder / "pending", self._pending_ids, _stacked(self._pending)))
+        self._pending_ids, self._pending, self._written, self._pending_seconds = [], [], [], 0.0
         if len(shards) == 1 and not self._unsynced and shards[0][0].exists():
             return  # one shard, already durable
         self._merge(shards, force=True)
@@ -363,8 +422,9 @@ class EmbeddingCache:
     """Root of the cache; `collection()` hands out per-(namespace, collection) stores, and
     `hasher` the content hashes of media files (memoised under ``<root>/content-hashes``)."""
 
-    def __init__(self, root: str | Path, flush_every: int = 1, hasher: FileHasher | None = None) -> None:
-        """``hasher``: the run's one `FileHasher` (its memo is this root's ``content-hashes``)."""
+    def __init__(self, root: str | Path, flush_every: int = FLUSH_ROWS, hasher: FileHasher | None = None) -> None:
+        """``flush_every``: rows each collection buffers at most (`CollectionCache`); ``hasher``: the run's
+        one `FileHasher` (its memo is this root's ``content-hashes``)."""
         self.root = Path(root) / "embeddings"
         self.flush_every = flush_every
         self.hasher = hasher if hasher is not None else FileHasher(Path(root) / "content-hashes")

@@ -22,7 +22,7 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -33,8 +33,7 @@ from negharness.io.atomic_files import atomic_write_bytes
 DIGEST_HEX = 32  # 128 bits of SHA-256: collisions out of reach for any dataset
 CHUNK = 1 << 20
 RACY_SECONDS = 2.0  # files changed more recently than this are not memoised
-PROBE_FILES = 16  # files hashed in the calling thread before deciding on a pool
-POOL_ABOVE_SECONDS = 100e-6  # per file: slower than this, the reads wait on a disk or are large
+HASH_TASK = 64  # files one task of the hashing pool reads in a row (a task per file cost more than the file)
 COMPACT_SLACK = 10_000  # memo lines beyond one per file before the memo is rewritten (~7 ms a run)
 
 
@@ -45,19 +44,27 @@ def hash_bytes(*parts: bytes | memoryview) -> str:
     return h.hexdigest()[:DIGEST_HEX]
 
 
-def hash_open_file(path: Path) -> str:
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def hash_open_file(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a regular file's bytes (hashlib releases the GIL, so threads hash in parallel).
-    A file up to `CHUNK` is read in one call of its size; a larger one through one reused buffer
-    per thread (a fresh 1 MB buffer per file made hashing small files 2x slower, with threads)."""
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as fh:
-        if os.fstat(fh.fileno()).st_size <= CHUNK:
-            h.update(fh.readall())
-        else:
-            buf = _thread_buffer()
-            view = memoryview(buf)
-            while n := fh.readinto(buf):
-                h.update(view[:n])
+    A file up to `CHUNK` is read in one call of its size; a larger one (or one that grew since its
+    size was read) through one reused buffer per thread (a fresh 1 MB buffer per file made hashing
+    small files 2x slower, with threads)."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1) if size <= CHUNK else b""
+        h = hashlib.sha256(data)
+        if size > CHUNK or len(data) > size:
+            with open(fd, "rb", buffering=0, closefd=False) as fh:
+                buf = _thread_buffer()
+                view = memoryview(buf)
+                while n := fh.readinto(buf):
+                    h.update(view[:n])
+    finally:
+        os.close(fd)
     return h.hexdigest()[:DIGEST_HEX]
 
 
@@ -152,18 +159,36 @@ class FileHasher:
         path = path if os.path.isabs(path) else os.path.abspath(path)
         return (path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
-    def _read(self, path: str, key: tuple[Any, ...]) -> str | None:
-        """Hash a file's bytes and memoise it unless it changed within the racy window."""
-        try:
-            digest = hash_open_file(Path(path))
-        except OSError:
-            return None
+    def _digests(self, paths: Sequence[str]) -> list[str | None]:
+        """A run of files' hashes (one pool task): each file's stat looked up in the memo, else its bytes
+        hashed and memoised unless it changed within the racy window; None for a file that cannot be read."""
+        memo = self._load_memo()
+        out: list[str | None] = []
+        fresh: list[tuple[tuple[Any, ...], str]] = []
+        hashed = hits = 0
+        settled = time.time() - RACY_SECONDS
+        for path in paths:
+            key = self._stat_key(path)
+            digest = None if key is None else memo.get(key)
+            if digest is not None:
+                hits += 1
+            elif key is not None:
+                try:
+                    digest = hash_open_file(path)
+                except OSError:
+                    pass
+                else:
+                    hashed += 1
+                    if max(key[2], key[3]) / 1e9 < settled:
+                        fresh.append((key, digest))
+            out.append(digest)
+        lines = [_format_line(key, digest) for key, digest in fresh]
         with self._lock:
-            self.hashed += 1
-            if time.time() - max(key[2], key[3]) / 1e9 > RACY_SECONDS:
-                self._load_memo()[key] = digest
-                self._new.append(_format_line(key, digest))
-        return digest
+            self.hashed += hashed
+            self.memo_hits += hits
+            memo.update(fresh)
+            self._new.extend(lines)
+        return out
 
     def file(self, path: str | os.PathLike[str]) -> str | None:
         """Content hash of one file, or None when it is not a readable regular file (its decoder
@@ -190,43 +215,42 @@ class FileHasher:
 
     def many(self, sources: Sequence[Any], threads: int | None = None) -> list[str | None]:
         """Hashes of many sources (a file, or a video's frame files: the hash of their hashes in
-        order), in order. Memo hits cost a stat; misses are read by a pool of threads."""
-        memo = self._load_memo()
+        order), in order. Memo hits cost a stat, misses a read; both off the calling thread, by a pool of
+        threads that each take a run of `HASH_TASK` files (stats, reads and SHA-256 release the GIL, so
+        they overlap, and a task per file cost more than the file); a set of one run is done here."""
+        self._load_memo()
         single = [_is_path(s) for s in sources]
         flat = [[os.fspath(s)] if one else [os.fspath(p) for p in s] for s, one in zip(sources, single)]
-        digests: dict[str, str | None] = {}
-        misses: dict[str, tuple[Any, ...]] = {}
-        for files in flat:
-            for path in files:
-                if path in digests or path in misses:
-                    continue
-                key = self._stat_key(path)
-                digest = memo.get(key) if key is not None else None
-                if digest is not None:
-                    digests[path] = digest
-                elif key is None:
-                    digests[path] = None
-                else:
-                    misses[path] = key
-        self.memo_hits += len(digests) - sum(d is None for d in digests.values())
-        digests.update(self._read_all(list(misses.items()), threads or min(8, os.cpu_count() or 1)))
+        paths = list(dict.fromkeys(path for files in flat for path in files))
+        tasks = [paths[lo:lo + HASH_TASK] for lo in range(0, len(paths), HASH_TASK)]
+        threads = min(threads or min(8, os.cpu_count() or 1), len(tasks))
+        if threads <= 1:
+            found = self._digests(paths)
+        else:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-hash") as pool:
+                found = [digest for part in pool.map(self._digests, tasks) for digest in part]
+        digests = dict(zip(paths, found))
         self.save()
         return [digests[files[0]] if one else _combine([digests[p] for p in files])
                 for one, files in zip(single, flat)]
 
-    def _read_all(self, misses: list[tuple[str, tuple[Any, ...]]], threads: int) -> list[tuple[str, str | None]]:
-        """Hash the files not in the memo. The first `PROBE_FILES` are read in this thread: where
-        they come fast (small files in the page cache) the rest follow them, since a pool only adds
-        contention there (measured: 380 cached files, 12 ms alone, 25 ms with 8 threads on 2 cores);
-        where they come slowly (a disk, large files) a pool of threads overlaps the reads."""
-        start = time.perf_counter()
-        done = [(p, self._read(p, k)) for p, k in misses[:PROBE_FILES]]
-        rest = misses[PROBE_FILES:]
-        slow = (time.perf_counter() - start) / max(1, len(done)) > POOL_ABOVE_SECONDS
-        if threads <= 1 or len(rest) < 16 or not slow:
-            return done + [(p, self._read(p, k)) for p, k in rest]
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-hash") as pool:
-            return done + list(zip((p for p, _ in rest), pool.map(self._read, *zip(*rest), chunksize=8)))
+
+    def runs(self, paths: Sequence[str | os.PathLike[str]], threads: int | None = None) -> Iterator[list[str | None]]:
+        """The hashes of ``paths`` (single files), a run of `HASH_TASK` at a time, in order, as a pool of
+        threads makes them ahead of the caller: a caller can start on the first files' keys while the rest
+        are hashed (`negharness.engine.streamed_keys`). The memo is saved when the runs end or are closed."""
+        self._load_memo()
+        names = [os.fspath(p) for p in paths]
+        tasks = [names[lo:lo + HASH_TASK] for lo in range(0, len(names), HASH_TASK)]
+        pool = ThreadPoolExecutor(max_workers=max(1, min(threads or min(8, os.cpu_count() or 1), len(tasks))),
+                                  thread_name_prefix="negharness-hash")
+        try:
+            futures = [pool.submit(self._digests, task) for task in tasks]
+            for future in futures:
+                yield future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.save()
 
 
 def _is_path(source: Any) -> bool:
@@ -255,7 +279,13 @@ def _line_check(body: bytes | memoryview) -> int:
 
 
 def _format_line(key: tuple[Any, ...], digest: str) -> str:
-    body = json.dumps([*key, digest], separators=(",", ":"))
+    """One memo line: ``json.dumps([*key, digest], separators=(",", ":"))`` written out (a tenth of its
+    time: the numbers are ints, the digest hex), after its checksum."""
+    path, size, mtime, ctime, ino, dev = key
+    if type(size) is int and type(mtime) is int and type(ctime) is int and type(ino) is int and type(dev) is int:
+        body = f'[{json.dumps(path)},{size},{mtime},{ctime},{ino},{dev},"{digest}"]'
+    else:  # not a stat key (a line read back from the memo holds whatever passed its checksum)
+        body = json.dumps([*key, digest], separators=(",", ":"))
     return f"{_line_check(body.encode()):08x} {body}\n"
 
 
