@@ -509,10 +509,10 @@ def _cli_road(case: Case, req: RunRequest) -> RunOutcome:
 def _library_road(case: Case, req: RunRequest) -> RunOutcome:
     """`negharness.run`, on this case's host (the keyword model is not installed)."""
     import negharness
-    import negharness.discovery.manager as manager
+    import negharness.engine.library as library  # the door's own name for the host maker, whenever it was imported
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(manager, "make_host", lambda *a, **k: case.host)
+        mp.setattr(library, "make_host", lambda *a, **k: case.host)
         return negharness.run(req.model, req.tasks, model_args=req.model_options.extra, task_args=req.task_extra,
                               data_root=req.data_root, output_dir=req.output_dir, cache_dir=req.cache_dir,
                               device=req.device)[0]

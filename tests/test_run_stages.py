@@ -79,7 +79,7 @@ def test_a_profile_of_the_whole_command_survives_the_fast_exit(cli_subprocess, t
     assert res.returncode == 0, res.stderr[-2000:]
     stats = pstats.Stats(str(target))
     functions = {(path, name) for path, _line, name in stats.stats}  # type: ignore[attr-defined]
-    assert any(path.endswith("engine/evaluate.py") and name == "run_evaluation" for path, name in functions)
+    assert any(path.endswith("engine/evaluate.py") and name == "execute" for path, name in functions)  # the CLI's road
     assert any(path.endswith("engine/runner.py") and name == "embed_texts" for path, name in functions)
     assert not list(tmp_path.glob(".run.prof.*"))  # written atomically: no temporary file left
 
