@@ -22,8 +22,9 @@ may be shared, so wall times are printed with the load average (`os.getloadavg`)
 last lines give the larger board's cold and warm times as ratios to the 1,000 records' (same run) and
 the goal, pass or FAIL.
 
-Before issue 51's board work (one session, 2-core machine at load 5 to 9): 10,000 records 90.7 s cold
-(44.7 s CPU), 26.0 s warm (13.6 s CPU); 1,000 records 8.1 s cold, 3.9 s warm.
+Before issue 51's board pass (one session, 2-core machine at load 5 to 9): 10,000 records 90.7 s cold
+(44.7 s CPU), 26.0 s warm (13.6 s CPU); 1,000 records 8.1 s cold, 3.9 s warm. With it (load 1 to 3):
+10,000 records 11.3 s cold (18.4 s CPU), 6.0 s warm (8.5 s CPU); 1,000 records 3.1 s cold, 1.6 s warm.
 
 Run: python perf/bench_leaderboard.py [--models 100] [--scale 10] [--diagnosed 10] [--rounds 3]
 """

@@ -318,3 +318,20 @@ def test_the_records_finite_numbers_fast_road_answers_as_the_value_by_value_one(
     fast = schema.nonfinite_fields(rec)
     monkeypatch.setattr(schema, "_all_finite", lambda r: False)
     assert fast == schema.nonfinite_fields(rec)
+
+
+def test_a_single_read_after_a_board_takes_the_boards_answer_while_nothing_changed(tmp_path, monkeypatch):
+    """Reuse and `compare` read records one at a time: after a board they verify each by its hash
+    from the board's memo (no record memo was written), and recompute once the per-query file changed."""
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    record = _write(results, "model0", rate=1)
+    _board(results, cache, tmp_path)
+    [memo] = _board_memos(cache)
+    memo.write_text(json.dumps({"format": check.BOARD_FORMAT,
+                                "answers": {k: ["forged answer"] for k in check.read_board_memo(memo)}}))
+    with pytest.raises(RecordError, match="forged answer"):
+        read_checked(record, cache_dir=cache)
+    _swap_values_in_place(record)
+    with pytest.raises(RecordError) as refused:
+        read_checked(record, cache_dir=cache)
+    assert "forged answer" not in str(refused.value) and "is not what its per-query values give" in str(refused.value)

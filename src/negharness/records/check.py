@@ -14,6 +14,10 @@ ranks kept for ``MeanR``) and with its intervals over clusters and over rows, th
 and its number of clusters (recomputed with the record's seed). A record made before clustered
 intervals is refused: its intervals are over rows, and the board bolds by clustered ones. A
 ``--limit`` record is checked for its form only: it never enters the board.
+
+The per-query check is remembered by content (`memo_key`): per record for a single read, in one
+file per results folder for a board's pass (`checked_records`), which reads and checks thousands of
+records in a process pool (`pooled_reads`, `Checker`) with the answers of one process.
 """
 
 from __future__ import annotations
@@ -269,7 +273,10 @@ def record_problems(path: Path, rec: Any, results_dir: Path | None = None, board
     inside ``results_dir`` (default: the record's grandparent). ``board=False``: see `read_checked`;
     ``cache_dir``: where the per-query check is remembered (`memo_folder`)."""
     out, raw = form_problems(path, rec, results_dir, board)
-    return out if raw is None else out + remembered_sidecar_problems(path, rec, raw, memo_folder(cache_dir))
+    if raw is None:
+        return out
+    top = Path(results_dir) if results_dir is not None else Path(path).parent.parent
+    return out + remembered_sidecar_problems(path, rec, raw, memo_folder(cache_dir), top)
 
 
 def form_problems(path: Path, rec: Any, results_dir: Path | Folder | None = None,
@@ -379,12 +386,16 @@ def memo_fields(rec: dict[str, Any]) -> dict[str, Any]:
     return {name: rec[name] for name in MEMO_FIELDS if name in rec}
 
 
-def remembered_sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes, folder: Path) -> list[str]:
-    """`_sidecar_problems`, remembered in ``folder`` under `memo_key`; a memo that is missing,
+def remembered_sidecar_problems(path: Path, rec: dict[str, Any], raw: bytes, folder: Path,
+                                results_dir: Path | None = None) -> list[str]:
+    """`_sidecar_problems`, remembered in ``folder`` under `memo_key`: a record memo, else the answer
+    a board's pass over ``results_dir`` left (`board_answer`); a record memo that is missing,
     damaged, of another key or not a regular file is recomputed and written again (atomically)."""
     key = memo_key(rec, raw)
     memo = folder / f"{key}.json"
     found = read_memo(memo, key)
+    if found is None and results_dir is not None:
+        found = board_answer(folder, results_dir, key)
     if found is None:
         found = _sidecar_problems(path, rec, raw)
         write_memo(memo, key, found)
@@ -447,9 +458,8 @@ class BoardMemo:
 
     @classmethod
     def of(cls, folder: Path, results_dir: Path) -> BoardMemo:
-        """The memo of ``results_dir`` (its real path's digest names the file) in ``folder``, read."""
-        where = os.fsencode(os.path.realpath(results_dir))
-        path = folder / f"{BOARD_PREFIX}{hashlib.sha256(where).hexdigest()[:32]}.json"
+        """The memo of ``results_dir`` in ``folder`` (`board_memo_path`), read."""
+        path = board_memo_path(folder, results_dir)
         return cls(folder, path, read_board_memo(path))
 
     def get(self, key: str) -> list[str] | None:
@@ -474,6 +484,33 @@ class BoardMemo:
         if self.path is not None and self.used != self.known:
             _write_quietly(self.path, json.dumps({"format": BOARD_FORMAT, "answers": self.used},
                                                  ensure_ascii=False) + "\n")
+
+
+def board_memo_path(folder: Path, results_dir: Path) -> Path:
+    """The board memo of ``results_dir`` in ``folder``: the digest of its real path names the file."""
+    where = os.fsencode(os.path.realpath(results_dir))
+    return folder / f"{BOARD_PREFIX}{hashlib.sha256(where).hexdigest()[:32]}.json"
+
+
+_BOARDS: dict[Path, tuple[tuple[int, int, int], dict[str, list[str]]]] = {}  # path -> (its stat, answers)
+
+
+def board_answer(folder: Path, results_dir: Path, key: str) -> list[str] | None:
+    """The answer for ``key`` that a board's pass over ``results_dir`` left, for a single read (reuse,
+    `compare`) after a board: the memo file read once a process, again once it changed (a memo is
+    replaced whole, so its inode, time or size changes); None when there is none."""
+    path = board_memo_path(folder, results_dir)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
+    known = _BOARDS.get(path)
+    if known is None or known[0] != stamp:
+        if len(_BOARDS) >= 8:
+            _BOARDS.clear()
+        known = _BOARDS[path] = (stamp, read_board_memo(path))
+    return known[1].get(key)
 
 
 def read_board_memo(path: Path) -> dict[str, list[str]]:
@@ -608,10 +645,10 @@ def read_part(paths: list[Path], top: Folder) -> tuple[list[_Read], dict[str, li
 
 class Checker:
     """Computes the per-query checks a board's memo lacked (`add`) into it (`BoardMemo.put`): in this
-    process, or (``pooled``, not in a pool's worker) once the work is worth it (`POOL_MIN_WORK`) in a
-    process pool (`pool_workers`) that checks parts while this process reads on. The same answers either way (`answer_jobs`); this
-    process's road when a pool cannot start or a worker dies. Use it as a context manager: every
-    answer is in the memo when the ``with`` block ends without an error."""
+    process, or (``pooled``: not in a pool's worker) once the work is worth it (`POOL_MIN_WORK`) in a
+    process pool (`pool_workers`) that checks parts while this process reads on. The same answers
+    either way (`answer_jobs`); this process's road when a pool cannot start or a worker dies. Use it
+    as a context manager: every answer is in the memo when the ``with`` block ends without an error."""
 
     def __init__(self, memo: BoardMemo, pooled: bool = True) -> None:
         self.memo, self.pooled = memo, pooled
