@@ -91,7 +91,7 @@ class LegacyCollection:
         found = [(i, index[k]) for i, k in enumerate(keys) if k in index]  # a tensor per row, as it was
         return [i for i, _ in found], torch.stack([e for _, e in found]) if found else torch.empty(0, 0)
 
-    def add(self, keys, emb):
+    def add(self, keys, emb, seconds=None):  # seconds: the model's time for the rows (the cache's flush rule)
         emb = emb.detach().float().cpu()
         index = self._load()
         for i, k in enumerate(keys):

@@ -536,7 +536,12 @@ def test_a_video_collection_is_judged_on_the_frames_the_model_saw(host, tmp_path
     def negharness_register_judges(registry):
         registry.add("frames_judge", lambda options: made.append(FramesJudge()) or made[-1], "sees frames")
 
-    host.register(types.SimpleNamespace(negharness_register_judges=negharness_register_judges), "frames_judges")
+    @hookimpl
+    def negharness_register_tasks(registry):  # not among the built-ins yet (`negharness.tasks.builtin`)
+        registry.add("msrvtt1k_composed_judged", "negharness.tasks.judged.nt2vr:msrvtt1k_composed_judged", "video")
+
+    host.register(types.SimpleNamespace(negharness_register_judges=negharness_register_judges,
+                                        negharness_register_tasks=negharness_register_tasks), "frames_judges")
     req = RunRequest("keyword_model", ["msrvtt1k_composed_judged"], task_extra={"top_k": "2"},
                      data_root=str(tmp_path / "data"), output_dir=str(tmp_path / "results"), device="cpu",
                      cache_dir=str(tmp_path / "cache"), judge="frames_judge")
