@@ -233,14 +233,7 @@ def test_a_forged_board_answer_is_used_only_while_nothing_it_depends_on_changed(
     assert found and not any("forged answer" in p for p in found)  # recomputed: the bytes changed
 
 
-def _fifo(path: Path) -> None:
-    path.unlink()
-    os.mkfifo(path)
-
-
-def _folder(path: Path) -> None:
-    path.unlink()
-    (path / "inner").mkdir(parents=True)
+from test_record_memo import _fifo, _folder  # noqa: E402  (a memo made a FIFO or a folder: the same damage)
 
 
 def _forged_link(path: Path) -> None:

@@ -169,8 +169,8 @@ def _plan_and_run(args: argparse.Namespace, req: Any, models: list[tuple[str, An
         if say:
             err.print(plan_head(one), markup=False)
         own = clock.fork()  # this model's stages; the process's start-up is every model's
-        with _plugin_blamed(one.model, args, host), own.timed("data"):  # a task plugin's bug in building its task
-            plan, hasher = planned(host, one)
+        with _plugin_blamed(one.model, args, host):  # a task plugin's bug in building its task
+            plan, hasher = planned(host, one, own)
         made.append((plan, hasher, own))
         if say:
             for line in plan_lines(plan):

@@ -42,18 +42,12 @@ from negharness.store.content import FileHasher
 __all__ = ["RunOutcome", "RunPlan", "RunRequest", "evaluate_request", "execute", "run_evaluation"]
 
 
-def _timed_plan(host: PluginHost, req: RunRequest, clock: StageClock) -> tuple[RunPlan, FileHasher]:
-    """`planned`, timed as the ``data`` stage of ``clock``."""
-    with clock.timed("data"):
-        return planned(host, req)
-
-
 def evaluate_request(host: PluginHost, req: RunRequest, progress: Any = None,
                      clock: StageClock | None = None) -> list[RunOutcome]:
     """A request planned (`planned`) and run: what a caller holding a raw request (a test, a perf script,
     `negharness fire`) calls."""
     clock = clock or StageClock()
-    plan, hasher = _timed_plan(host, req, clock)
+    plan, hasher = planned(host, req, clock)
     return run_evaluation(host, plan, progress, None, clock, hasher)
 
 

@@ -34,8 +34,7 @@ def run_library(models: list[str], tasks: list[str], arch: str | None, pretraine
     clocks = [StageClock() for _ in requests]  # each model's records time its own stages
     made = []
     for req, clock in zip(requests, clocks):  # every refusal before any run
-        with clock.timed("data"):
-            made.append(planned(host, req))
+        made.append(planned(host, req, clock))
     distinct_models([plan for plan, _ in made])
     from negharness.engine.evaluate import run_evaluation  # lazy: torch, once every request is planned
 

@@ -34,6 +34,7 @@ from negharness.engine.edit_context import refuse_precision
 from negharness.engine.judging import JudgeChoice, plan_judge
 from negharness.engine.precheck import check_inputs, check_request, made_task, run_protocol
 from negharness.engine.request import RunRequest, memo_path
+from negharness.engine.stages import StageClock
 from negharness.engine.reuse import data_hashes, model_sources, read_files, stale_reason
 from negharness.io.paths import cache_root, data_root, writable_folder
 from negharness.records.results import ModelConfig, TaskRun, code_versions, read_record, record_path, refusal, \
@@ -174,12 +175,18 @@ def make_plan(host: Any, req: RunRequest) -> RunPlan:
     return planned(host, req)[0]
 
 
-def planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
+def planned(host: Any, req: RunRequest, clock: StageClock | None = None) -> tuple[RunPlan, FileHasher]:
     """The request checked and decided, everything at once: settings, names, device, folders, the
     tasks and every missing input (one error naming each), the model's identity, each task's record
     and its verdict before the model loads. With the plan, the memoised file hasher over the run's
     cache that it hashed the inputs with (saved): the run hashes media through the same one, so a file
-    the plan hashed is a stat there, and the memo is read once a model."""
+    the plan hashed is a stat there, and the memo is read once a model. ``clock``: planning is timed
+    there as the ``data`` stage, for every door (the CLI, `negharness.run`, `evaluate_request`)."""
+    with (clock or StageClock()).timed("data"):
+        return _planned(host, req)
+
+
+def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     check_settings(req)
     cache = cache_root(req.cache_dir)
     if req.use_cache:
