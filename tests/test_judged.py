@@ -169,6 +169,31 @@ def test_a_judged_task_without_a_judge_is_refused_naming_the_flag(host, data, tm
         make_plan(host, _request(data, tmp_path, judge="openai_judge", judge_options={"colour": "red"}))
 
 
+def test_a_glob_leaves_judged_tasks_out_without_a_judge_and_says_so(host, tmp_path):
+    """`--task 'msrvtt1k_*'` ran nT2VR's tasks before a judged one was registered under that prefix: it
+    runs them still, naming the judged task it left out; with --judge the glob takes it in; a judged
+    task named plainly, or a glob that matches judged tasks only, is refused naming --judge."""
+    from negharness.engine.plan import plan_lines
+    from test_nt2vr_tasks import write_layout
+
+    folder = write_layout(tmp_path / "data")
+    req = RunRequest("keyword_model", ["msrvtt1k_*"], data_root=str(tmp_path / "data"),
+                     output_dir=str(tmp_path / "results"), device="cpu", task_extra={"build": "true"})
+    plan = make_plan(host, req)
+    names = [t.task.name for t in plan.tasks]
+    assert names and "msrvtt1k_composed_judged" not in names and all(n.startswith("msrvtt1k_") for n in names)
+    assert plan.unjudged == ("msrvtt1k_composed_judged",)
+    assert any("left out" in line and "msrvtt1k_composed_judged" in line and "--judge" in line
+               for line in plan_lines(plan))
+    judged = make_plan(host, dataclasses.replace(req, judge="stand_in"))
+    assert [t.task.name for t in judged.tasks] == sorted([*names, "msrvtt1k_composed_judged"])
+    assert judged.unjudged == () and not any("left out" in line for line in plan_lines(judged))
+    for tasks in (["msrvtt1k_composed_judged"], ["msrvtt1k_*_judged"], ["msrvtt1k_*", "msrvtt1k_composed_judged"]):
+        with pytest.raises(UserError, match="--judge NAME"):
+            make_plan(host, dataclasses.replace(req, tasks=tasks))
+    assert folder.is_dir()
+
+
 def test_the_cli_refuses_before_torch_loads(data):
     """`negharness run` with torch made unimportable: the refusal names the flag, so it came first."""
     import os
@@ -536,12 +561,7 @@ def test_a_video_collection_is_judged_on_the_frames_the_model_saw(host, tmp_path
     def negharness_register_judges(registry):
         registry.add("frames_judge", lambda options: made.append(FramesJudge()) or made[-1], "sees frames")
 
-    @hookimpl
-    def negharness_register_tasks(registry):  # not among the built-ins yet (`negharness.tasks.builtin`)
-        registry.add("msrvtt1k_composed_judged", "negharness.tasks.judged.nt2vr:msrvtt1k_composed_judged", "video")
-
-    host.register(types.SimpleNamespace(negharness_register_judges=negharness_register_judges,
-                                        negharness_register_tasks=negharness_register_tasks), "frames_judges")
+    host.register(types.SimpleNamespace(negharness_register_judges=negharness_register_judges), "frames_judges")
     req = RunRequest("keyword_model", ["msrvtt1k_composed_judged"], task_extra={"top_k": "2"},
                      data_root=str(tmp_path / "data"), output_dir=str(tmp_path / "results"), device="cpu",
                      cache_dir=str(tmp_path / "cache"), judge="frames_judge")

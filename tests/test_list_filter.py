@@ -88,3 +88,8 @@ def test_training_a_training_free_method_names_the_command_that_runs_it(capsys, 
     assert not (tmp_path / "out").exists()
     assert main(["train", "--trainer", "no_such_trainer", "--out", str(tmp_path / "out")]) == 2
     assert "unknown trainer 'no_such_trainer'" in capsys.readouterr().err
+    assert main(["train", "--trainer", "stear", "--out", str(tmp_path / "out")]) == 2  # a typo of a method
+    assert "unknown trainer 'stear'; did you mean steer (needs no training)?" in capsys.readouterr().err
+    assert main(["train", "--trainer", "bnll", "--out", str(tmp_path / "out")]) == 2  # a typo of a trainer
+    err = capsys.readouterr().err
+    assert "did you mean bnl" in err and "needs no training" not in err

@@ -86,6 +86,21 @@ def is_judged(task: Any) -> bool:
     return getattr(task, "needs_judge", False) is True
 
 
+def judged_by_glob(entries: Sequence[Any], patterns: Sequence[str], judge: str | None) -> tuple[list[Any], list[str]]:
+    """The task entries a run keeps, and the judged ones it leaves out: without ``--judge``, a judged task
+    that only a glob matched ('msrvtt3k_*' holds ``msrvtt3k_composed_judged``) stays out of the run and is
+    named in the plan, so a glob that ran before a judged task was registered runs the same tasks now. A
+    judged task named plainly, or every match of the globs judged, stays in (`plan_judge` then asks for
+    ``--judge``)."""
+    if judge is not None:
+        return list(entries), []
+    named = {p for p in patterns if not any(c in p for c in "*?[")}
+    left = [e for e in entries if e.name not in named and is_judged(e.load())]
+    if len(left) == len(entries):
+        return list(entries), []
+    return [e for e in entries if e not in left], [e.name for e in left]
+
+
 def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: Sequence[Any]) -> JudgeChoice | None:
     """The run's judge, decided before torch: a judged task without ``--judge`` is refused naming the
     flag; ``-J`` without ``--judge`` likewise; the name must be a registered judge and the options those

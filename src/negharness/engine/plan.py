@@ -96,6 +96,7 @@ class RunPlan:
     tasks: tuple[PlannedTask, ...]
     failed: tuple[FailedTask, ...]
     judge: JudgeChoice | None = None  # the judge of judged tasks (`negharness.engine.judging`)
+    unjudged: tuple[str, ...] = ()  # judged tasks a glob matched, left out without --judge (`judged_by_glob`)
 
     @property
     def names_weights(self) -> bool:
@@ -192,7 +193,7 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     if req.use_cache:
         writable_folder(cache, _cache_option(req.cache_dir))
     root, source = data_root(req.data_root)
-    entries = check_request(host, req, root, source)
+    entries, unjudged = check_request(host, req, root, source)
     protocol = run_protocol(entries)
     model_entry = _model_entry(host, req.model, protocol, entries)
     if protocol == "editing":
@@ -218,7 +219,8 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     hasher.save()
     plan = RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
                    req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,
-                   req.skip_broken_media, root, cache, out_dir, topts, tuple(items), tuple(failed), judge)
+                   req.skip_broken_media, root, cache, out_dir, topts, tuple(items), tuple(failed), judge,
+                   tuple(unjudged))
     return plan, hasher
 
 
@@ -298,4 +300,7 @@ def plan_lines(plan: RunPlan) -> list[str]:
         standing = sum(t.verdict is None for t in plan.tasks)
         lines.append(f"records in {', '.join(folders)}: {found} of {len(plan.tasks)} exist"
                      + (f", {standing} unchanged" if found else ""))
+    if plan.unjudged:
+        lines.append(f"left out, judged by a vision-language model (name one with --judge to run them): "
+                     f"{', '.join(plan.unjudged)}")
     return lines

@@ -29,6 +29,7 @@ from negharness.contracts.task import Task, TaskDefinitionError, TaskOptions
 from negharness.contracts.training import TrainSetOptions
 from negharness.discovery.lookup import check_options
 from negharness.discovery.registry import Entry
+from negharness.engine.judging import judged_by_glob
 from negharness.engine.request import task_entries
 from negharness.fetch import hub_models, manual
 from negharness.fetch.manifest import verify_files
@@ -62,11 +63,12 @@ def _no_gpu_driver() -> bool:
     return sys.platform.startswith("linux") and not any(Path(p).exists() for p in _GPU_DRIVER_FILES)
 
 
-def check_request(host: Any, req: Any, root: Path, source: str) -> list[Entry]:
+def check_request(host: Any, req: Any, root: Path, source: str) -> tuple[list[Entry], list[str]]:
     """Names, ``-M`` options, device and data root (``root``, chosen by ``source``) of a run request
     (`negharness.engine.request.RunRequest`), against the registry and the file system only: no plugin
     module is imported but the torch-free ones registrations name for their options (``options=``).
-    Returns the tasks' entries."""
+    Returns the tasks' entries, and the judged tasks a glob matched that stay out without ``--judge``
+    (`negharness.engine.judging.judged_by_glob`)."""
     entries = task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
@@ -75,7 +77,7 @@ def check_request(host: Any, req: Any, root: Path, source: str) -> list[Entry]:
     check_device_spec(req.device)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
-    return entries
+    return judged_by_glob(entries, req.tasks, req.judge)  # after the checks: it loads the globs' task classes
 
 
 def check_train_request(registry: Any, trainer: str, opts: Any) -> None:

@@ -44,9 +44,8 @@ def negharness_register_tasks(registry: Registrar) -> None:
     registry.add("simpleneg", "negharness.tasks.judged.retrieval:SimpleNeg",
                  "SimpleNeg: top-5 COCO val2014 retrieval of negated queries, judged by a VLM (needs --judge)",
                  family="judged")
-    # the video collections' judged tasks (`negharness.tasks.judged.nt2vr.TASKS`) are not registered yet: a judged
-    # task among `--task 'msrvtt3k_*'` would make that documented command ask for --judge
-    for prefix in ("mscoco", "flickr30k"):
+    # a glob ('msrvtt3k_*') leaves these out of a run without --judge (`negharness.engine.judging.judged_by_glob`)
+    for prefix in ("msrvtt3k", "msrvtt1k", "vatex", "mscoco", "flickr30k"):
         registry.add(f"{prefix}_composed_judged", f"negharness.tasks.judged.nt2vr:{prefix}_composed_judged",
                      f"nT2VR composed queries ({prefix}): top-K judged negation precision (needs --judge)",
                      family="judged")
