@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -211,3 +212,86 @@ def test_no_cache_under_torchrun_is_one_clear_error(tmp_path: Path) -> None:
     # the checkout's folder is called
     assert str(Path(negharness.__file__).parent) not in out.stderr
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").rglob("*.json"))
+
+
+def _judged_layout(root: Path) -> Path:
+    """SimpleNeg's layout (`tests/test_judged.py`): three queries, six solid-colour pool images."""
+    import numpy as np
+    from PIL import Image
+
+    from test_judged import ROWS
+
+    (root / "simpleneg").mkdir(parents=True)
+    (root / "simpleneg" / "simpleneg.json").write_text(json.dumps(ROWS))
+    (root / "coco" / "val2014").mkdir(parents=True)
+    for i, rgb in enumerate(COLOURS.values()):
+        Image.fromarray(np.full((8, 8, 3), rgb, dtype=np.uint8)).save(
+            root / "coco" / "val2014" / f"COCO_val2014_{i:012d}.png")
+    return root
+
+
+def _colour_endpoint() -> tuple[Any, list[str]]:
+    """An OpenAI-compatible loopback judge answering by the image's colour: verification questions
+    ("v...") "yes" for warm colours, negation questions "no" for yellow alone. Returns (server, asked)."""
+    import base64
+    import io
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from PIL import Image
+
+    asked: list[str] = []
+
+    class Colours(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            image, text = body["messages"][0]["content"]
+            data = base64.b64decode(image["image_url"]["url"].split(",", 1)[1])
+            rgb = tuple(Image.open(io.BytesIO(data)).convert("RGB").getpixel((0, 0)))
+            colour = next(n for n, v in COLOURS.items() if tuple(v) == rgb)
+            asked.append(f"{colour}:{text['text'][:2]}")
+            warm = colour in ("red", "yellow", "green")
+            said = ("yes" if warm else "no") if text["text"].startswith("v") else ("no" if colour == "yellow" else "yes")
+            reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": said}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Colours)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server, asked
+
+
+@pytest.mark.heavy  # tens of seconds: scheduled first (tests/conftest.py)
+def test_a_judged_task_under_torchrun_is_judged_once_by_rank_0(tmp_path: Path) -> None:
+    """simpleneg on two gloo ranks: the ranks share the encoding, rank 0 alone asks the judge (as many
+    requests as one process makes, none from rank 1, no "stopped early" warning), and the numbers equal
+    one process's."""
+    data = _judged_layout(tmp_path / "data")
+    server, asked = _colour_endpoint()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        common = ["run", "--model", "shapes_clip", "--task", "simpleneg", "-T", "pool_size=6", "-T", "top_k=2",
+                  "--data-root", str(data), "--device", "cpu", "--judge", "openai_judge", "-J", f"url={url}",
+                  "-J", "model=fake-vlm"]
+        from negharness.cli.main import main
+
+        assert main([*common, "--cache-dir", str(tmp_path / "c1"), "--output-dir", str(tmp_path / "r1")]) == 0
+        alone = list(asked)
+        asked.clear()
+        two = _run([*common, "--cache-dir", str(tmp_path / "c2"), "--output-dir", str(tmp_path / "r2")], tmp_path, 2)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "stopped early" not in two.stderr
+    assert sorted(asked) == sorted(alone) and len(alone) >= 6  # each retrieved image's questions, asked once
+    single, sharded = _records(tmp_path / "r1")["simpleneg"], _records(tmp_path / "r2")["simpleneg"]
+    assert sharded["metrics"] == pytest.approx(single["metrics"])
+    assert sharded["counts"]["judge_asked"] == single["counts"]["judge_asked"] == len(alone)
+    assert sum(sharded["counts"]["sharded"]["media_encoded"]) == single["counts"]["media_encoded"] == 6

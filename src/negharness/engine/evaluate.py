@@ -127,7 +127,7 @@ def execute(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any =
                                    plan.skip_broken_media)
         else:
             ctx = CachedEvalContext(model, settings, cache, progress, plan.log_samples, plugins, plan.seed, origin)
-        if is_judged(item.task):
+        if is_judged(item.task) and (shards is None or shards.writes):  # torchrun: rank 0 alone judges
             ctx.judge = _judge_session(plan, plugins, hasher, judge, ctx.counters)
         try:
             outcome = _run_task(item, ctx, run, plan.log_samples, clock, shards, plan.cache_root)

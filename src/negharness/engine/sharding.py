@@ -8,7 +8,8 @@ Pass 2, on rank 0: the task runs with an ordinary `CachedEvalContext` over a fre
 it finds everything encoded and computes the very numbers a single process would, because it *is*
 the single-process code path. Pass 1 is only a cache warm-up: a task whose later steps depend on
 earlier scores, or anything that stops pass 1 early, costs speed (rank 0 encodes the rest) and
-never correctness.
+never correctness. A judged task's pass 1 ends where it would ask the judge: only rank 0 builds the
+judge and asks it, once per retrieved image and question, as a single process would.
 
 Multi-node runs need nothing more than torchrun's rendezvous; the cache and output folders must
 be on a filesystem every rank sees, which `ShardSession` checks before any model loads.
@@ -63,6 +64,17 @@ def media_subset(media: MediaSet, positions: list[int]) -> MediaSet:
     return dataclasses.replace(media, **changes)
 
 
+class WarmPassDone(Exception):
+    """Pass 1 reached a judged task's judge: its encoding is done, and judging is rank 0's (pass 2)."""
+
+
+class _EndsWarmPass:
+    """Pass 1's judge: asking it ends the pass quietly, so no rank but 0 builds or asks a judge."""
+
+    def ask(self, items: Any) -> Any:
+        raise WarmPassDone
+
+
 class ShardEvalContext(CachedEvalContext):
     """Pass 1: encode this rank's share into the cache; rows of other ranks get a placeholder (a
     constant unit vector: finite, so never mistaken for broken media, and harmless to normalise).
@@ -76,6 +88,7 @@ class ShardEvalContext(CachedEvalContext):
     def __init__(self, *args: Any, rank: int, world: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.rank, self.world = rank, world
+        self.judge = _EndsWarmPass()
         self._dim = 0
 
     def _placeholder(self, n: int) -> torch.Tensor:
@@ -181,6 +194,8 @@ class ShardSession:
                                 origin=ctx.origin, rank=self.rank, world=self.world)
         try:
             task.evaluate(warm)
+        except WarmPassDone:  # a judged task, encoded: rank 0 judges
+            pass
         except Exception as exc:  # a warm-up only: rank 0's real pass raises it or redoes the work
             if self.writes and not isinstance(exc, UserError):
                 warnings.warn(f"task {task.name}: the sharded pass stopped early ({exc}); rank 0 encodes the rest",
