@@ -12,7 +12,7 @@ results (2,113 captions each, as for its ten default objects), then ten times as
   html     read + tables + Markdown + the static page with its plots and PCA scatters (`leaderboard --html`)
   cli cold `negharness leaderboard --html` end to end in a fresh process with an empty --cache-dir: every
            record's per-query values parsed and its intervals recomputed (a fresh clone's CI, a new machine),
-           in a pool of `check.POOL_WORKERS` processes once there is enough to compute
+           in a pool of `board_pass.POOL_WORKERS` processes once there is enough to compute
   cli warm the same command again: each record verified by its per-query file's SHA-256 (the memo's key),
            the answers read from one memo file for the board
 

@@ -24,7 +24,8 @@ from negharness.api import TrainOptions
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.manager import make_host
 from negharness.engine.evaluate import RunRequest, evaluate_request
-from negharness.records.check import checked_records, read_checked
+from negharness.records.board_pass import checked_records
+from negharness.records.check import read_checked
 from negharness.scoring.bootstrap import bootstrap_estimates, paired_test, seed_means
 from negharness.scoring.perquery import LEVEL, cluster_ids, clusters_known, read_sidecar
 

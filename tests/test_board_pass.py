@@ -1,6 +1,6 @@
 """A board's pass over a results folder (issue 51, item 3): the per-query checks answered together,
-from one memo file per results folder (`check.BoardMemo`), else computed in this process or in a
-process pool (`check.Checker`). Whichever road, the same records, the same refusals and the same
+from one memo file per results folder (`check_memo.BoardMemo`), else computed in this process or in a
+process pool (`board_pass.Checker`). Whichever road, the same records, the same refusals and the same
 board, byte for byte, as each record read alone (`read_checked`); a damaged board memo is no memo."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any, Callable
 
 import pytest
 
-from negharness.records import check, schema
-from negharness.records.check import RecordError, checked_records, duplicate_problems, read_checked
+from negharness.records import board_pass, check_memo, schema
+from negharness.records.board_pass import checked_records, duplicate_problems
+from negharness.records.check import RecordError, read_checked
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig
 from negharness.records.schema import record_files
@@ -83,7 +84,7 @@ def _board(results: Path, cache: Path, out: Path) -> tuple[list[tuple[Path, dict
     return records, problems, to_markdown(build_tables(records, published=False), out / "README.md")
 
 
-class _SpyPool(check.ProcessPoolExecutor):
+class _SpyPool(board_pass.ProcessPoolExecutor):
     """The real pool, counting what it was given."""
 
     started = 0
@@ -102,19 +103,19 @@ ROADS = ["reads pooled", "checks pooled"]
 
 
 def _force_pool(monkeypatch: pytest.MonkeyPatch, road: str, pool: type = _SpyPool) -> None:
-    """The pool on ``road``: the whole board read by workers in parts (`check.pooled_reads`), or read
-    here with the per-query checks computed by workers (`check.Checker`)."""
+    """The pool on ``road``: the whole board read by workers in parts (`board_pass.pooled_reads`), or read
+    here with the per-query checks computed by workers (`board_pass.Checker`)."""
     _SpyPool.started = _SpyPool.parts = 0
     if road == "reads pooled":
-        monkeypatch.setattr(check, "POOL_MIN_RECORDS", 0)
-        monkeypatch.setattr(check, "POOL_MIN_WORK", 10**18)
-        monkeypatch.setattr(check, "PART_RECORDS", 3)
+        monkeypatch.setattr(board_pass, "POOL_MIN_RECORDS", 0)
+        monkeypatch.setattr(board_pass, "POOL_MIN_WORK", 10**18)
+        monkeypatch.setattr(board_pass, "PART_RECORDS", 3)
     else:
-        monkeypatch.setattr(check, "POOL_MIN_RECORDS", 10**9)
-        monkeypatch.setattr(check, "POOL_MIN_WORK", 0)
-        monkeypatch.setattr(check, "PART_JOBS", 2)
-    monkeypatch.setattr(check, "pool_workers", lambda: 2)
-    monkeypatch.setattr(check, "ProcessPoolExecutor", pool)
+        monkeypatch.setattr(board_pass, "POOL_MIN_RECORDS", 10**9)
+        monkeypatch.setattr(board_pass, "POOL_MIN_WORK", 0)
+        monkeypatch.setattr(board_pass, "PART_JOBS", 2)
+    monkeypatch.setattr(board_pass, "pool_workers", lambda: 2)
+    monkeypatch.setattr(board_pass, "ProcessPoolExecutor", pool)
 
 
 @pytest.mark.parametrize("road", ROADS)
@@ -124,8 +125,8 @@ def test_cold_warm_pooled_or_not_the_same_board_as_each_record_read_alone(tmp_pa
     assert len(want_problems) == 3 and len(want_records) == 8  # wide, swapped, torn refused
 
     with monkeypatch.context() as mp:  # this process's road
-        mp.setattr(check, "POOL_MIN_RECORDS", 10**9)
-        mp.setattr(check, "POOL_MIN_WORK", 10**18)
+        mp.setattr(board_pass, "POOL_MIN_RECORDS", 10**9)
+        mp.setattr(board_pass, "POOL_MIN_WORK", 10**18)
         here = _board(results, tmp_path / "here", tmp_path)
         assert here[:2] == (want_records, want_problems)
         assert here == _board(results, tmp_path / "here", tmp_path)  # warm: from the board memo
@@ -167,15 +168,15 @@ def test_a_pool_that_cannot_run_gives_the_same_answers_from_this_process(tmp_pat
 
 
 def _board_memos(cache: Path) -> list[Path]:
-    return sorted((cache / check.MEMO_FOLDER).glob(f"{check.BOARD_PREFIX}*"))
+    return sorted((cache / check_memo.MEMO_FOLDER).glob(f"{check_memo.BOARD_PREFIX}*"))
 
 
 def test_one_memo_file_per_board_rewritten_only_when_its_answers_change(tmp_path, monkeypatch):
     results, cache = _results(tmp_path), tmp_path / "cache"
     _board(results, cache, tmp_path)
     [memo] = _board_memos(cache)
-    assert sorted(p.name for p in (cache / check.MEMO_FOLDER).iterdir()) == [memo.name]  # no file per record
-    answers = check.read_board_memo(memo)
+    assert sorted(p.name for p in (cache / check_memo.MEMO_FOLDER).iterdir()) == [memo.name]  # no file per record
+    answers = check_memo.read_board_memo(memo)
     assert len(answers) == 8  # eleven records: the --limit and torn ones unchecked, the copy shares model0's
     assert sum(bool(found) for found in answers.values()) == 2
     before = memo.stat()
@@ -190,7 +191,7 @@ def test_one_memo_file_per_board_rewritten_only_when_its_answers_change(tmp_path
 
     shutil.rmtree(results / "wide")
     _board(results, cache, tmp_path)
-    assert len(check.read_board_memo(memo)) == 7  # the answers of records no longer there are dropped
+    assert len(check_memo.read_board_memo(memo)) == 7  # the answers of records no longer there are dropped
 
 
 def test_a_board_uses_the_record_memos_a_run_left(tmp_path, monkeypatch):
@@ -198,7 +199,7 @@ def test_a_board_uses_the_record_memos_a_run_left(tmp_path, monkeypatch):
     results, cache = tmp_path / "results", tmp_path / "cache"
     paths = [_write(results, f"model{i}", rate=i) for i in range(3)]
     for path in paths:
-        check.remember_written(path, json.loads(path.read_text()), cache)
+        check_memo.remember_written(path, json.loads(path.read_text()), cache)
 
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("recomputed")
@@ -225,8 +226,8 @@ def test_a_forged_board_answer_is_used_only_while_nothing_it_depends_on_changed(
     record = _write(results, "model0", rate=1)
     assert _board(results, cache, tmp_path)[1] == []
     [memo] = _board_memos(cache)
-    forged = {key: ["forged answer"] for key in check.read_board_memo(memo)}
-    memo.write_text(json.dumps({"format": check.BOARD_FORMAT, "answers": forged}))
+    forged = {key: ["forged answer"] for key in check_memo.read_board_memo(memo)}
+    memo.write_text(json.dumps({"format": check_memo.BOARD_FORMAT, "answers": forged}))
     assert any("forged answer" in p for p in _board(results, cache, tmp_path)[1])  # the memo is read
     _swap_values_in_place(record)
     found = _board(results, cache, tmp_path)[1]
@@ -238,22 +239,22 @@ from test_record_memo import _fifo, _folder  # noqa: E402  (a memo made a FIFO o
 
 def _forged_link(path: Path) -> None:
     forged = path.with_name("elsewhere.txt")
-    forged.write_text(json.dumps({"format": check.BOARD_FORMAT,
-                                  "answers": {k: ["forged"] for k in check.read_board_memo(path)}}))
+    forged.write_text(json.dumps({"format": check_memo.BOARD_FORMAT,
+                                  "answers": {k: ["forged"] for k in check_memo.read_board_memo(path)}}))
     path.unlink()
     path.symlink_to(forged)
 
 
 def _answers(path: Path, value: Any) -> None:
-    path.write_text(json.dumps({"format": check.BOARD_FORMAT, "answers": value}))
+    path.write_text(json.dumps({"format": check_memo.BOARD_FORMAT, "answers": value}))
 
 
 @pytest.mark.parametrize("damage", [
     lambda p: p.write_bytes(p.read_bytes()[:-9]),  # torn
     lambda p: p.write_text(json.dumps({"format": "another", "answers": {}})),
     lambda p: _answers(p, ["not", "a", "mapping"]),
-    lambda p: _answers(p, {k: [1, 2] for k in check.read_board_memo(p)}),  # not lines: each left out
-    lambda p: _answers(p, {k: "forged" for k in check.read_board_memo(p)}),
+    lambda p: _answers(p, {k: [1, 2] for k in check_memo.read_board_memo(p)}),  # not lines: each left out
+    lambda p: _answers(p, {k: "forged" for k in check_memo.read_board_memo(p)}),
     lambda p: p.write_bytes(b"\x00" * 100),
     _fifo, _folder, _forged_link,
 ], ids=["torn", "format", "not-a-mapping", "not-lines", "not-a-list", "zeros", "fifo", "folder", "symlink"])
@@ -271,7 +272,7 @@ def test_a_damaged_board_memo_is_no_memo(tmp_path, damage):
     finally:
         signal.alarm(0)
     if not memo.is_dir():
-        assert memo.is_file() and not memo.is_symlink() and len(check.read_board_memo(memo)) == 8
+        assert memo.is_file() and not memo.is_symlink() and len(check_memo.read_board_memo(memo)) == 8
 
 
 def test_each_results_folder_has_its_own_board_memo(tmp_path):
@@ -281,7 +282,7 @@ def test_each_results_folder_has_its_own_board_memo(tmp_path):
     _write(two, "model1", rate=2)
     _board(one, cache, tmp_path)
     _board(two, cache, tmp_path)
-    assert [len(check.read_board_memo(p)) for p in _board_memos(cache)] == [1, 1]
+    assert [len(check_memo.read_board_memo(p)) for p in _board_memos(cache)] == [1, 1]
 
 
 @pytest.mark.parametrize("vals", [
@@ -320,8 +321,8 @@ def test_a_single_read_after_a_board_takes_the_boards_answer_while_nothing_chang
     record = _write(results, "model0", rate=1)
     _board(results, cache, tmp_path)
     [memo] = _board_memos(cache)
-    memo.write_text(json.dumps({"format": check.BOARD_FORMAT,
-                                "answers": {k: ["forged answer"] for k in check.read_board_memo(memo)}}))
+    memo.write_text(json.dumps({"format": check_memo.BOARD_FORMAT,
+                                "answers": {k: ["forged answer"] for k in check_memo.read_board_memo(memo)}}))
     with pytest.raises(RecordError, match="forged answer"):
         read_checked(record, cache_dir=cache)
     _swap_values_in_place(record)

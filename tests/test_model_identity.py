@@ -61,7 +61,7 @@ def test_two_spellings_reach_one_record_and_one_row_on_every_road(tmp_path):
     ``-M jpeg_draft=false`` is the run without options. Old records: the folder and config hash are
     those a run spelling ``quick_gelu=true`` wrote before (fc4bba0), so such records are found."""
     from negharness.engine.evaluate import config_hash
-    from negharness.records.check import checked_records
+    from negharness.records.board_pass import checked_records
 
     first = _run(tmp_path, {"quick_gelu": "YES"})
     again = _run(tmp_path, {"quick_gelu": "1"}, cli=True)

@@ -73,7 +73,7 @@ def user_board(root: Path) -> None:
 
 
 def _page(root: Path, site: Path) -> str:
-    from negharness.records.check import checked_records
+    from negharness.records.board_pass import checked_records
 
     records = list(checked_records(root))
     return site_files(build_tables(records), records, site)["index.html"]
@@ -166,7 +166,7 @@ def test_negated_metrics_never_share_a_higher_is_better_axis_and_every_bar_has_a
 
 def test_error_bars_are_the_records_intervals(tmp_path):
     _collection(tmp_path / "results")
-    from negharness.records.check import checked_records
+    from negharness.records.board_pass import checked_records
 
     newest = newest_records(checked_records(tmp_path / "results"))
     svg = dict((pid, s) for pid, _, s in all_plots(newest))["plot-demo-onc"]
@@ -178,7 +178,7 @@ def test_error_bars_are_the_records_intervals(tmp_path):
 
 def test_the_boolean_baseline_is_drawn_only_where_the_board_shows_its_value(tmp_path):
     _collection(tmp_path / "results")
-    from negharness.records.check import checked_records
+    from negharness.records.board_pass import checked_records
 
     newest = newest_records(checked_records(tmp_path / "results"))
     svg, left_out = delta_vs_original(newest, collections(newest))
@@ -207,7 +207,7 @@ def test_labels_show_file_names_not_absolute_paths(tmp_path):
 
 def test_a_variant_run_never_stands_in_a_plot_for_the_default_run(tmp_path):
     user_board(tmp_path / "results")
-    from negharness.records.check import checked_records
+    from negharness.records.board_pass import checked_records
 
     newest = newest_records(checked_records(tmp_path / "results"))
     wide = ModelConfig("clip", {"arch": ARCH}).label

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from negharness.records import check
+from negharness.records import check, check_memo
 from negharness.records.check import RecordError, read_checked
 from negharness.records.fake import write_fake_record
 from negharness.records.results import ModelConfig
@@ -30,12 +30,12 @@ def _record(root: Path, model: ModelConfig = A, rate: int = 10) -> Path:
 
 def _memos(cache: Path) -> list[Path]:
     """The record memos (a single read's, a run's) under ``cache``."""
-    return sorted(p for p in (cache / check.MEMO_FOLDER).glob("*.json") if not p.name.startswith(check.BOARD_PREFIX))
+    return sorted(p for p in (cache / check_memo.MEMO_FOLDER).glob("*.json") if not p.name.startswith(check_memo.BOARD_PREFIX))
 
 
 def _board_answers(cache: Path) -> int:
     """How many answers the board memos (a board's, export's, --check's pass) under ``cache`` hold."""
-    return sum(len(check.read_board_memo(p)) for p in (cache / check.MEMO_FOLDER).glob(f"{check.BOARD_PREFIX}*.json"))
+    return sum(len(check_memo.read_board_memo(p)) for p in (cache / check_memo.MEMO_FOLDER).glob(f"{check_memo.BOARD_PREFIX}*.json"))
 
 
 def _problems(path: Path, cache: Path) -> list[str]:
@@ -92,7 +92,7 @@ def _leaderboard_metrics(rec: dict[str, Any]) -> None:
     lambda record, mp: _edit_record(record, _resamples),  # ... resamples
     lambda record, mp: _edit_record(record, _interval),  # the record's own intervals
     lambda record, mp: _edit_record(record, _leaderboard_metrics),  # which metrics the intervals cover
-    lambda record, mp: mp.setattr(check, "code_version", lambda: "another checker"),  # the checking code
+    lambda record, mp: mp.setattr(check_memo, "code_version", lambda: "another checker"),  # the checking code
 ], ids=["per-query-bytes", "seed", "resamples", "interval", "task", "code-version"])
 def test_changing_any_input_of_the_answer_misses_the_memo(tmp_path, monkeypatch, change):
     """A forged answer planted under the record's key is returned while nothing changed (the memo is
@@ -101,7 +101,7 @@ def test_changing_any_input_of_the_answer_misses_the_memo(tmp_path, monkeypatch,
     record = _record(tmp_path / "results")
     assert _problems(record, cache) == []
     [memo] = _memos(cache)
-    check.write_memo(memo, memo.stem, ["forged answer"])
+    check_memo.write_memo(memo, memo.stem, ["forged answer"])
     assert any("forged answer" in p for p in _problems(record, cache))
     change(record, monkeypatch)
     assert not any("forged answer" in p for p in _problems(record, cache))
@@ -149,8 +149,8 @@ def test_the_memo_lives_under_the_commands_cache_dir(cli, tmp_path, monkeypatch)
     done = cli("leaderboard", "--results-dir", "results", "--check")  # no --cache-dir: $NEGHARNESS_CACHE
     assert done.returncode == 0, done.stdout + done.stderr
     assert _board_answers(env_cache) == 2
-    assert check.memo_folder(explicit) == explicit / check.MEMO_FOLDER
-    assert check.memo_folder() == env_cache / check.MEMO_FOLDER
+    assert check_memo.memo_folder(explicit) == explicit / check_memo.MEMO_FOLDER
+    assert check_memo.memo_folder() == env_cache / check_memo.MEMO_FOLDER
 
 
 def test_another_records_memo_copied_over_this_ones_is_not_trusted(tmp_path):
@@ -180,7 +180,7 @@ def _folder(path: Path) -> None:
 
 def _forged_link(path: Path) -> None:
     forged = path.with_name("elsewhere.txt")
-    check.write_memo(forged, path.stem, [])
+    check_memo.write_memo(forged, path.stem, [])
     path.unlink()
     path.symlink_to(forged)
 
@@ -188,9 +188,9 @@ def _forged_link(path: Path) -> None:
 @pytest.mark.parametrize("damage", [
     lambda p: p.write_bytes(p.read_bytes()[:-9]),  # torn
     lambda p: p.write_text("[]\n"),  # an answer with no key (the old memo's form)
-    lambda p: p.write_text(json.dumps({"format": check.MEMO_FORMAT, "key": p.stem, "problems": [1, 2]})),
+    lambda p: p.write_text(json.dumps({"format": check_memo.MEMO_FORMAT, "key": p.stem, "problems": [1, 2]})),
     lambda p: p.write_bytes(b"\x00" * 100),
-    lambda p: p.write_bytes(b" " * (check.MEMO_MAX_BYTES + 10)),  # too large to be a memo
+    lambda p: p.write_bytes(b" " * (check_memo.MEMO_MAX_BYTES + 10)),  # too large to be a memo
     _fifo, _folder, _forged_link,
 ], ids=["torn", "keyless", "not-lines", "zeros", "huge", "fifo", "folder", "symlink"])
 def test_a_damaged_or_odd_memo_is_rebuilt_silently(tmp_path, damage):
@@ -200,7 +200,7 @@ def test_a_damaged_or_odd_memo_is_rebuilt_silently(tmp_path, damage):
     bad = _record(tmp_path / "results", B)
     _edit_record(bad, _interval)
     want = _problems(bad, cache)
-    assert want and not any(".tmp" in p.name for p in (cache / check.MEMO_FOLDER).iterdir())
+    assert want and not any(".tmp" in p.name for p in (cache / check_memo.MEMO_FOLDER).iterdir())
     [memo] = _memos(cache)
     damage(memo)
     signal.signal(signal.SIGALRM, lambda *a: pytest.fail("reading the memo blocked"))
@@ -211,5 +211,5 @@ def test_a_damaged_or_odd_memo_is_rebuilt_silently(tmp_path, damage):
         signal.alarm(0)
     if not memo.is_dir():
         assert memo.is_file() and not memo.is_symlink()
-        assert check.read_memo(memo, memo.stem) == [p.removeprefix(f"{bad}: ").removesuffix(f"; {check.FIX}")
+        assert check_memo.read_memo(memo, memo.stem) == [p.removeprefix(f"{bad}: ").removesuffix(f"; {check.FIX}")
                                                     for p in want]

@@ -232,7 +232,8 @@ def test_bold_needs_clustered_intervals_to_clear_and_headings_count_clusters(tmp
 def test_a_record_made_before_clusters_is_refused_by_the_board_as_by_check(tmp_path):
     """One reader, one policy (issue 45, item 7): the board no longer shows what --check refuses
     (fc4bba0 showed it marked ‡ while --check failed on it)."""
-    from negharness.records.check import RecordError, checked_records
+    from negharness.records.board_pass import checked_records
+    from negharness.records.check import RecordError
     from negharness.report.check import invalid_records
 
     root = tmp_path / "results"

@@ -220,21 +220,21 @@ def test_a_run_leaves_the_checks_answer_and_it_is_the_fresh_checks(tmp_path, mon
     """The memo a run seeds for the records it writes (`remember_written`) holds what the check itself
     computes from the files (one answer, two roads), and the first board after the run verifies each
     record by its hash: no per-query file parsed, no bootstrap."""
-    from negharness.records import check
+    from negharness.records import check, check_memo
     from negharness.scoring import perquery
 
     req = _request(tmp_path, tasks=["shapes_t2i_original", "shapes_mcq"], task_extra={"n_items": "40"}, device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         outcomes = evaluate_request(make_host(), req)
-    seeded = sorted(p.name for p in check.memo_folder(req.cache_dir).glob("*.json"))
+    seeded = sorted(p.name for p in check_memo.memo_folder(req.cache_dir).glob("*.json"))
     assert len(seeded) == 2
     for o in outcomes:  # a fresh cache: the check computes its own answer, under the same key
         check.read_checked(o.path, cache_dir=tmp_path / "fresh")
-    assert sorted(p.name for p in check.memo_folder(tmp_path / "fresh").glob("*.json")) == seeded
+    assert sorted(p.name for p in check_memo.memo_folder(tmp_path / "fresh").glob("*.json")) == seeded
     for name in seeded:
-        fresh = json.loads((check.memo_folder(tmp_path / "fresh") / name).read_text())
-        assert fresh == json.loads((check.memo_folder(req.cache_dir) / name).read_text())
+        fresh = json.loads((check_memo.memo_folder(tmp_path / "fresh") / name).read_text())
+        assert fresh == json.loads((check_memo.memo_folder(req.cache_dir) / name).read_text())
     parsed: list[object] = []
     monkeypatch.setattr(perquery, "parse_sidecar", lambda *a: parsed.append(a) or {})
     for o in outcomes:

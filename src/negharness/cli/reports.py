@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # imported where used: start-up time
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from negharness.records.check import checked_records  # lazy: start-up time
+    from negharness.records.board_pass import checked_records  # lazy: start-up time
     from negharness.report.diagnosis_file import load_all  # lazy: start-up time
     from negharness.report.leaderboard import (  # lazy: start-up time
         build_tables,

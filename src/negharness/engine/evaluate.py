@@ -32,7 +32,7 @@ from negharness.engine.request import RunOutcome, RunRequest, memo_path, with_fa
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
 from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
 from negharness.engine.stages import StageClock, stage_timings
-from negharness.records.check import remember_written
+from negharness.records.check_memo import remember_written
 from negharness.records.results import RunInfo, build_record, record_path, write_sidecars
 from negharness.scoring import perquery
 from negharness.io.atomic_files import atomic_write_json

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from negharness.contracts.errors import UserError
-from negharness.records.check import checked_records, is_partial, record_problems  # noqa: F401  (long imported from here)
+from negharness.records.board_pass import checked_records  # noqa: F401  (long imported from here)
+from negharness.records.check import is_partial, record_problems  # noqa: F401  (long imported from here)
 from negharness.report import diagnosis_file
 from negharness.scoring import perquery
 

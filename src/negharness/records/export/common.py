@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
-from negharness.records.check import checked_records
+from negharness.records.board_pass import checked_records
 from negharness.records.published import PublishedRow
 from negharness.scoring.catalog import Scale, record_scale, scale_of
 from negharness.io.atomic_files import atomic_write_json
