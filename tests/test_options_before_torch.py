@@ -69,6 +69,8 @@ TRAIN_TYPOS = {  # case -> (train's arguments, what the one error line says)
                         "-M quickgelu: not an option of model 'shapes_clip'"),
     "the training set's key": (["--trainer", "bnl", "--task", "shapes", "-T", "n_trian=5"],
                                "-T n_trian: not an option of training set 'shapes'; did you mean n_train?"),
+    "the default training set's key": (["--trainer", "bnl", "-T", "n_trian=5"],  # no --task: `TrainOptions.trainset`
+                                       "-T n_trian: not an option of training set 'shapes'; did you mean n_train?"),
 }
 
 

@@ -144,6 +144,12 @@ class TrainOptions(BindsOptions):
     rest: Mapping[str, str] = field(default_factory=frozen_empty, compare=False, repr=False)
     bound: bool = field(default=False, compare=False, repr=False)
 
+    @property
+    def trainset(self) -> str:
+        """The training set a trainer reads: ``--task``, else the embedded world's (``shapes``). One rule,
+        for the trainer and for the check of ``-T`` before torch (`negharness.engine.precheck`)."""
+        return self.task or "shapes"
+
     def lookup(self) -> PluginSource:
         return require_plugins(self.plugins, "a trainer")
 

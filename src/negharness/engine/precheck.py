@@ -83,12 +83,13 @@ def check_request(host: Any, req: Any, root: Path, source: str) -> tuple[list[En
 def check_train_request(registry: Any, trainer: str, opts: Any) -> None:
     """`negharness train`'s options (a `TrainOptions`) before torch: the trainer's ``-O`` and the model's
     ``-M`` against the declarations their registrations name (modules without torch), and the training
-    set's ``-T`` (with ``--task``) against its factory (training-set modules import no torch)."""
+    set's ``-T`` (``--task``, else the default one: `TrainOptions.trainset`) against its factory
+    (training-set modules import no torch)."""
     check_options(registry.get("trainer", trainer), opts, registry)
     if opts.model:
         check_options(registry.get("model", opts.model), opts.model_options, registry)
-    if opts.task in registry.names("trainset"):
-        check_options(registry.get("trainset", opts.task), TrainSetOptions(Path("."), dict(opts.task_extra)),
+    if opts.trainset in registry.names("trainset"):
+        check_options(registry.get("trainset", opts.trainset), TrainSetOptions(Path("."), dict(opts.task_extra)),
                       registry, load=True)
 
 

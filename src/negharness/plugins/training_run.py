@@ -59,7 +59,7 @@ def _optimizer(recipe: Recipe, net: torch.nn.Module) -> torch.optim.Optimizer:
 def _load_trainset(opts: TrainOptions, d: distributed.Dist, model: Any) -> TrainingSet:
     root = Path(opts.data_root) if opts.data_root else data_root(None)[0]
     tso = TrainSetOptions(root, dict(opts.task_extra), opts.seed, getattr(model, "frame_sampling", None), opts.cache_dir)
-    name = opts.task or "shapes"
+    name = opts.trainset
     if not d.main:  # rank 0 builds derived files (soft negatives) once; the others read them
         distributed.barrier(d)
     ts = opts.load_trainset(name, tso)
