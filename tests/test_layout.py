@@ -295,3 +295,19 @@ def test_the_face_is_one_literal_module_and_its_lazy_names_are_what_type_checker
         assert getattr(face, name) == getattr(importlib.import_module(home), real), name
     code = "import negharness.api, sys; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_the_ground_floor_loads_neither_torch_nor_numpy():
+    """As `negharness.contracts` says: every module there imports torch and numpy lazily (choices.py once
+    imported torch at its top), so a task built before any model (the plan) loads neither."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, pkgutil, importlib\nimport negharness.contracts as c\n"
+             "for m in pkgutil.iter_modules(c.__path__):\n"
+             "    importlib.import_module('negharness.contracts.' + m.name)\n"
+             "    if 'torch' in sys.modules or 'numpy' in sys.modules:\n"
+             "        print(m.name)\n        break\n"
+             "print('clean')")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "clean", out.stdout + out.stderr

@@ -9,11 +9,12 @@ Rows may carry different numbers of options; missing slots score -inf (`pad_scor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
-import torch
+from typing import TYPE_CHECKING, Sequence
 
 from negharness.contracts.media_set import MediaSet
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -39,6 +40,8 @@ class ChoiceSet:
 
 def pad_scores(flat: "torch.Tensor", options: Sequence[Sequence[str]]) -> "torch.Tensor":
     """Scores of the options of all rows, flattened row by row -> (rows, widest row), -inf padding."""
+    import torch  # lazy: the contracts import no torch (a task's ChoiceSet is built before any model)
+
     width = max(len(o) for o in options)
     out = torch.full((len(options), width), float("-inf"), dtype=torch.float32)
     pos = 0
