@@ -171,27 +171,53 @@ def test_a_judged_task_without_a_judge_is_refused_naming_the_flag(host, data, tm
 
 def test_a_glob_leaves_judged_tasks_out_without_a_judge_and_says_so(host, tmp_path):
     """`--task 'msrvtt1k_*'` ran nT2VR's tasks before a judged one was registered under that prefix: it
-    runs them still, naming the judged task it left out; with --judge the glob takes it in; a judged
-    task named plainly, or a glob that matches judged tasks only, is refused naming --judge."""
-    from negharness.engine.plan import plan_lines
+    runs them still, warning which judged task it left out; with --judge the glob takes it in; a judged
+    task named plainly, or matched by a glob whose matches are all judged (beside another glob too),
+    is refused naming --judge; a -T key only the left-out task takes says so."""
     from test_nt2vr_tasks import write_layout
 
-    folder = write_layout(tmp_path / "data")
+    write_layout(tmp_path / "data")
     req = RunRequest("keyword_model", ["msrvtt1k_*"], data_root=str(tmp_path / "data"),
                      output_dir=str(tmp_path / "results"), device="cpu", task_extra={"build": "true"})
-    plan = make_plan(host, req)
+    with pytest.warns(UserWarning, match=r"left out, judged .*--judge.*: msrvtt1k_composed_judged$"):
+        plan = make_plan(host, req)
     names = [t.task.name for t in plan.tasks]
     assert names and "msrvtt1k_composed_judged" not in names and all(n.startswith("msrvtt1k_") for n in names)
     assert plan.unjudged == ("msrvtt1k_composed_judged",)
-    assert any("left out" in line and "msrvtt1k_composed_judged" in line and "--judge" in line
-               for line in plan_lines(plan))
     judged = make_plan(host, dataclasses.replace(req, judge="stand_in"))
     assert [t.task.name for t in judged.tasks] == sorted([*names, "msrvtt1k_composed_judged"])
-    assert judged.unjudged == () and not any("left out" in line for line in plan_lines(judged))
-    for tasks in (["msrvtt1k_composed_judged"], ["msrvtt1k_*_judged"], ["msrvtt1k_*", "msrvtt1k_composed_judged"]):
+    assert judged.unjudged == ()
+    for tasks in (["msrvtt1k_composed_judged"], ["msrvtt1k_*_judged"], ["msrvtt1k_*", "msrvtt1k_composed_judged"],
+                  ["msrvtt1k_*", "msrvtt1k_*_judged"]):
         with pytest.raises(UserError, match="--judge NAME"):
             make_plan(host, dataclasses.replace(req, tasks=tasks))
-    assert folder.is_dir()
+    with pytest.raises(UserError, match=r"-T top_k: an option of msrvtt1k_composed_judged, which this run leaves "
+                                        r"out.*--judge NAME"):
+        make_plan(host, dataclasses.replace(req, task_extra={"build": "true", "top_k": "3"}))
+
+
+def test_a_judged_task_registered_as_a_factory_is_judged_by_what_it_builds(host, data, tmp_path):
+    """A plugin may register a task by a factory: whether it is judged is asked of the task it builds,
+    as `plan_judge` asks, so a glob leaves it out too."""
+    from negharness.tasks.judged.retrieval import SimpleNeg
+    from negharness.tasks.shapes.retrieval import ShapesT2IOriginal
+
+    def factory(name: str, base: type):
+        return lambda options: type(name, (base,), {"name": name})(options)
+
+    @hookimpl
+    def negharness_register_tasks(registry):
+        registry.add("simpleneg_mine", factory("simpleneg_mine", SimpleNeg), "SimpleNeg by a factory")
+        registry.add("simple_shapes", factory("simple_shapes", ShapesT2IOriginal), "not judged, by a factory")
+
+    host.register(types.SimpleNamespace(negharness_register_tasks=negharness_register_tasks), "factory_tasks")
+    req = RunRequest("keyword_model", ["simple*"], data_root=str(data), output_dir=str(tmp_path / "results"),
+                     device="cpu")
+    with pytest.warns(UserWarning, match="left out.*: simpleneg, simpleneg_mine$"):
+        plan = make_plan(host, req)
+    assert [t.task.name for t in plan.tasks] == ["simple_shapes"]
+    with pytest.raises(UserError, match="--judge NAME"):  # its glob matches judged tasks only
+        make_plan(host, dataclasses.replace(req, tasks=["simpleneg*"], task_extra={"pool_size": "6"}))
 
 
 def test_the_cli_refuses_before_torch_loads(data):

@@ -71,6 +71,8 @@ TRAIN_TYPOS = {  # case -> (train's arguments, what the one error line says)
                                "-T n_trian: not an option of training set 'shapes'; did you mean n_train?"),
     "the default training set's key": (["--trainer", "bnl", "-T", "n_trian=5"],  # no --task: `TrainOptions.trainset`
                                        "-T n_trian: not an option of training set 'shapes'; did you mean n_train?"),
+    "-T for a trainer that reads none": (["--trainer", "shapes_pretrain", "-T", "n_train=5"],  # was ignored
+                                         "-T n_train: trainer 'shapes_pretrain' reads no training set"),
 }
 
 

@@ -107,6 +107,17 @@ def test_changing_any_input_of_the_answer_misses_the_memo(tmp_path, monkeypatch,
     assert not any("forged answer" in p for p in _problems(record, cache))
 
 
+def test_the_memo_key_reads_the_source_of_every_checking_module():
+    """`code_version` hashes each `MEMO_CODE` module's source; a module it cannot find (a rename) would be
+    hashed as its bare name, so an edit there would no longer make remembered answers lapse."""
+    import importlib.util
+
+    for name in check_memo.MEMO_CODE:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin and Path(spec.origin).is_file(), name
+    assert {"negharness.records.check", "negharness.records.board_pass"} <= set(check_memo.MEMO_CODE)
+
+
 def test_changed_inputs_give_the_new_answer_and_a_restored_one_the_old(tmp_path):
     cache = tmp_path / "cache"
     record = _record(tmp_path / "results")

@@ -37,9 +37,11 @@ def listed(names: list[str], pattern: str | None) -> list[str]:
     """The names `negharness list PATTERN` shows: a glob matches whole names, plain text any part of one."""
     import fnmatch
 
+    from negharness.discovery.registry import is_glob  # lazy: start-up time
+
     if not pattern:
         return names
-    if any(c in pattern for c in "*?["):
+    if is_glob(pattern):
         return [n for n in names if fnmatch.fnmatchcase(n, pattern)]
     return [n for n in names if pattern.lower() in n.lower()]
 

@@ -8,7 +8,6 @@ nothing to train and names the command.
 
 from __future__ import annotations
 
-from difflib import get_close_matches
 from typing import Any
 
 from negharness.contracts.errors import UserError
@@ -60,7 +59,7 @@ def refuse_training_free(registry: Any, trainer: str) -> None:
         raise UserError(f"--trainer {trainer}: {trainer} needs no training (a model wrapper); run it: "
                         f"{run_command(found[0])} --task ...")
     free = [e.name for e in training_free(registry)]
-    close = get_close_matches(trainer, [*registry.names("trainer"), *free], n=4, cutoff=0.5)
+    close = registry.close_names("trainer", trainer, free)
     if any(name in free for name in close):  # else the registry's own error names the close trainers
         said = ", ".join(f"{n} (needs no training)" if n in free else n for n in close)
         raise UserError(f"unknown trainer {trainer!r}; did you mean {said}? `negharness list --kind trainer` "

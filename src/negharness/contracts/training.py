@@ -146,8 +146,9 @@ class TrainOptions(BindsOptions):
 
     @property
     def trainset(self) -> str:
-        """The training set a trainer reads: ``--task``, else the embedded world's (``shapes``). One rule,
-        for the trainer and for the check of ``-T`` before torch (`negharness.engine.precheck`)."""
+        """The training set a trainer that reads one trains on: ``--task``, else the embedded world's
+        (``shapes``). One rule, for the built-in trainers and for the check of ``-T`` before torch
+        (`negharness.engine.precheck`, where a trainer's registration says ``reads_trainset=True``)."""
         return self.task or "shapes"
 
     def lookup(self) -> PluginSource:

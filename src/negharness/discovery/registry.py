@@ -8,7 +8,7 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from difflib import get_close_matches
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from negharness.contracts.errors import DuplicateNameError, PluginLoadError, UnknownNameError, UserError
 from negharness.contracts.names import name_problem
@@ -134,9 +134,14 @@ class Registry:
         try:
             return self._entries[kind][name]
         except KeyError:
-            close = get_close_matches(name, self.names(kind), n=4, cutoff=0.5)
+            close = self.close_names(kind, name)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; `negharness list` shows the {kind}s"
             raise UnknownNameError(f"unknown {kind} {name!r}{hint}") from None
+
+    def close_names(self, kind: str, name: str, also: Sequence[str] = ()) -> list[str]:
+        """The registered names of ``kind`` (and ``also``) a mistyped ``name`` is close to: every
+        "did you mean" of an unknown name says these."""
+        return get_close_matches(name, [*self.names(kind), *also], n=4, cutoff=0.5)
 
     def create(self, kind: str, name: str, options: Any) -> Any:
         """Look ``name`` up and call its factory with ``options`` bound to what it declares
@@ -146,12 +151,18 @@ class Registry:
 
     def match(self, kind: str, pattern: str) -> list[Entry]:
         """A glob ('msrvtt3k_*') gives every match, sorted; a plain name gives itself or an error."""
-        if not any(c in pattern for c in "*?["):
+        if not is_glob(pattern):
             return [self.get(kind, pattern)]
         names = [n for n in self.names(kind) if fnmatch.fnmatchcase(n, pattern)]
         if not names:
             raise UnknownNameError(f"no {kind} matches {pattern!r}; `negharness list` shows the {kind}s")
         return [self.get(kind, n) for n in names]
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether a name pattern is a glob ('msrvtt3k_*') rather than a plain name: one rule for every
+    command that takes either."""
+    return any(c in pattern for c in "*?[")
 
 
 @dataclass

@@ -14,7 +14,7 @@ import dataclasses
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
@@ -127,10 +127,9 @@ def execute(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any =
                                    plan.skip_broken_media)
         else:
             ctx = CachedEvalContext(model, settings, cache, progress, plan.log_samples, plugins, plan.seed, origin)
-        if is_judged(item.task) and (shards is None or shards.writes):  # torchrun: rank 0 alone judges
-            ctx.judge = _judge_session(plan, plugins, hasher, judge, ctx.counters)
+        asks = (lambda c: _judge_session(plan, plugins, hasher, judge, c.counters)) if is_judged(item.task) else None
         try:
-            outcome = _run_task(item, ctx, run, plan.log_samples, clock, shards, plan.cache_root)
+            outcome = _run_task(item, ctx, run, plan.log_samples, clock, shards, plan.cache_root, asks)
         except UserError as exc:  # this task's input (an empty query file): it fails alone, named
             if shards is not None:  # torchrun: one rank's shard may fail alone, and ranks must stay in step
                 raise
@@ -157,12 +156,17 @@ def _judge_session(plan: RunPlan, plugins: PluginLookup, hasher: FileHasher, mad
 
 
 def _run_task(item: PlannedTask, ctx: Any, run: RunInfo, log_samples: bool, clock: StageClock,
-              shards: Any, cache_root: Path) -> RunOutcome | None:
-    """One task evaluated, its record built and written; None on a torchrun rank that only encodes."""
+              shards: Any, cache_root: Path, judge: Callable[[Any], JudgeSession] | None = None
+              ) -> RunOutcome | None:
+    """One task evaluated, its record built and written; None on a torchrun rank that only encodes.
+    ``judge``: a judged task's judge, made for ``ctx`` once the task is to be scored here (under torchrun,
+    after pass 1 and on rank 0 alone: the other ranks never load it, and pass 1 runs without it)."""
     entry, task, path = item.entry, item.task, item.path
     start = time.perf_counter()
     if shards is not None and not shards.prefill(task, ctx):  # torchrun: all ranks encode, rank 0 goes on
         return None
+    if judge is not None:
+        ctx.judge = judge(ctx)
     result = task.evaluate(ctx)
     check_result(task, result, entry.plugin)
     if result.per_query is not None:

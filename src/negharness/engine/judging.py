@@ -26,6 +26,7 @@ import io
 import json
 import os
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
@@ -33,6 +34,7 @@ from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import declared_options
+from negharness.discovery.registry import is_glob
 from negharness.io.atomic_files import atomic_write_json
 from negharness.scoring.judged import MediaItem
 
@@ -86,19 +88,23 @@ def is_judged(task: Any) -> bool:
     return getattr(task, "needs_judge", False) is True
 
 
-def judged_by_glob(entries: Sequence[Any], patterns: Sequence[str], judge: str | None) -> tuple[list[Any], list[str]]:
-    """The task entries a run keeps, and the judged ones it leaves out: without ``--judge``, a judged task
-    that only a glob matched ('msrvtt3k_*' holds ``msrvtt3k_composed_judged``) stays out of the run and is
-    named in the plan, so a glob that ran before a judged task was registered runs the same tasks now. A
-    judged task named plainly, or every match of the globs judged, stays in (`plan_judge` then asks for
-    ``--judge``)."""
-    if judge is not None:
-        return list(entries), []
-    named = {p for p in patterns if not any(c in p for c in "*?[")}
-    left = [e for e in entries if e.name not in named and is_judged(e.load())]
-    if len(left) == len(entries):
-        return list(entries), []
-    return [e for e in entries if e not in left], [e.name for e in left]
+def judged_by_glob(tasks: Sequence[tuple[Any, Any]], patterns: Sequence[str], judge: str | None
+                   ) -> tuple[list[tuple[Any, Any]], list[Any]]:
+    """The run's (entry, task) pairs, and the judged tasks left out of it: without ``--judge``, a judged
+    task (`is_judged`, asked of the built task) that a glob matched beside tasks that are not judged
+    ('msrvtt3k_*' holds ``msrvtt3k_composed_judged``) stays out of the run, so a glob that ran before a
+    judged task was registered runs the same tasks now. A judged task named plainly, or matched by a
+    glob whose matches are all judged ('*_judged'), stays in: `plan_judge` then asks for ``--judge``."""
+    judged = {entry.name for entry, task in tasks if is_judged(task)}
+    if judge is not None or not judged:
+        return list(tasks), []
+    asked = {p for p in patterns if not is_glob(p)}
+    for pattern in filter(is_glob, patterns):
+        matched = {entry.name for entry, _ in tasks if fnmatchcase(entry.name, pattern)}
+        if matched and matched <= judged:
+            asked |= matched
+    return ([(e, t) for e, t in tasks if e.name not in judged or e.name in asked],
+            [t for e, t in tasks if e.name in judged and e.name not in asked])
 
 
 def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: Sequence[Any]) -> JudgeChoice | None:

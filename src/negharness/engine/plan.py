@@ -18,6 +18,7 @@ declaration its registration names, ``options=``; without one, naming them impor
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,14 +194,18 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     if req.use_cache:
         writable_folder(cache, _cache_option(req.cache_dir))
     root, source = data_root(req.data_root)
-    entries, unjudged = check_request(host, req, root, source)
+    entries = check_request(host, req, root, source)
     protocol = run_protocol(entries)
     model_entry = _model_entry(host, req.model, protocol, entries)
     if protocol == "editing":
         refuse_precision(req.precision)
     hasher = FileHasher(memo_path(cache))
     topts = TaskOptions(root, source, cache, req.seed, req.limit, dict(req.task_extra))
-    tasks = check_inputs(host, req, entries, topts, hasher.file, model_entry)
+    tasks, left_out = check_inputs(host, req, entries, topts, hasher.file, model_entry)
+    unjudged = tuple(t.name for t in left_out)
+    if unjudged:  # said on every door (the CLI's terminal, a log, negharness.run), as a warning
+        warnings.warn(f"left out, judged by a vision-language model (name one with --judge to run them): "
+                      f"{', '.join(unjudged)}", UserWarning, stacklevel=3)
     judge = plan_judge(host, req.judge, req.judge_options, [task for _, task in tasks])  # in judged tasks' configs
     out_dir = writable_folder(req.output_dir, "--output-dir")
     built_with, identity = PluginLookup(host.registry, None, cache).identified(model_entry, req.model_options)
@@ -220,7 +225,7 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     plan = RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
                    req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,
                    req.skip_broken_media, root, cache, out_dir, topts, tuple(items), tuple(failed), judge,
-                   tuple(unjudged))
+                   unjudged)
     return plan, hasher
 
 
@@ -300,7 +305,4 @@ def plan_lines(plan: RunPlan) -> list[str]:
         standing = sum(t.verdict is None for t in plan.tasks)
         lines.append(f"records in {', '.join(folders)}: {found} of {len(plan.tasks)} exist"
                      + (f", {standing} unchanged" if found else ""))
-    if plan.unjudged:
-        lines.append(f"left out, judged by a vision-language model (name one with --judge to run them): "
-                     f"{', '.join(plan.unjudged)}")
     return lines

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from negharness.contracts.errors import MissingDataError, UserError
 from negharness.contracts.model_options import ModelOptions
@@ -63,12 +63,11 @@ def _no_gpu_driver() -> bool:
     return sys.platform.startswith("linux") and not any(Path(p).exists() for p in _GPU_DRIVER_FILES)
 
 
-def check_request(host: Any, req: Any, root: Path, source: str) -> tuple[list[Entry], list[str]]:
+def check_request(host: Any, req: Any, root: Path, source: str) -> list[Entry]:
     """Names, ``-M`` options, device and data root (``root``, chosen by ``source``) of a run request
     (`negharness.engine.request.RunRequest`), against the registry and the file system only: no plugin
     module is imported but the torch-free ones registrations name for their options (``options=``).
-    Returns the tasks' entries, and the judged tasks a glob matched that stay out without ``--judge``
-    (`negharness.engine.judging.judged_by_glob`)."""
+    Returns the tasks' entries."""
     entries = task_entries(host, req.tasks)
     if not any(req.model in host.registry.names(kind) for kind in ("model", "editor")):
         host.registry.get("model", req.model)  # unknown: the registry's error, with the close names
@@ -77,18 +76,24 @@ def check_request(host: Any, req: Any, root: Path, source: str) -> tuple[list[En
     check_device_spec(req.device)
     if root.exists() and not root.is_dir():
         raise UserError(f"data root {root} (from {source}) is a file, not a folder: pass --data-root DIR")
-    return judged_by_glob(entries, req.tasks, req.judge)  # after the checks: it loads the globs' task classes
+    return entries
 
 
 def check_train_request(registry: Any, trainer: str, opts: Any) -> None:
     """`negharness train`'s options (a `TrainOptions`) before torch: the trainer's ``-O`` and the model's
     ``-M`` against the declarations their registrations name (modules without torch), and the training
-    set's ``-T`` (``--task``, else the default one: `TrainOptions.trainset`) against its factory
-    (training-set modules import no torch)."""
-    check_options(registry.get("trainer", trainer), opts, registry)
+    set's ``-T`` (``--task``, else the default one, `TrainOptions.trainset`, for a trainer registered with
+    ``reads_trainset=True``) against its factory (training-set modules import no torch); ``--task`` or
+    ``-T`` for a trainer registered with ``reads_trainset=False`` would be ignored, so it is refused."""
+    entry = registry.get("trainer", trainer)
+    check_options(entry, opts, registry)
     if opts.model:
         check_options(registry.get("model", opts.model), opts.model_options, registry)
-    if opts.trainset in registry.names("trainset"):
+    reads = entry.meta.get("reads_trainset")
+    if reads is False and (opts.task or opts.task_extra):
+        given = f"--task {opts.task}" if opts.task else f"-T {next(iter(opts.task_extra))}"
+        raise UserError(f"{given}: trainer {trainer!r} reads no training set; leave --task and -T out")
+    if (opts.task or reads) and opts.trainset in registry.names("trainset"):
         check_options(registry.get("trainset", opts.trainset), TrainSetOptions(Path("."), dict(opts.task_extra)),
                       registry, load=True)
 
@@ -105,16 +110,17 @@ class Missing:
 
 def check_inputs(host: Any, req: Any, entries: list[Entry], options: TaskOptions,
                  hash_file: Callable[[Path], str | None] | None = None,
-                 model_entry: Entry | None = None) -> list[tuple[Entry, Task]]:
-    """The run's tasks, built with ``options`` (the plan's roots and settings); their -T keys owned; every
+                 model_entry: Entry | None = None) -> tuple[list[tuple[Entry, Task]], list[Task]]:
+    """The run's tasks, built with ``options`` (the plan's roots and settings), less the judged ones a glob
+    matched without ``--judge`` (`judged_by_glob`: returned second, left out); their -T keys owned; every
     absent input (data and weights) named in one error; then the fetched files unchanged (``hash_file``:
     the run's memoised hasher). ``model_entry``: the model the tasks' protocol takes (the plan's)."""
-    tasks = [(e, made_task(e, options)) for e in entries]
-    check_task_options(req.task_extra, [t for _, t in tasks])
+    tasks, left_out = judged_by_glob([(e, made_task(e, options)) for e in entries], req.tasks, req.judge)
+    check_task_options(req.task_extra, [t for _, t in tasks], left_out)
     root, source = options.data_root, options.data_root_source
     cache = options.cache_dir if options.cache_dir is not None else cache_root()
     check_data([t for _, t in tasks], root, source, hash_file, weights_problems(host, req, cache, model_entry))
-    return tasks
+    return tasks, left_out
 
 
 def run_protocol(entries: list[Entry]) -> str:
@@ -275,9 +281,14 @@ def made_task(entry: Entry, options: TaskOptions) -> Task:
     return task
 
 
-def check_task_options(raw: dict[str, str], tasks: list[Task]) -> None:
-    """Every -T key must be an option of at least one task of the run (a typo is never ignored)."""
+def check_task_options(raw: dict[str, str], tasks: list[Task], left_out: Sequence[Task] = ()) -> None:
+    """Every -T key must be an option of at least one task of the run (a typo is never ignored); a key of a
+    judged task the run leaves out (``left_out``) says so, naming --judge."""
     for key in raw:
+        owners = [t.name for t in left_out if key in t.task_options]
+        if owners and not any(key in t.task_options for t in tasks):
+            raise UserError(f"-T {key}: an option of {', '.join(owners)}, which this run leaves out: it is judged "
+                            "by a vision-language model; name one with --judge NAME to run it")
         if not any(key in t.task_options for t in tasks):
             names = ", ".join(repr(t.name) for t in tasks)
             refuse_unknown(key, {k: s for t in tasks for k, s in t.task_options.items()}, "-T",

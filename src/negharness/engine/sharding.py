@@ -64,8 +64,9 @@ def media_subset(media: MediaSet, positions: list[int]) -> MediaSet:
     return dataclasses.replace(media, **changes)
 
 
-class WarmPassDone(Exception):
-    """Pass 1 reached a judged task's judge: its encoding is done, and judging is rank 0's (pass 2)."""
+class WarmPassDone(BaseException):
+    """Pass 1 reached a judged task's judge: its encoding is done, and judging is rank 0's (pass 2). A
+    BaseException, as GeneratorExit is: a task's own ``except Exception`` around its judging lets it by."""
 
 
 class _EndsWarmPass:

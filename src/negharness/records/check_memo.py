@@ -40,10 +40,12 @@ MEMO_MAX_BYTES = 1 << 20  # a memo holds a few problem lines; anything larger is
 # per-query means must give, the main score, how the intervals were made and what they are
 MEMO_FIELDS = ("per_query_file", "task", "metrics", "main_score", "interval_method", "intervals",
                "intervals_rows", "standard_errors", "standard_errors_rows")
-# the modules whose code decides the answer: the check, the per-query contract and intervals, the
-# bootstrap, the metric catalogue (renames, MedR's rule) and the JSON reader
-MEMO_CODE = ("negharness.records.check", "negharness.records.check_memo", "negharness.scoring.perquery", "negharness.scoring.bootstrap",
-             "negharness.scoring.catalog", "negharness.io.json_files")
+# the modules whose code decides the answer: the check, the memo's keys, the board's pass (which pairs
+# each answer with its key), the per-query contract and intervals, the bootstrap, the metric catalogue
+# (renames, MedR's rule) and the JSON reader
+MEMO_CODE = ("negharness.records.check", "negharness.records.check_memo", "negharness.records.board_pass",
+             "negharness.scoring.perquery", "negharness.scoring.bootstrap", "negharness.scoring.catalog",
+             "negharness.io.json_files")
 
 
 def memo_folder(cache_dir: str | Path | None = None) -> Path:
