@@ -28,17 +28,20 @@ The share of late wake-ups, sampled at random moments, estimates the share of th
 The process's CPU seconds (all threads: decoders, hashing and copies that release the GIL too) per
 item are printed beside it, an upper bound.
 
-The measured run is a fresh interpreter (its imports timed): "before the first batch" is from its start
+The measured run is a fresh interpreter under the CLI's thread policy (``OMP_WAIT_POLICY=PASSIVE`` unless
+set: `negharness.cli.process.prefer_passive_waiting`, so torch's idle OpenMP threads sleep instead of
+spinning into the CPU figures), its imports timed: "before the first batch" is from its start
 to the first stand-in forward, minus ``import torch, open_clip``; it holds the model's build, the plan,
 hashing every file for the cache key, the loader's start.
 
-    python perf/gpu_sim.py [--quick] [--images 16384] [--texts 16384] [--nvjpeg-rate 12000] [--json FILE]
+    python perf/gpu_sim.py [--quick] [--images 16384] [--texts 16384] [--nvjpeg-rate 12000] [--json FILE] [--threads]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import io
 import json
@@ -158,6 +161,56 @@ class GilProbe:
         return self.late / max(1, self.samples)
 
 
+class ThreadClock:
+    """CPU seconds per thread group over a span (``--threads``): a sampler reads each live thread's
+    /proc/self/task/<id>/stat every 20 ms and files it under its Python name's stem ("negharness-read_3"
+    -> "negharness-read"); a thread that ended between samples loses at most its last 20 ms. Linux only."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[str, float]] = {}  # native id -> (group, CPU seconds last read)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="thread-clock")
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def _cpu(self, tid: int) -> float | None:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+
+    def sample(self) -> None:
+        for t in threading.enumerate():
+            if t.native_id is None or t is self.thread:
+                continue
+            cpu = self._cpu(t.native_id)
+            if cpu is not None:
+                group = "main" if t is threading.main_thread() else t.name.split("_")[0].split(" ")[0]
+                self.seen[t.native_id] = (group, cpu)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.02):
+            self.sample()
+
+    def __enter__(self) -> "ThreadClock":
+        self.sample()
+        self.start = {tid: cpu for tid, (_, cpu) in self.seen.items()}
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sample()
+
+    def groups(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for tid, (group, cpu) in self.seen.items():
+            out[group] = out.get(group, 0.0) + cpu - self.start.get(tid, 0.0)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
     """The device's work replaced in the runner's modules (see the module's docstring)."""
     import torch
@@ -226,17 +279,24 @@ def make_model(first: list[float]) -> Any:
     return model
 
 
-def timed(fn: Any, items: int) -> dict[str, float]:
+def timed(fn: Any, items: int, threads: bool = False) -> dict[str, Any]:
     probe = GilProbe()
+    clock = ThreadClock() if threads else contextlib.nullcontext()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    with probe:
+    with probe, clock:
         fn()
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"rate": items / wall, "wall_s": wall, "gil_us": probe.share * wall / items * 1e6,
-            "cpu_us": cpu / items * 1e6, "gil_share": probe.share, "probe_samples": probe.samples}
+    got: dict[str, Any] = {"rate": items / wall, "wall_s": wall, "gil_us": probe.share * wall / items * 1e6,
+                           "cpu_us": cpu / items * 1e6, "gil_share": probe.share, "probe_samples": probe.samples}
+    if isinstance(clock, ThreadClock):
+        got["cpu_us_by_thread"] = {g: round(s / items * 1e6, 1) for g, s in clock.groups().items()}
+    return got
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
+    from negharness.cli.process import prefer_passive_waiting  # torch-free
+
+    prefer_passive_waiting()  # the CLI's thread policy, set before torch loads as the console script does
     t0 = time.perf_counter()
     import open_clip  # noqa: F401
     import torch
@@ -255,14 +315,14 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     media = image_files("sim/coco", [p.stem for p in paths], paths)
     ctx = CachedEvalContext(model, settings, EmbeddingCache(cache_root / "images"))
     got: dict[str, Any] = {"imports_s": imports}
-    got["images"] = timed(lambda: ctx.embed_media(media), len(paths))
+    got["images"] = timed(lambda: ctx.embed_media(media), len(paths), spec["threads"])
     got["before_first_batch_s"] = first[0] - START - imports
     texts = spec["texts"]
     for label, lengths in (("texts", "off"), ("texts_lengths_on", "on")):
         model.text_lengths = lengths  # "off": what `lengths_pay` decides on CUDA
         tctx = CachedEvalContext(model, RunSettings(device=torch.device("cpu"), precision="bf16",
                                                     batch_size=spec["text_batch"]), EmbeddingCache(cache_root / label))
-        got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts))
+        got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts), spec["threads"])
     return got
 
 
@@ -300,6 +360,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--text-batch", type=int, default=1024)
     ap.add_argument("--nvjpeg-rate", type=float, default=12_000.0, help="simulated nvjpeg images/s (see the docstring)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--threads", action="store_true", help="also CPU us per item by thread group (Linux /proc)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -316,7 +377,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"inputs: {len(paths):,} JPEGs ({sum(p.stat().st_size for p in paths) / 2**20:.0f} MiB) and {len(texts):,} "
               f"{source} texts in {time.perf_counter() - t0:.1f} s")
         spec = {"images": [str(p) for p in paths], "texts": texts, "text_source": source, "batch": args.batch,
-                "text_batch": args.text_batch, "nvjpeg_rate": args.nvjpeg_rate, "n_images": len(paths)}
+                "text_batch": args.text_batch, "nvjpeg_rate": args.nvjpeg_rate, "n_images": len(paths),
+                "threads": args.threads}
         (folder / "spec.json").write_text(json.dumps(spec))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1] / "src"),
                                                                          os.environ.get("PYTHONPATH")]))}
@@ -326,6 +388,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         got = json.loads((folder / "spec.out.json").read_text())
     text, failed = table(got, spec)
     print(text)
+    for label in ("images", "texts", "texts_lengths_on"):
+        if "cpu_us_by_thread" in got[label]:
+            print(f"CPU us per item by thread, {label}: " + ", ".join(f"{g} {v}" for g, v in
+                                                                      got[label]["cpu_us_by_thread"].items()))
     print(json.dumps({"bench": "gpu_sim", **{k: v for k, v in got.items()}, "nvjpeg_rate": args.nvjpeg_rate,
                       "failed": failed}))
     if args.json:
