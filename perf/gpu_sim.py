@@ -18,6 +18,11 @@ Stand-ins (everything else runs for real, on this machine's CPU):
                  from a measurement (perf/gpu_check.sh's media step) when one exists; the goal is taken
                  against min(pure, nvjpeg), the loop's own ceiling.
   resize         on the device, bandwidth-bound: 2 bytes moved per decoded byte at 3 TB/s (H100 HBM3).
+Each text row's pure rate is what its own batches cost the stand-in tower (`TEXT_TOWER`): the table judges
+images and full-context texts as a share of their pure rates, since the full-context tower alone (~28,700
+texts/s) is below the issue's 50,000/s, a goal no host could meet; the text_lengths=on row keeps 50,000/s
+where its pure rate allows it (printed beside it). The warm tokenizer's own time per text is printed beside
+the GIL per text: it is pure Python, GIL-held time the text path pays whatever else is cut.
 The runner takes its CUDA decisions (batched decoding in a producer thread, full-context texts as
 `lengths_pay` decides on CUDA); a second text row forces ``text_lengths=on``.
 
@@ -76,6 +81,16 @@ IMAGE_MACS = macs(50, 768, 12)  # ViT-B-32 at 224 px: 7 x 7 patches + class toke
 def text_seconds(rows: int, length: int) -> float:
     """Simulated seconds of ``rows`` texts through ViT-B-32's text tower at ``length`` tokens."""
     return rows * macs(length, 512, 12) / IMAGE_MACS / IMAGE_RATE
+
+
+TEXT_TOWER = [0.0]  # simulated seconds the text tower's stand-ins slept: a row's pure rate is its texts over it
+
+
+def text_forward(rows: int, length: int) -> None:
+    """The text tower's stand-in: its simulated time slept (the GIL let go) and counted."""
+    seconds = text_seconds(rows, length)
+    TEXT_TOWER[0] += seconds
+    time.sleep(seconds)
 
 
 # ---- inputs (parent process: no torch) ---------------------------------------------------------------
@@ -238,7 +253,7 @@ def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
         return [torch.empty((3, 480, 640), dtype=torch.uint8) for _ in encoded]
 
     def encode_cut_tokens(model: Any, tokens: torch.Tensor) -> torch.Tensor:
-        time.sleep(text_seconds(tokens.shape[0], tokens.shape[1]))
+        text_forward(tokens.shape[0], tokens.shape[1])
         return outputs(tokens.shape[0])
 
     runner.batched_decoding = lambda device: True  # CUDA's decision: batched decode in a producer thread
@@ -286,7 +301,7 @@ def make_model(first: list[float]) -> Any:
         return outputs(pixels.shape[0])
 
     def encode_text(tokens: torch.Tensor, **_: Any) -> torch.Tensor:
-        time.sleep(text_seconds(tokens.shape[0], tokens.shape[1]))
+        text_forward(tokens.shape[0], tokens.shape[1])
         return outputs(tokens.shape[0])
 
     model.model.encode_image, model.model.encode_text = encode_image, encode_text
@@ -336,35 +351,64 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         model.text_lengths = lengths  # "off": what `lengths_pay` decides on CUDA
         tctx = CachedEvalContext(model, RunSettings(device=torch.device("cpu"), precision="bf16",
                                                     batch_size=spec["text_batch"]), EmbeddingCache(cache_root / label))
+        TEXT_TOWER[0] = 0.0
         got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts), spec["threads"])
+        got[label]["pure_rate"] = len(texts) / TEXT_TOWER[0]  # the stand-in tower alone, on this row's batches
+    got["tokenizer_us"] = tokenizer_cost(model.tokenizer, texts, spec["text_batch"])
     return got
 
 
+def tokenizer_cost(tokenizer: Any, texts: list[str], batch: int) -> float:
+    """The warm tokenizer's own CPU time per text (its word memo filled by the runs above), the least of
+    three passes: pure Python, so GIL-held time the text rows cannot go below."""
+    best = float("inf")
+    for _ in range(3):
+        cpu = time.thread_time()
+        for lo in range(0, len(texts), batch):
+            tokenizer(texts[lo:lo + batch])
+        best = min(best, time.thread_time() - cpu)
+    return best / len(texts) * 1e6
+
+
 # ---- the table ---------------------------------------------------------------------------------------------
+TEXT_GOAL = 50_000.0  # texts/s: the issue's goal, kept where the simulated tower allows it (`table`)
+
+
 def table(got: dict[str, Any], spec: dict[str, Any]) -> tuple[str, int]:
+    """The goals, each against what the simulated device allows (no row asks what no machine can meet):
+    images and full-context texts as a share of their simulated pure rate (the full-context text tower's
+    pure rate, ~28,700/s, is below the issue's 50,000/s, which no host could then reach); the
+    text_lengths=on row keeps 50,000/s where its own pure rate is at least 50,000 / 0.9, else 0.9 of
+    pure; GIL per text is printed beside the warm tokenizer's own time, which the text path pays under
+    the GIL whatever else is cut."""
     ceiling = min(IMAGE_RATE, spec["nvjpeg_rate"])
-    text_pure = 1 / text_seconds(1, 77)
     img, txt, cut = got["images"], got["texts"], got["texts_lengths_on"]
+    cut_goal, cut_target = (TEXT_GOAL, f">= {TEXT_GOAL:,.0f}/s") if cut["pure_rate"] * 0.9 >= TEXT_GOAL else \
+        (0.9 * cut["pure_rate"], ">= 0.9 of pure")
     rows = [
         ("images in the loop (nvjpeg path)", f"{img['rate']:,.0f} img/s = {img['rate'] / ceiling:.2f} of min(pure "
          f"{IMAGE_RATE:,.0f}, nvjpeg {spec['nvjpeg_rate']:,.0f})", ">= 0.9", img["rate"] >= 0.9 * ceiling),
-        ("texts in the loop (CUDA's choice: full context)", f"{txt['rate']:,.0f} texts/s (pure {text_pure:,.0f})",
-         ">= 50,000/s", txt["rate"] >= 50_000),
-        ("texts in the loop, text_lengths=on", f"{cut['rate']:,.0f} texts/s", ">= 50,000/s", cut["rate"] >= 50_000),
+        ("texts in the loop (CUDA's choice: full context)", f"{txt['rate']:,.0f} texts/s = "
+         f"{txt['rate'] / txt['pure_rate']:.2f} of pure {txt['pure_rate']:,.0f}", ">= 0.9 of pure",
+         txt["rate"] >= 0.9 * txt["pure_rate"]),
+        ("texts in the loop, text_lengths=on", f"{cut['rate']:,.0f} texts/s = {cut['rate'] / cut['pure_rate']:.2f} "
+         f"of pure {cut['pure_rate']:,.0f}", cut_target, cut["rate"] >= cut_goal),
         ("GIL held per image (host path)", f"{img['gil_us']:.1f} us (CPU all threads {img['cpu_us']:.1f} us)", "<= 25 us",
          img["gil_us"] <= 25),
-        ("GIL held per text (host path)", f"{txt['gil_us']:.1f} us (CPU all threads {txt['cpu_us']:.1f} us)", "<= 10 us",
-         txt["gil_us"] <= 10),
+        ("GIL held per text (host path)", f"{txt['gil_us']:.1f} us (CPU all threads {txt['cpu_us']:.1f} us; the warm "
+         f"tokenizer alone {got['tokenizer_us']:.1f} us)", "<= 10 us", txt["gil_us"] <= 10),
         ("before the first batch, minus import torch, open_clip", f"{got['before_first_batch_s']:.2f} s "
          f"(imports {got['imports_s']:.1f} s)", "reported", True),
     ]
     lines = [f"## perf/gpu_sim.py: {spec['n_images']:,} COCO-like images (mixed sizes), {len(spec['texts']):,} "
-             f"{spec['text_source']} texts; simulated H100 (ViT-B-32 bf16); {os.cpu_count()} cores here", "",
+             f"{spec['text_source']} texts; simulated H100 (ViT-B-32 bf16); {os.cpu_count()} cores here, load "
+             f"{os.getloadavg()[0]:.1f}", "",
              "| goal | figure | target | result |", "|---|---|---|---|"]
     lines += [f"| {g} | {f} | {t} | {'pass' if ok else 'FAIL'} |" for g, f, t, ok in rows]
     return "\n".join(lines), sum(1 for *_, ok in rows if not ok)
 
 
+# ---- the driver --------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="4,096 images and 8,192 texts (CI: under 3 minutes)")

@@ -8,7 +8,8 @@ its own: each run is looked up in the cache, its equal-content items noted, its 
 (`negharness.store.claims`), and its positions to encode handed to the decoder through a `ChunkFeed`, which
 cuts them into the same batches as the whole list would give. The loop starts once the first batch's
 keys are known; what other runs claimed is waited for afterwards, as `CachedEvalContext` does for a
-set whose keys were hashed first.
+set whose keys were hashed first. The bytes the pool reads to hash a file are held for its decoder
+(`negharness.io.held_bytes`), so each file is read once; the stream paces the hashing to keep them bounded.
 """
 
 from __future__ import annotations
