@@ -305,6 +305,7 @@ def make_model(first: list[float]) -> Any:
         return outputs(tokens.shape[0])
 
     model.model.encode_image, model.model.encode_text = encode_image, encode_text
+    outputs(4096)  # the stand-ins' table drawn now, outside the timed rows (~50 ms here)
     return model
 
 
