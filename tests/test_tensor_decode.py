@@ -359,3 +359,26 @@ def test_on_the_streamed_road_each_file_is_read_once_and_what_is_held_stays_boun
     first, _ = _embed(tensor_model, media, EmbeddingCache(tmp_path / "first"), workers=0)
     torch.testing.assert_close(once, first, rtol=0, atol=0)
     torch.testing.assert_close(tight, first, rtol=0, atol=0)
+
+
+def test_held_bytes_stay_within_their_room_and_are_handed_over_once():
+    """`HeldBytes`: a file is kept only where it fits (the hasher then hashes without keeping it), its bytes
+    are taken once, dropped ones are gone, and after `close` a read still in flight keeps nothing and gives
+    its room back (the count of held bytes returns to 0, so no later set inherits a full holder)."""
+    from negharness.io.held_bytes import HeldBytes
+
+    held = HeldBytes(limit=10)
+    assert held.reserve(6) and not held.reserve(5)  # 6 + 5 > 10: that file is hashed without keeping it
+    held.put(0, bytearray(b"abcdef"), 6)
+    assert held.reserve(4)
+    held.put(1, bytearray(b"ghij"), 4)
+    assert held.pressed() and held.take([1, 0, 2]) == [bytearray(b"ghij"), bytearray(b"abcdef"), None]
+    assert held.take([0]) == [None] and held.held == 0 and held.taken == 2
+    assert held.reserve(3)
+    held.put(2, bytearray(b"xyz"), 3)
+    held.drop([2])
+    assert held.take([2]) == [None] and held.held == 0
+    assert held.reserve(5)  # a read in flight when the set ends
+    held.close()
+    held.put(3, bytearray(b"12345"), 5)
+    assert held.take([3]) == [None] and held.held == 0 and not held.reserve(1)
