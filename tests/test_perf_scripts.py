@@ -36,6 +36,7 @@ TINY: dict[str, list[str]] = {
     "bench_readme_times.py": ["--tiny"],
     "bench_record_reader.py": ["--records", "2", "--queries", "50", "--rounds", "1"],
     "bench_reuse_checks.py": ["--images", "5", "--videos", "3", "--image-kb", "1", "--video-kb", "1"],
+    "bench_read_once.py": ["--tiny"],
     "bench_run_cache.py": ["--tiny"],
     # one process both ways: the 2-rank torchrun path is tested in tests/test_sharded_eval.py; run here
     # after the whole newcomer suite, its rank 1 aborted at teardown ("terminate called without an
@@ -88,6 +89,7 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
     # the property, not the time: with the index or declared entries no torch is imported (x: against no plugin)
     "bench_plugin_cost.py": [(rf"hook module, indexed\s+[\d.]+ s\s+x\s*{NUM}  torch imported: False", 0.0, 1e3),
                              (rf"declared entries\s+[\d.]+ s\s+x\s*{NUM}  torch imported: False", 0.0, 1e3)],
+    "bench_read_once.py": [(rf"read once / read twice: {NUM}", 0.05, 5.0)],  # a ratio of two CPU times: sane, not a goal
     "bench_tokenizer.py": [(rf"tokenizer fast/open_clip {NUM}x", 0.5, 1e3),
                            (rf"after vs before {NUM}", 0.0, 1e-4)],
     "bench_tensor_decode_difference.py": [(rf"photos: .*pixels max {NUM} levels", 0.0, 2.0),
