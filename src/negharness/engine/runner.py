@@ -31,6 +31,7 @@ from negharness.engine.streamed_keys import KeyStream
 from negharness.engine.precheck import DEVICES, check_device_spec
 from negharness.engine.stages import StageClock, timed_method
 from negharness.engine.text_batches import encodes_prepared, prepared_ahead
+from negharness.io.held_bytes import HeldBytes
 from negharness.io.media import (
     MediaSet,
     PreprocessedItems,
@@ -335,11 +336,12 @@ class CachedEvalContext(RunContext):
         store = self._collection(self._file_collection(media))
         assert store is not None
         emb = Rows()
-        runs = self.cache.hasher.runs(media.sources, self._decode_threads())
-        with KeyStream(runs, store, self.contract, media.kind, emb, self.settings.batch_size) as stream:
+        held = HeldBytes()  # each file read once: the bytes hashed for its key are the bytes decoded
+        runs = self.cache.hasher.runs(media.sources, self._decode_threads(), held)
+        with KeyStream(runs, store, self.contract, media.kind, emb, self.settings.batch_size, held) as stream:
             try:
                 with _exit_on_sigterm():
-                    self._encode_media(media, [], emb, store, stream.keys, stream.feed)
+                    self._encode_media(media, [], emb, store, stream.keys, stream.feed, held)
             finally:  # also on Ctrl-C or SIGTERM: what was encoded is kept (the stream's claims end as it closes)
                 store.close()
         keys = stream.keys
@@ -519,36 +521,37 @@ class CachedEvalContext(RunContext):
             num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
             worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
 
-    def _batches(self, media: MediaSet, todo: list[int],
-                 chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
+    def _batches(self, media: MediaSet, todo: list[int], chunks: Iterable[list[int]] | None = None,
+                 held: HeldBytes | None = None) -> Iterator[tuple[Any, ...]]:
         """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers.
-        ``chunks``: the batches' positions as they become known (`KeyStream`), instead of ``todo``'s."""
+        ``chunks``: the batches' positions as they become known (`KeyStream`), instead of ``todo``'s;
+        ``held``: files' bytes read for their keys, for the decoder (`HeldBytes`)."""
         if media.cheap and media.load_batch is not None:
             bs = self.settings.batch_size
             for lo in range(0, len(todo), bs):
                 positions = todo[lo:lo + bs]
                 yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
         else:
-            for positions, pixels, mask, broken in self._decoded(media, todo, chunks):
+            for positions, pixels, mask, broken in self._decoded(media, todo, chunks, held):
                 for pos, message in broken:
                     self.media_policy.leave_out(media.key, media.ids[pos], message)
                 if positions:
                     yield positions, pixels, mask
 
-    def _decoded(self, media: MediaSet, todo: list[int],
-                 chunks: Iterable[list[int]] | None = None) -> Iterator[tuple[Any, ...]]:
+    def _decoded(self, media: MediaSet, todo: list[int], chunks: Iterable[list[int]] | None = None,
+                 held: HeldBytes | None = None) -> Iterator[tuple[Any, ...]]:
         """Decoded batches: image files the model decodes as tensors go through `DecodedBatches` on a
         GPU (batched nvjpeg, overlapping the forward pass); all else, and those on the CPU (one
         item per core), through `_loaded`."""
         transform = self._tensor_decoding(media)
         if transform is None or not batched_decoding(self.settings.device):
-            assert chunks is None  # streamed keys are for the batched road only (`_streams_keys`)
+            assert chunks is None and held is None  # streamed keys are for the batched road only (`_streams_keys`)
             return self._loaded(media, todo)
         bs = self.settings.batch_size
         if chunks is None:
             chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
         return iter(DecodedBatches(list(media.sources or ()), chunks, transform, self.settings.device,
-                                   self.media_policy, self._decode_threads()))
+                                   self.media_policy, self._decode_threads(), held=held))
 
     def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
         """Decoded batches: from worker processes when there are any, else from a pool of threads
@@ -581,12 +584,12 @@ class CachedEvalContext(RunContext):
             pool.shutdown(wait=True, cancel_futures=True)
 
     def _encode_media(self, media: MediaSet, todo: list[int], emb: Rows, store: Any, keys: list[str | None],
-                      chunks: Iterable[list[int]] | None = None) -> None:
+                      chunks: Iterable[list[int]] | None = None, held: HeldBytes | None = None) -> None:
         bar = self._track(f"encoding {media.kind}s", len(todo) if chunks is None else None)  # None: not known yet
         start = time.perf_counter()
         device = self.settings.device
         with self._keeper() as keeper:
-            for positions, pixels, mask in self._waited("decode", self._batches(media, todo, chunks)):
+            for positions, pixels, mask in self._waited("decode", self._batches(media, todo, chunks, held)):
                 pixels = pixels.to(device, non_blocking=True)
                 mask = None if mask is None else mask.to(device)
 

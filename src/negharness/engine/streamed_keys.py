@@ -8,17 +8,20 @@ its own: each run is looked up in the cache, its equal-content items noted, its 
 (`negharness.store.claims`), and its positions to encode handed to the decoder through a `ChunkFeed`, which
 cuts them into the same batches as the whole list would give. The loop starts once the first batch's
 keys are known; what other runs claimed is waited for afterwards, as `CachedEvalContext` does for a
-set whose keys were hashed first.
+set whose keys were hashed first. The bytes the pool reads to hash a file are held for its decoder
+(`negharness.io.held_bytes`), so each file is read once; the stream paces the hashing to keep them bounded.
 """
 
 from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Iterator
+from typing import Callable, Iterator
 
 from negharness.engine.embedding_contract import EmbeddingContract
 from negharness.engine.kept_batches import Rows
+from negharness.io.held_bytes import HeldBytes
+from negharness.io.tensor_images import AHEAD
 from negharness.store.cache import CollectionCache
 from negharness.store.claims import Claim
 
@@ -28,14 +31,20 @@ RUN_MOST = 32  # ... up to this many batches (claims per set stay few: each clai
 
 class ChunkFeed:
     """Positions to encode, handed over as they are resolved and taken as batches of ``size`` (the last
-    one shorter): an iterator the decoder thread waits on. `close` ends it early (the loop stopped)."""
+    one shorter): an iterator the decoder thread waits on. `close` ends it early (the loop stopped).
+    ``taken`` is called after each batch is taken (what a producer waiting for the decoder listens to)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, taken: Callable[[], None] | None = None) -> None:
         self.size = max(1, size)
+        self.taken = taken
         self._ready = threading.Condition()
         self._positions: list[int] = []
         self._ended = self._closed = False
         self._error: BaseException | None = None
+
+    def pending(self) -> int:
+        """Positions fed and not yet taken (read without the lock: a waiter rechecks it)."""
+        return len(self._positions)
 
     def put(self, positions: list[int]) -> None:
         with self._ready:
@@ -65,7 +74,9 @@ class ChunkFeed:
             if self._closed or not self._positions:
                 raise StopIteration
             chunk, self._positions = self._positions[:self.size], self._positions[self.size:]
-            return chunk
+        if self.taken is not None:  # outside the lock: the listener's own lock is never taken inside ours
+            self.taken()
+        return chunk
 
 
 class KeyStream:
@@ -75,9 +86,10 @@ class KeyStream:
     cache, ``same_as`` the items of equal content to an earlier one, ``rest`` those other runs claimed."""
 
     def __init__(self, runs: Iterator[list[str | None]], store: CollectionCache, contract: EmbeddingContract,
-                 kind: str, emb: Rows, batch_size: int) -> None:
+                 kind: str, emb: Rows, batch_size: int, held: HeldBytes | None = None) -> None:
         self.runs, self.store, self.contract, self.kind, self.emb = runs, store, contract, kind, emb
-        self.feed = ChunkFeed(batch_size)
+        self.held = held  # the files' bytes the hasher read, left for the decoder (`negharness.io.held_bytes`)
+        self.feed = ChunkFeed(batch_size, None if held is None else held.poke)
         self.keys: list[str | None] = []
         self.cached = 0
         self.same_as: dict[int, int] = {}  # item -> the earlier item of equal content that is encoded
@@ -94,6 +106,8 @@ class KeyStream:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._stop.set()
         self.feed.close()
+        if self.held is not None:  # the loop is over: nothing held is read now (and a wait for room ends)
+            self.held.close()
         self._thread.join()
         for claim in self.claims:  # also on an error: what was encoded is in the cache, and waiters move on
             self.store.claims.release(claim)
@@ -105,9 +119,10 @@ class KeyStream:
                 if self._stop.is_set():
                     break
                 waiting += run
-                if len(waiting) >= want:
+                if len(waiting) >= want or (len(waiting) >= self.feed.size and self._pressed()):
                     self._take(waiting)
                     waiting, want = [], min(want * RUN_GROWTH, self.feed.size * RUN_MOST)
+                    self._wait_for_room()
             else:
                 if waiting:
                     self._take(waiting)
@@ -118,6 +133,24 @@ class KeyStream:
             close = getattr(self.runs, "close", None)
             if close is not None:
                 close()  # the hashing pool stops (this thread is the one iterating it)
+
+    def _pressed(self) -> bool:
+        return self.held is not None and self.held.pressed()
+
+    def _wait_for_room(self) -> None:
+        """While the held bytes fill half their room and the decoder has `AHEAD` batches fed to take, hash
+        no further (the hashing pool stops `FileHasher.runs`' look-ahead with this thread): what is read
+        ahead stays bounded and mostly held. Never while the decoder could starve: it takes only whole
+        batches, and it has them."""
+        held = self.held
+        if held is None:
+            return
+
+        def ready() -> bool:
+            return self._stop.is_set() or not held.pressed() or self.feed.pending() < AHEAD * self.feed.size
+
+        while not ready():
+            held.wait(ready, 0.1)
 
     def _take(self, run: list[str | None]) -> None:
         """One run of keys: looked up, equal items noted, claimed, and the positions to encode fed."""
@@ -143,8 +176,13 @@ class KeyStream:
         claim = self.store.claim([k for k in (self.keys[i] for i in todo) if k is not None])
         self.claims.append(claim)
         claimed = set(claim.mine)
-        self.rest += [i for i in todo if self.keys[i] is not None and self.keys[i] not in claimed]
-        self.feed.put([i for i in todo if self.keys[i] is None or self.keys[i] in claimed])
+        rest = [i for i in todo if self.keys[i] is not None and self.keys[i] not in claimed]
+        self.rest += rest
+        fed = [i for i in todo if self.keys[i] is None or self.keys[i] in claimed]
+        if self.held is not None and len(fed) < len(self.keys) - lo:  # cached, equal or another run's: not read
+            chosen = set(fed)
+            self.held.drop(i for i in range(lo, len(self.keys)) if i not in chosen)
+        self.feed.put(fed)
 
     def others(self) -> Claim:
         """One claim listing every other run that holds items of ``rest`` (to wait for them all)."""

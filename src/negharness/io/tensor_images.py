@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import queue
-import stat
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +38,8 @@ from negharness.contracts.pixel_transform import (  # their home: a model's cont
     RESIZE_MODES as RESIZE_MODES,
     PixelTransform as PixelTransform,
 )
+from negharness.io.held_bytes import HeldBytes
+from negharness.io.held_bytes import file_bytes as file_bytes  # the readers' one read of a file
 from negharness.io.image_files import image_decoder_identity, read_rgb
 from negharness.io.media import regular_media
 from negharness.io.unreadable import UnreadableMedia
@@ -112,48 +112,6 @@ def decoded_or_pil(encoded: torch.Tensor, pixels: torch.Tensor | None, path: Pat
     return pixels if pixels is not None else pil_pixels(encoded.numpy().tobytes(), Path(path))
 
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-
-
-def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
-    """A regular file's bytes, read straight into one buffer that the JPEG decoder then takes as a tensor
-    without a copy (``read_bytes`` + ``bytearray`` + ``frombuffer`` cost 3x the reader's time: a copy, and
-    pathlib's parsing); None for anything else (missing, not a regular file, an error), which `read_item`'s
-    checked road then names. Opened without blocking (a FIFO is seen by ``fstat``, never waited on)."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        data = bytearray(st.st_size)
-        got = _read_into(fd, data)
-        while got < len(data):  # a regular file gives all at once; a shorter read means it shrank meanwhile
-            n = _read_into(fd, memoryview(data)[got:])
-            if n == 0:
-                return data[:got]
-            got += n
-        return data
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _readinto_file(fd: int, view: bytearray | memoryview) -> int:
-    with open(fd, "rb", buffering=0, closefd=False) as fh:  # where there is no readv (Windows)
-        return fh.readinto(view) or 0
-
-
-def _readv(fd: int, view: bytearray | memoryview) -> int:
-    return os.readv(fd, [view])
-
-
-_read_into = _readv if hasattr(os, "readv") else _readinto_file
-
-
 def checked_bytes(path: Path) -> bytes:
     """A file's bytes, or the `MediaError` that names why it cannot be read (`regular_media`'s checks)."""
     try:
@@ -164,10 +122,12 @@ def checked_bytes(path: Path) -> bytes:
         raise MediaError(f"cannot read image {path}: {exc.strerror or exc}") from None
 
 
-def read_item(path: Path) -> torch.Tensor | tuple[torch.Tensor]:
+def read_item(path: Path, data: bytearray | None = None) -> torch.Tensor | tuple[torch.Tensor]:
     """One file: a plain JPEG's bytes as a (1-tuple of a) uint8 tensor for the tensor decoder, or any
-    other file's pixels (3, H, W) from Pillow. Runs in reader threads; errors are `MediaError`s."""
-    data = file_bytes(path)
+    other file's pixels (3, H, W) from Pillow. ``data``: its bytes read already (for its cache key,
+    `HeldBytes`). Runs in reader threads; errors are `MediaError`s."""
+    if data is None:
+        data = file_bytes(path)
     if data is None:  # the checked road: the same read, or the error that names the file
         data = bytearray(checked_bytes(path))
     if plain_jpeg(data):
@@ -175,13 +135,16 @@ def read_item(path: Path) -> torch.Tensor | tuple[torch.Tensor]:
     return pil_pixels(data, Path(path))
 
 
-def read_items(paths: Sequence[Path], positions: Sequence[int], unreadable: UnreadableMedia) -> list[tuple[int, Any]]:
-    """`read_item` of each position, under the run's rule for unreadable files: one reader task reads a
-    run of files (a task per file cost more of the GIL in futures than the reads themselves)."""
+def read_items(paths: Sequence[Path], positions: Sequence[int], unreadable: UnreadableMedia,
+               held: HeldBytes | None = None) -> list[tuple[int, Any]]:
+    """`read_item` of each position (its bytes from ``held`` where the hasher left them), under the run's
+    rule for unreadable files: one reader task reads a run of files (a task per file cost more of the GIL
+    in futures than the reads themselves)."""
     out: list[tuple[int, Any]] = []
-    for pos in positions:
+    found = held.take(positions) if held is not None else [None] * len(positions)
+    for pos, data in zip(positions, found):
         try:
-            out.append((pos, read_item(paths[pos])))
+            out.append((pos, read_item(paths[pos], data)))
         except MediaError as exc:  # raised again unless media are skipped (`UnreadableMedia.message`)
             out.append((pos, unreadable.message(exc)))
     return out
@@ -221,13 +184,15 @@ class DecodedBatches:
 
     ``chunks`` (the positions of each batch) may be a list or an iterator that hands them as they become
     known (the runner's cache keys, resolved while earlier batches encode); one with a ``close`` method
-    is closed when the caller stops early, so a decoder waiting on it ends."""
+    is closed when the caller stops early, so a decoder waiting on it ends. ``held``: files' bytes read
+    already, for their cache keys (`HeldBytes`), taken instead of reading those files again."""
 
     def __init__(self, paths: Sequence[Path], chunks: Iterable[list[int]], transform: PixelTransform,
                  device: torch.device, unreadable: UnreadableMedia | bool, threads: int,
-                 thread_init: Callable[[], None] | None = None) -> None:
+                 thread_init: Callable[[], None] | None = None, held: HeldBytes | None = None) -> None:
         self.paths, self.chunks, self.transform, self.device = paths, chunks, transform, device
         self.unreadable, self.threads, self.thread_init = UnreadableMedia.of(unreadable), threads, thread_init
+        self.held = held
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         decoded: queue.Queue[Any] = queue.Queue(maxsize=1)
@@ -304,7 +269,7 @@ class DecodedBatches:
     def _submit(self, readers: ThreadPoolExecutor, chunk: list[int]) -> list[Future[list[tuple[int, Any]]]]:
         """One batch's reads: a run of files per reader thread (`read_items`)."""
         size = max(1, -(-len(chunk) // max(1, self.threads)))
-        return [readers.submit(read_items, self.paths, chunk[lo:lo + size], self.unreadable)
+        return [readers.submit(read_items, self.paths, chunk[lo:lo + size], self.unreadable, self.held)
                 for lo in range(0, len(chunk), size)]
 
     def _decoded(self, reads: list[Future[list[tuple[int, Any]]]]) -> list[tuple[int, Any]]:

@@ -20,6 +20,7 @@ import stat
 import threading
 import time
 import zlib
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
 from typing import Any, Iterator, Sequence
@@ -27,6 +28,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from negharness.contracts.errors import UserError
+from negharness.io.held_bytes import HeldBytes, file_bytes
 from negharness.io.paths import require_regular
 from negharness.io.atomic_files import atomic_write_bytes
 
@@ -37,7 +39,7 @@ HASH_TASK = 64  # files one task of the hashing pool reads in a row (a task per 
 COMPACT_SLACK = 10_000  # memo lines beyond one per file before the memo is rewritten (~7 ms a run)
 
 
-def hash_bytes(*parts: bytes | memoryview) -> str:
+def hash_bytes(*parts: bytes | bytearray | memoryview) -> str:
     h = hashlib.sha256()
     for p in parts:
         h.update(p)
@@ -66,6 +68,21 @@ def hash_open_file(path: str | os.PathLike[str]) -> str:
     finally:
         os.close(fd)
     return h.hexdigest()[:DIGEST_HEX]
+
+
+def _hash_kept(path: str, size: int, held: HeldBytes, position: int) -> str:
+    """`hash_open_file`'s hash, the bytes left in ``held`` for the decoder where it has room (one read of
+    the whole file into the buffer the decoder takes); a file with no room is hashed as before."""
+    if not held.reserve(size):
+        return hash_open_file(path)
+    data = None
+    try:
+        data = file_bytes(path)
+        if data is None:  # gone or no longer a regular file since its stat: the error `hash_open_file` raises
+            raise FileNotFoundError(path)
+        return hash_bytes(data)
+    finally:
+        held.put(position, data, size)
 
 
 _local = threading.local()
@@ -159,22 +176,24 @@ class FileHasher:
         path = path if os.path.isabs(path) else os.path.abspath(path)
         return (path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
-    def _digests(self, paths: Sequence[str]) -> list[str | None]:
+    def _digests(self, paths: Sequence[str], held: HeldBytes | None = None, first: int = 0) -> list[str | None]:
         """A run of files' hashes (one pool task): each file's stat looked up in the memo, else its bytes
-        hashed and memoised unless it changed within the racy window; None for a file that cannot be read."""
+        hashed and memoised unless it changed within the racy window; None for a file that cannot be read.
+        ``held``: where a file's bytes, read to hash it, are left for its decoder while there is room (by
+        position, ``first`` the first path's)."""
         memo = self._load_memo()
         out: list[str | None] = []
         fresh: list[tuple[tuple[Any, ...], str]] = []
         hashed = hits = 0
         settled = time.time() - RACY_SECONDS
-        for path in paths:
+        for j, path in enumerate(paths):
             key = self._stat_key(path)
             digest = None if key is None else memo.get(key)
             if digest is not None:
                 hits += 1
             elif key is not None:
                 try:
-                    digest = hash_open_file(path)
+                    digest = _hash_kept(path, key[1], held, first + j) if held is not None else hash_open_file(path)
                 except OSError:
                     pass
                 else:
@@ -235,19 +254,28 @@ class FileHasher:
                 for one, files in zip(single, flat)]
 
 
-    def runs(self, paths: Sequence[str | os.PathLike[str]], threads: int | None = None) -> Iterator[list[str | None]]:
+    def runs(self, paths: Sequence[str | os.PathLike[str]], threads: int | None = None,
+             held: HeldBytes | None = None) -> Iterator[list[str | None]]:
         """The hashes of ``paths`` (single files), a run of `HASH_TASK` at a time, in order, as a pool of
         threads makes them ahead of the caller: a caller can start on the first files' keys while the rest
-        are hashed (`negharness.engine.streamed_keys`). The memo is saved when the runs end or are closed."""
+        are hashed (`negharness.engine.streamed_keys`). With ``held`` the files read are left there for the
+        decoder, and the pool keeps only two runs per thread ahead of the caller, so the caller's pace
+        bounds how far ahead it reads. The memo is saved when the runs end or are closed."""
         self._load_memo()
         names = [os.fspath(p) for p in paths]
         tasks = [names[lo:lo + HASH_TASK] for lo in range(0, len(names), HASH_TASK)]
-        pool = ThreadPoolExecutor(max_workers=max(1, min(threads or min(8, os.cpu_count() or 1), len(tasks))),
-                                  thread_name_prefix="negharness-hash")
+        workers = max(1, min(threads or min(8, os.cpu_count() or 1), len(tasks)))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="negharness-hash")
+        ahead = 2 * workers if held is not None else len(tasks)
         try:
-            futures = [pool.submit(self._digests, task) for task in tasks]
-            for future in futures:
-                yield future.result()
+            futures = deque(pool.submit(self._digests, tasks[k], held, k * HASH_TASK) for k in range(min(ahead, len(tasks))))
+            submitted = len(futures)
+            while futures:
+                run = futures.popleft().result()
+                if submitted < len(tasks):
+                    futures.append(pool.submit(self._digests, tasks[submitted], held, submitted * HASH_TASK))
+                    submitted += 1
+                yield run
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             self.save()

@@ -1,0 +1,137 @@
+"""Files read once: the bytes read to hash a file for its cache key, held for its decoder.
+
+An image set's first run read each file twice: whole for its content hash (`negharness.store.content`),
+then again by the decoder's readers. Where the keys are resolved beside the loop
+(`negharness.engine.streamed_keys`), the hasher offers what it read to a `HeldBytes`, by the item's
+position; the reader of that position takes the bytes instead of opening the file, so what is decoded
+is exactly what was hashed (the key names the bytes encoded, even if the file changes meanwhile). An item
+that is not encoded (cached, equal to another, claimed by another run) has its bytes dropped at once.
+Memory stays bounded: bytes are kept only while the holder has room (``limit``), a file that does not fit
+is hashed as before and read again by its reader; the key stream waits for room before it hashes further
+ahead (`pressed`). Torch-free: the hasher's layer imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from typing import Callable, Iterable, Sequence
+
+HELD_MOST = 256 << 20  # bytes held for the decoder at most: ~6,000 COCO JPEGs (~40 KB), ~25 batches of 256
+
+
+class HeldBytes:
+    """Bytes of files by item position, offered by the hasher and taken (once) by the decoder's readers."""
+
+    def __init__(self, limit: int = HELD_MOST) -> None:
+        self.limit = limit
+        self.held = 0  # bytes reserved: held, or being read to be held
+        self.taken = 0  # items whose reader found their bytes here (a figure for tests and perf)
+        self._bytes: dict[int, bytearray] = {}
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def reserve(self, size: int) -> bool:
+        """Room for a file of ``size`` bytes, counted at once (several hashing threads ask together); False
+        when there is none, or the holder is closed: the caller then hashes without keeping the bytes."""
+        with self._changed:
+            if self._closed or self.held + size > self.limit:
+                return False
+            self.held += size
+            return True
+
+    def put(self, position: int, data: bytearray | None, reserved: int) -> None:
+        """The bytes of ``position`` (its ``reserved`` room is settled to their length); None: the read
+        failed, the room is given back."""
+        with self._changed:
+            self.held -= reserved
+            if data is not None and not self._closed:
+                self._bytes[position] = data
+                self.held += len(data)
+            self._changed.notify_all()
+
+    def take(self, positions: Sequence[int]) -> list[bytearray | None]:
+        """The bytes held for each of ``positions`` (handed over once), None where there are none: its
+        reader reads the file. One call per reader task (a run of files), so one lock and one wake-up."""
+        with self._changed:
+            found = [self._bytes.pop(position, None) for position in positions]
+            got = [data for data in found if data is not None]
+            if got:
+                self.held -= sum(map(len, got))
+                self.taken += len(got)
+                self._changed.notify_all()
+            return found
+
+    def drop(self, positions: Iterable[int]) -> None:
+        """Forget the bytes of items that will not be decoded."""
+        with self._changed:
+            for position in positions:
+                data = self._bytes.pop(position, None)
+                if data is not None:
+                    self.held -= len(data)
+            self._changed.notify_all()
+
+    def pressed(self) -> bool:
+        """Half the room is used: the key stream hands on what it has and waits before hashing further."""
+        return self.held * 2 >= self.limit
+
+    def wait(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Until ``ready()`` holds, or bytes are taken or dropped, or ``timeout`` seconds pass."""
+        with self._changed:
+            self._changed.wait_for(ready, timeout)
+
+    def poke(self) -> None:
+        """Wake a `wait` (something ``ready`` reads changed elsewhere)."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """Drop everything and keep nothing offered later (the set is done, or stopped)."""
+        with self._changed:
+            self._closed = True
+            self.held -= sum(len(data) for data in self._bytes.values())  # reads in flight give theirs back in `put`
+            self._bytes.clear()
+            self._changed.notify_all()
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
+    """A regular file's bytes, read straight into one buffer that the JPEG decoder then takes as a tensor
+    without a copy (``read_bytes`` + ``bytearray`` + ``frombuffer`` cost 3x the reader's time: a copy, and
+    pathlib's parsing); None for anything else (missing, not a regular file, an error), which the decoder's
+    checked road then names. Opened without blocking (a FIFO is seen by ``fstat``, never waited on)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        data = bytearray(st.st_size)
+        got = _read_into(fd, data)
+        while got < len(data):  # a regular file gives all at once; a shorter read means it shrank meanwhile
+            n = _read_into(fd, memoryview(data)[got:])
+            if n == 0:
+                return data[:got]
+            got += n
+        return data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _readinto_file(fd: int, view: bytearray | memoryview) -> int:
+    with open(fd, "rb", buffering=0, closefd=False) as fh:  # where there is no readv (Windows)
+        return fh.readinto(view) or 0
+
+
+def _readv(fd: int, view: bytearray | memoryview) -> int:
+    return os.readv(fd, [view])
+
+
+_read_into = _readv if hasattr(os, "readv") else _readinto_file
