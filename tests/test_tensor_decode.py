@@ -382,3 +382,22 @@ def test_held_bytes_stay_within_their_room_and_are_handed_over_once():
     held.close()
     held.put(3, bytearray(b"12345"), 5)
     assert held.take([3]) == [None] and held.held == 0 and not held.reserve(1)
+
+
+def test_a_cache_filled_with_held_bytes_answers_the_road_that_hashes_first(files, tensor_model, tmp_path, monkeypatch):
+    """The keys made from held bytes (`store.content._hash_kept`) are `hash_open_file`'s: a cache the
+    streamed road filled answers the road that hashes every key first without encoding anything, and a
+    fresh memo (every file hashed again) gives the same keys."""
+    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    media = image_files("t/seam", [p.name for p in files], files)
+    cache = tmp_path / "cache"
+    streamed, ctx = _embed(tensor_model, media, EmbeddingCache(cache), workers=0)
+    assert ctx.counters.media_encoded == len(files)
+    monkeypatch.setattr(CachedEvalContext, "_streams_keys", lambda self, m: False)
+    memo = cache / "content-hashes" / "memo.jsonl"  # the stat memo gone: each key hashed from the file again
+    assert memo.is_file()
+    memo.unlink()
+    again, other = _embed(tensor_model, media, EmbeddingCache(cache), workers=0)
+    assert other.counters.media_encoded == 0 and other.counters.media_cached == len(files)
+    assert other.cache is not None and other.cache.hasher.hashed == len(files)
+    torch.testing.assert_close(again, streamed, rtol=0, atol=0)
