@@ -44,6 +44,20 @@ def write_layout(root: Path) -> Path:
     return folder
 
 
+def refuse_data_of(monkeypatch, name: str) -> None:
+    """The plan finds task ``name``'s data unreadable (where it hashes a task's data): it fails alone."""
+    from negharness.engine import plan
+
+    hashes = plan.data_hashes
+
+    def refusing(files, root, hasher, task):
+        if task == name:
+            raise UserError("unreadable (made so by the test)")
+        return hashes(files, root, hasher, task)
+
+    monkeypatch.setattr(plan, "data_hashes", refusing)
+
+
 def _host():
     return host_with_models({"kw": keyword_model})
 
@@ -332,19 +346,10 @@ def test_one_tasks_unusable_input_fails_alone_and_the_others_records_are_written
 def test_a_task_failing_while_planned_is_named_at_its_variants_record_path(tmp_path, monkeypatch):
     """A task whose data cannot be hashed fails alone; its outcome names the path its record would have
     (with --limit: the variant's file, as the task that ran beside it), not the default run's."""
-    from negharness.engine import plan as evaluate  # where the plan hashes a task's data
-
     folder = write_layout(tmp_path / "data")
     neg = [(f"{vid}#enc#0#0", f"{caps[0]} without any dog") for vid, caps in CAPTIONS.items()]
     (folder / "TextData" / f"{COLL}.negated.txt").write_text("".join(f"{c} {t}\n" for c, t in neg))
-    hashes = evaluate.data_hashes
-
-    def refuse_negated(files, root, hasher, task):
-        if task == "msrvtt1k_negated":
-            raise UserError("unreadable (made so by the test)")
-        return hashes(files, root, hasher, task)
-
-    monkeypatch.setattr(evaluate, "data_hashes", refuse_negated)
+    refuse_data_of(monkeypatch, "msrvtt1k_negated")
     outs = _run(tmp_path, ["msrvtt1k_original", "msrvtt1k_negated"], limit=2)
     ran, failed = outs["msrvtt1k_original"], outs["msrvtt1k_negated"]
     assert ran.error is None and failed.error == "unreadable (made so by the test)"

@@ -46,13 +46,19 @@ TYPOS = {  # case -> (run's arguments, what the one error line says)
 def test_an_option_typo_is_refused_before_torch_loads(name, tmp_path):
     """One line, exit 2, no torch in the process's import listing: the typo used to be found by the
     factory's binder, after its module had imported torch (7-14 s)."""
-    from test_cli_imports import TORCH_LINE, console_script, said
+    from test_cli_imports import console_script
 
     (tmp_path / "trained").mkdir()  # what `negharness train --out` writes, as far as the base goes
     (tmp_path / "trained" / "model.json").write_text(json.dumps({"format": "negharness-trained-v1",
                                                                  "base_model": "shapes_clip"}))
     args, needle = TYPOS[name]
-    done = console_script(["run", *args, "--task", "shapes_t2i_original"], tmp_path)
+    _refused_before_torch(console_script(["run", *args, "--task", "shapes_t2i_original"], tmp_path), needle, name)
+
+
+def _refused_before_torch(done, needle: str, name: str) -> None:
+    """One line, exit 2, saying ``needle``, with no torch in the process's import listing."""
+    from test_cli_imports import TORCH_LINE, said
+
     lines = said(done.stderr)
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
     assert needle in lines[0], lines[0]
@@ -79,14 +85,10 @@ TRAIN_TYPOS = {  # case -> (train's arguments, what the one error line says)
 @pytest.mark.parametrize("name", list(TRAIN_TYPOS))
 def test_a_train_option_typo_is_refused_before_torch_loads(name, tmp_path):
     """`negharness train` bound -O, -M and -T in the factories, after the trainer's module imported torch."""
-    from test_cli_imports import TORCH_LINE, console_script, said
+    from test_cli_imports import console_script
 
     args, needle = TRAIN_TYPOS[name]
-    done = console_script(["train", *args, "--out", "out"], tmp_path)
-    lines = said(done.stderr)
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
-    assert needle in lines[0], lines[0]
-    assert not TORCH_LINE.search(done.stderr), f"{name}: torch was imported before the typo was told"
+    _refused_before_torch(console_script(["train", *args, "--out", "out"], tmp_path), needle, name)
     assert not (tmp_path / "out").exists()
 
 

@@ -245,19 +245,13 @@ def test_a_run_leaves_the_checks_answer_and_it_is_the_fresh_checks(tmp_path, mon
 def test_a_task_failing_while_planned_leaves_the_others_answered_from_their_records(tmp_path, monkeypatch):
     """`standing` once gave up when any task failed while planned (the command then loaded torch to say
     "nothing to load"); now the standing records and the failure are the answer, the same on both roads."""
-    from negharness.engine import plan as planning
+    from test_nt2vr_tasks import refuse_data_of
+
     from negharness.engine.evaluate import run_evaluation
 
     req = _request(tmp_path, tasks=[TASK, "shapes_mcq"], limit=6)
     evaluate_request(make_host(), req)
-    hashes = planning.data_hashes
-
-    def refuse_mcq(files, root, hasher, task):
-        if task == "shapes_mcq":
-            raise UserError("unreadable (made so by the test)")
-        return hashes(files, root, hasher, task)
-
-    monkeypatch.setattr(planning, "data_hashes", refuse_mcq)
+    refuse_data_of(monkeypatch, "shapes_mcq")
     host = make_host()
     plan = make_plan(host, req)
     answer = standing(host, plan)
