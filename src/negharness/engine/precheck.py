@@ -285,11 +285,12 @@ def check_task_options(raw: dict[str, str], tasks: list[Task], left_out: Sequenc
     """Every -T key must be an option of at least one task of the run (a typo is never ignored); a key of a
     judged task the run leaves out (``left_out``) says so, naming --judge."""
     for key in raw:
+        if any(key in t.task_options for t in tasks):
+            continue
         owners = [t.name for t in left_out if key in t.task_options]
-        if owners and not any(key in t.task_options for t in tasks):
+        if owners:
             raise UserError(f"-T {key}: an option of {', '.join(owners)}, which this run leaves out: it is judged "
                             "by a vision-language model; name one with --judge NAME to run it")
-        if not any(key in t.task_options for t in tasks):
-            names = ", ".join(repr(t.name) for t in tasks)
-            refuse_unknown(key, {k: s for t in tasks for k, s in t.task_options.items()}, "-T",
-                           f"{'task' if len(tasks) == 1 else 'tasks'} {names}")
+        names = ", ".join(repr(t.name) for t in tasks)
+        refuse_unknown(key, {k: s for t in tasks for k, s in t.task_options.items()}, "-T",
+                       f"{'task' if len(tasks) == 1 else 'tasks'} {names}")
