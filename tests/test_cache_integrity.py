@@ -27,7 +27,7 @@ from negharness.io.video import (
     video_recipe,
 )
 from negharness.store import content
-from negharness.store.cache import EmbeddingCache, read_shard
+from negharness.store.cache import EmbeddingCache, read_shard, settle_merges
 from negharness.testing import COLOURS, KeywordModel, solid_image
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
@@ -209,6 +209,7 @@ def test_a_flipped_bit_in_a_shard_is_detected_named_and_encoded_again(tmp_path):
     paths = _jpegs(tmp_path / "root", COLOUR_NAMES)
     first = _ctx(tmp_path / "c")
     expected = first.embed_media(_images(paths))
+    settle_merges()  # the pass's shard as it stays
     (shard,) = list((tmp_path / "c").rglob("image*/shard-*.safetensors"))
     _flip_payload_bit(shard)
     ctx = _ctx(tmp_path / "c")
@@ -246,7 +247,8 @@ def test_a_reader_keeps_no_second_copy_of_rows_it_has(tmp_path):
     other.add(["c"], torch.tensor([[3.0, 3]]))
     mine.refresh()
     tables = len(mine._tables)
-    other.close()  # merges its two shards into one
+    other.close()  # merges its two shards into one (beside this thread)
+    other.settle()
     other2 = EmbeddingCache(tmp_path).collection("ns", "col")
     other2.add(["d"], torch.tensor([[4.0, 4]]))
     mine.refresh()
@@ -271,6 +273,7 @@ def test_many_small_shards_are_merged(tmp_path):
     assert sorted(read_shard(merged)[0]) == sorted(f"k{i}" for i in range(20))
     ctx = _ctx(tmp_path / "c2")  # a finished pass leaves one shard per collection
     ctx.embed_media(_images(paths))
+    settle_merges()
     assert len(list((tmp_path / "c2").rglob("image*/shard-*.safetensors"))) == 1
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from negharness.engine.runner import CachedEvalContext, RunSettings
-from negharness.store.cache import EmbeddingCache, read_shard, write_shard
+from negharness.store.cache import EmbeddingCache, read_shard, settle_merges, write_shard
 from negharness.store.claims import Claims
 from negharness.testing import KeywordModel
 
@@ -208,6 +208,7 @@ def test_a_shard_copied_from_another_models_folder_is_not_served(tmp_path):
     mine, other = _ctx(tmp_path), _ctx(tmp_path, _Shifted())
     want = mine.embed_texts(TEXTS)
     other.embed_texts(TEXTS)
+    settle_merges()  # each pass's shards merged into one
     (own,) = mine._collection("text").folder.glob("shard-*.safetensors")
     (foreign,) = other._collection("text").folder.glob("shard-*.safetensors")
     own.unlink()

@@ -19,7 +19,7 @@ from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import MediaSet
-from negharness.store.cache import EmbeddingCache, read_shard
+from negharness.store.cache import EmbeddingCache, read_shard, settle_merges
 from negharness.testing import (
     ColourRetrievalTask,
     KeywordModel,
@@ -231,6 +231,7 @@ def test_a_describe_entry_named_like_the_fingerprints_own_keys_is_never_overwrit
 def test_damaged_shard_is_recomputed_not_trusted(tmp_path):
     ctx = CachedEvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))
     ctx.embed_media(_media())
+    settle_merges()
     for shard in tmp_path.rglob("shard-*.safetensors"):
         shard.write_bytes(b"garbage")
     again = CachedEvalContext(KeywordModel(), RunSettings(), EmbeddingCache(tmp_path))

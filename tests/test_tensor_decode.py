@@ -26,7 +26,7 @@ from negharness.io.tensor_images import (
     tensor_recipe,
 )
 from negharness.plugins.openclip_model import OpenClipModel
-from negharness.store.cache import EmbeddingCache, read_shard
+from negharness.store.cache import EmbeddingCache, read_shard, settle_merges
 
 MICRO = {"embed_dim": 64, "vision_cfg": {"image_size": 224, "layers": 2, "width": 64, "patch_size": 32},
          "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1}}
@@ -305,6 +305,7 @@ def test_keys_resolved_beside_the_batched_loop_give_what_keys_hashed_first_give(
         cache = EmbeddingCache(tmp_path / how)
         _embed(tensor_model, image_files("t/stream", [p.name for p in files[:10]], files[:10]), cache)
         out, ctx = _embed(tensor_model, media, cache, workers=0, skip_broken_media=True)
+        settle_merges()  # no shard vanishes under the read below
         rows = {k: r for shard in (tmp_path / how).rglob("shard-*.safetensors") for k, r in zip(*read_shard(shard))}
         got[how] = (out, dict(ctx.counters), ctx.broken, rows)
     assert len(streamed) == 2  # the set and the third cached before it, both streamed; then none

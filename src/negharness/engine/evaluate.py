@@ -36,7 +36,7 @@ from negharness.records.check_memo import remember_written
 from negharness.records.results import RunInfo, build_record, record_path, write_sidecars
 from negharness.scoring import perquery
 from negharness.io.atomic_files import atomic_write_json
-from negharness.store.cache import EmbeddingCache
+from negharness.store.cache import EmbeddingCache, settle_merges
 from negharness.store.content import FileHasher
 
 __all__ = ["RunOutcome", "RunPlan", "RunRequest", "evaluate_request", "execute", "run_evaluation"]
@@ -137,6 +137,7 @@ def execute(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any =
             continue
         if outcome is not None:
             outcomes.append(outcome)
+    settle_merges()  # the cache's merges ran beside the later tasks; a run that fails halfway lets them end at exit
     return with_failures(outcomes, failed)
 
 

@@ -1,0 +1,125 @@
+"""A closed pass's shards are merged into one beside the run (`CollectionCache.close`): nothing waits on
+the main thread for the rewrite and its fsync, nothing written is lost or hidden meanwhile, and a finished run
+leaves one shard per pass."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import negharness
+from negharness.store import cache as cache_module
+from negharness.store.cache import EmbeddingCache, read_shard, settle_merges, write_shard
+
+
+def _rows(n: int, start: int = 0) -> torch.Tensor:
+    return torch.arange(start, start + 2 * n, dtype=torch.float32).reshape(n, 2)
+
+
+def _shards(store) -> list[list[str]]:
+    return sorted(read_shard(p)[0] for p in store.folder.glob("shard-*.safetensors"))
+
+
+def test_close_hands_the_merge_to_a_thread_and_every_row_is_readable_meanwhile(tmp_path, monkeypatch):
+    """While the merge waits, `close` has returned, the pass's rows (the pending ones too) are on disk for a
+    reader in another cache object (as a run waiting for this one's claim reads them); `settle` then leaves
+    one shard of them all."""
+    store = EmbeddingCache(tmp_path).collection("ns", "col")
+    store.add(["a", "b"], _rows(2))  # written at once (no cost said)
+    store.add(["c"], _rows(1, 4))
+    store.add(["d"], _rows(1, 6), seconds=0.0)  # pending: costs nothing yet
+    release, merging_in = threading.Event(), []
+    real = cache_module.CollectionCache._merge
+
+    def held_merge(self, shards, force=False):
+        merging_in.append(threading.current_thread().name)
+        assert release.wait(30)
+        real(self, shards, force)
+
+    monkeypatch.setattr(cache_module.CollectionCache, "_merge", held_merge)
+    store.close()  # returns with the merge held (a close that merged in this thread would wait, then fail)
+    reader = EmbeddingCache(tmp_path).collection("ns", "col")
+    pos, vecs = reader.lookup(["a", "b", "c", "d"])
+    assert pos == [0, 1, 2, 3] and torch.equal(vecs, torch.cat([_rows(2), _rows(1, 4), _rows(1, 6)]))
+    release.set()
+    store.settle()
+    assert merging_in == ["negharness-merge"]
+    assert _shards(store) == [["a", "b", "c", "d"]]
+
+
+def test_a_reader_lists_the_folder_again_when_a_shard_is_merged_away_under_it(tmp_path, monkeypatch):
+    """Another process merges the shards this one listed (renaming the merged one in, then removing the parts):
+    the reader lists again and serves every row, instead of missing the vanished part's rows (which would
+    have been claimed and encoded again)."""
+    writer = EmbeddingCache(tmp_path).collection("ns", "col")
+    writer.add(["a"], _rows(1))
+    writer.add(["b"], _rows(1, 2))
+    parts = list(writer._written)
+    real = cache_module.read_shard
+    merged: list[bool] = []
+
+    def read_while_merged(path):
+        if not merged:
+            merged.append(True)
+            writer._merge(parts, force=True)  # the listed shards vanish, one merged shard appears
+        return real(path)
+
+    monkeypatch.setattr(cache_module, "read_shard", read_while_merged)
+    reader = EmbeddingCache(tmp_path).collection("ns", "col")
+    pos, vecs = reader.lookup(["a", "b"])
+    assert merged and pos == [0, 1] and torch.equal(vecs, torch.cat([_rows(1), _rows(1, 2)]))
+
+
+def test_a_merge_that_fails_is_raised_by_settle_and_its_parts_stay(tmp_path, monkeypatch):
+    store = EmbeddingCache(tmp_path).collection("ns", "col")
+    store.add(["a"], _rows(1))
+    store.add(["b"], _rows(1, 2))
+
+    def broken(self, shards, force=False):
+        raise RuntimeError("merge broke")
+
+    monkeypatch.setattr(cache_module.CollectionCache, "_merge", broken)
+    store.close()
+    with pytest.raises(RuntimeError, match="merge broke"):
+        settle_merges()
+    settle_merges()  # said once
+    assert _shards(store) == [["a"], ["b"]]
+    assert EmbeddingCache(tmp_path).collection("ns", "col").lookup(["a", "b"])[0] == [0, 1]
+
+
+def test_a_shard_written_from_parts_is_the_shard_written_from_their_stack(tmp_path):
+    """A merge writes its shards' tables in turn, without stacking them: the file (header, checksum, bytes)
+    is the one the stacked table gives, so a reader cannot tell which road wrote it."""
+    folder = tmp_path / "ns" / "col"
+    folder.mkdir(parents=True)
+    parts = [_rows(2), _rows(3, 10), _rows(1, 40)]
+    write_shard(folder / "shard-1.safetensors", list("abcdef"), parts, sync=False)
+    write_shard(folder / "shard-2.safetensors", list("abcdef"), torch.cat(parts), sync=False)
+    one, two = (folder / "shard-1.safetensors").read_bytes(), (folder / "shard-2.safetensors").read_bytes()
+    assert one == two
+    ids, emb = read_shard(folder / "shard-1.safetensors")
+    assert ids == list("abcdef") and torch.equal(emb, torch.cat(parts))
+
+
+def test_a_finished_run_leaves_one_shard_per_pass_on_every_door(tmp_path, monkeypatch):
+    """Each batch written as its own shard (no batch is worth waiting for): the run's end waits for the merges
+    that ran beside it, so the library door returns with one shard per collection, every row in it."""
+    real = EmbeddingCache.collection
+
+    def every_batch_written(self, namespace, collection, describe=None):
+        store = real(self, namespace, collection, describe)
+        store.flush_seconds = 0.0
+        return store
+
+    monkeypatch.setattr(EmbeddingCache, "collection", every_batch_written)
+    cache = tmp_path / "cache"
+    [out] = negharness.run("shapes_clip", "shapes_t2i_original", limit=40, output_dir=str(tmp_path / "r"),
+                           cache_dir=str(cache), batch_size=8)
+    shards = sorted(cache.rglob("shard-*.safetensors"))
+    folders = {p.parent for p in shards}
+    assert len(folders) == 2 and len(shards) == 2  # texts and images, one shard each
+    counts = out.record["counts"]
+    stored = sum(len(read_shard(p)[0]) for p in shards)
+    assert stored == counts["texts_encoded"] + counts["media_encoded"]
