@@ -20,7 +20,7 @@ from conftest import SHARED
 
 from negharness.api import ModelOptions
 from negharness.engine.runner import CachedEvalContext, RunSettings
-from negharness.plugins.clip_tokenizer import FastClipTokenizer, fast_tokenizer, plain_clean
+from negharness.plugins.clip_tokenizer import FastClipTokenizer, bpe_pieces, fast_tokenizer, plain_clean
 from negharness.plugins.openclip_model import clip
 from negharness.plugins.token_lengths import TEXT_ENCODER, lengths_pay
 from negharness.testing import KeywordModel
@@ -74,6 +74,21 @@ def test_ids_equal_open_clips_on_generated_text(reference):
     texts = fuzz(1500, 0, ASCII, PARTS) + fuzz(500, 1, ASCII + ODD, PARTS)
     fast = FastClipTokenizer(reference)
     assert torch.equal(fast(texts), reference(texts))
+
+
+def test_bpe_pieces_are_open_clips_bpe_on_generated_words(reference):
+    """`bpe_pieces` (the memo's misses) against open_clip's ``bpe`` itself, word by word: runs of one letter
+    ("aaaa": a pair overlapping itself), punctuation runs, digits, long and one-character words, every byte,
+    COCO-like words; a new seed each run (named on failure)."""
+    seed = int(os.environ.get("NEGHARNESS_TEST_SEED", random.randrange(2**32)))
+    rng = random.Random(seed)
+    alphabets = ["a", "ab", "abc", "etaoinshrdlu", "!?.,;:-_*#", "0123456789", "".join(ASCII[33:127])]
+    words = ["".join(rng.choice(rng.choice(alphabets)) for _ in range(rng.randint(1, 24))) for _ in range(3000)]
+    words += [bytes([b]).decode("latin-1") for b in range(256)] + ["supercalifragilisticexpialidocious", "x" * 300]
+    for word in words:
+        chars = "".join(reference.byte_encoder[b] for b in word.encode("utf-8"))
+        reference.cache.clear()  # its own memo would answer an earlier word's split
+        assert bpe_pieces(chars, reference.bpe_ranks) == reference.bpe(chars).split(" "), (word, seed)
 
 
 def test_plain_text_cleaning_is_open_clips(reference):
