@@ -269,6 +269,9 @@ def test_the_reader_reads_files_whole_and_never_waits_on_a_fifo(files, tmp_path)
     from negharness.io.tensor_images import file_bytes, read_item
 
     assert file_bytes(files[0]) == files[0].read_bytes()
+    for path in files:  # its buffer (uninitialised memory the read fills) reads as the file's bytes do
+        data = file_bytes(path)
+        assert data is not None and not data.readonly and plain_jpeg(data) == plain_jpeg(path.read_bytes())
     encoded = read_item(files[0])
     assert isinstance(encoded, tuple) and encoded[0].numpy().tobytes() == files[0].read_bytes()
     os.mkfifo(tmp_path / "pipe.jpg")

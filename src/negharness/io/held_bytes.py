@@ -8,7 +8,7 @@ is exactly what was hashed (the key names the bytes encoded, even if the file ch
 that is not encoded (cached, equal to another, claimed by another run) has its bytes dropped at once.
 Memory stays bounded: bytes are kept only while the holder has room (``limit``), a file that does not fit
 is hashed as before and read again by its reader; the key stream waits for room before it hashes further
-ahead (`pressed`). Torch-free: the hasher's layer imports it.
+ahead (`pressed`). Torch-free (numpy only): the hasher's layer imports it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import os
 import stat
 import threading
 from typing import Callable, Iterable, Sequence
+
+import numpy as np
 
 HELD_MOST = 256 << 20  # bytes held for the decoder at most: ~6,000 COCO JPEGs (~40 KB), ~25 batches of 256
 
@@ -28,7 +30,7 @@ class HeldBytes:
         self.limit = limit
         self.held = 0  # bytes reserved: held, or being read to be held
         self.taken = 0  # items whose reader found their bytes here (a figure for tests and perf)
-        self._bytes: dict[int, bytearray] = {}
+        self._bytes: dict[int, memoryview] = {}
         self._closed = False
         self._changed = threading.Condition()
 
@@ -41,7 +43,7 @@ class HeldBytes:
             self.held += size
             return True
 
-    def put(self, position: int, data: bytearray | None, reserved: int) -> None:
+    def put(self, position: int, data: memoryview | None, reserved: int) -> None:
         """The bytes of ``position`` (its ``reserved`` room is settled to their length); None: the read
         failed, the room is given back."""
         with self._changed:
@@ -51,7 +53,7 @@ class HeldBytes:
                 self.held += len(data)
             self._changed.notify_all()
 
-    def take(self, positions: Sequence[int]) -> list[bytearray | None]:
+    def take(self, positions: Sequence[int]) -> list[memoryview | None]:
         """The bytes held for each of ``positions`` (handed over once), None where there are none: its
         reader reads the file. One call per reader task (a run of files), so one lock and one wake-up."""
         with self._changed:
@@ -98,11 +100,13 @@ class HeldBytes:
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
-def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
-    """A regular file's bytes, read straight into one buffer that the JPEG decoder then takes as a tensor
-    without a copy (``read_bytes`` + ``bytearray`` + ``frombuffer`` cost 3x the reader's time: a copy, and
-    pathlib's parsing); None for anything else (missing, not a regular file, an error), which the decoder's
-    checked road then names. Opened without blocking (a FIFO is seen by ``fstat``, never waited on)."""
+def file_bytes(path: str | os.PathLike[str]) -> memoryview | None:
+    """A regular file's bytes, read straight into one writable buffer that the JPEG decoder then takes as a
+    tensor without a copy (``read_bytes`` + ``bytearray`` + ``frombuffer`` cost 3x the reader's time: a copy,
+    and pathlib's parsing); None for anything else (missing, not a regular file, an error), which the decoder's
+    checked road then names. Opened without blocking (a FIFO is seen by ``fstat``, never waited on).
+
+    The buffer is uninitialised memory (`fresh_buffer`), first touched by the read, outside the GIL."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError:
@@ -111,7 +115,7 @@ def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        data = bytearray(st.st_size)
+        data = fresh_buffer(st.st_size)
         got = _read_into(fd, data)
         while got < len(data):  # a regular file gives all at once; a shorter read means it shrank meanwhile
             n = _read_into(fd, memoryview(data)[got:])
@@ -125,12 +129,20 @@ def file_bytes(path: str | os.PathLike[str]) -> bytearray | None:
         os.close(fd)
 
 
-def _readinto_file(fd: int, view: bytearray | memoryview) -> int:
+def fresh_buffer(size: int) -> memoryview:
+    """``size`` writable bytes, not zeroed: a ``bytearray`` zeroes its memory as it is made, under the GIL,
+    where a held file's fresh pages fault in (15 us of GIL a 40 KB JPEG against 2.4 us for this, on gpu_sim's
+    files with ~1,500 held: perf/bench_read_once.py); here the kernel's read fills them, with the GIL let go.
+    A numpy array's memory, seen as bytes (indexing gives ints, as a bytearray's)."""
+    return np.empty(size, dtype=np.uint8).data
+
+
+def _readinto_file(fd: int, view: memoryview) -> int:
     with open(fd, "rb", buffering=0, closefd=False) as fh:  # where there is no readv (Windows)
         return fh.readinto(view) or 0
 
 
-def _readv(fd: int, view: bytearray | memoryview) -> int:
+def _readv(fd: int, view: memoryview) -> int:
     return os.readv(fd, [view])
 
 

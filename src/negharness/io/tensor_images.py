@@ -100,7 +100,7 @@ def plain_jpeg(data: bytes | bytearray | memoryview) -> bool:
     return False
 
 
-def pil_pixels(data: bytes | bytearray, path: Path) -> torch.Tensor:
+def pil_pixels(data: bytes | bytearray | memoryview, path: Path) -> torch.Tensor:
     """A file Pillow decodes (any format it reads), as uint8 (3, H, W); failures are its `MediaError`."""
     rgb = np.asarray(read_rgb(BytesIO(data), path))
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1)
@@ -122,7 +122,7 @@ def checked_bytes(path: Path) -> bytes:
         raise MediaError(f"cannot read image {path}: {exc.strerror or exc}") from None
 
 
-def read_item(path: Path, data: bytearray | None = None) -> torch.Tensor | tuple[torch.Tensor]:
+def read_item(path: Path, data: bytearray | memoryview | None = None) -> torch.Tensor | tuple[torch.Tensor]:
     """One file: a plain JPEG's bytes as a (1-tuple of a) uint8 tensor for the tensor decoder, or any
     other file's pixels (3, H, W) from Pillow. ``data``: its bytes read already (for its cache key,
     `HeldBytes`). Runs in reader threads; errors are `MediaError`s."""
