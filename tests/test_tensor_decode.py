@@ -347,15 +347,15 @@ def test_on_the_streamed_road_each_file_is_read_once_and_what_is_held_stays_boun
     assert ctx.counters.media_encoded == len(files) and sorted(opened.values()) == [1] * len(files)
 
     most: list[int] = []
-    real_put = held_bytes.HeldBytes.put
+    real_put = held_bytes.HeldBytes.put_each
 
-    def watched_put(self, position, data, reserved):
-        real_put(self, position, data, reserved)
+    def watched_put(self, offered):
+        real_put(self, offered)
         most.append(self.held)
 
     small = max(p.stat().st_size for p in files) + 1
     monkeypatch.setattr(held_bytes.HeldBytes.__init__, "__defaults__", (small,))
-    monkeypatch.setattr(held_bytes.HeldBytes, "put", watched_put)
+    monkeypatch.setattr(held_bytes.HeldBytes, "put_each", watched_put)
     opened.clear()
     tight, _ = _embed(tensor_model, media, EmbeddingCache(tmp_path / "tight"), workers=0)
     assert most and max(most) <= small and sum(opened.values()) > len(files)  # bounded; some read twice
@@ -386,10 +386,14 @@ def test_held_bytes_stay_within_their_room_and_are_handed_over_once():
     held.close()
     held.put(3, bytearray(b"12345"), 5)
     assert held.take([3]) == [None] and held.held == 0 and not held.reserve(1)
+    run = HeldBytes(limit=10)  # a hashing thread's run of files: room asked in turn, the bytes offered at once
+    assert run.reserve_each([4, 7, 4, 3]) == [True, False, True, False] and run.held == 8
+    run.put_each([(0, bytearray(b"abc"), 4), (2, None, 4)])  # one read shorter than its stat, one failed
+    assert run.held == 3 and run.take([0, 2]) == [bytearray(b"abc"), None] and run.held == 0
 
 
 def test_a_cache_filled_with_held_bytes_answers_the_road_that_hashes_first(files, tensor_model, tmp_path, monkeypatch):
-    """The keys made from held bytes (`store.content._hash_kept`) are `hash_open_file`'s: a cache the
+    """The keys made from held bytes (`store.content._hashes_kept`) are `hash_open_file`'s: a cache the
     streamed road filled answers the road that hashes every key first without encoding anything, and a
     fresh memo (every file hashed again) gives the same keys."""
     monkeypatch.setattr(runner, "batched_decoding", lambda device: True)

@@ -37,20 +37,31 @@ class HeldBytes:
     def reserve(self, size: int) -> bool:
         """Room for a file of ``size`` bytes, counted at once (several hashing threads ask together); False
         when there is none, or the holder is closed: the caller then hashes without keeping the bytes."""
+        return self.reserve_each([size])[0]
+
+    def reserve_each(self, sizes: Sequence[int]) -> list[bool]:
+        """`reserve` of each of ``sizes`` in turn, under one lock (a hashing thread asks for a run of files)."""
         with self._changed:
-            if self._closed or self.held + size > self.limit:
-                return False
-            self.held += size
-            return True
+            room = []
+            for size in sizes:
+                fits = not self._closed and self.held + size <= self.limit
+                self.held += size if fits else 0
+                room.append(fits)
+            return room
 
     def put(self, position: int, data: memoryview | None, reserved: int) -> None:
         """The bytes of ``position`` (its ``reserved`` room is settled to their length); None: the read
         failed, the room is given back."""
+        self.put_each([(position, data, reserved)])
+
+    def put_each(self, offered: Sequence[tuple[int, memoryview | None, int]]) -> None:
+        """`put` of each (position, bytes, room reserved), under one lock and one wake-up."""
         with self._changed:
-            self.held -= reserved
-            if data is not None and not self._closed:
-                self._bytes[position] = data
-                self.held += len(data)
+            for position, data, reserved in offered:
+                self.held -= reserved
+                if data is not None and not self._closed:
+                    self._bytes[position] = data
+                    self.held += len(data)
             self._changed.notify_all()
 
     def take(self, positions: Sequence[int]) -> list[memoryview | None]:
