@@ -190,21 +190,80 @@ def test_fire_with_its_defaults_runs_on_a_bundled_task(cli, tmp_path):
     assert "N=500" in res.stdout and "N=1000" in res.stdout and out.stat().st_size > 1000
 
 
-@pytest.mark.parametrize("task, count", [("shapes_t2i_original", 1500), ("shapes_t2v_composed", 288)])
-def test_sizes_the_task_cannot_supply_are_refused_before_torch(task, count, tmp_path):
+# data of one task of each kind, written under tmp_path; returns the `fire` arguments that reach it --------
+NEGBENCH = {"a.jpg": (["a red car", "red paint"], ["a red car and no blue", "blue is not here"]),
+            "b.jpg": (["a blue sky"], ["a blue sky with no red"]),
+            "c.jpg": (["green grass"], ["no red or blue, just green"])}  # image: (original, negated captions)
+NEGBENCH_FILES = ("COCO_val_retrieval.csv", "COCO_val_negated_retrieval_llama3.1_rephrased_affneg_true.csv")
+
+
+def _negbench(root, rows=NEGBENCH):
+    """negbench_retrieval_coco's two CSVs (the authors' columns) and its solid-colour images."""
+    import csv
+
+    from test_negbench import _write_images
+
+    _write_images(root, dict(zip(rows, ("red", "blue", "green"))))
+    (root / "negbench").mkdir(parents=True, exist_ok=True)
+    for which, name in enumerate(NEGBENCH_FILES):
+        with open(root / "negbench" / name, "w", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(["positive_objects", "negative_objects", "filepath", "image_id", "captions"])
+            out.writerows(["[]", "[]", f"data/coco/images/val2017/{f}", i, repr(caps[which])]
+                          for i, (f, caps) in enumerate(rows.items()))
+
+
+def _yaml_retrieval(tmp_path):
+    """A user's YAML retrieval task (the declarative CLI test's) whose first row has two captions; its folder."""
+    from test_declarative_cli import RETRIEVAL, ROWS, _data
+
+    _data(tmp_path / "data", [{**ROWS[0], "caption": ["a red photo", "red"]}, *ROWS[1:]])
+    (tmp_path / "yaml").mkdir()
+    (tmp_path / "yaml/retrieval.yml").write_text(RETRIEVAL)
+    return tmp_path / "yaml"
+
+
+def _no_data(tmp_path):
+    return []
+
+
+def _negbench_data(tmp_path):
+    _negbench(tmp_path / "data")
+    return ["--data-root", str(tmp_path / "data")]
+
+
+def _yaml_data(tmp_path):
+    return ["--include-path", str(_yaml_retrieval(tmp_path)), "--data-root", str(tmp_path / "data")]
+
+
+def _mrmr_data(tmp_path):
+    from test_item_kinds import _mrmr
+
+    _mrmr(tmp_path / "data", 6)
+    return ["--data-root", str(tmp_path / "data")]
+
+
+@pytest.mark.parametrize("task, count, data", [
+    ("shapes_t2i_original", 1500, _no_data), ("shapes_t2v_composed", 288, _no_data),
+    ("negbench_retrieval_coco", 4, _negbench_data), ("my_colour_retrieval", 4, _yaml_data),
+    ("mrmr_negation", 6, _mrmr_data)])
+def test_sizes_the_task_cannot_supply_are_refused_before_torch(task, count, data, tmp_path):
     """Issue 53 item 5: `fire --sizes 3000` ran the whole evaluation (torch, the model, every embedding)
-    before it counted the queries; the task says how many it scores (`Task.query_count`) when planned."""
+    before it counted the queries; the task says how many it scores (`Task.query_count`) when planned.
+    NegBench's Retrieval-Neg and qrels tasks said nothing (refused after torch), a user's YAML task could
+    not be named (`fire` had no --include-path)."""
     from test_cli_imports import TORCH_LINE, console_script, said
 
-    done = console_script(["fire", "--model", "shapes_clip", "--task", task, "--sizes", "100,3000"], tmp_path)
+    done = console_script(["fire", "--model", "shapes_clip", "--task", task, "--sizes", "2,3000", *data(tmp_path)],
+                          tmp_path)
     lines = said(done.stderr)
     assert done.returncode == 2 and lines == [f"error: --sizes 3000: task {task} has only {count} queries (give N "
                                               f"of at most {count})"], done.stderr[-2000:]
     assert not TORCH_LINE.search(done.stderr), "torch was imported before --sizes was refused"
 
 
-def _samples(host, model, task, tmp_path, **settings):
-    """(the task's `query_count` as planned, the per-query samples its run wrote)."""
+def _counted(host, model, task, tmp_path, **settings):
+    """(the task's `query_count` as planned, the outcome of running that plan, samples logged)."""
     from negharness.engine.evaluate import run_evaluation
     from negharness.engine.plan import planned
     from negharness.engine.request import RunRequest
@@ -213,8 +272,31 @@ def _samples(host, model, task, tmp_path, **settings):
                      log_samples=True, **settings)
     plan, hasher = planned(host, req)
     count = plan.tasks[0].task.query_count()
-    outcome = run_evaluation(host, plan, hasher=hasher)[0]
+    return count, run_evaluation(host, plan, hasher=hasher)[0]
+
+
+def _samples(host, model, task, tmp_path, **settings):
+    """(the task's `query_count` as planned, the per-query samples its run wrote)."""
+    count, outcome = _counted(host, model, task, tmp_path, **settings)
     return count, outcome.path.with_suffix(".samples.jsonl").read_text().splitlines()
+
+
+def _query_ids(outcome):
+    """The ids of the run's per-query values (what intervals and `compare` resample)."""
+    from negharness.scoring.perquery import read_sidecar
+
+    return read_sidecar(outcome.path, outcome.record)["ids"]
+
+
+def _kw_host(*folders):
+    """The installed plugins, the keyword model (`kw`) and the YAML tasks of ``folders``."""
+    from negharness.declarative.register import include_plugin
+    from negharness.testing import host_with_models, keyword_model
+
+    host = host_with_models({"kw": keyword_model})
+    if folders:
+        host.register(include_plugin([str(f) for f in folders]), "include_path")
+    return host
 
 
 @pytest.mark.parametrize("task", ["shapes_t2i_original", "shapes_t2v_negated", "shapes_t2v_composed"])
@@ -234,3 +316,52 @@ def test_an_nt2vr_tasks_query_count_is_what_its_run_scores(tmp_path):
         count, samples = _samples(_host(), "kw", task, tmp_path, data_root=str(tmp_path / "data"),
                                   task_extra={"build": "true"})
         assert count == len(samples) > 0, task
+
+
+@pytest.mark.parametrize("negated, limit, want", [
+    ({}, None, 4),  # the negated file rewrites each caption: one query per caption pair
+    ({"a.jpg": ["no blue here"]}, None, 4 + 3),  # not one for one: both files' captions, side by side
+    ({}, 2, 3)])  # --limit keeps the first two images' rows
+def test_a_negbench_retrieval_tasks_query_count_is_what_its_run_scores(negated, limit, want, tmp_path):
+    """Retrieval-Neg logs no samples: its queries are those of its per-query values (`query_ids`)."""
+    rows = {f: (orig, negated.get(f, neg)) for f, (orig, neg) in NEGBENCH.items()}
+    _negbench(tmp_path / "data", rows)
+    count, outcome = _counted(_kw_host(), "kw", "negbench_retrieval_coco", tmp_path, data_root=str(tmp_path / "data"),
+                              limit=limit)
+    assert count == len(_query_ids(outcome)) == want
+
+
+def test_a_yaml_retrieval_tasks_query_count_is_what_its_run_scores(tmp_path):
+    count, outcome = _counted(_kw_host(_yaml_retrieval(tmp_path)), "kw", "my_colour_retrieval", tmp_path,
+                              data_root=str(tmp_path / "data"))
+    samples = outcome.path.with_suffix(".samples.jsonl").read_text().splitlines()
+    assert count == len(samples) == len(_query_ids(outcome)) == 4  # three rows, the first with two captions
+
+
+@pytest.mark.parametrize("limit, want", [(None, 8), (5, 5)])
+def test_a_qrels_tasks_query_count_is_what_its_run_scores(limit, want, tmp_path):
+    """Nine queries, one judged relevant to nothing (left out, as trec_eval does); --limit cuts the queries."""
+    import textwrap
+
+    from test_item_kinds import QRELS, _qrels_data
+
+    _qrels_data(tmp_path / "data")
+    (tmp_path / "yaml").mkdir()
+    (tmp_path / "yaml/task.yaml").write_text(textwrap.dedent(QRELS))
+    count, samples = _samples(_kw_host(tmp_path / "yaml"), "kw", "my_qrels", tmp_path,
+                              data_root=str(tmp_path / "data"), limit=limit)
+    assert count == len(samples) == want
+
+
+def test_an_image_to_text_qrels_tasks_query_count_is_what_its_run_scores(tmp_path):
+    _mrmr_data(tmp_path)
+    count, samples = _samples(_kw_host(), "kw", "mrmr_negation", tmp_path, data_root=str(tmp_path / "data"))
+    assert count == len(samples) == 6
+
+
+def test_a_task_that_logs_no_ranks_is_named_not_its_missing_samples_file(cli, tmp_path):
+    """`fire` on Retrieval-Neg (no samples) ended with "<tmp>/....samples.jsonl: No such file or directory"."""
+    res = cli("fire", "--model", "shapes_clip", "--task", "negbench_retrieval_coco", "--sizes", "2",
+              *_negbench_data(tmp_path), "--out", str(tmp_path / "fire.svg"))
+    assert res.returncode == 2
+    assert "task negbench_retrieval_coco: has no per-query ranks (FIRE needs a retrieval task)" in res.stderr

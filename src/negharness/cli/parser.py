@@ -200,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--task", required=True, help="one retrieval task (-T qrels=FILE adds FIRE judgements)")
     _model_options(p)
+    _include_path(p)
     p.add_argument("-T", "--task-arg", action="append", metavar="KEY=VALUE", help="task option, repeatable")
     p.add_argument("--sizes", help="query counts N to resample (default: those of 500,1000,3000 the task has, "
                    "else a quarter, half and all of its queries)")

@@ -192,7 +192,8 @@ def cmd_fire(args: argparse.Namespace) -> int:
             raise UserError(f"--task {args.task}: name one retrieval task (it matched {len(outcomes)})")
         task = outcomes[0].task
         samples_file = outcomes[0].path.with_suffix(".samples.jsonl")
-        samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+        lines = samples_file.read_text().splitlines() if samples_file.is_file() else []  # none: no task samples
+        samples = [json.loads(line) for line in lines]
     if not samples or "rank" not in samples[0]:
         raise UserError(f"task {args.task}: has no per-query ranks (FIRE needs a retrieval task)")
     console = _console()

@@ -176,6 +176,10 @@ class QrelsRetrievalTask(ItemTask):
             out.append(cands)
         return out
 
+    def query_count(self) -> int | None:
+        """The queries some qrels line judges relevant to an item (`judged`; --limit applied), from the files alone."""
+        return len(self.judged.ids)
+
     @cached_property
     def items(self) -> list[Item]:
         """Every item of the collection (--limit cuts the queries, never the candidates)."""

@@ -439,6 +439,14 @@ class RetrievalTask(DeclarativeTask):
     def _media_paths(self) -> list[Path]:
         return [m.path for m, _ in self.pairs if m.path is not None]
 
+    def queries(self) -> list[tuple[str, str, MediaRef]]:
+        """(id, text, its one relevant medium) of every caption `evaluate` ranks the media for, in file order."""
+        return [(f"{m.id}#{j}", cap, m) for m, caps in self.pairs for j, cap in enumerate(caps)]
+
+    def query_count(self) -> int | None:
+        """Every caption of every row (`queries`), from the data files alone."""
+        return len(self.queries())
+
     def evaluate(self, ctx: "EvalContext") -> TaskResult:
         from negharness.scoring.metrics import Relevance  # lazy: start-up time
         from negharness.scoring.retrieval import (
@@ -447,12 +455,11 @@ class RetrievalTask(DeclarativeTask):
 
         refs = list(dict.fromkeys(m for m, _ in self.pairs))
         where = {ref: i for i, ref in enumerate(refs)}
-        texts = [c for _, caps in self.pairs for c in caps]
-        ids = [f"{m.id}#{j}" for m, caps in self.pairs for j in range(len(caps))]
-        relevance = Relevance.from_lists([[where[m]] for m, caps in self.pairs for _ in caps], len(refs))
-        per_caption = [self.row_clusters[m] for m, caps in self.pairs for _ in caps]
-        result = evaluate_text_to_media(ctx, ids, texts, relevance, self.media_set(ctx, refs),
-                                        clusters=self.clusters(per_caption))
+        queries = self.queries()
+        relevance = Relevance.from_lists([[where[m]] for _, _, m in queries], len(refs))
+        per_caption = [self.row_clusters[m] for _, _, m in queries]
+        result = evaluate_text_to_media(ctx, [i for i, _, _ in queries], [t for _, t, _ in queries], relevance,
+                                        self.media_set(ctx, refs), clusters=self.clusters(per_caption))
         result.metrics = {k: v for k, v in result.metrics.items() if k in self.metric_info}
         result.notes = {**(result.notes or {}), **self.filter_notes()}
         if result.per_query is not None:  # the YAML's metrics only, per query too

@@ -17,15 +17,7 @@ from typing import Any, Iterable
 
 from negharness.contracts.hashing import hash_json
 from negharness.records.check import RecordError, read_checked
-from negharness.records.schema import (  # noqa: F401  (long imported from here)
-    INTERVAL_FIELDS,
-    SCHEMA_VERSION,
-    SIDECAR_SUFFIXES,
-    RecordKey,
-    nonfinite_fields,
-    record_files,
-    record_key,
-)
+from negharness.records.schema import SCHEMA_VERSION, record_files  # both also imported from here
 from negharness.scoring.perquery import write_sidecar
 from negharness.io.atomic_files import atomic_write_json, atomic_write_text
 

@@ -41,9 +41,14 @@ WHERE = ("NegBench CSVs: the Google Drive folder linked from github.com/m1k2zoo/
          "CheXpert (train|valid) -> {root}/chexpert/.")
 
 
+def media_ids(root: Path, paths: list[Path]) -> list[str]:
+    """Each medium's id: its path under the data root, so tasks over the same files share the cache."""
+    return [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in paths]
+
+
 def media_set(ctx: EvalContext, root: Path, paths: list[Path], kind: str) -> MediaSet:
-    """Media identified by their path under the data root: tasks over the same files share the cache."""
-    ids = [p.relative_to(root).as_posix() if p.is_relative_to(root) else str(p) for p in paths]
+    """Media identified by their path under the data root (`media_ids`)."""
+    ids = media_ids(root, paths)
     if kind == "image":
         return media_api.image_files("negbench/images", ids, paths)
     sampling = ctx.frame_sampling(DEFAULT_SAMPLING)
@@ -148,6 +153,12 @@ class NegBenchRetrieval(_NegBenchTask):
     def _media_paths(self) -> list[Path]:
         return [m for s in self._sets() for m, _ in s]
 
+    def query_count(self) -> int | None:
+        """The queries of the per-query values (`query_ids`: a caption and its negated rewrite are one when
+        the files pair them, else each file's captions are listed), from the CSVs alone."""
+        original, negated = (caption_keys(self.root, rows) for rows in self._sets())
+        return len(query_ids(original, negated)[0])
+
     def _score(self, ctx: EvalContext, rows: CaptionRows, embedded: dict[tuple[Path, ...], torch.Tensor]
                ) -> tuple[dict[str, float], int, int, dict[str, Any], Scored]:
         """R@K of one caption file, the number of captions and media, notes, and per caption (its key,
@@ -161,7 +172,7 @@ class NegBenchRetrieval(_NegBenchTask):
         if tuple(paths) not in embedded:
             embedded[tuple(paths)] = ctx.embed_media(media)
         texts = [c for _, caps in rows for c in caps]
-        keys = _unique([f"{media.ids[where[m]]}#{k}" for m, caps in rows for k in range(len(caps))])
+        keys = caption_keys(self.root, rows)
         relevance = scoring.Relevance.from_lists([[where[m]] for m, caps in rows for _ in caps], len(paths))
         cluster_of = dict(zip(keys, (media.ids[where[m]] for m, caps in rows for _ in caps)))  # its medium
         queries = scoring.QuerySet(keys, texts, relevance)
@@ -201,6 +212,13 @@ def retrieval_digest(original: list[tuple[Path, list[str]]], negated: list[tuple
                              for media, caps in rows)
 
 
+def caption_keys(root: Path, rows: CaptionRows) -> list[str]:
+    """Each caption's key, in file order: its medium's id (`media_ids`) and its place on the row."""
+    paths = list(dict.fromkeys(m for m, _ in rows))
+    ids = dict(zip(paths, media_ids(root, paths)))
+    return _unique([f"{ids[m]}#{k}" for m, caps in rows for k in range(len(caps))])
+
+
 def _unique(keys: list[str]) -> list[str]:
     """A media file listed on two rows gives its second row's keys a ``~2`` suffix."""
     seen: dict[str, int] = {}
@@ -216,6 +234,15 @@ def negated_name(metric: str) -> str:
     return metric.replace("R@", "R-Neg@", 1)
 
 
+def query_ids(original: list[str], negated: list[str]) -> tuple[list[str], bool]:
+    """Retrieval-Neg's per-query ids from the two files' caption keys, and whether they pair: the same keys
+    (the negated file rewrites the original captions one for one) are one query each; otherwise the two
+    files' captions are listed side by side (``original/<key>``, ``negated/<key>``)."""
+    if sorted(original) == sorted(negated):
+        return list(original), True
+    return [f"original/{k}" for k in original] + [f"negated/{k}" for k in negated], False
+
+
 def retrieval_neg_values(orig: Ranked, neg: Ranked) -> tuple[dict[str, Any], str]:
     """Per-query values of Retrieval-Neg. When the negated file rewrites the original captions one
     for one (same media, same number of captions: COCO, MSR-VTT), caption k of a media file is one
@@ -226,17 +253,17 @@ def retrieval_neg_values(orig: Ranked, neg: Ranked) -> tuple[dict[str, Any], str
     (okeys, oranks, *oc), (nkeys, nranks, *nc) = orig, neg
     o = {f"R@{k}": (oranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
     n = {f"R@{k}": (nranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
-    if sorted(okeys) == sorted(nkeys):
+    ids, paired = query_ids(okeys, nkeys)
+    if paired:
         at = {key: i for i, key in enumerate(nkeys)}
         order = [at[key] for key in okeys]
         values = {**o, **{negated_name(k): v[order] for k, v in n.items()},
                   **{f"drop_{k}": o[k] - n[k][order] for k in o}}
-        return per_query(okeys, values, oc[0] if oc else None), \
+        return per_query(ids, values, oc[0] if oc else None), \
             "paired: each caption with its negated rewrite (media, position)"
     none_o, none_n = [None] * len(okeys), [None] * len(nkeys)
     side_by_side = {**{k: list(v) + none_n for k, v in o.items()},
                     **{negated_name(k): none_o + list(v) for k, v in n.items()}}
-    ids = [f"original/{k}" for k in okeys] + [f"negated/{k}" for k in nkeys]
     clusters = list(oc[0]) + list(nc[0]) if oc and nc else None
     return per_query(ids, side_by_side, clusters), "unpaired: original and negated captions listed side by side"
 
