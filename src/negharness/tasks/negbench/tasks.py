@@ -245,10 +245,12 @@ def query_ids(original: list[str], negated: list[str]) -> tuple[list[str], bool]
 
 def retrieval_neg_values(orig: Ranked, neg: Ranked) -> tuple[dict[str, Any], str]:
     """Per-query values of Retrieval-Neg. When the negated file rewrites the original captions one
-    for one (same media, same number of captions: COCO, MSR-VTT), caption k of a media file is one
-    query with its original and negated hit, and drop_R@K is a per-query difference. Otherwise
-    (HardNeg-Syn's v1 and v2 differ) the two sets are listed side by side, each metric covering its
-    own captions, and drop_R@K has no per-query value. A third element of ``orig`` and ``neg``, each
+    for one (same media, same number of captions: MSR-VTT, COCO's templated file), caption k of a media
+    file is one query with its original and negated hit, and drop_R@K is a per-query difference.
+    Otherwise the two sets are listed side by side, each metric covering its own captions, and drop_R@K
+    has no per-query value: HardNeg-Syn (v2 is v1's 5,000 captions and 5,000 more), and COCO's LLM file,
+    whose one empty caption (row 914, skipped) leaves 25,013 rewrites of 25,014 captions, so that no
+    per-query mean of a paired part could equal the whole drop_R@K its interval is for. A third element of ``orig`` and ``neg``, each
     caption's medium, is its cluster (the task's ``cluster`` is the medium's kind)."""
     (okeys, oranks, *oc), (nkeys, nranks, *nc) = orig, neg
     o = {f"R@{k}": (oranks.numpy() <= k) * 100.0 for k in (1, 5, 10)}
