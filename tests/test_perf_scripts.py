@@ -276,7 +276,7 @@ def test_gpu_sim_rows_ask_what_the_simulated_device_allows():
     their simulated pure rate (~28,700/s, below 50,000/s); the text_lengths=on row keeps 50,000/s only where
     its own pure rate allows it, else 0.9 of pure; GIL per text is shown beside the tokenizer's own cost."""
     sim = load("gpu_sim.py")
-    item = {"rate": 1.0, "gil_us": 1.0, "cpu_us": 2.0}
+    item = {"rate": 1.0, "gil_us": 1.0, "cpu_us": 2.0, "settle_s": 0.0}
     spec = {"nvjpeg_rate": 12_000.0, "n_images": 1, "texts": ["a"], "text_source": "generated"}
 
     def rows(text_rate: float, cut_rate: float, cut_pure: float) -> dict[str, tuple[str, str]]:

@@ -130,8 +130,10 @@ def file_bytes(path: str | os.PathLike[str]) -> memoryview | None:
         got = _read_into(fd, data)
         while got < len(data):  # a regular file gives all at once; a shorter read means it shrank meanwhile
             n = _read_into(fd, memoryview(data)[got:])
-            if n == 0:
-                return data[:got]
+            if n == 0:  # a copy of its size: a view would keep the whole buffer, beyond what a holder counts
+                short = fresh_buffer(got)
+                short[:] = data[:got]
+                return short
             got += n
         return data
     except OSError:

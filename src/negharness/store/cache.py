@@ -89,6 +89,8 @@ def _shape(tables: Sequence[torch.Tensor]) -> tuple[int, ...]:
     """The shape of ``tables`` (2-D, one width) one under the other; one table's own shape."""
     if len(tables) == 1:
         return tuple(tables[0].shape)
+    if len({t.shape[1] for t in tables}) != 1 or any(t.ndim != 2 for t in tables):
+        raise ValueError(f"cache shard: tables of shapes {[tuple(t.shape) for t in tables]} are not one table")
     return (sum(t.shape[0] for t in tables), tables[0].shape[1])
 
 
@@ -259,7 +261,6 @@ class CollectionCache:
         self.claims = Claims(folder, _HOST)
         self._lock = threading.RLock()  # the encoding loop's keeper adds while a key stream looks up
         self._merging: list[threading.Thread] = []  # closed passes' merges, under way beside the run (`settle`)
-        self._merge_errors: list[BaseException] = []
 
     def _load(self) -> dict[str, int]:
         if self._index is None:
@@ -360,22 +361,25 @@ class CollectionCache:
         warnings.warn(f"{what} {shard} ({why}): {where}; its embeddings will be encoded again", stacklevel=3)
 
     def _merge(self, shards: Sequence[Shard], force: bool = False) -> None:
-        """Write the shards' entries as one shard (fsync'd), one row per id, then remove them; under
-        the collection's mutex. A load's merge (not ``force``) gives up when a shard is gone: another
-        process merged them first. A crash in between leaves duplicates, never a gap (the next merge
-        drops them); a reader that listed a removed shard lists again (`_read_new`)."""
+        """Write the shards' entries as one shard (fsync'd), one row per id, then remove them. The shard is
+        written before the collection's mutex is taken (a claim waits on that mutex, and the rewrite and its
+        fsync took up to a second): until the parts are removed its rows are there twice, which readers
+        take once. Under the mutex, a load's merge (not ``force``) that finds a part gone (another process
+        merged them first) removes its own copy instead. A crash in between leaves duplicates, never a gap
+        (the next merge drops them); a reader that listed a removed shard lists again (`_read_new`)."""
+        present = [s for s in shards if s[0].exists()]
+        if (len(present) < len(shards) and not force) or len(present) < (1 if force else 2):
+            return  # another process merged them first, or nothing to merge
+        ids, tables = _unique_rows(present)
+        merged = self.folder / _new_shard_name()
+        self._seen.add(merged.name)  # its rows are indexed: never read back (set before it can be listed)
+        try:
+            write_shard(merged, ids, tables, sync=True)
+        except OSError:
+            return
         with folder_mutex(self.folder):
-            present = [s for s in shards if s[0].exists()]
-            if len(present) < len(shards) and not force:
-                return  # another process merged them first
-            if len(present) < (1 if force else 2):
-                return
-            ids, tables = _unique_rows(present)
-            merged = self.folder / _new_shard_name()
-            self._seen.add(merged.name)  # its rows are indexed: never read back (set before it can be listed)
-            try:
-                write_shard(merged, ids, tables, sync=True)
-            except OSError:
+            if not force and not all(path.exists() for path, _, _ in present):
+                merged.unlink(missing_ok=True)  # theirs holds these rows; ours is a copy
                 return
             for path, _, _ in present:
                 try:
@@ -402,6 +406,8 @@ class CollectionCache:
         emb = _host_table(emb)
         if emb.ndim != 2 or emb.shape[0] != len(keys):
             raise ValueError(f"cache add: {len(keys)} keys for embeddings of shape {tuple(emb.shape)}")
+        if not len(keys):
+            return  # nothing to serve or write (a part of no rows cannot be written as bytes)
         index = self._load()
         start = self._append_table(emb)
         index.update(zip(keys, range(start, start + len(keys))))
@@ -450,41 +456,57 @@ class CollectionCache:
         shards, self._written = self._written, []
         unsynced, self._unsynced, self._last_sync = self._unsynced, False, time.monotonic()
         if len(shards) > 1 or (shards and unsynced):
-            worker = threading.Thread(target=self._merge_beside, args=(shards,), name="negharness-merge")
+            worker = _start_merge(self, shards)
             self._merging = [t for t in self._merging if t.is_alive()] + [worker]
-            _UNSETTLED.add(self)
-            worker.start()
 
     def _merge_beside(self, shards: list[Shard]) -> None:
-        """`close`'s merge, in its thread: one shard left, fsync'd; an unexpected error is kept for `settle`."""
+        """`close`'s merge, in its thread: one shard left, fsync'd. A failure loses nothing (the parts stay,
+        read as they are, merged by a later load): it is said as a warning, never raised into a run."""
         try:
             if len(shards) == 1:
                 _fsync(shards[0][0])
                 _fsync(self.folder)
             else:
                 self._merge(shards, force=True)
-        except BaseException as exc:  # noqa: BLE001 - raised again by `settle`, in the run's thread
-            self._merge_errors.append(exc)
+        except Exception as exc:  # noqa: BLE001 - the run goes on with its shards unmerged
+            warnings.warn(f"cache shards in {self.folder} left unmerged ({type(exc).__name__}: {exc}); they are "
+                          "read as they are, and a later load merges them", UserWarning, stacklevel=1)
 
     def settle(self) -> None:
         """Wait for the merges of closed passes (`close`): afterwards each pass is one fsync'd shard."""
-        for worker in list(self._merging):
+        for worker in self._merging:
             worker.join()
-        self._merging = [t for t in self._merging if t.is_alive()]
-        _UNSETTLED.discard(self)
-        if self._merge_errors:
-            error, self._merge_errors = self._merge_errors[0], []
-            raise error
+        self._merging = []
 
 
-_UNSETTLED: set[CollectionCache] = set()  # collections whose closed passes may still be merging
+_MERGING: set[threading.Thread] = set()  # merges under way in this process; each leaves the set as it ends
+_MERGING_LOCK = threading.Lock()
+
+
+def _start_merge(collection: CollectionCache, shards: list[Shard]) -> threading.Thread:
+    """`collection`'s merge of ``shards`` in a thread of its own (not a daemon: the interpreter's exit waits
+    for it), listed in `_MERGING` until it ends, so nothing outlives it in memory."""
+    def run() -> None:
+        try:
+            collection._merge_beside(shards)
+        finally:
+            with _MERGING_LOCK:
+                _MERGING.discard(threading.current_thread())
+
+    worker = threading.Thread(target=run, name="negharness-merge")
+    with _MERGING_LOCK:
+        worker.start()
+        _MERGING.add(worker)
+    return worker
 
 
 def settle_merges() -> None:
-    """Wait for every merge this process started (`CollectionCache.close`), whichever cache object
-    closed it: a finished run leaves each pass as one fsync'd shard, and a merge's error is raised here."""
-    for collection in list(_UNSETTLED):
-        collection.settle()
+    """Wait for every merge this process started (`CollectionCache.close`), whichever cache object closed
+    it: a finished run leaves each pass as one fsync'd shard. Never raises a merge's failure (a warning)."""
+    with _MERGING_LOCK:
+        running = list(_MERGING)
+    for worker in running:
+        worker.join()
 
 
 class EmbeddingCache:
