@@ -409,3 +409,32 @@ def test_a_cache_filled_with_held_bytes_answers_the_road_that_hashes_first(files
     assert other.counters.media_encoded == 0 and other.counters.media_cached == len(files)
     assert other.cache is not None and other.cache.hasher.hashed == len(files)
     torch.testing.assert_close(again, streamed, rtol=0, atol=0)
+
+
+def test_a_hashing_run_gives_back_the_room_of_files_it_did_not_keep(files, tmp_path, monkeypatch):
+    """`_hashes_kept` asks room for a run of files at once: a file gone since its stat gives its room back
+    (its hash None), and an error escaping mid-run gives back the room of every file not yet read, once."""
+    from negharness.io.held_bytes import HeldBytes
+    from negharness.store import content
+
+    paths = [os.fspath(files[0]), os.fspath(tmp_path / "gone.jpg"), os.fspath(files[1])]
+    sizes = [files[0].stat().st_size, 1234, files[1].stat().st_size]
+    held = HeldBytes()
+    got = content._hashes_kept(paths, sizes, held, [0, 1, 2])
+    assert got[1] is None and got[0] == content.hash_open_file(paths[0]) and got[2] == content.hash_open_file(paths[2])
+    assert held.held == sizes[0] + sizes[2] and held.take([0, 1, 2])[1] is None and held.held == 0
+
+    calls = []
+
+    def breaks_on_second(path):
+        calls.append(path)
+        if len(calls) == 2:
+            raise MemoryError("no room")
+        return real(path)
+
+    real = content.file_bytes
+    monkeypatch.setattr(content, "file_bytes", breaks_on_second)
+    held = HeldBytes()
+    with pytest.raises(MemoryError):
+        content._hashes_kept([paths[0], paths[2], paths[0]], [sizes[0], sizes[2], sizes[0]], held, [0, 1, 2])
+    assert held.held == sizes[0] and held.take([0])[0] is not None and held.held == 0
