@@ -77,11 +77,18 @@ def bpe_pieces(chars: str, ranks: dict[tuple[str, str], int]) -> list[str]:
     return word
 
 
-def plain_clean(text: str) -> str | None:
-    """open_clip's 'lower' cleaning of a text that ftfy and html.unescape leave unchanged; None otherwise."""
+def plain_chunks(text: str) -> list[str] | None:
+    """open_clip's 'lower' cleaning of a text that ftfy and html.unescape leave unchanged, as the pieces its
+    single spaces separate; None for any other text."""
     if not _PLAIN.fullmatch(text):
         return None
-    return " ".join(text.split()).lower()
+    return text.lower().split()
+
+
+def plain_clean(text: str) -> str | None:
+    """open_clip's 'lower' cleaning of a text that ftfy and html.unescape leave unchanged; None otherwise."""
+    chunks = plain_chunks(text)
+    return None if chunks is None else " ".join(chunks)
 
 
 def fast_tokenizer(tokenizer: Any) -> Any:
@@ -114,6 +121,7 @@ class FastClipTokenizer:
         self.original = original
         self.context_length = original.context_length
         self._memo: dict[str, list[int]] = {}
+        self._chunks: dict[str, list[int]] = {}  # a plain text's space-separated pieces ("dog.", "it's")
 
     def __getattr__(self, name: str) -> Any:  # only names not set in __init__
         if "original" not in self.__dict__:  # a copy being built: no attributes yet
@@ -133,15 +141,40 @@ class FastClipTokenizer:
         return ids
 
     def encode(self, text: str) -> list[int]:
-        """open_clip's ``encode``: one text's ids without start and end tokens."""
-        cleaned = plain_clean(text)
-        if cleaned is None:  # ftfy or html.unescape may change it: open_clip's cleaning
-            cleaned = self.original.clean_fn(text)
+        """open_clip's ``encode``: one text's ids without start and end tokens. A plain text's pieces between
+        spaces are memoised whole: no match of the word pattern holds whitespace, so a text's words are its
+        pieces' words in turn, and the pattern runs once per new piece rather than once per text (2-2.5x
+        less time a COCO caption warm: 2.9 us against 5.8-7.5)."""
+        chunks = plain_chunks(text)
+        if chunks is not None:
+            if "<" in text and any(s in text.lower() for s in SPECIAL):  # no special token holds whitespace
+                return self._whole(text)
+            return self._chunk_ids(chunks)
+        cleaned = self.original.clean_fn(text)  # ftfy or html.unescape may change it: open_clip's cleaning
         if not cleaned.isascii() or "<" in cleaned and any(s in cleaned.lower() for s in SPECIAL):
-            whole: list[int] = self.original.encode(text)
-            return whole
+            return self._whole(text)
+        return self._word_ids(ASCII_WORDS.findall(cleaned))
+
+    def _whole(self, text: str) -> list[int]:
+        """open_clip's own ``encode`` (non-ASCII after cleaning, or a special token's text inside)."""
+        whole: list[int] = self.original.encode(text)
+        return whole
+
+    def _chunk_ids(self, chunks: list[str]) -> list[int]:
+        memo, out = self._chunks, []
+        for chunk in chunks:
+            ids = memo.get(chunk)
+            if ids is None:
+                ids = self._word_ids(ASCII_WORDS.findall(chunk))
+                if len(memo) >= MEMO_LIMIT:
+                    memo = self._chunks = {}
+                memo[chunk] = ids
+            out += ids
+        return out
+
+    def _word_ids(self, words: list[str]) -> list[int]:
         memo, out = self._memo, []
-        for word in ASCII_WORDS.findall(cleaned):
+        for word in words:
             ids = memo.get(word)
             out += ids if ids is not None else self.word_ids(word)
         return out
