@@ -1,6 +1,7 @@
-"""open_clip's CLIP tokenizer (`SimpleTokenizer`, the BPE of OpenAI and LAION CLIP) at 7-12x its speed,
-with open_clip's ids: its own merges and vocabulary, memoised per word, and the work it repeats per text
-done once or skipped where provably a no-op.
+"""open_clip's CLIP tokenizer (`SimpleTokenizer`, the BPE of OpenAI and LAION CLIP) at 7x its speed on a
+first pass over 16,384 COCO captions and 17-21x once its memos are filled (perf/bench_tokenizer.py), with
+open_clip's ids: its own merges and vocabulary, memoised per word and per space-separated piece, and the
+work it repeats per text done once or skipped where provably a no-op.
 
 open_clip's tokenizer costs ~100 us a caption on an H100 host's CPU (8-9k texts/s, the text pipeline's
 bottleneck there: ../shared/gpu/gpu_check_run2_h100.log, step 2). Per text it runs ftfy (the largest share), html.unescape
@@ -15,6 +16,8 @@ and a string split before the vocabulary lookups. Here, per text:
   ASCII, \\p{L} is [A-Za-z], \\p{N} [0-9], and \\s the five controls and space) in the standard `re`
   (2.6x faster than `regex` on COCO captions); a cleaned text that is not ASCII, or that holds a special token's text
   (open_clip's regex matches those first, even inside a run of punctuation), is open_clip's ``encode``;
+- pieces: a plain text's pieces between spaces ("dog.", "it's") are memoised whole, their words' ids in
+  turn (no match of the word pattern holds whitespace), so the pattern runs once per new piece;
 - ids: each word's ids come from a memo filled by open_clip's own byte map, merges and vocabulary; a word
   not in the memo is split by `bpe_pieces`, open_clip's ``bpe`` written for speed (11-14 us a word against
   its 28-34 on 5,898 COCO words: the first pass over a dataset's texts learns every distinct word, ~14 us a
