@@ -19,6 +19,8 @@
 #             whole run's encode_s vs its total_s (perf/peer_clip_benchmark.py; peers skipped if not installed)
 #   training  BNL step rate vs a bare loop (perf/bench_training.py; videos written with OpenCV, no PyAV)
 #   harness   negharness.run of the shapes tasks on the device, peak memory (perf/gpu/harness.py)
+#   sim       perf/gpu_sim.py on this machine's CPU: the simulated device's prediction for the same rows,
+#             printed under the table beside what the device measured (issue 54 item 5: calibration)
 # GPU_DECODE_SETUP=NAME names bench_decode_throughput.py's GPU-decode setup (default: found in its help).
 # GPU_CHECK_WHEELS=DIR: the carried folder (default .whl; in --cpu-smoke only where set: the bare-machine
 # rehearsal, perf/gpu/bare_machine.sh). Results go to $GPU_CHECK_RESULTS, else a temporary folder; where
@@ -107,7 +109,7 @@ run_step() {  # on the GPU one after another (each measures the machine), the re
   if [ "$mode" = smoke ]; then step "$@" & else step "$@"; cat "$RESULTS/$1.summary"; publish; fi
 }
 
-# GPU sizes: the limits sum to 455 s (+ ~15 s of wheel installs, <= 20 s of preflight), estimated from the
+# GPU sizes: the limits sum to 515 s (+ ~15 s of wheel installs, <= 20 s of preflight), estimated from the
 # 2026-11-28 H100 logs (../shared/gpu): ~18 s of imports per process, 19,886 img/s pure, ~1,000 img/s with
 # CPU decoding in the loop (16,384 images: ~16 s a round)
 if [ "$mode" = gpu ]; then
@@ -124,6 +126,8 @@ if [ "$mode" = gpu ]; then
     --warm-steps 3 --batch 64 --workers 12 --rounds 3
   run_step harness 35 "negharness.run on the GPU, random ViT-B-32 bf16, batch 256" \
     "$PY" perf/gpu/harness.py --device cuda --precision bf16 --arch ViT-B-32 --batch-size 256
+  run_step sim 60 "gpu_sim's prediction on this host's CPU (the device's work replaced by stand-ins), to set beside the rows above" \
+    "$PY" perf/gpu_sim.py --quick
 else
   run_step media 600 "images and video, micro model, decoding in the loop vs pure forward" \
     "$PY" perf/gpu/media.py --device cpu --model micro --images 16 --videos 2 --video-items 4 --batch 8 --rounds 1 \
@@ -134,10 +138,12 @@ else
   run_step training 600 "BNL training steps vs a bare loop, tiny" \
     "$PY" perf/bench_training.py --videos 4 --steps 1 --warm-steps 1 --batch 2 --size 32 --workers 0 --rounds 1
   run_step harness 600 "negharness.run, tiny model, 8 items per task" "$PY" perf/gpu/harness.py --arch tiny --limit 8
+  run_step sim 600 "gpu_sim, 512 images and 2,048 texts" "$PY" perf/gpu_sim.py --images 512 --texts 2048 --batch 128 \
+    --text-batch 512
 fi
 
 wait
-if [ "$mode" = smoke ]; then for s in media text peers training harness; do cat "$RESULTS/$s.summary"; done; fi
+if [ "$mode" = smoke ]; then for s in media text peers training harness sim; do cat "$RESULTS/$s.summary"; done; fi
 echo; echo "== total $(( SECONDS - start )) s"
 publish
 failed=$?

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-STEPS = ("media", "text", "peers", "training", "harness")
+STEPS = ("media", "text", "peers", "training", "harness", "sim")
 
 
 class Unmeasured(Exception):
@@ -186,6 +186,27 @@ def preflight_line(results: Path) -> str:
             f"nvjpeg: {p.get('nvjpeg', {}).get('nvjpeg')}; captions: {'real' if p.get('captions', {}).get('captions') else 'none'}")
 
 
+def sim_lines(results: Path) -> list[str]:
+    """gpu_sim's prediction for this machine (its ``sim.json``), to set beside the measured rows: the loop's rates
+    and the host path's GIL per item, with the device's work replaced by stand-ins at the H100's recorded rates
+    (perf/gpu_sim.py). Where the two disagree, the simulation is what to correct."""
+    path = results / "sim.json"
+    if not path.is_file():
+        return []
+    try:
+        got = json.loads(path.read_text())
+        img, txt, cut = got["images"], got["texts"], got["texts_lengths_on"]
+        rows = [("images in the loop (nvjpeg path)", f"{img['rate']:,.0f} img/s"),
+                ("texts in the loop, full context", f"{txt['rate']:,.0f} texts/s of pure {txt['pure_rate']:,.0f}"),
+                ("texts in the loop, text_lengths=on", f"{cut['rate']:,.0f} texts/s of pure {cut['pure_rate']:,.0f}"),
+                ("GIL held per image / per text", f"{img['gil_us']:.1f} / {txt['gil_us']:.1f} us"),
+                ("before the first batch, minus imports", f"{got['before_first_batch_s']:.2f} s")]
+    except (KeyError, TypeError, ValueError) as exc:
+        return ["", f"gpu_sim's prediction: unreadable ({type(exc).__name__} {exc})"]
+    return ["", "gpu_sim's prediction on this machine's CPU (the device replaced by stand-ins; perf/gpu_sim.py):", "",
+            "| row | predicted |", "|---|---|", *(f"| {name} | {figure} |" for name, figure in rows)]
+
+
 def table(results: Path) -> tuple[str, int]:
     """The Markdown table and the number of steps that did not finish."""
     mode = json.loads((results / "check.json").read_text()) if (results / "check.json").is_file() else {}
@@ -199,6 +220,7 @@ def table(results: Path) -> tuple[str, int]:
     lines += ["", "| step | exit | wall s | limit s |", "|---|---|---|---|"]
     lines += [f"| {s} | {steps[s]['rc']} | {steps[s]['wall_s']} | {steps[s]['limit_s']} |" if s in steps else f"| {s} | not run | | |"
               for s in STEPS]
+    lines += sim_lines(results)
     failed = sum(1 for s in STEPS if s not in steps or steps[s]["rc"] != 0)
     pre = results / "preflight.json"
     if pre.is_file() and json.loads(pre.read_text()).get("fatal"):
