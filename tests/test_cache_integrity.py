@@ -248,7 +248,7 @@ def test_a_reader_keeps_no_second_copy_of_rows_it_has(tmp_path):
     mine.refresh()
     tables = len(mine._tables)
     other.close()  # merges its two shards into one (beside this thread)
-    other.settle()
+    settle_merges()
     other2 = EmbeddingCache(tmp_path).collection("ns", "col")
     other2.add(["d"], torch.tensor([[4.0, 4]]))
     mine.refresh()

@@ -44,7 +44,7 @@ def test_close_hands_the_merge_to_a_thread_and_every_row_is_readable_meanwhile(t
     pos, vecs = reader.lookup(["a", "b", "c", "d"])
     assert pos == [0, 1, 2, 3] and torch.equal(vecs, torch.cat([_rows(2), _rows(1, 4), _rows(1, 6)]))
     release.set()
-    store.settle()
+    settle_merges()
     assert merging_in == ["negharness-merge"]
     assert _shards(store) == [["a", "b", "c", "d"]]
 
@@ -115,7 +115,7 @@ def test_the_merge_writes_its_shard_before_it_takes_the_collections_mutex(tmp_pa
 
     monkeypatch.setattr(cache_module, "write_shard", watched)
     store.close()
-    store.settle()
+    settle_merges()
     assert free_while_writing == [True] and _shards(store) == [["a", "b"]]
 
 
@@ -125,7 +125,7 @@ def test_an_add_of_no_rows_leaves_the_next_write_whole(tmp_path):
     store.add([], torch.empty(0, 2), seconds=0.0)
     store.add(["b"], _rows(1, 2))
     store.close()
-    store.settle()
+    settle_merges()
     assert _shards(store) == [["a", "b"]]
 
 
@@ -137,7 +137,7 @@ def test_a_pass_of_one_unsynced_shard_is_synced_where_it_lies(tmp_path, monkeypa
     store = EmbeddingCache(tmp_path).collection("ns", "col")
     store.add(["a", "b"], _rows(2), seconds=0.0)  # pending until the close writes it, unsynced
     store.close()
-    store.settle()
+    settle_merges()
     (shard,) = store.folder.glob("shard-*.safetensors")
     assert read_shard(shard)[0] == ["a", "b"] and synced == [shard, store.folder]
 

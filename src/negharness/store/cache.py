@@ -12,10 +12,11 @@ kill -9 loses at most that, or the one batch in flight where a batch takes longe
 fast GPU cost more host time than the batch); shards are fsync'd at least every few seconds (a power cut
 loses at most those seconds). Every shard carries a checksum of its ids and embedding bytes, checked
 on read: a damaged shard is moved aside into ``damaged/`` with a warning naming it, and its items
-are encoded again. Many small shards are merged into one (atomically, by the process that wrote
-them when it finishes a collection, in a thread beside the run that `settle` waits for; or on load when
-a folder holds more than `COMPACT_OVER`), under the collection's mutex, keeping one row per id. Concurrent runs split a collection's work through
-claims (`negharness.store.claims`): each item is encoded by one of them and read by the others.
+are encoded again. Many small shards are merged into one, keeping one row per id: by the process that
+wrote them when it finishes a collection, in a thread beside the run that `settle_merges` waits for, or on
+load when a folder holds more than `COMPACT_OVER`; the merged shard is written first, then its parts are
+removed under the collection's mutex. Concurrent runs split a collection's work through claims
+(`negharness.store.claims`): each item is encoded by one of them and read by the others.
 """
 
 from __future__ import annotations
@@ -260,7 +261,6 @@ class CollectionCache:
         self.damaged: list[Path] = []
         self.claims = Claims(folder, _HOST)
         self._lock = threading.RLock()  # the encoding loop's keeper adds while a key stream looks up
-        self._merging: list[threading.Thread] = []  # closed passes' merges, under way beside the run (`settle`)
 
     def _load(self) -> dict[str, int]:
         if self._index is None:
@@ -448,7 +448,7 @@ class CollectionCache:
         """End of a run's pass over this collection. What is pending is written now (unsynced: a run waiting
         for this one's claim reads it as soon as the claim ends); then this pass's shards become one shard,
         fsync'd once (the small ones are then removed, so they need no fsync), in a thread beside the run:
-        the rewrite and its fsync cost 20-35% of a fast text pass on the main thread. `settle` waits for it;
+        the rewrite and its fsync cost 20-35% of a fast text pass on the main thread. `settle_merges` waits for it;
         a kill meanwhile leaves the small shards, which the next merge takes."""
         if self._pending_ids:
             self._write_pending(sync=False)
@@ -456,8 +456,7 @@ class CollectionCache:
         shards, self._written = self._written, []
         unsynced, self._unsynced, self._last_sync = self._unsynced, False, time.monotonic()
         if len(shards) > 1 or (shards and unsynced):
-            worker = _start_merge(self, shards)
-            self._merging = [t for t in self._merging if t.is_alive()] + [worker]
+            _start_merge(self, shards)
 
     def _merge_beside(self, shards: list[Shard]) -> None:
         """`close`'s merge, in its thread: one shard left, fsync'd. A failure loses nothing (the parts stay,
@@ -472,18 +471,12 @@ class CollectionCache:
             warnings.warn(f"cache shards in {self.folder} left unmerged ({type(exc).__name__}: {exc}); they are "
                           "read as they are, and a later load merges them", UserWarning, stacklevel=1)
 
-    def settle(self) -> None:
-        """Wait for the merges of closed passes (`close`): afterwards each pass is one fsync'd shard."""
-        for worker in self._merging:
-            worker.join()
-        self._merging = []
-
 
 _MERGING: set[threading.Thread] = set()  # merges under way in this process; each leaves the set as it ends
 _MERGING_LOCK = threading.Lock()
 
 
-def _start_merge(collection: CollectionCache, shards: list[Shard]) -> threading.Thread:
+def _start_merge(collection: CollectionCache, shards: list[Shard]) -> None:
     """`collection`'s merge of ``shards`` in a thread of its own (not a daemon: the interpreter's exit waits
     for it), listed in `_MERGING` until it ends, so nothing outlives it in memory."""
     def run() -> None:
@@ -497,7 +490,6 @@ def _start_merge(collection: CollectionCache, shards: list[Shard]) -> threading.
     with _MERGING_LOCK:
         worker.start()
         _MERGING.add(worker)
-    return worker
 
 
 def settle_merges() -> None:
@@ -536,9 +528,4 @@ class EmbeddingCache:
         """Every open collection's pass closed and its merge finished (a rank's pass before another reads it)."""
         for c in self._open.values():
             c.close()
-        self.settle()
-
-    def settle(self) -> None:
-        """Wait for the open collections' merges (`CollectionCache.settle`): a finished run leaves one shard per pass."""
-        for c in self._open.values():
-            c.settle()
+        settle_merges()
