@@ -144,7 +144,7 @@ def file_bytes(path: str | os.PathLike[str]) -> memoryview | None:
 
 def fresh_buffer(size: int) -> memoryview:
     """``size`` writable bytes, not zeroed: a ``bytearray`` zeroes its memory as it is made, under the GIL,
-    where a held file's fresh pages fault in (15 us of GIL a 40 KB JPEG against 2.4 us for this, on gpu_sim's
+    where a held file's fresh pages fault in (15 us of GIL a 40 KB JPEG against 2.4-4.4 us for this, on gpu_sim's
     files with ~1,500 held: perf/bench_read_once.py); here the kernel's read fills them, with the GIL let go.
     A numpy array's memory, seen as bytes (indexing gives ints, as a bytearray's)."""
     return np.empty(size, dtype=np.uint8).data
