@@ -18,6 +18,7 @@ _SS = 2  # supersampling factor
 BACKGROUND = np.array([24.0, 24.0, 28.0])  # the canvas colour; the exact detector reads pixels against it
 _TRAIL = (0.45, 0.2)  # opacity of the copies one and two steps behind a moving shape
 _STEP = 2.2  # pixels per frame for sliding and bouncing
+_REACH = 1.1  # the farthest a shape covers from its centre, in sizes (the triangle's base: 1.1 r)
 
 _grid = (np.arange(CANVAS * _SS, dtype=np.float32) + 0.5) / _SS
 _GX, _GY = np.meshgrid(_grid, _grid)
@@ -89,28 +90,55 @@ def _visible(o: ShapeObject, frame: int) -> bool:
     return o.action != "blinking" or (frame + o.phase) % 2 == 0
 
 
-def _layers(o: ShapeObject, frame: int, frames: int) -> list[tuple[np.ndarray, float]]:
-    """(mask, opacity) pairs for one object in one frame: trail copies first, the shape last."""
+def _window(cx: float, cy: float, r: float) -> tuple[slice, slice]:
+    """The rows and columns of the supersampled grid a shape of size ``r`` at (cx, cy) can cover (its
+    reach, `_REACH` sizes, and a pixel more): its mask and blend are worked out there alone, the same
+    values on a sixth of the grid."""
+    reach, size = r * _REACH + 1.0, CANVAS * _SS
+
+    def span(centre: float) -> slice:
+        lo, hi = int(np.floor((centre - reach) * _SS)), int(np.floor((centre + reach) * _SS)) + 2
+        return slice(min(max(lo, 0), size), min(max(hi, 0), size))
+
+    return span(cy), span(cx)
+
+
+def _layers(o: ShapeObject, frame: int, frames: int) -> list[tuple[tuple[slice, slice], np.ndarray, float]]:
+    """(window, mask there, opacity) for one object in one frame: trail copies first, the shape last."""
     if not _visible(o, frame):
         return []
     t = frame - (frames - 1) / 2
+    trail = o.action in ("sliding", "bouncing")
+    placed = [(_position(o, t - back), alpha) for back, alpha in zip((2, 1), reversed(_TRAIL))] if trail else []
     out = []
-    if o.action in ("sliding", "bouncing"):
-        for back, alpha in zip((2, 1), reversed(_TRAIL)):
-            out.append((_mask(o.shape, *_position(o, t - back), o.size), alpha))
-    out.append((_mask(o.shape, *_position(o, t), o.size), 1.0))
+    for (cx, cy), alpha in [*placed, (_position(o, t), 1.0)]:
+        window = _window(cx, cy, o.size)
+        out.append((window, _mask(o.shape, cx, cy, o.size, _GX[window], _GY[window]), alpha))
     return out
 
 
+_EMPTY = np.broadcast_to(BACKGROUND, (CANVAS * _SS, CANVAS * _SS, 3)).copy()  # the supersampled blank canvas
+
+
 def render_frame(scene: Scene, frame: int = 0, frames: int = 1) -> np.ndarray:
-    """One uint8 frame, (32, 32, 3)."""
-    img = np.broadcast_to(BACKGROUND, (CANVAS * _SS, CANVAS * _SS, 3)).copy()
+    """One uint8 frame, (32, 32, 3). Each layer is blended into its window only, where it covers:
+    ``old * (1 - alpha) + colour * alpha``, pixel by pixel."""
+    img = _EMPTY.copy()
     for o in scene.objects:
         colour = np.clip(np.array(COLOURS[o.colour], dtype=np.float64) + o.tint, 0, 255)
-        for mask, alpha in _layers(o, frame, frames):
-            img[mask] = img[mask] * (1 - alpha) + colour * alpha
-    img = img.reshape(CANVAS, _SS, CANVAS, _SS, 3).mean(axis=(1, 3))
-    pixels: np.ndarray = np.round(img).astype(np.uint8)
+        for window, mask, alpha in _layers(o, frame, frames):
+            part = img[window]  # a view of the canvas
+            np.copyto(part, part * (1 - alpha) + colour * alpha, where=mask[..., None])
+    return _downsample(img)
+
+
+def _downsample(img: np.ndarray) -> np.ndarray:
+    """The 2x2 mean of the supersampled canvas (`_SS` is 2), rounded to uint8. Its four samples are added
+    in the order numpy's ``mean(axis=(1, 3))`` adds them (the same float64 sums, bit for bit: the world's pixels
+    stay what they were), at a tenth of that reduction's cost over strided axes."""
+    q = img.reshape(CANVAS, _SS, CANVAS, _SS, 3)
+    total = ((q[:, 0, :, 0] + q[:, 0, :, 1]) + q[:, 1, :, 0]) + q[:, 1, :, 1]
+    pixels: np.ndarray = np.round(total / (_SS * _SS)).astype(np.uint8)
     return pixels
 
 

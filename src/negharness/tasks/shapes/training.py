@@ -26,9 +26,16 @@ OPTIONS = {
 
 
 def _soft_negatives(world: WorldData, root: Path | None, seed: int, split: str, kind: str) -> list[list[str | None]]:
+    soft: dict[str, str | None] = {}  # caption -> its q-: the world's captions repeat (36k, 17k distinct)
+
+    def one(caption: str) -> str | None:
+        if caption not in soft:
+            neg = next(iter(negate(caption, seed=seed)), None)
+            soft[caption] = neg.text if neg is not None and not neg.rule.startswith("remove") else None
+        return soft[caption]
+
     def make() -> list[list[str | None]]:
-        negs = [[next(iter(negate(c, seed=seed)), None) for c in caps] for caps in world.captions]
-        return [[n.text if n is not None and not n.rule.startswith("remove") else None for n in caps] for caps in negs]
+        return [[one(c) for c in caps] for caps in world.captions]
 
     name = f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{len(world.ids)}.negator.json"
     negatives: list[list[str | None]] = cached_json(None if root is None else Path(root) / "shapes_world" / name, make)
