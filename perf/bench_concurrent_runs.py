@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from negharness.records.results import iter_records
-from negharness.store.cache import read_shard
+from negharness.store.shards import read_shard
 from negharness.testing import random_open_clip
 
 TASK = "shapes_t2i_original"

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from negharness.store.cache import read_shard
+from negharness.store.shards import read_shard
 from negharness.testing import random_open_clip
 
 

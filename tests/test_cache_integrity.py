@@ -27,7 +27,8 @@ from negharness.io.video import (
     video_recipe,
 )
 from negharness.store import content
-from negharness.store.cache import EmbeddingCache, read_shard, settle_merges
+from negharness.store.cache import EmbeddingCache, settle_merges
+from negharness.store.shards import read_shard
 from negharness.testing import COLOURS, KeywordModel, solid_image
 
 THIRDPARTY = Path(__file__).parent / "thirdparty"
@@ -421,7 +422,7 @@ def test_shards_written_here_are_safetensors_files_that_safetensors_reads(tmp_pa
     reader takes the file, with its metadata and table, and the header is padded to 8 bytes as it pads."""
     from safetensors import safe_open
 
-    from negharness.store.cache import write_shard
+    from negharness.store.shards import write_shard
 
     folder = tmp_path / "ns" / "coll"
     folder.mkdir(parents=True)

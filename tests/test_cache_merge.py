@@ -11,7 +11,8 @@ import torch
 
 import negharness
 from negharness.store import cache as cache_module
-from negharness.store.cache import EmbeddingCache, read_shard, settle_merges, write_shard
+from negharness.store.cache import EmbeddingCache, settle_merges
+from negharness.store.shards import read_shard, write_shard
 
 
 def _rows(n: int, start: int = 0) -> torch.Tensor:
@@ -132,8 +133,8 @@ def test_an_add_of_no_rows_leaves_the_next_write_whole(tmp_path):
 def test_a_pass_of_one_unsynced_shard_is_synced_where_it_lies(tmp_path, monkeypatch):
     """One shard in a pass is not rewritten: the merge thread only fsyncs it (and its folder)."""
     synced = []
-    real = cache_module._fsync
-    monkeypatch.setattr(cache_module, "_fsync", lambda path: synced.append(path) or real(path))
+    real = cache_module.fsync_entry
+    monkeypatch.setattr(cache_module, "fsync_entry", lambda path: synced.append(path) or real(path))
     store = EmbeddingCache(tmp_path).collection("ns", "col")
     store.add(["a", "b"], _rows(2), seconds=0.0)  # pending until the close writes it, unsynced
     store.close()
@@ -176,3 +177,52 @@ def test_a_finished_run_leaves_one_shard_per_pass_on_every_door(tmp_path, monkey
     counts = out.record["counts"]
     stored = sum(len(read_shard(p)[0]) for p in shards)
     assert stored == counts["texts_encoded"] + counts["media_encoded"]
+
+
+def _killed_mid_write(folder) -> "Path":
+    """A process writing a shard the way `write_shard` does, killed with SIGKILL before its rename: the
+    temporary file it leaves behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys, time; from pathlib import Path; from negharness.store.shards import new_shard_name;"
+            "from negharness.io.atomic_files import atomic_write;"
+            "atomic_write(Path(sys.argv[1]) / new_shard_name(), lambda tmp: (tmp.write_bytes(b'x' * 4096), time.sleep(60)))")
+    child = subprocess.Popen([sys.executable, "-c", code, str(folder)])
+    deadline = time.monotonic() + 60
+    while not list(folder.glob(".shard-*.tmp")):
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    [left] = folder.glob(".shard-*.tmp")
+    return left
+
+
+def test_a_writer_killed_mid_write_leaves_nothing_behind_once_its_file_is_old(tmp_path):
+    """A kill -9 before the rename leaves the temporary file (a merge's holds a pass's rows). The next load of
+    the collection removes it once it is `ORPHAN_AGE` old and its writer (this host, its pid) is gone; a younger
+    one, a live process's and another host's are left."""
+    import os
+    import time
+
+    from negharness.store.shards import HOST, ORPHAN_AGE, new_shard_name
+
+    store = EmbeddingCache(tmp_path).collection("ns", "col")
+    store.add(["a"], _rows(1))
+    dead = _killed_mid_write(store.folder)
+    young = dead.with_name(dead.name.removesuffix(".tmp") + "y.tmp")
+    young.write_bytes(b"x")  # the same dead writer's, written just now
+    live = store.folder / f".{new_shard_name()}.abc123.tmp"  # this process's: it runs
+    other = store.folder / f".shard-1-{HOST}x-{1}.safetensors.abc123.tmp"  # another host's
+    old = time.time() - ORPHAN_AGE - 5
+    for path in (dead, live, other):
+        path.write_bytes(b"x")
+        os.utime(path, (old, old))
+    reopened = EmbeddingCache(tmp_path).collection("ns", "col")
+    hit, emb = reopened.lookup(["a"])
+    assert hit == [0] and torch.equal(emb, _rows(1))
+    assert not dead.exists()
+    assert young.exists() and live.exists() and other.exists()

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from negharness.engine.runner import CachedEvalContext, RunSettings
-from negharness.store.cache import EmbeddingCache, read_shard, settle_merges, write_shard
+from negharness.store.cache import EmbeddingCache, settle_merges
+from negharness.store.shards import read_shard, write_shard
 from negharness.store.claims import Claims
 from negharness.testing import KeywordModel
 

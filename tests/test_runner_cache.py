@@ -19,7 +19,8 @@ from negharness.engine.evaluate import RunRequest, evaluate_request
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import MediaSet
-from negharness.store.cache import EmbeddingCache, read_shard, settle_merges
+from negharness.store.cache import EmbeddingCache, settle_merges
+from negharness.store.shards import read_shard
 from negharness.testing import (
     ColourRetrievalTask,
     KeywordModel,

@@ -26,7 +26,8 @@ from negharness.io.tensor_images import (
     tensor_recipe,
 )
 from negharness.plugins.openclip_model import OpenClipModel
-from negharness.store.cache import EmbeddingCache, read_shard, settle_merges
+from negharness.store.cache import EmbeddingCache, settle_merges
+from negharness.store.shards import read_shard
 
 MICRO = {"embed_dim": 64, "vision_cfg": {"image_size": 224, "layers": 2, "width": 64, "patch_size": 32},
          "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1}}

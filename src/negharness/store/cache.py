@@ -1,6 +1,6 @@
 """On-disk embedding cache: every text, image and video is encoded once per model fingerprint.
 
-Layout: ``<root>/embeddings/<namespace>/<collection>/shard-*.safetensors``. The namespace hashes
+Layout: ``<root>/embeddings/<namespace>/<collection>/shard-*.safetensors`` (`negharness.store.shards`). The namespace hashes
 everything about the model that changes an embedding (fingerprint, precision); the collection says
 how items become pixels (``text``; or a media kind with its frame source, decoder and sampling), and
 the ids inside are content hashes (see `negharness.store.content`), so one file reached through two tasks
@@ -23,28 +23,32 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import os
-import re
-import socket
 import threading
 import time
 import warnings
-import zlib
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar, cast
 
 import numpy as np
 import torch
 
-from negharness.io.atomic_files import atomic_write, atomic_write_json
+from negharness.io.atomic_files import atomic_write_json
 from negharness.store.claims import Claim, Claims, folder_mutex
 from negharness.store.content import FileHasher
+from negharness.store.shards import (
+    HOST,
+    DamagedShard,
+    ForeignShard,
+    fsync_entry,
+    host_table,
+    new_shard_name,
+    read_shard,
+    remove_orphans,
+    write_shard,
+)
 
-FORMAT = "negharness-shard-v4"  # v4: CRC-32 checksum; v3: SHA-256; v3 and up name their collection folder
-OLD_FORMATS = ("negharness-shard-v2", "negharness-shard-v3")  # kept apart by the namespace (runner's CACHE_KEYS)
-_HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
 COMPACT_OVER = 16  # shards in one collection folder before a load merges them
 SYNC_SECONDS = 2.0  # the longest a written shard waits for an fsync
 FLUSH_SECONDS = 0.025  # the model's work (seconds) that added rows hold at most before they are written
@@ -61,130 +65,6 @@ def _safe_name(collection: str) -> str:
     return f"{readable}-{hashlib.sha1(collection.encode()).hexdigest()[:10]}"
 
 
-def shard_owner(path: Path) -> str:
-    """The collection a shard belongs to: its folder and the namespace folder above it (both hashes
-    of what made the embeddings), so a shard copied into another model's folder is not read there."""
-    return f"{path.parent.parent.name}/{path.parent.name}"
-
-
-def shard_checksum(ids_json: str, emb: torch.Tensor | Sequence[torch.Tensor], owner: str = "") -> str:
-    """CRC-32 of the owner, the ids, the shape and the float32 bytes. It guards against damage (a
-    torn write, a flipped bit, a swapped row: missed once in 2^32), at a third of the SHA-256 that
-    v3 used, whose stronger guarantee bought nothing here: neither stops a deliberate edit. ``emb``
-    may be the table's parts, one under the other (a merge writes its shards' tables without stacking)."""
-    tables = _parts(emb)
-    parts = [owner.encode("utf-8") + b"\0", ids_json.encode("utf-8"), str(_shape(tables)).encode()]
-    crc = 0
-    for part in parts:
-        crc = zlib.crc32(part, crc)
-    for table in tables:
-        crc = zlib.crc32(table.contiguous().numpy().data.cast("B"), crc)
-    return f"{crc:08x}"
-
-
-def _parts(emb: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    return [emb] if isinstance(emb, torch.Tensor) else list(emb)
-
-
-def _shape(tables: Sequence[torch.Tensor]) -> tuple[int, ...]:
-    """The shape of ``tables`` (2-D, one width) one under the other; one table's own shape."""
-    if len(tables) == 1:
-        return tuple(tables[0].shape)
-    if len({t.shape[1] for t in tables}) != 1 or any(t.ndim != 2 for t in tables):
-        raise ValueError(f"cache shard: tables of shapes {[tuple(t.shape) for t in tables]} are not one table")
-    return (sum(t.shape[0] for t in tables), tables[0].shape[1])
-
-
-class DamagedShard(Exception):
-    """A shard whose bytes do not match its checksum (or cannot be parsed)."""
-
-
-class ForeignShard(DamagedShard):
-    """A sound shard that is not this collection's: written for another model or collection (copied
-    or moved here), or by an older negharness whose shards did not name their collection."""
-
-
-def read_shard(path: Path) -> tuple[list[str], torch.Tensor]:
-    """(ids, embeddings) of a shard whose checksum matches; `DamagedShard` otherwise.
-    A shard that vanished (merged by another process) raises FileNotFoundError."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load
-
-    data = path.read_bytes()
-    try:
-        header_len = int.from_bytes(data[:8], "little")
-        meta = json.loads(data[8:8 + header_len]).get("__metadata__") or {}
-        emb = load(data)["emb"]
-    except (SafetensorError, ValueError, KeyError, AttributeError) as exc:
-        raise DamagedShard(f"unreadable ({type(exc).__name__})") from exc
-    if meta.get("format") in OLD_FORMATS:
-        raise ForeignShard("written by an older negharness, before shards named their model and collection")
-    if meta.get("format") != FORMAT or "ids" not in meta or "checksum" not in meta or "owner" not in meta:
-        raise DamagedShard("no checksum (not written by this version)")
-    if emb.dtype != torch.float32 or emb.ndim != 2:
-        raise DamagedShard("not a (N, D) float32 table")
-    if shard_checksum(meta["ids"], emb, meta["owner"]) != meta["checksum"]:
-        raise DamagedShard("checksum mismatch")
-    if meta["owner"] != shard_owner(path):
-        raise ForeignShard(f"written for {meta['owner']}, another model or collection, not {shard_owner(path)}")
-    try:
-        ids = json.loads(meta["ids"])
-    except ValueError as exc:
-        raise DamagedShard("unreadable ids") from exc
-    if len(ids) != emb.shape[0]:
-        raise DamagedShard("ids and rows differ in number")
-    return ids, emb
-
-
-def write_shard(path: Path, ids: Sequence[str], emb: torch.Tensor | Sequence[torch.Tensor], sync: bool) -> None:
-    """Atomically (temporary file, then rename); ``sync`` also fsyncs the file and its folder. The
-    safetensors file is written here, header then the table's own bytes (safetensors' ``save`` copied
-    the table twice under the GIL, a third of a shard's cost); its reader reads it (`read_shard`).
-    ``emb`` may be parts of the table (a width each, rows one under the other), written in turn: no copy."""
-    tables = [_host_table(t) for t in _parts(emb)]
-    ids_json = json.dumps(list(ids))
-    owner = shard_owner(path)
-    header = safetensors_header(_shape(tables), {"format": FORMAT, "owner": owner, "ids": ids_json,
-                                                 "checksum": shard_checksum(ids_json, tables, owner)})
-
-    def _write(tmp: Path) -> None:
-        with open(tmp, "wb") as fh:
-            fh.write(header)
-            for table in tables:
-                fh.write(table.numpy().data.cast("B"))
-            if sync:
-                fh.flush()
-                os.fsync(fh.fileno())
-
-    atomic_write(path, _write)
-    if sync:
-        _fsync(path.parent)
-
-
-def safetensors_header(shape: tuple[int, ...], metadata: dict[str, str]) -> bytes:
-    """The safetensors header of a file holding a float32 table of ``shape`` (as ``"emb"``) after it: its
-    length (8 bytes, little-endian), then its JSON, padded with spaces to a multiple of 8 as safetensors pads."""
-    info = {"__metadata__": metadata,
-            "emb": {"dtype": "F32", "shape": list(shape), "data_offsets": [0, math.prod(shape) * 4]}}
-    body = json.dumps(info, separators=(",", ":")).encode("utf-8")
-    body += b" " * (-len(body) % 8)
-    return len(body).to_bytes(8, "little") + body
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file's or a folder's entries to disk (best effort: a failure only weakens durability)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 Shard = tuple[Path, list[str], list[torch.Tensor]]  # a shard written by this process: its path, ids and table's parts
 
 
@@ -199,26 +79,12 @@ def _unique_rows(shards: Sequence[Shard]) -> tuple[list[str], list[torch.Tensor]
     keep = sorted(first.values())
     return [ids[i] for i in keep], [_stacked(tables)[torch.tensor(keep, dtype=torch.long)]]
 
-
-def _host_table(emb: torch.Tensor) -> torch.Tensor:
-    """``emb`` as float32, contiguous, on the CPU, without grad: as it comes from the runner, with no torch
-    call (each lets go of the GIL, and taking it back can wait a switch interval beside a busy thread)."""
-    if emb.dtype == torch.float32 and emb.device.type == "cpu" and not emb.requires_grad and emb.is_contiguous():
-        return emb
-    return emb.detach().float().cpu().contiguous()
-
-
 def _stacked(tables: list[torch.Tensor]) -> torch.Tensor:
     """The (n, D) float32 tables one under the other, in numpy: torch's ``cat`` woke its OpenMP threads
     for the copy (tens of ms for 8,192 rows on two loaded cores)."""
     if len(tables) == 1:
         return tables[0].contiguous()
     return torch.from_numpy(np.concatenate([t.numpy() for t in tables]))
-
-
-def _new_shard_name() -> str:
-    """Unique across the processes of one machine (pid) and of several nodes sharing a cache (host)."""
-    return f"shard-{time.time_ns()}-{_HOST}-{os.getpid()}.safetensors"
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
@@ -259,12 +125,13 @@ class CollectionCache:
         self._last_sync = time.monotonic()
         self._seen: set[str] = set()  # shard names already in the index
         self.damaged: list[Path] = []
-        self.claims = Claims(folder, _HOST)
+        self.claims = Claims(folder, HOST)
         self._lock = threading.RLock()  # the encoding loop's keeper adds while a key stream looks up
 
     def _load(self) -> dict[str, int]:
         if self._index is None:
             self._index = {}
+            remove_orphans(self.folder)  # once per collection and process, as its shards are first listed
             good = self._read_new()
             if len(good) > self.compact_over:
                 self._merge(good)
@@ -371,7 +238,7 @@ class CollectionCache:
         if (len(present) < len(shards) and not force) or len(present) < (1 if force else 2):
             return  # another process merged them first, or nothing to merge
         ids, tables = _unique_rows(present)
-        merged = self.folder / _new_shard_name()
+        merged = self.folder / new_shard_name()
         self._seen.add(merged.name)  # its rows are indexed: never read back (set before it can be listed)
         try:
             write_shard(merged, ids, tables, sync=True)
@@ -403,7 +270,7 @@ class CollectionCache:
         """Rows for ``keys``, served by `lookup` at once and written to disk with the rows added before them
         once they hold ``flush_seconds`` of work (``seconds``: what these cost to compute; not said, they
         are written now) or ``flush_every`` rows."""
-        emb = _host_table(emb)
+        emb = host_table(emb)
         if emb.ndim != 2 or emb.shape[0] != len(keys):
             raise ValueError(f"cache add: {len(keys)} keys for embeddings of shape {tuple(emb.shape)}")
         if not len(keys):
@@ -428,8 +295,8 @@ class CollectionCache:
             sync = due
         if sync and self._unsynced:
             for path, _, _ in self._written:
-                _fsync(path)
-            _fsync(self.folder)
+                fsync_entry(path)
+            fsync_entry(self.folder)
             self._unsynced = False
         if sync:
             self._last_sync = time.monotonic()
@@ -438,7 +305,7 @@ class CollectionCache:
         """The pending rows as a shard of this process's (their tables written in turn, not stacked)."""
         ids, tables = self._pending_ids, self._pending
         self._pending_ids, self._pending, self._pending_seconds = [], [], 0.0
-        path = self.folder / _new_shard_name()
+        path = self.folder / new_shard_name()
         write_shard(path, ids, tables, sync=sync)
         self._seen.add(path.name)
         self._written.append((path, ids, tables))
@@ -463,8 +330,8 @@ class CollectionCache:
         read as they are, merged by a later load): it is said as a warning, never raised into a run."""
         try:
             if len(shards) == 1:
-                _fsync(shards[0][0])
-                _fsync(self.folder)
+                fsync_entry(shards[0][0])
+                fsync_entry(self.folder)
             else:
                 self._merge(shards, force=True)
         except Exception as exc:  # noqa: BLE001 - the run goes on with its shards unmerged
