@@ -48,6 +48,26 @@ def test_detector_is_exact_on_every_sample_of_the_default_split():
     assert len(pairs) == 200 and wrong == []
 
 
+def test_detector_fits_a_component_once_and_again_when_its_pixels_change(monkeypatch):
+    """The detector remembers each component's shape by the pixels and the component (all a fit reads):
+    the same image asked twice (NeIn's edited image; an editor that changed nothing) is fitted once, with
+    the same detections; one pixel changed is a new fit, whose answer may differ."""
+    from negharness.plugins import shapes_detector
+
+    fitted = []
+    real = shapes_detector.classify
+    monkeypatch.setattr(shapes_detector, "classify", lambda px, comp: fitted.append(1) or real(px, comp))
+    det = ShapesDetector()
+    p = editing_pairs(0, "test", 1, None)[0]
+    first = det.detect(p.load_input(), [p.target])
+    once = len(fitted)
+    assert once >= 1 and det.detect(p.load_input(), [p.target]) == first and len(fitted) == once
+    pixels = np.array(p.load_input())
+    x0, y0, x1, y1 = (int(v) for v in first[0].box)
+    pixels[y0:(y0 + y1) // 2, x0:x1] = BACKGROUND.astype(np.uint8)  # its top half painted out
+    assert det.detect(Image.fromarray(pixels), [p.target]) == [] and len(fitted) > once
+
+
 def test_detector_reads_any_size_and_rejects_what_is_no_shape():
     det = ShapesDetector()
     p = editing_pairs(0, "test", 1, None)[0]

@@ -20,6 +20,8 @@ Confidence is 1.0 for a match. It reads what an editor produced, so it scores an
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -36,6 +38,7 @@ MIN_AREA = 6  # seed pixels; smaller specks are no shape
 OFF_LINE = 6.0  # a pixel farther than this from the background-colour line is not a blend of the two
 MAX_FIT_ERROR = 0.15  # sum |rendered - observed coverage| over the shape's area: what still counts as that shape
 MARGIN = 2  # pixels around a component's box where its soft edge may lie
+MEMO_SIZE = 4096  # components whose shape a detector remembers (their fits are most of its time)
 
 
 def _components(mask: np.ndarray) -> list[np.ndarray]:
@@ -151,6 +154,23 @@ class ShapesDetector(Detector):
     name = "shapes_exact"
     threshold = 0.5
 
+    def __init__(self) -> None:
+        self._shapes: OrderedDict[bytes, str | None] = OrderedDict()  # pixels and component -> its shape
+
+    def _classified(self, pixels: np.ndarray, comp: np.ndarray) -> str | None:
+        """`classify`, remembered by the pixels and the component (all it reads): NeIn reads each edited
+        image twice (the target, then the objects it kept) and an editor that changed nothing gives back
+        its source, so most components were fitted before."""
+        key = hashlib.blake2b(repr(pixels.shape).encode() + pixels.tobytes() + np.packbits(comp).tobytes(),
+                              digest_size=16).digest()
+        if key in self._shapes:
+            self._shapes.move_to_end(key)
+            return self._shapes[key]
+        shape = self._shapes[key] = classify(pixels, comp)
+        if len(self._shapes) > MEMO_SIZE:
+            self._shapes.popitem(last=False)
+        return shape
+
     def detect(self, image: Any, labels: Sequence[str]) -> list[Detection]:
         pixels = world_pixels(image)
         found = []
@@ -160,7 +180,7 @@ class ShapesDetector(Detector):
                 continue
             dist = np.linalg.norm(pixels - np.array(COLOURS[colour], dtype=np.float64), axis=-1)
             for comp in _components(dist < MAX_COLOUR_DISTANCE):
-                shape = classify(pixels, comp)
+                shape = self._classified(pixels, comp)
                 if shape and (colour, shape) in wanted:
                     ys, xs = np.nonzero(comp)
                     found.append(Detection(f"{colour} {shape}", 1.0,
