@@ -139,7 +139,7 @@ else
     "$PY" perf/bench_training.py --videos 4 --steps 1 --warm-steps 1 --batch 2 --size 32 --workers 0 --rounds 1
   run_step harness 600 "negharness.run, tiny model, 8 items per task" "$PY" perf/gpu/harness.py --arch tiny --limit 8
   run_step sim 600 "gpu_sim, 512 images and 2,048 texts" "$PY" perf/gpu_sim.py --images 512 --texts 2048 --batch 128 \
-    --text-batch 512
+    --text-batch 512 --repeat 1
 fi
 
 wait
