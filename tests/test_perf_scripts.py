@@ -298,3 +298,19 @@ def test_gpu_sim_rows_ask_what_the_simulated_device_allows():
                                                     "texts_lengths_on": dict(item, pure_rate=1.0)},
                                                  "tokenizer_us": 7.5, "before_first_batch_s": 1.0, "imports_s": 5.0},
                                                 spec)[0]
+
+
+def test_gpu_sim_keeps_each_rows_fastest_round_and_least_costs():
+    """perf/gpu_sim.py's rounds: another process only lowers a rate and raises a cost, so a row keeps its
+    fastest round's rate (and that round's own figures) with the least GIL and CPU time of all its rounds."""
+    sim = load("gpu_sim.py")
+
+    def round_(rate: float, gil: float, cpu: float, tok: float) -> dict:
+        row = {"rate": rate, "gil_us": gil, "cpu_us": cpu, "wall_s": 1 / rate, "pure_rate": 9.0}
+        return {**{r: dict(row) for r in sim.ROWS}, "tokenizer_us": tok}
+
+    got = sim.best_of([round_(5.0, 10.0, 30.0, 4.0), round_(7.0, 12.0, 25.0, 6.0), round_(6.0, 8.0, 40.0, 5.0)])
+    for row in sim.ROWS:
+        assert got[row]["rate"] == 7.0 and got[row]["wall_s"] == 1 / 7.0 and got[row]["rates"] == [5.0, 7.0, 6.0]
+        assert got[row]["gil_us"] == 8.0 and got[row]["cpu_us"] == 25.0
+    assert got["tokenizer_us"] == 4.0
