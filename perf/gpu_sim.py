@@ -36,11 +36,12 @@ The share of late wake-ups, sampled at random moments, estimates the share of th
 The process's CPU seconds (all threads: decoders, hashing and copies that release the GIL too) per
 item are printed beside it, an upper bound.
 
-Each row runs ``--repeat`` rounds (3; ``--quick``: 1), each on a fresh model, tokenizer and cache, so each is
-a first pass as a run makes it; a row keeps its fastest round's rate and its rounds' least GIL and CPU time
-per item (another process on the machine only lowers the one and raises the others), every round's rate
-printed under the table. One round's figures moved by up to a third between runs on this shared machine (GIL per text
-8.6-25 us, images 6,000-7,900/s), enough to flip a row's verdict.
+Each row runs ``--repeat`` rounds (3; ``--quick``: 1), each on a fresh model, tokenizer and cache (a first
+pass as a run makes it, in an interpreter whose imports the first round made); a row keeps its fastest
+round's rate and its rounds' least GIL and CPU time per item (another process on the machine only lowers
+the one and raises the others), every round's rate printed under the table. One round's figures moved by
+up to a third between runs on this shared machine (GIL per text 8.6-25 us, images 6,000-7,900/s), enough
+to flip a row's verdict.
 
 The measured run is a fresh interpreter under the CLI's thread policy (``OMP_WAIT_POLICY=PASSIVE`` unless
 set: `negharness.cli.process.prefer_passive_waiting`, so torch's idle OpenMP threads sleep instead of
@@ -61,6 +62,7 @@ import io
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -306,6 +308,7 @@ def make_model(first: list[float]) -> Any:
     (folder / "sim.json").write_text(json.dumps({"model_cfg": cfg}))
     model = OpenClipModel.create("clip", ModelOptions(arch=str(folder / "sim.json"), extra={"decode": "tensor"}),
                                  default_pretrained=None)
+    shutil.rmtree(folder, ignore_errors=True)  # the config is read
     model.tensor_transform = Transform(model.tensor_transform)
 
     def encode_image(pixels: torch.Tensor, **_: Any) -> torch.Tensor:
@@ -360,13 +363,16 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def best_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each row's fastest round (its rate, wall, pure rate, ...) with the least GIL and CPU time per item of
-    all its rounds, and every round's rate; the tokenizer's least time per text."""
+    """Each row's fastest round (its rate, wall, pure rate, ...) with the GIL figures of its round of least
+    GIL and the CPU figures of its round of least CPU per item, and every round's rate; the tokenizer's
+    least time per text."""
     got: dict[str, Any] = {"tokenizer_us": min(r["tokenizer_us"] for r in rounds)}
     for row in ROWS:
         each = [r[row] for r in rounds]
+        least_gil, least_cpu = min(each, key=lambda f: f["gil_us"]), min(each, key=lambda f: f["cpu_us"])
         got[row] = {**max(each, key=lambda f: f["rate"]), "rates": [f["rate"] for f in each],
-                    "gil_us": min(f["gil_us"] for f in each), "cpu_us": min(f["cpu_us"] for f in each)}
+                    **{k: least_gil[k] for k in ("gil_us", "gil_share", "probe_samples")},
+                    **{k: least_cpu[k] for k in ("cpu_us", "cpu_us_by_thread") if k in least_cpu}}
     return got
 
 
@@ -381,21 +387,25 @@ def one_round(spec: dict[str, Any], first: list[float]) -> dict[str, Any]:
     model = make_model(first)
     paths = [Path(p) for p in spec["images"]]
     cache_root = Path(tempfile.mkdtemp(prefix="gpu-sim-cache-"))
-    settings = RunSettings(device=torch.device("cpu"), precision="bf16", batch_size=spec["batch"])
-    media = image_files("sim/coco", [p.stem for p in paths], paths)
-    ctx = CachedEvalContext(model, settings, EmbeddingCache(cache_root / "images"))
-    got: dict[str, Any] = {"images": timed(lambda: ctx.embed_media(media), len(paths), spec["threads"])}
-    got["images"]["settle_s"] = settled()
-    texts = spec["texts"]
-    for label, lengths in (("texts", "off"), ("texts_lengths_on", "on")):
-        model.text_lengths = lengths  # "off": what `lengths_pay` decides on CUDA
-        tctx = CachedEvalContext(model, RunSettings(device=torch.device("cpu"), precision="bf16",
-                                                    batch_size=spec["text_batch"]), EmbeddingCache(cache_root / label))
-        TEXT_TOWER[0] = 0.0
-        got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts), spec["threads"])
-        got[label]["settle_s"] = settled()
-        got[label]["pure_rate"] = len(texts) / TEXT_TOWER[0]  # the stand-in tower alone, on this row's batches
-    got["tokenizer_us"] = tokenizer_cost(model.tokenizer, texts, spec["text_batch"])
+    try:
+        settings = RunSettings(device=torch.device("cpu"), precision="bf16", batch_size=spec["batch"])
+        media = image_files("sim/coco", [p.stem for p in paths], paths)
+        ctx = CachedEvalContext(model, settings, EmbeddingCache(cache_root / "images"))
+        got: dict[str, Any] = {"images": timed(lambda: ctx.embed_media(media), len(paths), spec["threads"])}
+        got["images"]["settle_s"] = settled()
+        texts = spec["texts"]
+        for label, lengths in (("texts", "off"), ("texts_lengths_on", "on")):
+            model.text_lengths = lengths  # "off": what `lengths_pay` decides on CUDA
+            tctx = CachedEvalContext(model, RunSettings(device=torch.device("cpu"), precision="bf16",
+                                                        batch_size=spec["text_batch"]), EmbeddingCache(cache_root / label))
+            TEXT_TOWER[0] = 0.0
+            got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts), spec["threads"])
+            got[label]["settle_s"] = settled()
+            got[label]["pure_rate"] = len(texts) / TEXT_TOWER[0]  # the stand-in tower alone, on this row's batches
+        got["tokenizer_us"] = tokenizer_cost(model.tokenizer, texts, spec["text_batch"])
+    finally:
+        settled()
+        shutil.rmtree(cache_root, ignore_errors=True)  # ~100 MB of shards a round
     return got
 
 
@@ -477,7 +487,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--nvjpeg-rate", type=float, default=12_000.0, help="simulated nvjpeg images/s (see the docstring)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--threads", action="store_true", help="also CPU us per item by thread group (Linux /proc)")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of every row, the fastest kept (--quick: 1)")
+    ap.add_argument("--repeat", type=int, default=None, help="rounds of every row, the best figures kept (3; --quick: 1)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -485,7 +495,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.child.with_suffix(".out.json").write_text(json.dumps(child(spec)))
         return {}
     if args.quick:
-        args.images, args.texts, args.repeat = min(args.images, 4096), min(args.texts, 8192), 1
+        args.images, args.texts = min(args.images, 4096), min(args.texts, 8192)
+    args.repeat = args.repeat if args.repeat is not None else 1 if args.quick else 3
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: at least 1")
     with tempfile.TemporaryDirectory(prefix="gpu-sim-") as tmp:

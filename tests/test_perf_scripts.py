@@ -302,15 +302,17 @@ def test_gpu_sim_rows_ask_what_the_simulated_device_allows():
 
 def test_gpu_sim_keeps_each_rows_fastest_round_and_least_costs():
     """perf/gpu_sim.py's rounds: another process only lowers a rate and raises a cost, so a row keeps its
-    fastest round's rate (and that round's own figures) with the least GIL and CPU time of all its rounds."""
+    fastest round's rate (and that round's own figures) with the GIL figures of its least-GIL round and the CPU
+    figures of its least-CPU round."""
     sim = load("gpu_sim.py")
 
     def round_(rate: float, gil: float, cpu: float, tok: float) -> dict:
-        row = {"rate": rate, "gil_us": gil, "cpu_us": cpu, "wall_s": 1 / rate, "pure_rate": 9.0}
+        row = {"rate": rate, "gil_us": gil, "gil_share": gil, "probe_samples": 1, "cpu_us": cpu, "wall_s": 1 / rate,
+               "pure_rate": 9.0}
         return {**{r: dict(row) for r in sim.ROWS}, "tokenizer_us": tok}
 
     got = sim.best_of([round_(5.0, 10.0, 30.0, 4.0), round_(7.0, 12.0, 25.0, 6.0), round_(6.0, 8.0, 40.0, 5.0)])
     for row in sim.ROWS:
         assert got[row]["rate"] == 7.0 and got[row]["wall_s"] == 1 / 7.0 and got[row]["rates"] == [5.0, 7.0, 6.0]
-        assert got[row]["gil_us"] == 8.0 and got[row]["cpu_us"] == 25.0
+        assert got[row]["gil_us"] == 8.0 and got[row]["gil_share"] == 8.0 and got[row]["cpu_us"] == 25.0
     assert got["tokenizer_us"] == 4.0

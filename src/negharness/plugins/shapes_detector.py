@@ -21,6 +21,7 @@ Confidence is 1.0 for a match. It reads what an editor produced, so it scores an
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, Sequence
@@ -156,6 +157,7 @@ class ShapesDetector(Detector):
 
     def __init__(self) -> None:
         self._shapes: OrderedDict[bytes, str | None] = OrderedDict()  # pixels and component -> its shape
+        self._lock = threading.Lock()  # the memo's order and size (a fit runs outside it)
 
     def _classified(self, pixels: np.ndarray, comp: np.ndarray) -> str | None:
         """`classify`, remembered by the pixels and the component (all it reads): NeIn reads each edited
@@ -163,12 +165,15 @@ class ShapesDetector(Detector):
         its source, so most components were fitted before."""
         key = hashlib.blake2b(repr(pixels.shape).encode() + pixels.tobytes() + np.packbits(comp).tobytes(),
                               digest_size=16).digest()
-        if key in self._shapes:
-            self._shapes.move_to_end(key)
-            return self._shapes[key]
-        shape = self._shapes[key] = classify(pixels, comp)
-        if len(self._shapes) > MEMO_SIZE:
-            self._shapes.popitem(last=False)
+        with self._lock:
+            if key in self._shapes:
+                self._shapes.move_to_end(key)
+                return self._shapes[key]
+        shape = classify(pixels, comp)
+        with self._lock:
+            self._shapes[key] = shape
+            if len(self._shapes) > MEMO_SIZE:
+                self._shapes.popitem(last=False)
         return shape
 
     def detect(self, image: Any, labels: Sequence[str]) -> list[Detection]:

@@ -173,7 +173,9 @@ def remove_orphans(folder: Path) -> list[Path]:
     """Remove the temporary shard files (`write_shard`'s, before their rename) that a process killed
     mid-write left in ``folder``: those written on this host by a process no longer running, over
     `ORPHAN_AGE` old (a merge's file holds up to a whole pass's rows: tens of MB each). Another host's
-    are left to it (its pids are not ours to test). Returns what was removed."""
+    are left to it (its pids are not ours to test); so are those of a container that shares this host's
+    name and the cache but not its process ids, while its writer wrote within `ORPHAN_AGE` (a writer
+    stalled longer would find its file gone and fail its rename). Returns what was removed."""
     removed = []
     for tmp in folder.glob(".shard-*.tmp"):
         match = _TEMPORARY.match(tmp.name)
@@ -195,6 +197,8 @@ def _running(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    except (OverflowError, ValueError):
+        return True  # no process id of this system: not ours to judge
     except PermissionError:
         return True
     return True
