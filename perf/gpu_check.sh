@@ -138,8 +138,8 @@ else
   run_step training 600 "BNL training steps vs a bare loop, tiny" \
     "$PY" perf/bench_training.py --videos 4 --steps 1 --warm-steps 1 --batch 2 --size 32 --workers 0 --rounds 1
   run_step harness 600 "negharness.run, tiny model, 8 items per task" "$PY" perf/gpu/harness.py --arch tiny --limit 8
-  run_step sim 600 "gpu_sim, 512 images and 2,048 texts" "$PY" perf/gpu_sim.py --images 512 --texts 2048 --batch 128 \
-    --text-batch 512 --repeat 1
+  run_step sim 600 "gpu_sim, 128 images and 512 texts" "$PY" perf/gpu_sim.py --images 128 --texts 512 --batch 64 \
+    --text-batch 128 --repeat 1
 fi
 
 wait
