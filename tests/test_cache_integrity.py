@@ -354,8 +354,9 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.Popen:
 
 
 def _run_here(args: list[str], cwd: Path) -> None:
-    """A run nobody kills: in this process (the same command, without a torch import per run)."""
-    res = run_cli([*RUN, *args], cwd, [THIRDPARTY / "slowmodel"])
+    """A run nobody kills: in this process (the same command, without a torch import per run), its model
+    not slowed down (only a run to be killed needs time to be caught mid-way)."""
+    res = run_cli([*RUN, *args], cwd, [THIRDPARTY / "slowmodel"], env={"NEGHARNESS_SLOW_SLEEP": "0"})
     assert res.returncode == 0, res.stderr[-2000:]
 
 
