@@ -20,7 +20,6 @@ Confidence is 1.0 for a match. It reads what an editor produced, so it scores an
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from functools import lru_cache
@@ -30,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from negharness.api import Detection, Detector, ModelOptions
+from negharness.api.files import hash_array
 from negharness.plugins import options as declared
 from negharness.world.render import BACKGROUND, CANVAS, coverage, coverages
 from negharness.world.scenes import COLOURS, SHAPES
@@ -156,15 +156,14 @@ class ShapesDetector(Detector):
     threshold = 0.5
 
     def __init__(self) -> None:
-        self._shapes: OrderedDict[bytes, str | None] = OrderedDict()  # pixels and component -> its shape
+        self._shapes: OrderedDict[tuple[str, str], str | None] = OrderedDict()  # pixels and component -> its shape
         self._lock = threading.Lock()  # the memo's order and size (a fit runs outside it)
 
     def _classified(self, pixels: np.ndarray, comp: np.ndarray) -> str | None:
         """`classify`, remembered by the pixels and the component (all it reads): NeIn reads each edited
         image twice (the target, then the objects it kept) and an editor that changed nothing gives back
         its source, so most components were fitted before."""
-        key = hashlib.blake2b(repr(pixels.shape).encode() + pixels.tobytes() + np.packbits(comp).tobytes(),
-                              digest_size=16).digest()
+        key = (hash_array(pixels), hash_array(comp))  # each with its dtype and shape
         with self._lock:
             if key in self._shapes:
                 self._shapes.move_to_end(key)
