@@ -43,6 +43,11 @@ the one and raises the others), every round's rate printed under the table. One 
 up to a third between runs on this shared machine (GIL per text 8.6-25 us, images 6,000-7,900/s), enough
 to flip a row's verdict.
 
+Under the table, where each row's wall went (`wall_went`), from the runner's own stage clock: the forward, the
+loop's waits for decoded batches (and, inside the decoder, its waits for the cache keys the hashing pool
+resolves: `ChunkFeed.__next__` timed) or for tokens, and the rest (keys, lookups and claims before the loop, a
+length pre-pass, the last batch kept after it): the largest part is what limits the row.
+
 The measured run is a fresh interpreter under the CLI's thread policy (``OMP_WAIT_POLICY=PASSIVE`` unless
 set: `negharness.cli.process.prefer_passive_waiting`, so torch's idle OpenMP threads sleep instead of
 spinning into the CPU figures), its imports timed: "before the first batch" is from its start
@@ -95,6 +100,7 @@ def text_seconds(rows: int, length: int) -> float:
 
 
 TEXT_TOWER = [0.0]  # simulated seconds the text tower's stand-ins slept: a row's pure rate is its texts over it
+KEYS_WAIT = [0.0]  # seconds the image decoder waited on the cache keys (`ChunkFeed`: the hashing) in a row
 
 
 def text_forward(rows: int, length: int) -> None:
@@ -256,6 +262,7 @@ def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
     import torch
 
     import negharness.engine.runner as runner
+    import negharness.engine.streamed_keys as streamed_keys
     import negharness.io.tensor_images as tensor_images
     import negharness.plugins.openclip_model as openclip_model
 
@@ -273,6 +280,17 @@ def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
         return outputs(tokens.shape[0])
 
     runner.batched_decoding = lambda device: True  # CUDA's decision: batched decode in a producer thread
+    feed_next = streamed_keys.ChunkFeed.__next__
+
+    def waited_next(self: Any) -> list[int]:
+        """The decoder's next batch of positions, its wait for their cache keys counted (`KEYS_WAIT`)."""
+        start = time.perf_counter()
+        try:
+            return feed_next(self)
+        finally:
+            KEYS_WAIT[0] += time.perf_counter() - start
+
+    streamed_keys.ChunkFeed.__next__ = waited_next
     tensor_images.decode_jpegs = decode_jpegs
     openclip_model.encode_cut_tokens = encode_cut_tokens
 
@@ -391,7 +409,10 @@ def one_round(spec: dict[str, Any], first: list[float]) -> dict[str, Any]:
         settings = RunSettings(device=torch.device("cpu"), precision="bf16", batch_size=spec["batch"])
         media = image_files("sim/coco", [p.stem for p in paths], paths)
         ctx = CachedEvalContext(model, settings, EmbeddingCache(cache_root / "images"))
+        KEYS_WAIT[0] = 0.0
         got: dict[str, Any] = {"images": timed(lambda: ctx.embed_media(media), len(paths), spec["threads"])}
+        got["images"]["split"] = {**ctx.stages.seconds(), "keys": KEYS_WAIT[0], "device": len(paths) / IMAGE_RATE,
+                                  "nvjpeg": len(paths) / spec["nvjpeg_rate"]}
         got["images"]["settle_s"] = settled()
         texts = spec["texts"]
         for label, lengths in (("texts", "off"), ("texts_lengths_on", "on")):
@@ -400,6 +421,7 @@ def one_round(spec: dict[str, Any], first: list[float]) -> dict[str, Any]:
                                                         batch_size=spec["text_batch"]), EmbeddingCache(cache_root / label))
             TEXT_TOWER[0] = 0.0
             got[label] = timed(lambda c=tctx: c.embed_texts(texts), len(texts), spec["threads"])
+            got[label]["split"] = {**tctx.stages.seconds(), "device": TEXT_TOWER[0]}
             got[label]["settle_s"] = settled()
             got[label]["pure_rate"] = len(texts) / TEXT_TOWER[0]  # the stand-in tower alone, on this row's batches
         got["tokenizer_us"] = tokenizer_cost(model.tokenizer, texts, spec["text_batch"])
@@ -470,10 +492,33 @@ def table(got: dict[str, Any], spec: dict[str, Any]) -> tuple[str, int]:
     lines += ["", "A row's loop ends when its pass returns; the pass's cache merge runs on in a thread beside the next "
               "work, and a run waits for what is left at its end. Left after each loop here (nothing followed it): "
               + ", ".join(f"{got[k]['settle_s']:.2f} s ({k})" for k in ROWS) + "."]
+    went = [line for line in (wall_went(k, got[k]) for k in ROWS) if line]
+    if went:
+        lines += ["", "Where each row's wall went (its fastest round; what limits it is the largest part):", ""] + went
     if repeat > 1:
         lines += ["", "Every round's rate (items/s): " + "; ".join(
             f"{k} " + " / ".join(f"{r:,.0f}" for r in got[k].get("rates", [])) for k in ROWS) + "."]
     return "\n".join(lines), sum(1 for *_, ok in rows if not ok)
+
+
+def wall_went(row: str, figures: dict[str, Any]) -> str | None:
+    """One row's wall split as the runner's clock (`negharness.engine.stages`) saw it: the forward (its
+    stand-in's own time beside it), the loop's waits for decoded batches (and, inside the decoder, its waits for
+    the cache keys the hashing pool resolves) or for tokens, and the rest: keys, lookups and claims before the
+    loop, the last batch kept after it. None for a round that recorded no split."""
+    split = figures.get("split")
+    if not split:
+        return None
+    wall = figures["wall_s"]
+    forward, decode, tokenise = (split.get(k, 0.0) for k in ("forward", "decode", "tokenise"))
+    parts = [f"forward {forward:.2f} s (the stand-in device {split['device']:.2f} s)"]
+    if row == "images":
+        parts.append(f"waiting for decoded batches {decode:.2f} s (inside the decoder: nvjpeg's stand-in "
+                     f"{split['nvjpeg']:.2f} s, waits for cache keys {split['keys']:.2f} s)")
+    else:
+        parts.append(f"waiting for tokens {tokenise:.2f} s")
+    parts.append(f"outside the loop's waits and forwards {max(0.0, wall - forward - decode - tokenise):.2f} s")
+    return f"- {row}: {wall:.2f} s = " + "; ".join(parts)
 
 
 # ---- the driver --------------------------------------------------------------------------------------------

@@ -300,6 +300,20 @@ def test_gpu_sim_rows_ask_what_the_simulated_device_allows():
                                                 spec)[0]
 
 
+def test_gpu_sim_says_where_each_rows_wall_went():
+    """Under gpu_sim's table, each row's wall split from the runner's stage clock: the rest is the wall less the
+    forward and the loop's waits (worked by hand here), the decoder's waits for cache keys shown for images."""
+    sim = load("gpu_sim.py")
+    images = {"wall_s": 2.0, "split": {"forward": 0.5, "decode": 1.2, "keys": 0.7, "device": 0.4, "nvjpeg": 0.6}}
+    line = sim.wall_went("images", images)
+    assert line is not None and line.startswith("- images: 2.00 s = forward 0.50 s (the stand-in device 0.40 s)")
+    assert "waiting for decoded batches 1.20 s" in line and "waits for cache keys 0.70 s" in line
+    assert line.endswith("outside the loop's waits and forwards 0.30 s")
+    texts = sim.wall_went("texts", {"wall_s": 1.0, "split": {"forward": 0.6, "tokenise": 0.15, "device": 0.5}})
+    assert texts is not None and "waiting for tokens 0.15 s" in texts and texts.endswith("forwards 0.25 s")
+    assert sim.wall_went("texts", {"wall_s": 1.0}) is None  # a round that recorded no split: no line
+
+
 def test_gpu_sim_keeps_each_rows_fastest_round_and_least_costs():
     """perf/gpu_sim.py's rounds: another process only lowers a rate and raises a cost, so a row keeps its
     fastest round's rate (and that round's own figures) with the GIL figures of its least-GIL round and the CPU
