@@ -9,6 +9,8 @@ formats, ``<c>.caption.txt`` (when the input was not one already), ``<c>.negated
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 from statistics import mean, median
 from typing import TypedDict
@@ -33,6 +35,24 @@ from .nt2vr_files import (
 # 4: no negation inside an embedded question ("why it will...") or on the second verb of "try and get",
 # none on a participle after a singular noun or a preposition's noun, none on a split compound ("water falls")
 BUILDER_VERSION = "4"
+BUILDER_LIBRARIES = ("lemminflect", "nltk")  # whose code and dictionaries the rules read (`builder_identity`)
+
+
+@lru_cache(maxsize=1)
+def builder_identity() -> str:
+    """What decides the builders' output beside the captions and settings, as one string for build marks,
+    memo files and records: the rules (`BUILDER_VERSION`) and the versions of the libraries they read
+    (lemminflect's lemma dictionaries, NLTK's tokenizer and tagger code), so an upgrade of either rebuilds
+    what an older one made. Read from the installed packages' metadata: nothing is imported. NLTK's tagger
+    *data*, downloaded apart from its code, is not in it: data downloaded again in another version is not seen."""
+    return "+".join([BUILDER_VERSION, *(f"{name}{_installed(name)}" for name in BUILDER_LIBRARIES)])
+
+
+def _installed(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "-absent"
 
 
 class BuildSettings(TypedDict):
@@ -74,7 +94,7 @@ def build(items: list[tuple[str, list[str]]], mode: str = "one", seed: int = 0,
 def write(built: BuiltQueries, out_dir: Path, name: str, write_captions: bool) -> list[Path]:
     """The query files, between two build marks (`built_marker`): a reader knows which rules made them."""
     out_dir = Path(out_dir)
-    mark = (out_dir, name, BUILDER_VERSION, built.settings, built.captions)
+    mark = (out_dir, name, builder_identity(), built.settings, built.captions)
     paths = [write_marker(*mark, complete=False)]
     if write_captions:
         paths.append(write_caption_file(out_dir / f"{name}.caption.txt", built.captions))

@@ -28,7 +28,7 @@ from negharness.api.media import FrameSampling
 from negharness.api.published import published_notes
 from negharness.api.scoring import NEGATED_METRICS, QRELS_OPTION, TEXT_TO_MEDIA_METRICS
 from negharness.tasks.nt2vr import PUBLISHED
-from negharness.text.build_queries import BUILDER_VERSION, BuiltQueries, build, build_settings, write
+from negharness.text.build_queries import BuiltQueries, build, build_settings, builder_identity, write
 from negharness.text.built_marker import marker_path, read_marker, stale_reason
 from negharness.text.nt2vr_files import (
     check_known_videos,
@@ -221,7 +221,7 @@ class NT2VRTask(Task[EvalContext]):
         if mark is None:
             return None
         wanted = build_settings(self.options.seed) if self.build else None
-        return stale_reason(mark, BUILDER_VERSION, read_caption_file(self._text("caption")), wanted)
+        return stale_reason(mark, builder_identity(), read_caption_file(self._text("caption")), wanted)
 
     def _ensure_queries(self) -> BuiltQueries | None:
         """Before anything is hashed: query files built by other rules, settings or captions are rebuilt
@@ -255,7 +255,7 @@ class NT2VRTask(Task[EvalContext]):
         return None
 
     def config(self) -> dict[str, Any]:
-        built = {"builder_version": BUILDER_VERSION} if self.build and self.query_set != "original" else {}
+        built = {"builder_version": builder_identity()} if self.build and self.query_set != "original" else {}
         return {**super().config(), "collection": self.collection, "query_set": self.query_set, **built}
 
     def evaluate(self, ctx: EvalContext) -> TaskResult:

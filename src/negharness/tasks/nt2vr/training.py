@@ -33,6 +33,7 @@ from negharness.api import (
 )
 from negharness.api.files import cache_root, cached_json
 from negharness.api.media import FrameSampling, decode_video, load_frames, read_rgb
+from negharness.text.build_queries import builder_identity
 from negharness.text.negator import negate
 from negharness.text.nt2vr_files import (
     read_caption_file,
@@ -123,6 +124,14 @@ def read_negation_file(path: Path) -> dict[str, list[str]]:
     return out
 
 
+def with_negator(digest: str, negator: bool) -> str:
+    """A training set's digest: its files', and where its soft negatives are the negator's, the negator's
+    identity (`builder_identity`: its rules and the libraries they read), so a resumed run sees new rules."""
+    if not negator:
+        return digest
+    return hashlib.sha256(f"{digest}|negator {builder_identity()}".encode()).hexdigest()[:16]
+
+
 def negator_negatives(captions: list[tuple[str, str]], digest: str, seed: int, cache_dir: Path | None) -> dict[str, list[str]]:
     """The negator's soft negative per caption (nT2VR section 3.1 rule), built once and cached."""
 
@@ -133,7 +142,7 @@ def negator_negatives(captions: list[tuple[str, str]], digest: str, seed: int, c
             out[cap_id] = [cands[0].text] if cands else []
         return out
 
-    path = cache_root(cache_dir) / "trainsets" / f"{digest}-s{seed}.negator.json"
+    path = cache_root(cache_dir) / "trainsets" / f"{digest}-s{seed}-b{builder_identity()}.negator.json"
     negatives: dict[str, list[str]] = cached_json(path, build)  # JSON: as `build` made it, or rebuilt
     return negatives
 
@@ -175,7 +184,8 @@ def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
     source = values["negatives"]
     if source == "file" and not neg_files:
         raise UserError(f"-T negatives=file: {text / f'{name}.caption.negation.txt'} not found. Where to get it: {where}")
-    if neg_files and source != "negator":
+    by_negator = not (neg_files and source != "negator")
+    if not by_negator:
         negatives, how = read_negation_file(neg_files[0]), f"soft negatives from {neg_files[0].name}"
     else:
         negatives, how = negator_negatives(read_caption_file(cap), digest, options.seed, options.cache_dir), \
@@ -190,7 +200,8 @@ def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
                             f"the epoch on it. Where to get it: {WHERE.format(folder=vfolder)} (or -T val=none)")
         val = _stream(val_name, kind, vfolder, vcap, read_video_set(vvset), sampling, WHERE.format(folder=vfolder), None)
         digest = file_digest(read + [vcap, vvset])
-    return TrainingSet(name, [train], val, digest, [how, f"frames {sampling.key}" if kind == "video" else "images"])
+    return TrainingSet(name, [train], val, with_negator(digest, by_negator),
+                       [how, f"frames {sampling.key}" if kind == "video" else "images"])
 
 
 msrvtt10ktrain, msrvtt1kAtrain, vatex_train, flickr30ktrain, mscocotrain = (
@@ -245,7 +256,8 @@ def captions(options: TrainSetOptions) -> TrainingSet:
     train_path = Path(values["file"])
     val = stream(Path(values["val_file"]), "captions-val") if values["val_file"] else None
     read = [train_path] + ([Path(values["val_file"])] if val else [])
-    return TrainingSet("captions", [stream(train_path, "captions")], val, file_digest(read))
+    return TrainingSet("captions", [stream(train_path, "captions")], val,
+                       with_negator(file_digest(read), values["negatives"] == "negator"))
 
 
 def _guess_kind(media: Path, ids: list[str]) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from negharness.api import OptionSpec, TrainSetOptions, TrainStream, TrainingSet, takes_options
 from negharness.api.files import cached_json, hash_json
+from negharness.text.build_queries import builder_identity
 from negharness.text.negator import negate
 from negharness.world.media import WorldData, load_world
 from negharness.world.scenes import ACTIONS, COLOURS, SHAPES, WORLD_VERSION
@@ -37,7 +38,7 @@ def _soft_negatives(world: WorldData, root: Path | None, seed: int, split: str, 
     def make() -> list[list[str | None]]:
         return [[one(c) for c in caps] for caps in world.captions]
 
-    name = f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{len(world.ids)}.negator.json"
+    name = f"v{WORLD_VERSION}-s{seed}-{split}-{kind}-{len(world.ids)}-b{builder_identity()}.negator.json"
     negatives: list[list[str | None]] = cached_json(None if root is None else Path(root) / "shapes_world" / name, make)
     return negatives
 
@@ -85,5 +86,6 @@ def shapes(options: TrainSetOptions) -> TrainingSet:
     root = options.data_root
     streams = [build_stream(seed, "train", kind, n_train, root) for kind in ("video", "image")]
     val = build_stream(seed, "val", "video", n_val, root)
-    digest = hash_json({"world": WORLD_VERSION, "seed": seed, "n_train": n_train, "n_val": n_val})
+    digest = hash_json({"world": WORLD_VERSION, "seed": seed, "n_train": n_train, "n_val": n_val,
+                        "negator": builder_identity()})
     return TrainingSet("shapes", streams, val, digest, unit="item")  # one sample per item, as the world's earlier runs
