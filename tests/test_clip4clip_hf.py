@@ -167,3 +167,30 @@ def test_hf_clip_refuses_a_folder_without_a_real_tokenizer(hf_folder, tmp_path):
         shutil.copy(folder / name, bare / name)
     with pytest.raises(UserError, match="only 2 tokens|cannot load"):  # never a silent 2-token tokenizer
         hf_clip(ModelOptions(arch=str(bare)))
+
+
+def test_hf_clip_fingerprint_sees_the_tokenizer_files(hf_folder, tmp_path):
+    """The fingerprint names the embedding cache: a folder whose tokenizer files were replaced (same weights,
+    same processor) encodes texts otherwise, so it is another model; the same files give the same fingerprint."""
+    import shutil
+
+    from negharness.plugins.hf_clip import hf_clip
+
+    folder, _ = hf_folder
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    same = hf_clip(ModelOptions(arch=str(copy)))
+    assert hf_clip(ModelOptions(arch=str(copy))).fingerprint() == same.fingerprint()
+    for name, where in (("vocab.json", ()), ("tokenizer.json", ("model", "vocab"))):  # "dog" and "cat" swap ids
+        path = copy / name
+        if path.is_file():
+            data = json.loads(path.read_text())
+            vocab = data
+            for key in where:
+                vocab = vocab[key]
+            vocab["dog</w>"], vocab["cat</w>"] = vocab["cat</w>"], vocab["dog</w>"]
+            path.write_text(json.dumps(data))
+    swapped = hf_clip(ModelOptions(arch=str(copy)))
+    with torch.inference_mode():
+        assert not torch.allclose(same.encode_text(["a dog"]), swapped.encode_text(["a dog"]))
+    assert swapped.fingerprint() != same.fingerprint()

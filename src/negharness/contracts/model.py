@@ -24,6 +24,23 @@ if TYPE_CHECKING:  # numpy and torch load when a model is built, not when a plug
     from negharness.contracts.pixel_transform import PixelTransform
 
 
+def hash_tokenizer(tokenizer: Any) -> str:
+    """Content hash of a transformers tokenizer, what turns a caption into ids: its class, its whole
+    definition where it has one (a fast tokenizer's serialised pipeline: vocabulary, merges, normaliser,
+    pre-tokeniser, added tokens), else its vocabulary, BPE merges and added tokens, and the length it cuts at.
+    A model folder whose tokenizer files were replaced is another model, though its weights are the same."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "to_str"):
+        body = backend.to_str()
+    else:
+        ranks = getattr(tokenizer, "bpe_ranks", None) or {}
+        body = hash_json({"vocab": sorted(tokenizer.get_vocab().items()),
+                          "merges": sorted((" ".join(pair), rank) for pair, rank in ranks.items()),
+                          "added": sorted((str(k), v) for k, v in getattr(tokenizer, "added_tokens_encoder", {}).items())})
+    head = f"{type(tokenizer).__name__}|{getattr(tokenizer, 'model_max_length', None)}|"
+    return hashlib.sha256((head + body).encode("utf-8")).hexdigest()[:16]
+
+
 def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
     """Content hash of weights: two checkpoints with equal tensors share cached embeddings."""
     import torch

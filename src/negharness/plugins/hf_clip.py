@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from negharness.api import EmbeddingModel, ModelOptions, UserError
-from negharness.api.checkpoints import hash_state_dict, load_or_explain
+from negharness.api.checkpoints import hash_state_dict, hash_tokenizer, load_or_explain
 from negharness.plugins import options as declared
 from negharness.plugins.token_lengths import (
     TEXT_ENCODER,
@@ -75,6 +75,7 @@ class HFClipModel(EmbeddingModel):
         self.processor = processor
         self.is_siglip = "siglip" in model.config.model_type
         self._weights = hash_state_dict(model.state_dict())
+        self._tokenizer = hash_tokenizer(tokenizer)
         self.text_lengths = "auto"  # -M text_lengths: whether texts run in length buckets, by device (`lengths_pay`)
 
     def modules(self) -> list[torch.nn.Module]:
@@ -83,7 +84,9 @@ class HFClipModel(EmbeddingModel):
     def describe(self) -> dict[str, Any]:
         pp = {k: v for k, v in self.processor.to_dict().items() if k in (
             "size", "crop_size", "image_mean", "image_std", "resample", "do_center_crop", "rescale_factor")}
-        out = {"source": self.source, "class": type(self.model).__name__, "weights": self._weights, "preprocess": pp}
+        pp["processor"] = type(self.processor).__name__  # a fast and a slow image processor resize apart
+        out = {"source": self.source, "class": type(self.model).__name__, "weights": self._weights, "preprocess": pp,
+               "tokenizer": self._tokenizer}
         if not self.is_siglip and self.text_lengths != "off":
             # CLIP texts may run in length buckets (see encode_text): a cache of their own; what the options
             # allow, never the device's choice, so a record keeps its identity from CPU to GPU (as open_clip's)
