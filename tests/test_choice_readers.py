@@ -286,6 +286,30 @@ def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
         original.evaluate(CachedEvalContext(TableModel({}), RunSettings(), None))
 
 
+def test_embedded_and_file_images_are_cached_under_the_decoder_that_made_their_pixels(tmp_path, monkeypatch):
+    """One recipe for a declarative task's images, embedded or files: a decoder upgrade (which may change JPEG
+    pixels) is another cache collection for both, where the embedded images once kept the old embeddings."""
+    import negharness.declarative.tasks as declarative_tasks
+    from negharness.api import TaskOptions
+    from negharness.declarative.media import MediaRef
+
+    (tmp_path / "negvqa").mkdir()
+    (tmp_path / "negvqa/NegVQA-7379.jsonl").write_text(json.dumps(
+        {"index": 0, "image": _png_b64("red"), "original_question": "q", "negated_question": "q not", "A": "a",
+         "B": "b", "original_answer": "A", "negated_answer": "B", "category": "c"}) + "\n")
+    task = BUILTIN["negvqa_negated"](TaskOptions(tmp_path))
+    embedded, files = [MediaRef("0", base64=_png_b64("red"))], [MediaRef("1", path=tmp_path / "x.png")]
+
+    def recipes() -> tuple[str, str | None]:
+        return task.media_set(None, embedded).key, task.media_set(None, files).recipe
+
+    before = recipes()
+    monkeypatch.setattr(declarative_tasks, "image_decoder_identity", lambda: "pillow-99|libjpeg-99")
+    after = recipes()
+    assert after[0] != before[0] and after[1] != before[1]
+    assert all("pillow-99|libjpeg-99" in r for r in after if r is not None)
+
+
 NEGBENCH_COCO = SHARED / "data/negbench/negbench_eval_csvs/images"
 
 NEGBENCH_YAML = """\

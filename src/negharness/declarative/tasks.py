@@ -53,6 +53,13 @@ IDENTICAL = ("a false option equals the true one, so no model can tell them apar
 KNOWN_GENERATORS: dict[str, Any] = {}
 
 
+def image_recipe() -> str:
+    """How a declarative task's image becomes pixels (`load_image`: read_rgb, then the crop) and which decoder
+    did it (Pillow's and its codecs' versions), for a file and an embedded image alike: a decoder upgrade that
+    changes pixels is another cache collection for both."""
+    return f"{RGB_RECIPE}|{image_decoder_identity()}"
+
+
 @dataclass(frozen=True)
 class GeneratorName:
     """A generator an ``--include-path`` file names, looked up when its first row is made (the
@@ -183,11 +190,11 @@ class DeclarativeTask(Task["EvalContext"]):
         if refs and refs[0].base64 is not None:  # keyed by the bytes the record embeds (and the crop)
             # cast: one kind per task (`media_ref`), so every ref embeds its bytes when the first does
             keys = [hash_json([hashlib.sha256(cast(str, r.base64).encode()).hexdigest(), r.crop], 32) for r in refs]
-            return MediaSet(f"declarative/embedded/{RGB_RECIPE}", "image", ids, lambda i: load_image(refs[i]),
+            return MediaSet(f"declarative/embedded/{image_recipe()}", "image", ids, lambda i: load_image(refs[i]),
                             content_keys=keys)
         if kind == "image":  # keyed by each file's content and the crop: a replaced image is encoded again
             return MediaSet("declarative/images", "image", ids, lambda i: load_image(refs[i]),
-                            sources=[r.path for r in refs], recipe=f"{RGB_RECIPE}|{image_decoder_identity()}",
+                            sources=[r.path for r in refs], recipe=image_recipe(),
                             parts=["" if r.crop is None else json.dumps(list(r.crop)) for r in refs])
         from negharness.contracts.sampling import FrameSampling  # lazy: start-up time
         from negharness.io.video import decode_video, video_recipe  # lazy: start-up time
