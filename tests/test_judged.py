@@ -525,6 +525,36 @@ def test_nt2vr_composed_queries_are_judged_with_questions_from_their_parts(host,
         evaluate_request(host, dataclasses.replace(req, overwrite=True))
 
 
+def test_hf_vlm_judges_identity_sees_its_weights_and_its_processor(tmp_path):
+    """The judge's answers are cached by its identity (`describe`): a folder retrained in place (same name,
+    config and size) or given another chat template is another judge; the same files are the same judge."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from choice_helpers import tiny_llava
+
+    from negharness.plugins.judges import hf_vlm_judge
+
+    folder = tiny_llava(tmp_path / "llava", ["is there a red square", "yes no"])
+
+    def who() -> dict:
+        return hf_vlm_judge(ModelOptions(extra={"arch": str(folder)})).describe()
+
+    first = who()
+    assert who() == first
+    vlm = AutoModelForImageTextToText.from_pretrained(folder)
+    with torch.no_grad():
+        next(vlm.parameters()).add_(0.01)
+    vlm.save_pretrained(folder)
+    retrained = who()
+    assert retrained["weights"] != first["weights"]
+    assert {k: v for k, v in retrained.items() if k != "weights"} == {k: v for k, v in first.items() if k != "weights"}
+    template = folder / "chat_template.jinja"
+    template.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'][-1]['text'] }}{% endfor %}")
+    assert who()["processor"] != retrained["processor"]
+
+
 def test_hf_vlm_judge_judges_a_run_through_the_plugin_lookup(host, data, tmp_path):
     """--judge hf_vlm_judge -J arch=FOLDER: built once by the run (on its device), every answer a string
     the task reads; the judge's options are in the record's config."""

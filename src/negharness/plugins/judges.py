@@ -49,6 +49,20 @@ def _images(shown: bytes | list[bytes]) -> list[bytes]:
     return list(shown) if isinstance(shown, list) else [shown]
 
 
+def _processor_identity(processor: Any) -> str:
+    """How a judge's processor turns a prompt and images into inputs: its class, its tokenizer's content
+    (`hash_tokenizer`), its chat template and its image settings."""
+    from negharness.api.checkpoints import hash_tokenizer
+
+    if processor is None:
+        return "none"
+    tokenizer = getattr(processor, "tokenizer", None)
+    image = getattr(processor, "image_processor", None)
+    return hash_json({"class": type(processor).__name__, "chat_template": getattr(processor, "chat_template", None),
+                      "tokenizer": None if tokenizer is None else hash_tokenizer(tokenizer),
+                      "image": None if image is None else json.dumps(image.to_dict(), sort_keys=True, default=str)})
+
+
 class HFVLMJudge:
     """A transformers VLM answering one image (or a video's frames) and prompt at a time (as SimpleNeg's `vqa`)."""
 
@@ -58,6 +72,12 @@ class HFVLMJudge:
         self.processor, self.vlm, self.arch = processor, vlm.eval(), arch
         self.max_new_tokens, self.dtype = max_new_tokens, dtype
         self.device: Any = "cpu"
+        from negharness.api.checkpoints import hash_state_dict  # torch's: loaded with the judge, not the module
+
+        # what answers depend on beside the name: the weights (a folder retrained in place, a hub id uploaded
+        # again) and how a prompt becomes ids; hashed once, on the weights as loaded (before any move to a GPU)
+        self._weights = hash_state_dict(self.vlm.state_dict())
+        self._prompting = _processor_identity(processor)
 
     def to(self, device: Any) -> "HFVLMJudge":
         self.vlm.to(device)
@@ -67,7 +87,8 @@ class HFVLMJudge:
     def describe(self) -> dict[str, Any]:
         return {"kind": "hf_vlm_judge", "arch": self.arch, "decoding": "greedy", "max_new_tokens": self.max_new_tokens,
                 "dtype": self.dtype, "config": hash_json(self.vlm.config.to_dict()),
-                "parameters": sum(p.numel() for p in self.vlm.parameters())}
+                "parameters": sum(p.numel() for p in self.vlm.parameters()), "weights": self._weights,
+                "processor": self._prompting}
 
     def chat(self, prompt: str, images: int = 1) -> str:
         """The model's chat template around ``images`` images (one, or a video's frames) and ``prompt``,
