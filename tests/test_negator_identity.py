@@ -15,6 +15,7 @@ from negharness.tasks.nt2vr import training as nt2vr_training
 from negharness.tasks.shapes import training as shapes_training
 from negharness.text.built_marker import stale_reason
 from negharness.world.media import WorldData
+from negharness.world.scenes import video_caption_forms
 
 
 class _Negation:
@@ -22,8 +23,10 @@ class _Negation:
 
 
 def _world() -> WorldData:
-    return WorldData(["v0", "v1"], [["a red circle is sliding"], ["a blue square is spinning"]], ["a", "b"],
-                     np.zeros((2, 1, 32, 32, 3), np.uint8))
+    """Two of the world's own captions (its closed tagger knows them: no NLTK data needed)."""
+    captions = [next(iter(video_caption_forms([("a red circle", "sliding")])))]
+    captions.append(next(iter(video_caption_forms([("a blue square", "bouncing")]))))
+    return WorldData(["v0", "v1"], [[c] for c in captions], ["a", "b"], np.zeros((2, 1, 32, 32, 3), np.uint8))
 
 
 def test_builder_identity_names_the_rules_and_the_libraries_they_read(monkeypatch):

@@ -52,7 +52,7 @@ def _images(shown: bytes | list[bytes]) -> list[bytes]:
 def _processor_identity(processor: Any) -> str:
     """How a judge's processor turns a prompt and images into inputs: its class, its tokenizer's content
     (`hash_tokenizer`), its chat template and its image settings."""
-    from negharness.api.checkpoints import hash_tokenizer
+    from negharness.api.checkpoints import hash_tokenizer  # lazy: torch's, loaded with a judge, not the module
 
     if processor is None:
         return "none"
@@ -72,7 +72,7 @@ class HFVLMJudge:
         self.processor, self.vlm, self.arch = processor, vlm.eval(), arch
         self.max_new_tokens, self.dtype = max_new_tokens, dtype
         self.device: Any = "cpu"
-        from negharness.api.checkpoints import hash_state_dict  # torch's: loaded with the judge, not the module
+        from negharness.api.checkpoints import hash_state_dict  # lazy: torch's, loaded with a judge, not the module
 
         # what answers depend on beside the name: the weights (a folder retrained in place, a hub id uploaded
         # again) and how a prompt becomes ids; hashed once, on the weights as loaded (before any move to a GPU)
