@@ -33,7 +33,7 @@ def test_builder_identity_names_the_rules_and_the_libraries_they_read(monkeypatc
     build_queries.builder_identity.cache_clear()
     now = build_queries.builder_identity()
     assert now.startswith(build_queries.BUILDER_VERSION + "+") and "lemminflect" in now and "nltk" in now
-    monkeypatch.setattr(build_queries, "_installed", lambda name: "9.9" if name == "lemminflect" else "1.0")
+    monkeypatch.setattr(build_queries, "installed_version", lambda name: "9.9" if name == "lemminflect" else "1.0")
     build_queries.builder_identity.cache_clear()
     try:
         assert build_queries.builder_identity() == f"{build_queries.BUILDER_VERSION}+lemminflect9.9+nltk1.0" != now

@@ -103,7 +103,7 @@ from negharness.contracts.training import (
 from negharness.discovery.hookspecs import hookimpl as hookimpl
 from negharness.discovery.registry import Registrar as Registrar
 from negharness.engine.edit_context import EditContext as EditContext
-from negharness.version import __version__ as __version__, HOOK_API as HOOK_API
+from negharness.version import __version__ as __version__, HOOK_API as HOOK_API, installed_version as installed_version
 
 __all__ = [
     "__version__", "array_to_tensor", "as_encoder", "autocast", "bind_declared", "BindsOptions", "canonical_text",
@@ -111,7 +111,7 @@ __all__ = [
     "Counters", "cpu_autocast_warning", "declared_options", "DEFAULT_CLUSTER", "describe_options", "Detection",
     "Detector", "DuplicateNameError", "EditContext", "Editor", "EmbeddingModel", "env_flag", "ENV_FLAGS",
     "EvalContext", "FALSE", "FrameSampling", "frozen_empty", "hash_json", "hash_state_dict", "held_modules",
-    "HOOK_API", "hookimpl", "installed_plugins", "jpeg_draft", "lookalikes", "Mcq", "MediaError", "MetricInfo",
+    "HOOK_API", "hookimpl", "installed_plugins", "installed_version", "jpeg_draft", "lookalikes", "Mcq", "MediaError", "MetricInfo",
     "MissingDataError", "MODALITIES", "ModelOptions", "ModelPlugin", "NAME", "name_problem", "named_trainset",
     "OptionSpec", "pad_scores", "parse_bool", "parse_options", "PluginLoadError", "PluginSource", "PRECISION_NAMES",
     "PRECISIONS", "QueryBuild", "QueryBuildOptions", "refuse_unknown", "register_yaml_folder", "Registrar",

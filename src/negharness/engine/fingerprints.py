@@ -31,6 +31,7 @@ from negharness.engine.plan import RunPlan
 from negharness.engine.ranks import from_env
 from negharness.engine.request import RunOutcome, with_failures
 from negharness.engine.reuse import fingerprint_reason
+from negharness.version import installed_version
 from negharness.io.json_files import read_capped
 from negharness.io.atomic_files import atomic_write_json
 
@@ -140,16 +141,10 @@ def _dependency_versions() -> dict[str, str | None] | None:
     negharness runs from a folder without being installed (nothing says what it depends on)."""
     from importlib import metadata
 
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
     try:
         requires = metadata.requires("negharness") or []
     except metadata.PackageNotFoundError:
         return None
     # the optional ones too (transformers, diffusers): built-in plugins use them and their fingerprints follow them
     names = {re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0] for r in requires}
-    return {n: version(n) for n in sorted(names)}
+    return {n: installed_version(n) for n in sorted(names)}

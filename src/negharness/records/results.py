@@ -11,11 +11,11 @@ import json
 import platform
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
 from negharness.contracts.hashing import hash_json
+from negharness.version import installed_version
 from negharness.records.check import RecordError, read_checked
 from negharness.records.schema import SCHEMA_VERSION, record_files  # both also imported from here
 from negharness.scoring.perquery import write_sidecar
@@ -80,23 +80,16 @@ def record_path(output_dir: Path, model: ModelConfig, task: str, variant: dict[s
     return Path(output_dir) / model.dirname / f"{task}{variant_suffix(variant or {})}.json"
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def code_versions(plugin_distributions: dict[str, str]) -> dict[str, Any]:
     """The versions of the code that scores: what a record's reuse is checked against."""
-    return {"negharness": _version("negharness"), "plugins": dict(sorted(plugin_distributions.items()))}
+    return {"negharness": installed_version("negharness"), "plugins": dict(sorted(plugin_distributions.items()))}
 
 
 def environment_versions(plugin_distributions: dict[str, str]) -> dict[str, Any]:
     return {
-        "negharness": _version("negharness"),
-        "torch": _version("torch"),
-        "open_clip": _version("open_clip_torch"),
+        "negharness": installed_version("negharness"),
+        "torch": installed_version("torch"),
+        "open_clip": installed_version("open_clip_torch"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "plugins": dict(sorted(plugin_distributions.items())),

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from statistics import mean, median
 from typing import TypedDict
 
-from negharness.api import QueryBuild, QueryBuildOptions
+from negharness.api import QueryBuild, QueryBuildOptions, installed_version
 
 from .built_marker import write_marker
 from .composer import SUBJECTS, ComposedQuery, compose_captions
@@ -45,14 +44,7 @@ def builder_identity() -> str:
     (lemminflect's lemma dictionaries, NLTK's tokenizer and tagger code), so an upgrade of either rebuilds
     what an older one made. Read from the installed packages' metadata: nothing is imported. NLTK's tagger
     *data*, downloaded apart from its code, is not in it: data downloaded again in another version is not seen."""
-    return "+".join([BUILDER_VERSION, *(f"{name}{_installed(name)}" for name in BUILDER_LIBRARIES)])
-
-
-def _installed(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "-absent"
+    return "+".join([BUILDER_VERSION, *(f"{name}{installed_version(name) or '-absent'}" for name in BUILDER_LIBRARIES)])
 
 
 class BuildSettings(TypedDict):

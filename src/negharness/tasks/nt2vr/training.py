@@ -184,7 +184,7 @@ def nt2vr_trainset(name: str, options: TrainSetOptions) -> TrainingSet:
     source = values["negatives"]
     if source == "file" and not neg_files:
         raise UserError(f"-T negatives=file: {text / f'{name}.caption.negation.txt'} not found. Where to get it: {where}")
-    by_negator = not (neg_files and source != "negator")
+    by_negator = source == "negator" or not neg_files
     if not by_negator:
         negatives, how = read_negation_file(neg_files[0]), f"soft negatives from {neg_files[0].name}"
     else:
