@@ -289,7 +289,7 @@ def test_negvqa_reads_letters_questions_and_embedded_images(tmp_path):
 def test_embedded_and_file_images_are_cached_under_the_decoder_that_made_their_pixels(tmp_path, monkeypatch):
     """One recipe for a declarative task's images, embedded or files: a decoder upgrade (which may change JPEG
     pixels) is another cache collection for both, where the embedded images once kept the old embeddings."""
-    import negharness.declarative.tasks as declarative_tasks
+    import negharness.declarative.base_task as declarative_tasks
     from negharness.api import TaskOptions
     from negharness.declarative.media import MediaRef
 

@@ -15,7 +15,7 @@ from conftest import NLTK_REASON, _nltk_data_present
 from relations_data import ROWS, builder_for
 
 from negharness.api import TaskOptions
-from negharness.declarative.tasks import ChoiceTask
+from negharness.declarative.choice_task import ChoiceTask
 from negharness.discovery.manager import make_host
 
 SHARED = Path(os.environ.get("NEGHARNESS_SHARED", Path(__file__).resolve().parents[2] / "shared"))

@@ -29,9 +29,9 @@ import numpy as np
 from negharness.contracts.errors import UserError
 from negharness.contracts.task import TaskResult
 from negharness.declarative.annotations import Record, edit_captions, fill, short
+from negharness.declarative.base_task import DeclarativeTask
 from negharness.declarative.media import MediaRef, box_of, check_inside, cropped
 from negharness.declarative.sources import embedded_image
-from negharness.declarative.tasks import DeclarativeTask
 from negharness.fetch.manifest import file_sha256
 from negharness.io.data_limits import check_item_width
 from negharness.records.published import collection_digest, published_notes

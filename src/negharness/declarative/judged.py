@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from negharness.contracts.errors import UserError
 from negharness.contracts.options import OptionSpec
 from negharness.contracts.task import TaskResult
+from negharness.declarative.base_task import DeclarativeTask
 from negharness.declarative.kind_specs import MAX_TOP_K
-from negharness.declarative.tasks import DeclarativeTask
 from negharness.scoring.judged import JudgedQuery, evaluate_judged, prompt
 
 if TYPE_CHECKING:

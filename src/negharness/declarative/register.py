@@ -28,6 +28,7 @@ from negharness.contracts.errors import UserError
 from negharness.contracts.names import name_problem
 from negharness.contracts.task import MetricInfo, Task, cluster_problems
 from negharness.declarative.annotations import CELL_READINGS, FILTER_KEYS, short
+from negharness.declarative.base_task import KNOWN_GENERATORS, GeneratorName
 from negharness.declarative.kind_specs import (
     DEFAULT_ITEM_METRICS,
     ITEM_KINDS,
@@ -41,7 +42,7 @@ from negharness.declarative.kind_specs import (
 from negharness.declarative.group import GroupTask, ImageChoiceTask, MultiChoiceTask
 from negharness.declarative.judged import JudgedTask
 from negharness.declarative.qrels import QrelsRetrievalTask
-from negharness.declarative.tasks import KNOWN_GENERATORS, GeneratorName, task_class
+from negharness.declarative.tasks import task_class
 from negharness.declarative.yaml_reader import Checker, read_yaml
 from negharness.discovery.hookspecs import hookimpl
 from negharness.records.published import table_rows
