@@ -651,3 +651,44 @@ def test_both_built_in_judges_take_a_videos_frames_as_images_of_one_turn(tmp_pat
     assert judge.takes_frames is True and judge.chat("q?", 2).count(judge.processor.image_token) >= 2
     (reply,) = judge.answer([(frames, "is it?" + SUFFIX)])
     assert isinstance(reply, str)
+
+
+def test_a_judged_record_reruns_when_what_its_judge_options_name_changes(host, data, tmp_path, monkeypatch):
+    """A judge retrained in place (``-J arch=FOLDER``) or a hub id whose local snapshot moved: its record was
+    reused, its config holding only the judge's label. Now the record keeps what the judge's options name
+    (a folder's content hash, a snapshot's commit) and its reuse compares them."""
+    folder = tmp_path / "judge"
+    folder.mkdir()
+    (folder / "weights.bin").write_bytes(b"one")
+    req = _request(data, tmp_path, judge_options={"arch": str(folder)})
+    (first,) = evaluate_request(host, req)
+    assert set(first.record["judge"]["sources"]) == {"-J arch"} and first.record["judge"]["name"] == "stand_in"
+    (again,) = evaluate_request(host, req)
+    assert again.skipped
+    (folder / "weights.bin").write_bytes(b"two")
+    (rerun,) = evaluate_request(host, req)
+    assert not rerun.skipped and rerun.reason == "judge files (-J arch) changed"
+
+    repo = tmp_path / "hub" / "models--org--judge"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    for commit in ("c1", "c2"):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c1")
+    req = _request(data, tmp_path, judge_options={"arch": "org/judge"})
+    (first,) = evaluate_request(host, req)
+    assert first.record["judge"]["sources"] == {"-J arch": "hub:c1"}
+    assert evaluate_request(host, req)[0].skipped
+    (repo / "refs" / "main").write_text("c2")
+    (rerun,) = evaluate_request(host, req)
+    assert not rerun.skipped and rerun.reason == "judge files (-J arch) changed"
+
+
+def test_a_judged_record_without_judge_sources_is_not_reused(host, data, tmp_path):
+    """A record written before judged records kept their judge's sources cannot say its judge was this one."""
+    (first,) = evaluate_request(host, _request(data, tmp_path))
+    rec = json.loads(first.path.read_text())
+    del rec["judge"]
+    first.path.write_text(json.dumps(rec))
+    (rerun,) = evaluate_request(host, _request(data, tmp_path))
+    assert rerun.reason == "the record has no judge file hashes (written by an older negharness)"

@@ -331,3 +331,83 @@ def test_planning_hashes_the_world_split_without_decoding_it(tmp_path, monkeypat
     plan = make_plan(host, req)
     assert standing(host, plan) is not None
     assert any("shapes_world" in name for name in plan.tasks[0].task_run.data["files"])
+
+
+def _checkpoint_request(tmp_path: Path, tasks: list[str]) -> RunRequest:
+    """shapes_clip from a --checkpoint file (the bundled weights, saved again): options that name the weights."""
+    from safetensors.torch import load_file, save_file
+
+    from negharness.plugins.shapes_clip import WEIGHTS
+
+    ckpt = tmp_path / "w.safetensors"
+    if not ckpt.exists():
+        save_file(load_file(str(WEIGHTS)), str(ckpt))
+    return _request(tmp_path, tasks=tasks, limit=6, model_options=ModelOptions(checkpoint=str(ckpt)))
+
+
+def _changed_fingerprint(path: Path) -> None:
+    """The record's model fingerprint made another (as code that builds the model from the same files
+    differently would make it: open_clip's preprocessing, a processor's settings)."""
+    rec = json.loads(path.read_text())
+    rec["model"]["fingerprint"] = "0" * 16
+    path.write_text(json.dumps(rec))
+
+
+def test_a_record_of_named_weights_is_decided_by_its_fingerprint_whether_or_not_the_model_loads(tmp_path):
+    """With a --checkpoint, a record whose files matched once stood without its fingerprint when nothing else
+    ran, while a run that loaded the model for a new task compared fingerprints and reran it: two verdicts on
+    one record. Now one rule: the fingerprint (remembered, else the loaded model's), on every door."""
+    host = make_host()
+    alone = _checkpoint_request(tmp_path, [TASK])
+    (first,) = evaluate_request(host, alone)
+    (kept,) = standing(host, make_plan(host, alone))  # the remembered fingerprint: no model load
+    assert kept.skipped
+    _changed_fingerprint(first.path)
+    assert standing(host, make_plan(host, alone)) is None
+    (rerun,) = evaluate_request(host, alone)
+    assert not rerun.skipped and rerun.reason.startswith("model weights changed (fingerprint 0000000000000000")
+    _changed_fingerprint(first.path)
+    beside = {o.task: o for o in evaluate_request(host, _checkpoint_request(tmp_path, [TASK, "shapes_mcq"]))}
+    assert not beside[TASK].skipped and beside[TASK].reason == rerun.reason  # the same verdict with a task beside
+
+
+def test_without_a_remembered_fingerprint_a_record_of_named_weights_stands_after_the_model_loads(tmp_path):
+    """No memo (a cache cleared, --no-cache): the records are not answered blind; the model loads, its
+    fingerprint is the record's, and the record stands."""
+    import shutil
+
+    from negharness.engine.fingerprints import FOLDER
+
+    host = make_host()
+    req = _checkpoint_request(tmp_path, [TASK])
+    (first,) = evaluate_request(host, req)
+    shutil.rmtree(tmp_path / "cache" / FOLDER)
+    assert standing(host, make_plan(host, req)) is None
+    (again,) = evaluate_request(host, req)
+    assert again.skipped and again.record == first.record
+
+
+def test_only_files_that_hold_the_weights_let_the_fingerprint_memo_see_them(tmp_path):
+    """An --arch config file beside a --pretrained hub tag names the shape, not the weights (a hub cache holds
+    them, and its snapshot may move): not `names_weights`, so no memo stands for the load. A --checkpoint or a
+    --pretrained file holds them (its content hash among the sources `model_sources` gives)."""
+    import dataclasses
+
+    from negharness.engine.reuse import model_sources
+    from negharness.store.content import FileHasher
+
+    config, weights = tmp_path / "arch.json", tmp_path / "weights.pt"
+    config.write_text("{}")
+    weights.write_bytes(b"w")
+    base = make_plan(make_host(), _request(tmp_path))
+
+    def plan(**options):
+        built_with = ModelOptions(**options)
+        return dataclasses.replace(base, built_with=built_with, sources=model_sources(built_with, FileHasher(None)))
+
+    assert not plan(arch=str(config), pretrained="openai").names_weights
+    assert plan(arch=str(config), checkpoint=str(weights)).names_weights
+    by_file = plan(arch=str(config), pretrained=str(weights))
+    assert by_file.names_weights and set(by_file.sources) == {"--arch", "--pretrained"}
+    assert plan(arch=str(config)).names_weights  # random weights from a config: its file is all there is
+    assert not plan(pretrained="openai").names_weights and not plan().names_weights

@@ -205,6 +205,18 @@ def test_precision_and_fingerprint_separate_namespaces(tmp_path):
     assert bf16.counters.media_encoded == 6  # never served the fp32 embeddings
 
 
+def test_reduced_precision_embeddings_of_another_device_type_are_another_namespace(tmp_path):
+    """CPU and CUDA autocast cast different ops: their bf16 embeddings once shared cache entries. At fp32
+    (no autocast) a device's rounding is not told apart, so a CPU run still reads a GPU run's cache."""
+    model = KeywordModel()
+
+    def namespace(device: str, precision: str) -> str:
+        return CachedEvalContext(model, RunSettings(torch.device(device), precision), EmbeddingCache(tmp_path)).namespace
+
+    assert namespace("cpu", "bf16") != namespace("cuda", "bf16") != namespace("cuda", "fp16")
+    assert namespace("cpu", "fp32") == namespace("cuda", "fp32")
+
+
 def test_a_describe_entry_named_like_the_fingerprints_own_keys_is_never_overwritten(tmp_path):
     """Two models that differ only in a ``frames`` entry of describe() (a third party's frame count) had
     one fingerprint (the frame sampling overwrote it) and shared cached embeddings; now they differ, while a

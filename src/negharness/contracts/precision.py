@@ -60,6 +60,13 @@ def autocast(device: "torch.device", precision: str) -> Iterator[None]:
             yield
 
 
+def numbers_made(device: "torch.device", precision: str) -> dict[str, str]:
+    """What of a device and a precision changes the numbers, for a cache key: the precision, and under
+    autocast the device type too (CPU and CUDA autocast cast different ops to ``precision``, so their
+    bf16 embeddings differ); at fp32 nothing autocasts and a device's rounding is not told apart."""
+    return {"precision": precision} if precision == "fp32" else {"precision": precision, "autocast_on": device.type}
+
+
 def cpu_autocast_warning(device: "torch.device", precision: str) -> str | None:
     """One line to show when reduced precision will run on the CPU, else None."""
     if device.type == "cpu" and precision != "fp32":

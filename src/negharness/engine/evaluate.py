@@ -5,7 +5,8 @@ runner, editing in `negharness.api`, records in `negharness.records.results`.
 
 Whether an existing record can stand in for a task was decided by the plan as far as no model is
 needed (config, data hashes, model files); here the model's fingerprint is checked against each
-record once it is loaded (`negharness.engine.fingerprints.standing` answers first, as for the CLI).
+record once it is loaded, every record alike (`negharness.engine.fingerprints.standing` answers first,
+from a remembered fingerprint, as for the CLI).
 """
 
 from __future__ import annotations
@@ -77,9 +78,8 @@ def execute(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any =
     failed: dict[str, tuple[Path, UserError]] = {f.name: (f.path, f.error) for f in plan.failed}
     todo = [t for t in plan.tasks if t.verdict is not None]
     maybe = [t for t in plan.tasks if t.verdict is None]
-    if not todo and (plan.names_weights or not maybe):
-        # the options name the weights and every record matches them: nothing to load
-        return with_failures([RunOutcome(i.task.name, i.path, i.old, skipped=True) for i in maybe], failed)
+    if not todo and not maybe:  # every task failed while planned
+        return with_failures([], failed)
     plugins = PluginLookup(host.registry, device, plan.cache_root)
     with clock.timed("model_import"):
         plan.model_entry.load()
@@ -114,7 +114,7 @@ def execute(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any =
         todo = [i for i in todo if i.task.name not in failed]
     run = RunInfo(model_cfg, plan.model_entry.plugin, fingerprint, model.describe(), host.distributions(),
                   device_name(device), plan.batch_size, plan.seed, plan.limit, plan.sources,
-                  model_revision(model, plan.sources))
+                  model_revision(model, plan.sources), plan.judge.record() if plan.judge is not None else None)
     cache = EmbeddingCache(plan.cache_root, hasher=hasher) if plan.use_cache and plan.protocol == "embedding" else None
     settings = RunSettings(device, plan.precision, plan.batch_size, plan.workers, plan.skip_broken_media)
     editor_key = hash_json({"fingerprint": fingerprint, "model": model_cfg.as_dict(), "sources": plan.sources,
@@ -177,6 +177,8 @@ def _run_task(item: PlannedTask, ctx: Any, run: RunInfo, log_samples: bool, cloc
     writing = time.perf_counter()
     rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
                        item.task_run)
+    if judge is not None and run.judge is not None:  # its files and hub snapshot: the record's reuse compares them
+        rec["judge"] = run.judge
     if result.per_query is not None:
         rec.update(perquery.intervals(rec, result.per_query))
     rec = write_sidecars(path, rec, result.samples if log_samples else None, result.per_query)

@@ -2,8 +2,8 @@
 that let a rerun decide it without loading torch.
 
 A record stands when the plan's verdict (config, data, model files, code: `negharness.engine.plan`)
-lets it and, where the model options name no weights file, when the model's fingerprint is the
-record's. The fingerprint needs the model built (10-14 s of torch and open_clip on 2 cores), so a run
+lets it and the model's fingerprint is the record's (whether or not the options name a weights file:
+one rule, `negharness.engine.reuse`). The fingerprint needs the model built (10-14 s of torch and open_clip on 2 cores), so a run
 that built it remembers it here, keyed by everything the fingerprint is computed from: the model's
 registry entry, the options that name it and those it was built with, the content of every file those
 options name, the versions of negharness, its plugins and its dependencies, and every file of the
@@ -49,7 +49,7 @@ def standing(host: Any, plan: RunPlan) -> list[RunOutcome] | None:
         return None
     if plan.device not in ("auto", "cpu") or from_env().active:
         return None
-    if plan.tasks and not plan.names_weights:  # (every task failed while planned: no record to check)
+    if plan.tasks:  # (every task failed while planned: no record to check)
         fingerprint = recalled(host, plan)
         if fingerprint is None or any(fingerprint_reason(t.old or {}, fingerprint) for t in plan.tasks):
             return None

@@ -35,6 +35,7 @@ from negharness.contracts.hashing import hash_json
 from negharness.contracts.model_options import ModelOptions
 from negharness.contracts.options import declared_options
 from negharness.discovery.registry import is_glob
+from negharness.engine.reuse import judge_sources
 from negharness.io.atomic_files import atomic_write_json
 from negharness.scoring.judged import MediaItem
 
@@ -69,10 +70,18 @@ class JudgeChoice:
     name: str
     options: dict[str, str] = field(default_factory=dict)
     identity: dict[str, Any] = field(default_factory=dict)
+    # what the options name, by content (`negharness.engine.reuse.judge_sources`): in judged records, for
+    # their reuse; never in the label (the record's path) nor in the answers' keys (the judge's own
+    # description holds its weights' hash)
+    sources: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The judge's name and identity, as a record's notes and the answer cache's keys hold them."""
         return {"name": self.name, "options": dict(sorted(self.identity.items()))}
+
+    def record(self) -> dict[str, Any]:
+        """What a judged record says of its judge (``record["judge"]``): name, identity and sources."""
+        return {**self.as_dict(), "sources": dict(sorted(self.sources.items()))}
 
     @property
     def label(self) -> str:
@@ -107,11 +116,13 @@ def judged_by_glob(tasks: Sequence[tuple[Any, Any]], patterns: Sequence[str], ju
             [t for e, t in tasks if e.name in judged and e.name not in asked])
 
 
-def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: Sequence[Any]) -> JudgeChoice | None:
+def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: Sequence[Any],
+               hasher: Any = None) -> JudgeChoice | None:
     """The run's judge, decided before torch: a judged task without ``--judge`` is refused naming the
     flag; ``-J`` without ``--judge`` likewise; the name must be a registered judge and the options those
     it declares. Each judged task is given the identity (`set_judge`). None when no task is judged and
-    no judge was named."""
+    no judge was named. ``hasher``: the plan's `FileHasher`, for the files the options name (none: no
+    sources, as a caller that never reuses records)."""
     judged = [t for t in tasks if is_judged(t)]
     if judge is None:
         if judged:
@@ -130,7 +141,8 @@ def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: 
     specs = declared_options(entry.declared()) if options else None  # no plugin module where options= names it
     identity = raw.identity(specs, judge, False) if options else {}
     identity = {k: v for k, v in identity.items() if specs is None or k not in specs or specs[k].changes_numbers}
-    choice = JudgeChoice(judge, dict(options), identity)
+    sources = judge_sources(dict(options), hasher) if hasher is not None else {}
+    choice = JudgeChoice(judge, dict(options), identity, sources)
     for task in judged:
         set_judge(task, choice)
     return choice

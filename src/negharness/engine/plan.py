@@ -32,7 +32,7 @@ from negharness.contracts.task import Task, TaskOptions
 from negharness.discovery.lookup import PluginLookup
 from negharness.discovery.registry import Entry
 from negharness.engine.edit_context import refuse_precision
-from negharness.engine.judging import JudgeChoice, plan_judge
+from negharness.engine.judging import JudgeChoice, is_judged, plan_judge
 from negharness.engine.precheck import check_inputs, check_request, made_task, run_protocol
 from negharness.engine.request import RunRequest, memo_path
 from negharness.engine.stages import StageClock
@@ -101,9 +101,13 @@ class RunPlan:
 
     @property
     def names_weights(self) -> bool:
-        """Whether the model options name the weights by file (their content hashes are in ``sources``):
-        then a record whose sources match stands without the model's fingerprint."""
-        return bool(self.sources)
+        """Whether files the model options name hold its weights (their content hashes are in ``sources``):
+        a ``--checkpoint``, a ``--pretrained`` file, or files named while no ``--pretrained`` tag fetches
+        the weights from a hub (an ``--arch`` config file beside a hub tag names the shape, not the
+        weights). Then the fingerprint memo's key sees every byte (`negharness.engine.fingerprints`)."""
+        if "--checkpoint" in self.sources or "--pretrained" in self.sources:
+            return True
+        return bool(self.sources) and not self.built_with.pretrained
 
 
 def model_requests(host: Any, req: RunRequest, models: list[tuple[str, ModelOptions]]) -> list[RunRequest]:
@@ -206,7 +210,7 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     if unjudged:  # said on every door (the CLI's terminal, a log, negharness.run), as a warning
         warnings.warn(f"left out, judged by a vision-language model (name one with --judge to run them): "
                       f"{', '.join(unjudged)}", UserWarning, stacklevel=3)
-    judge = plan_judge(host, req.judge, req.judge_options, [task for _, task in tasks])  # in judged tasks' configs
+    judge = plan_judge(host, req.judge, req.judge_options, [task for _, task in tasks], hasher)  # in judged configs
     out_dir = writable_folder(req.output_dir, "--output-dir")
     built_with, identity = PluginLookup(host.registry, None, cache).identified(model_entry, req.model_options)
     model_cfg = ModelConfig(req.model, identity, req.precision)
@@ -219,8 +223,9 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
         except UserError as exc:  # this task's input proved unusable: it fails alone
             failed.append(FailedTask(task.name, _failed_path(entry, task, topts, model_cfg, out_dir), exc))
             continue
+        judged_by = judge.sources if judge is not None and is_judged(task) else None
         items.append(_with_verdict(item, stale_reason(item.old, item.config_hash, item.config, item.task_run.data,
-                                                      sources, req.overwrite, code)))
+                                                      sources, req.overwrite, code, judged_by)))
     hasher.save()
     plan = RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
                    req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,

@@ -8,12 +8,14 @@ The fingerprint is only known once the model is loaded, and loading costs second
 the decision is made in two steps:
 
 1. Before loading: config and data hashes, and the content hashes of every file the model options
-   name (``--checkpoint``, an ``--arch`` config file, a ``-M`` value that is a path). When the
-   options name the weights, this is the fingerprint's cheap stand-in: a stat per file on a warm run
-   (`negharness.store.content`), and a record can be reused without loading anything.
-2. When the options name no file (a pretrained tag, weights bundled with a plugin), nothing cheap
-   sees the weights: the model is loaded and its fingerprint compared with the record's. The same
-   check runs for every record whenever the model is loaded anyway (something else reran).
+   name (``--checkpoint``, a ``--pretrained`` file, an ``--arch`` config file, a ``-M`` value that is
+   a path): a stat per file on a warm run (`negharness.store.content`). Any of them changed: a rerun,
+   said without loading anything.
+2. Then the fingerprint, always, one rule for every record whether or not the model loads for another
+   task: the one a run of this very model remembered (`negharness.engine.fingerprints`: keyed by the
+   files above, the code and the dependencies), else the loaded model's. A file's hash is no stand-in
+   for it: the fingerprint holds what the code builds from the files too (open_clip's preprocessing,
+   a processor's settings).
 
 A rerun says why, in the run summary and in the record (``rerun_reason``).
 
@@ -38,6 +40,7 @@ from negharness.store.content import FileHasher, named_hash
 
 RANDOM_WEIGHTS = "random weights: every load draws others, so no record of them stands for another"
 LISTED_FILES = 64  # files named one by one in a record (data files come first); the rest only in the digest
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # ``org/name``: a Hugging Face repository id
 
 
 def _name(path: Path, root: Path) -> str:
@@ -84,9 +87,31 @@ def read_files(task: Any) -> list[Path]:
 
 
 def model_sources(options: Any, hasher: FileHasher) -> dict[str, str]:
-    """Content hashes of the files and folders the model options name, keyed by option."""
-    named = [("--arch", options.arch), ("--checkpoint", options.checkpoint)]
-    named += [(f"-M {k}", v) for k, v in sorted(options.extra.items())]
+    """Content hashes of the files and folders the model options name, keyed by option (a ``--pretrained``
+    that is a file is open_clip's weights file; a tag is none)."""
+    named = [("--arch", options.arch), ("--pretrained", options.pretrained), ("--checkpoint", options.checkpoint)]
+    return named_sources(named + [(f"-M {k}", v) for k, v in sorted(options.extra.items())], hasher)
+
+
+def judge_sources(options: dict[str, str], hasher: FileHasher) -> dict[str, str]:
+    """What a judge's ``-J`` options name, keyed by option: a file's or folder's content hash, or the
+    commit a hub id's local snapshot is at (``hub:<commit>``: what a loader given the id reads offline). A
+    judged record's reuse compares them (`stale_reason`): nothing else sees a judge retrained in place
+    without loading it."""
+    named = [(f"-J {k}", v) for k, v in sorted(options.items())]
+    out = named_sources(named, hasher)
+    for option, value in named:
+        if option not in out and isinstance(value, str) and HUB_ID.fullmatch(value):
+            from negharness.fetch.hub_models import snapshot_folder  # lazy: a judge named by a hub id only
+
+            snapshot = snapshot_folder(value)
+            if snapshot is not None and snapshot.is_dir():
+                out[option] = f"hub:{snapshot.name}"
+    return out
+
+
+def named_sources(named: list[tuple[str, Any]], hasher: FileHasher) -> dict[str, str]:
+    """Content hashes of the option values that name an existing file or folder, keyed by option."""
     out = {}
     for option, value in named:
         if not value or not isinstance(value, str):
@@ -150,9 +175,10 @@ def _data_reason(old: dict[str, Any], new: dict[str, Any]) -> str | None:
 
 def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict[str, Any],
                  data: dict[str, Any], sources: dict[str, str], overwrite: bool,
-                 code: dict[str, Any]) -> str | None:
+                 code: dict[str, Any], judge: dict[str, str] | None = None) -> str | None:
     """Why ``old`` cannot stand in for this run (None: it can, as far as is known without the model).
-    A missing record gives "" (a first run, nothing to explain)."""
+    A missing record gives "" (a first run, nothing to explain). ``judge``: a judged task's judge sources
+    (`judge_sources`), None for a task no judge scores."""
     if old is None:
         return ""
     if overwrite:
@@ -174,6 +200,17 @@ def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict
         if old_sources.get(option) != sources.get(option):
             what = "model weights" if option == "--checkpoint" else f"model file ({option})"
             return f"{what} changed"
+    return None if judge is None else _judge_reason(old.get("judge"), judge)
+
+
+def _judge_reason(was: Any, sources: dict[str, str]) -> str | None:
+    """Why a judged record's judge is not this run's, by what its options name (files, hub snapshots)."""
+    old_sources = was.get("sources") if isinstance(was, dict) else None
+    if not isinstance(old_sources, dict):
+        return "the record has no judge file hashes (written by an older negharness)"
+    for option in sorted(set(old_sources) | set(sources)):
+        if old_sources.get(option) != sources.get(option):
+            return f"judge files ({option}) changed"
     return None
 
 

@@ -22,7 +22,7 @@ from negharness.contracts.context import RunContext
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
 from negharness.contracts.model import ChoiceScorer, EmbeddingModel, as_encoder
-from negharness.contracts.precision import autocast
+from negharness.contracts.precision import autocast, numbers_made
 from negharness.contracts.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
@@ -174,9 +174,10 @@ class CachedEvalContext(RunContext):
         self.media_policy = UnreadableMedia(settings.skip_broken_media, self.counters)
         self.broken: dict[str, list[str]] = self.media_policy.skipped  # media key -> ids skipped as unreadable
         self._fitted: dict[str, int] = {}  # "text" / "image" / "video" -> the batch size that fits after an OOM
-        self.namespace = hash_json({"model": model.fingerprint(), "precision": settings.precision, "keys": CACHE_KEYS})
+        numbers = numbers_made(settings.device, settings.precision)
+        self.namespace = hash_json({"model": model.fingerprint(), **numbers, "keys": CACHE_KEYS})
         self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
-                                "describe": model.describe(), "precision": settings.precision}
+                                "describe": model.describe(), **numbers}
 
     @property
     def batch_size(self) -> int:
