@@ -45,11 +45,8 @@ import torch  # noqa: E402
 
 from negharness.api import ModelOptions  # noqa: E402
 from negharness.api import PRECISIONS  # noqa: E402
-from negharness.engine.runner import (  # noqa: E402
-    CachedEvalContext,
-    RunSettings,
-    resolve_device,
-)
+from negharness.engine.devices import resolve_device  # noqa: E402
+from negharness.engine.runner import CachedEvalContext, RunSettings  # noqa: E402
 from negharness.io.media import MediaSet, image_files  # noqa: E402
 from negharness.io.tensor_images import DecodedFiles  # noqa: E402
 from negharness.io.video import FrameSampling, decode_video  # noqa: E402
@@ -203,7 +200,7 @@ def pipeline_rate(model, media: MediaSet, setup: str) -> float:
     decoders reach on all cores, to set against cores x the single-core decode rate."""
     ctx = CachedEvalContext(model, run_settings(model, setup), cache=None)
     start = time.perf_counter()
-    for _ in ctx._batches(media, list(range(len(media)))):
+    for _ in ctx.loading.batches(media, list(range(len(media)))):
         pass
     return len(media) / (time.perf_counter() - start)
 

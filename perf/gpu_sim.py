@@ -261,7 +261,7 @@ def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
     """The device's work replaced in the runner's modules (see the module's docstring)."""
     import torch
 
-    import negharness.engine.runner as runner
+    import negharness.engine.media_batches as media_batches
     import negharness.engine.streamed_keys as streamed_keys
     import negharness.io.tensor_images as tensor_images
     import negharness.plugins.openclip_model as openclip_model
@@ -279,7 +279,7 @@ def stand_ins(nvjpeg_rate: float, first: list[float]) -> None:
         text_forward(tokens.shape[0], tokens.shape[1])
         return outputs(tokens.shape[0])
 
-    runner.batched_decoding = lambda device: True  # CUDA's decision: batched decode in a producer thread
+    media_batches.batched_decoding = lambda device: True  # CUDA's decision: batched decode in a producer thread
     feed_next = streamed_keys.ChunkFeed.__next__
 
     def waited_next(self: Any) -> list[int]:

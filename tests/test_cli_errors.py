@@ -172,7 +172,7 @@ def test_an_unavailable_mps_is_refused_before_the_model_is_built(monkeypatch):
 
     import torch
 
-    from negharness.engine.runner import resolve_device
+    from negharness.engine.devices import resolve_device
 
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)

@@ -13,7 +13,7 @@ import torch
 
 from negharness.api import UserError
 from negharness.engine.reuse import model_revision
-from negharness.engine.runner import device_name
+from negharness.engine.devices import device_name
 from negharness.records.export import export, stable_uuid
 from negharness.records.fake import write_fake_record
 from negharness.records.published import PublishedRow
@@ -258,15 +258,15 @@ def test_stable_uuid_is_a_version_4_uuid():
 
 # the record: what the formats need ------------------------------------------------------------------
 def test_device_names_the_accelerator_and_the_processor(monkeypatch):
-    import negharness.engine.runner as runner
+    import negharness.engine.devices as devices
 
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"NVIDIA H100 80GB HBM3 #{i}")
     assert device_name(torch.device("cuda")) == "cuda:0 (NVIDIA H100 80GB HBM3 #0)"
     assert device_name(torch.device("cuda:1")) == "cuda:1 (NVIDIA H100 80GB HBM3 #1)"
-    monkeypatch.setattr(runner, "cpu_name", lambda: "AMD EPYC 7B13")
+    monkeypatch.setattr(devices, "cpu_name", lambda: "AMD EPYC 7B13")
     assert device_name(torch.device("cpu")) == "cpu (AMD EPYC 7B13)"
-    monkeypatch.setattr(runner, "cpu_name", lambda: None)
+    monkeypatch.setattr(devices, "cpu_name", lambda: None)
     assert device_name(torch.device("cpu")) == "cpu"
 
 
@@ -301,7 +301,7 @@ def test_model_revision_is_the_checkpoint_hash_else_the_hub_commit_else_a_named_
 
 def test_a_run_records_the_revision_and_the_device_by_name(tmp_path):
     import negharness
-    from negharness.engine.runner import cpu_name
+    from negharness.engine.devices import cpu_name
 
     [out] = negharness.run("shapes_clip", "shapes_t2i_original", limit=20, device="cpu", output_dir=str(tmp_path / "r"),
                            cache_dir=str(tmp_path / "c"))

@@ -15,7 +15,7 @@ import torch
 
 from negharness.api import MediaError, UserError
 from negharness.api import ModelOptions
-from negharness.engine import runner
+from negharness.engine import media_batches
 from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.io.media import image_files
 from negharness.io.tensor_images import (
@@ -155,7 +155,7 @@ def test_batched_gpu_path_equals_per_item_path_on_cpu(files, tensor_model, monke
     media = image_files("t/images", [p.name for p in files], files)
     model = tensor_model
     per_item, _ = _embed(model, media, workers=0)
-    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    monkeypatch.setattr(media_batches, "batched_decoding", lambda device: True)
     batched, _ = _embed(model, media, workers=0)
     torch.testing.assert_close(batched, per_item, atol=1e-5, rtol=0)
 
@@ -178,7 +178,7 @@ def test_cache_never_mixes_decoders(files, pil_model, tensor_model, tmp_path):
 @pytest.mark.parametrize("batched", [False, True])
 def test_broken_files_are_skipped_or_refused_as_on_the_pil_path(files, pil_model, tensor_model, tmp_path, monkeypatch,
                                                                  batched):
-    monkeypatch.setattr(runner, "batched_decoding", lambda device: batched)
+    monkeypatch.setattr(media_batches, "batched_decoding", lambda device: batched)
     data = files[0].read_bytes()
     (tmp_path / "truncated.jpg").write_bytes(data[: len(data) // 2])
     (tmp_path / "empty.jpg").write_bytes(b"")
@@ -217,7 +217,7 @@ def _headers_only_jpeg(path: Path) -> Path:
 def test_a_jpeg_no_decoder_reads_is_skipped_on_both_roads(files, tensor_model, tmp_path, monkeypatch, batched):
     """Before, the batched (CUDA) road ran Pillow's fallback outside its skip rule: this file stopped a
     --skip-broken-media run there (MediaError) while the per-item road skipped it."""
-    monkeypatch.setattr(runner, "batched_decoding", lambda device: batched)
+    monkeypatch.setattr(media_batches, "batched_decoding", lambda device: batched)
     bad = _headers_only_jpeg(tmp_path / "headers_only.jpg")
     paths = [files[0], bad, files[1]]
     media = image_files("t/undecodable", [p.name for p in paths], paths)
@@ -251,7 +251,7 @@ def test_images_of_a_run_on_a_device_torchvision_cannot_decode_on_are_labelled_a
     libjpeg-turbo, a uint8 resize) and moves the pixels: the cache's recipe says so, the CPU's own. It said
     ``resize-float32`` (the device's rule), so one decoding had two labels; one rule now (`decode_device`)."""
     import negharness.io.tensor_images as ti
-    from negharness.engine.runner import batched_decoding
+    from negharness.engine.media_batches import batched_decoding
 
     transform = PixelTransform((32, 32), (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
     mps, cpu, cuda = torch.device("mps"), torch.device("cpu"), torch.device("cuda")
@@ -293,7 +293,7 @@ def test_keys_resolved_beside_the_batched_loop_give_what_keys_hashed_first_give(
     from negharness.engine.streamed_keys import KeyStream
     from negharness.store import content
 
-    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    monkeypatch.setattr(media_batches, "batched_decoding", lambda device: True)
     monkeypatch.setattr(content, "HASH_TASK", 4)  # runs of 4 keys: several runs for this small set
     shutil.copy(files[2], tmp_path / "twin.jpg")
     (tmp_path / "empty.jpg").write_bytes(b"")
@@ -331,7 +331,7 @@ def test_on_the_streamed_road_each_file_is_read_once_and_what_is_held_stays_boun
     from negharness.io import held_bytes
     from negharness.store import content
 
-    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    monkeypatch.setattr(media_batches, "batched_decoding", lambda device: True)
     monkeypatch.setattr(content, "HASH_TASK", 4)
     media = image_files("t/once", [p.name for p in files], files)
     names = {os.fspath(p) for p in files}
@@ -397,7 +397,7 @@ def test_a_cache_filled_with_held_bytes_answers_the_road_that_hashes_first(files
     """The keys made from held bytes (`store.content._hashes_kept`) are `hash_open_file`'s: a cache the
     streamed road filled answers the road that hashes every key first without encoding anything, and a
     fresh memo (every file hashed again) gives the same keys."""
-    monkeypatch.setattr(runner, "batched_decoding", lambda device: True)
+    monkeypatch.setattr(media_batches, "batched_decoding", lambda device: True)
     media = image_files("t/seam", [p.name for p in files], files)
     cache = tmp_path / "cache"
     streamed, ctx = _embed(tensor_model, media, EmbeddingCache(cache), workers=0)

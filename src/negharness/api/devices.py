@@ -16,10 +16,8 @@ from negharness.contracts.precision import (
 from negharness.engine import distributed as distributed
 from negharness.engine.distributed import gather_batch as gather_batch
 from negharness.engine.ranks import Dist as Dist
-from negharness.engine.runner import (
-    lower_priority as lower_priority,
-    resolve_device as resolve_device,
-)
+from negharness.engine.devices import resolve_device as resolve_device
+from negharness.engine.media_batches import lower_priority as lower_priority
 
 __all__ = [
     "Dist", "PRECISIONS", "PRECISION_NAMES", "autocast", "cpu_autocast_warning", "distributed",

@@ -220,7 +220,7 @@ def cmd_fire(args: argparse.Namespace) -> int:
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from negharness.contracts.model import ModelOptions  # lazy: start-up time
     from negharness.discovery.lookup import PluginLookup  # lazy: start-up time
-    from negharness.engine.runner import resolve_device  # lazy: start-up time
+    from negharness.engine.devices import resolve_device  # lazy: start-up time
     from negharness.report.diagnose import (  # lazy: start-up time
         default_objects,
         diagnose,

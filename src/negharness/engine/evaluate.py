@@ -31,7 +31,8 @@ from negharness.engine.judging import JudgeOptions, JudgeSession, is_judged
 from negharness.engine.plan import PlannedTask, RunPlan, config_hash, planned
 from negharness.engine.request import RunOutcome, RunRequest, memo_path, with_failures
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
-from negharness.engine.runner import CachedEvalContext, RunSettings, device_name, resolve_device
+from negharness.engine.devices import device_name, resolve_device
+from negharness.engine.runner import CachedEvalContext, RunSettings
 from negharness.engine.stages import StageClock, stage_timings
 from negharness.records.check_memo import remember_written
 from negharness.records.results import RunInfo, build_record, record_path, write_sidecars

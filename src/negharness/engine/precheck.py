@@ -10,7 +10,7 @@ and ``-T``.
 everything the run would read that is absent, all at once: each task's files and media, and the
 model's weights (a named --checkpoint, released weights no program may fetch, hub weights not cached
 while offline, a checkpoint the model needs). Whether CUDA or MPS is really there is checked right after torch loads
-(`negharness.engine.runner.resolve_device`), before the model is built.
+(`negharness.engine.devices.resolve_device`), before the model is built.
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
-"""The runner: device, precision, batching, data-loading workers, progress, and the embedding cache.
+"""The runner: the embedding protocol's context, between tasks, the model and the embedding cache.
 
 Tasks never call a model directly: they ask the `CachedEvalContext` for embeddings, which serves what
-the cache holds and encodes only the rest, in batches, under autocast and inference mode.
+the cache holds and encodes only the rest, in batches, under autocast and inference mode. Which device
+(`negharness.engine.devices`) and how media become batches of pixels
+(`negharness.engine.media_batches`) are decided apart.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import platform
+import functools
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -27,18 +27,13 @@ from negharness.contracts.sampling import FrameSampling
 from negharness.discovery.lookup import PluginLookup
 from negharness.engine.embedding_contract import EmbeddingContract, ModelOrigin
 from negharness.engine.kept_batches import BatchKeeper, Rows, staged
+from negharness.engine.media_batches import MediaBatches
 from negharness.engine.streamed_keys import KeyStream
-from negharness.engine.precheck import DEVICES, check_device_spec
 from negharness.engine.stages import StageClock, timed_method
 from negharness.engine.text_batches import encodes_prepared, prepared_ahead
 from negharness.io.held_bytes import HeldBytes
-from negharness.io.media import (
-    MediaSet,
-    PreprocessedItems,
-    collate_images,
-    collate_videos,
-)
-from negharness.io.tensor_images import DecodedBatches, DecodedFiles, PixelTransform, decode_device, tensor_recipe
+from negharness.io.media import MediaSet
+from negharness.io.tensor_images import tensor_recipe
 from negharness.io.unreadable import UnreadableMedia
 from negharness.store.cache import CollectionCache, EmbeddingCache, text_key
 from negharness.store.content import hash_array
@@ -46,79 +41,6 @@ from negharness.store.content import hash_array
 CACHE_KEYS = 5  # 2: media keyed by content hash and decoding recipe, shards with checksums; 3: shards name their
 # collection; 4: CRC-32 shard checksums (a namespace apart, so an older negharness on the same cache never meets them);
 # 5: every row passed the model contract on entry (`EmbeddingContract`), and MP4 frames are chosen by timestamp
-
-
-def resolve_device(spec: str) -> torch.device:
-    """``auto`` picks CUDA when present; an explicit CUDA or MPS device that is absent is a clear
-    error (what can be known without torch is refused first: `negharness.engine.precheck`)."""
-    if check_device_spec(spec) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(spec)
-    except RuntimeError as exc:
-        raise UserError(f"--device {spec}: not a device (use {DEVICES})") from exc
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise UserError(f"--device {spec}: MPS is not available on this machine (use --device cpu)")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UserError(f"--device {spec}: CUDA is not available on this machine (use --device cpu)")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise UserError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) here")
-    return device
-
-
-def device_name(device: torch.device) -> str:
-    """What a record says of the device: ``cuda:0 (NVIDIA H100 80GB HBM3)``, ``cpu (AMD EPYC 7B13)``,
-    or ``cpu`` when the processor does not say its name; timings and float results depend on it."""
-    if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
-    name = cpu_name() if device.type == "cpu" else None
-    return f"{device} ({name})" if name else str(device)
-
-
-def cpu_name() -> str | None:
-    """The processor's model name (Linux /proc/cpuinfo, else `platform.processor`), None if unknown."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and value.strip():
-                return " ".join(value.split())
-    except OSError:
-        pass
-    return platform.processor().strip() or None
-
-
-def default_workers(device: torch.device) -> int:
-    """Decoding workers when the user does not say: on a GPU, half the cores (the forward pass
-    needs few); on the CPU, only the cores torch's own threads leave free, since a worker that
-    competes with the forward pass for a core slows both (measured: perf/bench_decode_throughput.py)."""
-    cores = os.cpu_count() or 1
-    if device.type == "cuda":
-        return min(8, max(1, cores // 2))
-    return min(4, max(0, cores - torch.get_num_threads()))
-
-
-def batched_decoding(device: torch.device) -> bool:
-    """Whether tensor-decoded image files go through `DecodedBatches` (one batched decode per batch, in
-    threads beside the forward pass; their cache keys resolved beside it too, `KeyStream`): where they
-    decode on the device (`decode_device`: CUDA). On the CPU a batched call would decode on one core, so
-    there items go one per decode thread or worker (`DecodedFiles`)."""
-    return decode_device(device).type != "cpu"
-
-
-DECODE_NICENESS = 10
-
-
-def lower_priority(_worker_id: int | None = None) -> None:
-    """Make the calling decode thread (a pool ``initializer``) or worker process (a DataLoader
-    ``worker_init_fn``, hence the unused id) yield to the forward pass: it then runs on the cycles the
-    model leaves idle, and on all of them while the model waits for a batch. On Linux the nice value
-    is per thread; where it is not (or not allowed) decoding keeps normal priority."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), DECODE_NICENESS)
-    except (AttributeError, OSError):
-        pass
 
 
 @contextlib.contextmanager
@@ -179,6 +101,12 @@ class CachedEvalContext(RunContext):
         self._namespace_info = {"model": model.name, "fingerprint": model.fingerprint(),
                                 "describe": model.describe(), **numbers}
 
+    @functools.cached_property
+    def loading(self) -> MediaBatches:
+        """Media into batches of pixels (`negharness.engine.media_batches`): for an encoder only, so made on
+        first use, by `embed_media` (which refuses any other model first)."""
+        return MediaBatches(as_encoder(self.model), self.settings, self.media_policy)
+
     @property
     def batch_size(self) -> int:
         return self.settings.batch_size
@@ -207,7 +135,7 @@ class CachedEvalContext(RunContext):
             return f"{media.kind}|content|{media.key}", list(media.content_keys)
         if media.sources is not None:
             assert self.cache is not None
-            keys = self.cache.hasher.many(media.sources, self._decode_threads())
+            keys = self.cache.hasher.many(media.sources, self.loading.decode_threads())
             if media.parts is not None:  # a crop of a file is its own item: the part joins the file's hash
                 keys = [k if k is None or not part else f"{k}|{part}" for k, part in zip(keys, media.parts)]
             return self._file_collection(media), keys
@@ -217,7 +145,7 @@ class CachedEvalContext(RunContext):
 
     def _file_collection(self, media: MediaSet) -> str:
         """The collection of a file-backed set: its kind and how its files become pixels."""
-        transform = self._tensor_decoding(media)
+        transform = self.loading.tensor_decoding(media)
         recipe = tensor_recipe(transform, self.settings.device) if transform is not None else media.recipe
         return f"{media.kind}|{recipe or 'file'}"
 
@@ -324,11 +252,11 @@ class CachedEvalContext(RunContext):
 
     def _streams_keys(self, media: MediaSet) -> bool:
         """Whether ``media``'s cache keys are resolved beside the loop (`KeyStream`) rather than all first:
-        plain image files decoded in batches (`batched_decoding`), more than one batch of them, a cache, and
+        plain image files decoded in batches (`MediaBatches.batched`), more than one batch of them, a cache, and
         keys as this class makes them (a subclass that keys otherwise keeps its `media_keys`)."""
         return (self.cache is not None and type(self).media_keys is CachedEvalContext.media_keys
                 and media.content_keys is None and media.parts is None and len(media) > self.settings.batch_size
-                and self._tensor_decoding(media) is not None and batched_decoding(self.settings.device))
+                and self.loading.tensor_decoding(media) is not None and self.loading.batched())
 
     def _embed_streamed(self, media: MediaSet) -> torch.Tensor:
         """`embed_media` with the keys resolved run by run while the first batches encode (see
@@ -338,7 +266,7 @@ class CachedEvalContext(RunContext):
         assert store is not None
         emb = Rows()
         held = HeldBytes()  # each file read once: the bytes hashed for its key are the bytes decoded
-        runs = self.cache.hasher.runs(media.sources, self._decode_threads(), held)
+        runs = self.cache.hasher.runs(media.sources, self.loading.decode_threads(), held)
         with KeyStream(runs, store, self.contract, media.kind, emb, self.settings.batch_size, held) as stream:
             try:
                 with _exit_on_sigterm():
@@ -495,102 +423,13 @@ class CachedEvalContext(RunContext):
             else:  # its twin's failure was reported already
                 self.media_policy.leave_out(media.key, media.ids[i], None)
 
-    def _tensor_decoding(self, media: MediaSet) -> PixelTransform | None:
-        """The model's tensor preprocessing where this set is decoded with it (plain image files and a
-        model that asks, ``-M decode=tensor``), else None: the one place that decides, for the cache
-        key (`media_keys`) and the loader (`_batches`) alike."""
-        if media.kind != "image" or not media.plain_files or media.sources is None:
-            return None
-        transform: PixelTransform | None = self.model.pixel_transform()
-        return transform
-
-    def _decode_threads(self) -> int:
-        return self.settings.decode_threads or min(8, os.cpu_count() or 1)
-
-    def _loader(self, media: MediaSet, todo: list[int]) -> torch.utils.data.DataLoader[Any]:
-        workers = self.settings.workers
-        if workers is None:
-            workers = 0 if media.cheap else default_workers(self.settings.device)
-        collate = collate_videos if media.kind == "video" else collate_images
-        preprocess = self.model.preprocess_video if media.kind == "video" else self.model.preprocess_image
-        transform = self._tensor_decoding(media)
-        items: torch.utils.data.Dataset[Any] = (
-            PreprocessedItems(media, todo, preprocess, self.media_policy) if transform is None
-            else DecodedFiles(list(media.sources or ()), todo, transform, self.media_policy))
-        return torch.utils.data.DataLoader(
-            items, batch_size=self.settings.batch_size,
-            num_workers=workers, collate_fn=collate, pin_memory=self.settings.device.type == "cuda",
-            worker_init_fn=lower_priority if workers and self.settings.device.type == "cpu" else None)
-
-    def _batches(self, media: MediaSet, todo: list[int], chunks: Iterable[list[int]] | None = None,
-                 held: HeldBytes | None = None) -> Iterator[tuple[Any, ...]]:
-        """(positions, pixels, mask or None): vectorised for in-memory sets, else a DataLoader with workers.
-        ``chunks``: the batches' positions as they become known (`KeyStream`), instead of ``todo``'s;
-        ``held``: files' bytes read for their keys, for the decoder (`HeldBytes`)."""
-        if media.cheap and media.load_batch is not None:
-            bs = self.settings.batch_size
-            for lo in range(0, len(todo), bs):
-                positions = todo[lo:lo + bs]
-                yield positions, self.model.preprocess_batch(media.load_batch(positions), media.kind), None
-        else:
-            for positions, pixels, mask, broken in self._decoded(media, todo, chunks, held):
-                for pos, message in broken:
-                    self.media_policy.leave_out(media.key, media.ids[pos], message)
-                if positions:
-                    yield positions, pixels, mask
-
-    def _decoded(self, media: MediaSet, todo: list[int], chunks: Iterable[list[int]] | None = None,
-                 held: HeldBytes | None = None) -> Iterator[tuple[Any, ...]]:
-        """Decoded batches: image files the model decodes as tensors go through `DecodedBatches` on a
-        GPU (batched nvjpeg, overlapping the forward pass); all else, and those on the CPU (one
-        item per core), through `_loaded`."""
-        transform = self._tensor_decoding(media)
-        if transform is None or not batched_decoding(self.settings.device):
-            assert chunks is None and held is None  # streamed keys are for the batched road only (`_streams_keys`)
-            return self._loaded(media, todo)
-        bs = self.settings.batch_size
-        if chunks is None:
-            chunks = [todo[lo:lo + bs] for lo in range(0, len(todo), bs)]
-        return iter(DecodedBatches(list(media.sources or ()), chunks, transform, self.settings.device,
-                                   self.media_policy, self._decode_threads(), held=held))
-
-    def _loaded(self, media: MediaSet, todo: list[int]) -> Iterator[tuple[Any, ...]]:
-        """Decoded batches: from worker processes when there are any, else from a pool of threads
-        (one per core) that decode the next two batches item by item while the model encodes this
-        one. Image and video decoders release the GIL, and with passive OpenMP waiting (see
-        `negharness.cli.process.prefer_passive_waiting`) the forward pass and the decoders share the
-        cores instead of fighting for them: measured in perf/bench_decode_throughput.py."""
-        loader = self._loader(media, todo)
-        if loader.num_workers > 0:
-            yield from loader
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        # cast: `_loader`'s datasets are these two, each with a length
-        items, collate = cast("PreprocessedItems | DecodedFiles", loader.dataset), loader.collate_fn
-        bs = self.settings.batch_size
-        chunks = [range(lo, min(lo + bs, len(items))) for lo in range(0, len(items), bs)]
-        threads = self._decode_threads()
-        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="negharness-decode",
-                                  initializer=lower_priority)
-        try:
-            ahead = [[pool.submit(items.__getitem__, i) for i in c] for c in chunks[:2]]
-            for k in range(len(chunks)):
-                batch = collate([f.result() for f in ahead[k]])
-                if k + 2 < len(chunks):
-                    ahead.append([pool.submit(items.__getitem__, i) for i in chunks[k + 2]])
-                ahead[k] = []  # free the finished batch
-                yield batch
-        finally:  # an error or Ctrl-C does not wait for the batches queued behind it
-            pool.shutdown(wait=True, cancel_futures=True)
-
     def _encode_media(self, media: MediaSet, todo: list[int], emb: Rows, store: Any, keys: list[str | None],
                       chunks: Iterable[list[int]] | None = None, held: HeldBytes | None = None) -> None:
         bar = self._track(f"encoding {media.kind}s", len(todo) if chunks is None else None)  # None: not known yet
         start = time.perf_counter()
         device = self.settings.device
         with self._keeper() as keeper:
-            for positions, pixels, mask in self._waited("decode", self._batches(media, todo, chunks, held)):
+            for positions, pixels, mask in self._waited("decode", self.loading.batches(media, todo, chunks, held)):
                 pixels = pixels.to(device, non_blocking=True)
                 mask = None if mask is None else mask.to(device)
 

@@ -52,7 +52,7 @@ def decode_device(device: torch.device) -> torch.device:
     """Where image files are decoded and resized for a run on ``device``: on CUDA itself (nvjpeg, batched,
     a float32 resize), else on the CPU (libjpeg-turbo, a uint8 resize; torchvision decodes on no other
     device, MPS included), the pixels then moved to ``device``. The one rule of the runner's decoding
-    (`negharness.engine.runner.batched_decoding`) and of its label in the cache (`tensor_recipe`)."""
+    (`negharness.engine.media_batches.batched_decoding`) and of its label in the cache (`tensor_recipe`)."""
     return device if device.type == "cuda" else torch.device("cpu")
 
 
