@@ -193,6 +193,26 @@ def test_laion400m_tag_runs_and_records_quick_gelu(source, monkeypatch):
     assert forced.fingerprint() != laion.fingerprint()
 
 
+def test_a_pretrained_tag_whose_weights_moved_is_another_fingerprint(source, monkeypatch):
+    """A tag names weights a hub cache holds, whose snapshot may move under the same tag: the fingerprint
+    (embedding cache namespace, record reuse) once held the tag alone, so new weights read the old ones'
+    embeddings. Now the weights' content is in it beside the tag."""
+    import copy
+
+    import torch
+
+    moved = copy.deepcopy(source.model)
+    with torch.no_grad():
+        moved.text_projection.add_(0.01)
+    served = [source.model]
+    monkeypatch.setattr(OpenClipModel, "_create_named", staticmethod(lambda arch, pretrained, quick: served[0]))
+    first = clip(ModelOptions(arch="ViT-B-32", pretrained="openai"))
+    assert first.describe()["weights"] == "openai" and first.describe()["weights_content"]  # the tag: published rows
+    assert clip(ModelOptions(arch="ViT-B-32", pretrained="openai")).fingerprint() == first.fingerprint()
+    served[0] = moved
+    assert clip(ModelOptions(arch="ViT-B-32", pretrained="openai")).fingerprint() != first.fingerprint()
+
+
 @pytest.mark.parametrize("cfg", [
     {"size": 224, "mean": (0.48145466, 0.4578275, 0.40821073), "std": (0.26862954, 0.26130258, 0.27577711)},
     {"size": (160, 224), "mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)},
