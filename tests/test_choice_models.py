@@ -165,3 +165,18 @@ def test_hf_vlm_runs_qwen2_vl_with_padding_that_changes_nothing(tmp_path):
         batched = model.score_choices(choices, 3, "fp32")
         single = model.score_choices(choices, 1, "fp32")
         assert torch.isfinite(batched[:, :2]).all() and torch.allclose(batched, single, atol=1e-4), scoring
+
+
+@pytest.mark.parametrize("which", ["text_only", "hf_vlm"])
+def test_a_folder_retrained_in_place_is_another_fingerprint(which, tmp_path):
+    """A choice model's fingerprint held its config and parameter count: a folder retrained in place (same
+    shapes, other weights) was the same model. Now the weights and the tokenizer are in it by content."""
+    from negharness.plugins.hf_vlm import hf_vlm
+    from negharness.plugins.text_only import text_only
+
+    make, factory = (tiny_gpt2, text_only) if which == "text_only" else (tiny_llava, hf_vlm)
+    folder = make(tmp_path / which, WORDS, seed=0)
+    first = factory(ModelOptions(arch=str(folder))).fingerprint()
+    assert factory(ModelOptions(arch=str(folder))).fingerprint() == first
+    make(folder, WORDS, seed=1)
+    assert factory(ModelOptions(arch=str(folder))).fingerprint() != first

@@ -112,6 +112,54 @@ def test_dino_similarity(dino_folder):
     assert -1.0 <= dino.image_cosine(a, b) < 0.9999
 
 
+def test_dinos_fingerprint_sees_its_weights(tmp_path):
+    """A DINO folder retrained in place once kept its fingerprint (source, sizes), so its cached embeddings."""
+    from transformers import ViTConfig, ViTModel
+
+    from negharness.plugins.dino_similarity import load_dino
+
+    def saved(seed: int) -> str:
+        torch.manual_seed(seed)
+        ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+                           image_size=32, patch_size=16), add_pooling_layer=False).save_pretrained(tmp_path)
+        return str(tmp_path)
+
+    first = load_dino(saved(0)).fingerprint()
+    assert load_dino(saved(0)).fingerprint() == first and load_dino(saved(1)).fingerprint() != first
+
+
+def _perturbed(weights: Path) -> None:
+    """One tensor of a safetensors file changed in place, nothing else of its folder."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(weights))
+    first = sorted(k for k, v in state.items() if v.is_floating_point())[0]
+    state[first] = state[first] + 0.01
+    save_file(state, str(weights), metadata={"format": "pt"})
+
+
+def test_an_editor_or_detector_retrained_in_place_is_another(ip2p_folder, owl_folder, tmp_path):
+    """InstructPix2Pix and OWLv2 were named by their source alone: a folder retrained in place (or a hub id
+    uploaded again) kept the identity its cached edits and records are keyed by. Now weights by content."""
+    import shutil
+
+    from negharness.plugins.instruct_pix2pix import instruct_pix2pix
+    from negharness.plugins.owlv2_detector import owlv2
+
+    pipe, owl = shutil.copytree(ip2p_folder, tmp_path / "pipe"), shutil.copytree(owl_folder, tmp_path / "owl")
+
+    def identities() -> tuple[dict, dict]:
+        return (instruct_pix2pix(ModelOptions(extra={"model": str(pipe)})).describe(),
+                owlv2(ModelOptions(extra={"model": str(owl)})).describe())
+
+    editor, detector = identities()
+    assert identities() == (editor, detector)
+    _perturbed(pipe / "unet" / "diffusion_pytorch_model.safetensors")
+    _perturbed(owl / "model.safetensors")
+    now = identities()
+    assert now[0] != editor and now[1] != detector
+
+
 def test_instruct_pix2pix_is_seeded_per_sample_and_batch_independent(ip2p_folder):
     from negharness.plugins.instruct_pix2pix import fit_size, instruct_pix2pix
 

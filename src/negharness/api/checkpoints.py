@@ -6,6 +6,7 @@ those modules (importing it loads what they load: torch, for most)."""
 
 from __future__ import annotations
 
+from negharness.contracts.model import hash_processor as hash_processor
 from negharness.contracts.model import hash_state_dict as hash_state_dict
 from negharness.contracts.model import hash_tokenizer as hash_tokenizer
 from negharness.io.checkpoints import (
@@ -18,6 +19,6 @@ from negharness.io.checkpoints import (
 from negharness.io.hub import load_or_explain as load_or_explain
 
 __all__ = [
-    "base_note", "fit_state_dict", "hash_state_dict", "hash_tokenizer", "load_or_explain", "load_state_dict",
+    "base_note", "fit_state_dict", "hash_processor", "hash_state_dict", "hash_tokenizer", "load_or_explain", "load_state_dict",
     "read_checkpoint", "save_safetensors",
 ]

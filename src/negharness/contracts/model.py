@@ -41,6 +41,20 @@ def hash_tokenizer(tokenizer: Any) -> str:
     return hashlib.sha256((head + body).encode("utf-8")).hexdigest()[:16]
 
 
+def hash_processor(processor: Any) -> str:
+    """How a transformers processor turns a prompt and images into inputs: its class, its tokenizer's
+    content (`hash_tokenizer`), its chat template and its image settings ("none" without a processor)."""
+    import json
+
+    if processor is None:
+        return "none"
+    tokenizer = getattr(processor, "tokenizer", None)
+    image = getattr(processor, "image_processor", None)
+    return hash_json({"class": type(processor).__name__, "chat_template": getattr(processor, "chat_template", None),
+                      "tokenizer": None if tokenizer is None else hash_tokenizer(tokenizer),
+                      "image": None if image is None else json.dumps(image.to_dict(), sort_keys=True, default=str)})
+
+
 def hash_state_dict(state: dict[str, torch.Tensor]) -> str:
     """Content hash of weights: two checkpoints with equal tensors share cached embeddings."""
     import torch

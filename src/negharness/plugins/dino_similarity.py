@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from negharness.api import EmbeddingModel, ModelOptions, UserError
-from negharness.api.checkpoints import load_or_explain
+from negharness.api.checkpoints import hash_state_dict, load_or_explain
 from negharness.plugins import options as declared
 
 DEFAULT = "facebook/dino-vits16"
@@ -31,6 +31,7 @@ class DinoModel(EmbeddingModel):
         from torchvision import transforms
 
         self.source, self.model, self.size, self.resize = source, model.eval(), size, resize
+        self._weights = hash_state_dict(model.state_dict())  # a folder retrained in place is another model
         self.transform = transforms.Compose([
             transforms.Resize(resize, interpolation=transforms.InterpolationMode.BICUBIC),
             transforms.CenterCrop(size), transforms.ToTensor(),
@@ -40,7 +41,7 @@ class DinoModel(EmbeddingModel):
         return [self.model]
 
     def describe(self) -> dict[str, Any]:
-        return {"arch": "dino", "source": self.source, "size": self.size, "resize": self.resize}
+        return {"arch": "dino", "source": self.source, "size": self.size, "resize": self.resize, "weights": self._weights}
 
     def preprocess_image(self, image: Any) -> torch.Tensor:
         from PIL import Image

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from negharness.api import ModelOptions, UserError
+from negharness.api.checkpoints import hash_processor, hash_state_dict
 from negharness.api.devices import resolve_precision
 from negharness.api.files import hash_json
 from negharness.api.scoring import pad_scores
@@ -97,6 +98,9 @@ class HFVLM(ChoiceScoringModel):
         self.arch, self.scoring, self.norm, self.prompt, self.dtype = arch, scoring, check_norm(norm), prompt, dtype
         tok = self.tokenizer()
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+        # what its scores rest on beside the config: the weights and the processor (tokenizer, chat template,
+        # image settings), by content, once, here
+        self._weights, self._processor = hash_state_dict(vlm.state_dict()), hash_processor(processor)
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
         """The processor's text tokenizer (transformers adds it per processor class, so types it Any)."""
@@ -111,7 +115,8 @@ class HFVLM(ChoiceScoringModel):
         frames = {"video_frames": self.frames} if self.frames != DEFAULT_FRAMES else {}
         return {**frames, "arch": self.arch, "scoring": self.scoring, "norm": self.norm, "prompt": self.prompt,
                 "dtype": self.dtype, "config": hash_json(self.vlm.config.to_dict()),
-                "parameters": sum(p.numel() for p in self.vlm.parameters())}
+                "parameters": sum(p.numel() for p in self.vlm.parameters()), "weights": self._weights,
+                "processor": self._processor}
 
 
     # prompts ------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import torch
 
 from negharness.api import Editor, ModelOptions
-from negharness.api.checkpoints import load_or_explain
+from negharness.api.checkpoints import hash_state_dict, hash_tokenizer, load_or_explain
+from negharness.api.files import hash_json
 from negharness.api.devices import resolve_precision
 from negharness.plugins import options as declared
 
@@ -34,6 +35,7 @@ class InstructPix2PixEditor(Editor):
         self.source, self.pipe, self.precision = source, pipe, precision
         self.steps, self.guidance, self.image_guidance, self.size = steps, guidance, image_guidance, size
         self.device = torch.device("cpu")
+        self._parts = pipeline_identity(pipe)  # once, on the weights as loaded (before any move to a GPU)
 
     def to(self, device: torch.device | str) -> "InstructPix2PixEditor":
         self.device = torch.device(device)
@@ -42,7 +44,8 @@ class InstructPix2PixEditor(Editor):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "source": self.source, "steps": self.steps, "guidance": self.guidance,
-                "image_guidance": self.image_guidance, "size": self.size, "precision": self.precision}
+                "image_guidance": self.image_guidance, "size": self.size, "precision": self.precision,
+                "parts": self._parts}
 
     def edit(self, image: Any, instruction: str, seed: int) -> Any:
         return self.edit_batch([image], [instruction], [seed])[0]
@@ -66,6 +69,22 @@ class InstructPix2PixEditor(Editor):
             for i, img in zip(idx, result.images):
                 out[i] = img
         return out
+
+
+def pipeline_identity(pipe: Any) -> str:
+    """What a diffusers pipeline's edits rest on, by content: each torch module's weights (UNet, VAE, text
+    encoder), the tokenizer, and every other component's config (the scheduler): a folder retrained in place,
+    or a hub id uploaded again, is another editor, whose edits are its own."""
+    parts: dict[str, Any] = {}
+    for name, part in sorted(getattr(pipe, "components", {}).items()):
+        if isinstance(part, torch.nn.Module):
+            parts[name] = hash_state_dict(part.state_dict())
+        elif part is not None and hasattr(part, "get_vocab"):
+            parts[name] = hash_tokenizer(part)
+        elif part is not None:
+            config = getattr(part, "config", None)
+            parts[name] = [type(part).__name__, hash_json(dict(config)) if config is not None else None]
+    return hash_json(parts)
 
 
 @declared.INSTRUCT_PIX2PIX

@@ -49,20 +49,6 @@ def _images(shown: bytes | list[bytes]) -> list[bytes]:
     return list(shown) if isinstance(shown, list) else [shown]
 
 
-def _processor_identity(processor: Any) -> str:
-    """How a judge's processor turns a prompt and images into inputs: its class, its tokenizer's content
-    (`hash_tokenizer`), its chat template and its image settings."""
-    from negharness.api.checkpoints import hash_tokenizer  # lazy: torch's, loaded with a judge, not the module
-
-    if processor is None:
-        return "none"
-    tokenizer = getattr(processor, "tokenizer", None)
-    image = getattr(processor, "image_processor", None)
-    return hash_json({"class": type(processor).__name__, "chat_template": getattr(processor, "chat_template", None),
-                      "tokenizer": None if tokenizer is None else hash_tokenizer(tokenizer),
-                      "image": None if image is None else json.dumps(image.to_dict(), sort_keys=True, default=str)})
-
-
 class HFVLMJudge:
     """A transformers VLM answering one image (or a video's frames) and prompt at a time (as SimpleNeg's `vqa`)."""
 
@@ -72,12 +58,12 @@ class HFVLMJudge:
         self.processor, self.vlm, self.arch = processor, vlm.eval(), arch
         self.max_new_tokens, self.dtype = max_new_tokens, dtype
         self.device: Any = "cpu"
-        from negharness.api.checkpoints import hash_state_dict  # lazy: torch's, loaded with a judge, not the module
+        from negharness.api.checkpoints import hash_processor, hash_state_dict  # lazy: torch's, with a judge only
 
         # what answers depend on beside the name: the weights (a folder retrained in place, a hub id uploaded
         # again) and how a prompt becomes ids; hashed once, on the weights as loaded (before any move to a GPU)
         self._weights = hash_state_dict(self.vlm.state_dict())
-        self._prompting = _processor_identity(processor)
+        self._prompting = hash_processor(processor)
 
     def to(self, device: Any) -> "HFVLMJudge":
         self.vlm.to(device)

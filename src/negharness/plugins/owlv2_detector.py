@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import torch
 
 from negharness.api import Detection, Detector, ModelOptions, UserError
-from negharness.api.checkpoints import load_or_explain
+from negharness.api.checkpoints import hash_processor, hash_state_dict, load_or_explain
 from negharness.plugins import options as declared
 
 DEFAULT = "google/owlv2-large-patch14-ensemble"
@@ -25,9 +25,12 @@ class Owlv2Detector(Detector):
     def __init__(self, source: str, model: Any, processor: Any, threshold: float, prompt: str) -> None:
         self.source, self.model, self.processor = source, model.eval(), processor
         self.threshold, self.prompt = threshold, prompt
+        # what detections rest on beside the source's name: weights and processor by content (once, here)
+        self._weights, self._processor = hash_state_dict(self.model.state_dict()), hash_processor(processor)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "source": self.source, "prompt": self.prompt}
+        return {**super().describe(), "source": self.source, "prompt": self.prompt, "weights": self._weights,
+                "processor": self._processor}
 
     @torch.inference_mode()
     def detect(self, image: Any, labels: Sequence[str]) -> list[Detection]:

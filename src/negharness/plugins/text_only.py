@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from negharness.api import ModelOptions, UserError
+from negharness.api.checkpoints import hash_state_dict, hash_tokenizer
 from negharness.api.files import hash_json
 from negharness.api.scoring import pad_scores
 from negharness.plugins import options as declared
@@ -47,13 +48,16 @@ class TextOnlyLM(ChoiceScoringModel):
             raise UserError(f"--arch {arch}: the tokenizer has neither a BOS nor an EOS token to start a caption from")
         self.start_id = start
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else start
+        # what its scores rest on beside the config: the weights and the tokenizer, by content (once, here)
+        self._weights, self._tokenizer = hash_state_dict(self.lm.state_dict()), hash_tokenizer(self.tokenizer)
 
     def modules(self) -> list[torch.nn.Module]:
         return [self.lm]
 
     def describe(self) -> dict[str, Any]:
         return {"arch": self.arch, "norm": self.norm, "config": hash_json(self.lm.config.to_dict()),
-                "parameters": sum(p.numel() for p in self.lm.parameters())}
+                "parameters": sum(p.numel() for p in self.lm.parameters()), "weights": self._weights,
+                "tokenizer": self._tokenizer}
 
 
     def _ids(self, text: str) -> list[int]:
