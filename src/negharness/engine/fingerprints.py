@@ -3,13 +3,13 @@ that let a rerun decide it without loading torch.
 
 A record stands when the plan's verdict (config, data, model files, code: `negharness.engine.plan`)
 lets it and the model's fingerprint is the record's (whether or not the options name a weights file:
-one rule, `negharness.engine.reuse`). The fingerprint needs the model built (10-14 s of torch and open_clip on 2 cores), so a run
-that built it remembers it here, keyed by everything the fingerprint is computed from: the model's
-registry entry, the options that name it and those it was built with, the content of every file those
-options name, the versions of negharness, its plugins and its dependencies, and every file of the
-negharness package (its code and bundled weights, by size and modification time). A model whose code
-no stamp sees (a third-party plugin, or a built-in wrapper around one) is never remembered; nor is a
-draw of random weights (each build draws others).
+one rule, `negharness.engine.reuse`). The fingerprint needs the model built (10-14 s of torch and
+open_clip on 2 cores), so a run that built it remembers it here, keyed by everything the fingerprint is
+computed from: the model's registry entry, the options that name it and those it was built with, the
+content of every file those options name, the versions of negharness, its plugins and its dependencies,
+and every file of the negharness package (its code and bundled weights, by size and modification time).
+A model whose code no stamp sees (a third-party plugin, or a built-in wrapper around one) is never
+remembered; nor is a draw of random weights (each build draws others).
 
 `standing` is the one function that says "every record stands"; `negharness run` asks it before torch
 loads and `run_evaluation` asks it first, so both doors (and `negharness.run()`) answer alike, for any
