@@ -55,6 +55,27 @@ def test_non_default_world_queries_build_without_nltk(no_nltk, tmp_path):
     assert all(" not " in n[1] or "n't" in n[1] for n in built["negated"])
 
 
+def test_world_queries_built_here_are_kept_under_the_builders_identity(tmp_path, monkeypatch):
+    """A non-default split's query sets, kept under the data root, were named by the rules' version alone: a
+    lemminflect or NLTK upgrade (`builder_identity`) read the old build. Now their name holds the identity."""
+    from negharness.world import queries
+
+    builds: list[int] = []
+    real = queries.build_world_queries
+
+    def counted(*args, **kwargs):
+        builds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "build_world_queries", counted)
+    for identity in ("4+lemminflect1+nltk1", "4+lemminflect1+nltk1", "4+lemminflect2+nltk1"):
+        monkeypatch.setattr(queries, "builder_identity", lambda identity=identity: identity)
+        queries.load_world_queries.cache_clear()
+        queries.load_world_queries(3, "test", 20, tmp_path, 1)
+    assert len(builds) == 2  # built, read back, built again under the new identity
+    assert len(list((tmp_path / "shapes_world").glob("*.queries-*.json"))) == 2
+
+
 @pytest.mark.needs("nltk")
 def test_world_queries_equal_an_nltk_build(tmp_path, monkeypatch):
     from negharness.world.queries import build_world_queries

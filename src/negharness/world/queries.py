@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 from negharness.api import UserError
 from negharness.api.files import atomic_write_text, cached_json
-from negharness.text.build_queries import BUILDER_VERSION, build
+from negharness.text.build_queries import BUILDER_VERSION, build, builder_identity
 
 from .media import load_world
 from .scenes import WORLD_VERSION
@@ -29,7 +29,14 @@ SHIPPED = [(0, "test", 500, 0)]  # (world seed, split, items, query seed): the t
 
 
 def _name(seed: int, split: str, n: int, query_seed: int) -> str:
+    """A shipped set's file name (the rules' version only: the package holds one build of each)."""
     return f"v{WORLD_VERSION}-s{seed}-{split}-video-{n}.queries-b{BUILDER_VERSION}-q{query_seed}.json"
+
+
+def _built_name(seed: int, split: str, n: int, query_seed: int) -> str:
+    """A set built here and kept under the data root: named by the builders' whole identity (the rules and
+    the lemminflect and NLTK releases they read: `builder_identity`), so an upgrade builds it again."""
+    return f"v{WORLD_VERSION}-s{seed}-{split}-video-{n}.queries-b{builder_identity()}-q{query_seed}.json"
 
 
 class WorldQueries(TypedDict):
@@ -57,8 +64,8 @@ def load_world_queries(seed: int, split: str, n: int, root: Path | None, query_s
     if shipped.is_file():
         queries = json.loads(shipped.read_text(encoding="utf-8"))
     else:
-        queries = cached_json(None if root is None else Path(root) / "shapes_world" / name,
-                              lambda: build_world_queries(seed, split, n, root, query_seed))
+        kept = None if root is None else Path(root) / "shapes_world" / _built_name(seed, split, n, query_seed)
+        queries = cached_json(kept, lambda: build_world_queries(seed, split, n, root, query_seed))
     return queries
 
 
