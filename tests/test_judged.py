@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from negharness.api import ModelOptions, UserError, hookimpl
+from negharness.api import ModelOptions, OptionSpec, UserError, hookimpl, takes_options
 from negharness.engine.evaluate import evaluate_request
 from negharness.engine.plan import make_plan
 from negharness.engine.request import RunRequest
@@ -61,6 +61,9 @@ class StandInJudge:
 
 
 JUDGES: list[StandInJudge] = []
+# a judge declaring its model option as hf_vlm_judge does (a hub id or folder: data_file), and a request knob
+HUB_JUDGE = {"arch": OptionSpec(str, None, "model id or folder", data_file=True),
+             "log": OptionSpec(str, None, "where to log", changes_numbers=False)}
 
 
 def stand_in(options: ModelOptions) -> StandInJudge:
@@ -76,6 +79,7 @@ def host():
     def negharness_register_judges(registry):
         registry.add("stand_in", stand_in, "answers from a table")
         registry.add("stand_in_b", stand_in, "the same table, another name")
+        registry.add("hub_judge", takes_options(HUB_JUDGE)(stand_in), "declares its model option")
 
     host.register(types.SimpleNamespace(negharness_register_judges=negharness_register_judges), "test_judges")
     JUDGES.clear()
@@ -675,13 +679,36 @@ def test_a_judged_record_reruns_when_what_its_judge_options_name_changes(host, d
         (repo / "snapshots" / commit).mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("c1")
-    req = _request(data, tmp_path, judge_options={"arch": "org/judge"})
+    req = _request(data, tmp_path, judge="hub_judge", judge_options={"arch": "org/judge", "log": "org/judge"})
     (first,) = evaluate_request(host, req)
+    # only the option it declares a model id or folder (data_file); a request knob (changes_numbers=False) is none
     assert first.record["judge"]["sources"] == {"-J arch": "hub:c1"}
     assert evaluate_request(host, req)[0].skipped
     (repo / "refs" / "main").write_text("c2")
     (rerun,) = evaluate_request(host, req)
     assert not rerun.skipped and rerun.reason == "judge files (-J arch) changed"
+    served = _request(data, tmp_path / "served", judge="stand_in", judge_options={"model": "org/judge"})
+    assert evaluate_request(host, served)[0].record["judge"]["sources"] == {}  # a model served elsewhere
+
+
+def test_a_judged_record_keeps_the_judge_sources_as_loaded(host, data, tmp_path, monkeypatch):
+    """A judge whose first load fetched its snapshot (or moved ``refs/main``): the record keeps what the
+    judge was built from, so the next run's plan finds it standing, not "changed"."""
+    repo = tmp_path / "hub" / "models--org--judge"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    def fetched_on_load(options: ModelOptions) -> StandInJudge:
+        (repo / "snapshots" / "c1").mkdir(parents=True, exist_ok=True)
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text("c1")
+        return StandInJudge()
+
+    host.registry.add("judge", "fetching", takes_options(HUB_JUDGE)(fetched_on_load), "fetches on load",
+                      plugin="test_judges")
+    req = _request(data, tmp_path, judge="fetching", judge_options={"arch": "org/judge"})
+    (first,) = evaluate_request(host, req)
+    assert first.record["judge"]["sources"] == {"-J arch": "hub:c1"}
+    assert evaluate_request(host, req)[0].skipped
 
 
 def test_a_judged_record_without_judge_sources_is_not_reused(host, data, tmp_path):

@@ -387,27 +387,34 @@ def test_without_a_remembered_fingerprint_a_record_of_named_weights_stands_after
     assert again.skipped and again.record == first.record
 
 
-def test_only_files_that_hold_the_weights_let_the_fingerprint_memo_see_them(tmp_path):
+def test_only_files_that_hold_the_weights_let_the_fingerprint_memo_see_them(tmp_path, monkeypatch):
     """An --arch config file beside a --pretrained hub tag names the shape, not the weights (a hub cache holds
-    them, and its snapshot may move): not `names_weights`, so no memo stands for the load. A --checkpoint or a
-    --pretrained file holds them (its content hash among the sources `model_sources` gives)."""
-    import dataclasses
-
-    from negharness.engine.reuse import model_sources
+    them, and its snapshot may move), as a data file does (steer's ``-M pairs=FILE``, its base's weights from
+    the hub): not `weights_named`, so no memo stands for the load. A --checkpoint or a --pretrained file holds
+    them. A folder named like a tag beside the run is no --pretrained file (open_clip looks tags up first)."""
+    from negharness.contracts.options import declared_options
+    from negharness.engine.reuse import model_sources, weights_named
     from negharness.store.content import FileHasher
 
-    config, weights = tmp_path / "arch.json", tmp_path / "weights.pt"
-    config.write_text("{}")
-    weights.write_bytes(b"w")
-    base = make_plan(make_host(), _request(tmp_path))
+    config, weights, pairs = tmp_path / "arch.json", tmp_path / "weights.pt", tmp_path / "pairs.json"
+    for path in (config, weights, pairs):
+        path.write_text("{}")
+    (tmp_path / "openai").mkdir()
+    monkeypatch.chdir(tmp_path)
+    host = make_host()
 
-    def plan(**options):
+    def named(model: str = "clip", **options) -> tuple[dict, bool]:
         built_with = ModelOptions(**options)
-        return dataclasses.replace(base, built_with=built_with, sources=model_sources(built_with, FileHasher(None)))
+        sources = model_sources(built_with, FileHasher(None))
+        specs = declared_options(host.registry.get("model", model).declared())
+        return sources, weights_named(built_with, sources, specs)
 
-    assert not plan(arch=str(config), pretrained="openai").names_weights
-    assert plan(arch=str(config), checkpoint=str(weights)).names_weights
-    by_file = plan(arch=str(config), pretrained=str(weights))
-    assert by_file.names_weights and set(by_file.sources) == {"--arch", "--pretrained"}
-    assert plan(arch=str(config)).names_weights  # random weights from a config: its file is all there is
-    assert not plan(pretrained="openai").names_weights and not plan().names_weights
+    assert not named(arch=str(config), pretrained="openai")[1]
+    assert named(arch=str(config), checkpoint=str(weights))[1]
+    sources, by_file = named(arch=str(config), pretrained=str(weights))
+    assert by_file and set(sources) == {"--arch", "--pretrained"}
+    assert named(arch=str(config))[1]  # random weights from a config: its file is all there is
+    assert named(pretrained="openai") == ({}, False)  # ./openai is a folder here, and no weights file
+    sources, held = named("steer", extra={"base": "clip", "pairs": str(pairs)})
+    assert set(sources) == {"-M pairs"} and not held  # the pairs are hashed as data, not as weights
+    assert named("steer", extra={"base": "clip", "pairs": str(pairs)}, checkpoint=str(weights))[1]

@@ -61,7 +61,9 @@ class OptionSpec:
     maximum: float | None = None
     changes_numbers: bool = True  # False for speed knobs (a batch size): left out of configs and cache keys
     # True when the value may name a file or folder the numbers rest on (``-T qrels=FILE``): when it
-    # does, its content hash enters the record's data hashes (`negharness.engine.reuse.option_files`)
+    # does, its content hash enters the record's data hashes (`negharness.engine.reuse.option_files`); a
+    # model's such option holds no weights (`weights_named`); a judge's (``-J arch``) may be a hub id too,
+    # whose local snapshot commit its records keep (`judge_sources`)
     data_file: bool = False
 
     def parse(self, raw: str, what: str) -> Any:

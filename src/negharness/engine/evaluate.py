@@ -27,7 +27,7 @@ from negharness.discovery.manager import PluginHost
 from negharness.engine.edit_context import EditContext
 from negharness.engine.embedding_contract import ModelOrigin
 from negharness.engine.fingerprints import remember, standing
-from negharness.engine.judging import JudgeOptions, JudgeSession, is_judged
+from negharness.engine.judging import JudgeOptions, JudgeSession, is_judged, sourced
 from negharness.engine.plan import PlannedTask, RunPlan, config_hash, planned
 from negharness.engine.request import RunOutcome, RunRequest, memo_path, with_failures
 from negharness.engine.reuse import RANDOM_WEIGHTS, fingerprint_reason, model_revision
@@ -115,7 +115,7 @@ def execute(host: PluginHost, plan: RunPlan, progress: Any = None, shards: Any =
         todo = [i for i in todo if i.task.name not in failed]
     run = RunInfo(model_cfg, plan.model_entry.plugin, fingerprint, model.describe(), host.distributions(),
                   device_name(device), plan.batch_size, plan.seed, plan.limit, plan.sources,
-                  model_revision(model, plan.sources), plan.judge.record() if plan.judge is not None else None)
+                  model_revision(model, plan.sources))
     cache = EmbeddingCache(plan.cache_root, hasher=hasher) if plan.use_cache and plan.protocol == "embedding" else None
     settings = RunSettings(device, plan.precision, plan.batch_size, plan.workers, plan.skip_broken_media)
     editor_key = hash_json({"fingerprint": fingerprint, "model": model_cfg.as_dict(), "sources": plan.sources,
@@ -150,7 +150,8 @@ def _judge_session(plan: RunPlan, plugins: PluginLookup, hasher: FileHasher, mad
         raise UserError("a judged task needs a judge: give --judge NAME")
     if not made:
         built = plugins.create("judge", plan.judge.name, JudgeOptions(extra=dict(plan.judge.options)))
-        made.append(JudgeSession(built, plan.judge, plan.cache_root, plan.use_cache, hasher.file))
+        choice = sourced(plan.judge, plugins.registry.get("judge", plan.judge.name), hasher)  # as loaded
+        made.append(JudgeSession(built, choice, plan.cache_root, plan.use_cache, hasher.file))
     for key in ("judge_asked", "judge_cached"):  # a record says 0 rather than nothing
         counters[key] = counters.get(key, 0)
     made[0].counters = counters
@@ -178,8 +179,8 @@ def _run_task(item: PlannedTask, ctx: Any, run: RunInfo, log_samples: bool, cloc
     writing = time.perf_counter()
     rec = build_record(run, task, entry.plugin, result, item.config_hash, timings, counts, ctx.broken,
                        item.task_run)
-    if judge is not None and run.judge is not None:  # its files and hub snapshot: the record's reuse compares them
-        rec["judge"] = run.judge
+    if judge is not None:  # its files and hub snapshot, as loaded: the record's reuse compares them
+        rec["judge"] = ctx.judge.choice.record()
     if result.per_query is not None:
         rec.update(perquery.intervals(rec, result.per_query))
     rec = write_sidecars(path, rec, result.samples if log_samples else None, result.per_query)

@@ -21,6 +21,7 @@ saw, its ``-M frames`` where given); a video task's judge must be one.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -141,11 +142,24 @@ def plan_judge(host: Any, judge: str | None, options: Mapping[str, str], tasks: 
     specs = declared_options(entry.declared()) if options else None  # no plugin module where options= names it
     identity = raw.identity(specs, judge, False) if options else {}
     identity = {k: v for k, v in identity.items() if specs is None or k not in specs or specs[k].changes_numbers}
-    sources = judge_sources(dict(options), hasher) if hasher is not None else {}
-    choice = JudgeChoice(judge, dict(options), identity, sources)
+    choice = JudgeChoice(judge, dict(options), identity)
+    if hasher is not None:
+        choice = sourced(choice, entry, hasher)
     for task in judged:
         set_judge(task, choice)
     return choice
+
+
+def sourced(choice: JudgeChoice, entry: Any, hasher: Any) -> JudgeChoice:
+    """``choice`` with what its options name hashed now (`negharness.engine.reuse.judge_sources`): the
+    options of its identity only (a request knob such as a log file is no judge), a hub id only where the
+    judge declares the option ``data_file`` (a model id or folder, not a model served elsewhere). Asked by
+    the plan, and again once the judge is built (its first load may have fetched or moved its snapshot),
+    for the record."""
+    specs = declared_options(entry.declared()) if choice.options else None
+    kept = {k: v for k, v in choice.options.items() if k in choice.identity}
+    hub = {k for k, spec in (specs or {}).items() if spec.data_file}
+    return dataclasses.replace(choice, sources=judge_sources(kept, hub, hasher))
 
 
 def set_judge(task: Any, choice: JudgeChoice) -> None:

@@ -36,7 +36,7 @@ from negharness.engine.judging import JudgeChoice, is_judged, plan_judge
 from negharness.engine.precheck import check_inputs, check_request, made_task, run_protocol
 from negharness.engine.request import RunRequest, memo_path
 from negharness.engine.stages import StageClock
-from negharness.engine.reuse import data_hashes, model_sources, read_files, stale_reason
+from negharness.engine.reuse import data_hashes, model_sources, read_files, stale_reason, weights_named
 from negharness.io.paths import cache_root, data_root, writable_folder
 from negharness.records.results import ModelConfig, TaskRun, code_versions, read_record, record_path, refusal, \
     task_variant
@@ -98,16 +98,10 @@ class RunPlan:
     failed: tuple[FailedTask, ...]
     judge: JudgeChoice | None = None  # the judge of judged tasks (`negharness.engine.judging`)
     unjudged: tuple[str, ...] = ()  # judged tasks a glob matched, left out without --judge (`judged_by_glob`)
+    # whether files the options name hold the weights (`negharness.engine.reuse.weights_named`): then the
+    # fingerprint memo's key sees every byte of them (`negharness.engine.fingerprints`)
+    names_weights: bool = False
 
-    @property
-    def names_weights(self) -> bool:
-        """Whether files the model options name hold its weights (their content hashes are in ``sources``):
-        a ``--checkpoint``, a ``--pretrained`` file, or files named while no ``--pretrained`` tag fetches
-        the weights from a hub (an ``--arch`` config file beside a hub tag names the shape, not the
-        weights). Then the fingerprint memo's key sees every byte (`negharness.engine.fingerprints`)."""
-        if "--checkpoint" in self.sources or "--pretrained" in self.sources:
-            return True
-        return bool(self.sources) and not self.built_with.pretrained
 
 
 def model_requests(host: Any, req: RunRequest, models: list[tuple[str, ModelOptions]]) -> list[RunRequest]:
@@ -215,6 +209,7 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     built_with, identity = PluginLookup(host.registry, None, cache).identified(model_entry, req.model_options)
     model_cfg = ModelConfig(req.model, identity, req.precision)
     sources = model_sources(built_with, hasher)
+    names_weights = weights_named(built_with, sources, declared_options(model_entry.declared()))
     code = code_versions(host.distributions())
     items, failed = [], []
     for entry, task in tasks:
@@ -230,7 +225,7 @@ def _planned(host: Any, req: RunRequest) -> tuple[RunPlan, FileHasher]:
     plan = RunPlan(req.model, model_entry, protocol, built_with, model_cfg, sources, code, req.device, req.precision,
                    req.batch_size, req.workers, req.limit, req.seed, req.log_samples, req.overwrite, req.use_cache,
                    req.skip_broken_media, root, cache, out_dir, topts, tuple(items), tuple(failed), judge,
-                   unjudged)
+                   unjudged, names_weights)
     return plan, hasher
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from negharness.contracts.errors import UserError
 from negharness.contracts.hashing import hash_json
@@ -41,6 +41,7 @@ from negharness.store.content import FileHasher, named_hash
 RANDOM_WEIGHTS = "random weights: every load draws others, so no record of them stands for another"
 LISTED_FILES = 64  # files named one by one in a record (data files come first); the rest only in the digest
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # ``org/name``: a Hugging Face repository id
+WEIGHT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")  # a --pretrained that names a file
 
 
 def _name(path: Path, root: Path) -> str:
@@ -88,20 +89,39 @@ def read_files(task: Any) -> list[Path]:
 
 def model_sources(options: Any, hasher: FileHasher) -> dict[str, str]:
     """Content hashes of the files and folders the model options name, keyed by option (a ``--pretrained``
-    that is a file is open_clip's weights file; a tag is none)."""
-    named = [("--arch", options.arch), ("--pretrained", options.pretrained), ("--checkpoint", options.checkpoint)]
+    written as a file is open_clip's weights file; a tag is none, whatever the folder holds: open_clip looks
+    its tags up first, so ``./openai`` beside the run is no file for ``--pretrained openai``)."""
+    pretrained = options.pretrained if file_like(options.pretrained) else None
+    named = [("--arch", options.arch), ("--pretrained", pretrained), ("--checkpoint", options.checkpoint)]
     return named_sources(named + [(f"-M {k}", v) for k, v in sorted(options.extra.items())], hasher)
 
 
-def judge_sources(options: dict[str, str], hasher: FileHasher) -> dict[str, str]:
-    """What a judge's ``-J`` options name, keyed by option: a file's or folder's content hash, or the
-    commit a hub id's local snapshot is at (``hub:<commit>``: what a loader given the id reads offline). A
-    judged record's reuse compares them (`stale_reason`): nothing else sees a judge retrained in place
-    without loading it."""
+def file_like(value: Any) -> bool:
+    """Whether a ``--pretrained`` value is written as a file (a folder in it, or a weights suffix), not a tag."""
+    return isinstance(value, str) and ("/" in value or os.sep in value or value.endswith(WEIGHT_SUFFIXES))
+
+
+def weights_named(options: Any, sources: dict[str, str], specs: Mapping[str, Any] | None) -> bool:
+    """Whether files the model options name hold its weights: a ``--checkpoint``, a ``--pretrained`` file,
+    or a file or folder an option names (``--arch FOLDER``, ``-M model=FOLDER``) while no ``--pretrained``
+    tag fetches them from a hub. A data file (an option declared ``data_file``: ``-M pairs=FILE``) holds
+    none: a wrapper naming one still takes its base's weights from wherever the base does."""
+    if "--checkpoint" in sources or "--pretrained" in sources:
+        return True
+    data = {f"-M {key}" for key, spec in (specs or {}).items() if getattr(spec, "data_file", False)}
+    return not options.pretrained and any(option not in data for option in sources)
+
+
+def judge_sources(options: dict[str, str], hub_options: set[str], hasher: FileHasher) -> dict[str, str]:
+    """What a judge's ``-J`` options name, keyed by option: a file's or folder's content hash, or, for an
+    option the judge declares ``data_file`` (``hub_options``: a model id or folder, not the name of a model
+    served elsewhere), the commit a hub id's local snapshot is at (``hub:<commit>``: what a loader given the
+    id reads offline). A judged record's reuse compares them (`stale_reason`): nothing else sees a judge
+    retrained in place without loading it."""
     named = [(f"-J {k}", v) for k, v in sorted(options.items())]
     out = named_sources(named, hasher)
-    for option, value in named:
-        if option not in out and isinstance(value, str) and HUB_ID.fullmatch(value):
+    for (option, value), key in zip(named, sorted(options)):
+        if option not in out and key in hub_options and isinstance(value, str) and HUB_ID.fullmatch(value):
             from negharness.fetch.hub_models import snapshot_folder  # lazy: a judge named by a hub id only
 
             snapshot = snapshot_folder(value)

@@ -105,7 +105,8 @@ class HFVLMJudge:
 
 
 HF_JUDGE_OPTIONS = {
-    "arch": OptionSpec(str, None, "a transformers image-text-to-text model id or folder (Qwen/Qwen3-VL-4B-Instruct)"),
+    "arch": OptionSpec(str, None, "a transformers image-text-to-text model id or folder (Qwen/Qwen3-VL-4B-Instruct)",
+                       data_file=True),  # its folder's content, or its hub id's local snapshot: judged records' reuse
     "max_new_tokens": OptionSpec(int, 10, "tokens generated per answer (greedy)", minimum=1, maximum=512),
     "dtype": OptionSpec(str, "fp32", "weights' dtype (bf16 for a 4B judge on a GPU)", choices=PRECISION_NAMES),
 }

@@ -115,7 +115,6 @@ class RunInfo:
     limit: int | None
     model_sources: dict[str, str] | None = None  # content hashes of files the model options name
     model_revision: str | None = None  # the weights' revision (`negharness.engine.reuse.model_revision`)
-    judge: dict[str, Any] | None = None  # the judge of judged tasks (`JudgeChoice.record`), in their records
 
 
 @dataclass(frozen=True)
