@@ -53,7 +53,13 @@ publish() {  # the table and one archive of every result into $OUT (the device r
   local rc=$?
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     cp "$RESULTS/table.md" "$OUT/table.md.tmp" && mv "$OUT/table.md.tmp" "$OUT/table.md"
-    tar -czf "$OUT/gpu_check.tar.gz.tmp" -C "$RESULTS" . && mv "$OUT/gpu_check.tar.gz.tmp" "$OUT/gpu_check.tar.gz"
+    # never the archive itself: $OUT may lie inside $RESULTS (CI's smoke test), and tar reading the file it is
+    # writing fails ("file changed as we read it"), which once left only gpu_check.tar.gz.tmp in $OUT
+    if tar -czf "$OUT/gpu_check.tar.gz.tmp" --exclude='gpu_check.tar.gz*' -C "$RESULTS" .; then
+      mv "$OUT/gpu_check.tar.gz.tmp" "$OUT/gpu_check.tar.gz"
+    else
+      echo "publish: could not archive $RESULTS into $OUT" >&2; rc=1
+    fi
   fi
   return $rc
 }

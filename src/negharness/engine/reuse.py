@@ -118,9 +118,9 @@ def judge_sources(options: dict[str, str], hub_options: set[str], hasher: FileHa
     served elsewhere), the commit a hub id's local snapshot is at (``hub:<commit>``: what a loader given the
     id reads offline). A judged record's reuse compares them (`stale_reason`): nothing else sees a judge
     retrained in place without loading it."""
-    named = [(f"-J {k}", v) for k, v in sorted(options.items())]
-    out = named_sources(named, hasher)
-    for (option, value), key in zip(named, sorted(options)):
+    out = named_sources([(f"-J {k}", v) for k, v in sorted(options.items())], hasher)
+    for key, value in sorted(options.items()):
+        option = f"-J {key}"
         if option not in out and key in hub_options and isinstance(value, str) and HUB_ID.fullmatch(value):
             from negharness.fetch.hub_models import snapshot_folder  # lazy: a judge named by a hub id only
 
