@@ -58,9 +58,10 @@ def _features(out: torch.Tensor | BaseModelOutputWithPooling) -> torch.Tensor:
     """transformers 4 returns a tensor from get_*_features, 5 an output object holding it."""
     if isinstance(out, torch.Tensor):
         return out
-    if out.pooler_output is None:  # every dual encoder of transformers 5 fills it
+    pooled: torch.Tensor | None = out.pooler_output
+    if pooled is None:  # every dual encoder of transformers 5 fills it
         raise TypeError(f"{type(out).__name__} holds no pooled features")
-    return out.pooler_output
+    return pooled
 
 
 class HFClipModel(EmbeddingModel):

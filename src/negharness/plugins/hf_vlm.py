@@ -127,9 +127,10 @@ class HFVLM(ChoiceScoringModel):
         messages = [{"role": "user", "content": content}]
         if getattr(self.processor, "chat_template", None):
             # transformers annotates a message's content as a string only; its image-text templates take
-            # this list of parts (the form its own multimodal examples pass)
-            return self.processor.apply_chat_template(messages, add_generation_prompt=True,  # type: ignore[arg-type]
-                                                      tokenize=False)
+            # this list of parts (the form its own multimodal examples pass): called untyped, the text kept typed
+            template: Any = self.processor.apply_chat_template
+            prompt: str = template(messages, add_generation_prompt=True, tokenize=False)
+            return prompt
         image_token = getattr(self.processor, "image_token", "<image>")
         return f"USER: {image_token * n_images}\n{text} ASSISTANT:"
 
