@@ -247,3 +247,10 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
     assert all(r["ratio"] > 0 for pairs in peers["pairings"].values() for r in pairs if r["ratio"] is not None)
     # with clip_benchmark, its values; without it (CI), a stand-in of its output: the comparison's code runs
     assert [r["equal"] for r in peers["pairings"]["retrieval fp32 vs fp32"]] == [True]
+    # the record's R-Neg@K read by their names (a KeyError on 'neg_R@1' once hid here, reached only with
+    # clip_benchmark installed), and said; no value differs; the skip said where clip_benchmark is absent
+    from test_perf_scripts import load
+
+    said = (tmp_path / "peers.log").read_text()
+    assert "R-Neg@10=" in said and "VALUES DIFFER" not in said
+    assert peers["clip_benchmark_installed"] or load("peer_clip_benchmark.py").SKIP_CB in said
