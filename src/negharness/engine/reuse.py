@@ -40,7 +40,6 @@ from negharness.store.content import FileHasher, named_hash
 
 RANDOM_WEIGHTS = "random weights: every load draws others, so no record of them stands for another"
 LISTED_FILES = 64  # files named one by one in a record (data files come first); the rest only in the digest
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # ``org/name``: a Hugging Face repository id
 WEIGHT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")  # a --pretrained that names a file
 
 
@@ -118,12 +117,12 @@ def judge_sources(options: dict[str, str], hub_options: set[str], hasher: FileHa
     served elsewhere), the commit a hub id's local snapshot is at (``hub:<commit>``: what a loader given the
     id reads offline). A judged record's reuse compares them (`stale_reason`): nothing else sees a judge
     retrained in place without loading it."""
+    from negharness.fetch.hub_models import is_hub_id, snapshot_folder  # lazy: the judges' road only
+
     out = named_sources([(f"-J {k}", v) for k, v in sorted(options.items())], hasher)
     for key, value in sorted(options.items()):
         option = f"-J {key}"
-        if option not in out and key in hub_options and isinstance(value, str) and HUB_ID.fullmatch(value):
-            from negharness.fetch.hub_models import snapshot_folder  # lazy: a judge named by a hub id only
-
+        if option not in out and key in hub_options and isinstance(value, str) and is_hub_id(value):
             snapshot = snapshot_folder(value)
             if snapshot is not None and snapshot.is_dir():
                 out[option] = f"hub:{snapshot.name}"
@@ -216,11 +215,14 @@ def stale_reason(old: dict[str, Any] | None, config_hash: str, task_config: dict
     old_sources = (old.get("model") or {}).get("sources")
     if old_sources is None:
         return "the record has no model file hashes (written by an older negharness)"
-    for option in sorted(set(old_sources) | set(sources)):
-        if old_sources.get(option) != sources.get(option):
-            what = "model weights" if option == "--checkpoint" else f"model file ({option})"
-            return f"{what} changed"
+    if (option := _changed(old_sources, sources)) is not None:
+        return f"{'model weights' if option == '--checkpoint' else f'model file ({option})'} changed"
     return None if judge is None else _judge_reason(old.get("judge"), judge)
+
+
+def _changed(was: dict[str, Any], now: dict[str, str]) -> str | None:
+    """The first option (in order) whose named files' hash differs between two runs, or None."""
+    return next((o for o in sorted(set(was) | set(now)) if was.get(o) != now.get(o)), None)
 
 
 def _judge_reason(was: Any, sources: dict[str, str]) -> str | None:
@@ -228,10 +230,8 @@ def _judge_reason(was: Any, sources: dict[str, str]) -> str | None:
     old_sources = was.get("sources") if isinstance(was, dict) else None
     if not isinstance(old_sources, dict):
         return "the record has no judge file hashes (written by an older negharness)"
-    for option in sorted(set(old_sources) | set(sources)):
-        if old_sources.get(option) != sources.get(option):
-            return f"judge files ({option}) changed"
-    return None
+    option = _changed(old_sources, sources)
+    return None if option is None else f"judge files ({option}) changed"
 
 
 def code_reason(was: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
