@@ -236,20 +236,20 @@ def test_user_yaml_has_generators_exclusions_authors_rule_and_paired_per_query(c
 def test_the_docs_document_every_key_a_yaml_task_may_use():
     import re
 
-    from negharness.declarative import register
+    from negharness.declarative import spec
     from negharness.declarative.annotations import FILTER_KEYS
     from negharness.tasks.builtin import GENERATORS
 
     section = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "yaml-tasks.md").read_text()
     from negharness.declarative import kind_specs
 
-    keys = (register.TOP_KEYS | register.DATA_KEYS | register.MEDIA_KEYS | register.CAPTION_KEYS
-            | register.AUTHORS_KEYS | set(FILTER_KEYS) | {"field", "replace"} | kind_specs.QUERY_KEYS
+    keys = (spec.TOP_KEYS | spec.DATA_KEYS | spec.MEDIA_KEYS | spec.CAPTION_KEYS
+            | spec.AUTHORS_KEYS | set(FILTER_KEYS) | {"field", "replace"} | kind_specs.QUERY_KEYS
             | kind_specs.QRELS_KEYS | set().union(*kind_specs.ITEM_CAPTIONS.values())
             | kind_specs.QUESTION_KEYS | kind_specs.POOL_KEYS)
     missing = [k for k in sorted(keys) if not re.search(rf"(^|[\s{{#`]){re.escape(k)}:", section, re.M)]
     assert missing == []
-    for ties in register.AUTHORS_TIES:
+    for ties in spec.AUTHORS_TIES:
         assert f"ties: {ties}" in section or f"{ties}:" in section
     assert all(f"`{g}`" in section for g in GENERATORS)
 

@@ -119,7 +119,7 @@ def test_bootstrap_intervals():
 def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_reads():
     """Four spellings once disagreed (YAML MdR, scoring MedR): every scorer's keys, every declared
     metric_info and the YAML checker's names are the catalogue's, with its direction and format."""
-    from negharness.declarative import register
+    from negharness.declarative import spec
     from negharness.scoring import catalog
     from negharness.scoring.choices import choice_scoring, same_words_metrics
     from negharness.scoring.fire import FIRE_METRICS
@@ -144,10 +144,10 @@ def test_one_catalogue_names_every_metric_the_scorers_write_and_every_place_read
     assert set(mcq_metrics(torch.tensor([0, 1, 0]), torch.zeros(3, dtype=torch.bool), [0, 0, 0], t,
                            [t, t, t])) | set(same) == names("mcq")
     for declared in (MCQ_METRICS, TEXT_TO_MEDIA_METRICS, NEGATED_METRICS, RETRIEVAL_NEG_METRICS,
-                     register.CHOICE_METRICS, register.YAML_RETRIEVAL_METRICS):
+                     spec.CHOICE_METRICS, spec.YAML_RETRIEVAL_METRICS):
         assert declared == {k: catalog.METRICS[k].info for k in declared}
-    assert set(register.YAML_RETRIEVAL_METRICS) == names("retrieval")
-    assert all(catalog.canonical(a) in register.YAML_RETRIEVAL_METRICS for a in catalog.ALIASES)
+    assert set(spec.YAML_RETRIEVAL_METRICS) == names("retrieval")
+    assert all(catalog.canonical(a) in spec.YAML_RETRIEVAL_METRICS for a in catalog.ALIASES)
     # a metric that is no mean of its own values is recomputed from its source, prefixed names too
     assert catalog.derivation("neg_MedR", {"neg_MeanR": []})[0] == "neg_MeanR"
     assert catalog.derivation("MedR", {"R@1": []}) is None

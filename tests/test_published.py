@@ -464,7 +464,7 @@ def test_tripletclip_numbers_shown_on_the_papers_sugarcrepe_file_only(tmp_path, 
 ])
 def test_a_yaml_tasks_published_key_is_checked_before_any_model_loads(tmp_path, value, message):
     from negharness.api import UserError
-    from negharness.declarative.register import parse_spec
+    from negharness.declarative.spec import parse_spec
 
     (tmp_path / "published").mkdir()
     (tmp_path / "published/bad.csv").write_text("paper,table,row,model,arch,pretrained,task,note,accuracy\nP,T\n")

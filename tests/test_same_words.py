@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import SHARED
 
-from negharness.declarative.register import parse_spec
+from negharness.declarative.spec import parse_spec
 from negharness.scoring import catalog
 from negharness.scoring.choices import choice_scoring, same_words, words
 from negharness.scoring.mcq import MCQ_METRICS, mcq_metrics

@@ -2,7 +2,7 @@
 safe YAML (no Python tags) of at most `MAX_YAML_BYTES`, UTF-8, with no anchors or aliases (how a
 762-byte file expands to gigabytes), no duplicate keys (one would silently drop the other) and at most
 `MAX_YAML_DEPTH` levels of nesting. Every refusal names the file, and the line where there is one.
-`Checker` is the typed access to its keys that `negharness.declarative.register.parse_spec` checks them
+`Checker` is the typed access to its keys that `negharness.declarative.spec.parse_spec` checks them
 through: every complaint names the file and the dotted key."""
 
 from __future__ import annotations
