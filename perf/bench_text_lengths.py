@@ -11,6 +11,10 @@ the next round), under inference mode at ``--precision`` (fp32, or bf16 autocast
            positions), each through `encode_text`, put back in order
   runner   the runner itself: `CachedEvalContext.embed_texts` (no cache): its plan, tokenising in a thread
            beside the encoding, its checks; on CUDA at full context, as `lengths_pay` decides there
+  pure     the text tower alone at full context: every batch tokenised and on the device before the clock
+           starts (issue 54: the device's pure text rate, which perf/gpu_sim.py scales from the image tower's)
+  pure_cut the same on length-sorted batches, each cut to its longest text (the pure rate text_lengths=on
+           can reach)
 
 Texts: real COCO captions from NegBench's ``COCO_val_retrieval.csv`` (``--csv``, default the shared
 data beside the repository), else generated captions of 8-20 words (said in the output). Printed per
@@ -85,10 +89,37 @@ def buckets(model: OpenClipModel, texts: list[str]) -> torch.Tensor:
     return model.encode_text(texts)
 
 
-PATHS = {"full": full, "cut": cut, "buckets": buckets, "planned": None, "runner": None}
+PATHS = {"full": full, "cut": cut, "buckets": buckets, "planned": None, "runner": None, "pure": None, "pure_cut": None}
+
+
+def pure(model: OpenClipModel, texts: list[str], bs: int, precision: str, sort: bool) -> tuple[float, torch.Tensor]:
+    """The tower's own time: batches tokenised, cut (``sort``: length-sorted, each to its longest text) and on
+    the device first; only the encoding and one synchronisation are timed."""
+    tokens = model.tokenizer(texts)
+    pool = pool_positions(tokens, model.model.text_pool_type, getattr(model.model, "text_eos_id", None))
+    order = torch.argsort(pool, stable=True) if sort else torch.arange(len(texts))
+    batches = []
+    for lo in range(0, len(texts), bs):
+        idx = order[lo:lo + bs]
+        longest = int(pool[idx].max()) + 1 if sort else tokens.shape[1]
+        batches.append((idx, tokens[idx, :longest].to(model.device)))
+    if model.device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    with torch.inference_mode(), autocast(model.device, precision):
+        embs = [encode_cut_tokens(model.model, t) if sort else model.model.encode_text(t) for _, t in batches]
+    if model.device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    out = torch.empty((len(texts), embs[0].shape[1]))
+    for (idx, _), emb in zip(batches, embs):
+        out[idx] = F.normalize(emb.float(), dim=-1).cpu()
+    return seconds, out
 
 
 def timed(name: str, model: OpenClipModel, texts: list[str], bs: int, precision: str) -> tuple[float, torch.Tensor]:
+    if name in ("pure", "pure_cut"):
+        return pure(model, texts, bs, precision, sort=name == "pure_cut")
     start = time.perf_counter()
     if name == "runner":  # the runner's own path: plan, tokenise in a thread, encode, check (no cache)
         from negharness.engine.runner import CachedEvalContext, RunSettings

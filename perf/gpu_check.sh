@@ -14,7 +14,7 @@
 # Steps (each its own process and time limit; each writes <step>.json as soon as it has figures):
 #   media     ViT-B-32 bf16 image and video encoding with decoding in the loop vs the pure forward
 #             (perf/bench_decode_throughput.py via perf/gpu/media.py; nvjpeg fallbacks to Pillow counted)
-#   text      text encoding on real captions, the runner's own path (perf/bench_text_lengths.py)
+#   text      text encoding on real captions, the runner's own path and the text tower alone (perf/bench_text_lengths.py)
 #   peers     Retrieval-Neg vs CLIP_benchmark and MCQ vs the authors' loop, fp32, values compared; the
 #             whole run's encode_s vs its total_s (perf/peer_clip_benchmark.py; peers skipped if not installed)
 #   training  BNL step rate vs a bare loop (perf/bench_training.py; videos written with OpenCV, no PyAV)
@@ -115,16 +115,16 @@ run_step() {  # on the GPU one after another (each measures the machine), the re
   if [ "$mode" = smoke ]; then step "$@" & else step "$@"; cat "$RESULTS/$1.summary"; publish; fi
 }
 
-# GPU sizes: the limits sum to 515 s (+ ~15 s of wheel installs, <= 20 s of preflight), estimated from the
+# GPU sizes: the limits sum to 530 s (+ ~15 s of wheel installs, <= 20 s of preflight), estimated from the
 # 2026-11-28 H100 logs (../shared/gpu): ~18 s of imports per process, 19,886 img/s pure, ~1,000 img/s with
 # CPU decoding in the loop (16,384 images: ~16 s a round)
 if [ "$mode" = gpu ]; then
   run_step media 150 "16,384 COCO-like images of mixed sizes and video, ViT-B-32 bf16, in the loop vs pure forward" \
     "$PY" perf/gpu/media.py --device cuda --precision bf16 --model ViT-B-32 --images 16384 --videos 48 \
     --video-items 768 --batch 256 --rounds 2 ${gpu_setup[@]+"${gpu_setup[@]}"}
-  run_step text 60 "text encoding, 16,384 real captions, ViT-B-32 bf16, the runner's path vs full context" \
+  run_step text 75 "text encoding, 16,384 real captions, ViT-B-32 bf16, the runner's path vs full context and the tower alone" \
     "$PY" perf/bench_text_lengths.py --device cuda --precision bf16 --texts 16384 --batch-size 1024 --rounds 3 \
-    --paths full runner
+    --paths full runner pure pure_cut
   run_step peers 110 "Retrieval-Neg and MCQ end to end vs the peers, fp32, 500 rows each" \
     "$PY" perf/peer_clip_benchmark.py --device cuda --rounds 1 --rows 500 --mcq-rows 500 --precisions fp32
   run_step training 70 "BNL training steps vs a bare loop, ViT-B-32 bf16" \

@@ -254,3 +254,16 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
     said = (tmp_path / "peers.log").read_text()
     assert "R-Neg@10=" in said and "VALUES DIFFER" not in said
     assert peers["clip_benchmark_installed"] or load("peer_clip_benchmark.py").SKIP_CB in said
+
+
+def test_text_row_shows_the_towers_pure_rates_beside_the_runners(table, tmp_path):
+    """The device measures the text tower alone (the rate perf/gpu_sim.py scales from the image tower's): the
+    row prints it beside the runner's figure, which alone is judged."""
+    text = {"median_texts_per_s": {"full": 9_000.0, "runner": 40_000.0, "pure": 30_000.0, "pure_cut": 150_000.0},
+            "texts": 16_384, "source": "real COCO captions", "real": True, "batch": 1024, "rounds": 3}
+    row = rows(table.table(results(tmp_path / "a", "gpu", {"text": 0}, {"text": text}))[0])["texts, real captions (the runner's path)"]
+    assert row[0].startswith("40,000 texts/s (runner; full context 9,000, pure 30,000, pure_cut 150,000)")
+    assert row[-1] == "FAIL"
+    text["median_texts_per_s"]["runner"] = 60_000.0
+    row = rows(table.table(results(tmp_path / "b", "gpu", {"text": 0}, {"text": text}))[0])["texts, real captions (the runner's path)"]
+    assert row[-1] == "pass"

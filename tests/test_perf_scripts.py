@@ -96,6 +96,8 @@ FIGURES: dict[str, list[tuple[str, float, float]]] = {
                                           (rf"photos: .*embeddings max abs diff {NUM}", 0.0, 1e-3),
                                           (rf"shapes: .*largest R@K difference {NUM}", 0.0, 0.0)],
     "bench_text_lengths.py": [(rf"against the full context: cut {NUM}", 0.0, 1e-3),
+                              (rf"against the full context: .*pure {NUM}", 0.0, 1e-3),
+                              (rf"against the full context: .*pure_cut {NUM}", 0.0, 1e-3),
                               (rf"min cosine \(planned\) {NUM}", 0.999, 1.0 + 1e-6)],
     "bench_training.py": [(rf"bare loop \(pre-decoded\)\s*:\s*{NUM} samples/s", 0.01, 1e6),
                           (rf"ratio loop / bare\s*:\s*{NUM}", 0.01, 20.0)],

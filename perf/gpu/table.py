@@ -81,7 +81,8 @@ def _texts(m: dict[str, Any]) -> tuple[str, bool]:
     rates = m["median_texts_per_s"]
     path = "runner" if "runner" in rates else "planned"  # the runner's own path (CachedEvalContext.embed_texts)
     rate = rates[path]
-    figure = (f"{rate:,.0f} texts/s ({path}; full context {rates['full']:,.0f}); {m['texts']:,} {m['source']}, "
+    pure = "".join(f", {k} {rates[k]:,.0f}" for k in ("pure", "pure_cut") if k in rates)  # the tower alone (gpu_sim's)
+    figure = (f"{rate:,.0f} texts/s ({path}; full context {rates['full']:,.0f}{pure}); {m['texts']:,} {m['source']}, "
               f"batch {m['batch']}, {m['rounds']} rounds")
     if not m["real"]:
         raise Unmeasured(f"no real captions ({figure})")
