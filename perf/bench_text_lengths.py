@@ -11,6 +11,8 @@ the next round), under inference mode at ``--precision`` (fp32, or bf16 autocast
            positions), each through `encode_text`, put back in order
   runner   the runner itself: `CachedEvalContext.embed_texts` (no cache): its plan, tokenising in a thread
            beside the encoding, its checks; on CUDA at full context, as `lengths_pay` decides there
+  runner_on the runner with ``-M text_lengths=on`` (length-sorted batches cut to their longest text, as on
+           the CPU), whatever `lengths_pay` decides on the device: the figure that decision is checked against
   pure     the text tower alone at full context: every batch tokenised and on the device before the clock
            starts (issue 54: the device's pure text rate, which perf/gpu_sim.py scales from the image tower's)
   pure_cut the same on length-sorted batches, each cut to its longest text (the pure rate text_lengths=on
@@ -89,7 +91,7 @@ def buckets(model: OpenClipModel, texts: list[str]) -> torch.Tensor:
     return model.encode_text(texts)
 
 
-PATHS = {"full": full, "cut": cut, "buckets": buckets, "planned": None, "runner": None, "pure": None, "pure_cut": None}
+PATHS = {"full": full, "cut": cut, "buckets": buckets, "planned": None, "runner": None, "runner_on": None, "pure": None, "pure_cut": None}
 
 
 def pure(model: OpenClipModel, texts: list[str], bs: int, precision: str, sort: bool) -> tuple[float, torch.Tensor]:
@@ -121,11 +123,15 @@ def timed(name: str, model: OpenClipModel, texts: list[str], bs: int, precision:
     if name in ("pure", "pure_cut"):
         return pure(model, texts, bs, precision, sort=name == "pure_cut")
     start = time.perf_counter()
-    if name == "runner":  # the runner's own path: plan, tokenise in a thread, encode, check (no cache)
+    if name in ("runner", "runner_on"):  # the runner's own path: plan, tokenise in a thread, encode, check (no cache)
         from negharness.engine.runner import CachedEvalContext, RunSettings
 
-        ctx = CachedEvalContext(model, RunSettings(device=model.device, precision=precision, batch_size=bs), cache=None)
-        out = ctx.embed_texts(texts)
+        chosen, model.text_lengths = model.text_lengths, "on" if name == "runner_on" else model.text_lengths
+        try:
+            ctx = CachedEvalContext(model, RunSettings(device=model.device, precision=precision, batch_size=bs), cache=None)
+            out = ctx.embed_texts(texts)
+        finally:
+            model.text_lengths = chosen
         if model.device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - start, out.float().cpu()

@@ -124,7 +124,7 @@ if [ "$mode" = gpu ]; then
     --video-items 768 --batch 256 --rounds 2 ${gpu_setup[@]+"${gpu_setup[@]}"}
   run_step text 75 "text encoding, 16,384 real captions, ViT-B-32 bf16, the runner's path vs full context and the tower alone" \
     "$PY" perf/bench_text_lengths.py --device cuda --precision bf16 --texts 16384 --batch-size 1024 --rounds 3 \
-    --paths full runner pure pure_cut
+    --paths full runner runner_on pure pure_cut
   run_step peers 110 "Retrieval-Neg and MCQ end to end vs the peers, fp32, 500 rows each" \
     "$PY" perf/peer_clip_benchmark.py --device cuda --rounds 1 --rows 500 --mcq-rows 500 --precisions fp32
   run_step training 70 "BNL training steps vs a bare loop, ViT-B-32 bf16" \

@@ -6,6 +6,9 @@ constants: images, video files and items, batch), its stand-in videos written wi
 PyAV (the GPU machine has no PyAV; `standin_video`), and its printed figures read back. A GPU-decode
 setup is asked for only if the script's ``--setups`` help names one (another change adds it); if it
 names none, or that setup fails, the figure is left out with the reason, and the rest still runs.
+With a GPU-decode setup, the decoding is also timed apart from the model (`decoding_alone`): nvjpeg alone
+(the project's `decode_jpegs` on batches of bytes already read) and the runner's decoding pipeline alone
+(reads, nvjpeg, resize; nothing encoded): the rates perf/gpu_sim.py's stand-ins assume (``--nvjpeg-rate``).
 
     python perf/gpu/media.py --json FILE [--device cuda] [--precision bf16] [--model ViT-B-32]
         [--images 2048] [--videos 48] [--video-items 768] [--batch 256] [--rounds 3] [--gpu-setup NAME]
@@ -17,7 +20,10 @@ import argparse
 import contextlib
 import io
 import re
+import statistics
 import sys
+import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -87,10 +93,11 @@ def parse(text: str) -> dict[str, Any]:
 
 
 def decode_costs(result: dict[str, Any]) -> None:
-    """Each image setup's CPU decode cost and the cores, from the script's figures (the CPU-decode goal's
-    ceiling: cores / decode seconds per item)."""
+    """Each image and video setup's CPU decode cost and the cores, from the script's figures (the CPU-decode
+    goals' ceiling: cores / decode seconds per item)."""
     for fig in bdt.FIGURES:
-        loop = result.get("image", {}).get("loop", {}).get(fig["setup"]) if fig["kind"] == "coco" else None
+        kind = {"coco": "image", "video": "video"}.get(fig["kind"])
+        loop = result.get(kind, {}).get("loop", {}).get(fig["setup"]) if kind else None
         if loop is not None:
             loop.update(decode_cpu_ms=fig["decode_cpu_ms"], cores=fig["cores"])
 
@@ -114,6 +121,45 @@ class Fallbacks:
             self.counts["decoded"] += len(out)
             self.counts["items"] += sum(1 for x in out if x is None)
         return out
+
+
+def nvjpeg_rate(paths: list[Path], device: Any, batch: int) -> float:
+    """Images/s of the project's batched decode alone (`decode_jpegs` on ``decode_device``), the files read
+    into tensors first; one synchronisation at the end."""
+    from torchvision.io import read_file
+
+    import negharness.io.tensor_images as tensor_images
+
+    encoded = [read_file(str(p)) for p in paths]
+    where = tensor_images.decode_device(device)
+    tensor_images.decode_jpegs(encoded[:batch], where)  # warm-up: the decoder's handles and buffers
+    bdt._sync(where)
+    start = time.perf_counter()
+    for lo in range(0, len(encoded), batch):
+        tensor_images.decode_jpegs(encoded[lo:lo + batch], where)
+    bdt._sync(where)
+    return len(encoded) / (time.perf_counter() - start)
+
+
+def decoding_alone(args: argparse.Namespace, setup: str) -> dict[str, Any]:
+    """nvjpeg alone and the runner's decoding pipeline alone (``setup``, a ``-M decode=tensor`` model: reads,
+    decode, resize; nothing encoded) on the check's COCO-like images, the median of ``--rounds`` rounds."""
+    from PIL import Image
+
+    from negharness.io.media import MediaSet
+
+    device = bdt.resolve_device(args.device)
+    with tempfile.TemporaryDirectory() as tmp:
+        coco = bdt.write_coco(Path(tmp))
+        model = bdt.make_model(args.model, Path(tmp), device, decode="tensor")
+        media = MediaSet("bench/coco-alone", "image", [p.name for p in coco], lambda i: Image.open(coco[i]))
+        decoder = [nvjpeg_rate(coco, device, args.batch) for _ in range(args.rounds)]
+        pipeline = [bdt.pipeline_rate(model, media, setup) for _ in range(args.rounds)]
+    got = {"nvjpeg": statistics.median(decoder), "pipeline": statistics.median(pipeline), "setup": setup,
+           "rounds": {"nvjpeg": decoder, "pipeline": pipeline}}
+    print(f"  coco: decoding alone, nothing encoded: nvjpeg {got['nvjpeg']:.1f}/s (decode_jpegs on "
+          f"{device.type}), the runner's pipeline ({setup}) {got['pipeline']:.1f}/s (median of {args.rounds})")
+    return got
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -168,6 +214,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if fallbacks.counts["items"]:
             print(f"nvjpeg fell back to Pillow for {fallbacks.counts['items']} of {fallbacks.counts['decoded']} items")
         save("image, GPU decode")
+        if result["gpu_setup_error"] is None:
+            result["decoding_alone"] = decoding_alone(args, gpu)
+            save("image, decoding alone")
     text += run_bench([*common, "--kinds", "video", "--setups", args.setup])
     save("video")
     print(f"nvjpeg fallbacks to Pillow: {fallbacks.counts['items']} of {fallbacks.counts['decoded']} items decoded on "

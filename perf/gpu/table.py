@@ -58,6 +58,9 @@ def _images(setup_key: str) -> Callable[[dict[str, Any]], tuple[str, bool]]:
             fallbacks = m.get("nvjpeg_fallbacks") or {}
             if fallbacks.get("items"):
                 figure += f"; {fallbacks['items']:,} of {fallbacks['decoded']:,} items fell back to Pillow"
+            alone = m.get("decoding_alone")
+            if alone:  # the rates perf/gpu_sim.py's stand-ins assume (--nvjpeg-rate), measured apart from the model
+                figure += f"; decoding alone: nvjpeg {alone['nvjpeg']:,.0f}, the pipeline {alone['pipeline']:,.0f} img/s"
             return figure, loop["ratio"] >= 0.9 and not fallbacks.get("items")
         decode_ms, cores = loop.get("decode_cpu_ms"), loop.get("cores")
         if not decode_ms or not cores:
@@ -73,8 +76,16 @@ def _video(m: dict[str, Any]) -> tuple[str, bool]:
     if not video or m["setup"] not in video["loop"]:
         raise Unmeasured("no video figure printed")
     loop = video["loop"][m["setup"]]
-    return (f"{loop['rate'] * frames:,.0f} frames/s in the loop vs {video['pure'] * frames:,.0f} pure = {loop['ratio']:.2f} "
-            f"({m['video_items']} clips x {frames} frames)", loop["ratio"] >= 0.9)
+    figure = (f"{loop['rate'] * frames:,.0f} frames/s in the loop vs {video['pure'] * frames:,.0f} pure = {loop['ratio']:.2f} "
+              f"({m['video_items']} clips x {frames} frames)")
+    decode_ms, cores = loop.get("decode_cpu_ms"), loop.get("cores")
+    if not decode_ms or not cores:
+        return figure + " (no decode cost printed)", loop["ratio"] >= 0.9
+    # clips are decoded on the CPU whatever the device (no GPU video decoder here): the goal is what the cores
+    # can decode, as for CPU-decoded images (on the H200, 16 cores at 79 ms a clip: 202 clips/s, 4,432 pure)
+    ceiling = min(video["pure"], cores * 1e3 / decode_ms)
+    return (figure + f"; {loop['rate'] / ceiling:.2f} of the {ceiling:,.0f} clips/s {cores} cores decode at "
+            f"{decode_ms:.1f} ms", loop["rate"] >= 0.8 * ceiling)
 
 
 def _texts(m: dict[str, Any]) -> tuple[str, bool]:
@@ -133,7 +144,7 @@ GOALS = (
          _images("setup")),
     Goal("images, JPEG decoding in the loop (GPU decode)", "media", ">= 0.9 of pure, no fallback to Pillow",
          _images("gpu_setup")),
-    Goal("video frames in the loop", "media", ">= 0.9 of pure", _video),
+    Goal("video frames in the loop", "media", ">= 0.8 of min(pure, cores x 1-core decode)", _video),
     Goal("texts, real captions (the runner's path)", "text", ">= 50,000 texts/s", _texts),
     Goal("Retrieval-Neg end to end vs CLIP_benchmark, fp32", "peers", "<= 0.5x its wall, values equal",
          _pairing("retrieval fp32 vs fp32", "CLIP_benchmark", "rows")),
