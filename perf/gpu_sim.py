@@ -7,15 +7,19 @@ Stand-ins (everything else runs for real, on this machine's CPU):
                  (../shared/gpu/h100-2026-11-28.md, median of 3, batch 256).
   text forward   not recorded on the H100 without its host work, so scaled from the image tower by
                  multiply-adds per item (`macs`: ViT-B-32's image tower 50 tokens x 12 layers x width 768,
-                 ~4.4 G; its text tower 12 layers x width 512, ~2.9 G at the full 77 tokens): ~29,700
+                 ~4.4 G; its text tower 12 layers x width 512, ~2.9 G at the full 77 tokens): ~28,700
                  texts/s at full context, and in proportion to the tokens kept where the runner cuts
-                 texts to their length (``-M text_lengths=on``).
-  nvjpeg decode  ``--nvjpeg-rate`` images/s (default 12,000 for 640x480 COCO JPEGs) in the runner's
-                 producer thread, beside the forward. NOT a published H100 figure: none was found in this
-                 session's sources; NVIDIA's A100 post ("Leveraging the Hardware JPEG Decoder and NVIDIA
-                 nvJPEG Library on NVIDIA A100 GPUs", developer.nvidia.com/blog) gives the A100 hardware
-                 decoder 4-8x a V100's CUDA decode, and the H100 has 7 NVJPG engines to the A100's 5. Set it
-                 from a measurement (perf/gpu_check.sh's media step) when one exists; the goal is taken
+                 texts to their length (``-M text_lengths=on``). Calibrated on one H200 (2026-11-30,
+                 perf/bench_text_lengths.py's ``pure`` paths, 16,384 real COCO captions, batch 1,024, bf16):
+                 full context 29,776-29,908 texts/s (the scaling is 4% low); cut to each length-sorted
+                 batch's longest text 56,835-93,249 (rounds after the first), where the scaling says
+                 ~160,000: short batches use the device less well than their multiply-adds say, so the
+                 text_lengths=on row's pure rate here is optimistic, up to ~1.7x.
+  nvjpeg decode  ``--nvjpeg-rate`` images/s in the runner's producer thread, beside the forward: default
+                 21,900, measured on one H200 (2026-11-30, perf/gpu/media.py's decoding alone: the
+                 project's `decode_jpegs`, batches of 256 of 4,096 COCO-like JPEGs of mixed sizes already
+                 read, rounds 20,098-22,202 img/s); the H100 has the same chip's 7 NVJPG engines. The
+                 12,000 assumed before (no published H100 figure found) was 0.55 of it. The goal is taken
                  against min(pure, nvjpeg), the loop's own ceiling.
   resize         on the device, bandwidth-bound: 2 bytes moved per decoded byte at 3 TB/s (H100 HBM3).
 Each text row's pure rate is what its own batches cost the stand-in tower (`TEXT_TOWER`): the table judges
@@ -54,7 +58,7 @@ spinning into the CPU figures), its imports timed: "before the first batch" is f
 to the first stand-in forward, minus ``import torch, open_clip``; it holds the model's build, the plan,
 hashing every file for the cache key, the loader's start.
 
-    python perf/gpu_sim.py [--quick] [--images 16384] [--texts 16384] [--repeat 3] [--nvjpeg-rate 12000] [--json FILE] [--threads]
+    python perf/gpu_sim.py [--quick] [--images 16384] [--texts 16384] [--repeat 3] [--nvjpeg-rate 21900] [--json FILE] [--threads]
 """
 
 from __future__ import annotations
@@ -529,7 +533,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--texts", type=int, default=16_384)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--text-batch", type=int, default=1024)
-    ap.add_argument("--nvjpeg-rate", type=float, default=12_000.0, help="simulated nvjpeg images/s (see the docstring)")
+    ap.add_argument("--nvjpeg-rate", type=float, default=21_900.0, help="simulated nvjpeg images/s (see the docstring)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--threads", action="store_true", help="also CPU us per item by thread group (Linux /proc)")
     ap.add_argument("--repeat", type=int, default=None, help="rounds of every row, the best figures kept (3; --quick: 1)")

@@ -313,3 +313,23 @@ def test_frame_sampling_specs_are_checked_when_given(tmp_path):
             FrameSampling.parse(spec, "-M frames")
         assert str(err.value).startswith(f"-M frames={spec}: ") and needle in str(err.value), err.value
     assert FrameSampling.parse("fps:2:max=1").indices(300, 30).tolist() == [0]
+
+
+def test_opencv_decodes_on_one_thread_the_same_frames(tmp_path):
+    """Clips are decoded in parallel (runner threads, trainer workers): OpenCV's capture is opened on one
+    FFmpeg thread, as PyAV's is, and gives the frames a default (a thread per core) capture gives."""
+    cv2 = pytest.importorskip("cv2")
+    from negharness.io.video import open_capture
+
+    path = write_video(tmp_path / "clip.mp4", n_frames=60)
+    one, default = open_capture(cv2, path), cv2.VideoCapture(str(path))
+    try:
+        assert one.isOpened() and one.get(cv2.CAP_PROP_N_THREADS) == 1
+        for i in (7, 31, 52):
+            one.set(cv2.CAP_PROP_POS_FRAMES, i)
+            default.set(cv2.CAP_PROP_POS_FRAMES, i)
+            assert np.array_equal(one.read()[1], default.read()[1])
+    finally:
+        one.release()
+        default.release()
+    assert not open_capture(cv2, tmp_path / "missing.mp4").isOpened()  # _decode_cv2 then names the file

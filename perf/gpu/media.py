@@ -144,15 +144,17 @@ def nvjpeg_rate(paths: list[Path], device: Any, batch: int) -> float:
 def decoding_alone(args: argparse.Namespace, setup: str) -> dict[str, Any]:
     """nvjpeg alone and the runner's decoding pipeline alone (``setup``, a ``-M decode=tensor`` model: reads,
     decode, resize; nothing encoded) on the check's COCO-like images, the median of ``--rounds`` rounds."""
-    from PIL import Image
-
-    from negharness.io.media import MediaSet
+    from negharness.engine.media_batches import MediaBatches
 
     device = bdt.resolve_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         coco = bdt.write_coco(Path(tmp))
         model = bdt.make_model(args.model, Path(tmp), device, decode="tensor")
-        media = MediaSet("bench/coco-alone", "image", [p.name for p in coco], lambda i: Image.open(coco[i]))
+        # plain files, as bench_decode_throughput's tensor setups take them: a set without sources goes the
+        # Pillow road (on the H200 that measured Pillow's 761 img/s under the pipeline's name)
+        media = bdt.image_files("bench/coco-alone", [p.name for p in coco], coco)
+        if MediaBatches(model, bdt.run_settings(model, setup), None).tensor_decoding(media) is None:
+            raise SystemExit(f"decoding_alone: {media.key} would not be tensor-decoded: not the pipeline it names")
         decoder = [nvjpeg_rate(coco, device, args.batch) for _ in range(args.rounds)]
         pipeline = [bdt.pipeline_rate(model, media, setup) for _ in range(args.rounds)]
     got = {"nvjpeg": statistics.median(decoder), "pipeline": statistics.median(pipeline), "setup": setup,

@@ -92,7 +92,11 @@ def lengths_pay(device: torch.device, choice: str = "auto") -> bool:
     the CPU only (perf/bench_text_lengths.py). On an H100 the full context was faster: ViT-B-32 bf16, 16,384
     COCO captions, batch 1,024, the planned batches ran at 0.36-0.79x of full context's texts/s
     (perf/gpu_check.sh step 2 on 2026-11-28: ../shared/gpu/gpu_check_run2_h100.log), launches and small batches costing more there than
-    the padding saves. Other accelerators, unmeasured, keep open_clip's own full-context path."""
+    the padding saves. On an H200 (2026-11-30, the same texts, perf/bench_text_lengths.py) the runner with
+    ``text_lengths=on`` beat its full context once warm (34,560-49,065 against 26,579-26,727 texts/s) but its
+    first pass in a process ran at 4,923 (3.3 s against 0.8 s for 16,384 texts: every new cut shape is a
+    new kernel choice), and a run is mostly one first pass: still full context on CUDA. Other
+    accelerators, unmeasured, keep open_clip's own full-context path."""
     if choice != "auto":
         return choice == "on"
     return device.type == "cpu"
