@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     lone = record(tmp / "lone")
     lone_size, lone_rows, _ = disk(tmp / "lone-cache")
     apart = [tmp / f"apart{i}" for i in range(runs)]  # the same N runs, each on its own cache: nothing shared
-    if args.tiny:  # CI's smoke: the shared cache's figures only (two processes less, ~25 s on 2 cores)
+    if args.tiny:  # a check of the script: the shared cache's figures only (two processes less, ~25 s on 2 cores)
         apart_wall, apart_total = float("nan"), runs * encodings(lone)
     else:
         apart_wall = launch(model, [tmp / f"apart-cache{i}" for i in range(runs)], apart, extra)
