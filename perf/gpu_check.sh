@@ -115,9 +115,11 @@ run_step() {  # on the GPU one after another (each measures the machine), the re
   if [ "$mode" = smoke ]; then step "$@" & else step "$@"; cat "$RESULTS/$1.summary"; publish; fi
 }
 
-# GPU sizes: the limits sum to 530 s (+ ~15 s of wheel installs, <= 20 s of preflight), estimated from the
+# GPU sizes: the limits sum to 550 s (+ ~15 s of wheel installs, <= 20 s of preflight), estimated from the
 # 2026-11-28 H100 logs (../shared/gpu): ~18 s of imports per process, 19,886 img/s pure, ~1,000 img/s with
-# CPU decoding in the loop (16,384 images: ~16 s a round)
+# CPU decoding in the loop (16,384 images: ~16 s a round); on the H200 (2026-11-30) the steps took media 110 s,
+# text 21 s (37 s with runner_on), peers 67 s, harness 24 s, sim 15 s, and training 141 s for 3 rounds alone
+# (it timed out at 70 s in the check): now 2 rounds in 120 s
 if [ "$mode" = gpu ]; then
   run_step media 150 "16,384 COCO-like images of mixed sizes and video, ViT-B-32 bf16, in the loop vs pure forward" \
     "$PY" perf/gpu/media.py --device cuda --precision bf16 --model ViT-B-32 --images 16384 --videos 48 \
@@ -127,9 +129,9 @@ if [ "$mode" = gpu ]; then
     --paths full runner runner_on pure pure_cut
   run_step peers 110 "Retrieval-Neg and MCQ end to end vs the peers, fp32, 500 rows each" \
     "$PY" perf/peer_clip_benchmark.py --device cuda --rounds 1 --rows 500 --mcq-rows 500 --precisions fp32
-  run_step training 70 "BNL training steps vs a bare loop, ViT-B-32 bf16" \
+  run_step training 120 "BNL training steps vs a bare loop, ViT-B-32 bf16" \
     "$PY" perf/bench_training.py --device cuda --precision bf16 --arch ViT-B-32 --videos 256 --steps 12 \
-    --warm-steps 3 --batch 64 --workers 12 --rounds 3
+    --warm-steps 3 --batch 64 --workers 12 --rounds 2
   run_step harness 35 "negharness.run on the GPU, random ViT-B-32 bf16, batch 256" \
     "$PY" perf/gpu/harness.py --device cuda --precision bf16 --arch ViT-B-32 --batch-size 256
   run_step sim 60 "gpu_sim's prediction on this host's CPU (the device's work replaced by stand-ins), to set beside the rows above" \

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -299,3 +300,14 @@ def test_training_row_is_judged_against_what_its_workers_can_decode(table, tmp_p
     assert row[-1] == "FAIL" and "ceiling 0.67 (workers x 1-core decode: 12 workers at 22.6 samples/s a core)" in row[0]
     train["ratio"] = 0.62  # >= 0.9 x 0.67
     assert rows(table.table(results(tmp_path / "b", "gpu", {"training": 0}, {"training": train}))[0])["BNL training step rate vs a bare loop"][-1] == "pass"
+
+
+def test_the_gpu_modes_step_limits_fit_one_device_call(table):
+    """One device call runs at most 600 s: the GPU mode's step limits, the preflight's 20 s and ~15 s of wheel
+    installs must fit, with room for the table (the H200's training step, timed out at 70 s, needed 141 s)."""
+    script = (PERF / "gpu_check.sh").read_text()
+    gpu = script[script.index('if [ "$mode" = gpu ]; then'):script.index("\nelse\n", script.index('if [ "$mode" = gpu ]; then'))]
+    limits = {m.group(1): int(m.group(2)) for m in re.finditer(r"run_step (\w+) (\d+) ", gpu)}
+    assert set(limits) == set(table.STEPS)
+    assert sum(limits.values()) + 20 + 15 <= 590, limits
+    assert f"the limits sum to {sum(limits.values())} s" in script  # the comment says what the code does
