@@ -21,7 +21,11 @@ batch 64, 4 workers; the authors' eval script: batch 64, 8 workers) unless ``--p
 Each round runs every process once (in reverse order every second round) and prints wall time, ru_maxrss of the
 child (wait4), the peak PSS of its process tree (workers included; sampled every second), the load average
 before it, the ratio negharness / peer, and whether the values are equal (R@1/5/10 on both caption files;
-accuracy and per-template accuracy).
+accuracy and per-template accuracy). Each round also times, first and last, a process that only starts (the
+faster taken): a fresh interpreter importing torch and open_clip (and, on CUDA, its first tensor there), what
+every side pays before its own work;
+the ratio after it, (negharness - start-up) / (peer - start-up), is the one that can show a harness's work at
+sizes where start-up is most of the wall (on the H200, 500 rows: ~9 s of 12-14 s).
 
 ``--omp-rounds N`` instead measures ``OMP_WAIT_POLICY=PASSIVE`` (what the CLI sets) against unset: text
 encoding (texts/s over real captions), a whole ``negharness run`` of the Retrieval-Neg protocol, and
@@ -312,6 +316,19 @@ def child_authors_mcq(a: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def child_startup(a: dict[str, Any]) -> dict[str, Any]:
+    """What every side of a pairing pays before its own work: importing torch and open_clip, and on CUDA the
+    device's initialisation (a first tensor there)."""
+    import open_clip  # noqa: F401
+    import torch
+
+    device = a.get("device", "cpu")
+    if device != "cpu":
+        torch.zeros(1, device=device)
+        torch.cuda.synchronize()
+    return {}
+
+
 def child_text_encode(a: dict[str, Any]) -> dict[str, Any]:
     """negharness's text path (the clip plugin's encode_text), batches of 64, over the given captions."""
     import torch
@@ -330,7 +347,7 @@ def child_text_encode(a: dict[str, Any]) -> dict[str, Any]:
 
 
 CHILDREN = {"clip_benchmark": child_clip_benchmark, "clip_benchmark_standin": child_clip_benchmark_standin,
-            "authors_mcq": child_authors_mcq, "text_encode": child_text_encode}
+            "authors_mcq": child_authors_mcq, "text_encode": child_text_encode, "startup": child_startup}
 
 
 # ---- running and measuring ---------------------------------------------------------------------------
@@ -461,6 +478,14 @@ def mcq_equal(nh: dict[str, float], au: dict[str, float], rows: int) -> tuple[bo
     return not diffs, "; ".join(diffs or shown)
 
 
+def after_startup(ours: float, theirs: float, startup: float) -> float | None:
+    """(ours - start-up) / (theirs - start-up): each side's wall less what a process that only imports torch and
+    open_clip took in the same round; None where either side took no longer than that (nothing left to compare)."""
+    if ours <= startup or theirs <= startup:
+        return None
+    return (ours - startup) / (theirs - startup)
+
+
 def fmt(m: Measured) -> str:
     return f"{m.wall_s:6.1f} s (maxrss {m.maxrss_mb:5.0f} MB, tree PSS {m.peak_pss_mb:5.0f} MB, load {m.load[0]:.2f})"
 
@@ -469,7 +494,8 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                 diagnose_bf16: bool = False, first: int = 1, precisions: tuple[str, ...] = ("fp32", "bf16"),
                 runs: list[dict[str, Any]] | None = None, standin: bool = False,
                 on_round: Any = None) -> dict[str, list]:
-    """Interleaved rounds; returns per pairing the (ratio, values equal) of each round. ``runs``, if given,
+    """Interleaved rounds; returns per pairing the (ratio, values equal, ratio after start-up) of each round
+    (`after_startup`). ``runs``, if given,
     gets one entry per process run (name, round, wall, memory, a negharness record's timings). ``standin``:
     without clip_benchmark, `child_clip_benchmark_standin` takes its place. ``on_round(outcome)`` is called
     after each round (the check writes its figures as soon as it has them)."""
@@ -493,6 +519,9 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
         spec = {"arch": inp.arch, "checkpoint": str(inp.checkpoint), "csv": str(inp.root / "negbench" / MCQ_CSV),
                 "root": str(inp.root), "batch_size": 64, "workers": au_workers, "device": DEVICE}
         jobs.append(("au_mcq", ["authors_mcq"], spec, work / "au_mcq"))  # type: ignore[arg-type]
+    if jobs:  # at both ends of the round, the faster taken: the first process of a round reads torch from a cold disk
+        jobs = [("startup", ["startup"], {"device": DEVICE}, work / "startup"), *jobs,  # type: ignore[list-item]
+                ("startup_end", ["startup"], {"device": DEVICE}, work / "startup_end")]
     outcome: dict[str, list] = {}
     for r in range(first - 1, first - 1 + rounds):
         print(f"round {r + 1}: {subprocess.run(['uptime'], capture_output=True, text=True, check=False).stdout.strip()}")
@@ -531,7 +560,7 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
             if theirs not in got:
                 if theirs == "cb_ret_bf16w":
                     continue
-                outcome.setdefault(label, []).append((None, None))
+                outcome.setdefault(label, []).append((None, None, None))
                 print(f"  {label}: negharness {got[ours].wall_s:.1f} s; {SKIP_CB if not have_cb else 'peer not run'}")
                 continue
             if theirs.startswith("cb"):
@@ -541,10 +570,14 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                 ok, why = mcq_equal(got[ours].result, got[theirs].result, inp.mcq_rows)
                 equal_expected = True
             ratio = got[ours].wall_s / got[theirs].wall_s
+            startup = min(got["startup"].wall_s, got["startup_end"].wall_s)
+            work = after_startup(got[ours].wall_s, got[theirs].wall_s, startup)
             pss = got[ours].peak_pss_mb / max(got[theirs].peak_pss_mb, 1e-9)
-            outcome.setdefault(label, []).append((ratio, ok if equal_expected else None))
+            outcome.setdefault(label, []).append((ratio, ok if equal_expected else None, work))
             verdict = ("values equal" if ok else "VALUES DIFFER") if equal_expected else ("values equal" if ok else "values differ (precisions differ)")
-            print(f"  {label}: ratio {ratio:.2f} (PSS {pss:.2f}), {verdict}: {why}")
+            shown = f"{work:.2f}" if work is not None else "n/a"
+            print(f"  {label}: ratio {ratio:.2f}, after start-up ({startup:.1f} s) {shown} (PSS {pss:.2f}), "
+                  f"{verdict}: {why}")
         if on_round is not None:
             on_round(outcome)
     return outcome
@@ -640,10 +673,12 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
         outcome = peer_rounds(inp, work, opts.rounds, opts.parts, have_cb, opts.peer_workers, opts.diagnose_bf16,
                               opts.first_round, tuple(opts.precisions), runs, standin, save)
     for label, values in outcome.items():
-        ratios = [r for r, _ in values if r is not None]
+        ratios = [r for r, _, _ in values if r is not None]
         if ratios:
-            equal = [e for _, e in values if e is not None]
+            equal = [e for _, e, _ in values if e is not None]
+            work = [w for _, _, w in values if w is not None]
             print(f"{label}: ratios {' / '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f})"
+                  + (f"; after start-up {' / '.join(f'{w:.2f}' for w in work)}" if work else "")
                   + (f"; values equal in {sum(equal)}/{len(equal)} rounds" if equal else ""))
     return outcome
 
@@ -657,7 +692,8 @@ def write_json(path: Path, opts: argparse.Namespace, inp: Inputs, have_cb: bool,
                              ("stand-in" if standin else None), "device": DEVICE, "rows": opts.rows,
                              "mcq_rows": opts.mcq_rows, "images": inp.images, "captions": inp.captions,
                              "csvs_real": (opts.csvs / MCQ_CSV).is_file(), "rounds": opts.rounds,
-                             "pairings": {k: [{"ratio": r, "equal": e} for r, e in v] for k, v in outcome.items()},
+                             "pairings": {k: [{"ratio": r, "equal": e, "after_startup": w} for r, e, w in v]
+                                          for k, v in outcome.items()},
                              "runs": runs})
 
 

@@ -246,6 +246,8 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
     peers = json.loads((tmp_path / "peers.json").read_text())
     assert [r["equal"] for r in peers["pairings"]["MCQ fp32 vs fp32"]] == [True]
     assert all(r["ratio"] > 0 for pairs in peers["pairings"].values() for r in pairs if r["ratio"] is not None)
+    assert {"startup", "startup_end"} <= {run["name"] for run in peers["runs"]}  # the start-up every ratio is taken after
+    assert all("after_startup" in r for pairs in peers["pairings"].values() for r in pairs)
     # with clip_benchmark, its values; without it (CI), a stand-in of its output: the comparison's code runs
     assert [r["equal"] for r in peers["pairings"]["retrieval fp32 vs fp32"]] == [True]
     # the record's R-Neg@K read by their names (a KeyError on 'neg_R@1' once hid here, reached only with
@@ -315,3 +317,18 @@ def test_the_gpu_modes_step_limits_fit_one_device_call(table):
     assert set(limits) == set(table.STEPS)
     assert sum(limits.values()) + 20 + 15 <= 590, limits
     assert f"the limits sum to {sum(limits.values())} s" in script  # the comment says what the code does
+
+
+def test_peer_rows_are_judged_after_process_start_up(table, tmp_path):
+    """Both sides import torch and open_clip before their own work (~9 s of the H200's 12-14 s walls at 500
+    rows): a row is judged on (ours - start-up) / (theirs - start-up), the whole-wall ratio shown beside it."""
+    peer = load("peer_clip_benchmark.py")
+    assert peer.after_startup(12.0, 14.2, 9.0) == pytest.approx(3.0 / 5.2)
+    assert peer.after_startup(8.0, 14.2, 9.0) is None  # a side no longer than start-up: nothing to compare
+    pairs = {"retrieval fp32 vs fp32": [{"ratio": 0.85, "equal": True, "after_startup": 0.58}],
+             "MCQ fp32 vs fp32": [{"ratio": 0.95, "equal": True, "after_startup": 0.45}]}
+    peers = {**PEERS, "clip_benchmark_installed": True, "retrieval_peer": "clip_benchmark", "pairings": pairs}
+    got = rows(table.table(results(tmp_path / "a", "gpu", {"peers": 0}, {"peers": peers}))[0])
+    ret, mcq = got["Retrieval-Neg end to end vs CLIP_benchmark, fp32"], got["MCQ end to end vs the authors' loop, fp32"]
+    assert ret[-1] == "FAIL" and ret[0].startswith("0.58x CLIP_benchmark's wall after start-up (0.85x whole)")
+    assert mcq[-1] == "pass" and ret[1] == "<= 0.5x its wall after start-up, values equal"
