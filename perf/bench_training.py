@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
           f"ceiling ({what}) {ceiling:.2f}")
     sys.stdout.flush()
     figures = {"loop_sps": loop_sps, "bare_sps": bare_sps, "ratio": ratio, "ratios": ratios, "decode_sps": decode_sps,
-               "ceiling": ceiling, "ceiling_of": what, "workers": args.workers, "device": args.device, "precision": args.precision, "arch": args.arch,
+               "ceiling": ceiling, "ceiling_of": what, "workers": args.workers, "device": args.device,
+               "precision": args.precision, "arch": args.arch,
                "batch": args.batch, "steps": args.steps, "rounds": args.rounds, "container": container}
     if args.json:
         atomic_write_json(args.json, figures)

@@ -243,6 +243,8 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
 
     for script, step in IN_GPU_CHECK.items():
         check_figures(script, (tmp_path / f"{step}.log").read_text())
+    alone = json.loads((tmp_path / "media.json").read_text())["decoding_alone"]  # the decoder apart from the model
+    assert alone["nvjpeg"] > 0 and alone["pipeline"] > 0 and alone["setup"].startswith("tensor")
     peers = json.loads((tmp_path / "peers.json").read_text())
     assert [r["equal"] for r in peers["pairings"]["MCQ fp32 vs fp32"]] == [True]
     assert all(r["ratio"] > 0 for pairs in peers["pairings"].values() for r in pairs if r["ratio"] is not None)

@@ -321,9 +321,9 @@ def _decode_decord(path: Path, sampling: FrameSampling) -> np.ndarray:
 
 def open_capture(cv2: Any, path: Path) -> Any:
     """An OpenCV capture of ``path`` decoding on one thread, as PyAV's does: the runner and the trainer decode
-    clips in parallel, and FFmpeg's default of a thread per core, flushed at each seek, cost the H200's
-    16 workers ~79 ms of CPU a clip (2026-11-30; here one thread took 16 ms of CPU a clip against 30 ms,
-    and less wall too, the same frames)."""
+    clips in parallel, and FFmpeg's default of a thread per core, flushed at each seek, is overhead then (on
+    an H200's 16 cores, 2026-11-30: 79 ms of CPU a 4-frame clip, BNL training's workers at 0.09 of a bare
+    loop; on 2 cores here one thread took 16 ms of CPU a clip against 30 ms, less wall too, the same frames)."""
     if hasattr(cv2, "CAP_PROP_N_THREADS"):  # an open-only parameter since OpenCV 4.6
         return cv2.VideoCapture(str(path), cv2.CAP_ANY, [cv2.CAP_PROP_N_THREADS, 1])
     return cv2.VideoCapture(str(path))
