@@ -40,11 +40,54 @@ def test_table_equals_nltk_on_a_sample():
 
 
 @pytest.mark.needs("nltk")
-def test_window_table_is_the_fresh_build():
-    """The shipped table is what `python -m negharness.world.queries` writes (windows never collide)."""
-    from negharness.world.tagger import _table, build_table
+def test_window_table_was_built_from_this_machines_inputs():
+    """The shipped table is what `python -m negharness.world.queries` would write here: the hash of what its
+    build read (captions, window rule, tokenizer and tagging code, NLTK's release and data) equals the one
+    written beside it, and the table is the file that build wrote. A full rebuild (~40 s of NLTK tagging, CI's
+    longest test of its pass) runs when an input changes; the tags themselves are checked against NLTK on a
+    sample above."""
+    from negharness.world.tagger import build_inputs, built_from, table_sha
 
-    assert build_table() == _table()
+    stamp = built_from()
+    assert stamp["table"] == table_sha(), "pos_tags.json was edited after its build: run python -m negharness.world.queries"
+    assert stamp["inputs"] == build_inputs(), "an input of the tag table changed: run python -m negharness.world.queries"
+
+
+@pytest.mark.needs("nltk")
+def test_the_tables_build_inputs_change_with_each_input(monkeypatch, tmp_path):
+    """Each thing the table's build reads changes the hash: a caption more, the window, NLTK's release, a byte
+    of its tagger data, the tokenizer's code."""
+    import nltk
+
+    from negharness.world import tagger
+
+    base = tagger.build_inputs()
+    changed = []
+    with monkeypatch.context() as m:
+        m.setattr(tagger, "world_captions", lambda real=tagger.world_captions: iter([*real(), "a red circle"]))
+        changed.append(tagger.build_inputs())
+    with monkeypatch.context() as m:
+        m.setattr(tagger, "WINDOW", 3)
+        changed.append(tagger.build_inputs())
+    with monkeypatch.context() as m:
+        m.setattr(nltk, "__version__", "0.0")
+        changed.append(tagger.build_inputs())
+    with monkeypatch.context() as m:
+        real = tagger.nltk_data_files
+
+        def one_byte_off(path: str):
+            for i, (name, data) in enumerate(real(path)):
+                yield name, (data[:-1] + bytes([data[-1] ^ 1]) if i == 0 and "tagger" in path else data)
+
+        m.setattr(tagger, "nltk_data_files", one_byte_off)
+        changed.append(tagger.build_inputs())
+    with monkeypatch.context() as m:
+        def tokenize(text: str) -> list[str]:  # another tokenizer's code
+            return text.split()
+
+        m.setattr(tagger, "tokenize", tokenize)
+        changed.append(tagger.build_inputs())
+    assert len({base, *changed}) == 6
 
 
 def test_non_default_world_queries_build_without_nltk(no_nltk, tmp_path):

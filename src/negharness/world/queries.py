@@ -3,8 +3,8 @@
 The default test split's sets ship with the package (``world/packaged/``), so the embedded
 default runs with no NLTK data and no network; any other (seed, split, size) is built once and
 kept beside the world's pixels under the data root. ``python -m negharness.world.queries``
-rebuilds the shipped files and the tag table (tests check both against fresh builds wherever NLTK
-data is present). Any other set is built without NLTK data too: the world tags its own captions
+rebuilds the shipped files and the tag table (tests check the query sets against a fresh build and the
+table against the hash of what its build read, wherever NLTK data is present). Any other set is built without NLTK data too: the world tags its own captions
 (`negharness.world.tagger`).
 """
 

@@ -5,26 +5,33 @@ needs NLTK's tagger data or a network.
 The table maps each token's five-token window (two words either side) to the tag NLTK's perceptron
 tagger gives it in every world caption containing that window; over the whole language (71,208
 video and image captions) no window has two tags, so the lookup reproduces NLTK exactly.
-``python -m negharness.world.queries`` rebuilds the table (needs NLTK data); a test checks it
-against NLTK on a sample of captions wherever NLTK data is present. A text with any window the
-table lacks is not the world's: the lookup returns None and the caller tags it with NLTK.
+``python -m negharness.world.queries`` rebuilds the table (needs NLTK data, ~40 s) and writes beside it
+the hash of what the build read (`build_inputs`: every caption, the window rule, the tokenizer, NLTK's
+release and its tokenizer and tagger data) and of the table it made; a test checks that hash against
+this machine's inputs, and the tags against NLTK on a sample of captions, wherever NLTK data is present.
+A text with any window the table lacks is not the world's: the lookup returns None and the caller tags
+it with NLTK.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import itertools
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from negharness.api.files import atomic_write_text
-from negharness.text.nltk_resources import add_closed_tagger, ensure_nltk, tokenize
+from negharness.text import nltk_resources
+from negharness.text.nltk_resources import RESOURCES, add_closed_tagger, ensure_nltk, tokenize
 
 from .scenes import ACTIONS, COLOURS, SHAPES, image_caption_forms, video_caption_forms
 
 WINDOW = 2  # words either side
 PACKAGED = Path(__file__).parent / "packaged" / "pos_tags.json"
+BUILT_FROM = PACKAGED.with_name("pos_tags.inputs.json")  # {"inputs": build_inputs(), "table": the table's sha256}
 MAX_OBJECTS = {"video": 2, "image": 3}
 
 
@@ -72,10 +79,64 @@ def build_table() -> dict[str, str]:
     return dict(sorted(table.items()))
 
 
+def nltk_data_files(path: str) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of every file of one NLTK resource where NLTK finds it, a folder or a zip, in name order."""
+    import nltk
+
+    pointer = nltk.data.find(path)
+    if isinstance(pointer, nltk.data.ZipFilePathPointer):
+        names = sorted(n for n in pointer.zipfile.namelist() if n.startswith(pointer.entry) and not n.endswith("/"))
+        for name in names:
+            yield name[len(pointer.entry):], pointer.zipfile.read(name)
+        return
+    root = Path(pointer.path)
+    for file in sorted(f for f in root.rglob("*") if f.is_file()):
+        yield file.relative_to(root).as_posix(), file.read_bytes()
+
+
+def build_inputs() -> str:
+    """sha256 of everything `build_table` reads: every world caption, the window rule and the code that
+    tokenises, windows and tags, NLTK's release and the files of its tokenizer and tagger data. Equal to the
+    one written beside the shipped table, that table is what a build here would make (seconds, not a build's
+    ~40 s of tagging)."""
+    import nltk
+
+    ensure_nltk()
+    digest = hashlib.sha256()
+
+    def add(part: str | bytes) -> None:
+        data = part.encode() if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "big") + data)
+
+    for caption in world_captions():
+        add(caption)
+    add(f"window {WINDOW}|nltk {nltk.__version__}")
+    for code in (windows, build_table, tokenize):
+        add(inspect.getsource(code))
+    add(nltk_resources.SIMPLE_TEXT.pattern)
+    for path in RESOURCES.values():
+        for name, data in nltk_data_files(path):
+            add(f"{path}{name}")
+            add(data)
+    return digest.hexdigest()
+
+
+def built_from() -> dict[str, Any]:
+    """What the shipped table says it was built from (`BUILT_FROM`)."""
+    found: dict[str, Any] = json.loads(BUILT_FROM.read_text(encoding="utf-8"))
+    return found
+
+
+def table_sha() -> str:
+    return hashlib.sha256(PACKAGED.read_bytes()).hexdigest()
+
+
 def write_table() -> Path:
-    """Rebuild the shipped table (`python -m negharness.world.queries` does, before the query sets)."""
+    """Rebuild the shipped table (`python -m negharness.world.queries` does, before the query sets) and say,
+    beside it, what it was built from."""
     table = build_table()
     atomic_write_text(PACKAGED, json.dumps(table, separators=(",", ":")) + "\n")
+    atomic_write_text(BUILT_FROM, json.dumps({"inputs": build_inputs(), "table": table_sha()}, indent=1) + "\n")
     _table.cache_clear()
     return PACKAGED
 
