@@ -87,7 +87,11 @@ def test_gpu_sims_prediction_is_printed_under_the_table_for_calibration(table, t
     assert failed == 0 and "gpu_sim's prediction on this machine's CPU" in text
     assert got["images in the loop (nvjpeg path)"] == ["7,010 img/s"]
     assert got["texts in the loop, full context"] == ["19,780 texts/s of pure 28,843"]
+    assert "images in the loop, no cache (the media step's GPU-decode loop)" not in got  # an older sim.json: no row
     assert got["GIL held per image / per text"] == ["56.3 / 10.9 us"]
+    sim["images_no_cache"] = {"rate": 8123.4}  # the like-for-like row: the device's media loop runs with no cache
+    got = rows(table.table(results(tmp_path / "c", "gpu", dict.fromkeys(table.STEPS, 0), {"sim": sim}))[0])
+    assert got["images in the loop, no cache (the media step's GPU-decode loop)"] == ["8,123 img/s"]
     text, failed = table.table(results(tmp_path / "b", "gpu", {s: 0 for s in table.STEPS if s != "sim"},
                                        {"sim": {"images": {}}}))
     assert failed == 1 and rows(text)["sim"] == ["not run", "", ""]

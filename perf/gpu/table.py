@@ -231,6 +231,8 @@ def sim_lines(results: Path) -> list[str]:
         got = json.loads(path.read_text())
         img, txt, cut = got["images"], got["texts"], got["texts_lengths_on"]
         rows = [("images in the loop (nvjpeg path)", f"{img['rate']:,.0f} img/s"),
+                *([("images in the loop, no cache (the media step's GPU-decode loop)",
+                    f"{got['images_no_cache']['rate']:,.0f} img/s")] if "images_no_cache" in got else []),
                 ("texts in the loop, full context", f"{txt['rate']:,.0f} texts/s of pure {txt['pure_rate']:,.0f}"),
                 ("texts in the loop, text_lengths=on", f"{cut['rate']:,.0f} texts/s of pure {cut['pure_rate']:,.0f}"),
                 ("GIL held per image / per text", f"{img['gil_us']:.1f} / {txt['gil_us']:.1f} us"),
