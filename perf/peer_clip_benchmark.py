@@ -493,12 +493,13 @@ def fmt(m: Measured) -> str:
 def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb: bool, peer_workers: int | None,
                 diagnose_bf16: bool = False, first: int = 1, precisions: tuple[str, ...] = ("fp32", "bf16"),
                 runs: list[dict[str, Any]] | None = None, standin: bool = False,
-                on_round: Any = None) -> dict[str, list]:
+                on_round: Any = None, startups: int = 2) -> dict[str, list]:
     """Interleaved rounds; returns per pairing the (ratio, values equal, ratio after start-up) of each round
     (`after_startup`). ``runs``, if given,
     gets one entry per process run (name, round, wall, memory, a negharness record's timings). ``standin``:
     without clip_benchmark, `child_clip_benchmark_standin` takes its place. ``on_round(outcome)`` is called
-    after each round (the check writes its figures as soon as it has them)."""
+    after each round (the check writes its figures as soon as it has them). ``startups``: start-up processes a
+    round (2: first and last; 1, ``--tiny``'s: last only)."""
     cb_child = "clip_benchmark" if have_cb else "clip_benchmark_standin"
     have_cb = have_cb or standin
     jobs: list[tuple[str, list[str], Path | None, Path]] = []
@@ -520,8 +521,9 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                 "root": str(inp.root), "batch_size": 64, "workers": au_workers, "device": DEVICE}
         jobs.append(("au_mcq", ["authors_mcq"], spec, work / "au_mcq"))  # type: ignore[arg-type]
     if jobs:  # at both ends of the round, the faster taken: the first process of a round reads torch from a cold disk
-        jobs = [("startup", ["startup"], {"device": DEVICE}, work / "startup"), *jobs,  # type: ignore[list-item]
-                ("startup_end", ["startup"], {"device": DEVICE}, work / "startup_end")]
+        ends = [("startup", ["startup"], {"device": DEVICE}, work / "startup"),
+                ("startup_end", ["startup"], {"device": DEVICE}, work / "startup_end")][2 - startups:]
+        jobs = [*ends[:-1], *jobs, ends[-1]]  # type: ignore[list-item]
     outcome: dict[str, list] = {}
     for r in range(first - 1, first - 1 + rounds):
         print(f"round {r + 1}: {subprocess.run(['uptime'], capture_output=True, text=True, check=False).stdout.strip()}")
@@ -570,7 +572,7 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                 ok, why = mcq_equal(got[ours].result, got[theirs].result, inp.mcq_rows)
                 equal_expected = True
             ratio = got[ours].wall_s / got[theirs].wall_s
-            startup = min(got["startup"].wall_s, got["startup_end"].wall_s)
+            startup = min(got[k].wall_s for k in ("startup", "startup_end") if k in got)
             work = after_startup(got[ours].wall_s, got[theirs].wall_s, startup)
             pss = got[ours].peak_pss_mb / max(got[theirs].peak_pss_mb, 1e-9)
             outcome.setdefault(label, []).append((ratio, ok if equal_expected else None, work))
@@ -671,7 +673,7 @@ def main(argv: list[str] | None = None) -> dict[str, list]:
                 write_json(opts.json, opts, inp, have_cb, standin, outcome, runs)
 
         outcome = peer_rounds(inp, work, opts.rounds, opts.parts, have_cb, opts.peer_workers, opts.diagnose_bf16,
-                              opts.first_round, tuple(opts.precisions), runs, standin, save)
+                              opts.first_round, tuple(opts.precisions), runs, standin, save, 1 if opts.tiny else 2)
     for label, values in outcome.items():
         ratios = [r for r, _, _ in values if r is not None]
         if ratios:

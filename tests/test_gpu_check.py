@@ -252,7 +252,7 @@ def test_cpu_smoke_runs_every_step(tmp_path, table):
     peers = json.loads((tmp_path / "peers.json").read_text())
     assert [r["equal"] for r in peers["pairings"]["MCQ fp32 vs fp32"]] == [True]
     assert all(r["ratio"] > 0 for pairs in peers["pairings"].values() for r in pairs if r["ratio"] is not None)
-    assert {"startup", "startup_end"} <= {run["name"] for run in peers["runs"]}  # the start-up every ratio is taken after
+    assert "startup_end" in {run["name"] for run in peers["runs"]}  # the start-up every ratio is taken after (tiny: one)
     assert all("after_startup" in r for pairs in peers["pairings"].values() for r in pairs)
     # with clip_benchmark, its values; without it (CI), a stand-in of its output: the comparison's code runs
     assert [r["equal"] for r in peers["pairings"]["retrieval fp32 vs fp32"]] == [True]
