@@ -8,7 +8,8 @@ video and image captions) no window has two tags, so the lookup reproduces NLTK 
 ``python -m negharness.world.queries`` rebuilds the table (needs NLTK data, ~40 s) and writes beside it
 the hash of what the build read (`build_inputs`: every caption, the window rule, the tokenizer, NLTK's
 release and its tokenizer and tagger data) and of the table it made; a test checks that hash against
-this machine's inputs, and the tags against NLTK on a sample of captions, wherever NLTK data is present.
+this machine's inputs (where they differ, a fresh build against the table), and the tags against NLTK
+on a sample of captions, wherever NLTK data is present.
 A text with any window the table lacks is not the world's: the lookup returns None and the caller tags
 it with NLTK.
 """
