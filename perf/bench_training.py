@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     loop_sps, bare_sps, ratio = (float(np.median(v)) for v in (loops, bares, ratios))
     cores = os.cpu_count() or 1
     ceiling = (1 / (1 + bare_sps / (decode_sps * cores)) if device.type == "cpu"
-               else min(1.0, max(1, args.workers) * decode_sps / bare_sps))
+               else min(1.0, min(max(1, args.workers), cores) * decode_sps / bare_sps))
     what = "shared cores" if device.type == "cpu" else "workers x 1-core decode"
     print(f"device {args.device} precision {args.precision} arch {args.arch} batch {args.batch} steps {args.steps} "
           f"(+{args.warm_steps} warm-up) rounds {args.rounds} workers {args.workers} cores {cores} "

@@ -16,9 +16,10 @@ Stand-ins (everything else runs for real, on this machine's CPU):
                  ~160,000: short batches use the device less well than their multiply-adds say, so the
                  text_lengths=on row's pure rate here is optimistic, up to ~1.7x.
   nvjpeg decode  ``--nvjpeg-rate`` images/s in the runner's producer thread, beside the forward: default
-                 21,900, measured on one H200 (2026-11-30, perf/gpu/media.py's decoding alone: the
-                 project's `decode_jpegs`, batches of 256 of 4,096 COCO-like JPEGs of mixed sizes already
-                 read, rounds 20,098-22,202 img/s); the H100 has the same chip's 7 NVJPG engines. The
+                 21,900, measured on one H200 (2026-11-30, a device call of its own running
+                 perf/gpu/media.py's `decoding_alone` at 4,096 images, 3 rounds: the project's
+                 `decode_jpegs` on batches of 256 COCO-like JPEGs of mixed sizes already read, rounds
+                 20,098 / 22,202 / 21,947 img/s, median 21,947); the H100 has the same chip's 7 NVJPG engines. The
                  12,000 assumed before (no published H100 figure found) was 0.55 of it. The goal is taken
                  against min(pure, nvjpeg), the loop's own ceiling.
   resize         on the device, bandwidth-bound: 2 bytes moved per decoded byte at 3 TB/s (H100 HBM3).
@@ -43,7 +44,8 @@ The process's CPU seconds (all threads: decoders, hashing and copies that releas
 item are printed beside it, an upper bound.
 
 Each row runs ``--repeat`` rounds (3; ``--quick``: 1), each on a fresh model, tokenizer and cache (a first
-pass as a run makes it, in an interpreter whose imports the first round made); a row keeps its fastest
+pass as a run makes it, in an interpreter whose imports the first round made; the no-cache images row follows
+the cached one on the same model, its files in the page cache as the cached row's are after the keys' reads); a row keeps its fastest
 round's rate and its rounds' least GIL and CPU time per item (another process on the machine only lowers
 the one and raises the others), every round's rate printed under the table. One round's figures moved by
 up to a third between runs on this shared machine (GIL per text 8.6-25 us, images 6,000-7,900/s), enough

@@ -480,10 +480,11 @@ def mcq_equal(nh: dict[str, float], au: dict[str, float], rows: int) -> tuple[bo
 
 def after_startup(ours: float, theirs: float, startup: float) -> float | None:
     """(ours - start-up) / (theirs - start-up): each side's wall less what a process that only imports torch and
-    open_clip took in the same round; None where either side took no longer than that (nothing left to compare)."""
-    if ours <= startup or theirs <= startup:
+    open_clip took in the same round (0 where ours took no longer than that: no work of its own to see); None
+    where the peer's did not (nothing of its own to compare with)."""
+    if theirs <= startup:
         return None
-    return (ours - startup) / (theirs - startup)
+    return max(0.0, ours - startup) / (theirs - startup)
 
 
 def fmt(m: Measured) -> str:
@@ -573,11 +574,11 @@ def peer_rounds(inp: Inputs, work: Path, rounds: int, parts: list[str], have_cb:
                 equal_expected = True
             ratio = got[ours].wall_s / got[theirs].wall_s
             startup = min(got[k].wall_s for k in ("startup", "startup_end") if k in got)
-            work = after_startup(got[ours].wall_s, got[theirs].wall_s, startup)
+            after = after_startup(got[ours].wall_s, got[theirs].wall_s, startup)
             pss = got[ours].peak_pss_mb / max(got[theirs].peak_pss_mb, 1e-9)
-            outcome.setdefault(label, []).append((ratio, ok if equal_expected else None, work))
+            outcome.setdefault(label, []).append((ratio, ok if equal_expected else None, after))
             verdict = ("values equal" if ok else "VALUES DIFFER") if equal_expected else ("values equal" if ok else "values differ (precisions differ)")
-            shown = f"{work:.2f}" if work is not None else "n/a"
+            shown = f"{after:.2f}" if after is not None else "n/a (the peer's wall is no longer than start-up)"
             print(f"  {label}: ratio {ratio:.2f}, after start-up ({startup:.1f} s) {shown} (PSS {pss:.2f}), "
                   f"{verdict}: {why}")
         if on_round is not None:

@@ -330,7 +330,8 @@ def test_peer_rows_are_judged_after_process_start_up(table, tmp_path):
     rows): a row is judged on (ours - start-up) / (theirs - start-up), the whole-wall ratio shown beside it."""
     peer = load("peer_clip_benchmark.py")
     assert peer.after_startup(12.0, 14.2, 9.0) == pytest.approx(3.0 / 5.2)
-    assert peer.after_startup(8.0, 14.2, 9.0) is None  # a side no longer than start-up: nothing to compare
+    assert peer.after_startup(8.0, 14.2, 9.0) == 0.0  # ours no longer than start-up: no work of its own to see
+    assert peer.after_startup(12.0, 8.5, 9.0) is None  # the peer's no longer than start-up: nothing to compare with
     pairs = {"retrieval fp32 vs fp32": [{"ratio": 0.85, "equal": True, "after_startup": 0.58}],
              "MCQ fp32 vs fp32": [{"ratio": 0.95, "equal": True, "after_startup": 0.45}]}
     peers = {**PEERS, "clip_benchmark_installed": True, "retrieval_peer": "clip_benchmark", "pairings": pairs}
@@ -338,3 +339,14 @@ def test_peer_rows_are_judged_after_process_start_up(table, tmp_path):
     ret, mcq = got["Retrieval-Neg end to end vs CLIP_benchmark, fp32"], got["MCQ end to end vs the authors' loop, fp32"]
     assert ret[-1] == "FAIL" and ret[0].startswith("0.58x CLIP_benchmark's wall after start-up (0.85x whole)")
     assert mcq[-1] == "pass" and ret[1] == "<= 0.5x its wall after start-up, values equal"
+
+
+def test_a_rate_of_zero_is_unmeasured_not_a_crash(table, tmp_path):
+    """A step that printed a pure rate of 0 (it measured nothing) leaves its row unmeasured; the table is written."""
+    video = {**MEDIA, "video": {"pure": 0.0, "loop": {"threads:auto": {"rate": 0.0, "ratio": 0.0, "decode_cpu_ms": 5.0,
+                                                                         "cores": 2}}}}
+    text = {"median_texts_per_s": {"full": 0.0, "runner": 0.0, "pure": 0.0}, "texts": 1, "source": "real COCO captions",
+            "real": True, "batch": 1, "rounds": 1}
+    got = rows(table.table(results(tmp_path / "a", "gpu", {"media": 0, "text": 0}, {"media": video, "text": text}))[0])
+    assert got["video frames in the loop"][-1].startswith("unmeasured (figures unreadable: ZeroDivisionError")
+    assert got["texts, real captions (the runner's path)"][-1].startswith("unmeasured (figures unreadable: ZeroDivisionError")

@@ -94,7 +94,7 @@ TEXT_GOAL = 50_000.0  # texts/s, the issue's; kept where the tower alone on the 
 def _texts(m: dict[str, Any]) -> tuple[str, bool]:
     """The runner's texts/s against 50,000/s, or 0.9 of the text tower alone at full context (``pure``, the
     path `lengths_pay` takes on CUDA) where that tower cannot reach 50,000 / 0.9: the H200's ran 29,900, a
-    goal no host could meet otherwise (perf/gpu_sim.py judges its full-context row the same way)."""
+    goal no host could meet otherwise (perf/gpu_sim.py judges its full-context row on 0.9 of pure always)."""
     rates = m["median_texts_per_s"]
     path = "runner" if "runner" in rates else "planned"  # the runner's own path (CachedEvalContext.embed_texts)
     rate = rates[path]
@@ -123,7 +123,7 @@ def _pairing(label: str, peer: str, rows: str) -> Callable[[dict[str, Any]], tup
         # ~9 s of the H200's 12-14 s walls at 500 rows: there 0.5x of the whole wall was no machine's to meet
         work = [r["after_startup"] for r in rounds if r.get("after_startup") is not None]
         if not work:
-            why = ("a side took no longer than start-up" if any("after_startup" in r for r in rounds)
+            why = ("the peer took no longer than start-up" if any("after_startup" in r for r in rounds)
                    else "no start-up measured")
             return f"{ratio:.2f}x {peer}'s wall ({why}); {values}", ratio <= 0.5 and equal
         after = _median(work)
@@ -199,7 +199,8 @@ def row(goal: Goal, results: Path, steps: dict[str, dict[str, Any]], smoke: bool
         figure, met = goal.judge(json.loads(figures.read_text()))
     except Unmeasured as exc:
         return "", f"unmeasured ({exc}{f'; step {why}' if why else ''})"
-    except (KeyError, TypeError, ValueError) as exc:  # a step's figures in a layout this table does not know
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:  # figures in a layout this table does not
+        # know, or a rate of 0 printed by a step that measured nothing
         return "", f"unmeasured (figures unreadable: {type(exc).__name__} {exc}{f'; step {why}' if why else ''})"
     verdict = "smoke" if smoke else ("pass" if met else "FAIL")
     return figure, verdict + (f" (step {why}: figures so far)" if why else "")
