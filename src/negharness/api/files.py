@@ -32,10 +32,12 @@ from negharness.io.atomic_files import (
     cached_json as cached_json,
 )
 from negharness.store.content import hash_array as hash_array
+from negharness.store.content import hash_open_file as hash_open_file
 
 __all__ = [
     "DATA_ENCODING", "MAX_CAPTION_CHARS", "RootGuard", "atomic_write", "atomic_write_bytes",
     "atomic_write_json", "atomic_write_text", "cache_root", "cached_json", "cell_captions",
     "check_caption", "check_csv_header", "check_csv_width", "data_root", "hash_array", "hash_json",
+    "hash_open_file",
     "literal_captions", "numbered_rows", "parquet_rows", "require_regular",
 ]

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from negharness.api.files import atomic_write_text
+from negharness.api.files import atomic_write_text, hash_open_file
 from negharness.text import nltk_resources
 from negharness.text.nltk_resources import RESOURCES, add_closed_tagger, ensure_nltk, tokenize
 
@@ -129,7 +129,8 @@ def built_from() -> dict[str, Any]:
 
 
 def table_sha() -> str:
-    return hashlib.sha256(PACKAGED.read_bytes()).hexdigest()
+    """The shipped table's content hash, as the project hashes every file (`hash_open_file`)."""
+    return hash_open_file(PACKAGED)
 
 
 def write_table() -> Path:
